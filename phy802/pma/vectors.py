@@ -1,0 +1,162 @@
+"""Known-answer vector files of the PMA (``vectors/pma/*.txt``): format, parser and checker.
+
+Format (plain text, UTF-8): lines starting with ``#`` are comments (the header says where the
+values come from); blank lines are ignored; every other line is one record of whitespace-separated
+``key=value`` fields. Symbol and bit strings are written as digit strings (``0123...``). Kinds:
+
+* ``kind=gray bits=AB symbol=S``: one row of the 120.5.7.1 Gray table.
+* ``kind=precode initial=I input=G... output=P...``: 120.5.7.2 precoder (and its inverse).
+* ``kind=prbsq pattern=NAME seed=S0..S(N-1) count=C symbols=...``: the first C symbols of a PRBSxQ.
+
+:func:`verify_file` checks every record against this package and returns the failures; parse
+errors raise :class:`VectorError` naming the file and line.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from phy802.pma.pam4 import gray_demap, gray_map
+from phy802.pma.precoder import precode, precode_decode
+from phy802.pma.prbs import PATTERNS, prbsq
+
+__all__ = ["VectorError", "VectorRecord", "VerifyResult", "read_vectors", "check_record", "verify_file", "verify_dir"]
+
+_REQUIRED = {
+    "gray": ("bits", "symbol"),
+    "precode": ("initial", "input", "output"),
+    "prbsq": ("pattern", "seed", "count", "symbols"),
+}
+
+
+class VectorError(ValueError):
+    """A malformed vector file; the message starts with ``file:line:``."""
+
+
+@dataclass(frozen=True, slots=True)
+class VectorRecord:
+    path: str
+    line: int
+    fields: dict = field(hash=False)
+
+    @property
+    def kind(self) -> str:
+        return self.fields["kind"]
+
+    def where(self) -> str:
+        return f"{self.path}:{self.line}"
+
+
+@dataclass(frozen=True, slots=True)
+class VerifyResult:
+    path: str
+    n_records: int
+    failures: tuple[str, ...]
+
+    @property
+    def ok(self) -> bool:
+        return not self.failures and self.n_records > 0
+
+
+def _digits(rec: VectorRecord, key: str, maxdigit: int) -> np.ndarray:
+    s = rec.fields[key]
+    if not s or any(c not in "0123"[: maxdigit + 1] for c in s):
+        raise VectorError(f"{rec.where()}: field {key}={s[:20]!r}: expected digits 0..{maxdigit}")
+    return np.frombuffer(s.encode(), dtype=np.uint8) - ord("0")
+
+
+def _int(rec: VectorRecord, key: str) -> int:
+    try:
+        return int(rec.fields[key])
+    except ValueError:
+        raise VectorError(f"{rec.where()}: field {key}={rec.fields[key]!r}: expected an integer") from None
+
+
+def read_vectors(path: str | Path) -> list[VectorRecord]:
+    """Parse a vector file into records; raises :class:`VectorError` (``file:line: ...``) or ``OSError``."""
+    path = Path(path)
+    records = []
+    with open(path, encoding="utf-8") as fh:
+        for lineno, raw in enumerate(fh, 1):
+            line = raw.strip()
+            if not line or line.startswith("#"):
+                continue
+            fields = {}
+            for tok in line.split():
+                key, sep, value = tok.partition("=")
+                if not sep or not key:
+                    raise VectorError(f"{path}:{lineno}: expected key=value, got {tok[:30]!r}")
+                if key in fields:
+                    raise VectorError(f"{path}:{lineno}: duplicate field {key!r}")
+                fields[key] = value
+            kind = fields.get("kind")
+            if kind not in _REQUIRED:
+                raise VectorError(f"{path}:{lineno}: field kind={kind!r}: expected one of {', '.join(_REQUIRED)}")
+            missing = [k for k in _REQUIRED[kind] if k not in fields]
+            if missing:
+                raise VectorError(f"{path}:{lineno}: kind={kind} record lacks field(s) {', '.join(missing)}")
+            records.append(VectorRecord(str(path), lineno, fields))
+    return records
+
+
+def check_record(rec: VectorRecord) -> str | None:
+    """``None`` if the record matches this implementation, else a ``file:line: ...`` message."""
+    if rec.kind == "gray":
+        bits = _digits(rec, "bits", 1)
+        sym = _digits(rec, "symbol", 3)
+        if bits.size != 2 or sym.size != 1:
+            raise VectorError(f"{rec.where()}: gray record needs bits=AB and one symbol digit")
+        got = int(gray_map(bits)[0])
+        back = gray_demap(sym)
+        if got != int(sym[0]) or not np.array_equal(back, bits):
+            return f"{rec.where()}: gray {rec.fields['bits']} -> expected {sym[0]}, got {got}"
+        return None
+    if rec.kind == "precode":
+        init = _int(rec, "initial")
+        if not 0 <= init <= 3:
+            raise VectorError(f"{rec.where()}: field initial={init}: expected 0..3")
+        g, p = _digits(rec, "input", 3), _digits(rec, "output", 3)
+        if g.size != p.size:
+            raise VectorError(f"{rec.where()}: input and output lengths differ ({g.size} vs {p.size})")
+        got = precode(g, init)
+        if not np.array_equal(got, p):
+            j = int(np.argmax(got != p))
+            return f"{rec.where()}: precode differs first at symbol {j}: expected {p[j]}, got {got[j]}"
+        if not np.array_equal(precode_decode(p, init), g):
+            return f"{rec.where()}: precoder decode does not invert the output"
+        return None
+    if rec.kind == "prbsq":
+        name = rec.fields["pattern"]
+        if name not in PATTERNS:
+            raise VectorError(f"{rec.where()}: field pattern={name!r}: expected one of {', '.join(PATTERNS)}")
+        count = _int(rec, "count")
+        sym = _digits(rec, "symbols", 3)
+        if sym.size != count:
+            raise VectorError(f"{rec.where()}: count={count} but {sym.size} symbols given")
+        try:
+            got = prbsq(name, count, rec.fields["seed"])
+        except ValueError as exc:
+            raise VectorError(f"{rec.where()}: field seed: {exc}") from None
+        if not np.array_equal(got, sym):
+            j = int(np.argmax(got != sym))
+            return f"{rec.where()}: {name} differs first at symbol {j}: expected {sym[j]}, got {got[j]}"
+        return None
+    raise VectorError(f"{rec.where()}: unknown kind {rec.kind!r}")  # pragma: no cover
+
+
+def verify_file(path: str | Path) -> VerifyResult:
+    """Check every record of one file; parse errors raise :class:`VectorError`."""
+    records = read_vectors(path)
+    failures = tuple(msg for msg in (check_record(r) for r in records) if msg)
+    return VerifyResult(str(path), len(records), failures)
+
+
+def verify_dir(directory: str | Path) -> list[VerifyResult]:
+    """:func:`verify_file` for every ``*.txt`` in ``directory`` (sorted by name)."""
+    files = sorted(Path(directory).glob("*.txt"))
+    if not files:
+        raise VectorError(f"{directory}: no *.txt vector files")
+    return [verify_file(f) for f in files]
