@@ -1,0 +1,37 @@
+"""Reed-Solomon FEC of IEEE 802.3 (Clause 91 / Clause 119): RS(544,514) "KP4" and RS(528,514) "KR4".
+
+GF(2^10) with p(x) = x^10 + x^3 + 1, generator roots alpha^0..alpha^(2t-1), systematic, first
+message symbol = coefficient of x^(n-1), parity last. Batched numpy API over Numba kernels::
+
+    from phy802.fec import KP4, encode, decode
+    words = encode(KP4, msgs)              # uint16[..., 514] -> uint16[..., 544]
+    fixed, n_corr = decode(KP4, received)  # n_corr = symbols corrected, -1 = uncorrectable
+"""
+
+from .counters import FecCounters
+from .rs import (
+    KP4,
+    KR4,
+    RSCode,
+    decode,
+    decode_syndromes,
+    encode,
+    error_pattern_outcome,
+    is_codeword,
+    syndromes,
+    syndromes_sparse,
+)
+
+__all__ = [
+    "RSCode",
+    "KP4",
+    "KR4",
+    "encode",
+    "decode",
+    "syndromes",
+    "is_codeword",
+    "syndromes_sparse",
+    "decode_syndromes",
+    "error_pattern_outcome",
+    "FecCounters",
+]

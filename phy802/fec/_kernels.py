@@ -1,0 +1,422 @@
+"""Numba kernels of the RS codec (private: called only through :mod:`phy802.fec.rs`, which checks inputs).
+
+Conventions shared by every kernel: a word is ``uint16[n]`` with index ``i`` holding the coefficient
+of ``x^(n-1-i)`` (first in time first, parity last); an error at index ``i`` has locator
+``X = alpha^(n-1-i)``; syndromes are ``S_j = r(alpha^j)``, ``j = 0..2t-1`` (first consecutive root 0).
+
+Speed notes
+-----------
+* Division by g(x) (encoder, and the codeword check) is a CRC-style "slicing-by-4" LFSR: four
+  message symbols per step, each looked up in its own table ``T[s, f] = f * x^(2t+3-s) mod g(x)``
+  packed as 16-bit lanes in uint64 words (lane l = coefficient of x^(2t-1-l)). Shifting the
+  register by 4 lanes is then a word move, and the four lookups of a step are independent, so the
+  loop-carried chain is one load + xors per 4 symbols. For 2t <= 32 the register lives in 8 scalar
+  words (CPU registers); larger codes use an array version of the same recurrence.
+* Syndromes come from the remainder r(x) mod g(x) (2t coefficients) rather than from all n symbols,
+  because g(alpha^j) = 0 for the 2t roots: r(alpha^j) = rem(alpha^j). An all-zero remainder means a
+  codeword: the early exit of the decoder.
+* Chien search runs only over the n real positions of the shortened code and stops once deg(Lambda)
+  roots are found. Every correction is verified by recomputing the syndromes of the error pattern.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from .gf1024 import EXP, LOG, LOG_ZERO, ORDER
+
+__all__ = [
+    "encode_batch",
+    "remainder_batch",
+    "syndromes_from_remainder",
+    "syndromes_sparse_batch",
+    "decode_batch",
+    "decode_syndromes_batch",
+]
+
+_EXP = EXP
+_LOG = LOG
+_MASK = np.uint64(0x3FF)
+
+
+# --------------------------------------------------------------------------------------------
+# Division by g(x): slicing-by-4 LFSR
+# --------------------------------------------------------------------------------------------
+
+
+@njit(cache=True)
+def _lfsr8(row, start, count, T):
+    """Remainder of ``sum row[start+i] x^(count-1-i) * x^(2t) mod g`` as 8 uint64 words (2t <= 32)."""
+    w0 = np.uint64(0)
+    w1 = np.uint64(0)
+    w2 = np.uint64(0)
+    w3 = np.uint64(0)
+    w4 = np.uint64(0)
+    w5 = np.uint64(0)
+    w6 = np.uint64(0)
+    w7 = np.uint64(0)
+    mask = np.uint64(0x3FF)
+    pad = (4 - count % 4) % 4
+    i = start - pad
+    end = start + count
+    first = True
+    while i < end:
+        if first:
+            # The first step may begin with virtual leading zeros (they do not change a remainder).
+            m0 = np.uint64(row[i]) if i >= start else np.uint64(0)
+            m1 = np.uint64(row[i + 1]) if i + 1 >= start else np.uint64(0)
+            m2 = np.uint64(row[i + 2]) if i + 2 >= start else np.uint64(0)
+            m3 = np.uint64(row[i + 3])
+            first = False
+        else:
+            m0 = np.uint64(row[i])
+            m1 = np.uint64(row[i + 1])
+            m2 = np.uint64(row[i + 2])
+            m3 = np.uint64(row[i + 3])
+        f0 = (w0 & mask) ^ m0
+        f1 = ((w0 >> np.uint64(16)) & mask) ^ m1
+        f2 = ((w0 >> np.uint64(32)) & mask) ^ m2
+        f3 = (w0 >> np.uint64(48)) ^ m3
+        a = T[0, f0]
+        b = T[1, f1]
+        c = T[2, f2]
+        d = T[3, f3]
+        w0 = w1 ^ a[0] ^ b[0] ^ c[0] ^ d[0]
+        w1 = w2 ^ a[1] ^ b[1] ^ c[1] ^ d[1]
+        w2 = w3 ^ a[2] ^ b[2] ^ c[2] ^ d[2]
+        w3 = w4 ^ a[3] ^ b[3] ^ c[3] ^ d[3]
+        w4 = w5 ^ a[4] ^ b[4] ^ c[4] ^ d[4]
+        w5 = w6 ^ a[5] ^ b[5] ^ c[5] ^ d[5]
+        w6 = w7 ^ a[6] ^ b[6] ^ c[6] ^ d[6]
+        w7 = a[7] ^ b[7] ^ c[7] ^ d[7]
+        i += 4
+    return w0, w1, w2, w3, w4, w5, w6, w7
+
+
+@njit(cache=True)
+def _lfsr_generic(row, start, count, T, w):
+    """Same recurrence as :func:`_lfsr8` for any number of words; result left in ``w[:W]``."""
+    W = T.shape[2]
+    mask = np.uint64(0x3FF)
+    for j in range(W + 1):
+        w[j] = 0
+    pad = (4 - count % 4) % 4
+    i = start - pad
+    end = start + count
+    while i < end:
+        w0 = w[0]
+        m0 = np.uint64(row[i]) if i >= start else np.uint64(0)
+        m1 = np.uint64(row[i + 1]) if i + 1 >= start else np.uint64(0)
+        m2 = np.uint64(row[i + 2]) if i + 2 >= start else np.uint64(0)
+        m3 = np.uint64(row[i + 3])
+        f0 = (w0 & mask) ^ m0
+        f1 = ((w0 >> np.uint64(16)) & mask) ^ m1
+        f2 = ((w0 >> np.uint64(32)) & mask) ^ m2
+        f3 = (w0 >> np.uint64(48)) ^ m3
+        for j in range(W):
+            w[j] = w[j + 1] ^ T[0, f0, j] ^ T[1, f1, j] ^ T[2, f2, j] ^ T[3, f3, j]
+        i += 4
+
+
+@njit(cache=True)
+def _remainder_lanes(row, k, nparity, T, w, with_parity, rem):
+    """Fill ``rem[:nparity]`` (lane l = coefficient of x^(nparity-1-l)); return True if all zero.
+
+    ``with_parity``: XOR the received parity ``row[k:k+nparity]`` in, giving r(x) mod g(x) of the
+    whole word; otherwise the encoder's parity of ``row[:k]``.
+    """
+    W = T.shape[2]
+    if W <= 8:
+        w0, w1, w2, w3, w4, w5, w6, w7 = _lfsr8(row, 0, k, T)
+        w[0] = w0
+        w[1] = w1
+        w[2] = w2
+        w[3] = w3
+        w[4] = w4
+        w[5] = w5
+        w[6] = w6
+        w[7] = w7
+    else:
+        _lfsr_generic(row, 0, k, T, w)
+    acc = 0
+    for l in range(nparity):
+        v = np.uint16((w[l >> 2] >> np.uint64(16 * (l & 3))) & _MASK)
+        if with_parity:
+            v ^= row[k + l]
+        rem[l] = v
+        acc |= v
+    return acc == 0
+
+
+@njit(cache=True)
+def encode_batch(msgs, T, nparity, out):
+    """``out[w, :k] = msgs[w]``, ``out[w, k:] = parity``; msgs uint16[N, k], out uint16[N, k+nparity]."""
+    N, k = msgs.shape
+    W = T.shape[2]
+    w = np.zeros(max(W, 8) + 1, dtype=np.uint64)
+    for r in range(N):
+        row = msgs[r]
+        o = out[r]
+        for i in range(k):
+            o[i] = row[i]
+        if W <= 8:
+            w0, w1, w2, w3, w4, w5, w6, w7 = _lfsr8(row, 0, k, T)
+            w[0] = w0
+            w[1] = w1
+            w[2] = w2
+            w[3] = w3
+            w[4] = w4
+            w[5] = w5
+            w[6] = w6
+            w[7] = w7
+        else:
+            _lfsr_generic(row, 0, k, T, w)
+        for l in range(nparity):
+            o[k + l] = np.uint16((w[l >> 2] >> np.uint64(16 * (l & 3))) & _MASK)
+
+
+@njit(cache=True)
+def remainder_batch(words, k, T, nparity, rem):
+    """``rem[w] = words[w](x) mod g(x)`` (lanes high -> low); returns bool[N] "is a codeword"."""
+    N = words.shape[0]
+    W = T.shape[2]
+    w = np.zeros(max(W, 8) + 1, dtype=np.uint64)
+    ok = np.empty(N, dtype=np.bool_)
+    for r in range(N):
+        ok[r] = _remainder_lanes(words[r], k, nparity, T, w, True, rem[r])
+    return ok
+
+
+# --------------------------------------------------------------------------------------------
+# Syndromes
+# --------------------------------------------------------------------------------------------
+
+
+@njit(cache=True)
+def _syn_from_rem(rem, E, S):
+    """S_j = rem(alpha^j) with ``E[j, l] = (nparity-1-l) * j mod 1023``."""
+    nsyn = S.shape[0]
+    nparity = rem.shape[0]
+    for j in range(nsyn):
+        S[j] = 0
+    for l in range(nparity):
+        lr = _LOG[rem[l]]
+        if lr == LOG_ZERO:
+            continue
+        for j in range(nsyn):
+            S[j] ^= _EXP[lr + E[j, l]]
+
+
+@njit(cache=True)
+def syndromes_from_remainder(rem, E, S):
+    """Batch of :func:`_syn_from_rem`: rem uint16[N, 2t] -> S uint16[N, 2t]."""
+    for r in range(rem.shape[0]):
+        _syn_from_rem(rem[r], E, S[r])
+
+
+@njit(cache=True)
+def syndromes_sparse_batch(positions, values, n, S):
+    """S[w, j] = sum_m values[w, m] * alpha^(j * (n-1-positions[w, m])); zero values contribute nothing."""
+    N, nm = positions.shape
+    nsyn = S.shape[1]
+    for r in range(N):
+        for j in range(nsyn):
+            S[r, j] = 0
+        for m in range(nm):
+            lv = _LOG[values[r, m]]
+            if lv == LOG_ZERO:
+                continue
+            p = n - 1 - positions[r, m]
+            e = 0  # (p * j) mod 1023, stepped to avoid a multiply and a modulo per syndrome
+            for j in range(nsyn):
+                S[r, j] ^= _EXP[lv + e]
+                e += p
+                if e >= ORDER:
+                    e -= ORDER
+
+
+# --------------------------------------------------------------------------------------------
+# Berlekamp-Massey, Chien, Forney
+# --------------------------------------------------------------------------------------------
+
+
+@njit(cache=True)
+def _solve(S, n, t, C, B, Tmp, dg, cl, pos, val, xl):
+    """Bounded-distance decode from the 2t syndromes ``S``.
+
+    Returns the number of errors ``nu`` (0..t) with ``pos[:nu]`` (word indices) and ``val[:nu]``
+    (error values), or -1 when the word is not within distance t of a codeword. A returned pattern
+    always reproduces all 2t syndromes, so applying it yields a codeword.
+    """
+    nsyn = 2 * t
+    allzero = True
+    for j in range(nsyn):
+        if S[j] != 0:
+            allzero = False
+            break
+    if allzero:
+        return 0
+    # --- Berlekamp-Massey: Lambda(x) = C(x), low -> high, C[0] = 1.
+    size = C.shape[0]
+    for i in range(size):
+        C[i] = 0
+        B[i] = 0
+    C[0] = 1
+    B[0] = 1
+    L = 0
+    m = 1
+    lb = 0  # LOG of the last nonzero discrepancy b (b = 1 initially)
+    for r in range(nsyn):
+        d = S[r]
+        for i in range(1, L + 1):
+            d ^= _EXP[_LOG[C[i]] + _LOG[S[r - i]]]
+        if d == 0:
+            m += 1
+            continue
+        lc = _LOG[d] - lb
+        if lc < 0:
+            lc += ORDER
+        if 2 * L <= r:
+            for i in range(size):
+                Tmp[i] = C[i]
+            for i in range(size - m):
+                if B[i] != 0:
+                    C[i + m] ^= _EXP[lc + _LOG[B[i]]]
+            L = r + 1 - L
+            if L > t:
+                return -1
+            for i in range(size):
+                B[i] = Tmp[i]
+            lb = _LOG[d]
+            m = 1
+        else:
+            for i in range(size - m):
+                if B[i] != 0:
+                    C[i + m] ^= _EXP[lc + _LOG[B[i]]]
+            m += 1
+    for i in range(L + 1, size):
+        if C[i] != 0:  # pragma: no cover - BM invariant: deg C <= L
+            return -1
+    if C[L] == 0:
+        return -1
+    # --- Chien search over the n real positions only: Lambda(alpha^-p), p = n-1-index.
+    nt = 0
+    for i in range(1, L + 1):
+        if C[i] != 0:
+            dg[nt] = i
+            cl[nt] = _LOG[C[i]]
+            nt += 1
+    nroots = 0
+    for p in range(n):
+        s = np.uint16(1)
+        for q in range(nt):
+            s ^= _EXP[cl[q]]
+            c = cl[q] - dg[q]
+            if c < 0:
+                c += ORDER
+            cl[q] = c
+        if s == 0:
+            pos[nroots] = n - 1 - p
+            xl[nroots] = (ORDER - p) % ORDER  # log of X^-1
+            nroots += 1
+            if nroots == L:
+                break
+    if nroots != L:
+        return -1
+    # --- Forney (first consecutive root 0): e = X * Omega(X^-1) / Lambda'(X^-1),
+    # Omega(x) = S(x) Lambda(x) mod x^L (its degree is < L for a valid solution; the syndrome check
+    # below rejects anything else).
+    for i in range(L):  # reuse Tmp for log(Omega_i)
+        o = np.uint16(0)
+        for j in range(i + 1):
+            o ^= _EXP[_LOG[S[j]] + _LOG[C[i - j]]]
+        Tmp[i] = o
+    for q in range(nroots):
+        x = xl[q]
+        om = np.uint16(0)
+        e = 0
+        for i in range(L):
+            om ^= _EXP[_LOG[Tmp[i]] + e]
+            e += x
+            if e >= ORDER:
+                e -= ORDER
+        dl = np.uint16(0)
+        x2 = (2 * x) % ORDER
+        e = 0
+        for i in range(1, L + 1, 2):
+            dl ^= _EXP[_LOG[C[i]] + e]
+            e += x2
+            if e >= ORDER:
+                e -= ORDER
+        if om == 0 or dl == 0:
+            return -1
+        lv = (ORDER - x) + _LOG[om] - _LOG[dl]  # log X = -log X^-1
+        lv %= ORDER
+        val[q] = _EXP[lv]
+    # --- Verify: the pattern must reproduce every syndrome (guarantees a codeword result).
+    for j in range(nsyn):
+        s = S[j]
+        for q in range(nroots):
+            p = n - 1 - pos[q]
+            s ^= _EXP[_LOG[val[q]] + (p * j) % ORDER]
+        if s != 0:
+            return -1
+    return nroots
+
+
+@njit(cache=True)
+def decode_syndromes_batch(S, n, t, pos, val, count):
+    """Batch of :func:`_solve`: S uint16[N, 2t] -> pos int16[N, t], val uint16[N, t], count int16[N]."""
+    N = S.shape[0]
+    size = 2 * t + 2
+    C = np.zeros(size, np.uint16)
+    B = np.zeros(size, np.uint16)
+    Tmp = np.zeros(size, np.uint16)
+    dg = np.zeros(size, np.int64)
+    cl = np.zeros(size, np.int64)
+    p_ = np.zeros(size, np.int64)
+    v_ = np.zeros(size, np.uint16)
+    xl = np.zeros(size, np.int64)
+    for r in range(N):
+        for q in range(t):
+            pos[r, q] = -1
+            val[r, q] = 0
+        nu = _solve(S[r], n, t, C, B, Tmp, dg, cl, p_, v_, xl)
+        count[r] = nu
+        for q in range(max(nu, 0)):
+            pos[r, q] = p_[q]
+            val[r, q] = v_[q]
+
+
+@njit(cache=True)
+def decode_batch(words, k, T, t, E, detect_only, ncorr):
+    """Decode ``words`` (uint16[N, n]) in place; ``ncorr[w]`` = symbols corrected or -1."""
+    N, n = words.shape
+    nparity = n - k
+    W = T.shape[2]
+    w = np.zeros(max(W, 8) + 1, dtype=np.uint64)
+    rem = np.zeros(nparity, np.uint16)
+    S = np.zeros(2 * t, np.uint16)
+    size = 2 * t + 2
+    C = np.zeros(size, np.uint16)
+    B = np.zeros(size, np.uint16)
+    Tmp = np.zeros(size, np.uint16)
+    dg = np.zeros(size, np.int64)
+    cl = np.zeros(size, np.int64)
+    p_ = np.zeros(size, np.int64)
+    v_ = np.zeros(size, np.uint16)
+    xl = np.zeros(size, np.int64)
+    for r in range(N):
+        row = words[r]
+        if _remainder_lanes(row, k, nparity, T, w, True, rem):
+            ncorr[r] = 0
+            continue
+        if detect_only:
+            ncorr[r] = -1
+            continue
+        _syn_from_rem(rem, E, S)
+        nu = _solve(S, n, t, C, B, Tmp, dg, cl, p_, v_, xl)
+        ncorr[r] = nu
+        for q in range(max(nu, 0)):
+            row[p_[q]] ^= v_[q]
