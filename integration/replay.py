@@ -1,0 +1,295 @@
+"""Apply a link's bit errors to the bytes a rank receives; guards, injection log and metrics.
+
+Bit numbering: bit ``k`` of a message is bit ``k % 8`` (LSB first, the order in which 802.3
+serialises an octet) of byte ``k // 8`` of the tensor's native little-endian bytes. So for fp32
+element ``i``, bits ``32 i + 23 .. 32 i + 30`` are the exponent and ``32 i + 31`` the sign.
+
+Only floating-point tensors of the selected traffic classes are ever modified, and only on the
+receiving side, through ``tensor.detach()``; integer tensors (shapes, votes, pickles) never are.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+
+from integration.sources import SourceConfig
+
+__all__ = [
+    "TRAFFIC_CLASSES",
+    "DEFAULT_CLASSES",
+    "GUARDS",
+    "MODES",
+    "DEFAULT_CLAMP",
+    "ReplayConfig",
+    "InjectionLog",
+    "Metrics",
+    "is_float",
+    "protected_bit_range",
+    "corrupt_received",
+    "apply_guard",
+]
+
+TRAFFIC_CLASSES = ("gradients", "activations", "activation_grads", "params", "control")
+DEFAULT_CLASSES = ("gradients", "activations", "activation_grads")
+GUARDS = ("none", "nan_to_zero_clamp", "skip_nonfinite_step", "exponent_protection")
+MODES = ("endpoint", "ring")
+# [?] receive clamp per class for the nan_to_zero_clamp guard: gradients and activation gradients
+# of a small char GPT are << 1 element-wise, activations and weights are O(1..10).
+DEFAULT_CLAMP = {"gradients": 1.0, "activation_grads": 1.0, "activations": 100.0, "params": 100.0, "control": math.inf}
+
+_FLOAT_DTYPES = (torch.float32, torch.float16, torch.bfloat16, torch.float64)
+# (first bit, last bit) of sign+exponent inside one element, bits numbered LSB first
+_SIGN_EXP_BITS = {
+    torch.float32: (23, 31),
+    torch.float16: (10, 15),
+    torch.bfloat16: (7, 15),
+    torch.float64: (52, 63),
+}
+
+if sys.byteorder != "little":  # pragma: no cover - the byte layout above is little-endian only
+    raise ImportError("integration.replay assumes a little-endian host (bit layout of float elements)")
+
+
+def is_float(t: torch.Tensor) -> bool:
+    """True for the float dtypes the wrapper may corrupt (fp32, fp16, bf16, fp64)."""
+    return t.dtype in _FLOAT_DTYPES
+
+
+def protected_bit_range(dtype: torch.dtype) -> tuple[int, int]:
+    """Inclusive ``(lo, hi)`` bit positions of sign+exponent within one element of ``dtype``."""
+    try:
+        return _SIGN_EXP_BITS[dtype]
+    except KeyError:
+        raise ValueError(f"no float bit layout for dtype {dtype}") from None
+
+
+@dataclass(frozen=True)
+class ReplayConfig:
+    """Experiment knobs of the replay wrapper.
+
+    Parameters
+    ----------
+    source : SourceConfig
+        Per-link error sources (BER / trace, seed, FEC mode).
+    mode : str
+        ``"endpoint"`` (inner backend reduces; errors on what each rank receives) or ``"ring"``
+        (reduce-scatter + all-gather hops over the inner send/recv).
+    classes : tuple of str
+        Traffic classes whose float payload is corrupted (default gradients, activations,
+        activation gradients).
+    guard : str
+        One of :data:`GUARDS`. ``nan_to_zero_clamp`` and ``exponent_protection`` act here on
+        receive; ``skip_nonfinite_step`` is applied by the training loop.
+    clamp : float or None
+        Receive clamp for ``nan_to_zero_clamp``; ``None`` uses :data:`DEFAULT_CLAMP` per class.
+    log_limit : int
+        Maximum number of flips kept in the injection log (the counters keep counting).
+    forward_increasing : bool
+        Point-to-point traffic from a lower to a higher rank is a forward activation (pipeline
+        stage ``i`` on rank ``i``); the other direction carries activation gradients.
+    """
+
+    source: SourceConfig = field(default_factory=SourceConfig)
+    mode: str = "endpoint"
+    classes: tuple[str, ...] = DEFAULT_CLASSES
+    guard: str = "none"
+    clamp: float | None = None
+    log_limit: int = 200_000
+    forward_increasing: bool = True
+
+    def __post_init__(self) -> None:
+        if self.mode not in MODES:
+            raise ValueError(f"ReplayConfig.mode must be one of {MODES}, got {self.mode!r}")
+        if self.guard not in GUARDS:
+            raise ValueError(f"ReplayConfig.guard must be one of {GUARDS}, got {self.guard!r}")
+        bad = [c for c in self.classes if c not in TRAFFIC_CLASSES]
+        if bad:
+            raise ValueError(f"ReplayConfig.classes: unknown traffic class {bad[0]!r} (choose from {TRAFFIC_CLASSES})")
+        object.__setattr__(self, "classes", tuple(self.classes))
+        if self.clamp is not None and not (self.clamp > 0):
+            raise ValueError(f"ReplayConfig.clamp must be > 0, got {self.clamp!r}")
+        if int(self.log_limit) < 0:
+            raise ValueError(f"ReplayConfig.log_limit must be >= 0, got {self.log_limit!r}")
+
+    def clamp_for(self, cls: str) -> float:
+        return float(self.clamp) if self.clamp is not None else DEFAULT_CLAMP[cls]
+
+    def to_dict(self) -> dict[str, Any]:
+        from dataclasses import asdict
+
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "ReplayConfig":
+        d = dict(d)
+        d["source"] = SourceConfig(**d.get("source", {}))
+        if "classes" in d:
+            d["classes"] = tuple(d["classes"])
+        return cls(**d)
+
+
+_LOG_FIELDS = ("seq", "hop", "src", "dst", "element", "bit", "msg_bit")
+
+
+class InjectionLog:
+    """Every applied flip: op, traffic class, link, hop, element, bit, old and new value.
+
+    ``msg_bit`` is the flip's offset in the message's line-bit slot (what the error source
+    returned), so a log can be checked against the source's own offsets. ``old``/``new`` are the
+    element's values before and after the message's flips (per-bit when one flip hits an element).
+    """
+
+    def __init__(self, limit: int = 200_000) -> None:
+        self.limit = int(limit)
+        self.dropped = 0
+        self._parts: list[dict[str, Any]] = []
+        self._n = 0
+        self.messages: list[tuple] = []  # (seq, op, cls, src, dst, hop, payload_bits, line_bits, n_offsets)
+
+    def __len__(self) -> int:
+        return self._n
+
+    def add_message(self, seq: int, op: str, cls: str, src: int, dst: int, hop: int,
+                    payload_bits: int, line_bits: int, n_offsets: int) -> None:
+        self.messages.append((seq, op, cls, src, dst, hop, payload_bits, line_bits, n_offsets))
+
+    def add(self, *, seq: int, op: str, cls: str, src: int, dst: int, hop: int, element: np.ndarray,
+            bit: np.ndarray, old: np.ndarray, new: np.ndarray, msg_bit: np.ndarray) -> None:
+        n = len(element)
+        room = max(0, self.limit - self._n)
+        if n > room:
+            self.dropped += n - room
+            n = room
+        if n == 0:
+            return
+        self._parts.append(dict(seq=seq, op=op, cls=cls, src=src, dst=dst, hop=hop, element=element[:n],
+                                bit=bit[:n], old=old[:n], new=new[:n], msg_bit=msg_bit[:n]))
+        self._n += n
+
+    def records(self) -> list[dict[str, Any]]:
+        """One plain dict per flip (JSON-ready)."""
+        out = []
+        for p in self._parts:
+            for i in range(len(p["element"])):
+                out.append(dict(seq=p["seq"], op=p["op"], cls=p["cls"], link=[p["src"], p["dst"]], hop=p["hop"],
+                                element=int(p["element"][i]), bit=int(p["bit"][i]), old=float(p["old"][i]),
+                                new=float(p["new"][i]), msg_bit=int(p["msg_bit"][i])))
+        return out
+
+    def offsets_by_message(self) -> dict[int, np.ndarray]:
+        """``seq -> msg_bit offsets`` of the applied flips (for checks against the source)."""
+        d: dict[int, list[np.ndarray]] = {}
+        for p in self._parts:
+            d.setdefault(p["seq"], []).append(p["msg_bit"])
+        return {k: np.sort(np.concatenate(v)) for k, v in d.items()}
+
+
+@dataclass
+class Metrics:
+    """Per-rank counters, each link counted at its destination (sums over ranks do not double count).
+
+    ``errors_injected`` are flips applied to tensor bytes; ``errors_overhead`` hit framing bits;
+    ``errors_unselected`` hit traffic that is not selected or not float; ``errors_protected``
+    were removed by exponent protection; ``nonfinite_events`` counts received messages where the
+    flips produced Inf/NaN; ``guard_elements`` counts elements changed by the receive guard.
+    """
+
+    messages: dict[str, int] = field(default_factory=dict)
+    payload_bits: dict[str, int] = field(default_factory=dict)
+    line_bits: dict[str, int] = field(default_factory=dict)
+    errors_injected: dict[str, int] = field(default_factory=dict)
+    errors_overhead: dict[str, int] = field(default_factory=dict)
+    errors_unselected: dict[str, int] = field(default_factory=dict)
+    errors_protected: dict[str, int] = field(default_factory=dict)
+    nonfinite_events: dict[str, int] = field(default_factory=dict)
+    guard_elements: dict[str, int] = field(default_factory=dict)
+
+    def add(self, name: str, cls: str, n: int) -> None:
+        d = getattr(self, name)
+        d[cls] = d.get(cls, 0) + int(n)
+
+    def total(self, name: str) -> int:
+        return int(sum(getattr(self, name).values()))
+
+    def to_dict(self) -> dict[str, dict[str, int]]:
+        return {k: dict(v) for k, v in self.__dict__.items()}
+
+    @staticmethod
+    def merge(parts: list[dict[str, dict[str, int]]]) -> dict[str, dict[str, int]]:
+        out: dict[str, dict[str, int]] = {}
+        for p in parts:
+            for name, d in p.items():
+                o = out.setdefault(name, {})
+                for c, v in d.items():
+                    o[c] = o.get(c, 0) + int(v)
+        return out
+
+
+def _values(u8: np.ndarray, dtype: torch.dtype, elem: np.ndarray) -> np.ndarray:
+    if dtype == torch.float32:
+        return u8.view(np.float32)[elem].astype(np.float64)
+    if dtype == torch.float64:
+        return u8.view(np.float64)[elem].copy()
+    if dtype == torch.float16:
+        return u8.view(np.float16)[elem].astype(np.float64)
+    # bfloat16: the high half of an fp32
+    return (u8.view(np.uint16)[elem].astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+
+
+def corrupt_received(t: torch.Tensor, offsets: np.ndarray, *, protect_sign_exponent: bool = False
+                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:
+    """Flip the bits ``offsets`` (message bit numbering) of the received tensor ``t`` in place.
+
+    ``t`` must be a contiguous CPU float tensor; it is modified through ``t.detach()``. Offsets at
+    or beyond ``8 * t.nbytes`` are not applied (they hit framing overhead). With
+    ``protect_sign_exponent`` the flips in sign/exponent bits are removed (unequal protection).
+
+    Returns ``(element, bit_in_element, old, new, applied_offsets, n_protected)``.
+    """
+    if not is_float(t):
+        raise TypeError(f"corrupt_received: dtype {t.dtype} is not a float dtype the wrapper may corrupt")
+    if not t.is_contiguous():
+        raise ValueError("corrupt_received: tensor must be contiguous")
+    offsets = np.asarray(offsets, dtype=np.int64)
+    nbits = 8 * t.numel() * t.element_size()
+    offs = offsets[offsets < nbits]
+    isz = t.element_size()
+    elem = offs // (8 * isz)
+    bit = offs % (8 * isz)
+    n_prot = 0
+    if protect_sign_exponent and len(offs):
+        lo, hi = protected_bit_range(t.dtype)
+        keep = (bit < lo) | (bit > hi)
+        n_prot = int(len(offs) - keep.sum())
+        offs, elem, bit = offs[keep], elem[keep], bit[keep]
+    if len(offs) == 0:
+        z = np.empty(0, dtype=np.int64)
+        return z, z, np.empty(0), np.empty(0), z, n_prot
+    u8 = t.detach().view(-1).view(torch.uint8).numpy()
+    old = _values(u8, t.dtype, elem)
+    byte = offs >> 3
+    # offsets are distinct, so fancy-index XOR applies each flip exactly once; two flips in one
+    # byte are two distinct indices of np.bitwise_xor.at
+    np.bitwise_xor.at(u8, byte, (np.uint8(1) << (offs & 7).astype(np.uint8)))
+    new = _values(u8, t.dtype, elem)
+    return elem, bit, old, new, offs, n_prot
+
+
+def apply_guard(t: torch.Tensor, clamp: float) -> int:
+    """NaN/Inf -> 0 then clamp to ``[-clamp, clamp]`` in place (through ``detach``); returns elements changed."""
+    x = t.detach()
+    bad = ~torch.isfinite(x)
+    big = x.abs() > clamp
+    n = int((bad | big).sum())
+    if n:
+        x.masked_fill_(bad, 0.0)
+        x.clamp_(-clamp, clamp)
+    return n
+
