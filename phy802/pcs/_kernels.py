@@ -1,0 +1,328 @@
+"""Numba kernels of the Clause 119 PCS (private).
+
+All bit streams are *packed* in ``uint64`` words, LSB first: stream bit ``i`` is
+``(words[i >> 6] >> (i & 63)) & 1``.  Every buffer carries at least one spare word at the end so
+that a 64-bit read or write that straddles a word boundary never indexes past the array.
+The public, checked API lives in the block modules (``transcode257``, ``scrambler``, ...);
+nothing here validates its input.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+__all__: list[str] = []  # private module
+
+_U64 = np.uint64
+_ONES = np.uint64(0xFFFFFFFFFFFFFFFF)
+_M32 = np.uint64(0xFFFFFFFF)
+
+
+@njit(cache=True, inline="always")
+def _mask(n):
+    if n >= 64:
+        return _ONES
+    return (np.uint64(1) << np.uint64(n)) - np.uint64(1)
+
+
+@njit(cache=True, inline="always")
+def get_bits(buf, pos, n):
+    """Read ``n`` (1..64) bits starting at stream bit ``pos``."""
+    w = pos >> 6
+    o = pos & 63
+    v = buf[w] >> np.uint64(o)
+    if o != 0 and o + n > 64:
+        v |= buf[w + 1] << np.uint64(64 - o)
+    return v & _mask(n)
+
+
+@njit(cache=True, inline="always")
+def or_bits(buf, pos, val, n):
+    """OR the ``n`` low bits of ``val`` into the (zeroed) stream at ``pos``; ``val`` must be masked."""
+    w = pos >> 6
+    o = pos & 63
+    buf[w] |= val << np.uint64(o)
+    if o != 0 and o + n > 64:
+        buf[w + 1] |= val >> np.uint64(64 - o)
+
+
+@njit(cache=True)
+def copy_bits(src, spos, dst, dpos, n):
+    """Copy ``n`` bits from ``src`` at ``spos`` into the zeroed region of ``dst`` at ``dpos``."""
+    done = 0
+    while n - done >= 64:
+        or_bits(dst, dpos + done, get_bits(src, spos + done, 64), 64)
+        done += 64
+    r = n - done
+    if r > 0:
+        or_bits(dst, dpos + done, get_bits(src, spos + done, r), r)
+
+
+# ---------------------------------------------------------------------------------------------
+# 256b/257b transcoding (91.5.2.5 / 119.2.4.2)
+
+@njit(cache=True)
+def transcode_encode(sync, payload, out):
+    """4 x 66b -> 257b, ``sync`` holds c<0> | c<1> << 1 (data = 2, control = 1)."""
+    ng = sync.shape[0] // 4
+    for g in range(ng):
+        pos = g * 257
+        b0 = 4 * g
+        alldata = True
+        for j in range(4):
+            if sync[b0 + j] != 2:
+                alldata = False
+        if alldata:
+            or_bits(out, pos, np.uint64(1), 1)
+            for j in range(4):
+                or_bits(out, pos + 1 + 64 * j, payload[b0 + j], 64)
+            continue
+        # x<0> = 0; x<j+1> = c_j<1> (1 = data, 0 = control)
+        m = np.uint64(0)
+        for j in range(4):
+            m |= np.uint64((sync[b0 + j] >> 1) & 1) << np.uint64(j)
+        or_bits(out, pos + 1, m, 4)
+        p = pos + 5
+        first = True
+        for j in range(4):
+            v = payload[b0 + j]
+            if sync[b0 + j] != 2 and first:
+                # first control block: drop the high nibble of its type byte (payload bits 4..7)
+                or_bits(out, p, v & np.uint64(0xF), 4)
+                or_bits(out, p + 4, v >> np.uint64(8), 56)
+                p += 60
+                first = False
+            else:
+                or_bits(out, p, v, 64)
+                p += 64
+
+
+@njit(cache=True)
+def transcode_decode(buf, ngroups, hi_of_lo, sync, payload, bad):
+    """257b -> 4 x 66b.  Invalid 257b blocks give four blocks with sync header 11 (= 3).
+
+    ``hi_of_lo[nibble]`` is the full Clause 82 block type for a low nibble, or -1.
+    ``bad[g]`` is set to 1 for an invalid 257b block.
+    """
+    for g in range(ngroups):
+        pos = g * 257
+        b0 = 4 * g
+        if get_bits(buf, pos, 1) == 1:
+            for j in range(4):
+                sync[b0 + j] = 2
+                payload[b0 + j] = get_bits(buf, pos + 1 + 64 * j, 64)
+            continue
+        m = get_bits(buf, pos + 1, 4)
+        if m == 0xF:
+            bad[g] = 1
+            for j in range(4):
+                sync[b0 + j] = 3
+                payload[b0 + j] = get_bits(buf, pos + 1 + 64 * j, 64)
+            continue
+        p = pos + 5
+        first = True
+        invalid = False
+        for j in range(4):
+            if (m >> np.uint64(j)) & np.uint64(1):
+                sync[b0 + j] = 2
+                payload[b0 + j] = get_bits(buf, p, 64)
+                p += 64
+            elif first:
+                lo = get_bits(buf, p, 4)
+                t = hi_of_lo[lo]
+                if t < 0:
+                    invalid = True
+                    t = 0
+                payload[b0 + j] = np.uint64(t) | (get_bits(buf, p + 4, 56) << np.uint64(8))
+                sync[b0 + j] = 1
+                p += 60
+                first = False
+            else:
+                sync[b0 + j] = 1
+                payload[b0 + j] = get_bits(buf, p, 64)
+                p += 64
+        if invalid:
+            bad[g] = 1
+            for j in range(4):
+                sync[b0 + j] = 3
+
+
+# ---------------------------------------------------------------------------------------------
+# Scrambler 1 + x^39 + x^58 (49.2.6), 32 bits per step: the taps are >= 39 bits back, so a
+# 32-bit chunk depends only on already-finished output.  ``hist`` holds the last 64 scrambled
+# bits with the most recent in bit 63.
+
+@njit(cache=True)
+def scramble(buf, nbits, hist):
+    """In place; returns the final history word."""
+    nchunks = (nbits + 31) // 32
+    h = hist
+    for c in range(nchunks):
+        w = c >> 1
+        sh = np.uint64(32 * (c & 1))
+        d = (buf[w] >> sh) & _M32
+        s = (d ^ (h >> np.uint64(25)) ^ (h >> np.uint64(6))) & _M32
+        buf[w] = (buf[w] & ~(_M32 << sh)) | (s << sh)
+        h = (h >> np.uint64(32)) | (s << np.uint64(32))
+    return h
+
+
+@njit(cache=True)
+def descramble(buf, nbits, hist):
+    """In place; ``hist`` holds the last 64 *received* (scrambled) bits, most recent in bit 63."""
+    nchunks = (nbits + 31) // 32
+    h = hist
+    for c in range(nchunks):
+        w = c >> 1
+        sh = np.uint64(32 * (c & 1))
+        s = (buf[w] >> sh) & _M32
+        d = (s ^ (h >> np.uint64(25)) ^ (h >> np.uint64(6))) & _M32
+        buf[w] = (buf[w] & ~(_M32 << sh)) | (d << sh)
+        h = (h >> np.uint64(32)) | (s << np.uint64(32))
+    return h
+
+
+# ---------------------------------------------------------------------------------------------
+# AM insertion + pre-FEC 10-bit distribution (119.2.4.4-5)
+
+@njit(cache=True)
+def data_to_messages(data, am_bits, am_pair, am_group_of_pair, am_nbits, msgs):
+    """Build each pair's 10280-bit ``tx_scrambled_am`` and cut it into 1028 10-bit symbols.
+
+    ``data``: scrambled 257b stream; ``am_bits[g]``: packed bits of AM group g; ``am_pair[p]``:
+    pair p starts with an AM group.  ``msgs[p, 2i] = symbol i`` (even = codeword A, odd = B).
+    """
+    npairs = msgs.shape[0]
+    tmp = np.zeros(162, dtype=np.uint64)
+    dpos = 0
+    for p in range(npairs):
+        if am_pair[p]:
+            for w in range(162):
+                tmp[w] = 0
+            g = am_group_of_pair[p]
+            copy_bits(am_bits[g], 0, tmp, 0, am_nbits)
+            nd = 10280 - am_nbits
+            copy_bits(data, dpos, tmp, am_nbits, nd)
+            dpos += nd
+            for i in range(1028):
+                msgs[p, i] = np.uint16(get_bits(tmp, 10 * i, 10))
+        else:
+            for i in range(1028):
+                msgs[p, i] = np.uint16(get_bits(data, dpos + 10 * i, 10))
+            dpos += 10280
+    return dpos
+
+
+@njit(cache=True)
+def messages_to_data(msgs, am_pair, am_nbits, data, am_out):
+    """Inverse of :func:`data_to_messages`: write the data bits into ``data`` (zeroed) and each AM
+    group's bits into ``am_out[g]`` (zeroed)."""
+    npairs = msgs.shape[0]
+    tmp = np.zeros(162, dtype=np.uint64)
+    dpos = 0
+    g = 0
+    for p in range(npairs):
+        if am_pair[p]:
+            for w in range(162):
+                tmp[w] = 0
+            for i in range(1028):
+                or_bits(tmp, 10 * i, np.uint64(msgs[p, i]), 10)
+            copy_bits(tmp, 0, am_out[g], 0, am_nbits)
+            g += 1
+            nd = 10280 - am_nbits
+            copy_bits(tmp, am_nbits, data, dpos, nd)
+            dpos += nd
+        else:
+            for i in range(1028):
+                or_bits(data, dpos + 10 * i, np.uint64(msgs[p, i]), 10)
+            dpos += 10280
+    return dpos
+
+
+# ---------------------------------------------------------------------------------------------
+# Clause 82 receive: 66b blocks -> frame bytes
+
+@njit(cache=True)
+def blocks_to_bytes(sync, payload, term_len, out, starts, lens, status, counts):
+    """Walk the block stream with a small state machine (outside / inside a frame).
+
+    ``term_len[type]`` = number of data bytes of a terminate block (0..7), else -1.
+    Frames are written to ``out`` back to back (bytes after the start block, FCS included);
+    ``status``: 0 = ended by a terminate block, 1 = aborted by an error/control block.
+    ``counts``: [data, control, idle, ordered_set, error_blocks, invalid_sync, invalid_type,
+    sequence_errors, truncated].  Returns the number of frames.
+    """
+    n = sync.shape[0]
+    nf = 0
+    inframe = False
+    o = 0
+    for b in range(n):
+        sh = sync[b]
+        v = payload[b]
+        if sh == 2:
+            counts[0] += 1
+            if inframe:
+                for k in range(8):
+                    out[o] = np.uint8((v >> np.uint64(8 * k)) & np.uint64(0xFF))
+                    o += 1
+            else:
+                counts[7] += 1
+            continue
+        if sh != 1:
+            counts[5] += 1
+            counts[4] += 1
+            if inframe:
+                lens[nf] = o - starts[nf]
+                status[nf] = 1
+                nf += 1
+                inframe = False
+            continue
+        counts[1] += 1
+        t = np.int64(v & np.uint64(0xFF))
+        if t == 0x78:
+            if inframe:
+                lens[nf] = o - starts[nf]
+                status[nf] = 1
+                nf += 1
+                counts[7] += 1
+            inframe = True
+            starts[nf] = o
+            continue
+        k = term_len[t]
+        if k >= 0:
+            if inframe:
+                for i in range(k):
+                    out[o] = np.uint8((v >> np.uint64(8 * (i + 1))) & np.uint64(0xFF))
+                    o += 1
+                lens[nf] = o - starts[nf]
+                status[nf] = 0
+                nf += 1
+                inframe = False
+            else:
+                counts[7] += 1
+            continue
+        if t == 0x1E:
+            # eight 7-bit control codes at payload bits 8 + 7i: 0x00 = idle, 0x06 = LPI, else error
+            err = False
+            for i in range(8):
+                c = (v >> np.uint64(8 + 7 * i)) & np.uint64(0x7F)
+                if c != 0 and c != 6:
+                    err = True
+            if err:
+                counts[4] += 1
+            else:
+                counts[2] += 1
+        elif t == 0x4B:
+            counts[3] += 1
+        else:
+            counts[6] += 1
+            counts[4] += 1
+        if inframe:
+            lens[nf] = o - starts[nf]
+            status[nf] = 1
+            nf += 1
+            inframe = False
+    if inframe:
+        counts[8] += 1
+    return nf

@@ -1,0 +1,87 @@
+"""Pre-FEC distribution and codeword interleave onto PCS lanes (119.2.4.5, 119.2.4.7).
+
+* 119.2.4.5: the 10280-bit ``tx_scrambled_am`` of one codeword pair is cut into 1028 10-bit
+  symbols (first bit = symbol bit 0) dealt round robin A, B, A, B, ...  In the FEC API convention
+  (index 0 = coefficient of x^(n-1) = first in time) message symbol i of A is stream symbol 2i and
+  of B stream symbol 2i + 1.
+* 119.2.4.7: with ``h = n_lanes / 2`` and temporal index ``t = h k + j`` (k = 0..544/h - 1,
+  j = 0..h-1): for even k lane 2j gets ``cA[t]`` and lane 2j+1 ``cB[t]``; for odd k swapped.  PCS
+  lane L sends ``out[n_lanes k + L]`` as its k-th symbol of the pair, bit 0 first.  Each lane gets
+  68 (400G) or 136 (200G) symbols per pair.  The 200G form (h = 4) is [I] in the notes.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import numpy as np
+from numpy.typing import NDArray
+
+__all__ = ["lane_of_symbol", "pair_gather_index", "interleave", "deinterleave", "n_lanes_of"]
+
+N = 544
+
+
+def n_lanes_of(rate: str) -> int:
+    try:
+        return {"400G": 16, "200G": 8}[rate]
+    except KeyError:
+        raise ValueError(f"rate must be '400G' or '200G', got {rate!r}") from None
+
+
+@lru_cache(maxsize=None)
+def _maps(n_lanes: int):
+    h = n_lanes // 2
+    K = N // h
+    lane = np.empty((2, N), np.intp)
+    slot = np.empty((2, N), np.intp)
+    gather = np.empty((n_lanes, K), np.intp)  # gather[L, k] = X * 544 + t
+    for k in range(K):
+        for j in range(h):
+            t = h * k + j
+            a, b = (2 * j, 2 * j + 1) if k % 2 == 0 else (2 * j + 1, 2 * j)
+            lane[0, t], slot[0, t] = a, k
+            lane[1, t], slot[1, t] = b, k
+            gather[a, k] = t
+            gather[b, k] = N + t
+    for a in (lane, slot, gather):
+        a.setflags(write=False)
+    return lane, slot, gather
+
+
+def lane_of_symbol(rate: str = "400G") -> tuple[NDArray[np.intp], NDArray[np.intp], NDArray[np.intp], NDArray[np.intp]]:
+    """For each codeword symbol position t (0..543, FEC index = temporal order):
+    ``(laneA[t], laneB[t], slotA[t], slotB[t])``: the PCS lane carrying ``cA[t]`` / ``cB[t]`` and
+    its slot among that lane's 68 (400G) or 136 (200G) symbols of the pair.  Read-only arrays."""
+    lane, slot, _ = _maps(n_lanes_of(rate))
+    return lane[0], lane[1], slot[0], slot[1]
+
+
+def pair_gather_index(rate: str = "400G") -> NDArray[np.intp]:
+    """``[n_lanes, K]`` index into ``concat(cA, cB)`` of the symbol PCS lane L sends k-th."""
+    return _maps(n_lanes_of(rate))[2]
+
+
+def interleave(codewords: NDArray[np.uint16], rate: str = "400G") -> NDArray[np.uint16]:
+    """``uint16[P, 2, 544]`` codeword pairs -> ``uint16[n_lanes, P * K]`` PCS lane symbols."""
+    cw = np.asarray(codewords)
+    if cw.ndim != 3 or cw.shape[1:] != (2, N):
+        raise ValueError(f"codewords must have shape [pairs, 2, {N}], got {cw.shape}")
+    g = pair_gather_index(rate)
+    P = cw.shape[0]
+    out = cw.reshape(P, 2 * N)[:, g]  # [P, L, K]
+    return np.ascontiguousarray(out.transpose(1, 0, 2).reshape(g.shape[0], P * g.shape[1]))
+
+
+def deinterleave(lanes: NDArray[np.uint16], rate: str = "400G") -> NDArray[np.uint16]:
+    """Inverse of :func:`interleave`: ``uint16[n_lanes, P*K]`` (lanes in PCS-lane order, aligned
+    to a pair boundary) -> ``uint16[P, 2, 544]``."""
+    g = pair_gather_index(rate)
+    L, K = g.shape
+    x = np.asarray(lanes)
+    if x.ndim != 2 or x.shape[0] != L or x.shape[1] % K:
+        raise ValueError(f"lanes must have shape [{L}, multiple of {K}], got {x.shape}")
+    P = x.shape[1] // K
+    inv = np.argsort(g.ravel())
+    flat = x.reshape(L, P, K).transpose(1, 0, 2).reshape(P, L * K)
+    return np.ascontiguousarray(flat[:, inv].reshape(P, 2, N))

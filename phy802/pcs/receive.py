@@ -1,0 +1,170 @@
+"""Clause 119 PCS receive: lane lock + deskew + reorder -> de-interleave -> RS(544,514) decode
+(correct / detect / bypass) -> error marking -> AM removal -> descrambler -> 257b -> 66b ->
+frames (119.2.5).
+
+Per-lane counters follow 119.3 / 45.2.3: symbol errors are charged to the PCS lane that carried
+each corrected symbol (a deterministic map, :func:`phy802.pcs.distribution.lane_of_symbol`).
+In ``detect`` mode corrected symbols are not known, so per-lane symbol errors stay 0 and every
+codeword with errors counts as uncorrected.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+
+import numpy as np
+from numpy.typing import NDArray
+
+from phy802.fec import KP4, decode
+from phy802.pcs import _kernels as _k
+from phy802.pcs.alignment import LaneLock, am_bits, am_mapping, am_symbols, lock_lanes
+from phy802.pcs.codec66 import Blocks66, DecodedFrames, blocks_to_frames
+from phy802.pcs.config import PcsConfig
+from phy802.pcs.distribution import deinterleave, lane_of_symbol
+from phy802.pcs.scrambler import seed_to_history
+from phy802.pcs.transcode257 import bits_of, decode_257, words_for_bits
+from phy802.pcs.transmit import am_pair_flags
+
+__all__ = ["PcsReceiver", "PcsCounters", "RxResult"]
+
+
+@dataclass
+class PcsCounters:
+    """Receive-side counters, like a PHY's registers (all plain ints / int64 arrays).
+
+    ``lane_of_input[r]``/``skew[r]`` (in ``skew_unit``): lane map and skew found by deskew.
+    ``symbol_errors[L]``: corrected symbols carried by PCS lane L.  ``marked_blocks``: 66b blocks
+    whose sync header was invalidated because their pair had an uncorrectable codeword.
+    ``block_errors``: 66b blocks seen as errors (invalid sync header, invalid type, /E/ codes).
+    """
+
+    n_lanes: int = 16
+    lane_of_input: NDArray[np.intp] = field(default_factory=lambda: np.zeros(0, np.intp))
+    skew: NDArray[np.int64] = field(default_factory=lambda: np.zeros(0, np.int64))
+    skew_unit: str = "symbols"
+    symbol_errors: NDArray[np.int64] = field(default_factory=lambda: np.zeros(16, np.int64))
+    pairs: int = 0
+    codewords: int = 0
+    corrected_codewords: int = 0
+    uncorrected_codewords: int = 0
+    corrected_symbols: int = 0
+    marked_pairs: int = 0
+    am_groups: int = 0
+    am_marker_errors: int = 0
+    am_status: int = -1
+    blocks_257: int = 0
+    invalid_257: int = 0
+    blocks_66: int = 0
+    marked_blocks: int = 0
+    block_errors: int = 0
+    frames_delivered: int = 0
+    fcs_errors: int = 0
+    frames_aborted: int = 0
+    frames_truncated: int = 0
+
+    def as_dict(self) -> dict:
+        """Plain-Python dict (arrays as lists) for JSON output."""
+        out = {}
+        for f in fields(self):
+            v = getattr(self, f.name)
+            out[f.name] = v.tolist() if isinstance(v, np.ndarray) else v
+        return out
+
+
+@dataclass(frozen=True)
+class RxResult:
+    """Receiver output: the 66b ``blocks`` (from the first AM group found), ``counters``, the
+    ``frames`` (when requested), the decoded ``codewords`` ``uint16[P, 2, 544]`` and the lane
+    ``lock``."""
+
+    blocks: Blocks66
+    counters: PcsCounters
+    frames: DecodedFrames | None
+    codewords: NDArray[np.uint16]
+    n_corrected: NDArray[np.int16]
+    lock: LaneLock
+
+
+class PcsReceiver:
+    """Clause 119 receive PCS.
+
+    Call
+    ----
+    ``rx(lanes, *, frames=True) -> RxResult``.  ``lanes`` is ``uint16[n_lanes, n]`` (10-bit
+    symbols; lanes in any order, skew in whole symbols) or a sequence of ``uint8`` bit arrays per
+    lane (any order, any bit skew, lengths may differ); all rows are taken as sampled together.
+    Raises :class:`~phy802.pcs.alignment.LockError` (a ValueError) when lanes never lock.
+    """
+
+    def __init__(self, config: PcsConfig | None = None) -> None:
+        self.config = config or PcsConfig()
+        cfg = self.config
+        self._am_syms = am_symbols(cfg.markers)
+        self._am_field = am_bits(cfg.markers).ravel()[am_mapping(cfg.n_lanes)]
+        la, lb, _, _ = lane_of_symbol(cfg.rate)
+        self._lane_of_pos = np.stack([la, lb])  # [2, 544]
+
+    def __call__(self, lanes, *, frames: bool = True) -> RxResult:
+        cfg = self.config
+        L = cfg.n_lanes
+        K = cfg.symbols_per_pair
+        aligned, lock = lock_lanes(lanes, self._am_syms, cfg.period_pairs * K, K)
+        ctr = PcsCounters(n_lanes=L, lane_of_input=lock.lane_of_input, skew=lock.skew,
+                          skew_unit=lock.unit, symbol_errors=np.zeros(L, np.int64))
+        rx_cw = deinterleave(aligned, cfg.rate)
+        P = rx_cw.shape[0]
+        ctr.pairs, ctr.codewords = P, 2 * P
+        # 119.2.5.3 / 91.5.3.3: RS decoding
+        if cfg.decode_mode == "bypass":
+            dec, ncorr = rx_cw, np.zeros((P, 2), np.int16)
+        else:
+            dec, ncorr = decode(KP4, rx_cw, mode=cfg.decode_mode)
+            ncorr = np.asarray(ncorr, np.int16)
+            ctr.uncorrected_codewords = int((ncorr < 0).sum())
+            ctr.corrected_codewords = int((ncorr > 0).sum())
+            ctr.corrected_symbols = int(ncorr[ncorr > 0].sum())
+            if ctr.corrected_codewords:
+                diff = (rx_cw != dec) & (ncorr > 0)[:, :, None]  # [P, 2, 544]
+                per_pos = diff.sum(axis=0)  # [2, 544]
+                ctr.symbol_errors = np.bincount(self._lane_of_pos.ravel(), weights=per_pos.ravel(),
+                                                minlength=L).astype(np.int64)
+        # AM removal (119.2.5.4) and rebuilding the scrambled 257b stream
+        am = am_pair_flags(cfg, P)
+        n_groups = int(am.sum())
+        n257 = cfg.data_blocks_257(P)
+        syms = np.ascontiguousarray(dec[:, :, :514].transpose(0, 2, 1).reshape(P, 1028))
+        data = np.zeros(words_for_bits(257 * n257), np.uint64)
+        am_words = np.zeros((n_groups, words_for_bits(cfg.am_bits)), np.uint64)
+        _k.messages_to_data(syms, am, cfg.am_bits, data, am_words)
+        ctr.am_groups = n_groups
+        if n_groups:
+            gb = np.unpackbits(am_words.view(np.uint8), axis=1, bitorder="little")
+            nf = self._am_field.size
+            ctr.am_marker_errors = int((gb[:, :nf] != self._am_field).any(axis=1).sum())
+            sf = gb[-1, cfg.am_bits - 3: cfg.am_bits]
+            ctr.am_status = int(sf[0]) | int(sf[1]) << 1 | int(sf[2]) << 2
+        # 119.2.5.5 descramble, 119.2.5.6 257b -> 66b
+        _k.descramble(data, 257 * n257, seed_to_history(cfg.scrambler_seed))
+        blocks, bad257 = decode_257(data, n257)
+        ctr.blocks_257, ctr.invalid_257 = n257, int(bad257.sum())
+        ctr.blocks_66 = len(blocks)
+        if cfg.decode_mode != "bypass" and cfg.error_marking == "pair":
+            bad_pair = (ncorr < 0).any(axis=1)
+            if bad_pair.any():
+                nblk = 4 * (40 - cfg.am_blocks * am.astype(np.int64))
+                mask = np.repeat(bad_pair, nblk)
+                blocks.sync[mask] = 3
+                ctr.marked_pairs = int(bad_pair.sum())
+                ctr.marked_blocks = int(mask.sum())
+        dframes = None
+        if frames:
+            dframes = blocks_to_frames(blocks)
+            ctr.block_errors = dframes.block_counts["error_blocks"]
+            ctr.frames_delivered = int(dframes.fcs_ok.sum())
+            ctr.fcs_errors = dframes.fcs_errors
+            ctr.frames_aborted = dframes.aborted
+            ctr.frames_truncated = dframes.truncated
+        else:
+            s = blocks.sync
+            ctr.block_errors = int(((s == 0) | (s == 3)).sum())
+        return RxResult(blocks, ctr, dframes, dec, ncorr, lock)

@@ -1,0 +1,109 @@
+"""Clause 119 PCS transmit: 66b blocks -> 257b -> scrambler -> AM insertion -> pre-FEC
+distribution -> RS(544,514) -> PCS lanes (119.2.4).
+
+One call transmits one stream from a fresh start: the stream begins with an AM group, the
+scrambler starts from ``config.scrambler_seed`` and the pad PRBS9 from ``config.prbs9_seed``.
+There is no rate matching: every input block is sent and the input is padded with idle blocks to
+fill the last codeword pair (the emulator's lane rate is set by the input, not a clock).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+from phy802.fec import KP4, encode
+from phy802.pcs import _kernels as _k
+from phy802.pcs.alignment import am_group_bits
+from phy802.pcs.codec66 import Blocks66, check_blocks, concat_blocks, idle_blocks
+from phy802.pcs.config import PcsConfig
+from phy802.pcs.distribution import interleave
+from phy802.pcs.scrambler import seed_to_history
+from phy802.pcs.transcode257 import encode_257, words_for_bits
+
+__all__ = ["PcsTransmitter", "TxResult", "am_pair_flags", "pack_am_groups"]
+
+
+@dataclass(frozen=True)
+class TxResult:
+    """Everything the transmitter produced.
+
+    ``lanes``: ``uint16[n_lanes, P * K]``; ``codewords``: ``uint16[P, 2, 544]`` (A, B);
+    ``n_input_blocks`` 66b blocks were given and ``n_pad_blocks`` idle blocks appended.
+    """
+
+    lanes: NDArray[np.uint16]
+    codewords: NDArray[np.uint16]
+    n_input_blocks: int
+    n_pad_blocks: int
+
+    @property
+    def n_pairs(self) -> int:
+        return int(self.codewords.shape[0])
+
+
+def am_pair_flags(config: PcsConfig, n_pairs: int) -> NDArray[np.bool_]:
+    """``am[p]``: pair p starts with an AM group (pairs 0, period, 2 period, ...)."""
+    return (np.arange(n_pairs) % config.period_pairs) == 0
+
+
+def pack_am_groups(config: PcsConfig, n_groups: int) -> NDArray[np.uint64]:
+    """``uint64[n_groups, words]`` packed AM-group bits (pad PRBS9 running on across groups)."""
+    bits = am_group_bits(config.markers, n_groups, config.prbs9_seed, config.am_status)
+    nw = words_for_bits(bits.shape[1])
+    out = np.zeros((n_groups, nw), np.uint64)
+    packed = np.packbits(bits, axis=1, bitorder="little")
+    out.view(np.uint8)[:, : packed.shape[1]] = packed
+    return out
+
+
+class PcsTransmitter:
+    """Clause 119 transmit PCS.
+
+    Parameters
+    ----------
+    config : :class:`PcsConfig`.
+    on_invalid : ``"raise"`` (default) or ``"error_block"``: what to do with input blocks that
+        have an invalid sync header or unknown type (see :func:`~phy802.pcs.codec66.check_blocks`).
+
+    Call
+    ----
+    ``tx(blocks) -> uint16[n_lanes, n_symbols]``: the PCS lanes, 10-bit symbols each sent bit 0
+    first.  :meth:`transmit` returns a :class:`TxResult` with the codewords too.
+    """
+
+    def __init__(self, config: PcsConfig | None = None, *, on_invalid: str = "raise") -> None:
+        self.config = config or PcsConfig()
+        self.on_invalid = on_invalid
+
+    def __call__(self, blocks: Blocks66 | tuple) -> NDArray[np.uint16]:
+        return self.transmit(blocks).lanes
+
+    def messages(self, blocks: Blocks66 | tuple) -> tuple[NDArray[np.uint16], int, int]:
+        """Stages up to 119.2.4.5: returns ``(msgs uint16[P, 2, 514], n_input, n_pad)``."""
+        cfg = self.config
+        b = check_blocks(blocks, on_invalid=self.on_invalid)
+        n_in = len(b)
+        P = cfg.pairs_for_blocks66(n_in)
+        n257 = cfg.data_blocks_257(P)
+        n_pad = 4 * n257 - n_in
+        if n_pad:
+            b = concat_blocks(b, idle_blocks(n_pad))
+        data = encode_257(b)  # 119.2.4.2
+        _k.scramble(data, 257 * n257, seed_to_history(cfg.scrambler_seed))  # 119.2.4.3
+        am = am_pair_flags(cfg, P)
+        n_groups = int(am.sum())
+        am_words = pack_am_groups(cfg, n_groups)  # 119.2.4.4
+        group_of = np.cumsum(am) - 1
+        syms = np.empty((P, 1028), np.uint16)
+        _k.data_to_messages(data, am_words, am, group_of, cfg.am_bits, syms)  # 119.2.4.5
+        # stream symbol 2i -> A[i], 2i + 1 -> B[i]
+        msgs = syms.reshape(P, 514, 2).transpose(0, 2, 1)
+        return np.ascontiguousarray(msgs), n_in, n_pad
+
+    def transmit(self, blocks: Blocks66 | tuple) -> TxResult:
+        msgs, n_in, n_pad = self.messages(blocks)
+        cw = encode(KP4, msgs)  # 119.2.4.6
+        return TxResult(interleave(cw, self.config.rate), cw, n_in, n_pad)  # 119.2.4.7
