@@ -242,7 +242,7 @@ def syndromes_sparse_batch(positions, values, n, S):
 
 
 @njit(cache=True)
-def _solve(S, n, t, C, B, Tmp, dg, cl, pos, val, xl):
+def _solve(S, n, t, C, B, Tmp, dg, cl, pos, val, xl, U, lS):
     """Bounded-distance decode from the 2t syndromes ``S``.
 
     Returns the number of errors ``nu`` (0..t) with ``pos[:nu]`` (word indices) and ``val[:nu]``
@@ -266,41 +266,51 @@ def _solve(S, n, t, C, B, Tmp, dg, cl, pos, val, xl):
     B[0] = 1
     L = 0
     m = 1
+    nb = 1  # deg(B) + 1
     lb = 0  # LOG of the last nonzero discrepancy b (b = 1 initially)
+    for j in range(nsyn):
+        lS[j] = _LOG[S[j]]
     for r in range(nsyn):
         d = S[r]
         for i in range(1, L + 1):
-            d ^= _EXP[_LOG[C[i]] + _LOG[S[r - i]]]
+            d ^= _EXP[_LOG[C[i]] + lS[r - i]]
         if d == 0:
             m += 1
             continue
         lc = _LOG[d] - lb
         if lc < 0:
             lc += ORDER
+        hi = min(nb, size - m)  # deg(x^m B) <= r + 1 - L <= 2t, so nothing is cut off
         if 2 * L <= r:
-            for i in range(size):
+            nc = L + 1
+            for i in range(nc):
                 Tmp[i] = C[i]
-            for i in range(size - m):
-                if B[i] != 0:
-                    C[i + m] ^= _EXP[lc + _LOG[B[i]]]
+            for i in range(hi):
+                C[i + m] ^= _EXP[lc + _LOG[B[i]]]
             L = r + 1 - L
             if L > t:
                 return -1
-            for i in range(size):
+            for i in range(nc):
                 B[i] = Tmp[i]
+            for i in range(nc, nb):
+                B[i] = 0
+            nb = nc
             lb = _LOG[d]
             m = 1
         else:
-            for i in range(size - m):
-                if B[i] != 0:
-                    C[i + m] ^= _EXP[lc + _LOG[B[i]]]
+            for i in range(hi):
+                C[i + m] ^= _EXP[lc + _LOG[B[i]]]
             m += 1
     for i in range(L + 1, size):
         if C[i] != 0:  # pragma: no cover - BM invariant: deg C <= L
             return -1
     if C[L] == 0:
         return -1
-    # --- Chien search over the n real positions only: Lambda(alpha^-p), p = n-1-index.
+    # --- Chien search over the n real positions only, with deflation.
+    # The terms are kept scaled to the current position p: u_i = lambda_i alpha^(-i p) (as logs
+    # cl[], stepped by -i per position). A root at p means sum u_i = 0; Lambda is then divided by
+    # (1 - y) in the scaled variable y (q_i = u_i ^ q_(i-1)), so later positions cost less.
+    # When one root is left it is solved directly: 1 + u_1 y = 0 at y = alpha^-(p'-p), p' = p + log u_1.
     nt = 0
     for i in range(1, L + 1):
         if C[i] != 0:
@@ -308,20 +318,45 @@ def _solve(S, n, t, C, B, Tmp, dg, cl, pos, val, xl):
             cl[nt] = _LOG[C[i]]
             nt += 1
     nroots = 0
-    for p in range(n):
+    deg = L
+    p = 0
+    while p < n:
+        if deg == 1:
+            if nt != 1:
+                return -1
+            pr = p + cl[0]  # cl[0] = log u_1, in 0..1022
+            if pr < n:
+                pos[nroots] = n - 1 - pr
+                xl[nroots] = (ORDER - pr) % ORDER
+                nroots += 1
+            break
         s = np.uint16(1)
         for q in range(nt):
             s ^= _EXP[cl[q]]
-            c = cl[q] - dg[q]
-            if c < 0:
-                c += ORDER
-            cl[q] = c
         if s == 0:
             pos[nroots] = n - 1 - p
             xl[nroots] = (ORDER - p) % ORDER  # log of X^-1
             nroots += 1
-            if nroots == L:
-                break
+            # Deflate: dense scaled coefficients, then prefix XOR.
+            for i in range(1, deg + 1):
+                U[i] = 0
+            for q in range(nt):
+                U[dg[q]] = _EXP[cl[q]]
+            acc = np.uint16(1)
+            nt = 0
+            for i in range(1, deg):
+                acc ^= U[i]
+                if acc != 0:
+                    dg[nt] = i
+                    cl[nt] = _LOG[acc]
+                    nt += 1
+            deg -= 1
+        for q in range(nt):
+            c = cl[q] - dg[q]
+            if c < 0:
+                c += ORDER
+            cl[q] = c
+        p += 1
     if nroots != L:
         return -1
     # --- Forney (first consecutive root 0): e = X * Omega(X^-1) / Lambda'(X^-1),
@@ -330,7 +365,7 @@ def _solve(S, n, t, C, B, Tmp, dg, cl, pos, val, xl):
     for i in range(L):  # reuse Tmp for log(Omega_i)
         o = np.uint16(0)
         for j in range(i + 1):
-            o ^= _EXP[_LOG[S[j]] + _LOG[C[i - j]]]
+            o ^= _EXP[lS[j] + _LOG[C[i - j]]]
         Tmp[i] = o
     for q in range(nroots):
         x = xl[q]
@@ -355,11 +390,18 @@ def _solve(S, n, t, C, B, Tmp, dg, cl, pos, val, xl):
         lv %= ORDER
         val[q] = _EXP[lv]
     # --- Verify: the pattern must reproduce every syndrome (guarantees a codeword result).
+    # Reuse dg (exponent stepper, p*j mod 1023) and cl (log of the value) per error.
+    for q in range(nroots):
+        dg[q] = 0
+        cl[q] = _LOG[val[q]]
     for j in range(nsyn):
         s = S[j]
         for q in range(nroots):
-            p = n - 1 - pos[q]
-            s ^= _EXP[_LOG[val[q]] + (p * j) % ORDER]
+            s ^= _EXP[cl[q] + dg[q]]
+            e = dg[q] + (n - 1 - pos[q])
+            if e >= ORDER:
+                e -= ORDER
+            dg[q] = e
         if s != 0:
             return -1
     return nroots
@@ -378,11 +420,13 @@ def decode_syndromes_batch(S, n, t, pos, val, count):
     p_ = np.zeros(size, np.int64)
     v_ = np.zeros(size, np.uint16)
     xl = np.zeros(size, np.int64)
+    U = np.zeros(size, np.uint16)
+    lS = np.zeros(2 * t, np.int64)
     for r in range(N):
         for q in range(t):
             pos[r, q] = -1
             val[r, q] = 0
-        nu = _solve(S[r], n, t, C, B, Tmp, dg, cl, p_, v_, xl)
+        nu = _solve(S[r], n, t, C, B, Tmp, dg, cl, p_, v_, xl, U, lS)
         count[r] = nu
         for q in range(max(nu, 0)):
             pos[r, q] = p_[q]
@@ -407,6 +451,8 @@ def decode_batch(words, k, T, t, E, detect_only, ncorr):
     p_ = np.zeros(size, np.int64)
     v_ = np.zeros(size, np.uint16)
     xl = np.zeros(size, np.int64)
+    U = np.zeros(size, np.uint16)
+    lS = np.zeros(2 * t, np.int64)
     for r in range(N):
         row = words[r]
         if _remainder_lanes(row, k, nparity, T, w, True, rem):
@@ -416,7 +462,7 @@ def decode_batch(words, k, T, t, E, detect_only, ncorr):
             ncorr[r] = -1
             continue
         _syn_from_rem(rem, E, S)
-        nu = _solve(S, n, t, C, B, Tmp, dg, cl, p_, v_, xl)
+        nu = _solve(S, n, t, C, B, Tmp, dg, cl, p_, v_, xl, U, lS)
         ncorr[r] = nu
         for q in range(max(nu, 0)):
             row[p_[q]] ^= v_[q]

@@ -1,0 +1,9 @@
+"""Fixtures for the RS-FEC tests."""
+
+import numpy as np
+import pytest
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng(20260802)
