@@ -188,21 +188,40 @@ class LockError(ValueError):
     """PCS lanes could not be locked/deskewed from the alignment markers."""
 
 
-def find_markers(symbols: NDArray[np.uint16], am_syms: NDArray[np.uint16]) -> tuple[NDArray[np.intp], NDArray[np.intp]]:
-    """Positions where a complete 12-symbol marker starts in one lane's symbol stream, and which
-    lane's marker it is.  Vectorised: filters on the common symbols 0, 1, 4 first."""
+def _match(win: NDArray[np.uint16], am_syms: NDArray[np.uint16], tol: int):
+    """Best marker for each 12-symbol window: ``(hit, lane)`` where hit means at most ``tol``
+    symbols differ from that lane's marker and no other lane is as close."""
+    miss = (win[:, None, :] != am_syms[None, :, :]).sum(axis=2)  # [cand, lanes]
+    best = miss.argmin(axis=1)
+    m = miss[np.arange(miss.shape[0]), best]
+    unique = (miss == m[:, None]).sum(axis=1) == 1
+    return (m <= tol) & unique, best
+
+
+def _candidates(v: NDArray[np.uint16], stride: int, am_syms: NDArray[np.uint16]) -> NDArray[np.intp]:
+    """Offsets where at least two of the common symbols 0, 1, 4 are present."""
+    n = v.size - 11 * stride
+    if n <= 0:
+        return np.empty(0, np.intp)
+    c = ((v[:n] == am_syms[0, 0]).astype(np.int8) + (v[stride:n + stride] == am_syms[0, 1])
+         + (v[4 * stride:n + 4 * stride] == am_syms[0, 4]))
+    return np.flatnonzero(c >= 2)
+
+
+def find_markers(symbols: NDArray[np.uint16], am_syms: NDArray[np.uint16], tol: int = 3,
+                 stride: int = 1) -> tuple[NDArray[np.intp], NDArray[np.intp]]:
+    """Positions where a 12-symbol marker starts in one lane's stream and which lane's marker it
+    is.  A window matches when at most ``tol`` of its 12 symbols differ from exactly one lane's
+    marker (so markers hit by a few line errors still lock; [?] the standard's exact rule is not
+    modelled).  ``stride`` = distance between consecutive symbols in ``symbols`` (10 when
+    ``symbols`` holds the 10-bit value at every bit offset).  Vectorised."""
     s = np.asarray(symbols)
-    if s.size < 12:
-        return np.empty(0, np.intp), np.empty(0, np.intp)
-    c0, c1, c4 = int(am_syms[0, 0]), int(am_syms[0, 1]), int(am_syms[0, 4])
-    n = s.size - 11
-    cand = np.flatnonzero((s[:n] == c0) & (s[1:n + 1] == c1) & (s[4:n + 4] == c4))
+    cand = _candidates(s, stride, am_syms)
     if cand.size == 0:
         return cand, cand
-    win = s[cand[:, None] + np.arange(12)]
-    eq = (win[:, None, :] == am_syms[None, :, :]).all(axis=2)
-    hit = eq.any(axis=1)
-    return cand[hit], eq[hit].argmax(axis=1)
+    win = s[cand[:, None] + stride * np.arange(12)]
+    hit, who = _match(win, am_syms, tol)
+    return cand[hit], who[hit]
 
 
 @dataclass(frozen=True)
@@ -232,8 +251,8 @@ def _bit_symbols(bits: NDArray[np.uint8]) -> NDArray[np.uint16]:
     return v
 
 
-def lock_lanes(lanes, am_syms: NDArray[np.uint16], period_symbols: int, symbols_per_pair: int
-               ) -> tuple[NDArray[np.uint16], LaneLock]:
+def lock_lanes(lanes, am_syms: NDArray[np.uint16], period_symbols: int, symbols_per_pair: int,
+               tol: int = 3) -> tuple[NDArray[np.uint16], LaneLock]:
     """Find every lane's marker, reorder lanes by marker identity and remove skew.
 
     Parameters
@@ -243,6 +262,7 @@ def lock_lanes(lanes, am_syms: NDArray[np.uint16], period_symbols: int, symbols_
         Rows are sampled at the same time: element i of every row arrived together.
     am_syms : ``[n_lanes, 12]`` marker symbols.
     period_symbols : marker period on one lane, in symbols.
+    tol : symbols of a marker allowed to differ (see :func:`find_markers`).
 
     Returns ``(aligned uint16[n_lanes, n_symbols], LaneLock)``; row L of ``aligned`` is PCS lane L
     starting with its marker.  Raises :class:`LockError` when a lane has no marker, a marker is
@@ -263,18 +283,11 @@ def lock_lanes(lanes, am_syms: NDArray[np.uint16], period_symbols: int, symbols_
             if row.ndim != 1 or (row.size and row.max() > 1):
                 raise LockError(f"lane row {r}: bit mode expects a 1-D array of 0/1 values")
             vals = _bit_symbols(row.astype(np.uint8))
-            # a marker at bit o: symbols vals[o + 10 s]; filter on symbol 0 then check all 12
-            cand = np.flatnonzero(vals[: max(vals.size - 110, 0)] == am_syms[0, 0])
-            pos, who = np.empty(0, np.intp), np.empty(0, np.intp)
-            if cand.size:
-                win = vals[cand[:, None] + 10 * np.arange(12)]
-                eq = (win[:, None, :] == am_syms[None, :, :]).all(axis=2)
-                hit = eq.any(axis=1)
-                pos, who = cand[hit], eq[hit].argmax(axis=1)
+            pos, who = find_markers(vals, am_syms, tol, stride=10)
         else:
             if row.max(initial=0) > 1023:
                 raise LockError(f"lane row {r}: symbol values must be < 1024")
-            pos, who = find_markers(row, am_syms)
+            pos, who = find_markers(row, am_syms, tol)
         if pos.size == 0:
             raise LockError(f"lane row {r} never locked: no alignment marker in {row.size} {unit}")
         first.append((pos, who))

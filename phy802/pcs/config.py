@@ -34,6 +34,8 @@ class PcsConfig:
         them on unmarked (like bypass indication).
     am_lanes_200g : which 400G marker rows the 8 200G lanes use ([?]; default rows 0..7).
     am_table : optional explicit marker table (rows of 15 octets); overrides the built-in one.
+    am_lock_tolerance : receiver lane lock accepts a marker with up to this many of its 12
+        symbols in error (0..5; [?] the standard's exact match rule is not modelled).
     """
 
     rate: Literal["400G", "200G"] = "400G"
@@ -46,6 +48,7 @@ class PcsConfig:
     error_marking: Literal["pair", "none"] = "pair"
     am_lanes_200g: tuple[int, ...] = tuple(range(8))
     am_table: tuple[bytes, ...] | None = None
+    am_lock_tolerance: int = 3
 
     def __post_init__(self) -> None:
         if self.rate not in ("400G", "200G"):
@@ -65,6 +68,8 @@ class PcsConfig:
             raise ValueError(f"PcsConfig.prbs9_seed must be a nonzero 9-bit value, got {self.prbs9_seed}")
         if not 0 <= self.am_status < 8:
             raise ValueError(f"PcsConfig.am_status must be a 3-bit value, got {self.am_status}")
+        if not 0 <= self.am_lock_tolerance <= 5:
+            raise ValueError(f"PcsConfig.am_lock_tolerance must be 0..5, got {self.am_lock_tolerance}")
         self.markers  # validates the table (invariants)
 
     @property
