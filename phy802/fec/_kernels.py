@@ -33,6 +33,7 @@ __all__ = [
     "syndromes_sparse_batch",
     "decode_batch",
     "decode_syndromes_batch",
+    "outcome_batch",
 ]
 
 _EXP = EXP
@@ -466,3 +467,33 @@ def decode_batch(words, k, T, t, E, detect_only, ncorr):
         ncorr[r] = nu
         for q in range(max(nu, 0)):
             row[p_[q]] ^= v_[q]
+
+
+@njit(cache=True)
+def outcome_batch(S, positions, values, n, t, out):
+    """0 = back to the sent word, 1 = reported uncorrectable, 2 = miscorrected (see rs.error_pattern_outcome)."""
+    N = S.shape[0]
+    pos = np.zeros((N, max(t, 1)), np.int16)
+    val = np.zeros((N, max(t, 1)), np.uint16)
+    cnt = np.zeros(N, np.int16)
+    decode_syndromes_batch(S, n, t, pos, val, cnt)
+    e = np.zeros(n, np.uint16)
+    for r in range(N):
+        if cnt[r] < 0:
+            out[r] = 1
+            continue
+        # true pattern XOR decoded pattern must vanish
+        for m in range(positions.shape[1]):
+            e[positions[r, m]] ^= values[r, m]
+        for q in range(cnt[r]):
+            e[pos[r, q]] ^= val[r, q]
+        same = True
+        for m in range(positions.shape[1]):
+            if e[positions[r, m]] != 0:
+                same = False
+            e[positions[r, m]] = 0
+        for q in range(cnt[r]):
+            if e[pos[r, q]] != 0:
+                same = False
+            e[pos[r, q]] = 0
+        out[r] = 0 if same else 2

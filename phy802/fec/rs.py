@@ -279,8 +279,9 @@ def syndromes_sparse(code: RSCode, positions, values) -> np.ndarray:
         raise ValueError(f"positions and values must have the same shape, got {pos.shape} and {val.shape}")
     if pos.size and (pos.min() < 0 or pos.max() >= code.n):
         raise ValueError(f"positions must be in 0..{code.n - 1}, got range {pos.min()}..{pos.max()}")
-    p = np.ascontiguousarray(pos.reshape(-1, pos.shape[-1]), dtype=np.int64)
-    S = np.empty((p.shape[0], code.nparity), dtype=np.uint16)
+    rows = int(np.prod(pos.shape[:-1], dtype=np.int64))
+    p = np.ascontiguousarray(pos.reshape(rows, pos.shape[-1]), dtype=np.int64)
+    S = np.empty((rows, code.nparity), dtype=np.uint16)
     K.syndromes_sparse_batch(p, val.reshape(p.shape), code.n, S)
     return S.reshape(pos.shape[:-1] + (code.nparity,))
 
@@ -312,25 +313,12 @@ def error_pattern_outcome(code: RSCode, positions, values) -> np.ndarray:
     uncorrectable, 2 = miscorrected (decoded to a different codeword). Agrees with
     ``decode(code, sent ^ e)`` for any codeword ``sent``, because decoding depends only on the syndromes.
     """
+    _check_code(code)
     pos = np.asarray(positions)
-    S = syndromes_sparse(code, positions, values)
-    dpos, dval, cnt = decode_syndromes(code, S)
-    out = np.where(cnt < 0, 1, 0).astype(np.int8)
-    ok = cnt >= 0
-    if np.any(ok):
-        # Compare the inferred pattern with the true one (as dense error vectors for those words).
-        val = np.asarray(values).astype(np.uint16)
-        lead = pos.shape[:-1]
-        e_true = np.zeros((int(np.prod(lead, dtype=np.int64)), code.n), dtype=np.uint16)
-        e_dec = np.zeros_like(e_true)
-        rows = np.arange(e_true.shape[0])[:, None]
-        np.bitwise_xor.at(e_true, (np.broadcast_to(rows, (e_true.shape[0], pos.shape[-1])),
-                                   pos.reshape(e_true.shape[0], -1)), val.reshape(e_true.shape[0], -1))
-        dp = dpos.reshape(e_true.shape[0], -1).astype(np.int64)
-        dv = dval.reshape(e_true.shape[0], -1)
-        used = dp >= 0
-        r_idx = np.broadcast_to(rows, dp.shape)[used]
-        e_dec[r_idx, dp[used]] ^= dv[used]
-        same = np.all(e_true == e_dec, axis=1).reshape(lead)
-        out = np.where(ok & ~same, 2, out).astype(np.int8)
-    return out
+    S = syndromes_sparse(code, positions, values)  # validates positions and values
+    rows = int(np.prod(pos.shape[:-1], dtype=np.int64))
+    p = np.ascontiguousarray(pos.reshape(rows, pos.shape[-1]), dtype=np.int64)
+    v = np.ascontiguousarray(np.asarray(values).reshape(p.shape), dtype=np.uint16)
+    out = np.empty(rows, dtype=np.int8)
+    K.outcome_batch(S.reshape(rows, code.nparity), p, v, code.n, code.t, out)
+    return out.reshape(pos.shape[:-1])

@@ -1,0 +1,155 @@
+"""Property tests (hypothesis) and API checks of the RS codec: arbitrary error patterns, detect mode,
+sparse syndromes, input validation."""
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from phy802.fec import (
+    KP4,
+    KR4,
+    RSCode,
+    decode,
+    decode_syndromes,
+    encode,
+    error_pattern_outcome,
+    is_codeword,
+    syndromes,
+    syndromes_sparse,
+)
+
+from fec_helpers import add_errors
+
+CODES = [KP4, KR4, RSCode(12, 4, "tiny"), RSCode(300, 200, "t50")]
+
+
+@st.composite
+def error_case(draw):
+    code = draw(st.sampled_from(CODES))
+    seed = draw(st.integers(0, 2**32 - 1))
+    # Up to 3t errors so that failures and (for the tiny code) miscorrections both occur.
+    n_err = draw(st.integers(0, min(code.n, 3 * code.t)))
+    positions = draw(st.lists(st.integers(0, code.n - 1), min_size=n_err, max_size=n_err, unique=True))
+    values = draw(st.lists(st.integers(1, 1023), min_size=n_err, max_size=n_err))
+    return code, seed, np.array(positions, dtype=np.int64), np.array(values, dtype=np.uint16)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(error_case())
+def test_decoder_never_returns_a_non_codeword(case):
+    code, seed, pos, val = case
+    msg = np.random.default_rng(seed).integers(0, 1024, code.k)
+    cw = encode(code, msg)
+    recv = cw.copy()
+    recv[pos] ^= val
+    dec, nc = decode(code, recv)
+    assert dec.shape == recv.shape and nc.shape == ()
+    if nc >= 0:
+        assert is_codeword(code, dec)
+        assert np.count_nonzero(dec != recv) == nc <= code.t
+    else:
+        assert nc == -1 and np.array_equal(dec, recv)
+    if len(pos) <= code.t:
+        assert nc == len(pos) and np.array_equal(dec, cw)
+    # The sparse path sees exactly what the dense decoder does.
+    assert np.array_equal(syndromes_sparse(code, pos, val), syndromes(code, recv))
+    outcome = error_pattern_outcome(code, pos[None], val[None])[0]
+    expected = 1 if nc < 0 else (0 if np.array_equal(dec, cw) else 2)
+    assert outcome == expected
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.sampled_from(CODES), st.data())
+def test_decoder_never_crashes_on_arbitrary_words(code, data):
+    words = np.array(data.draw(st.lists(st.integers(0, 1023), min_size=code.n, max_size=code.n)), dtype=np.uint16)
+    dec, nc = decode(code, words)
+    assert -1 <= nc <= code.t
+    if nc >= 0:
+        assert is_codeword(code, dec)
+
+
+def test_tiny_code_miscorrections_are_codewords(rng):
+    # RS(12,4), t=4, with 5..8 errors: count the miscorrections, every one must be a codeword.
+    code = RSCode(12, 4)
+    cw = encode(code, rng.integers(0, 1024, size=(4000, code.k)))
+    mis = 0
+    for e in range(code.t + 1, 2 * code.t + 1):
+        recv, _ = add_errors(rng, cw, e)
+        dec, nc = decode(code, recv)
+        ok = nc >= 0
+        assert np.all(is_codeword(code, dec[ok]))
+        assert not np.any(np.all(dec[ok] == cw[ok], axis=1))
+        mis += int(ok.sum())
+    # Fraction of the space within distance 4 of some codeword: sum_{i<=4} C(12,i) 1023^i / 1024^8
+    # ~ 4.6e-4 -> about 7 of 16000; seeing none at all is possible but the decoder paths get used.
+    assert mis < 100
+
+
+def test_detect_mode(rng):
+    cw = encode(KP4, rng.integers(0, 1024, size=(50, KP4.k)))
+    recv, _ = add_errors(rng, cw, 1)
+    recv[:10] = cw[:10]
+    dec, nc = decode(KP4, recv, mode="detect")
+    assert np.array_equal(dec, recv)
+    assert np.array_equal(nc, np.where(np.arange(50) < 10, 0, -1))
+    with pytest.raises(ValueError, match="mode"):
+        decode(KP4, recv, mode="fix")
+
+
+def test_batch_shapes_and_dtypes(rng):
+    msgs = rng.integers(0, 1024, size=(2, 3, KR4.k)).astype(np.int64)
+    cw = encode(KR4, msgs)
+    assert cw.shape == (2, 3, KR4.n) and cw.dtype == np.uint16
+    dec, nc = decode(KR4, cw)
+    assert nc.shape == (2, 3) and nc.dtype == np.int16 and not nc.any()
+    assert syndromes(KR4, cw).shape == (2, 3, 14)
+    assert is_codeword(KR4, cw).shape == (2, 3)
+    assert encode(KR4, np.zeros((0, KR4.k), np.uint16)).shape == (0, KR4.n)
+    assert encode(KR4, list(range(KR4.k))).shape == (KR4.n,)
+
+
+def test_sparse_helpers(rng):
+    code = KP4
+    pos = np.array([[0, 543, 7], [5, 5, 9]])
+    val = np.array([[1, 1023, 0], [3, 3, 8]])  # zero values and repeated positions are allowed
+    e = np.zeros((2, code.n), np.uint16)
+    for r in range(2):
+        for p, v in zip(pos[r], val[r]):
+            e[r, p] ^= v
+    assert np.array_equal(syndromes_sparse(code, pos, val), syndromes(code, e))
+    p, v, c = decode_syndromes(code, syndromes(code, e))
+    assert c.tolist() == [2, 1]
+    assert sorted(p[0, :2].tolist()) == [0, 543] and p[1, 0] == 9 and v[1, 0] == 8
+    assert np.all(p[0, 2:] == -1)
+    assert error_pattern_outcome(code, pos, val).tolist() == [0, 0]
+
+
+@pytest.mark.parametrize(
+    "call, match",
+    [
+        (lambda: encode(KP4, np.zeros(513, np.uint16)), "length 514"),
+        (lambda: decode(KP4, np.full(544, 1024)), "0..1023; found 1024 at index"),
+        (lambda: decode(KP4, np.full(544, -1)), "found -1"),
+        (lambda: decode(KP4, np.zeros(544, np.float64)), "integer array"),
+        (lambda: syndromes(KR4, np.zeros((2, 544), np.uint16)), "length 528"),
+        (lambda: syndromes_sparse(KR4, [528], [1]), "positions must be in 0..527"),
+        (lambda: syndromes_sparse(KR4, [[1, 2]], [1, 2]), "same shape"),
+        (lambda: decode_syndromes(KR4, np.zeros(30, np.uint16)), "length 14"),
+        (lambda: RSCode(544, 515), "n - k even"),
+        (lambda: RSCode(1024, 1000), "n <= 1023"),
+        (lambda: RSCode(10, 10), "0 < k < n"),
+    ],
+)
+def test_bad_input_is_a_clear_value_error(call, match):
+    with pytest.raises(ValueError, match=match):
+        call()
+
+
+def test_code_type_checks():
+    with pytest.raises(TypeError):
+        encode("kp4", np.zeros(514, np.uint16))
+    with pytest.raises(TypeError):
+        RSCode(544.0, 514)
+    assert str(KP4) == "KP4 RS(544,514) t=15"
+    assert RSCode(544, 514) == RSCode(544, 514) and hash(KP4) != 0
