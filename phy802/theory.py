@@ -49,6 +49,7 @@ __all__ = [
     "post_fec_ber",
     "pre_fec_ber_for_fer",
     "ErrorChain",
+    "precoded_chain",
     "markov_symbol_error_pmf",
     "markov_codeword_error_ratio",
     "RareEventResult",
@@ -300,14 +301,46 @@ class ErrorChain:
         return cls(P, np.array([e_g, e_b]), None, alternate, f"ge({p_gb:g},{p_bg:g},{e_g:g},{e_b:g})")
 
 
-def markov_symbol_error_pmf(chain: ErrorChain, units_per_symbol: int, n_symbols: int) -> np.ndarray:
+def precoded_chain(chain: ErrorChain) -> ErrorChain:
+    """The error chain seen *after* the RX 1/(1+D) decoder (120.5.7.2), as an exact HMM.
+
+    The decoded data error at unit ``j`` is ``e(j) + e(j-1)`` (mod 4). With one-level line errors
+    it is non-zero iff exactly one of units ``j-1, j`` is wrong, or both are wrong with the same
+    sign: never for ``alternate`` signs, with probability 1/2 (independently) for random signs.
+    So the augmented state ``(x_j, z_(j-1), z_j)`` (``z`` = line error flag) emits the data error
+    with a probability that depends on the state only. No line error precedes unit 0.
+    """
+    S = chain.e.shape[0]
+    both = 0.0 if chain.alternate else 0.5
+    P2 = np.zeros((4 * S, 4 * S))
+    e2 = np.zeros(4 * S)
+    pi2 = np.zeros(4 * S)
+    for x in range(S):
+        for zp in (0, 1):
+            for z in (0, 1):
+                a = 4 * x + 2 * zp + z
+                e2[a] = both if (zp and z) else float(zp ^ z)
+                for y in range(S):
+                    for z2 in (0, 1):
+                        P2[a, 4 * y + 2 * z + z2] = chain.P[x, y] * (chain.e[y] if z2 else 1.0 - chain.e[y])
+        for z in (0, 1):
+            pi2[4 * x + z] = chain.initial[x] * (chain.e[x] if z else 1.0 - chain.e[x])
+    return ErrorChain(P2, e2, pi2, False, chain.name + "+precoder")
+
+
+def markov_symbol_error_pmf(
+    chain: ErrorChain, units_per_symbol: int, n_symbols: int, precoded: bool = False
+) -> np.ndarray:
     """Exact distribution of the number of wrong RS symbols in a codeword (dynamic programming).
 
     The codeword is ``n_symbols`` consecutive groups of ``units_per_symbol`` units of the chain
     (e.g. 5 PAM4 symbols or 10 bits per 10-bit RS symbol), started from ``chain.initial``; a symbol
-    is wrong if any of its units is (no precoding; no lane interleave). Returns ``pmf[0..n]``.
+    is wrong if any of its units is. ``precoded`` counts the errors after the RX precoder
+    (:func:`precoded_chain`). Idealisation: no lane interleave. Returns ``pmf[0..n]``.
     Every entry is a sum of non-negative terms, so tiny tail values keep full relative accuracy.
     """
+    if precoded:
+        chain = precoded_chain(chain)
     P, e = chain.P, chain.e
     S = e.shape[0]
     D0, D1 = np.diag(1.0 - e), np.diag(e)
@@ -324,9 +357,15 @@ def markov_symbol_error_pmf(chain: ErrorChain, units_per_symbol: int, n_symbols:
     return v.sum(axis=1)
 
 
-def markov_codeword_error_ratio(chain: ErrorChain, code: RsCode = KP4, units_per_symbol: int = 5) -> float:
-    """``P(W > t)`` for the Markov model (exact, via :func:`markov_symbol_error_pmf`)."""
-    pmf = markov_symbol_error_pmf(chain, units_per_symbol, code.n)
+def markov_codeword_error_ratio(
+    chain: ErrorChain, code: RsCode = KP4, units_per_symbol: int = 5, precoded: bool = False
+) -> float:
+    """``P(W > t)`` for the Markov model (exact, via :func:`markov_symbol_error_pmf`).
+
+    This is the tool of choice for burst models (DFE, Gilbert-Elliott), with or without the
+    precoder, at any FER (1e-15 and below included).
+    """
+    pmf = markov_symbol_error_pmf(chain, units_per_symbol, code.n, precoded)
     return float(pmf[code.t + 1:].sum())
 
 
@@ -356,10 +395,21 @@ class RareEventResult:
     def rel_err(self) -> float:
         return self.std_err / self.fer if self.fer > 0 else float("inf")
 
+    @property
+    def reliable(self) -> bool:
+        """False when the standard error cannot be trusted: some conditioning value has fewer than
+        10 observed failures although its rule-of-three bound ``P(K=k) * 3 / n_k`` exceeds 5% of
+        the estimate, or the truncated mass exceeds 1% of it. Then add samples, or use the exact
+        :func:`markov_codeword_error_ratio` for Markov models."""
+        if self.fer <= 0:
+            return False
+        loose = (self.fails < 10) & (self.p_k * 3.0 / self.samples > 0.05 * self.fer)
+        return not bool(loose.any()) and self.truncation <= 0.01 * self.fer
+
     def as_dict(self) -> dict:
         return {
             "fer": self.fer, "std_err": self.std_err, "rel_err": self.rel_err, "post_ser": self.post_ser,
-            "truncation": self.truncation, "seconds": self.seconds,
+            "truncation": self.truncation, "reliable": self.reliable, "seconds": self.seconds,
             "per_k": [{"k": int(k), "p_k": float(p), "fails": int(f), "samples": int(s)}
                       for k, p, f, s in zip(self.ks, self.p_k, self.fails, self.samples)],
         }
@@ -388,6 +438,10 @@ def rare_event_fer(
     ``sqrt(sum_k P(K=k)^2 p_k (1 - p_k) / n_k)``.
 
     Values of k that cannot fail (``k <= t``, or ``2k <= t`` when precoded) are exact zeros.
+    The estimate is efficient when failures come from many independent errors (the i.i.d. case,
+    validated against the binomial). For strongly bursty chains the failing cells can be rare in
+    themselves; :attr:`RareEventResult.reliable` flags that, and the exact DP
+    :func:`markov_codeword_error_ratio` (with ``precoded``) is then the better tool.
     Idealisation: the codeword occupies consecutive units of one lane (no interleave); a precoder
     error carried in from the previous codeword is ignored.
     """
