@@ -56,7 +56,7 @@ from integration.replay import (
     corrupt_received,
     is_float,
 )
-from integration.sources import ErrorSource, make_link_source, resolve_line_bits
+from integration.sources import ErrorSource, MessageFraming, make_link_source
 
 __all__ = ["BACKEND_NAME", "ENV_VAR", "ReplayProcessGroup", "register", "configure", "UnsupportedOperation"]
 
@@ -179,7 +179,7 @@ class ReplayProcessGroup(dist.ProcessGroup):
         self.metrics = Metrics()
         self._rank, self._size = rank, size
         self._sources: dict[tuple[int, int], ErrorSource] = {}
-        self._line_bits = resolve_line_bits(config.source.fec)
+        self._framing = MessageFraming(config.source.rate)
         self._lock = threading.RLock()  # issue order + counters (gloo completes on its own threads)
         self._ring_lock = threading.Lock()
         self._seq = 0
@@ -229,44 +229,49 @@ class ReplayProcessGroup(dist.ProcessGroup):
         return self._override or default
 
     def _reserve(self, op: str, cls: str, t: torch.Tensor, src: int, hop: int = 0) -> tuple | None:
-        """Advance link ``src -> rank`` by the message's line bits; return a pending corruption."""
+        """Advance link ``src -> rank`` by the message's stream bits; return a pending corruption."""
         if not self._enabled or src == self._rank:
             return None
         payload = 8 * t.numel() * t.element_size()
-        line = self._line_bits(payload)
+        stream = self._framing.stream_bits(payload)
         with self._lock:
             seq = self._seq
             self._seq += 1
-            offs = self.link_source(src, self._rank).take(line)
+            offs = self.link_source(src, self._rank).take(stream)
             m = self.metrics
             m.add("messages", cls, 1)
             m.add("payload_bits", cls, payload)
-            m.add("line_bits", cls, line)
-            self.log.add_message(seq, op, cls, src, self._rank, hop, payload, line, len(offs))
+            m.add("stream_bits", cls, stream)
+            m.add("line_bits", cls, self._framing.line_bits(stream))
+            self.log.add_message(seq, op, cls, src, self._rank, hop, payload, stream, len(offs))
             if len(offs) == 0:
                 return None
-            n_over = int(np.count_nonzero(offs >= payload))
+            pbits = self._framing.payload_bits_of(payload, offs)
+            n_over = int(np.count_nonzero(pbits < 0))
             if n_over:
                 m.add("errors_overhead", cls, n_over)
             if cls not in self._selected or not is_float(t):
-                m.add("errors_unselected", cls, len(offs) - n_over)
+                if len(offs) > n_over:
+                    m.add("errors_unselected", cls, len(offs) - n_over)
                 return None
-        return (seq, op, cls, src, hop, offs)
+            if n_over == len(offs):
+                return None
+        return (seq, op, cls, src, hop, offs, pbits)
 
     def _apply(self, pending: tuple | None, t: torch.Tensor, elem_base: int = 0) -> None:
         """Apply a reserved corruption to the received tensor ``t`` (contiguous view), then the guard."""
         guard = self.config.guard
-        seq, op, cls, src, hop, offs = pending
+        seq, op, cls, src, hop, offs, pbits = pending
         host = t if t.device.type == "cpu" else t.detach().cpu()
-        elem, bit, old, new, applied, n_prot = corrupt_received(
-            host, offs, protect_sign_exponent=(guard == "exponent_protection"))
+        elem, bit, old, new, idx, n_prot = corrupt_received(
+            host, pbits, protect_sign_exponent=(guard == "exponent_protection"))
         if host is not t:
             t.detach().copy_(host)
         nonfinite = bool(len(new)) and not bool(np.isfinite(new).all())
         n_guard = apply_guard(t, self.config.clamp_for(cls)) if guard == "nan_to_zero_clamp" else 0
         with self._lock:
             m = self.metrics
-            m.add("errors_injected", cls, len(applied))
+            m.add("errors_injected", cls, len(idx))
             if n_prot:
                 m.add("errors_protected", cls, n_prot)
             if nonfinite:
@@ -274,7 +279,7 @@ class ReplayProcessGroup(dist.ProcessGroup):
             if n_guard:
                 m.add("guard_elements", cls, n_guard)
             self.log.add(seq=seq, op=op, cls=cls, src=src, dst=self._rank, hop=hop, element=elem + elem_base,
-                         bit=bit, old=old, new=new, msg_bit=applied)
+                         bit=bit, old=old, new=new, msg_bit=offs[idx])
 
     # the guard also runs on error-free messages: a receiver cannot know which ones are clean
     def _receive(self, pending: tuple | None, cls: str, t: torch.Tensor, elem_base: int = 0) -> None:

@@ -141,7 +141,7 @@ _LOG_FIELDS = ("seq", "hop", "src", "dst", "element", "bit", "msg_bit")
 class InjectionLog:
     """Every applied flip: op, traffic class, link, hop, element, bit, old and new value.
 
-    ``msg_bit`` is the flip's offset in the message's line-bit slot (what the error source
+    ``msg_bit`` is the flip's offset in the message's stream slot (what the error source
     returned), so a log can be checked against the source's own offsets. ``old``/``new`` are the
     element's values before and after the message's flips (per-bit when one flip hits an element).
     """
@@ -151,14 +151,14 @@ class InjectionLog:
         self.dropped = 0
         self._parts: list[dict[str, Any]] = []
         self._n = 0
-        self.messages: list[tuple] = []  # (seq, op, cls, src, dst, hop, payload_bits, line_bits, n_offsets)
+        self.messages: list[tuple] = []  # (seq, op, cls, src, dst, hop, payload_bits, stream_bits, n_offsets)
 
     def __len__(self) -> int:
         return self._n
 
     def add_message(self, seq: int, op: str, cls: str, src: int, dst: int, hop: int,
-                    payload_bits: int, line_bits: int, n_offsets: int) -> None:
-        self.messages.append((seq, op, cls, src, dst, hop, payload_bits, line_bits, n_offsets))
+                    payload_bits: int, stream_bits: int, n_offsets: int) -> None:
+        self.messages.append((seq, op, cls, src, dst, hop, payload_bits, stream_bits, n_offsets))
 
     def add(self, *, seq: int, op: str, cls: str, src: int, dst: int, hop: int, element: np.ndarray,
             bit: np.ndarray, old: np.ndarray, new: np.ndarray, msg_bit: np.ndarray) -> None:
@@ -203,6 +203,7 @@ class Metrics:
 
     messages: dict[str, int] = field(default_factory=dict)
     payload_bits: dict[str, int] = field(default_factory=dict)
+    stream_bits: dict[str, int] = field(default_factory=dict)
     line_bits: dict[str, int] = field(default_factory=dict)
     errors_injected: dict[str, int] = field(default_factory=dict)
     errors_overhead: dict[str, int] = field(default_factory=dict)
@@ -233,6 +234,11 @@ class Metrics:
 
 
 def _values(u8: np.ndarray, dtype: torch.dtype, elem: np.ndarray) -> np.ndarray:
+    with np.errstate(all="ignore"):  # NaN/Inf produced by a flip are values to log, not warnings
+        return _values_raw(u8, dtype, elem)
+
+
+def _values_raw(u8: np.ndarray, dtype: torch.dtype, elem: np.ndarray) -> np.ndarray:
     if dtype == torch.float32:
         return u8.view(np.float32)[elem].astype(np.float64)
     if dtype == torch.float64:
@@ -251,7 +257,8 @@ def corrupt_received(t: torch.Tensor, offsets: np.ndarray, *, protect_sign_expon
     or beyond ``8 * t.nbytes`` are not applied (they hit framing overhead). With
     ``protect_sign_exponent`` the flips in sign/exponent bits are removed (unequal protection).
 
-    Returns ``(element, bit_in_element, old, new, applied_offsets, n_protected)``.
+    Returns ``(element, bit_in_element, old, new, applied_index, n_protected)`` where
+    ``applied_index`` indexes the flips that were applied within ``offsets``.
     """
     if not is_float(t):
         raise TypeError(f"corrupt_received: dtype {t.dtype} is not a float dtype the wrapper may corrupt")
@@ -259,7 +266,8 @@ def corrupt_received(t: torch.Tensor, offsets: np.ndarray, *, protect_sign_expon
         raise ValueError("corrupt_received: tensor must be contiguous")
     offsets = np.asarray(offsets, dtype=np.int64)
     nbits = 8 * t.numel() * t.element_size()
-    offs = offsets[offsets < nbits]
+    idx = np.flatnonzero((offsets >= 0) & (offsets < nbits))
+    offs = offsets[idx]
     isz = t.element_size()
     elem = offs // (8 * isz)
     bit = offs % (8 * isz)
@@ -268,7 +276,7 @@ def corrupt_received(t: torch.Tensor, offsets: np.ndarray, *, protect_sign_expon
         lo, hi = protected_bit_range(t.dtype)
         keep = (bit < lo) | (bit > hi)
         n_prot = int(len(offs) - keep.sum())
-        offs, elem, bit = offs[keep], elem[keep], bit[keep]
+        offs, elem, bit, idx = offs[keep], elem[keep], bit[keep], idx[keep]
     if len(offs) == 0:
         z = np.empty(0, dtype=np.int64)
         return z, z, np.empty(0), np.empty(0), z, n_prot
@@ -279,7 +287,7 @@ def corrupt_received(t: torch.Tensor, offsets: np.ndarray, *, protect_sign_expon
     # byte are two distinct indices of np.bitwise_xor.at
     np.bitwise_xor.at(u8, byte, (np.uint8(1) << (offs & 7).astype(np.uint8)))
     new = _values(u8, t.dtype, elem)
-    return elem, bit, old, new, offs, n_prot
+    return elem, bit, old, new, idx, n_prot
 
 
 def apply_guard(t: torch.Tensor, clamp: float) -> int:

@@ -5,17 +5,17 @@ the sorted int64 offsets in ``[0, n_bits)`` of the bits in error among the next 
 the link's stream, and advances the source's cursor by ``n_bits``.  Every directed link
 ``src -> dst`` gets its own source, seeded deterministically from ``(seed, src, dst)``.
 
-The wrapper advances a link's cursor by the *line* bits a message costs, framing overhead
-included (:func:`message_line_bits`).  When ``protocol/framing.py`` and ``protocol/trace.py``
-provide the payload->line-bit mapping and trace/live sources, :func:`message_line_bits` and
-:func:`make_link_source` use them; until then the placeholder below is used and is named as such.
+Coordinates are those of ``protocol.source``: a source indexes the PCS payload stream of one
+link direction, and a message advances the cursor by the stream bits it costs on the link,
+framing included (:class:`MessageFraming`, from ``protocol.framing``: RoCEv2/UDP/IPv4/Ethernet
+frames, IPG and 8-octet alignment); the line bits (257b, RS parity, AMs) are counted in metrics.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Callable, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 
@@ -23,14 +23,13 @@ __all__ = [
     "ErrorSource",
     "IndependentBitErrors",
     "NoErrors",
+    "GeneratorSource",
+    "SOURCE_KINDS",
+    "resolved_kind",
     "SourceConfig",
     "link_seed_sequence",
     "make_link_source",
-    "message_line_bits",
-    "resolve_line_bits",
-    "PLACEHOLDER_FRAME_PAYLOAD_BYTES",
-    "PLACEHOLDER_FRAME_HEADER_BYTES",
-    "placeholder_line_bits",
+    "MessageFraming",
 ]
 
 
@@ -113,6 +112,45 @@ class IndependentBitErrors:
         return out
 
 
+class GeneratorSource:
+    """Live link: ``protocol.tracegen.FastGenerator`` (rate / FEC mode / pre-FEC BER / seed) as a cursor.
+
+    The generator simulates codeword pairs and reports the payload-stream bits delivered flipped
+    after the FEC mode's decoder and the descrambler; ``take`` cuts that stream into messages.
+    """
+
+    def __init__(self, ber: float, fec: str, rate: str, seed) -> None:
+        from protocol.tracegen import FastGenerator, GeneratorConfig
+
+        self._gen = FastGenerator(GeneratorConfig(rate=rate, fec=fec, ber=float(ber)), seed)
+        self.cursor = 0
+        self._end = 0  # stream bits generated so far
+        self._pending = np.empty(0, dtype=np.int64)
+        self._pairs = 256
+
+    def take(self, n_bits: int) -> np.ndarray:
+        n_bits = int(n_bits)
+        if n_bits < 0:
+            raise ValueError(f"n_bits must be >= 0, got {n_bits}")
+        start, end = self.cursor, self.cursor + n_bits
+        self.cursor = end
+        parts = [self._pending]
+        while self._end < end:
+            need_pairs = -(-(end - self._end) // 10_000) + 1
+            ch = self._gen.next_chunk(max(self._pairs, need_pairs))
+            if ch.stream_start != self._end:
+                raise RuntimeError(f"protocol generator gap: stream {ch.stream_start} != {self._end}")
+            self._end = int(ch.stream_end)
+            parts.append(np.asarray(ch.offsets, dtype=np.int64))
+        pend = np.concatenate(parts) if len(parts) > 1 else parts[0]
+        k = int(np.searchsorted(pend, end, side="left"))
+        out, self._pending = pend[:k] - start, pend[k:]
+        return out
+
+
+SOURCE_KINDS = ("auto", "independent", "generator", "trace")
+
+
 @dataclass(frozen=True)
 class SourceConfig:
     """How each directed link's error source is built.
@@ -120,22 +158,26 @@ class SourceConfig:
     Parameters
     ----------
     ber : float
-        Payload bit error rate of the live generator (default 0).
+        ``kind="independent"``: bit error ratio of the payload stream (independent flips).
+        ``kind="generator"``: pre-FEC line BER of the protocol layer's live generator, whose FEC
+        mode ``fec`` decides what is delivered (``bypass``: every line error reaches the stream,
+        multiplied by the descrambler).
     seed : int
         Master seed; link ``src -> dst`` uses ``SeedSequence([seed, src + 1, dst + 1])``.
-    fec : str
-        FEC mode name handed to the protocol layer's live generator when it exists
-        (``"bypass"`` default); the local fallback treats the payload BER as given.
-    rate : str
-        Line rate name handed to the protocol layer (``"400G"`` default).
+    fec, rate : str
+        FEC mode and rate of the live generator (``"bypass"``, ``"400G"`` by default).
+    kind : str
+        ``"auto"`` (default): the protocol generator when it imports, else independent flips;
+        ``"independent"``, ``"generator"``, or ``"trace"`` (``trace`` names the file).
     trace : str or None
-        Path of a protocol-layer trace file; each link reads it from its own offset when set.
+        Path of a protocol-layer trace file (``kind="trace"``).
     """
 
     ber: float = 0.0
     seed: int = 0
     fec: str = "bypass"
     rate: str = "400G"
+    kind: str = "auto"
     trace: str | None = None
 
     def __post_init__(self) -> None:
@@ -143,75 +185,89 @@ class SourceConfig:
             raise ValueError(f"SourceConfig.ber must be in [0, 1), got {self.ber!r}")
         if int(self.seed) < 0:
             raise ValueError(f"SourceConfig.seed must be >= 0, got {self.seed!r}")
+        if self.kind not in SOURCE_KINDS:
+            raise ValueError(f"SourceConfig.kind must be one of {SOURCE_KINDS}, got {self.kind!r}")
+        if self.kind == "trace" and not self.trace:
+            raise ValueError("SourceConfig.kind='trace' needs a trace path")
 
 
 def link_seed_sequence(seed: int, src: int, dst: int) -> np.random.SeedSequence:
-    """The seed of directed link ``src -> dst`` (``src = -1`` allowed for an abstract ingress)."""
+    """The seed of directed link ``src -> dst``."""
     return np.random.SeedSequence([int(seed), int(src) + 1, int(dst) + 1])
 
 
-def _protocol_trace():
+def resolved_kind(cfg: SourceConfig) -> str:
+    """The source kind ``cfg`` builds here (``auto`` resolved)."""
+    if cfg.kind != "auto":
+        return cfg.kind
+    if cfg.trace:
+        return "trace"
     try:
-        from protocol import trace  # type: ignore[attr-defined]
-    except Exception:  # noqa: BLE001 - the protocol layer may not exist yet or be mid-edit
-        return None
-    return trace
+        from protocol.tracegen import FastGenerator, GeneratorConfig  # noqa: F401
+    except Exception:  # noqa: BLE001 - the protocol layer may be mid-edit
+        return "independent"
+    return "generator"
 
 
 def make_link_source(cfg: SourceConfig, src: int, dst: int) -> ErrorSource:
-    """Build the error source of link ``src -> dst``.
-
-    A trace file (``cfg.trace``) is read through ``protocol.trace`` (required then). Otherwise
-    the local :class:`IndependentBitErrors` generator is used with the payload BER ``cfg.ber``.
-    """
+    """Build the error source of link ``src -> dst`` (see :class:`SourceConfig`)."""
     ss = link_seed_sequence(cfg.seed, src, dst)
-    if cfg.trace is not None:
-        trace = _protocol_trace()
-        opener = getattr(trace, "open_trace_source", None) if trace is not None else None
+    kind = resolved_kind(cfg)
+    if kind == "trace":
+        try:
+            from protocol import trace  # type: ignore[attr-defined]
+        except Exception as exc:  # noqa: BLE001
+            raise ValueError(f"trace {cfg.trace!r}: protocol.trace is not available ({exc})") from None
+        opener = getattr(trace, "open_source", None) or getattr(trace, "TraceSource", None)
         if opener is None:
-            raise ValueError(f"trace {cfg.trace!r}: protocol.trace has no trace reader (open_trace_source) yet")
-        # each link starts at its own seeded offset so that links do not replay the same errors
-        return opener(cfg.trace, seed=ss)
+            raise ValueError(f"trace {cfg.trace!r}: protocol.trace has no trace reader yet")
+        return opener(cfg.trace)
     if cfg.ber == 0.0:
         return NoErrors()
+    if kind == "generator":
+        return GeneratorSource(cfg.ber, cfg.fec, cfg.rate, ss)
     return IndependentBitErrors(cfg.ber, ss)
 
 
-# --- framing overhead ---------------------------------------------------------------------------
-# PLACEHOLDER until protocol/framing.py provides the payload->line-bit mapping: each message is
-# cut into frames of up to 8192 payload bytes, each with a 64-byte header; header bits are on the
-# link (they advance the cursor, and errors there hit no tensor byte). The payload occupies the
-# first bits of the message's slot, the headers are accounted after it.
-PLACEHOLDER_FRAME_PAYLOAD_BYTES = 8192
-PLACEHOLDER_FRAME_HEADER_BYTES = 64
+# --- framing: the stream bits a message costs and where its payload sits -----------------------
+class MessageFraming:
+    """Map a tensor message onto the link's payload stream (``protocol.framing``, RoCEv2 frames).
 
-
-def placeholder_line_bits(payload_bits: int) -> int:
-    """PLACEHOLDER framing: payload bits plus one 64-byte header per started 8192-byte frame."""
-    payload_bits = int(payload_bits)
-    if payload_bits < 0:
-        raise ValueError(f"payload_bits must be >= 0, got {payload_bits}")
-    frames = max(1, -(-payload_bits // (8 * PLACEHOLDER_FRAME_PAYLOAD_BYTES)))
-    return payload_bits + frames * 8 * PLACEHOLDER_FRAME_HEADER_BYTES
-
-
-def resolve_line_bits(fec: str = "bypass") -> Callable[[int], int]:
-    """The payload->line-bit mapping of a message (framing overhead included), resolved once.
-
-    Uses ``protocol.framing.line_bits`` when that exists, else :func:`placeholder_line_bits`.
-    The payload is placed at offsets ``[0, payload_bits)`` of the message's slot.
+    A message of ``payload_bits`` advances a link's cursor by ``stream_bits(payload_bits)``
+    (headers, FCS, inter-packet gap and alignment included); the source's offsets inside that
+    slot are mapped back to payload bits, and offsets on framing bits hit no tensor byte.
+    Layouts are cached per message size (DDP buckets repeat every step).
     """
-    try:
-        from protocol import framing  # type: ignore[attr-defined]
 
-        fn = getattr(framing, "line_bits", None)
-    except Exception:  # noqa: BLE001 - the protocol layer may not exist yet
-        fn = None
-    if fn is None:
-        return placeholder_line_bits
-    return lambda payload_bits: int(fn(int(payload_bits)))
+    def __init__(self, rate: str = "400G") -> None:
+        from protocol import framing
 
+        self._framing = framing
+        self.rate = rate
+        framing.get_rate(rate)  # validate
+        self._cache: dict[int, object] = {}
 
-def message_line_bits(payload_bits: int, fec: str = "bypass") -> int:
-    """Line bits a message of ``payload_bits`` costs (see :func:`resolve_line_bits`)."""
-    return resolve_line_bits(fec)(payload_bits)
+    def _layout(self, payload_bits: int):
+        octets = -(-int(payload_bits) // 8)
+        lay = self._cache.get(octets)
+        if lay is None:
+            if len(self._cache) > 4096:
+                self._cache.clear()
+            lay = self._cache[octets] = self._framing.layout(octets)
+        return lay
+
+    def stream_bits(self, payload_bits: int) -> int:
+        """Stream bits (the unit of ``ErrorSource.take``) one message costs."""
+        if payload_bits <= 0:
+            return 0
+        return self._layout(payload_bits).stream_bits
+
+    def line_bits(self, stream_bits: int) -> int:
+        """Line bits (257b, RS parity, alignment markers) that carry ``stream_bits``."""
+        return int(self._framing.line_bits_of_stream(int(stream_bits), self.rate))
+
+    def payload_bits_of(self, payload_bits: int, offsets: np.ndarray) -> np.ndarray:
+        """Payload bit of each stream offset in the message's slot, ``-1`` on framing bits."""
+        if len(offsets) == 0:
+            return np.empty(0, dtype=np.int64)
+        return self._layout(payload_bits).payload_bit_of(offsets)[1]

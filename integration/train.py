@@ -1,0 +1,372 @@
+"""Training loop: a small char GPT under DDP or a pipeline (GPipe / 1F1B) over the replay group.
+
+:func:`run_training` starts ``world_size`` processes itself (spawn, a fresh FileStore per run, a
+deadline so that nothing hangs); :func:`train_worker` is the per-rank body and also runs under
+torchrun (``env://``). The recipe follows GPT-2: AdamW (decay on matrices only), global gradient
+norm clipping, linear warm-up then cosine decay.
+
+Measurement traffic (evaluation, replica comparison, gathering metrics) uses the plain default
+gloo group and is never corrupted; only the model's own traffic crosses the replay group.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+import time
+import traceback
+from dataclasses import asdict, dataclass, field, replace
+from datetime import timedelta
+from typing import Any
+
+import numpy as np
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+
+from integration.replay import Metrics, ReplayConfig
+
+__all__ = ["TrainConfig", "run_training", "train_worker", "TrainingTimeout", "flat_params"]
+
+PARALLEL = ("ddp", "pp")
+SCHEDULES = ("gpipe", "1f1b")
+
+
+class TrainingTimeout(RuntimeError):
+    """The worker processes did not finish before the deadline (they were terminated)."""
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """One training run.
+
+    ``batch_size`` is the global number of sequences per step: DDP gives each rank
+    ``batch_size // world_size``; the pipeline feeds the whole batch as ``microbatches``
+    microbatches. ``wrapper=False`` runs the same loop over a plain gloo group (the baseline).
+    """
+
+    parallel: str = "ddp"
+    world_size: int = 2
+    steps: int = 200
+    seed: int = 1
+    corpus: str = "kjv"
+    batch_size: int = 12
+    block_size: int = 64
+    n_layer: int = 4
+    n_head: int = 4
+    n_embd: int = 128
+    lr: float = 1e-3
+    min_lr: float = 1e-4
+    warmup: int = 20
+    weight_decay: float = 0.1
+    beta1: float = 0.9
+    beta2: float = 0.95
+    grad_clip: float = 1.0
+    microbatches: int = 4
+    schedule: str = "gpipe"
+    eval_interval: int = 50
+    eval_iters: int = 8
+    wrapper: bool = True
+    replay: ReplayConfig = field(default_factory=ReplayConfig)
+    threads: int = 1
+    comm_timeout_s: float = 120.0
+    dump_logs: bool = False
+
+    def __post_init__(self) -> None:
+        if self.parallel not in PARALLEL:
+            raise ValueError(f"TrainConfig.parallel must be one of {PARALLEL}, got {self.parallel!r}")
+        if self.schedule not in SCHEDULES:
+            raise ValueError(f"TrainConfig.schedule must be one of {SCHEDULES}, got {self.schedule!r}")
+        if self.world_size < 1 or (self.parallel == "pp" and self.world_size < 2):
+            raise ValueError(f"TrainConfig.world_size {self.world_size} too small for {self.parallel}")
+        if self.steps < 1:
+            raise ValueError(f"TrainConfig.steps must be >= 1, got {self.steps}")
+        if self.parallel == "ddp" and self.batch_size % self.world_size:
+            raise ValueError(f"TrainConfig.batch_size {self.batch_size} must be a multiple of world_size")
+        if self.parallel == "pp" and self.batch_size % self.microbatches:
+            raise ValueError(f"TrainConfig.batch_size {self.batch_size} must be a multiple of microbatches")
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "TrainConfig":
+        d = dict(d)
+        d["replay"] = ReplayConfig.from_dict(d.get("replay", {}))
+        return cls(**d)
+
+
+def _seed_int(*parts: int) -> int:
+    return int(np.random.SeedSequence([int(p) for p in parts]).generate_state(1, dtype=np.uint64)[0] >> 1)
+
+
+def flat_params(module: torch.nn.Module) -> torch.Tensor:
+    """All parameters of ``module`` as one float64 vector (in ``named_parameters`` order)."""
+    return torch.cat([p.detach().reshape(-1).double() for p in module.parameters()])
+
+
+def _lr_at(cfg: TrainConfig, step: int) -> float:
+    if step < cfg.warmup:
+        return cfg.lr * (step + 1) / cfg.warmup
+    frac = (step - cfg.warmup) / max(1, cfg.steps - cfg.warmup)
+    return cfg.min_lr + 0.5 * (1.0 + math.cos(math.pi * min(1.0, frac))) * (cfg.lr - cfg.min_lr)
+
+
+def _optimizer(cfg: TrainConfig, params: list[torch.nn.Parameter]) -> torch.optim.AdamW:
+    decay = [p for p in params if p.dim() >= 2]
+    no_decay = [p for p in params if p.dim() < 2]
+    groups = [{"params": decay, "weight_decay": cfg.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+    return torch.optim.AdamW(groups, lr=cfg.lr, betas=(cfg.beta1, cfg.beta2), foreach=False)
+
+
+@torch.no_grad()
+def _val_loss(cfg: TrainConfig, gpt, corpus) -> float:
+    gen = torch.Generator().manual_seed(_seed_int(cfg.seed, 99))
+    losses = []
+    gpt.eval()
+    for _ in range(cfg.eval_iters):
+        x, y = corpus.batch("val", cfg.batch_size, cfg.block_size, gen)
+        logits = gpt(x)
+        losses.append(float(F.cross_entropy(logits.view(-1, logits.size(-1)), y.view(-1))))
+    gpt.train()
+    return float(np.mean(losses))
+
+
+def _clip_global(params: list[torch.nn.Parameter], max_norm: float, group, across: bool) -> float:
+    """GPT-2 global norm clipping; with ``across`` the squared norm is summed over pipeline stages."""
+    grads = [p.grad for p in params if p.grad is not None]
+    sq = torch.zeros(1, dtype=torch.float32)
+    for g in grads:
+        sq += g.detach().float().pow(2).sum()
+    if across:
+        dist.all_reduce(sq, group=group)  # a one-element float: control traffic, never corrupted
+    norm = float(sq.sqrt())
+    coef = max_norm / (norm + 1e-6)
+    if coef < 1.0:
+        for g in grads:
+            g.detach().mul_(coef)
+    return norm
+
+
+def train_worker(rank: int, cfg: TrainConfig, init_method: str, out_dir: str) -> None:
+    """Body of one rank. Rank 0 writes ``result.json`` (and ``params.pt``) into ``out_dir``."""
+    try:
+        _train_worker(rank, cfg, init_method, out_dir)
+    except BaseException:
+        with open(os.path.join(out_dir, f"error_rank{rank}.txt"), "w", encoding="utf-8") as fh:
+            fh.write(traceback.format_exc())
+        raise
+
+
+def _train_worker(rank: int, cfg: TrainConfig, init_method: str, out_dir: str) -> None:
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    from integration.data import CharCorpus
+    from integration.model import GPT, GPTConfig, split_stages
+    from integration.process_group import register
+
+    torch.set_num_threads(cfg.threads)
+    world = cfg.world_size
+    timeout = timedelta(seconds=cfg.comm_timeout_s)
+    dist.init_process_group("gloo", init_method=init_method, rank=rank, world_size=world, timeout=timeout)
+    try:
+        if cfg.wrapper:
+            register(cfg.replay)
+            group = dist.new_group(backend="phy802", timeout=timeout)
+        else:
+            group = dist.new_group(backend="gloo", timeout=timeout)
+        corpus = CharCorpus.load(cfg.corpus)
+        gcfg = GPTConfig(corpus.vocab_size, cfg.block_size, cfg.n_layer, cfg.n_head, cfg.n_embd)
+        torch.manual_seed(_seed_int(cfg.seed, 1))  # same initial weights on every rank
+        gpt = GPT(gcfg)
+        guard = cfg.replay.guard if cfg.wrapper else "none"
+
+        if cfg.parallel == "ddp":
+            model = DDP(gpt, process_group=group)
+            params = list(model.parameters())
+            gen = torch.Generator().manual_seed(_seed_int(cfg.seed, 2, rank))
+            per_rank = cfg.batch_size // world
+        else:
+            from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe
+
+            stage_mod = split_stages(gpt, world)[rank]
+            stage = PipelineStage(stage_mod, rank, world, torch.device("cpu"), group=group)
+
+            def loss_fn(logits, target):
+                return F.cross_entropy(logits.reshape(-1, logits.size(-1)), target.reshape(-1))
+
+            sched_cls = ScheduleGPipe if cfg.schedule == "gpipe" else Schedule1F1B
+            schedule = sched_cls(stage, n_microbatches=cfg.microbatches, loss_fn=loss_fn)
+            params = list(stage_mod.parameters())
+            gen = torch.Generator().manual_seed(_seed_int(cfg.seed, 2))  # same batch on every stage
+        opt = _optimizer(cfg, params)
+
+        train_loss: list[float] = []
+        evals: list[tuple[int, float]] = []
+        divergence: list[tuple[int, float]] = []
+        grad_norms: list[float] = []
+        skipped, nonfinite_steps, first_nonfinite = 0, 0, None
+        step_times: list[float] = []
+
+        def measure(step: int) -> None:
+            # rank 0 evaluates the full model: its DDP replica, or all stages gathered (clean group)
+            if cfg.parallel == "pp":
+                owners = _param_owners(gpt, world)
+                for p, owner in zip(gpt.parameters(), owners):
+                    dist.broadcast(p.data, src=owner)
+            if cfg.parallel == "ddp" and world > 1:
+                mine = flat_params(gpt)
+                allw = [torch.empty_like(mine) for _ in range(world)]
+                dist.all_gather(allw, mine)
+                ref = allw[0]
+                div = max(float((w - ref).norm()) for w in allw) / max(float(ref.norm()), 1e-30)
+                divergence.append((step, div))
+            if rank == 0:
+                evals.append((step, _val_loss(cfg, gpt, corpus)))
+
+        for step in range(cfg.steps):
+            if step % cfg.eval_interval == 0:
+                measure(step)
+            t0 = time.perf_counter()
+            for pg in opt.param_groups:
+                pg["lr"] = _lr_at(cfg, step)
+            opt.zero_grad(set_to_none=True)
+            if cfg.parallel == "ddp":
+                x, y = corpus.batch("train", per_rank, cfg.block_size, gen)
+                logits = model(x)
+                loss = F.cross_entropy(logits.view(-1, logits.size(-1)), y.view(-1))
+                loss.backward()
+                local_loss = float(loss.detach())
+            else:
+                x, y = corpus.batch("train", cfg.batch_size, cfg.block_size, gen)
+                if rank == 0:
+                    schedule.step(x)
+                    local_loss = float("nan")
+                elif rank == world - 1:
+                    losses: list[torch.Tensor] = []
+                    schedule.step(target=y, losses=losses)
+                    local_loss = float(torch.stack([l.detach() for l in losses]).mean())
+                else:
+                    schedule.step()
+                    local_loss = float("nan")
+            norm = _clip_global(params, cfg.grad_clip, group, across=cfg.parallel == "pp")
+            bad = not math.isfinite(norm)
+            flag = torch.tensor([1 if bad else 0], dtype=torch.int32)
+            dist.all_reduce(flag, op=dist.ReduceOp.MAX, group=group)  # int: control, never corrupted
+            if flag.item():
+                nonfinite_steps += 1
+                first_nonfinite = step if first_nonfinite is None else first_nonfinite
+            if flag.item() and guard == "skip_nonfinite_step":
+                skipped += 1
+                opt.zero_grad(set_to_none=True)
+            else:
+                opt.step()
+            step_times.append(time.perf_counter() - t0)
+            grad_norms.append(norm)
+            # the training loss as rank 0 reports it (PP: the last stage's, over the clean group)
+            lt = torch.tensor([local_loss], dtype=torch.float64)
+            if cfg.parallel == "pp":
+                dist.broadcast(lt, src=world - 1)
+            train_loss.append(float(lt))
+        measure(cfg.steps)
+
+        parts: list[Any] = [None] * world
+        mine = {"metrics": group.metrics.to_dict() if cfg.wrapper else {},
+                "flips": len(group.log) if cfg.wrapper else 0,
+                "log_dropped": group.log.dropped if cfg.wrapper else 0}
+        dist.all_gather_object(parts, mine)
+        if cfg.wrapper and cfg.dump_logs:
+            with open(os.path.join(out_dir, f"log_rank{rank}.json"), "w", encoding="utf-8") as fh:
+                json.dump({"records": group.log.records(), "messages": group.log.messages}, fh)
+        if rank == 0:
+            final = flat_params(gpt)
+            torch.save(final, os.path.join(out_dir, "params.pt"))
+            nonf_loss = [i for i, l in enumerate(train_loss) if not math.isfinite(l)]
+            result = {
+                "config": cfg.to_dict(),
+                "train_loss": train_loss,
+                "evals": evals,
+                "final_val_loss": evals[-1][1],
+                "divergence": divergence,
+                "final_divergence": divergence[-1][1] if divergence else 0.0,
+                "grad_norms": grad_norms,
+                "skipped_steps": skipped,
+                "nonfinite_steps": nonfinite_steps,
+                "first_nonfinite_step": first_nonfinite,
+                "nonfinite_loss_steps": len(nonf_loss),
+                "step_time_ms": 1e3 * float(np.median(step_times[min(5, len(step_times) - 1):])),
+                "metrics": Metrics.merge([p["metrics"] for p in parts]),
+                "flips_logged": int(sum(p["flips"] for p in parts)),
+                "log_dropped": int(sum(p["log_dropped"] for p in parts)),
+                "param_norm": float(final.norm()),
+            }
+            tmp = os.path.join(out_dir, ".result.json.tmp")
+            with open(tmp, "w", encoding="utf-8") as fh:
+                json.dump(result, fh, allow_nan=True)
+            os.replace(tmp, os.path.join(out_dir, "result.json"))
+        dist.barrier()
+    finally:
+        dist.destroy_process_group()
+
+
+def _param_owners(gpt, world: int) -> list[int]:
+    from integration.model import split_stages
+
+    owner: dict[int, int] = {}
+    for s, mod in enumerate(split_stages(gpt, world)):
+        for p in mod.parameters():
+            owner[id(p)] = s
+    return [owner[id(p)] for p in gpt.parameters()]
+
+
+def run_training(cfg: TrainConfig, *, timeout_s: float = 900.0, out_dir: str | None = None) -> dict[str, Any]:
+    """Run ``cfg`` in ``world_size`` spawned processes and return rank 0's result dict.
+
+    A fresh FileStore per run (no ports); the processes are terminated and
+    :class:`TrainingTimeout` raised if they do not finish within ``timeout_s``. The final
+    parameters are in ``<out_dir>/params.pt`` when ``out_dir`` is given.
+    """
+    import torch.multiprocessing as mp
+
+    own = out_dir is None
+    work = tempfile.mkdtemp(prefix="phy802-train-") if own else out_dir
+    os.makedirs(work, exist_ok=True)
+    for stale in ("result.json", "params.pt"):
+        if os.path.exists(os.path.join(work, stale)):
+            os.unlink(os.path.join(work, stale))
+    store = os.path.join(tempfile.mkdtemp(prefix="phy802-store-"), "store")
+    env_prev = os.environ.get("OMP_NUM_THREADS")
+    os.environ["OMP_NUM_THREADS"] = str(cfg.threads)
+    try:
+        ctx = mp.start_processes(train_worker, args=(cfg, f"file://{store}", work), nprocs=cfg.world_size,
+                                 join=False, start_method="spawn")
+        deadline = time.monotonic() + timeout_s
+        try:
+            while not ctx.join(timeout=1.0):
+                if time.monotonic() > deadline:
+                    for p in ctx.processes:
+                        if p.is_alive():
+                            p.terminate()
+                    for p in ctx.processes:
+                        p.join(5)
+                        if p.is_alive():
+                            p.kill()
+                    raise TrainingTimeout(f"training did not finish within {timeout_s:.0f} s ({cfg.parallel}, "
+                                          f"world {cfg.world_size}); processes terminated")
+        except mp.ProcessRaisedException as exc:
+            raise RuntimeError(f"a training process failed:\n{exc}") from None
+        with open(os.path.join(work, "result.json"), encoding="utf-8") as fh:
+            result = json.load(fh)
+        result["out_dir"] = work
+        return result
+    finally:
+        if env_prev is None:
+            os.environ.pop("OMP_NUM_THREADS", None)
+        else:
+            os.environ["OMP_NUM_THREADS"] = env_prev
+        try:
+            os.unlink(store)
+        except OSError:
+            pass
