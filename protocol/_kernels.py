@@ -1,0 +1,289 @@
+"""Numba kernels of the fast trace generator (private; called only from :mod:`protocol.tracegen`).
+
+Coordinates (all int64):
+
+* pair-space index ``g = P * 10880 + u``: line bit ``u`` of codeword pair ``P`` with
+  ``u = 20 t + 10 c + b`` (symbol time ``t`` = 0..543, codeword ``c`` = 0 for A / 1 for B,
+  bit ``b`` of the symbol).  For ``t < 514`` this ``u`` is exactly the bit index of the pair's
+  ``tx_scrambled_am`` message (119.2.4.5: bit ``20i + 10c + b`` is bit ``b`` of message symbol
+  ``i`` of codeword ``c``), so no table is needed.  Line errors are independent, so the order in
+  which the line bits are enumerated does not matter for sampling.
+* scrambled-stream index ``s``: bits of the data (non-AM) 257b blocks in order, 257 per block;
+  the 1 + x^39 + x^58 descrambler (49.2.6) runs on this stream.
+* payload-stream offset: ``256 * block + (s % 257 - 1)`` for ``s % 257 != 0``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+__all__: list[str] = []  # private module
+
+PAIR_BITS = 10880
+BLOCKS_PER_PAIR = 40
+BLOCK_BITS = 257
+
+
+@njit(cache=True)
+def group_pairs(pos, half_lanes, period, am_blocks, t_corr, decoder, hist, err_lane,
+                prim_s, prim_lane, heavy_pair, heavy_lo, heavy_hi, mark_pair, counters):
+    """Group sorted pair-space error positions by codeword and decide each codeword's fate.
+
+    Parameters
+    ----------
+    pos : int64[n] sorted pair-space positions of line bit errors.
+    half_lanes : PCS lanes / 2 (8 at 400G, 4 at 200G, a power of two); lane of symbol t of
+        codeword c is ``2 (t % J) + (c ^ ((t // J) & 1))`` (119.2.4.7).
+    period, am_blocks : AM geometry (period in pairs, a power of two).
+    t_corr : correction capability t (15).  decoder : 0 none, 1 correct, 2 detect.
+    hist : int64[H] per-codeword symbol-error-count histogram (codewords with >= 1 error; the
+        last bin collects >= H-1), updated in place.
+    err_lane : int8[n] output, PCS lane of each line error.
+    prim_s, prim_lane : outputs, primary (pre-descrambler) errors passed through untouched.
+    heavy_pair, heavy_lo, heavy_hi : outputs, pairs the caller must decode (their errors are
+        ``pos[lo:hi]``): correct mode, a codeword with more than t symbol errors; detect mode,
+        more than 2t (below that, a nonzero pattern cannot be a codeword, d = 2t + 1).
+    mark_pair : output, pairs marked by the detect-only indication.
+    counters : int64[8] in place: [-, codewords with errors, corrected codewords, errors in AM bits].
+
+    Returns (n_prim, n_heavy, n_mark).
+    """
+    n = pos.size
+    jm = half_lanes - 1  # powers of two: shifts and masks instead of divisions
+    js = 0
+    while (1 << js) < half_lanes:
+        js += 1
+    ps = 0
+    while (1 << ps) < period:
+        ps += 1
+    pm = period - 1
+    n_prim = 0
+    n_heavy = 0
+    n_mark = 0
+    H = hist.size
+    cw_err = 0
+    corrected = 0
+    am_err = 0
+    w = np.zeros(2, np.int64)
+    last = np.zeros(2, np.int64)
+    i = 0
+    while i < n:
+        P = pos[i] // PAIR_BITS
+        base = P * PAIR_BITS
+        am_bits = am_blocks * BLOCK_BITS if (P & pm) == 0 else 0
+        s0 = (P * BLOCKS_PER_PAIR - ((P + pm) >> ps) * am_blocks) * BLOCK_BITS - am_bits
+        j = i
+        w[0] = 0
+        w[1] = 0
+        last[0] = -1
+        last[1] = -1
+        np0 = n_prim
+        while j < n and pos[j] < base + PAIR_BITS:
+            u = pos[j] - base
+            sym = u // 10  # = 2 t + c
+            c = sym & 1
+            t = sym >> 1
+            lane = 2 * (t & jm) + (c ^ ((t >> js) & 1))
+            err_lane[j] = lane
+            # branch-free distinct-symbol count per codeword (the A/B choice is random)
+            nw = 1 if sym != last[c] else 0
+            w[c] += nw
+            last[c] = sym
+            if decoder != 1 and u < 10280:  # provisional pass-through of message bits
+                if u < am_bits:
+                    am_err += 1  # alignment-marker bit: removed before descrambling
+                else:
+                    prim_s[n_prim] = s0 + u
+                    prim_lane[n_prim] = lane
+                    n_prim += 1
+            j += 1
+        w0 = w[0]
+        w1 = w[1]
+        if w0 > 0:
+            hist[min(w0, H - 1)] += 1
+            cw_err += 1
+        if w1 > 0:
+            hist[min(w1, H - 1)] += 1
+            cw_err += 1
+        if decoder == 1:
+            if w0 > t_corr or w1 > t_corr:
+                heavy_pair[n_heavy] = P
+                heavy_lo[n_heavy] = i
+                heavy_hi[n_heavy] = j
+                n_heavy += 1
+            corrected += (1 if 0 < w0 <= t_corr else 0) + (1 if 0 < w1 <= t_corr else 0)
+        elif decoder == 2:
+            if w0 > 2 * t_corr or w1 > 2 * t_corr:
+                heavy_pair[n_heavy] = P
+                heavy_lo[n_heavy] = i
+                heavy_hi[n_heavy] = j
+                n_heavy += 1
+                n_prim = np0  # the caller decodes this pair and supplies its primaries
+            else:
+                mark_pair[n_mark] = P
+                n_mark += 1
+        i = j
+    counters[1] += cw_err
+    counters[2] += corrected
+    counters[3] += am_err
+    return n_prim, n_heavy, n_mark
+
+
+@njit(cache=True)
+def _expand_cluster(keys, lanes, flags, s_end, out_off, out_lane, out_flag, hdr_block,
+                    new_key, new_lane, new_flag, no, nh, nn):
+    """General path of :func:`descramble_expand` for interacting contributions (rare)."""
+    m = keys.size
+    order = np.argsort(keys, kind="mergesort")
+    a = 0
+    while a < m:
+        k0 = keys[order[a]]
+        v = k0 >> 2
+        b = a + 1
+        while b < m and (keys[order[b]] >> 2) == v:
+            b += 1
+        if v >= s_end:
+            # not cancelled yet: the next chunk's primaries may still hit this bit
+            for c in range(a, b):
+                o = order[c]
+                new_key[nn] = keys[o]
+                new_lane[nn] = lanes[o]
+                new_flag[nn] = flags[o]
+                nn += 1
+        elif (b - a) & 1:
+            o = order[a]
+            blk = v // BLOCK_BITS
+            rem = v - blk * BLOCK_BITS
+            if rem == 0:
+                hdr_block[nh] = blk
+                nh += 1
+            else:
+                out_off[no] = blk * 256 + rem - 1
+                out_lane[no] = lanes[o]
+                out_flag[no] = flags[o]
+                no += 1
+        a = b
+    return no, nh, nn
+
+
+@njit(cache=True)
+def descramble_expand(prim_s, prim_lane, prim_flag, pend_key, pend_lane, pend_flag, s_end,
+                      out_off, out_lane, out_flag, hdr_block, new_key, new_lane, new_flag):
+    """Error multiplication of the 1 + x^39 + x^58 descrambler (49.2.6) on a sorted error stream.
+
+    A received error at ``s`` corrupts descrambled bits ``s``, ``s+39`` and ``s+58`` (XOR: an even
+    number of hits on one bit cancels).  Contributions are ordered by the key ``4 * value + rank``
+    (rank 0, 1, 2 for the offsets 0, 39, 58; pending entries keep theirs) so that a bit hit several
+    times keeps the lane and flags of its lowest-key contributor.  Primaries more than 58 apart
+    cannot interact, so isolated ones take a straight path and only clusters are sorted.
+    Copies at or beyond ``s_end`` (the chunk end) become the new pending list (sorted by key,
+    not yet cancelled); ``pend_*`` is the previous chunk's.
+
+    Outputs: payload offsets (``256 * (v // 257) + v % 257 - 1``), lanes and flags of flipped
+    payload bits; ``hdr_block`` the 257b blocks whose header bit (``v % 257 == 0``) flipped.
+    Returns (n_out, n_hdr, n_new).
+    """
+    n = prim_s.size
+    npend = pend_key.size
+    no = 0
+    nh = 0
+    nn = 0
+    i = 0
+    if npend > 0:
+        # pending copies interact with the first primaries up to the first gap > 58 past them
+        j = 0
+        lim = pend_key[npend - 1] >> 2
+        while j < n and (prim_s[j] <= lim or (j > 0 and prim_s[j] - prim_s[j - 1] <= 58)):
+            j += 1
+        m = npend + 3 * j
+        keys = np.empty(m, np.int64)
+        lanes = np.empty(m, np.int8)
+        flags = np.empty(m, np.uint8)
+        keys[:npend] = pend_key
+        lanes[:npend] = pend_lane
+        flags[:npend] = pend_flag
+        q = npend
+        for a in range(j):
+            for r in range(3):
+                d = 0 if r == 0 else (39 if r == 1 else 58)
+                keys[q] = 4 * (prim_s[a] + d) + r
+                lanes[q] = prim_lane[a]
+                flags[q] = prim_flag[a]
+                q += 1
+        no, nh, nn = _expand_cluster(keys, lanes, flags, s_end, out_off, out_lane, out_flag, hdr_block,
+                                     new_key, new_lane, new_flag, no, nh, nn)
+        i = j
+    while i < n:
+        j = i + 1
+        while j < n and prim_s[j] - prim_s[j - 1] <= 58:
+            j += 1
+        s = prim_s[i]
+        if j == i + 1 and s + 58 < s_end:
+            ln = prim_lane[i]
+            fl = prim_flag[i]
+            for r in range(3):
+                v = s + (0 if r == 0 else (39 if r == 1 else 58))
+                blk = v // BLOCK_BITS
+                rem = v - blk * BLOCK_BITS
+                if rem == 0:
+                    hdr_block[nh] = blk
+                    nh += 1
+                else:
+                    out_off[no] = blk * 256 + rem - 1
+                    out_lane[no] = ln
+                    out_flag[no] = fl
+                    no += 1
+        else:
+            m = 3 * (j - i)
+            keys = np.empty(m, np.int64)
+            lanes = np.empty(m, np.int8)
+            flags = np.empty(m, np.uint8)
+            q = 0
+            for a in range(i, j):
+                for r in range(3):
+                    d = 0 if r == 0 else (39 if r == 1 else 58)
+                    keys[q] = 4 * (prim_s[a] + d) + r
+                    lanes[q] = prim_lane[a]
+                    flags[q] = prim_flag[a]
+                    q += 1
+            no, nh, nn = _expand_cluster(keys, lanes, flags, s_end, out_off, out_lane, out_flag, hdr_block,
+                                         new_key, new_lane, new_flag, no, nh, nn)
+        i = j
+    return no, nh, nn
+
+
+@njit(cache=True)
+def scramble_bits(bits, state):
+    """Self-synchronous scrambler s_n = d_n ^ s_{n-39} ^ s_{n-58} over uint8 bits (49.2.6).
+
+    ``state`` (uint8[58], state[0] = s_{n-1}) is updated in place; returns the scrambled bits.
+    """
+    n = bits.size
+    out = np.empty(n, np.uint8)
+    hist = np.empty(n + 58, np.uint8)
+    for k in range(58):
+        hist[57 - k] = state[k]
+    for i in range(n):
+        s = bits[i] ^ hist[i + 58 - 39] ^ hist[i]
+        hist[i + 58] = s
+        out[i] = s
+    for k in range(58):
+        state[k] = hist[n + 57 - k]
+    return out
+
+
+@njit(cache=True)
+def descramble_bits(bits, state):
+    """Descrambler d_n = s_n ^ s_{n-39} ^ s_{n-58}; ``state`` holds the last 58 received bits."""
+    n = bits.size
+    out = np.empty(n, np.uint8)
+    hist = np.empty(n + 58, np.uint8)
+    for k in range(58):
+        hist[57 - k] = state[k]
+    for i in range(n):
+        hist[i + 58] = bits[i]
+        out[i] = bits[i] ^ hist[i + 58 - 39] ^ hist[i]
+    for k in range(58):
+        state[k] = hist[n + 57 - k]
+    return out

@@ -1,0 +1,600 @@
+"""Trace generators: a fast event sampler and a bit-exact reference link.
+
+Both produce the same thing: for a run of codeword pairs, the payload-stream bits delivered
+flipped (with their PCS lane and flags) and the ranges the decoder marked, plus counters.
+
+:class:`FastGenerator` samples only the line bit errors (geometric skipping with exact
+exponential gaps, independent errors at the pre-FEC BER), groups them per RS(544,514) codeword
+of each pair, and decides each codeword by the mode: a bounded-distance decoder always corrects
+<= t = 15 symbol errors, so only codewords with more are decoded, by linearity as the error
+pattern alone (``phy802.fec.decode`` on the zero codeword + errors) to tell failure from the rare
+miscorrection.  Surviving message-bit errors are then pushed through the 1 + x^39 + x^58
+descrambler's error multiplication (n, n+39, n+58, XOR) and mapped to payload-stream offsets.
+
+:class:`BitExactGenerator` runs real random payload bits through 256b/257b (all-data blocks),
+the scrambler, AM insertion, the 119.2.4.5 distribution, RS encoding, the 119.2.4.7 lane
+interleave, a dense Bernoulli bit-error channel per line bit, and all the way back; the errors are
+whatever differs.  It is slow and serves as the oracle of the fast one.
+
+What a trace includes (both generators)
+---------------------------------------
+* payload flips: bits of the 256-bit payload of data 257b blocks that are wrong after the
+  descrambler (after FEC decoding where the mode decodes);
+* marks: payload ranges of blocks the MAC receives as error blocks: every data block of a pair
+  whose codeword the decoder marked (indication modes) and every block whose 257b header bit was
+  wrong after descrambling (its 66b control structure is lost); flips inside marks are kept;
+* not included: errors on RS parity bits (stripped) and on alignment-marker bits (AMs are
+  removed before descrambling; lane lock is assumed to survive), counted separately.
+All data blocks are treated as all-data 257b blocks (x<0> = 1): long tensor frames are almost
+entirely data; a control block's header/nibble errors are covered by the header mark.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from phy802._rng import as_generator
+
+from . import _kernels as K
+from .framing import (
+    BLOCK_BITS,
+    BLOCK_PAYLOAD_BITS,
+    BLOCKS_PER_PAIR,
+    PAIR_LINE_BITS,
+    PAIR_MESSAGE_BITS,
+    RS_K,
+    RS_N,
+    RateGeometry,
+    data_blocks_before,
+    get_rate,
+)
+from .modes import FecMode, get_mode
+from .source import FLAG_MISCORRECTED, FLAG_UNDETECTED
+
+__all__ = [
+    "GeneratorConfig",
+    "GenChunk",
+    "TraceStats",
+    "FastGenerator",
+    "BitExactGenerator",
+    "lane_of_symbol",
+    "merge_ranges",
+]
+
+T_KP4 = 15
+HIST_BINS = 64
+
+
+def lane_of_symbol(rate: str | RateGeometry) -> np.ndarray:
+    """int8[2, 544]: PCS lane of symbol ``t`` (time order) of codeword A (row 0) / B (row 1).
+
+    119.2.4.7: for t = J k + j (J = lanes / 2), k even: lane 2j <- A_t, lane 2j+1 <- B_t;
+    k odd: swapped.  Uses ``phy802.pcs.lane_of_symbol`` when that exists (cross-checked in tests).
+    """
+    g = get_rate(rate)
+    J = g.n_lanes // 2
+    t = np.arange(RS_N)
+    out = np.empty((2, RS_N), dtype=np.int8)
+    for c in (0, 1):
+        out[c] = 2 * (t % J) + (c ^ ((t // J) & 1))
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class GeneratorConfig:
+    """What a generator simulates.
+
+    Parameters
+    ----------
+    rate : "400G" or "200G".
+    fec : mode name (:data:`protocol.modes.MODES`).  ``unequal`` generates like ``bypass``; its
+        sign/exponent protection is applied at delivery, where the element layout is known.
+    ber : pre-FEC line bit error ratio; errors are independent (memoryless BSC per line bit).
+    """
+
+    rate: str = "400G"
+    fec: str = "bypass"
+    ber: float = 1e-5
+
+    def __post_init__(self) -> None:
+        get_rate(self.rate)
+        get_mode(self.fec)
+        b = float(self.ber)
+        if not (0.0 <= b <= 0.5) or math.isnan(b):
+            raise ValueError(f"GeneratorConfig.ber must be in [0, 0.5], got {self.ber!r}")
+        if 0.0 < b < 1e-16:
+            raise ValueError(f"GeneratorConfig.ber={self.ber!r} is below 1e-16; use 0 for an error-free link")
+
+    @property
+    def geometry(self) -> RateGeometry:
+        return get_rate(self.rate)
+
+    @property
+    def mode(self) -> FecMode:
+        return get_mode(self.fec)
+
+
+@dataclass
+class TraceStats:
+    """Counters of a generator run (raw counts, so that confidence intervals can be formed)."""
+
+    n_lanes: int = 16
+    pairs: int = 0
+    line_bits: int = 0
+    stream_bits: int = 0
+    line_bit_errors: int = 0
+    am_bit_errors: int = 0
+    codewords: int = 0
+    codewords_with_errors: int = 0
+    corrected_codewords: int = 0
+    uncorrectable_codewords: int = 0
+    miscorrected_codewords: int = 0
+    undetected_codewords: int = 0
+    marked_pairs: int = 0
+    header_errors: int = 0
+    payload_flips: int = 0
+    marked_bits: int = 0
+    lane_errors: np.ndarray = field(default_factory=lambda: np.zeros(16, np.int64))
+    symbol_hist: np.ndarray = field(default_factory=lambda: np.zeros(HIST_BINS, np.int64))
+
+    def __post_init__(self) -> None:
+        if self.lane_errors.size != self.n_lanes:
+            self.lane_errors = np.zeros(self.n_lanes, np.int64)
+
+    @property
+    def pre_fec_ber(self) -> float:
+        return self.line_bit_errors / self.line_bits if self.line_bits else float("nan")
+
+    @property
+    def post_fec_ber(self) -> float:
+        return self.payload_flips / self.stream_bits if self.stream_bits else float("nan")
+
+    def histogram(self) -> np.ndarray:
+        """Per-codeword symbol-error-count histogram including the error-free codewords."""
+        h = self.symbol_hist.copy()
+        h[0] = self.codewords - int(h[1:].sum())
+        return h
+
+    def as_dict(self) -> dict:
+        d = {k: getattr(self, k) for k in self.__dataclass_fields__}
+        d["lane_errors"] = self.lane_errors.tolist()
+        d["symbol_hist"] = self.histogram().tolist()
+        d["pre_fec_ber"] = self.pre_fec_ber
+        d["post_fec_ber"] = self.post_fec_ber
+        return d
+
+
+@dataclass(frozen=True)
+class GenChunk:
+    """Errors of pairs ``[pair_start, pair_end)``, in absolute payload-stream offsets.
+
+    ``offsets`` lie in ``[stream_start, stream_end)``, sorted; ``marks`` are disjoint sorted
+    ``[start, end)`` ranges inside that window.
+    """
+
+    pair_start: int
+    pair_end: int
+    stream_start: int
+    stream_end: int
+    offsets: np.ndarray
+    lanes: np.ndarray
+    flags: np.ndarray
+    marks: np.ndarray
+
+
+def merge_ranges(r: np.ndarray) -> np.ndarray:
+    """Sort ``[start, end)`` ranges (int64[m, 2]) and merge overlapping or touching ones."""
+    r = np.asarray(r, dtype=np.int64).reshape(-1, 2)
+    if r.shape[0] <= 1:
+        return r.copy()
+    r = r[np.argsort(r[:, 0], kind="stable")]
+    reach = np.maximum.accumulate(r[:, 1])
+    new = np.ones(r.shape[0], bool)
+    new[1:] = r[1:, 0] > reach[:-1]
+    idx = np.flatnonzero(new)
+    ends = np.maximum.reduceat(r[:, 1], idx)
+    return np.stack([r[idx, 0], ends], axis=1)
+
+
+def _pair_ranges(pairs: np.ndarray, geom: RateGeometry) -> np.ndarray:
+    pairs = np.unique(np.asarray(pairs, dtype=np.int64))
+    lo = data_blocks_before(pairs, geom) * BLOCK_PAYLOAD_BITS
+    hi = data_blocks_before(pairs + 1, geom) * BLOCK_PAYLOAD_BITS
+    return np.stack([np.atleast_1d(lo), np.atleast_1d(hi)], axis=1) if pairs.size else np.empty((0, 2), np.int64)
+
+
+class _Expander:
+    """Descrambler error multiplication with state carried across chunks."""
+
+    def __init__(self) -> None:
+        self.key = np.empty(0, np.int64)
+        self.lane = np.empty(0, np.int8)
+        self.flag = np.empty(0, np.uint8)
+
+    def run(self, s, lane, flag, s_end):
+        n = s.size + self.key.size
+        cap = 3 * n + 1
+        out_off = np.empty(cap, np.int64)
+        out_lane = np.empty(cap, np.int8)
+        out_flag = np.empty(cap, np.uint8)
+        hdr = np.empty(cap, np.int64)
+        nk = np.empty(cap, np.int64)
+        nl = np.empty(cap, np.int8)
+        nf = np.empty(cap, np.uint8)
+        if s.size and s[-1] >= s_end:
+            raise AssertionError("primary errors beyond the chunk end")  # internal invariant
+        n_out, n_hdr, n_new = K.descramble_expand(
+            s, lane, flag, self.key, self.lane, self.flag, np.int64(s_end),
+            out_off, out_lane, out_flag, hdr, nk, nl, nf,
+        )
+        self.key, self.lane, self.flag = nk[:n_new].copy(), nl[:n_new].copy(), nf[:n_new].copy()
+        return out_off[:n_out], out_lane[:n_out], out_flag[:n_out], hdr[:n_hdr]
+
+
+class _Base:
+    cfg: GeneratorConfig
+    stats: TraceStats
+
+    def __init__(self, cfg: GeneratorConfig) -> None:
+        self.cfg = cfg
+        self.geom = cfg.geometry
+        self.mode = cfg.mode
+        self.pair = 0
+        self.stats = TraceStats(n_lanes=self.geom.n_lanes)
+        self._expander = _Expander()
+
+    def _finish(self, P0, P1, s, lane, flag, mark_pairs) -> GenChunk:
+        """Descramble-expand primaries, build marks, update counters."""
+        geom = self.geom
+        s_end = data_blocks_before(P1, geom) * BLOCK_BITS
+        if s.size > 1 and np.any(s[1:] < s[:-1]):  # heavy-codeword residuals were appended
+            order = np.argsort(s, kind="stable")
+            s, lane, flag = s[order], lane[order], flag[order]
+        off, ln, fl, hdr = self._expander.run(s, lane, flag, s_end)
+        ranges = [_pair_ranges(mark_pairs, geom)]
+        if hdr.size:
+            ranges.append(np.stack([hdr * BLOCK_PAYLOAD_BITS, (hdr + 1) * BLOCK_PAYLOAD_BITS], axis=1))
+        marks = merge_ranges(np.concatenate(ranges)) if sum(r.shape[0] for r in ranges) else np.empty((0, 2), np.int64)
+        st = self.stats
+        st.pairs += P1 - P0
+        st.line_bits += (P1 - P0) * PAIR_LINE_BITS
+        lo = data_blocks_before(P0, geom) * BLOCK_PAYLOAD_BITS
+        hi = data_blocks_before(P1, geom) * BLOCK_PAYLOAD_BITS
+        st.stream_bits += hi - lo
+        st.codewords += 2 * (P1 - P0)
+        st.marked_pairs += int(np.unique(mark_pairs).size)
+        st.header_errors += int(hdr.size)
+        st.payload_flips += int(off.size)
+        st.marked_bits += int((marks[:, 1] - marks[:, 0]).sum()) if marks.size else 0
+        self.pair = P1
+        return GenChunk(P0, P1, int(lo), int(hi), off, ln, fl, marks)
+
+    def _decode_heavy(self, P_list, c_list, t_list, v_list):
+        """Decode the error words of the listed pairs; return residual primaries and marked pairs.
+
+        ``P_list`` int64[h] pairs; ``c_list/t_list/v_list``: per pair, arrays of (codeword,
+        symbol time, error value) of all its symbol errors.  Uses phy802.fec on the error pattern
+        alone (sent word = 0, linearity).
+        """
+        from phy802.fec.rs import KP4, decode
+
+        geom, mode, st = self.geom, self.mode, self.stats
+        h = len(P_list)
+        words = np.zeros((h, 2, RS_N), np.uint16)
+        for q in range(h):
+            np.bitwise_xor.at(words[q], (c_list[q], t_list[q]), v_list[q].astype(np.uint16))
+        flat = words.reshape(-1, RS_N)
+        weight = (flat != 0).sum(axis=1)
+        dec, ncorr = decode(KP4, flat, mode="detect" if mode.decoder == "detect" else "correct")
+        if mode.decoder == "correct":
+            fail = ncorr < 0
+            resid = np.where(fail[:, None], flat, dec)
+            heavy = weight > T_KP4
+            misc = heavy & ~fail & (resid != 0).any(axis=1)
+            st.uncorrectable_codewords += int(fail.sum())
+            st.miscorrected_codewords += int(misc.sum())
+            cw_flag = np.where(misc, FLAG_MISCORRECTED, 0).astype(np.uint8)
+            cw_mark = fail if mode.indicate else np.zeros_like(fail)
+        else:  # detect
+            resid = flat
+            undetected = (weight > 0) & (ncorr >= 0)
+            st.undetected_codewords += int(undetected.sum())
+            cw_flag = np.where(undetected, FLAG_UNDETECTED, 0).astype(np.uint8)
+            cw_mark = (weight > 0) & (ncorr < 0)
+        cw_mark = cw_mark.reshape(h, 2).any(axis=1)
+        marked = np.asarray(P_list, np.int64)[cw_mark]
+        # residual message bits -> primaries in scrambled-stream coordinates
+        J = geom.n_lanes // 2
+        S, L, F = [], [], []
+        r3 = resid.reshape(h, 2, RS_N)
+        f2 = cw_flag.reshape(h, 2)
+        for q in range(h):
+            P = int(P_list[q])
+            am_bits = geom.am_blocks * BLOCK_BITS if P % geom.am_period_pairs == 0 else 0
+            s0 = data_blocks_before(P, geom) * BLOCK_BITS - am_bits
+            cc, tt = np.nonzero(r3[q, :, :RS_K])
+            for b in range(10):
+                hit = (r3[q, cc, tt] >> b) & 1 == 1
+                u = 20 * tt[hit] + 10 * cc[hit] + b
+                keep = u >= am_bits
+                st.am_bit_errors += int((~keep).sum())
+                u, c_, t_ = u[keep], cc[hit][keep], tt[hit][keep]
+                S.append(s0 + u)
+                L.append((2 * (t_ % J) + (c_ ^ ((t_ // J) & 1))).astype(np.int8))
+                F.append(f2[q, c_])
+        if S:
+            return np.concatenate(S).astype(np.int64), np.concatenate(L), np.concatenate(F).astype(np.uint8), marked
+        return np.empty(0, np.int64), np.empty(0, np.int8), np.empty(0, np.uint8), marked
+
+
+class FastGenerator(_Base):
+    """Event-driven generator: cost proportional to the number of line errors.
+
+    Parameters
+    ----------
+    cfg : :class:`GeneratorConfig`.
+    seed : int, SeedSequence or Generator (explicit; no global RNG).
+
+    The output depends only on the seed and the pair range, never on how pairs are chunked.
+    """
+
+    _DRAW = 1 << 16
+
+    def __init__(self, cfg: GeneratorConfig, seed) -> None:
+        super().__init__(cfg)
+        self._rng = as_generator(seed)
+        ber = float(cfg.ber)
+        self._scale = (1.0 / -math.log1p(-ber)) if ber > 0 else math.inf
+        self._buf = np.empty(0, np.int64)  # drawn positions not yet consumed (pair-space, sorted)
+        self._last = -1
+        self._decoder = {"none": 0, "correct": 1, "detect": 2}[self.mode.decoder]
+
+    def _fill(self, upto: int) -> None:
+        parts = [self._buf]
+        while self._last < upto:
+            want = int(1.05 * (upto - self._last) / self._scale) + 64
+            n = min(max(want, 256), self._DRAW)
+            gaps = np.floor(self._rng.standard_exponential(n) * self._scale)
+            pos = self._last + np.cumsum(gaps.astype(np.int64) + 1)
+            self._last = int(pos[-1])
+            parts.append(pos)
+        self._buf = np.concatenate(parts) if len(parts) > 1 else parts[0]
+
+    def next_chunk(self, n_pairs: int) -> GenChunk:
+        """Simulate the next ``n_pairs`` codeword pairs."""
+        n_pairs = int(n_pairs)
+        if n_pairs <= 0:
+            raise ValueError(f"n_pairs must be > 0, got {n_pairs}")
+        P0, P1 = self.pair, self.pair + n_pairs
+        end = P1 * PAIR_LINE_BITS
+        if self._scale == math.inf:
+            pos = np.empty(0, np.int64)
+        else:
+            self._fill(end)
+            k = int(np.searchsorted(self._buf, end, side="left"))
+            pos, self._buf = self._buf[:k], self._buf[k:]
+        return self._process(P0, P1, pos)
+
+    def _process(self, P0: int, P1: int, pos: np.ndarray) -> GenChunk:
+        geom, st = self.geom, self.stats
+        n = pos.size
+        prim_s = np.empty(n, np.int64)
+        prim_lane = np.empty(n, np.int8)
+        hp = np.empty(n, np.int64)
+        hlo = np.empty(n, np.int64)
+        hhi = np.empty(n, np.int64)
+        mp = np.empty(n, np.int64)
+        counters = np.zeros(8, np.int64)
+        err_lane = np.empty(n, np.int8)
+        n_prim, n_heavy, n_mark = K.group_pairs(
+            pos, geom.n_lanes // 2, geom.am_period_pairs, geom.am_blocks, T_KP4, self._decoder,
+            st.symbol_hist, err_lane, prim_s, prim_lane, hp, hlo, hhi, mp, counters,
+        )
+        st.line_bit_errors += n
+        st.lane_errors += np.bincount(err_lane, minlength=geom.n_lanes)
+        st.codewords_with_errors += int(counters[1])
+        st.corrected_codewords += int(counters[2])
+        st.am_bit_errors += int(counters[3])
+        s = prim_s[:n_prim]
+        lane = prim_lane[:n_prim]
+        flag = np.zeros(n_prim, np.uint8)
+        marks = mp[:n_mark]
+        if n_heavy:
+            Pl, cl, tl, vl = [], [], [], []
+            for q in range(n_heavy):
+                P = int(hp[q])
+                u = pos[hlo[q]:hhi[q]] - P * PAIR_LINE_BITS
+                Pl.append(P)
+                cl.append((u // 10) & 1)
+                tl.append(u // 20)
+                vl.append(np.left_shift(1, u % 10))
+            rs, rl, rf, rm = self._decode_heavy(Pl, cl, tl, vl)
+            s = np.concatenate([s, rs])
+            lane = np.concatenate([lane, rl])
+            flag = np.concatenate([flag, rf])
+            marks = np.concatenate([marks, rm])
+        return self._finish(P0, P1, s, lane, flag, marks)
+
+
+class BitExactGenerator(_Base):
+    """Reference link on real bits (slow): the oracle for :class:`FastGenerator`.
+
+    Composition per pair (all-data 257b blocks, 119.2.4.x): random payload -> 257b blocks with
+    x<0> = 1 -> scrambler 1 + x^39 + x^58 -> AM group (8 / 4 blocks of PRBS-like filler; their
+    content does not matter here) -> 10-bit round-robin to A/B (119.2.4.5) -> RS(544,514) encode
+    (``phy802.fec.encode``) -> 119.2.4.7 interleave to PCS lanes -> dense Bernoulli(ber) flips of
+    every line bit -> de-interleave -> decode per mode (``phy802.fec.decode``) -> strip parity
+    and AMs -> descrambler -> compare with the sent payload.
+    """
+
+    def __init__(self, cfg: GeneratorConfig, seed) -> None:
+        super().__init__(cfg)
+        self._rng = as_generator(seed)
+        self._tx_state = np.zeros(58, np.uint8)
+        self._rx_state = np.zeros(58, np.uint8)
+        self._lane_of = lane_of_symbol(self.geom)
+
+    def next_chunk(self, n_pairs: int, line_errors: np.ndarray | None = None) -> GenChunk:
+        """Simulate the next ``n_pairs`` pairs.
+
+        ``line_errors`` (optional) replaces the Bernoulli channel by an explicit error pattern:
+        absolute pair-space positions ``P * 10880 + 20 t + 10 c + b`` (see :mod:`protocol._kernels`)
+        inside the chunk, each flipping bit ``b`` of symbol ``t`` of codeword ``c`` on its lane.
+        """
+        from phy802.fec.rs import KP4, decode, encode
+
+        n_pairs = int(n_pairs)
+        if n_pairs <= 0:
+            raise ValueError(f"n_pairs must be > 0, got {n_pairs}")
+        geom, mode, st, rng = self.geom, self.mode, self.stats, self._rng
+        P0, P1 = self.pair, self.pair + n_pairs
+        pairs = np.arange(P0, P1)
+        has_am = pairs % geom.am_period_pairs == 0
+        n_data = int(BLOCKS_PER_PAIR * n_pairs - geom.am_blocks * has_am.sum())
+        # TX: payload -> 257b (x<0> = 1) -> scramble
+        payload = rng.integers(0, 2, size=(n_data, BLOCK_PAYLOAD_BITS), dtype=np.uint8)
+        blocks = np.concatenate([np.ones((n_data, 1), np.uint8), payload], axis=1).reshape(-1)
+        scr = K.scramble_bits(blocks, self._tx_state)
+        # AM insertion: message bits per pair
+        msg = np.empty((n_pairs, PAIR_MESSAGE_BITS), np.uint8)
+        am_bits = geom.am_blocks * BLOCK_BITS
+        cursor = 0
+        for q in range(n_pairs):
+            if has_am[q]:
+                msg[q, :am_bits] = rng.integers(0, 2, am_bits, dtype=np.uint8)
+                take = PAIR_MESSAGE_BITS - am_bits
+                msg[q, am_bits:] = scr[cursor:cursor + take]
+            else:
+                take = PAIR_MESSAGE_BITS
+                msg[q] = scr[cursor:cursor + take]
+            cursor += take
+        # 119.2.4.5: bit 20 i + 10 c + b -> bit b of message symbol i (time order) of codeword c
+        w = (1 << np.arange(10, dtype=np.uint16))
+        sym = (msg.reshape(n_pairs, RS_K, 2, 10).astype(np.uint16) * w).sum(axis=3, dtype=np.uint16)
+        cw = encode(KP4, sym.transpose(0, 2, 1).reshape(-1, RS_K)).reshape(n_pairs, 2, RS_N)
+        # 119.2.4.7 interleave: lane L gets, per row k, the symbol of (c, t) with lane_of[c, t] = L
+        J = geom.n_lanes // 2
+        t = np.arange(RS_N)
+        rows = geom.rows_per_pair
+        lanes_sym = np.empty((n_pairs, rows, geom.n_lanes), np.uint16)
+        for c in (0, 1):
+            lanes_sym[:, t // J, self._lane_of[c]] = cw[:, c, :]
+        line = ((lanes_sym[..., None] >> np.arange(10, dtype=np.uint16)) & 1).astype(np.uint8)  # bit 0 first
+        # channel: independent bit errors on every line bit
+        if line_errors is None:
+            err = (rng.random(line.shape) < self.cfg.ber).astype(np.uint8)
+        else:
+            le = np.asarray(line_errors, dtype=np.int64)
+            if le.size and (le.min() < P0 * PAIR_LINE_BITS or le.max() >= P1 * PAIR_LINE_BITS):
+                raise ValueError("line_errors must lie inside the chunk's pairs")
+            err = np.zeros(line.shape, np.uint8)
+            q, u = np.divmod(le - P0 * PAIR_LINE_BITS, PAIR_LINE_BITS)
+            c_, t_, b_ = (u // 10) & 1, u // 20, u % 10
+            err[q, t_ // J, self._lane_of[c_, t_], b_] ^= 1
+        st.line_bit_errors += int(err.sum())
+        np.add.at(st.lane_errors, np.nonzero(err)[2], 1)
+        rx_line = line ^ err
+        # RX: de-interleave
+        rx_lanes = (rx_line.astype(np.uint16) << np.arange(10, dtype=np.uint16)).sum(axis=3, dtype=np.uint16)
+        rx_cw = np.empty((n_pairs, 2, RS_N), np.uint16)
+        for c in (0, 1):
+            rx_cw[:, c, :] = rx_lanes[:, t // J, self._lane_of[c]]
+        e_cw = rx_cw ^ cw
+        wts = (e_cw != 0).sum(axis=2).reshape(-1)
+        np.add.at(st.symbol_hist, np.minimum(wts[wts > 0], HIST_BINS - 1), 1)
+        st.codewords_with_errors += int((wts > 0).sum())
+        flat = rx_cw.reshape(-1, RS_N)
+        marked_cw = np.zeros(flat.shape[0], bool)
+        if mode.decoder == "correct":
+            dec, ncorr = decode(KP4, flat, mode="correct")
+            fail = ncorr < 0
+            out = np.where(fail[:, None], flat, dec)
+            resid = (out ^ cw.reshape(-1, RS_N))
+            st.corrected_codewords += int(((wts > 0) & (wts <= T_KP4)).sum())
+            st.uncorrectable_codewords += int(fail.sum())
+            st.miscorrected_codewords += int(((wts > T_KP4) & ~fail & (resid != 0).any(axis=1)).sum())
+            if mode.indicate:
+                marked_cw = fail
+            cwflag = np.where((wts > T_KP4) & ~fail, FLAG_MISCORRECTED, 0).astype(np.uint8)
+        elif mode.decoder == "detect":
+            _, ncorr = decode(KP4, flat, mode="detect")
+            out = flat
+            marked_cw = ncorr < 0
+            st.undetected_codewords += int(((wts > 0) & (ncorr >= 0)).sum())
+            cwflag = np.where((wts > 0) & (ncorr >= 0), FLAG_UNDETECTED, 0).astype(np.uint8)
+        else:
+            out = flat
+            cwflag = np.zeros(flat.shape[0], np.uint8)
+        mark_pairs = pairs[marked_cw.reshape(n_pairs, 2).any(axis=1)]
+        # strip parity, undo 119.2.4.5, remove AMs
+        msg_sym = out.reshape(n_pairs, 2, RS_N)[:, :, :RS_K]
+        rx_msg = ((msg_sym.transpose(0, 2, 1)[..., None] >> np.arange(10, dtype=np.uint16)) & 1).astype(np.uint8)
+        rx_msg = rx_msg.reshape(n_pairs, PAIR_MESSAGE_BITS)
+        # per-message-bit lane and flag (for attributing payload errors)
+        u = np.arange(PAIR_MESSAGE_BITS)
+        lane_u = self._lane_of[(u // 10) & 1, u // 20]
+        flag_u = cwflag.reshape(n_pairs, 2)[:, (u // 10) & 1]
+        parts, lparts, fparts = [], [], []
+        for q in range(n_pairs):
+            a = am_bits if has_am[q] else 0
+            parts.append(rx_msg[q, a:])
+            lparts.append(lane_u[a:])
+            fparts.append(flag_u[q, a:])
+        rx_scr = np.concatenate(parts)
+        rx_lane = np.concatenate(lparts)
+        rx_flag = np.concatenate(fparts)
+        s0 = data_blocks_before(P0, geom) * BLOCK_BITS
+        rx_blocks = K.descramble_bits(rx_scr, self._rx_state)
+        diff = np.nonzero(rx_blocks != blocks)[0]
+        # lane/flag attribution: origin at v, else v-39, else v-58 among scrambled-domain errors
+        scr_err = (rx_scr != scr)
+        # the previous chunk's tail can be the origin of this chunk's first errors
+        tail = getattr(self, "_tail", None)
+        if tail is None:
+            tail = (np.zeros(58, bool), np.zeros(58, np.int8), np.zeros(58, np.uint8))
+        ext_err = np.concatenate([tail[0], scr_err])
+        ext_lane = np.concatenate([tail[1], rx_lane.astype(np.int8)])
+        ext_flag = np.concatenate([tail[2], rx_flag.astype(np.uint8)])
+        self._tail = (ext_err[-58:].copy(), ext_lane[-58:].copy(), ext_flag[-58:].copy())
+        lanes = np.empty(diff.size, np.int8)
+        flags = np.empty(diff.size, np.uint8)
+        for q, v in enumerate(diff + 58):
+            for d in (0, 39, 58):
+                if ext_err[v - d]:
+                    lanes[q] = ext_lane[v - d]
+                    flags[q] = ext_flag[v - d]
+                    break
+            else:  # pragma: no cover - the descrambler cannot create an error from nothing
+                raise AssertionError("payload error without a scrambled-domain origin")
+        gv = s0 + diff
+        hdr = gv % BLOCK_BITS == 0
+        off = (gv // BLOCK_BITS) * BLOCK_PAYLOAD_BITS + gv % BLOCK_BITS - 1
+        hdr_blocks = gv[hdr] // BLOCK_BITS
+        # AM-bit and parity errors are not payload: count AM ones like the fast generator
+        for q in range(n_pairs):
+            if has_am[q]:
+                st.am_bit_errors += int((rx_msg[q, :am_bits] != msg[q, :am_bits]).sum())
+        return self._finish_exact(P0, P1, off[~hdr], lanes[~hdr], flags[~hdr], hdr_blocks, mark_pairs)
+
+    def _finish_exact(self, P0, P1, off, lanes, flags, hdr_blocks, mark_pairs) -> GenChunk:
+        geom = self.geom
+        ranges = [_pair_ranges(mark_pairs, geom)]
+        if hdr_blocks.size:
+            ranges.append(np.stack([hdr_blocks * BLOCK_PAYLOAD_BITS, (hdr_blocks + 1) * BLOCK_PAYLOAD_BITS], axis=1))
+        marks = merge_ranges(np.concatenate(ranges))
+        st = self.stats
+        st.pairs += P1 - P0
+        st.line_bits += (P1 - P0) * PAIR_LINE_BITS
+        lo = data_blocks_before(P0, geom) * BLOCK_PAYLOAD_BITS
+        hi = data_blocks_before(P1, geom) * BLOCK_PAYLOAD_BITS
+        st.stream_bits += hi - lo
+        st.codewords += 2 * (P1 - P0)
+        st.marked_pairs += int(np.unique(mark_pairs).size)
+        st.header_errors += int(hdr_blocks.size)
+        st.payload_flips += int(off.size)
+        st.marked_bits += int((marks[:, 1] - marks[:, 0]).sum()) if marks.size else 0
+        self.pair = P1
+        return GenChunk(P0, P1, int(lo), int(hi), off.astype(np.int64), lanes, flags, marks)
