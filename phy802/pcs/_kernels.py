@@ -19,25 +19,28 @@ _ONES = np.uint64(0xFFFFFFFFFFFFFFFF)
 _M32 = np.uint64(0xFFFFFFFF)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _mask(n):
     if n >= 64:
         return _ONES
     return (np.uint64(1) << np.uint64(n)) - np.uint64(1)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
+def get64(buf, pos):
+    """Read 64 bits starting at stream bit ``pos`` (branch-free: two words, double shift)."""
+    w = pos >> 6
+    o = np.uint64(pos & 63)
+    return (buf[w] >> o) | ((buf[w + 1] << (np.uint64(63) - o)) << np.uint64(1))
+
+
+@njit(cache=True)
 def get_bits(buf, pos, n):
     """Read ``n`` (1..64) bits starting at stream bit ``pos``."""
-    w = pos >> 6
-    o = pos & 63
-    v = buf[w] >> np.uint64(o)
-    if o != 0 and o + n > 64:
-        v |= buf[w + 1] << np.uint64(64 - o)
-    return v & _mask(n)
+    return get64(buf, pos) & _mask(n)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def or_bits(buf, pos, val, n):
     """OR the ``n`` low bits of ``val`` into the (zeroed) stream at ``pos``; ``val`` must be masked."""
     w = pos >> 6
@@ -191,7 +194,7 @@ def data_to_messages(data, am_bits, am_pair, am_group_of_pair, am_nbits, msgs):
     """Build each pair's 10280-bit ``tx_scrambled_am`` and cut it into 1028 10-bit symbols.
 
     ``data``: scrambled 257b stream; ``am_bits[g]``: packed bits of AM group g; ``am_pair[p]``:
-    pair p starts with an AM group.  ``msgs[p, 2i] = symbol i`` (even = codeword A, odd = B).
+    pair p starts with an AM group.  ``msgs[p, i % 2, i // 2] = symbol i`` (A even, B odd).
     """
     npairs = msgs.shape[0]
     tmp = np.zeros(162, dtype=np.uint64)
@@ -206,18 +209,25 @@ def data_to_messages(data, am_bits, am_pair, am_group_of_pair, am_nbits, msgs):
             copy_bits(data, dpos, tmp, am_nbits, nd)
             dpos += nd
             for i in range(1028):
-                msgs[p, i] = np.uint16(get_bits(tmp, 10 * i, 10))
+                msgs[p, i & 1, i >> 1] = np.uint16(get_bits(tmp, 10 * i, 10))
         else:
             for i in range(1028):
-                msgs[p, i] = np.uint16(get_bits(data, dpos + 10 * i, 10))
+                q = dpos + 10 * i
+                w = q >> 6
+                o = q & 63
+                v = data[w] >> np.uint64(o)
+                if o > 54:
+                    v |= data[w + 1] << np.uint64(64 - o)
+                msgs[p, i & 1, i >> 1] = np.uint16(v & np.uint64(1023))
             dpos += 10280
     return dpos
 
 
 @njit(cache=True)
 def messages_to_data(msgs, am_pair, am_nbits, data, am_out):
-    """Inverse of :func:`data_to_messages`: write the data bits into ``data`` (zeroed) and each AM
-    group's bits into ``am_out[g]`` (zeroed)."""
+    """Inverse of :func:`data_to_messages` reading ``msgs[p, X, i]`` (``[P, 2, >=514]``, e.g. the
+    decoded codewords): write the data bits into ``data`` (zeroed) and each AM group's bits into
+    ``am_out[g]`` (zeroed)."""
     npairs = msgs.shape[0]
     tmp = np.zeros(162, dtype=np.uint64)
     dpos = 0
@@ -227,7 +237,7 @@ def messages_to_data(msgs, am_pair, am_nbits, data, am_out):
             for w in range(162):
                 tmp[w] = 0
             for i in range(1028):
-                or_bits(tmp, 10 * i, np.uint64(msgs[p, i]), 10)
+                or_bits(tmp, 10 * i, np.uint64(msgs[p, i & 1, i >> 1]), 10)
             copy_bits(tmp, 0, am_out[g], 0, am_nbits)
             g += 1
             nd = 10280 - am_nbits
@@ -235,7 +245,7 @@ def messages_to_data(msgs, am_pair, am_nbits, data, am_out):
             dpos += nd
         else:
             for i in range(1028):
-                or_bits(data, dpos + 10 * i, np.uint64(msgs[p, i]), 10)
+                or_bits(data, dpos + 10 * i, np.uint64(msgs[p, i & 1, i >> 1]), 10)
             dpos += 10280
     return dpos
 
@@ -326,3 +336,28 @@ def blocks_to_bytes(sync, payload, term_len, out, starts, lens, status, counts):
     if inframe:
         counts[8] += 1
     return nf
+
+
+# ---------------------------------------------------------------------------------------------
+# 119.2.4.7 codeword interleave onto PCS lanes
+
+@njit(cache=True)
+def lanes_from_codewords(cw, gather, lanes):
+    """``lanes[l, p K + k] = cw[p, gather[l, k]]`` for cw ``[P, 1088]`` (pairs flattened)."""
+    P = cw.shape[0]
+    L, K = gather.shape
+    for p in range(P):
+        for l in range(L):
+            for k in range(K):
+                lanes[l, p * K + k] = cw[p, gather[l, k]]
+
+
+@njit(cache=True)
+def codewords_from_lanes(lanes, gather, cw):
+    """Inverse of :func:`lanes_from_codewords`."""
+    P = cw.shape[0]
+    L, K = gather.shape
+    for p in range(P):
+        for l in range(L):
+            for k in range(K):
+                cw[p, gather[l, k]] = lanes[l, p * K + k]

@@ -259,7 +259,8 @@ def lock_lanes(lanes, am_syms: NDArray[np.uint16], period_symbols: int, symbols_
     ----------
     lanes : ``uint16[n_rows, n]`` 10-bit symbols (skew in whole symbols), or a sequence of
         ``uint8`` bit arrays, one per lane, any lengths (skew in bits, symbol boundary unknown).
-        Rows are sampled at the same time: element i of every row arrived together.
+        Rows are sampled at the same time: element i of every row arrived together.  Markers are
+        searched in the first two marker periods of each row.
     am_syms : ``[n_lanes, 12]`` marker symbols.
     period_symbols : marker period on one lane, in symbols.
     tol : symbols of a marker allowed to differ (see :func:`find_markers`).
@@ -276,18 +277,23 @@ def lock_lanes(lanes, am_syms: NDArray[np.uint16], period_symbols: int, symbols_
     unit = "bits" if bitmode else "symbols"
     scale = 10 if bitmode else 1
     period = period_symbols * scale
-    first, ident, streams = [], [], []
+    # markers repeat every period: searching two periods (+ one marker) finds the first group
+    # even when its marker was hit by too many errors; the rest of the stream is not scanned
+    window = 2 * period + 12 * scale
+    if not bitmode and isinstance(lanes, np.ndarray) and lanes.size and lanes.max() > 1023:
+        raise LockError("lane symbols must be 10-bit values < 1024")
+    first, streams = [], []
     for r, row in enumerate(rows):
         row = np.asarray(row)
         if bitmode:
             if row.ndim != 1 or (row.size and row.max() > 1):
                 raise LockError(f"lane row {r}: bit mode expects a 1-D array of 0/1 values")
-            vals = _bit_symbols(row.astype(np.uint8))
+            vals = _bit_symbols(row[:window].astype(np.uint8))
             pos, who = find_markers(vals, am_syms, tol, stride=10)
         else:
-            if row.max(initial=0) > 1023:
-                raise LockError(f"lane row {r}: symbol values must be < 1024")
-            pos, who = find_markers(row, am_syms, tol)
+            if row.ndim != 1 or not isinstance(lanes, np.ndarray) and row.max(initial=0) > 1023:
+                raise LockError(f"lane row {r}: expected 1-D 10-bit symbols (< 1024)")
+            pos, who = find_markers(row[:window], am_syms, tol)
         if pos.size == 0:
             raise LockError(f"lane row {r} never locked: no alignment marker in {row.size} {unit}")
         first.append((pos, who))

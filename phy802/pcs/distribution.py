@@ -17,6 +17,8 @@ from functools import lru_cache
 import numpy as np
 from numpy.typing import NDArray
 
+from phy802.pcs import _kernels as _k
+
 __all__ = ["lane_of_symbol", "pair_gather_index", "interleave", "deinterleave", "n_lanes_of"]
 
 N = 544
@@ -68,9 +70,9 @@ def interleave(codewords: NDArray[np.uint16], rate: str = "400G") -> NDArray[np.
     if cw.ndim != 3 or cw.shape[1:] != (2, N):
         raise ValueError(f"codewords must have shape [pairs, 2, {N}], got {cw.shape}")
     g = pair_gather_index(rate)
-    P = cw.shape[0]
-    out = cw.reshape(P, 2 * N)[:, g]  # [P, L, K]
-    return np.ascontiguousarray(out.transpose(1, 0, 2).reshape(g.shape[0], P * g.shape[1]))
+    out = np.empty((g.shape[0], cw.shape[0] * g.shape[1]), np.uint16)
+    _k.lanes_from_codewords(np.ascontiguousarray(cw, dtype=np.uint16).reshape(-1, 2 * N), g, out)
+    return out
 
 
 def deinterleave(lanes: NDArray[np.uint16], rate: str = "400G") -> NDArray[np.uint16]:
@@ -81,7 +83,6 @@ def deinterleave(lanes: NDArray[np.uint16], rate: str = "400G") -> NDArray[np.ui
     x = np.asarray(lanes)
     if x.ndim != 2 or x.shape[0] != L or x.shape[1] % K:
         raise ValueError(f"lanes must have shape [{L}, multiple of {K}], got {x.shape}")
-    P = x.shape[1] // K
-    inv = np.argsort(g.ravel())
-    flat = x.reshape(L, P, K).transpose(1, 0, 2).reshape(P, L * K)
-    return np.ascontiguousarray(flat[:, inv].reshape(P, 2, N))
+    out = np.empty((x.shape[1] // K, 2, N), np.uint16)
+    _k.codewords_from_lanes(np.ascontiguousarray(x, dtype=np.uint16), g, out.reshape(-1, 2 * N))
+    return out

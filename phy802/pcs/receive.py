@@ -132,10 +132,9 @@ class PcsReceiver:
         am = am_pair_flags(cfg, P)
         n_groups = int(am.sum())
         n257 = cfg.data_blocks_257(P)
-        syms = np.ascontiguousarray(dec[:, :, :514].transpose(0, 2, 1).reshape(P, 1028))
         data = np.zeros(words_for_bits(257 * n257), np.uint64)
         am_words = np.zeros((n_groups, words_for_bits(cfg.am_bits)), np.uint64)
-        _k.messages_to_data(syms, am, cfg.am_bits, data, am_words)
+        _k.messages_to_data(dec, am, cfg.am_bits, data, am_words)
         ctr.am_groups = n_groups
         if n_groups:
             gb = np.unpackbits(am_words.view(np.uint8), axis=1, bitorder="little")

@@ -97,11 +97,9 @@ class PcsTransmitter:
         n_groups = int(am.sum())
         am_words = pack_am_groups(cfg, n_groups)  # 119.2.4.4
         group_of = np.cumsum(am) - 1
-        syms = np.empty((P, 1028), np.uint16)
-        _k.data_to_messages(data, am_words, am, group_of, cfg.am_bits, syms)  # 119.2.4.5
-        # stream symbol 2i -> A[i], 2i + 1 -> B[i]
-        msgs = syms.reshape(P, 514, 2).transpose(0, 2, 1)
-        return np.ascontiguousarray(msgs), n_in, n_pad
+        msgs = np.empty((P, 2, 514), np.uint16)  # stream symbol 2i -> A[i], 2i + 1 -> B[i]
+        _k.data_to_messages(data, am_words, am, group_of, cfg.am_bits, msgs)  # 119.2.4.5
+        return msgs, n_in, n_pad
 
     def transmit(self, blocks: Blocks66 | tuple) -> TxResult:
         msgs, n_in, n_pad = self.messages(blocks)
