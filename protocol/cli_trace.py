@@ -1,0 +1,89 @@
+"""``phy802 trace``: generate and inspect payload error traces.
+
+Examples::
+
+    phy802 trace generate --rate 400G --fec bypass --ber 1e-5 --bits 1e10 --seed 1 --out t.npz
+    phy802 trace info t.npz --json
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from phy802._cliutil import add_json, add_seed, emit
+
+from .framing import RATES
+from .modes import MODE_NAMES
+
+__all__ = ["add_arguments", "run"]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
+    g = sub.add_parser("generate", help="simulate a link and write its payload error trace")
+    g.add_argument("--rate", default="400G", choices=list(RATES), help="line rate (default 400G)")
+    g.add_argument("--fec", default="bypass", help=f"FEC mode: {', '.join(MODE_NAMES)} (default bypass)")
+    g.add_argument("--ber", type=float, default=1e-5, help="pre-FEC line bit error ratio (default 1e-5)")
+    g.add_argument("--bits", type=float, default=1e9, help="line bits to simulate, e.g. 1e10 (default 1e9)")
+    g.add_argument("--generator", default="fast", choices=["fast", "bitexact"],
+                   help="fast event sampler (default) or the slow bit-exact reference link")
+    g.add_argument("--chunk-pairs", type=int, default=None, help="codeword pairs per stored chunk (default: auto)")
+    g.add_argument("--out", required=True, help="output trace file (.npz)")
+    g.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    add_seed(g)
+    add_json(g)
+    i = sub.add_parser("info", help="print a trace's metadata and measured error rates")
+    i.add_argument("path", help="trace file")
+    add_json(i)
+
+
+def _summary(meta: dict) -> str:
+    pre, post, cw = meta.get("pre_fec", {}), meta.get("post_fec", {}), meta.get("codewords", {})
+    lines = [
+        f"trace      {meta.get('format')} v{meta.get('version')} (phy802 {meta.get('project_version')})",
+        f"link       {meta.get('rate')} {meta.get('n_lanes')} PCS lanes, fec={meta.get('fec')}, "
+        f"channel={meta.get('channel', {}).get('model')} ber={meta.get('channel', {}).get('ber')}",
+        f"generator  {meta.get('generator')} seed={meta.get('seed')}",
+        f"simulated  {meta.get('line_bits', 0):.4g} line bits = {meta.get('pairs')} codeword pairs; "
+        f"{meta.get('stream_bits', 0):.4g} payload-stream bits in {meta.get('n_chunks')} chunks",
+    ]
+    if pre:
+        lo, hi = pre.get("ber_ci95", [float("nan")] * 2)
+        lines.append(f"pre-FEC    {pre['bit_errors']} bit errors, BER {pre['ber']:.4g} (95% CI {lo:.3g}..{hi:.3g})")
+    if post:
+        lo, hi = post.get("ber_ci95", [float("nan")] * 2)
+        lines.append(f"post-FEC   {post['bit_errors']} payload flips, BER {post['ber']:.4g} (95% CI {lo:.3g}..{hi:.3g}); "
+                     f"{post.get('marked_bits', 0)} bits in error blocks")
+    if cw:
+        lines.append(f"codewords  {cw['total']} total, {cw['with_errors']} with errors, {cw['corrected']} corrected, "
+                     f"{cw['uncorrectable']} uncorrectable, {cw['miscorrected']} miscorrected, "
+                     f"{cw['undetected']} undetected, {cw['marked_pairs']} pairs marked")
+    if "lane_bit_errors" in meta:
+        lines.append(f"per lane   {meta['lane_bit_errors']}")
+    if "wall_s" in meta:
+        rate = meta.get("line_bits", 0) / meta["wall_s"] / 1e9 if meta["wall_s"] > 0 else float("nan")
+        lines.append(f"wall       {meta['wall_s']:.2f} s ({rate:.1f} Gb/s of line simulated, incl. writing)")
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace) -> int:
+    from .trace import TraceReader, generate_trace
+
+    if args.action == "generate":
+        meta = generate_trace(
+            args.out,
+            rate=args.rate,
+            fec=args.fec,
+            ber=args.ber,
+            line_bits=args.bits,
+            seed=args.seed,
+            generator=args.generator,
+            chunk_pairs=args.chunk_pairs,
+            progress=not args.no_progress,
+        )
+        emit(args, {"path": str(args.out), **meta}, lambda: f"wrote {args.out}\n" + _summary(meta))
+        return 0
+    with TraceReader(args.path) as r:
+        meta = dict(r.meta)
+    emit(args, {"path": str(args.path), **meta}, lambda: _summary(meta))
+    return 0
