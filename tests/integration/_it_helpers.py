@@ -1,0 +1,167 @@
+"""Per-rank bodies for the torch.distributed tests (importable by spawned processes)."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import time
+import traceback
+
+import torch
+import torch.distributed as dist
+
+ALL_FLOAT = ("gradients", "activations", "activation_grads", "params")
+
+
+def spawn(fn, n: int, *args, timeout_s: float = 120.0) -> str:
+    """Run ``fn(rank, n, store, *args, out_dir)`` on ``n`` spawned ranks; return ``out_dir``."""
+    import torch.multiprocessing as mp
+
+    out_dir = tempfile.mkdtemp(prefix="phy802-it-")
+    store = os.path.join(tempfile.mkdtemp(prefix="phy802-store-"), "s")
+    ctx = mp.start_processes(fn, args=(n, store, *args, out_dir), nprocs=n, join=False, start_method="spawn")
+    deadline = time.monotonic() + timeout_s
+    while not ctx.join(timeout=1.0):
+        if time.monotonic() > deadline:
+            for p in ctx.processes:
+                p.kill()
+            raise AssertionError(f"ranks did not finish within {timeout_s} s (hang)")
+    return out_dir
+
+
+def load_ranks(out_dir: str, n: int) -> list[dict]:
+    res = []
+    for r in range(n):
+        with open(os.path.join(out_dir, f"rank{r}.json")) as fh:
+            res.append(json.load(fh))
+    return res
+
+
+
+def _inputs(rank: int, n: int, size: int):
+    g = torch.Generator().manual_seed(1000 + rank)
+    return torch.randn(size, generator=g)
+
+
+def pg_worker(rank: int, n: int, store: str, mode: str, ber: float, seed: int, out_dir: str) -> None:
+    try:
+        _pg_worker(rank, n, store, mode, ber, seed, out_dir)
+    except BaseException:
+        with open(os.path.join(out_dir, f"error{rank}.txt"), "w") as fh:
+            fh.write(traceback.format_exc())
+        raise
+
+
+def _pg_worker(rank, n, store, mode, ber, seed, out_dir):
+    torch.set_num_threads(1)
+    from integration.process_group import UnsupportedOperation, register
+    from integration.replay import ReplayConfig
+    from integration.sources import SourceConfig
+
+    register(ReplayConfig(source=SourceConfig(ber=ber, seed=seed, kind="independent"), mode=mode, classes=ALL_FLOAT))
+    dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=n)
+    g = dist.new_group(backend="phy802")
+    assert g.getBackendName() == "phy802"
+    out: dict = {"eq": {}, "unsupported": {}}
+    size = 3 * 1001
+    x = _inputs(rank, n, size)
+
+    def both(name, fn):
+        a = fn(None)
+        b = fn(g)
+        out["eq"][name] = bool(all(torch.equal(u, v) for u, v in zip(a, b)))
+        return a, b
+
+    def ar(grp):
+        t = x.clone()
+        dist.all_reduce(t, group=grp)
+        return [t]
+
+    ar_plain, ar_wrap = both("allreduce", ar)
+
+    def bc(grp):
+        t = x.clone()
+        dist.broadcast(t, src=1, group=grp)
+        return [t]
+
+    both("broadcast", bc)
+
+    def ag(grp):
+        o = [torch.zeros(size) for _ in range(n)]
+        dist.all_gather(o, x, group=grp)
+        return o
+
+    both("allgather", ag)
+
+    def ags(grp):
+        o = torch.zeros(n * size)
+        dist.all_gather_single(o, x, group=grp)
+        return [o]
+
+    both("all_gather_single", ags)
+
+    def rs(grp):
+        o = torch.zeros(size)
+        dist.reduce_scatter(o, [x * (j + 1) for j in range(n)], group=grp)
+        return [o]
+
+    both("reduce_scatter", rs)
+
+    def rss(grp):
+        o = torch.zeros(size)
+        dist.reduce_scatter_single(o, torch.cat([x * (j + 1) for j in range(n)]), group=grp)
+        return [o]
+
+    both("reduce_scatter_single", rss)
+
+    def a2a(grp):
+        o = [torch.zeros(7) for _ in range(n)]
+        dist.all_to_all(o, [x[:7] + j for j in range(n)], group=grp)
+        return o
+
+    both("all_to_all", a2a)
+
+    def a2as(grp):
+        o = torch.zeros(n * 5)
+        dist.all_to_all_single(o, x[: n * 5].clone(), group=grp)
+        return [o]
+
+    both("all_to_all_single", a2as)
+    dist.barrier(group=g)
+
+    # point to point around the ring; the sender's buffer must be untouched
+    send = x[:999].clone()
+    keep = send.clone()
+    recv = torch.zeros(999)
+    nxt, prv = (rank + 1) % n, (rank - 1) % n
+    reqs = [dist.isend(send, nxt, group=g), dist.irecv(recv, prv, group=g)]
+    for r in reqs:
+        r.wait()
+    out["sender_untouched"] = bool(torch.equal(send, keep))
+    out["recv_clean"] = bool(torch.equal(recv, _inputs(prv, n, size)[:999]))
+    ints = torch.arange(50) + rank
+    dist.all_reduce(ints, group=g)
+    out["ints_clean"] = bool(torch.equal(ints, sum(torch.arange(50) + r for r in range(n))))
+
+    for name, fn in (("reduce", lambda: dist.reduce(x.clone(), 0, group=g)),
+                     ("gather", lambda: dist.gather(x.clone(), [torch.zeros(size) for _ in range(n)] if rank == 0 else None, 0, group=g)),
+                     ("scatter", lambda: dist.scatter(torch.zeros(size), [x.clone() for _ in range(n)] if rank == 0 else None, 0, group=g))):
+        try:
+            fn()
+            out["unsupported"][name] = "no error"
+        except UnsupportedOperation as exc:
+            out["unsupported"][name] = str(exc)
+
+    # replicas after the (possibly corrupted) allreduce, for the ring RS/AG check
+    allw = [torch.zeros(size) for _ in range(n)]
+    dist.all_gather(allw, ar_wrap[0])
+    if rank == 0:
+        torch.save({"replicas": torch.stack(allw), "clean": ar_plain[0]}, os.path.join(out_dir, "allreduce.pt"))
+    out["records"] = g.log.records()
+    out["messages"] = g.log.messages
+    out["metrics"] = g.metrics.to_dict()
+    with open(os.path.join(out_dir, f"rank{rank}.json"), "w") as fh:
+        json.dump(out, fh)
+    dist.barrier()
+    dist.destroy_process_group()

@@ -1,0 +1,60 @@
+"""Bit layout, exponent protection and the receive guard (no processes)."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from integration.replay import ReplayConfig, apply_guard, corrupt_received
+
+
+def test_fp32_bit_layout_known_answers():
+    t = torch.tensor([1.0, 1.0, 1.0, 2.0])
+    # elem 0 bit 31: sign; elem 1 bit 30: exponent MSB (1.0 -> inf); elem 2 bit 22: mantissa MSB
+    # elem 3 bit 0: mantissa LSB
+    offs = np.array([31, 32 + 30, 64 + 22, 96 + 0])
+    elem, bit, old, new, idx, nprot = corrupt_received(t, offs)
+    assert list(elem) == [0, 1, 2, 3] and list(bit) == [31, 30, 22, 0] and nprot == 0
+    assert t[0].item() == -1.0 and math.isinf(t[1].item()) and t[2].item() == 1.5
+    assert t[3].item() == np.nextafter(np.float32(2.0), np.float32(3.0))
+    assert list(old) == [1.0, 1.0, 1.0, 2.0] and new[0] == -1.0 and math.isinf(new[1])
+
+
+def test_bf16_and_fp16_layout():
+    b = torch.tensor([1.0, 1.0], dtype=torch.bfloat16)
+    corrupt_received(b, np.array([15, 16 + 6]))  # sign of elem 0; mantissa MSB of elem 1
+    assert b.tolist() == [-1.0, 1.5]
+    h = torch.tensor([1.0], dtype=torch.float16)
+    corrupt_received(h, np.array([9]))  # fp16 mantissa MSB
+    assert h.item() == 1.5
+
+
+def test_exponent_protection_drops_sign_and_exponent_flips():
+    t = torch.ones(2)
+    offs = np.array([23, 31, 32 + 5])
+    elem, bit, old, new, idx, nprot = corrupt_received(t, offs, protect_sign_exponent=True)
+    assert nprot == 2 and list(idx) == [2] and t[0].item() == 1.0 and t[1].item() != 1.0
+
+
+def test_offsets_outside_payload_and_int_dtype():
+    t = torch.zeros(2)
+    elem, *_ = corrupt_received(t, np.array([-1, 64, 100]))
+    assert len(elem) == 0 and torch.equal(t, torch.zeros(2))
+    with pytest.raises(TypeError, match="dtype"):
+        corrupt_received(torch.zeros(2, dtype=torch.int64), np.array([0]))
+
+
+def test_guard_zeroes_nonfinite_and_clamps():
+    t = torch.tensor([float("nan"), float("inf"), -5.0, 0.5])
+    assert apply_guard(t, 1.0) == 3
+    assert t.tolist() == [0.0, 0.0, -1.0, 0.5]
+
+
+def test_config_validation():
+    with pytest.raises(ValueError, match="guard"):
+        ReplayConfig(guard="hope")
+    with pytest.raises(ValueError, match="traffic class"):
+        ReplayConfig(classes=("gradients", "weights"))
+    cfg = ReplayConfig(guard="nan_to_zero_clamp")
+    assert ReplayConfig.from_dict(cfg.to_dict()) == cfg
