@@ -211,14 +211,11 @@ def data_to_messages(data, am_bits, am_pair, am_group_of_pair, am_nbits, msgs):
             for i in range(1028):
                 msgs[p, i & 1, i >> 1] = np.uint16(get_bits(tmp, 10 * i, 10))
         else:
-            for i in range(1028):
-                q = dpos + 10 * i
-                w = q >> 6
-                o = q & 63
-                v = data[w] >> np.uint64(o)
-                if o > 54:
-                    v |= data[w + 1] << np.uint64(64 - o)
-                msgs[p, i & 1, i >> 1] = np.uint16(v & np.uint64(1023))
+            # two symbols (A then B) per 20-bit read
+            for i in range(514):
+                v = get64(data, dpos + 20 * i)
+                msgs[p, 0, i] = np.uint16(v & np.uint64(1023))
+                msgs[p, 1, i] = np.uint16((v >> np.uint64(10)) & np.uint64(1023))
             dpos += 10280
     return dpos
 
@@ -244,8 +241,13 @@ def messages_to_data(msgs, am_pair, am_nbits, data, am_out):
             copy_bits(tmp, am_nbits, data, dpos, nd)
             dpos += nd
         else:
-            for i in range(1028):
-                or_bits(data, dpos + 10 * i, np.uint64(msgs[p, i & 1, i >> 1]), 10)
+            for i in range(514):
+                v = np.uint64(msgs[p, 0, i]) | (np.uint64(msgs[p, 1, i]) << np.uint64(10))
+                q = dpos + 20 * i
+                w = q >> 6
+                o = np.uint64(q & 63)
+                data[w] |= v << o
+                data[w + 1] |= (v >> (np.uint64(63) - o)) >> np.uint64(1)
             dpos += 10280
     return dpos
 
@@ -361,3 +363,39 @@ def codewords_from_lanes(lanes, gather, cw):
         for l in range(L):
             for k in range(K):
                 cw[p, gather[l, k]] = lanes[l, p * K + k]
+
+
+# ---------------------------------------------------------------------------------------------
+# Marker search (lane lock)
+
+@njit(cache=True)
+def first_marker(v, start, stop, stride, am_syms, tol):
+    """First offset ``o`` in ``[start, stop)`` where the 12 values ``v[o + stride s]`` are within
+    ``tol`` symbols of exactly one row of ``am_syms`` (and at least two of the common symbols 0, 1,
+    4 match).  Returns ``(offset, lane)`` or ``(-1, -1)``."""
+    L = am_syms.shape[0]
+    c0 = am_syms[0, 0]
+    c1 = am_syms[0, 1]
+    c4 = am_syms[0, 4]
+    last = min(stop, v.shape[0] - 11 * stride)
+    for o in range(start, last):
+        c = (v[o] == c0) + (v[o + stride] == c1) + (v[o + 4 * stride] == c4)
+        if c < 2:
+            continue
+        best = 13
+        nbest = 0
+        lane = -1
+        for l in range(L):
+            m = 0
+            for s in range(12):
+                if v[o + stride * s] != am_syms[l, s]:
+                    m += 1
+            if m < best:
+                best = m
+                nbest = 1
+                lane = l
+            elif m == best:
+                nbest += 1
+        if best <= tol and nbest == 1:
+            return o, lane
+    return -1, -1

@@ -30,6 +30,8 @@ from typing import Sequence
 import numpy as np
 from numpy.typing import NDArray
 
+from phy802.pcs import _kernels as _k
+
 __all__ = [
     "AM_400G_OCTETS", "check_am_table", "am_table", "am_bits", "am_symbols", "am_mapping",
     "prbs9", "am_group_bits", "am_group_len", "pad_len", "find_markers", "LaneLock", "lock_lanes",
@@ -260,7 +262,7 @@ def lock_lanes(lanes, am_syms: NDArray[np.uint16], period_symbols: int, symbols_
     lanes : ``uint16[n_rows, n]`` 10-bit symbols (skew in whole symbols), or a sequence of
         ``uint8`` bit arrays, one per lane, any lengths (skew in bits, symbol boundary unknown).
         Rows are sampled at the same time: element i of every row arrived together.  Markers are
-        searched in the first two marker periods of each row.
+        searched in the first two marker periods of each row; the scan stops at the first match.
     am_syms : ``[n_lanes, 12]`` marker symbols.
     period_symbols : marker period on one lane, in symbols.
     tol : symbols of a marker allowed to differ (see :func:`find_markers`).
@@ -277,43 +279,44 @@ def lock_lanes(lanes, am_syms: NDArray[np.uint16], period_symbols: int, symbols_
     unit = "bits" if bitmode else "symbols"
     scale = 10 if bitmode else 1
     period = period_symbols * scale
-    # markers repeat every period: searching two periods (+ one marker) finds the first group
-    # even when its marker was hit by too many errors; the rest of the stream is not scanned
-    window = 2 * period + 12 * scale
+    # Scan each row only up to its first marker (a Numba scan that stops at the first match);
+    # the marker of the common group is then taken at +/- whole periods.
     if not bitmode and isinstance(lanes, np.ndarray) and lanes.size and lanes.max() > 1023:
         raise LockError("lane symbols must be 10-bit values < 1024")
-    first, streams = [], []
+    am = np.ascontiguousarray(am_syms, dtype=np.int64)
+    found, streams, vals_of = [], [], []
     for r, row in enumerate(rows):
         row = np.asarray(row)
         if bitmode:
             if row.ndim != 1 or (row.size and row.max() > 1):
                 raise LockError(f"lane row {r}: bit mode expects a 1-D array of 0/1 values")
-            vals = _bit_symbols(row[:window].astype(np.uint8))
-            pos, who = find_markers(vals, am_syms, tol, stride=10)
+            vals = _bit_symbols(row[: 2 * period + 120].astype(np.uint8))
+            stride = 10
         else:
             if row.ndim != 1 or not isinstance(lanes, np.ndarray) and row.max(initial=0) > 1023:
                 raise LockError(f"lane row {r}: expected 1-D 10-bit symbols (< 1024)")
-            pos, who = find_markers(row[:window], am_syms, tol)
-        if pos.size == 0:
-            raise LockError(f"lane row {r} never locked: no alignment marker in {row.size} {unit}")
-        first.append((pos, who))
+            vals, stride = row, 1
+        o, lane = _k.first_marker(vals, 0, 2 * period, stride, am, tol)
+        if o < 0:
+            raise LockError(f"lane row {r} never locked: no alignment marker in "
+                            f"{min(row.size, 2 * period + 12 * scale)} {unit}")
+        found.append((o, lane))
         streams.append(row)
-    t0 = np.array([p[0] for p, _ in first], np.int64)
-    tmax = int(t0.max())
+        vals_of.append((vals, stride))
+    tmax = max(o for o, _ in found)
     off = np.empty(len(rows), np.int64)
     lane_of = np.empty(len(rows), np.intp)
-    for r, (pos, who) in enumerate(first):
-        # lanes sampled together: pick the marker of the same group (the one closest to tmax)
-        k = int(np.argmin(np.abs(pos - tmax)))
-        if abs(int(pos[k]) - tmax) > period // 2:
-            raise LockError(f"lane row {r}: no marker within half a marker period of the others "
-                            f"(skew too large or lane lost)")
-        off[r] = pos[k]
-        lane_of[r] = who[k]
-        # consistency: any further marker on this lane must be a whole number of periods on
-        later = pos[pos > pos[k]]
-        if later.size and ((later - pos[k]) % period).any():
-            raise LockError(f"lane row {r}: markers not {period_symbols} symbols apart")
+    for r, (o, lane) in enumerate(found):
+        # rows are sampled together: use the marker of the same group as the latest first marker
+        if tmax - o > period // 2:
+            vals, stride = vals_of[r]
+            o2, lane2 = _k.first_marker(vals, o + period - period // 2, o + period + period // 2, stride, am, tol)
+            if o2 < 0 or abs(o2 - tmax) > period // 2:
+                raise LockError(f"lane row {r}: no marker within half a marker period of the others "
+                                f"(skew too large or lane lost)")
+            o, lane = o2, lane2
+        off[r] = o
+        lane_of[r] = lane
     if len(set(lane_of.tolist())) != n_lanes:
         dup = sorted({int(x) for x in lane_of if (lane_of == x).sum() > 1})
         raise LockError(f"PCS lane marker(s) {dup} seen on more than one input row; "
