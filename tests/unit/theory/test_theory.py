@@ -182,3 +182,21 @@ def test_rare_event_flags_unreliable_bursty_case():
 def test_rare_event_bad_args():
     with pytest.raises(ValueError):
         th.rare_event_fer(th.ErrorChain.iid(1e-4), units_per_symbol=0, seed=0)
+
+
+def test_theory_cli(capsys):
+    import json
+
+    from phy802.cli import main
+
+    assert main(["theory", "rs", "--ber", "2.4e-4", "--json"]) == 0
+    row = json.loads(capsys.readouterr().out)["rows"][0]
+    assert row["fer"] == pytest.approx(th.rs_codeword_error_ratio(th.symbol_error_prob(2.4e-4)))
+    assert main(["theory", "pam4", "--snr-db", "16"]) == 0
+    assert "0.001791" in capsys.readouterr().out
+    assert main(["theory", "burst", "--pe", "1e-4", "--pb", "0.5", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["rows"][0]["fer"] > 0
+    assert main(["theory", "rare", "--ber", "2.4e-4", "--samples-per-k", "500", "--json"]) == 0
+    obj = json.loads(capsys.readouterr().out)
+    assert abs(obj["ratio"] - 1) < 0.1
+    assert main(["theory", "rs", "--ber", "0.7"]) == 2
