@@ -238,11 +238,13 @@ class _Base:
     cfg: GeneratorConfig
     stats: TraceStats
 
-    def __init__(self, cfg: GeneratorConfig) -> None:
+    def __init__(self, cfg: GeneratorConfig, start_pair: int = 0) -> None:
+        if int(start_pair) < 0:
+            raise ValueError(f"start_pair must be >= 0, got {start_pair!r}")
         self.cfg = cfg
         self.geom = cfg.geometry
         self.mode = cfg.mode
-        self.pair = 0
+        self.pair = int(start_pair)
         self.stats = TraceStats(n_lanes=self.geom.n_lanes)
         self._expander = _Expander()
 
@@ -337,19 +339,20 @@ class FastGenerator(_Base):
     ----------
     cfg : :class:`GeneratorConfig`.
     seed : int, SeedSequence or Generator (explicit; no global RNG).
+    start_pair : first codeword pair (default 0; pair 0 carries an AM group).
 
     The output depends only on the seed and the pair range, never on how pairs are chunked.
     """
 
     _DRAW = 1 << 16
 
-    def __init__(self, cfg: GeneratorConfig, seed) -> None:
-        super().__init__(cfg)
+    def __init__(self, cfg: GeneratorConfig, seed, *, start_pair: int = 0) -> None:
+        super().__init__(cfg, start_pair)
         self._rng = as_generator(seed)
+        self._last = self.pair * PAIR_LINE_BITS - 1
         ber = float(cfg.ber)
         self._scale = (1.0 / -math.log1p(-ber)) if ber > 0 else math.inf
         self._buf = np.empty(0, np.int64)  # drawn positions not yet consumed (pair-space, sorted)
-        self._last = -1
         self._decoder = {"none": 0, "correct": 1, "detect": 2}[self.mode.decoder]
 
     def _fill(self, upto: int) -> None:
@@ -430,8 +433,8 @@ class BitExactGenerator(_Base):
     and AMs -> descrambler -> compare with the sent payload.
     """
 
-    def __init__(self, cfg: GeneratorConfig, seed) -> None:
-        super().__init__(cfg)
+    def __init__(self, cfg: GeneratorConfig, seed, *, start_pair: int = 0) -> None:
+        super().__init__(cfg, start_pair)
         self._rng = as_generator(seed)
         self._tx_state = np.zeros(58, np.uint8)
         self._rx_state = np.zeros(58, np.uint8)
