@@ -7,6 +7,7 @@ from phy802.channel.awgn import IidSymbolErrors, Pam4Awgn
 from phy802.channel.base import Channel, SymbolErrors, apply_symbol_errors, signs_to_values
 from phy802.channel.burst import BurstEvents, DfeBurst, GilbertElliott, run_lengths
 from phy802.channel.fault import DeadLane, LaneChannels, Noiseless, lane_fault
+from phy802.channel.spec import channel_spec, parse_channel, with_ber
 
 __all__ = [
     "Channel",
@@ -23,4 +24,7 @@ __all__ = [
     "DeadLane",
     "LaneChannels",
     "lane_fault",
+    "parse_channel",
+    "channel_spec",
+    "with_ber",
 ]
