@@ -4,7 +4,7 @@ Symbols are PAM4 level indices ``0..3`` (increasing amplitude, ``uint8``); bits 
 """
 
 from phy802.pma.bitmux import BitMux, lane_bit_to_pcsl
-from phy802.pma.pam4 import LEVELS, gray_demap, gray_map
+from phy802.pma.pam4 import LEVELS, bit_error_positions, gray_demap, gray_map
 from phy802.pma.precoder import precode, precode_decode, precoded_errors_to_data_errors
 from phy802.pma.prbs import PATTERNS, PrbsPattern, prbs_bits, prbsq
 
@@ -12,6 +12,7 @@ __all__ = [
     "LEVELS",
     "gray_map",
     "gray_demap",
+    "bit_error_positions",
     "precode",
     "precode_decode",
     "precoded_errors_to_data_errors",

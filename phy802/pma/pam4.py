@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["LEVELS", "GRAY_ENCODE", "GRAY_DECODE", "gray_map", "gray_demap", "symbol_bit_errors"]
+__all__ = ["LEVELS", "GRAY_ENCODE", "GRAY_DECODE", "gray_map", "gray_demap", "symbol_bit_errors", "bit_error_positions"]
 
 #: amplitude of level index 0..3 (unit half-spacing; the decision thresholds are -2, 0, +2)
 LEVELS = np.array([-3.0, -1.0, 1.0, 3.0])
@@ -63,3 +63,19 @@ def gray_demap(symbols: np.ndarray) -> np.ndarray:
 def symbol_bit_errors(sent: np.ndarray, received: np.ndarray) -> np.ndarray:
     """Number of Gray-demapped bit errors (0, 1 or 2) per symbol pair ``sent -> received``."""
     return _HD[_as_symbols(sent, "sent"), _as_symbols(received, "received")]
+
+
+def bit_error_positions(positions: np.ndarray, sent: np.ndarray, received: np.ndarray) -> np.ndarray:
+    """Lane bit positions flipped by sparse symbol errors (sorted ``int64``).
+
+    Symbol ``j`` carries lane bits ``2j`` (A) and ``2j + 1`` (B); the flipped bits are those where
+    the Gray labels of ``sent`` and ``received`` differ. Feed the result to
+    :func:`phy802.pma.bitmux.lane_bit_to_pcsl` to reach the PCS lanes.
+    """
+    pos = np.asarray(positions, dtype=np.int64)
+    diff = GRAY_DECODE[_as_symbols(sent, "sent")] ^ GRAY_DECODE[_as_symbols(received, "received")]
+    if pos.shape != diff.shape:
+        raise ValueError(f"positions, sent and received must have the same shape, got {pos.shape} and {diff.shape}")
+    a = pos[(diff & 2) != 0] * 2
+    b = pos[(diff & 1) != 0] * 2 + 1
+    return np.sort(np.concatenate([a, b]))

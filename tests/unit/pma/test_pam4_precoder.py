@@ -120,3 +120,15 @@ def test_sparse_precoder_helper_matches_dense_random():
 def test_precoder_bad_initial_state():
     with pytest.raises(ValueError, match="initial_state"):
         precode(np.array([0, 1]), 4)
+
+
+def test_bit_error_positions_match_dense_demap():
+    from phy802.pma import bit_error_positions
+
+    rng = np.random.default_rng(10)
+    s = rng.integers(0, 4, 1000).astype(np.uint8)
+    pos = np.sort(rng.choice(1000, 60, replace=False))
+    r = s.copy()
+    r[pos] = (r[pos] + rng.integers(1, 4, 60)) % 4
+    got = bit_error_positions(pos, s[pos], r[pos])
+    assert np.array_equal(got, np.flatnonzero(gray_demap(s) != gray_demap(r)))
