@@ -28,7 +28,7 @@ import torch.nn.functional as F
 
 from integration.replay import Metrics, ReplayConfig
 
-__all__ = ["TrainConfig", "run_training", "train_worker", "TrainingTimeout", "flat_params"]
+__all__ = ["TrainConfig", "run_training", "run_many", "train_worker", "TrainingTimeout", "flat_params"]
 
 PARALLEL = ("ddp", "pp")
 SCHEDULES = ("gpipe", "1f1b")
@@ -321,27 +321,39 @@ def _param_owners(gpt, world: int) -> list[int]:
     return [owner[id(p)] for p in gpt.parameters()]
 
 
-def run_training(cfg: TrainConfig, *, timeout_s: float = 900.0, out_dir: str | None = None) -> dict[str, Any]:
-    """Run ``cfg`` in ``world_size`` spawned processes and return rank 0's result dict.
+def _many_worker(rank: int, cfgs: list[TrainConfig], stores: list[str], dirs: list[str]) -> None:
+    for cfg, store, d in zip(cfgs, stores, dirs):
+        train_worker(rank, cfg, f"file://{store}", d)
 
-    A fresh FileStore per run (no ports); the processes are terminated and
-    :class:`TrainingTimeout` raised if they do not finish within ``timeout_s``. The final
-    parameters are in ``<out_dir>/params.pt`` when ``out_dir`` is given.
+
+def run_many(cfgs: list[TrainConfig], *, timeout_s: float = 900.0, out_dir: str | None = None) -> list[dict[str, Any]]:
+    """Run several configurations (same ``world_size``) one after the other in one set of processes.
+
+    Each run gets its own FileStore, process groups and output folder ``<out_dir>/run<i>``
+    (``result.json``, ``params.pt``). The processes are terminated and :class:`TrainingTimeout`
+    raised if they do not all finish within ``timeout_s``.
     """
     import torch.multiprocessing as mp
 
-    own = out_dir is None
-    work = tempfile.mkdtemp(prefix="phy802-train-") if own else out_dir
-    os.makedirs(work, exist_ok=True)
-    for stale in ("result.json", "params.pt"):
-        if os.path.exists(os.path.join(work, stale)):
-            os.unlink(os.path.join(work, stale))
-    store = os.path.join(tempfile.mkdtemp(prefix="phy802-store-"), "store")
+    if not cfgs:
+        return []
+    world = cfgs[0].world_size
+    if any(c.world_size != world for c in cfgs):
+        raise ValueError("run_many: all configurations must have the same world_size")
+    root = tempfile.mkdtemp(prefix="phy802-train-") if out_dir is None else out_dir
+    dirs = [os.path.join(root, f"run{i}") for i in range(len(cfgs))]
+    for d in dirs:
+        os.makedirs(d, exist_ok=True)
+        for stale in ("result.json", "params.pt"):
+            if os.path.exists(os.path.join(d, stale)):
+                os.unlink(os.path.join(d, stale))
+    store_dir = tempfile.mkdtemp(prefix="phy802-store-")
+    stores = [os.path.join(store_dir, f"store{i}") for i in range(len(cfgs))]
     env_prev = os.environ.get("OMP_NUM_THREADS")
-    os.environ["OMP_NUM_THREADS"] = str(cfg.threads)
+    os.environ["OMP_NUM_THREADS"] = str(cfgs[0].threads)
     try:
-        ctx = mp.start_processes(train_worker, args=(cfg, f"file://{store}", work), nprocs=cfg.world_size,
-                                 join=False, start_method="spawn")
+        ctx = mp.start_processes(_many_worker, args=(cfgs, stores, dirs), nprocs=world, join=False,
+                                 start_method="spawn")
         deadline = time.monotonic() + timeout_s
         try:
             while not ctx.join(timeout=1.0):
@@ -353,20 +365,43 @@ def run_training(cfg: TrainConfig, *, timeout_s: float = 900.0, out_dir: str | N
                         p.join(5)
                         if p.is_alive():
                             p.kill()
-                    raise TrainingTimeout(f"training did not finish within {timeout_s:.0f} s ({cfg.parallel}, "
-                                          f"world {cfg.world_size}); processes terminated")
+                    raise TrainingTimeout(f"training did not finish within {timeout_s:.0f} s "
+                                          f"(world {world}, {len(cfgs)} run(s)); processes terminated")
         except mp.ProcessRaisedException as exc:
             raise RuntimeError(f"a training process failed:\n{exc}") from None
-        with open(os.path.join(work, "result.json"), encoding="utf-8") as fh:
-            result = json.load(fh)
-        result["out_dir"] = work
-        return result
+        results = []
+        for d in dirs:
+            with open(os.path.join(d, "result.json"), encoding="utf-8") as fh:
+                r = json.load(fh)
+            r["out_dir"] = d
+            results.append(r)
+        return results
     finally:
         if env_prev is None:
             os.environ.pop("OMP_NUM_THREADS", None)
         else:
             os.environ["OMP_NUM_THREADS"] = env_prev
-        try:
-            os.unlink(store)
-        except OSError:
-            pass
+        for st in stores:
+            try:
+                os.unlink(st)
+            except OSError:
+                pass
+
+
+def run_training(cfg: TrainConfig, *, timeout_s: float = 900.0, out_dir: str | None = None) -> dict[str, Any]:
+    """Run ``cfg`` in ``world_size`` spawned processes and return rank 0's result dict.
+
+    A fresh FileStore per run (no ports); the processes are terminated and
+    :class:`TrainingTimeout` raised if they do not finish within ``timeout_s``. The final
+    parameters (float64, rank 0's replica or all stages) are in ``<out_dir>/params.pt``.
+    """
+    work = tempfile.mkdtemp(prefix="phy802-train-") if out_dir is None else out_dir
+    os.makedirs(work, exist_ok=True)
+    tmp_root = tempfile.mkdtemp(prefix="phy802-run-")
+    res = run_many([cfg], timeout_s=timeout_s, out_dir=tmp_root)[0]
+    for name in ("result.json", "params.pt"):
+        src = os.path.join(res["out_dir"], name)
+        if os.path.exists(src):
+            os.replace(src, os.path.join(work, name))
+    res["out_dir"] = work
+    return res
