@@ -87,3 +87,18 @@ def test_bad_input():
         encode_257(Blocks66(np.full(6, 2, np.uint8), np.zeros(6, np.uint64)))
     with pytest.raises(ValueError, match="too short"):
         decode_257(np.zeros(3, np.uint64), 1)
+
+
+def test_vector_file_matches_independent_reference():
+    from pathlib import Path
+
+    from phy802.pcs.vectors import read_vectors
+
+    recs = read_vectors(Path(__file__).resolve().parents[3] / "vectors" / "pcs" / "transcode257.txt")
+    assert len(recs) >= 30
+    for r in recs:
+        parts = [p.split(":") for p in r.fields["blocks"].split(",")]
+        b = Blocks66(np.array([int(s[0]) | int(s[1]) << 1 for s, _ in parts], np.uint8),
+                     np.array([int(h, 16) for _, h in parts], np.uint64))
+        x = np.frombuffer(r.fields["x"].encode(), np.uint8) - ord("0")
+        assert (x == _reference_257(b)).all(), r.where()
