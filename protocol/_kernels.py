@@ -79,6 +79,7 @@ def group_pairs(pos, half_lanes, period, am_blocks, t_corr, decoder, hist, err_l
         last[0] = -1
         last[1] = -1
         np0 = n_prim
+        am0 = am_err
         while j < n and pos[j] < base + PAIR_BITS:
             u = pos[j] - base
             sym = u // 10  # = 2 t + c
@@ -120,6 +121,7 @@ def group_pairs(pos, half_lanes, period, am_blocks, t_corr, decoder, hist, err_l
                 heavy_hi[n_heavy] = j
                 n_heavy += 1
                 n_prim = np0  # the caller decodes this pair and supplies its primaries
+                am_err = am0
             else:
                 mark_pair[n_mark] = P
                 n_mark += 1

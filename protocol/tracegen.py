@@ -72,7 +72,8 @@ def lane_of_symbol(rate: str | RateGeometry) -> np.ndarray:
     """int8[2, 544]: PCS lane of symbol ``t`` (time order) of codeword A (row 0) / B (row 1).
 
     119.2.4.7: for t = J k + j (J = lanes / 2), k even: lane 2j <- A_t, lane 2j+1 <- B_t;
-    k odd: swapped.  Uses ``phy802.pcs.lane_of_symbol`` when that exists (cross-checked in tests).
+    k odd: swapped.  Computed here from the formula; the tests cross-check it against
+    ``phy802.pcs.lane_of_symbol`` (the PCS helper's independent implementation).
     """
     g = get_rate(rate)
     J = g.n_lanes // 2

@@ -1,0 +1,179 @@
+"""Fast generator vs the bit-exact reference link, error multiplication, FEC decisions."""
+
+import numpy as np
+import pytest
+
+from protocol.framing import PAIR_LINE_BITS, data_blocks_before, get_rate
+from protocol.source import FLAG_MISCORRECTED
+from protocol.tracegen import BitExactGenerator, FastGenerator, GeneratorConfig, lane_of_symbol, merge_ranges
+
+MODES = ["bypass", "ieee", "detect_only", "correct_no_indication"]
+
+
+def _pos(P0, n_pairs, ber, rng):
+    nb = n_pairs * PAIR_LINE_BITS
+    k = rng.binomial(nb, ber)
+    return np.sort(rng.choice(nb, size=k, replace=False)).astype(np.int64) + P0 * PAIR_LINE_BITS
+
+
+def _same(a, b):
+    assert (a.pair_start, a.pair_end, a.stream_start, a.stream_end) == (b.pair_start, b.pair_end, b.stream_start, b.stream_end)
+    for f in ("offsets", "lanes", "flags", "marks"):
+        x, y = getattr(a, f), getattr(b, f)
+        assert x.shape == y.shape, f
+        assert np.array_equal(x, y), f
+
+
+@pytest.mark.parametrize("rate", ["400G", "200G"])
+@pytest.mark.parametrize("fec", MODES)
+def test_fast_equals_bit_exact_on_the_same_line_errors(rate, fec):
+    """Same line error pattern -> identical payload flips, lanes, flags, marks and counters.
+
+    Starts a few pairs before an AM group and spans it, over several chunks (descrambler
+    copies crossing chunk ends), at BERs that exercise corrected, failed and detected codewords.
+    """
+    g = get_rate(rate)
+    P = g.am_period_pairs - 3
+    fast = FastGenerator(GeneratorConfig(rate, fec, 0.0), 1, start_pair=P)
+    exact = BitExactGenerator(GeneratorConfig(rate, fec, 0.0), 2, start_pair=P)
+    rng = np.random.default_rng(11)
+    for n_pairs, ber in [(2, 3e-3), (4, 8e-3), (3, 5e-4), (5, 4e-3)]:
+        pos = _pos(P, n_pairs, ber, rng)
+        _same(fast._process(P, P + n_pairs, pos), exact.next_chunk(n_pairs, line_errors=pos))
+        P += n_pairs
+    a, b = fast.stats.as_dict(), exact.stats.as_dict()
+    assert a == b or {k: (a[k], b[k]) for k in a if a[k] != b[k]} == {}
+    if fec in ("ieee", "correct_no_indication"):
+        assert fast.stats.uncorrectable_codewords > 0  # the heavy path was exercised
+        assert fast.stats.corrected_codewords > 0
+
+
+def test_lane_map_matches_notes_and_pcs():
+    lanes = lane_of_symbol("400G")
+    # notes 4.4: lane 0 = A0, B8, A16, B24 ...; lane 1 = B0, A8, B16 ...
+    assert [lanes[0, 0], lanes[1, 8], lanes[0, 16], lanes[1, 24]] == [0, 0, 0, 0]
+    assert [lanes[1, 0], lanes[0, 8], lanes[1, 16]] == [1, 1, 1]
+    for rate in ("400G", "200G"):
+        L = lane_of_symbol(rate)
+        n = get_rate(rate).n_lanes
+        assert np.all(np.bincount(L.ravel(), minlength=n) == 2 * 544 // n)
+    pcs = pytest.importorskip("phy802.pcs")
+    for rate in ("400G", "200G"):
+        la, lb, sa, sb = pcs.lane_of_symbol(rate)
+        L = lane_of_symbol(rate)
+        assert np.array_equal(la, L[0]) and np.array_equal(lb, L[1])
+        J = get_rate(rate).n_lanes // 2
+        assert np.array_equal(sa, np.arange(544) // J) and np.array_equal(sb, np.arange(544) // J)
+
+
+def test_single_line_error_becomes_three_payload_flips():
+    """One message-bit error in bypass -> payload bits n, n+39, n+58 (49.2.6), same lane."""
+    gen = FastGenerator(GeneratorConfig("400G", "bypass", 0.0), 1, start_pair=1)
+    u = 20 * 100 + 10 * 1 + 3  # symbol t=100 of codeword B, bit 3; pair 1 has no AM
+    ch = gen._process(1, 2, np.array([PAIR_LINE_BITS + u], np.int64))
+    s = data_blocks_before(1, get_rate("400G")) * 257 + u
+    want = [(v // 257) * 256 + v % 257 - 1 for v in (s, s + 39, s + 58)]
+    assert ch.offsets.tolist() == want
+    lane = lane_of_symbol("400G")[1, 100]
+    assert ch.lanes.tolist() == [lane] * 3
+    assert ch.marks.size == 0
+
+
+def test_parity_and_header_errors():
+    gen = FastGenerator(GeneratorConfig("400G", "bypass", 0.0), 1, start_pair=1)
+    # a parity bit (t >= 514) never reaches the payload
+    ch = gen._process(1, 2, np.array([PAIR_LINE_BITS + 20 * 520 + 4], np.int64))
+    assert ch.offsets.size == 0 and ch.marks.size == 0
+    # the header bit of data block 0 of pair 1 (u = 0): a mark of that block, plus its copies
+    ch = gen._process(2, 3, np.array([2 * PAIR_LINE_BITS], np.int64))
+    blk = data_blocks_before(2, get_rate("400G"))
+    assert ch.marks.tolist() == [[blk * 256, blk * 256 + 256]]
+    assert ch.offsets.tolist() == [blk * 256 + 38, blk * 256 + 57]
+
+
+def _symbol_errors(P, c, ts, b=0):
+    return np.sort(np.array([P * PAIR_LINE_BITS + 20 * t + 10 * c + b for t in ts], np.int64))
+
+
+def test_kp4_corrects_up_to_t_and_marks_failures():
+    gen = FastGenerator(GeneratorConfig("400G", "ieee", 0.0), 1, start_pair=5)
+    ch = gen._process(5, 6, _symbol_errors(5, 0, range(0, 450, 30)))  # 15 symbols: corrected
+    assert ch.offsets.size == 0 and ch.marks.size == 0
+    assert gen.stats.corrected_codewords == 1
+    ch = gen._process(6, 7, _symbol_errors(6, 1, range(0, 480, 30)))  # 16 symbols: fails
+    g = get_rate("400G")
+    assert ch.marks.tolist() == [[data_blocks_before(6, g) * 256, data_blocks_before(7, g) * 256]]
+    assert ch.offsets.size == 3 * 16
+    assert gen.stats.uncorrectable_codewords == 1
+    # the same failure without indication: flips delivered, nothing marked
+    gen2 = FastGenerator(GeneratorConfig("400G", "correct_no_indication", 0.0), 1, start_pair=6)
+    ch2 = gen2._process(6, 7, _symbol_errors(6, 1, range(0, 480, 30)))
+    assert ch2.marks.size == 0 and np.array_equal(ch2.offsets, ch.offsets)
+
+
+def test_miscorrection_is_flagged():
+    """A codeword-plus-pattern landing within t of another codeword decodes to it: flag it."""
+    from phy802.fec.rs import KP4, encode
+
+    rng = np.random.default_rng(3)
+    c = encode(KP4, rng.integers(0, 1024, size=(1, 514)))[0]
+    # received error e = c (a nonzero codeword, weight ~544) minus 3 of its symbols: weight > t,
+    # distance 3 from codeword c -> the decoder "corrects" to c: a miscorrection
+    e = c.copy()
+    e[[5, 77, 300]] = 0
+    t = np.nonzero(e)[0]
+    pos = []
+    for ti in t:
+        for b in range(10):
+            if (int(e[ti]) >> b) & 1:
+                pos.append(20 * ti + b)
+    gen = FastGenerator(GeneratorConfig("400G", "ieee", 0.0), 1, start_pair=1)
+    ch = gen._process(1, 2, np.sort(np.array(pos, np.int64)) + PAIR_LINE_BITS)
+    assert gen.stats.miscorrected_codewords == 1 and gen.stats.uncorrectable_codewords == 0
+    assert ch.marks.size == 0 or ch.marks.shape[0] < 40  # only header hits, no decoder mark
+    assert np.all(ch.flags == FLAG_MISCORRECTED) and ch.offsets.size > 0
+
+
+def test_detect_only_marks_every_errored_pair():
+    gen = FastGenerator(GeneratorConfig("400G", "detect_only", 0.0), 1, start_pair=1)
+    ch = gen._process(1, 4, np.array([PAIR_LINE_BITS + 20 * 520, 3 * PAIR_LINE_BITS + 5000], np.int64))
+    g = get_rate("400G")
+    # pair 1: only a parity error, still a nonzero syndrome -> marked; pair 2 clean; pair 3 marked
+    assert ch.marks.tolist() == [
+        [data_blocks_before(1, g) * 256, data_blocks_before(2, g) * 256],
+        [data_blocks_before(3, g) * 256, data_blocks_before(4, g) * 256],
+    ]
+
+
+@pytest.mark.parametrize("fec", ["bypass", "ieee"])
+def test_chunking_does_not_change_the_output(fec):
+    cfg = GeneratorConfig("400G", fec, 4e-3)
+    a = FastGenerator(cfg, 9)
+    one = a.next_chunk(300)
+    b = FastGenerator(cfg, 9)
+    parts = [b.next_chunk(n) for n in (7, 100, 193)]
+    for f in ("offsets", "lanes", "flags"):
+        assert np.array_equal(getattr(one, f), np.concatenate([getattr(p, f) for p in parts]))
+    assert np.array_equal(merge_ranges(one.marks), merge_ranges(np.concatenate([p.marks for p in parts])))
+    assert a.stats.as_dict() == b.stats.as_dict()
+
+
+def test_error_free_and_bad_config():
+    gen = FastGenerator(GeneratorConfig("200G", "bypass", 0.0), 1)
+    ch = gen.next_chunk(5000)
+    assert ch.offsets.size == 0 and gen.stats.line_bits == 5000 * PAIR_LINE_BITS
+    with pytest.raises(ValueError, match="ber"):
+        GeneratorConfig("400G", "bypass", 0.7)
+    with pytest.raises(ValueError, match="rate"):
+        GeneratorConfig("100G", "bypass", 1e-5)
+    with pytest.raises(ValueError, match="FEC mode"):
+        GeneratorConfig("400G", "turbo", 1e-5)
+    with pytest.raises(ValueError, match="n_pairs"):
+        gen.next_chunk(0)
+    with pytest.raises(ValueError, match="seed"):
+        FastGenerator(GeneratorConfig(), None)
+
+
+def test_merge_ranges():
+    r = merge_ranges(np.array([[5, 9], [0, 3], [3, 4], [8, 12], [20, 21]]))
+    assert r.tolist() == [[0, 4], [5, 12], [20, 21]]
