@@ -1,0 +1,157 @@
+"""``phy802 pcs``: the Clause 119 PCS from the command line.
+
+Examples::
+
+    phy802 pcs tx --frames 1000 --seed 1 --out lanes.txt            # frames -> 16 PCS lanes
+    phy802 pcs tx --frames 200 --am-spacing 80 --ser 1e-3 --skew 20 --shuffle --out bad.txt
+    phy802 pcs rx lanes.txt --json                                   # lock, decode, per-lane counters
+    phy802 pcs lanemap --rate 400G                                   # codeword position -> lane, slot
+    phy802 pcs markers --rate 200G
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import numpy as np
+
+from phy802._cliutil import add_json, add_seed, emit
+
+__all__ = ["add_arguments", "run"]
+
+
+def _int0(text: str) -> int:
+    return int(text, 0)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
+    p = sub.add_parser("tx", help="encode random Ethernet frames into PCS lanes and write them to a file")
+    p.add_argument("--frames", type=int, default=100, help="number of random frames (default 100)")
+    p.add_argument("--min-len", type=int, default=60, help="shortest frame without FCS, octets (default 60)")
+    p.add_argument("--max-len", type=int, default=1514, help="longest frame without FCS, octets (default 1514)")
+    p.add_argument("--idle-blocks", type=int, default=1, help="idle 66b blocks after each frame (default 1)")
+    p.add_argument("--out", required=True, help="output lanes file (.txt, or .npz for binary)")
+    p.add_argument("--ser", type=float, default=0.0, help="add random symbol errors with this probability per lane symbol")
+    p.add_argument("--skew", type=int, default=0, help="delay each lane by a random 0..SKEW symbols")
+    p.add_argument("--shuffle", action="store_true", help="write the lanes in a random order")
+    _add_config(p)
+    add_seed(p)
+    add_json(p)
+    q = sub.add_parser("rx", help="receive a lanes file: lock, deskew, decode, frames; per-lane counters")
+    q.add_argument("lanes", help="lanes file written by 'phy802 pcs tx'")
+    q.add_argument("--decode-mode", choices=["correct", "detect", "bypass"], default="correct")
+    q.add_argument("--error-marking", choices=["pair", "none"], default="pair",
+                   help="mark the 66b blocks of pairs with an uncorrectable codeword as errors (default pair)")
+    add_json(q)
+    m = sub.add_parser("lanemap", help="codeword symbol position -> PCS lane and slot (119.2.4.7)")
+    m.add_argument("--rate", choices=["400G", "200G"], default="400G")
+    add_json(m)
+    a = sub.add_parser("markers", help="alignment marker table as 10-bit symbols (119.2.4.4)")
+    a.add_argument("--rate", choices=["400G", "200G"], default="400G")
+    add_json(a)
+
+
+def _add_config(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--rate", choices=["400G", "200G"], default="400G")
+    p.add_argument("--am-spacing", type=int, default=None,
+                   help="257b blocks between AM groups (default 163840 at 400G, 81920 at 200G)")
+    p.add_argument("--scrambler-seed", type=_int0, default=None, help="58-bit scrambler state (default 0x24E6959D0FA5DBD)")
+    p.add_argument("--prbs9-seed", type=_int0, default=0x1FF, help="AM pad PRBS9 seed (default 0x1FF)")
+    p.add_argument("--am-status", type=_int0, default=0, help="3 AM status bits (default 0)")
+
+
+def _tx(args) -> int:
+    from phy802._io import atomic_open  # noqa: F401  (lanes file writes are atomic)
+    from phy802._rng import as_generator
+    from phy802.pcs import PcsConfig, PcsTransmitter, frames_to_blocks
+    from phy802.pcs.lanesfile import write_lanes
+
+    if args.frames < 0 or not 0 <= args.min_len <= args.max_len:
+        raise ValueError("--frames must be >= 0 and 0 <= --min-len <= --max-len")
+    if not 0 <= args.ser <= 1 or args.skew < 0:
+        raise ValueError("--ser must be in [0, 1] and --skew >= 0")
+    kw = {} if args.scrambler_seed is None else {"scrambler_seed": args.scrambler_seed}
+    cfg = PcsConfig(rate=args.rate, am_spacing=args.am_spacing, prbs9_seed=args.prbs9_seed,
+                    am_status=args.am_status, **kw)
+    rng = as_generator(args.seed)
+    lens = rng.integers(args.min_len, args.max_len + 1, args.frames)
+    frames = [rng.bytes(int(n)) for n in lens]
+    res = PcsTransmitter(cfg).transmit(frames_to_blocks(frames, args.idle_blocks))
+    lanes = res.lanes.copy()
+    n_err = 0
+    if args.ser > 0:
+        hit = rng.random(lanes.shape) < args.ser
+        n_err = int(hit.sum())
+        lanes[hit] ^= rng.integers(1, 1024, n_err).astype(np.uint16)
+    order = rng.permutation(cfg.n_lanes) if args.shuffle else np.arange(cfg.n_lanes)
+    skew = rng.integers(0, args.skew + 1, cfg.n_lanes) if args.skew else np.zeros(cfg.n_lanes, np.int64)
+    out = np.zeros((cfg.n_lanes, lanes.shape[1] + int(skew.max())), np.uint16)
+    for r in range(cfg.n_lanes):
+        out[r, : skew[r]] = rng.integers(0, 1024, skew[r])
+        out[r, skew[r]: skew[r] + lanes.shape[1]] = lanes[order[r]]
+    write_lanes(args.out, out, cfg, comment=f"phy802 pcs tx --frames {args.frames} --seed {args.seed}: "
+                f"{res.n_pairs} codeword pairs, {n_err} symbol errors injected; row r carries lane "
+                f"{order.tolist()}[r], delayed by {skew.tolist()}[r] symbols")
+    info = {"file": args.out, "rate": cfg.rate, "am_spacing": cfg.spacing, "frames": args.frames,
+            "blocks66": res.n_input_blocks, "pad_blocks": res.n_pad_blocks, "pairs": res.n_pairs,
+            "symbols_per_lane": int(out.shape[1]), "symbol_errors_injected": n_err,
+            "lane_of_row": order.tolist(), "skew_symbols": skew.tolist()}
+    emit(args, info, lambda: (f"wrote {args.out}: {cfg.rate}, {cfg.n_lanes} lanes x {out.shape[1]} symbols, "
+                              f"{res.n_pairs} codeword pairs, {args.frames} frames, "
+                              f"{n_err} symbol errors injected"))
+    return 0
+
+
+def _rx(args) -> int:
+    from phy802.pcs import PcsConfig, PcsReceiver
+    from phy802.pcs.lanesfile import read_lanes
+
+    lanes, fields = read_lanes(args.lanes)
+    cfg = PcsConfig(decode_mode=args.decode_mode, error_marking=args.error_marking, **fields)
+    rx = PcsReceiver(cfg)(lanes)
+    c = rx.counters
+    d = c.as_dict()
+
+    def text() -> str:
+        rows = [f"{cfg.rate} PCS, decode={cfg.decode_mode}: {c.pairs} codeword pairs, {c.blocks_66} 66b blocks",
+                f"  codewords {c.codewords}: corrected {c.corrected_codewords}, uncorrected "
+                f"{c.uncorrected_codewords}, corrected symbols {c.corrected_symbols}, marked pairs {c.marked_pairs}",
+                f"  frames delivered {c.frames_delivered}, FCS errors {c.fcs_errors}, aborted {c.frames_aborted}, "
+                f"truncated {c.frames_truncated}; 66b block errors {c.block_errors}; invalid 257b {c.invalid_257}",
+                f"  AM groups {c.am_groups} (marker errors after FEC {c.am_marker_errors}, status {c.am_status})",
+                f"  {'lane':>4} {'row':>4} {'skew':>6} {'symbol errors':>14}"]
+        row_of = {int(l): r for r, l in enumerate(c.lane_of_input)}
+        for L in range(c.n_lanes):
+            r = row_of[L]
+            rows.append(f"  {L:>4} {r:>4} {int(c.skew[r]):>6} {int(c.symbol_errors[L]):>14}")
+        return "\n".join(rows)
+
+    emit(args, d, text)
+    return 0
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.action == "tx":
+        return _tx(args)
+    if args.action == "rx":
+        return _rx(args)
+    if args.action == "lanemap":
+        from phy802.pcs import lane_of_symbol
+
+        la, lb, sa, sb = lane_of_symbol(args.rate)
+        obj = {"rate": args.rate, "laneA": la, "laneB": lb, "slotA": sa, "slotB": sb}
+        emit(args, obj, lambda: "\n".join(["pos laneA slotA laneB slotB"] + [
+            f"{t:>3} {la[t]:>5} {sa[t]:>5} {lb[t]:>5} {sb[t]:>5}" for t in range(544)]))
+        return 0
+    if args.action == "markers":
+        from phy802.pcs import PcsConfig
+        from phy802.pcs.alignment import am_symbols
+
+        cfg = PcsConfig(rate=args.rate)
+        syms = am_symbols(cfg.markers)
+        obj = {"rate": args.rate, "octets": [r.hex().upper() for r in cfg.markers], "symbols": syms}
+        emit(args, obj, lambda: "\n".join(f"lane {L:>2}: {cfg.markers[L].hex().upper()}  "
+                                          + " ".join(f"{v:>4}" for v in syms[L]) for L in range(cfg.n_lanes)))
+        return 0
+    raise ValueError(f"unknown action {args.action!r}")  # pragma: no cover
