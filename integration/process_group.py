@@ -26,6 +26,11 @@ though gloo completes futures on its own threads.
   next errors. The other collectives keep endpoint semantics.
 * send/recv: corrupted by the receiver after the inner recv completes (link ``src -> dst``).
 
+FEC mode (``config.source.fec``, ``protocol.modes``): a tolerant mode delivers the flips the
+source reports; ``unequal`` also removes flips on sign/exponent bits; a non-tolerant mode
+(``ieee``, ``detect_only``) drops a frame with errors and the transport resends it, modelled as a
+clean resend at no extra stream cost (counted in ``errors_dropped``).
+
 Traffic classes: allreduce and reduce_scatter -> ``gradients``; broadcast and allgather ->
 ``params``; all_to_all -> ``activations``; recv from a lower rank -> ``activations``, from a
 higher rank -> ``activation_grads``; non-float tensors and one-element floats (flags, votes,
@@ -157,6 +162,14 @@ _REDUCE = {
 }
 
 
+def _fec_delivery(fec: str) -> tuple[bool, bool]:
+    """``(tolerant, sign_exponent_protected)`` of FEC mode ``fec`` (``protocol.modes``)."""
+    from protocol.modes import get_mode
+
+    mode = get_mode(fec)
+    return bool(mode.tolerant), mode.protected == "sign_exponent"
+
+
 class ReplayProcessGroup(dist.ProcessGroup):
     """``ProcessGroup`` that forwards to an inner backend and corrupts received float bytes.
 
@@ -186,6 +199,7 @@ class ReplayProcessGroup(dist.ProcessGroup):
         self._override: str | None = None
         self._enabled = True
         self._selected = frozenset(config.classes)
+        self._tolerant, self._protect = _fec_delivery(config.source.fec)
 
     # ------------------------------------------------------------------ public helpers
     def getBackendName(self) -> str:  # noqa: N802 - torch's name
@@ -256,6 +270,11 @@ class ReplayProcessGroup(dist.ProcessGroup):
                 return None
             if n_over == len(offs):
                 return None
+            if not self._tolerant:
+                # a non-tolerant FEC mode drops the frame at the MAC and the transport resends it
+                # [?] the resend is assumed clean and costs no extra stream bits
+                m.add("errors_dropped", cls, len(offs) - n_over)
+                return None
         return (seq, op, cls, src, hop, offs, pbits)
 
     def _apply(self, pending: tuple | None, t: torch.Tensor, elem_base: int = 0) -> None:
@@ -264,7 +283,7 @@ class ReplayProcessGroup(dist.ProcessGroup):
         seq, op, cls, src, hop, offs, pbits = pending
         host = t if t.device.type == "cpu" else t.detach().cpu()
         elem, bit, old, new, idx, n_prot = corrupt_received(
-            host, pbits, protect_sign_exponent=(guard == "exponent_protection"))
+            host, pbits, protect_sign_exponent=(guard == "exponent_protection" or self._protect))
         if host is not t:
             t.detach().copy_(host)
         nonfinite = bool(len(new)) and not bool(np.isfinite(new).all())

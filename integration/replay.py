@@ -86,7 +86,9 @@ class ReplayConfig:
         activation gradients).
     guard : str
         One of :data:`GUARDS`. ``nan_to_zero_clamp`` and ``exponent_protection`` act here on
-        receive; ``skip_nonfinite_step`` is applied by the training loop.
+        receive; ``skip_nonfinite_step`` is applied by the training loop: it skips every step
+        whose global gradient norm is not finite (an Inf/NaN element, or an fp32 overflow of
+        the norm, which plain clipping would turn into a zeroed update), agreed by all ranks.
     clamp : float or None
         Receive clamp for ``nan_to_zero_clamp``; ``None`` uses :data:`DEFAULT_CLAMP` per class.
     log_limit : int
@@ -197,7 +199,8 @@ class Metrics:
 
     ``errors_injected`` are flips applied to tensor bytes; ``errors_overhead`` hit framing bits;
     ``errors_unselected`` hit traffic that is not selected or not float; ``errors_protected``
-    were removed by exponent protection; ``nonfinite_events`` counts received messages where the
+    were removed by exponent protection (guard or the ``unequal`` FEC mode); ``errors_dropped``
+    hit frames that a non-tolerant FEC mode drops and resends; ``nonfinite_events`` counts received messages where the
     flips produced Inf/NaN; ``guard_elements`` counts elements changed by the receive guard.
     """
 
@@ -209,6 +212,7 @@ class Metrics:
     errors_overhead: dict[str, int] = field(default_factory=dict)
     errors_unselected: dict[str, int] = field(default_factory=dict)
     errors_protected: dict[str, int] = field(default_factory=dict)
+    errors_dropped: dict[str, int] = field(default_factory=dict)
     nonfinite_events: dict[str, int] = field(default_factory=dict)
     guard_elements: dict[str, int] = field(default_factory=dict)
 

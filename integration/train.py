@@ -134,20 +134,28 @@ def _val_loss(cfg: TrainConfig, gpt, corpus) -> float:
     return float(np.mean(losses))
 
 
-def _clip_global(params: list[torch.nn.Parameter], max_norm: float, group, across: bool) -> float:
-    """GPT-2 global norm clipping; with ``across`` the squared norm is summed over pipeline stages."""
+def _clip_global(params: list[torch.nn.Parameter], max_norm: float, group, across: bool) -> tuple[float, bool]:
+    """GPT-2 global norm clipping as ``torch.nn.utils.clip_grad_norm_`` computes it (fp32 norms).
+
+    With ``across`` the squared norm is summed over pipeline stages. An Inf norm (an fp32
+    overflow, e.g. one gradient flipped to 1e38) gives a zero coefficient, so the step's update
+    is zeroed, as in torch; a NaN norm makes the gradients NaN. Returns ``(norm, grads_finite)``.
+    """
     grads = [p.grad for p in params if p.grad is not None]
-    sq = torch.zeros(1, dtype=torch.float32)
-    for g in grads:
-        sq += g.detach().float().pow(2).sum()
+    if grads:
+        total = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g.detach()) for g in grads]))
+    else:
+        total = torch.zeros(())
     if across:
+        sq = total.reshape(1).pow(2)
         dist.all_reduce(sq, group=group)  # a one-element float: control traffic, never corrupted
-    norm = float(sq.sqrt())
-    coef = max_norm / (norm + 1e-6)
-    if coef < 1.0:
-        for g in grads:
-            g.detach().mul_(coef)
-    return norm
+        total = sq.sqrt()[0]
+    coef = torch.clamp(max_norm / (total + 1e-6), max=1.0)
+    for g in grads:
+        g.detach().mul_(coef)
+    norm = float(total)
+    finite = math.isfinite(norm) or all(bool(torch.isfinite(g).all()) for g in grads)
+    return norm, finite
 
 
 def train_worker(rank: int, cfg: TrainConfig, init_method: str, out_dir: str) -> None:
@@ -207,7 +215,7 @@ def _train_worker(rank: int, cfg: TrainConfig, init_method: str, out_dir: str) -
         evals: list[tuple[int, float]] = []
         divergence: list[tuple[int, float]] = []
         grad_norms: list[float] = []
-        skipped, nonfinite_steps, first_nonfinite = 0, 0, None
+        skipped, nonfinite_steps, overflow_steps, first_nonfinite = 0, 0, 0, None
         step_times: list[float] = []
 
         def measure(step: int) -> None:
@@ -251,13 +259,15 @@ def _train_worker(rank: int, cfg: TrainConfig, init_method: str, out_dir: str) -
                 else:
                     schedule.step()
                     local_loss = float("nan")
-            norm = _clip_global(params, cfg.grad_clip, group, across=cfg.parallel == "pp")
-            bad = not math.isfinite(norm)
-            flag = torch.tensor([1 if bad else 0], dtype=torch.int32)
+            norm, grads_finite = _clip_global(params, cfg.grad_clip, group, across=cfg.parallel == "pp")
+            # 2: a gradient element is Inf/NaN; 1: the fp32 norm overflowed (update zeroed); agreed by all ranks
+            flag = torch.tensor([0 if math.isfinite(norm) else (1 if grads_finite else 2)], dtype=torch.int32)
             dist.all_reduce(flag, op=dist.ReduceOp.MAX, group=group)  # int: control, never corrupted
-            if flag.item():
+            if flag.item() == 2:
                 nonfinite_steps += 1
                 first_nonfinite = step if first_nonfinite is None else first_nonfinite
+            elif flag.item() == 1:
+                overflow_steps += 1
             if flag.item() and guard == "skip_nonfinite_step":
                 skipped += 1
                 opt.zero_grad(set_to_none=True)
@@ -294,6 +304,7 @@ def _train_worker(rank: int, cfg: TrainConfig, init_method: str, out_dir: str) -
                 "grad_norms": grad_norms,
                 "skipped_steps": skipped,
                 "nonfinite_steps": nonfinite_steps,
+                "overflow_steps": overflow_steps,
                 "first_nonfinite_step": first_nonfinite,
                 "nonfinite_loss_steps": len(nonf_loss),
                 "step_time_ms": 1e3 * float(np.median(step_times[min(5, len(step_times) - 1):])),
