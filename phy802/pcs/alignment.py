@@ -281,6 +281,8 @@ def lock_lanes(lanes, am_syms: NDArray[np.uint16], period_symbols: int, symbols_
     period = period_symbols * scale
     # Scan each row only up to its first marker (a Numba scan that stops at the first match);
     # the marker of the common group is then taken at +/- whole periods.
+    if not bitmode and any(np.asarray(r).dtype.kind not in "ui" for r in rows):
+        raise LockError("lane symbols must be an integer array (uint16 10-bit symbols) or uint8 bits")
     if not bitmode and isinstance(lanes, np.ndarray) and lanes.size and lanes.max() > 1023:
         raise LockError("lane symbols must be 10-bit values < 1024")
     am = np.ascontiguousarray(am_syms, dtype=np.int64)
@@ -323,6 +325,9 @@ def lock_lanes(lanes, am_syms: NDArray[np.uint16], period_symbols: int, symbols_
                         f"missing lanes {sorted(set(range(n_lanes)) - set(lane_of.tolist()))}")
     avail = min((len(s) - o) // scale for s, o in zip(streams, off.tolist()))
     nsym = (avail // symbols_per_pair) * symbols_per_pair
+    if nsym == 0:
+        raise LockError(f"lanes hold less than one codeword pair ({symbols_per_pair} symbols per lane) "
+                        f"after the first alignment marker")
     out = np.empty((n_lanes, nsym), np.uint16)
     for r, s in enumerate(streams):
         o = int(off[r])

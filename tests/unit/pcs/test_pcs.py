@@ -222,3 +222,34 @@ def test_payload_error_helpers():
     assert stream_bit_errors(a, b).tolist() == [132 + 7, 132 + 65, 462, 463]
     d = data_bit_errors(a, b)
     assert d.size == 2 + 64 and d[:2].tolist() == [133, 191] and d[2] == 448
+
+
+def test_receiver_input_checks():
+    cfg = PcsConfig(am_spacing=80)
+    lanes = PcsTransmitter(cfg)(idle_blocks(0))
+    assert lanes.shape == (16, 68)  # an empty stream still fills one (AM) pair with idles
+    rx = PcsReceiver(cfg)
+    assert len(rx(lanes).blocks) == 128
+    with pytest.raises(LockError, match="less than one codeword pair"):
+        rx(lanes[:, :60])
+    with pytest.raises(LockError, match="integer array"):
+        rx(lanes.astype(np.float64))
+    bad = lanes.astype(np.int64)
+    bad[0, 5] = 5000
+    with pytest.raises(LockError, match="10-bit"):
+        rx(bad)
+
+
+def test_custom_marker_table_and_200g_lane_choice():
+    from phy802.pcs.alignment import AM_400G_OCTETS
+
+    rows = tuple(AM_400G_OCTETS[8:])
+    for cfg in (PcsConfig(rate="200G", am_spacing=80, am_table=rows),
+                PcsConfig(rate="200G", am_spacing=80, am_lanes_200g=tuple(range(8, 16)))):
+        blocks = frames_to_blocks(_frames(12, n=10))
+        lanes = PcsTransmitter(cfg)(blocks)
+        assert (lanes[:, :12] == am_symbols(rows)).all()
+        assert _same(blocks, PcsReceiver(cfg)(lanes).blocks)
+        # a receiver expecting the default 200G markers (400G rows 0..7) cannot lock on these
+        with pytest.raises(LockError):
+            PcsReceiver(PcsConfig(rate="200G", am_spacing=80))(lanes)
