@@ -69,21 +69,25 @@ def test_decoder_never_crashes_on_arbitrary_words(code, data):
         assert is_codeword(code, dec)
 
 
-def test_tiny_code_miscorrections_are_codewords(rng):
-    # RS(12,4), t=4, with 5..8 errors: count the miscorrections, every one must be a codeword.
-    code = RSCode(12, 4)
-    cw = encode(code, rng.integers(0, 1024, size=(4000, code.k)))
-    mis = 0
-    for e in range(code.t + 1, 2 * code.t + 1):
-        recv, _ = add_errors(rng, cw, e)
-        dec, nc = decode(code, recv)
-        ok = nc >= 0
-        assert np.all(is_codeword(code, dec[ok]))
-        assert not np.any(np.all(dec[ok] == cw[ok], axis=1))
-        mis += int(ok.sum())
-    # Fraction of the space within distance 4 of some codeword: sum_{i<=4} C(12,i) 1023^i / 1024^8
-    # ~ 4.6e-4 -> about 7 of 16000; seeing none at all is possible but the decoder paths get used.
-    assert mis < 100
+def test_miscorrection_rate_of_a_t1_code(rng):
+    # RS(4,2), t=1, d=3 (MDS) with 2 random symbol errors: the word is within distance 1 of another
+    # codeword iff the error agrees with a weight-3 codeword on 2 of its 3 positions. There are
+    # C(4,3)*1023 weight-3 codewords, each covering 3 of the C(4,2)*1023^2 weight-2 patterns, and no
+    # pattern twice (else two codewords at distance <= 2): P = 3*4*1023 / (6*1023^2) = 2/1023.
+    from phy802.stats import clopper_pearson
+
+    code = RSCode(4, 2)
+    n_words = 60000
+    cw = encode(code, rng.integers(0, 1024, size=(n_words, code.k)))
+    recv, _ = add_errors(rng, cw, 2)
+    dec, nc = decode(code, recv)
+    mis = nc >= 0
+    assert np.all(nc[mis] == 1)
+    assert np.all(is_codeword(code, dec[mis]))
+    assert not np.any(np.all(dec[mis] == cw[mis], axis=1))
+    assert np.array_equal(dec[~mis], recv[~mis])
+    lo, hi = clopper_pearson(int(mis.sum()), n_words, 0.999)
+    assert lo <= 2 / 1023 <= hi
 
 
 def test_detect_mode(rng):
