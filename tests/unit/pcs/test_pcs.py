@@ -253,3 +253,44 @@ def test_custom_marker_table_and_200g_lane_choice():
         # a receiver expecting the default 200G markers (400G rows 0..7) cannot lock on these
         with pytest.raises(LockError):
             PcsReceiver(PcsConfig(rate="200G", am_spacing=80))(lanes)
+
+
+def _inject_fast(lanes, rng, n_pairs, K, per_cw, rate):
+    """Vectorised: ``per_cw`` distinct random symbol errors in every codeword of every pair."""
+    la, lb, sa, sb = lane_of_symbol(rate)
+    bad = lanes.copy()
+    lane = np.stack([la, lb])
+    slot = np.stack([sa, sb])
+    pos = np.argsort(rng.random((n_pairs, 2, 544)), axis=2)[:, :, :per_cw]  # distinct positions
+    X = np.broadcast_to(np.arange(2)[None, :, None], pos.shape)
+    p = np.broadcast_to(np.arange(n_pairs)[:, None, None], pos.shape)
+    ln, sl = lane[X, pos], p * K + slot[X, pos]
+    bad[ln, sl] ^= rng.integers(1, 1024, pos.shape).astype(np.uint16)
+    return bad, np.bincount(ln.ravel(), minlength=lanes.shape[0])
+
+
+@pytest.mark.parametrize("rate", ["400G", "200G"])
+def test_real_spacing_with_t_errors_skew_and_permutation(rate):
+    cfg = PcsConfig(rate=rate)
+    rng = np.random.default_rng(21)
+    per = 40 * cfg.period_pairs - cfg.am_blocks  # 257b data blocks per AM period
+    frames, n66 = [], 0
+    while n66 < 4 * (per + 100):  # past the second AM group
+        k = int(rng.integers(60, 1515))
+        frames.append(rng.bytes(k))
+        n66 += (k + 4) // 8 + 3
+    blocks = frames_to_blocks(frames)
+    tx = PcsTransmitter(cfg).transmit(blocks)
+    K = cfg.symbols_per_pair
+    assert (tx.lanes[:, cfg.period_pairs * K: cfg.period_pairs * K + 12] == am_symbols(cfg.markers)).all()
+    bad, expect = _inject_fast(tx.lanes, rng, tx.n_pairs, K, 15, rate)
+    perm = rng.permutation(cfg.n_lanes)
+    skew = rng.integers(0, 50, cfg.n_lanes)
+    rows = np.zeros((cfg.n_lanes, bad.shape[1] + 50), np.uint16)
+    for r in range(cfg.n_lanes):
+        rows[r, skew[r]: skew[r] + bad.shape[1]] = bad[perm[r]]
+    rx = PcsReceiver(cfg)(rows)
+    c = rx.counters
+    assert _same(blocks, rx.blocks) and rx.frames.frames == frames
+    assert c.corrected_codewords == 2 * tx.n_pairs and c.uncorrected_codewords == 0
+    assert (c.symbol_errors == expect).all() and c.am_groups == 2
