@@ -241,13 +241,20 @@ def messages_to_data(msgs, am_pair, am_nbits, data, am_out):
             copy_bits(tmp, am_nbits, data, dpos, nd)
             dpos += nd
         else:
+            # sequential bit writer: 20 bits (A, B symbol) per step, kept in a register
+            w = dpos >> 6
+            nb = dpos & 63
+            acc = data[w]
             for i in range(514):
                 v = np.uint64(msgs[p, 0, i]) | (np.uint64(msgs[p, 1, i]) << np.uint64(10))
-                q = dpos + 20 * i
-                w = q >> 6
-                o = np.uint64(q & 63)
-                data[w] |= v << o
-                data[w + 1] |= (v >> (np.uint64(63) - o)) >> np.uint64(1)
+                acc |= v << np.uint64(nb)
+                nb += 20
+                if nb >= 64:
+                    data[w] = acc
+                    w += 1
+                    nb -= 64
+                    acc = (v >> np.uint64(19 - nb)) >> np.uint64(1)  # the nb bits that did not fit
+            data[w] = acc
             dpos += 10280
     return dpos
 

@@ -25,6 +25,7 @@ Choices for open points of the notes ([?]/[I]), all documented and configurable 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Sequence
 
 import numpy as np
@@ -122,6 +123,7 @@ def am_symbols(table: Sequence[bytes]) -> NDArray[np.uint16]:
     return (b << np.arange(10, dtype=np.uint16)).sum(axis=2).astype(np.uint16)
 
 
+@lru_cache(maxsize=None)
 def am_mapping(n_lanes: int) -> NDArray[np.intp]:
     """Index map of am_txmapped: ``field[i] = am_bits.ravel()[map[i]]`` (119.2.4.4).
 
@@ -136,6 +138,7 @@ def am_mapping(n_lanes: int) -> NDArray[np.intp]:
         for p in range(n_lanes // 2):
             m[S * s + 20 * p + b] = (2 * p + s % 2) * 120 + 10 * s + b
             m[S * s + 20 * p + 10 + b] = (2 * p + 1 - s % 2) * 120 + 10 * s + b
+    m.setflags(write=False)
     return m
 
 
@@ -154,17 +157,32 @@ def prbs9(n: int, seed: int = 0x1FF) -> tuple[NDArray[np.uint8], int]:
     ``state[8] ^ state[4]`` into ``state[0]``).  Returns ``(bits, next_state)``."""
     if not 0 < seed < 512:
         raise ValueError(f"PRBS9 seed must be a nonzero 9-bit value, got {seed}")
-    # one period (511 bits) computed once, then tiled: no per-bit Python work for long runs
+    per, states = _prbs9_period(int(seed))
+    bits = np.resize(per, n) if n else np.empty(0, np.uint8)
+    return bits, int(states[n % 511])
+
+
+@lru_cache(maxsize=64)
+def _prbs9_period(seed: int) -> tuple[NDArray[np.uint8], NDArray[np.int64]]:
+    """One period (511 bits) and the state before each bit; computed once per seed, then tiled."""
     per = np.empty(511, np.uint8)
+    states = np.empty(512, np.int64)
     st = seed
     for i in range(511):
+        states[i] = st
         per[i] = (st >> 8) & 1
         st = ((st << 1) | (((st >> 8) ^ (st >> 4)) & 1)) & 0x1FF
-    bits = np.resize(per, n) if n else np.empty(0, np.uint8)
-    st = seed
-    for _ in range(n % 511):
-        st = ((st << 1) | (((st >> 8) ^ (st >> 4)) & 1)) & 0x1FF
-    return bits, st
+    states[511] = st
+    per.setflags(write=False)
+    return per, states
+
+
+@lru_cache(maxsize=16)
+def _field(table: tuple[bytes, ...]) -> NDArray[np.uint8]:
+    """am_txmapped bits of a marker table (cached)."""
+    f = am_bits(table).ravel()[am_mapping(len(table))]
+    f.setflags(write=False)
+    return f
 
 
 def am_group_bits(table: Sequence[bytes], n_groups: int, prbs9_seed: int = 0x1FF,
@@ -173,7 +191,7 @@ def am_group_bits(table: Sequence[bytes], n_groups: int, prbs9_seed: int = 0x1FF
     n_lanes = len(table)
     if not 0 <= status < 8:
         raise ValueError(f"am_status must be a 3-bit value, got {status}")
-    field = am_bits(table).ravel()[am_mapping(n_lanes)]
+    field = _field(tuple(bytes(r) for r in table))
     npad = pad_len(n_lanes)
     pad, _ = prbs9(npad * n_groups, prbs9_seed)
     out = np.empty((n_groups, am_group_len(n_lanes)), np.uint8)
