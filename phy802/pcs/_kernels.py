@@ -386,7 +386,7 @@ def first_marker(v, start, stop, stride, am_syms, tol):
     c4 = am_syms[0, 4]
     last = min(stop, v.shape[0] - 11 * stride)
     for o in range(start, last):
-        c = (v[o] == c0) + (v[o + stride] == c1) + (v[o + 4 * stride] == c4)
+        c = int(v[o] == c0) + int(v[o + stride] == c1) + int(v[o + 4 * stride] == c4)
         if c < 2:
             continue
         best = 13
