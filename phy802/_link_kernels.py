@@ -1,0 +1,100 @@
+"""Numba kernels of :mod:`phy802.link` (private; the public wrappers check dtypes and shapes).
+
+* :func:`pam4_line` builds the PAM4 line symbols of every physical lane straight from the PCS
+  lane symbols: bit-mux (120.5.2), Gray map (120.5.7.1) and the optional 1/(1+D) mod 4 precoder
+  (120.5.7.2) in one pass, with no per-bit arrays.
+* :func:`line_flips` turns sparse line symbol errors into the physical-lane *bits* that are wrong
+  after the receive precoder and Gray demap.  It only needs the sent and received levels at the
+  error positions and their neighbours, so the same kernel serves the bit-exact link (neighbours
+  read from the dense line) and the data-free fast path (neighbours drawn from their law).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+__all__ = ["spread_table", "pam4_line", "line_flips"]
+
+#: ``2A + B`` of a PAM4 level (Gray labels, 120.5.7.1: 0->00, 1->01, 2->11, 3->10)
+GRAY_BITS = np.array([0, 1, 3, 2], dtype=np.uint8)
+#: level of the bit pair whose value in a physical-lane chunk is ``A | B << 1`` (A first in time)
+GRAY_OF_CHUNK = np.array([0, 3, 1, 2], dtype=np.uint8)
+
+
+def spread_table(r: int) -> np.ndarray:
+    """``T[v]`` = the 10 bits of ``v`` moved to bit positions ``0, r, 2r, ..., 9r`` (uint64)."""
+    v = np.arange(1024, dtype=np.uint64)
+    out = np.zeros(1024, dtype=np.uint64)
+    for b in range(10):
+        out |= ((v >> np.uint64(b)) & np.uint64(1)) << np.uint64(r * b)
+    return out
+
+
+@njit(cache=True)
+def pam4_line(syms, order, spread, precoded, init, out):
+    """PCS lane symbols ``uint16[L, N]`` -> line levels ``uint8[n_phys, N * 5 r]``.
+
+    Physical lane ``i`` bit ``q`` is bit ``q // r`` of PCS lane ``order[i, q % r]`` (symbols sent
+    bit 0 first); PAM4 symbol ``j`` takes bits ``2j`` (A) and ``2j + 1`` (B).  For one PCS-lane
+    symbol slot the ``r`` lanes' 10 bits interleave into a ``10 r``-bit chunk = ``5 r`` symbols.
+    """
+    n_phys, r = order.shape
+    N = syms.shape[1]
+    per = 5 * r
+    for i in range(n_phys):
+        prev = init
+        for s in range(N):
+            chunk = np.uint64(0)
+            for m in range(r):
+                chunk |= spread[syms[order[i, m], s]] << np.uint64(m)
+            base = s * per
+            for k in range(per):
+                g = GRAY_OF_CHUNK[(chunk >> np.uint64(2 * k)) & np.uint64(3)]
+                if precoded:
+                    prev = (g - prev) & 3
+                    out[i, base + k] = prev
+                else:
+                    out[i, base + k] = g
+    return out
+
+
+@njit(cache=True)
+def line_flips(U, sent, recv, is_err, n_sym, precoded, init, flips):
+    """Physical-lane bit positions that are wrong after the receiver's precoder + Gray demap.
+
+    ``U`` (sorted int64) holds every error position and, when precoded, its neighbours
+    ``j - 1`` and ``j + 1`` inside ``[0, n_sym)``; ``sent``/``recv`` are the line levels there
+    (equal where ``is_err`` is False).  With precoding the decoded symbol is
+    ``G(x) = P(x) + P(x-1) mod 4`` (``P(-1) = init``), so an error at ``j`` touches ``x = j`` and
+    ``x = j + 1``.  Writes bit positions ``2x`` (A) / ``2x + 1`` (B) into ``flips`` and returns how
+    many (``flips`` needs room for ``4 len(U)``).
+    """
+    m = 0
+    nU = U.shape[0]
+    for a in range(nU):
+        x = U[a]
+        affected = is_err[a]
+        if precoded and not affected and a > 0 and U[a - 1] == x - 1 and is_err[a - 1]:
+            affected = True
+        if not affected:
+            continue
+        if precoded:
+            if x == 0:
+                ps, pr = init, init
+            else:
+                # x - 1 is in U whenever x is affected (neighbour of an error or an error's successor)
+                ps, pr = sent[a - 1], recv[a - 1]
+            g = (sent[a] + ps) & 3
+            gr = (recv[a] + pr) & 3
+        else:
+            g = sent[a]
+            gr = recv[a]
+        d = GRAY_BITS[g] ^ GRAY_BITS[gr]
+        if d & 2:
+            flips[m] = 2 * x
+            m += 1
+        if d & 1:
+            flips[m] = 2 * x + 1
+            m += 1
+    return m
