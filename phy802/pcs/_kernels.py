@@ -158,17 +158,38 @@ def transcode_decode(buf, ngroups, hi_of_lo, sync, payload, bad):
 
 @njit(cache=True)
 def scramble(buf, nbits, hist):
-    """In place; returns the final history word."""
+    """In place (bits past ``nbits`` in the last word are scrambled too; ignore them).  The first
+    128 bits go 32 at a time from ``hist``; after that a whole word per
+    step: with G(x)^2 = 1 + x^78 + x^116 (over GF(2)), s = (G d) / G^2, i.e.
+    ``s_n = t_n ^ s_{n-78} ^ s_{n-116}`` with ``t_n = d_n ^ d_{n-39} ^ d_{n-58}``, and both lags
+    exceed 64, so every output word depends only on finished words."""
     nchunks = (nbits + 31) // 32
     h = hist
-    for c in range(nchunks):
+    head = min(nchunks, 4)
+    for c in range(head):
         w = c >> 1
         sh = np.uint64(32 * (c & 1))
         d = (buf[w] >> sh) & _M32
         s = (d ^ (h >> np.uint64(25)) ^ (h >> np.uint64(6))) & _M32
         buf[w] = (buf[w] & ~(_M32 << sh)) | (s << sh)
         h = (h >> np.uint64(32)) | (s << np.uint64(32))
-    return h
+    nwords = (nbits + 63) // 64
+    if nwords <= 2:
+        return
+    # t of word 2 needs d of word 1: recover it from the finished words 0 and 1 (descrambler rule)
+    s0 = buf[0]
+    s1 = buf[1]
+    d1 = s1 ^ ((s1 << np.uint64(39)) | (s0 >> np.uint64(25))) ^ ((s1 << np.uint64(58)) | (s0 >> np.uint64(6)))
+    dprev = d1
+    s2 = s0
+    for w in range(2, nwords):
+        dcur = buf[w]
+        t = dcur ^ ((dcur << np.uint64(39)) | (dprev >> np.uint64(25))) ^ ((dcur << np.uint64(58)) | (dprev >> np.uint64(6)))
+        sw = t ^ ((s2 >> np.uint64(50)) | (s1 << np.uint64(14))) ^ ((s2 >> np.uint64(12)) | (s1 << np.uint64(52)))
+        buf[w] = sw
+        dprev = dcur
+        s2 = s1
+        s1 = sw
 
 
 @njit(cache=True)

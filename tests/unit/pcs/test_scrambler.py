@@ -47,3 +47,10 @@ def test_bad_input():
         scramble(np.zeros(4, np.int64), 10)
     with pytest.raises(ValueError, match="shorter"):
         scramble(np.zeros(1, np.uint64), 100)
+
+
+@pytest.mark.parametrize("n", [1, 31, 32, 33, 64, 100, 127, 128, 129, 150, 191, 192, 257, 1000])
+def test_lengths_around_the_word_steps(n):
+    d = np.random.default_rng(n).integers(0, 2, n).astype(np.uint8)
+    got = bits_of(scramble(words_of(d), n, DEFAULT_SEED), n)
+    assert (got == _reference(d, DEFAULT_SEED)).all()
