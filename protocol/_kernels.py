@@ -37,9 +37,10 @@ def group_pairs(pos, half_lanes, period, am_blocks, t_corr, decoder, hist, err_l
         codeword c is ``2 (t % J) + (c ^ ((t // J) & 1))`` (119.2.4.7).
     period, am_blocks : AM geometry (period in pairs, a power of two).
     t_corr : correction capability t (15).  decoder : 0 none, 1 correct, 2 detect.
-    hist : int64[H] per-codeword symbol-error-count histogram (codewords with >= 1 error; the
-        last bin collects >= H-1), updated in place.
-    err_lane : int8[n] output, PCS lane of each line error.
+    hist : int64[H] per-codeword symbol-error-count histogram (the last bin collects >= H-1),
+        updated in place; bin 0 only counts codewords of pairs with errors, so callers derive it
+        from the number of codewords instead.
+    err_lane : int64[lanes] pre-FEC bit errors per PCS lane, updated in place.
     prim_s, prim_lane : outputs, primary (pre-descrambler) errors passed through untouched.
     heavy_pair, heavy_lo, heavy_hi : outputs, pairs the caller must decode (their errors are
         ``pos[lo:hi]``): correct mode, a codeword with more than t symbol errors; detect mode,
@@ -65,8 +66,6 @@ def group_pairs(pos, half_lanes, period, am_blocks, t_corr, decoder, hist, err_l
     cw_err = 0
     corrected = 0
     am_err = 0
-    w = np.zeros(2, np.int64)
-    last = np.zeros(2, np.int64)
     i = 0
     while i < n:
         P = pos[i] // PAIR_BITS
@@ -74,10 +73,10 @@ def group_pairs(pos, half_lanes, period, am_blocks, t_corr, decoder, hist, err_l
         am_bits = am_blocks * BLOCK_BITS if (P & pm) == 0 else 0
         s0 = (P * BLOCKS_PER_PAIR - ((P + pm) >> ps) * am_blocks) * BLOCK_BITS - am_bits
         j = i
-        w[0] = 0
-        w[1] = 0
-        last[0] = -1
-        last[1] = -1
+        w0 = 0
+        w1 = 0
+        last0 = -1
+        last1 = -1
         np0 = n_prim
         am0 = am_err
         while j < n and pos[j] < base + PAIR_BITS:
@@ -86,11 +85,13 @@ def group_pairs(pos, half_lanes, period, am_blocks, t_corr, decoder, hist, err_l
             c = sym & 1
             t = sym >> 1
             lane = 2 * (t & jm) + (c ^ ((t >> js) & 1))
-            err_lane[j] = lane
+            err_lane[lane] += 1
             # branch-free distinct-symbol count per codeword (the A/B choice is random)
-            nw = 1 if sym != last[c] else 0
-            w[c] += nw
-            last[c] = sym
+            nc = 1 - c
+            w0 += nc * (sym != last0)
+            w1 += c * (sym != last1)
+            last0 += nc * (sym - last0)
+            last1 += c * (sym - last1)
             if decoder != 1 and u < 10280:  # provisional pass-through of message bits
                 if u < am_bits:
                     am_err += 1  # alignment-marker bit: removed before descrambling
@@ -99,14 +100,10 @@ def group_pairs(pos, half_lanes, period, am_blocks, t_corr, decoder, hist, err_l
                     prim_lane[n_prim] = lane
                     n_prim += 1
             j += 1
-        w0 = w[0]
-        w1 = w[1]
-        if w0 > 0:
-            hist[min(w0, H - 1)] += 1
-            cw_err += 1
-        if w1 > 0:
-            hist[min(w1, H - 1)] += 1
-            cw_err += 1
+        # branch-free: bin 0 also counts here but is recomputed by the caller from the totals
+        hist[min(w0, H - 1)] += 1
+        hist[min(w1, H - 1)] += 1
+        cw_err += (w0 > 0) + (w1 > 0)
         if decoder == 1:
             if w0 > t_corr or w1 > t_corr:
                 heavy_pair[n_heavy] = P
@@ -224,10 +221,16 @@ def descramble_expand(prim_s, prim_lane, prim_flag, pend_key, pend_lane, pend_fl
         if j == i + 1 and s + 58 < s_end:
             ln = prim_lane[i]
             fl = prim_flag[i]
+            blk = s // BLOCK_BITS
+            rem = s - blk * BLOCK_BITS
             for r in range(3):
-                v = s + (0 if r == 0 else (39 if r == 1 else 58))
-                blk = v // BLOCK_BITS
-                rem = v - blk * BLOCK_BITS
+                if r == 1:
+                    rem += 39
+                elif r == 2:
+                    rem += 19
+                if rem >= BLOCK_BITS:
+                    rem -= BLOCK_BITS
+                    blk += 1
                 if rem == 0:
                     hdr_block[nh] = blk
                     nh += 1
@@ -289,3 +292,22 @@ def descramble_bits(bits, state):
     for k in range(58):
         state[k] = hist[n + 57 - k]
     return out
+
+
+@njit(cache=True)
+def sample_positions(rng, scale, nxt, end, out):
+    """Independent bit errors by exponential gaps (geometric skipping).
+
+    ``nxt`` is the next error position already drawn; positions below ``end`` are written to
+    ``out`` (while it has room) and each draws the gap to its successor: ``1 + floor(E * scale)``
+    with ``E ~ Exp(1)`` and ``scale = -1 / log(1 - p)`` is exactly Geometric(p) on {1, 2, ...}.
+    The Generator's stream is consumed in order, so the positions do not depend on chunking.
+    Returns (count written, next position).
+    """
+    n = 0
+    cap = out.size
+    while nxt < end and n < cap:
+        out[n] = nxt
+        n += 1
+        nxt += 1 + np.int64(rng.standard_exponential() * scale)
+    return n, nxt

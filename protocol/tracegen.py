@@ -207,24 +207,39 @@ def _pair_ranges(pairs: np.ndarray, geom: RateGeometry) -> np.ndarray:
     return np.stack([np.atleast_1d(lo), np.atleast_1d(hi)], axis=1) if pairs.size else np.empty((0, 2), np.int64)
 
 
+class _Scratch:
+    """Grow-only work buffers reused across chunks (fresh large arrays cost page faults)."""
+
+    def __init__(self) -> None:
+        self._bufs: dict[str, np.ndarray] = {}
+
+    def get(self, name: str, n: int, dtype) -> np.ndarray:
+        b = self._bufs.get(name)
+        if b is None or b.size < n:
+            b = self._bufs[name] = np.empty(max(n, 1024, 0 if b is None else 2 * b.size), dtype)
+        return b[:n]
+
+
 class _Expander:
     """Descrambler error multiplication with state carried across chunks."""
 
-    def __init__(self) -> None:
+    def __init__(self, scratch: _Scratch) -> None:
         self.key = np.empty(0, np.int64)
         self.lane = np.empty(0, np.int8)
         self.flag = np.empty(0, np.uint8)
+        self._scratch = scratch
 
     def run(self, s, lane, flag, s_end):
         n = s.size + self.key.size
         cap = 3 * n + 1
-        out_off = np.empty(cap, np.int64)
-        out_lane = np.empty(cap, np.int8)
-        out_flag = np.empty(cap, np.uint8)
-        hdr = np.empty(cap, np.int64)
-        nk = np.empty(cap, np.int64)
-        nl = np.empty(cap, np.int8)
-        nf = np.empty(cap, np.uint8)
+        g = self._scratch.get
+        out_off = g("x_off", cap, np.int64)
+        out_lane = g("x_lane", cap, np.int8)
+        out_flag = g("x_flag", cap, np.uint8)
+        hdr = g("x_hdr", cap, np.int64)
+        nk = g("x_nk", cap, np.int64)
+        nl = g("x_nl", cap, np.int8)
+        nf = g("x_nf", cap, np.uint8)
         if s.size and s[-1] >= s_end:
             raise AssertionError("primary errors beyond the chunk end")  # internal invariant
         n_out, n_hdr, n_new = K.descramble_expand(
@@ -232,7 +247,7 @@ class _Expander:
             out_off, out_lane, out_flag, hdr, nk, nl, nf,
         )
         self.key, self.lane, self.flag = nk[:n_new].copy(), nl[:n_new].copy(), nf[:n_new].copy()
-        return out_off[:n_out], out_lane[:n_out], out_flag[:n_out], hdr[:n_hdr]
+        return out_off[:n_out].copy(), out_lane[:n_out].copy(), out_flag[:n_out].copy(), hdr[:n_hdr].copy()
 
 
 class _Base:
@@ -247,7 +262,8 @@ class _Base:
         self.mode = cfg.mode
         self.pair = int(start_pair)
         self.stats = TraceStats(n_lanes=self.geom.n_lanes)
-        self._expander = _Expander()
+        self._scratch = _Scratch()
+        self._expander = _Expander(self._scratch)
 
     def _finish(self, P0, P1, s, lane, flag, mark_pairs) -> GenChunk:
         """Descramble-expand primaries, build marks, update counters."""
@@ -345,7 +361,6 @@ class FastGenerator(_Base):
     The output depends only on the seed and the pair range, never on how pairs are chunked.
     """
 
-    _DRAW = 1 << 16
 
     def __init__(self, cfg: GeneratorConfig, seed, *, start_pair: int = 0) -> None:
         super().__init__(cfg, start_pair)
@@ -353,19 +368,28 @@ class FastGenerator(_Base):
         self._last = self.pair * PAIR_LINE_BITS - 1
         ber = float(cfg.ber)
         self._scale = (1.0 / -math.log1p(-ber)) if ber > 0 else math.inf
-        self._buf = np.empty(0, np.int64)  # drawn positions not yet consumed (pair-space, sorted)
+        self._nxt: int | None = None  # next error position already drawn (pair-space)
         self._decoder = {"none": 0, "correct": 1, "detect": 2}[self.mode.decoder]
 
-    def _fill(self, upto: int) -> None:
-        parts = [self._buf]
-        while self._last < upto:
-            want = int(1.05 * (upto - self._last) / self._scale) + 64
-            n = min(max(want, 256), self._DRAW)
-            gaps = np.floor(self._rng.standard_exponential(n) * self._scale)
-            pos = self._last + np.cumsum(gaps.astype(np.int64) + 1)
-            self._last = int(pos[-1])
-            parts.append(pos)
-        self._buf = np.concatenate(parts) if len(parts) > 1 else parts[0]
+    def _positions(self, end: int) -> np.ndarray:
+        """Line-error positions below ``end`` (pair-space), drawn in Numba from the seeded stream."""
+        if self._scale == math.inf:
+            return np.empty(0, np.int64)
+        if self._nxt is None:
+            # the first error: position start - 1 + Geometric(p)
+            self._nxt = self._last + 1 + int(self._rng.standard_exponential() * self._scale)
+        expect = (end - self._nxt) / self._scale if end > self._nxt else 0.0
+        parts = []
+        cap = int(expect + 6 * math.sqrt(expect) + 64)
+        while True:
+            out = np.empty(cap, np.int64)
+            n, nxt = K.sample_positions(self._rng, self._scale, np.int64(self._nxt), np.int64(end), out)
+            self._nxt = int(nxt)
+            parts.append(out[:n])
+            if n < cap:
+                break
+            cap = max(cap, 1024)
+        return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
     def next_chunk(self, n_pairs: int) -> GenChunk:
         """Simulate the next ``n_pairs`` codeword pairs."""
@@ -373,39 +397,32 @@ class FastGenerator(_Base):
         if n_pairs <= 0:
             raise ValueError(f"n_pairs must be > 0, got {n_pairs}")
         P0, P1 = self.pair, self.pair + n_pairs
-        end = P1 * PAIR_LINE_BITS
-        if self._scale == math.inf:
-            pos = np.empty(0, np.int64)
-        else:
-            self._fill(end)
-            k = int(np.searchsorted(self._buf, end, side="left"))
-            pos, self._buf = self._buf[:k], self._buf[k:]
-        return self._process(P0, P1, pos)
+        return self._process(P0, P1, self._positions(P1 * PAIR_LINE_BITS))
 
     def _process(self, P0: int, P1: int, pos: np.ndarray) -> GenChunk:
         geom, st = self.geom, self.stats
         n = pos.size
-        prim_s = np.empty(n, np.int64)
-        prim_lane = np.empty(n, np.int8)
-        hp = np.empty(n, np.int64)
-        hlo = np.empty(n, np.int64)
-        hhi = np.empty(n, np.int64)
-        mp = np.empty(n, np.int64)
+        g = self._scratch.get
+        prim_s = g("prim_s", n, np.int64)
+        prim_lane = g("prim_lane", n, np.int8)
+        hp = g("hp", n, np.int64)
+        hlo = g("hlo", n, np.int64)
+        hhi = g("hhi", n, np.int64)
+        mp = g("mp", n, np.int64)
         counters = np.zeros(8, np.int64)
-        err_lane = np.empty(n, np.int8)
         n_prim, n_heavy, n_mark = K.group_pairs(
             pos, geom.n_lanes // 2, geom.am_period_pairs, geom.am_blocks, T_KP4, self._decoder,
-            st.symbol_hist, err_lane, prim_s, prim_lane, hp, hlo, hhi, mp, counters,
+            st.symbol_hist, st.lane_errors, prim_s, prim_lane, hp, hlo, hhi, mp, counters,
         )
         st.line_bit_errors += n
-        st.lane_errors += np.bincount(err_lane, minlength=geom.n_lanes)
         st.codewords_with_errors += int(counters[1])
         st.corrected_codewords += int(counters[2])
         st.am_bit_errors += int(counters[3])
         s = prim_s[:n_prim]
         lane = prim_lane[:n_prim]
-        flag = np.zeros(n_prim, np.uint8)
-        marks = mp[:n_mark]
+        flag = g("flag0", n_prim, np.uint8)
+        flag[:] = 0
+        marks = mp[:n_mark].copy()
         if n_heavy:
             Pl, cl, tl, vl = [], [], [], []
             for q in range(n_heavy):
