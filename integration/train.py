@@ -142,10 +142,8 @@ def _clip_global(params: list[torch.nn.Parameter], max_norm: float, group, acros
     is zeroed, as in torch; a NaN norm makes the gradients NaN. Returns ``(norm, grads_finite)``.
     """
     grads = [p.grad for p in params if p.grad is not None]
-    if grads:
-        total = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g.detach()) for g in grads]))
-    else:
-        total = torch.zeros(())
+    norms = [torch.linalg.vector_norm(g.detach()) for g in grads]
+    total = torch.linalg.vector_norm(torch.stack(norms)) if norms else torch.zeros(())
     if across:
         sq = total.reshape(1).pow(2)
         dist.all_reduce(sq, group=group)  # a one-element float: control traffic, never corrupted
@@ -154,7 +152,9 @@ def _clip_global(params: list[torch.nn.Parameter], max_norm: float, group, acros
     for g in grads:
         g.detach().mul_(coef)
     norm = float(total)
-    finite = math.isfinite(norm) or all(bool(torch.isfinite(g).all()) for g in grads)
+    # only a tensor whose own norm is not finite can hold an Inf/NaN element
+    finite = math.isfinite(norm) or all(math.isfinite(float(n)) or bool(torch.isfinite(g).all())
+                                        for n, g in zip(norms, grads))
     return norm, finite
 
 
