@@ -29,7 +29,7 @@ from phy802.pcs.codec66 import (
     ordered_set_blocks,
 )
 from phy802.pcs.config import PcsConfig
-from phy802.pcs.distribution import deinterleave, interleave, lane_of_symbol
+from phy802.pcs.distribution import bits_to_symbols, deinterleave, interleave, lane_of_symbol, symbols_to_bits
 from phy802.pcs.payload import block_error_mask, data_bit_errors, payload_bit_errors, stream_bit_errors
 from phy802.pcs.receive import PcsCounters, PcsReceiver, RxResult
 from phy802.pcs.transmit import PcsTransmitter, TxResult
@@ -39,5 +39,5 @@ __all__ = [
     "Blocks66", "DecodedFrames", "SYNC_DATA", "SYNC_CTRL", "frames_to_blocks", "blocks_to_frames",
     "idle_blocks", "error_blocks", "ordered_set_blocks", "crc32", "lane_of_symbol", "interleave",
     "deinterleave", "block_error_mask", "payload_bit_errors", "stream_bit_errors",
-    "data_bit_errors", "LockError",
+    "data_bit_errors", "LockError", "symbols_to_bits", "bits_to_symbols",
 ]

@@ -19,7 +19,8 @@ from numpy.typing import NDArray
 
 from phy802.pcs import _kernels as _k
 
-__all__ = ["lane_of_symbol", "pair_gather_index", "interleave", "deinterleave", "n_lanes_of"]
+__all__ = ["lane_of_symbol", "pair_gather_index", "interleave", "deinterleave", "n_lanes_of",
+           "symbols_to_bits", "bits_to_symbols"]
 
 N = 544
 
@@ -86,3 +87,22 @@ def deinterleave(lanes: NDArray[np.uint16], rate: str = "400G") -> NDArray[np.ui
     out = np.empty((x.shape[1] // K, 2, N), np.uint16)
     _k.codewords_from_lanes(np.ascontiguousarray(x, dtype=np.uint16), g, out.reshape(-1, 2 * N))
     return out
+
+
+def symbols_to_bits(lanes: NDArray[np.uint16]) -> NDArray[np.uint8]:
+    """``uint16[..., n]`` 10-bit symbols -> ``uint8[..., 10 n]`` bits in sending order (symbol
+    bit 0 first), e.g. the serial bit stream of each PCS lane for the PMA."""
+    x = np.asarray(lanes)
+    if x.dtype.kind not in "ui" or (x.size and x.max() > 1023):
+        raise ValueError("symbols must be integers 0..1023")
+    bits = (x[..., None].astype(np.uint16) >> np.arange(10, dtype=np.uint16)) & 1
+    return bits.astype(np.uint8).reshape(*x.shape[:-1], 10 * x.shape[-1])
+
+
+def bits_to_symbols(bits: NDArray[np.uint8]) -> NDArray[np.uint16]:
+    """Inverse of :func:`symbols_to_bits` (the last axis must be a multiple of 10)."""
+    b = np.asarray(bits)
+    if b.shape[-1] % 10:
+        raise ValueError(f"bit count {b.shape[-1]} is not a multiple of 10")
+    b = b.reshape(*b.shape[:-1], b.shape[-1] // 10, 10).astype(np.uint16)
+    return (b << np.arange(10, dtype=np.uint16)).sum(axis=-1, dtype=np.uint16)

@@ -29,3 +29,15 @@ def test_round_trip(rate):
         deinterleave(lanes[:, :-1], rate)
     with pytest.raises(ValueError, match="rate"):
         lane_of_symbol("100G")
+
+
+def test_symbol_bit_conversion():
+    from phy802.pcs import bits_to_symbols, symbols_to_bits
+
+    s = np.random.default_rng(1).integers(0, 1024, (16, 50)).astype(np.uint16)
+    b = symbols_to_bits(s)
+    assert b.shape == (16, 500) and b[0, :10].tolist() == [(int(s[0, 0]) >> i) & 1 for i in range(10)]
+    assert (bits_to_symbols(b) == s).all()
+    assert symbols_to_bits(np.array([666]))[:10].tolist() == [0, 1, 0, 1, 1, 0, 0, 1, 0, 1]
+    with pytest.raises(ValueError, match="multiple of 10"):
+        bits_to_symbols(b[:, :-1])
