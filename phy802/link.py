@@ -362,20 +362,36 @@ class LinkCounters:
         """Every rate with its exact (Clopper-Pearson) interval.
 
         ``pre_fec_ber`` (line/RS bits), ``ser`` (PAM4 line symbols), ``rs_ser`` (10-bit symbols),
-        ``fer`` (codeword errors / codewords), ``post_fec_ber`` (message bits at the decoder output),
-        and ``payload_ber`` at the ``pcs`` level.  The intervals treat events as independent trials,
-        which is right for i.i.d. channels and optimistic for bursts.
+        ``fer`` (codeword errors / codewords), ``post_fec_ber`` (message bits at the decoder output,
+        interval from :meth:`_post_fec_ber`), and ``payload_ber`` at the ``pcs`` level.  The other
+        intervals treat events as independent trials: right for i.i.d. AWGN without precoding,
+        too narrow for bursts and precoded pairs of errors.
         """
         out = {
             "pre_fec_ber": rate(self.bit_errors, self.line_bits, confidence),
             "ser": rate(int(self.lane_symbol_errors.sum()), self.line_symbols, confidence),
             "rs_ser": rate(self.symbol_errors, self.codewords * self.n, confidence),
             "fer": rate(self.codeword_errors, self.codewords, confidence),
-            "post_fec_ber": rate(self.post_fec_bit_errors, self.message_bits, confidence),
+            "post_fec_ber": self._post_fec_ber(confidence),
         }
         if self.payload_bits:
             out["payload_ber"] = rate(self.payload_bit_errors, self.payload_bits, confidence)
         return out
+
+    def _post_fec_ber(self, confidence: float) -> RateEstimate:
+        """Post-FEC BER with an interval that respects clustering: residual bit errors come in
+        whole failed codewords (~t+1 symbols each), so a Clopper-Pearson interval on bits would be
+        far too narrow.  With >= 1 codeword error the interval is the union of the bit-level
+        Clopper-Pearson interval (right for independent bit errors, e.g. no decoding) and the FER
+        interval times the mean wrong bits per wrong codeword over the message bits per codeword
+        (right when errors cluster in failed words; the spread of that mean is ignored), i.e.
+        conservative; with none, the bit-level interval (assumes independent bits)."""
+        bits = rate(self.post_fec_bit_errors, self.message_bits, confidence)
+        if self.codeword_errors == 0 or self.codewords == 0:
+            return bits
+        fer = rate(self.codeword_errors, self.codewords, confidence)
+        scale = (self.post_fec_bit_errors / self.codeword_errors) / (self.k * 10)
+        return RateEstimate(bits.events, bits.trials, min(fer.lo * scale, bits.lo), max(fer.hi * scale, bits.hi))
 
     def as_dict(self) -> dict:
         out = {}
@@ -714,6 +730,16 @@ class Link(_Base):
         pos = (hit[wi[r_]] + word_offset).astype(np.int64) * (K_MSG * 10) + si[r_] * 10 + bb
         return np.sort(pos), cw.shape[0]
 
+    def run_batch(self, P: int, ss: np.random.SeedSequence, ctr: LinkCounters, offset: int = 0):
+        """Add one independent transmission of ``P`` pairs to ``ctr``.
+
+        Returns ``(payload_errors, used)``: error offsets shifted by ``offset`` units (66b blocks at
+        the ``pcs`` level, codewords at the ``codeword`` level) and the units this batch used.
+        """
+        if self.config.level == "pcs":
+            return self._batch_pcs(int(P), ss, ctr, offset)
+        return self._batch_codeword(int(P), ss, ctr, offset)
+
     def run(self, n_pairs: int, seed, *, batch_pairs: int = 256, keep_errors: bool = True) -> LinkResult:
         """Send ``n_pairs`` codeword pairs (at least; the ``frames`` payload rounds up a little).
 
@@ -733,10 +759,7 @@ class Link(_Base):
         for j, child in enumerate(ss.spawn(n_batches)):
             P = min(int(batch_pairs), int(n_pairs) - done)
             done += P
-            if self.config.level == "pcs":
-                e, used = self._batch_pcs(P, child, ctr, offset)
-            else:
-                e, used = self._batch_codeword(P, child, ctr, offset)
+            e, used = self.run_batch(P, child, ctr, offset)
             offset += used
             if keep_errors and e.size:
                 errs.append(e)

@@ -1,0 +1,516 @@
+"""BER/FER sweeps over SNR or pre-FEC BER and FEC modes (like Sionna's ``sim_ber`` with AFF3CT's
+monitors), with exact confidence intervals, mergeable raw counts and any executor.
+
+Each (mode, channel point) is an independent task with its own child of ``SeedSequence(seed)``
+(assigned in task order, so results do not depend on where or in which order tasks run).  A point
+runs batches of growing size until one stopping rule holds (checked between batches):
+
+* ``target_errors`` codeword errors seen (delivered messages that differ from the sent ones),
+* ``max_codewords`` codewords simulated,
+* ``max_seconds`` of wall time.
+
+Every rate gets a 95% Clopper-Pearson interval (:mod:`phy802.stats`); raw counts are kept so that
+two runs of the same sweep merge (:meth:`SweepResult.merge`).  Channel: PAM4 AWGN on every lane
+(:class:`phy802.channel.Pam4Awgn`), set by SNR (dB) or by its closed-form pre-FEC BER.
+
+The theory columns (closed forms of :mod:`phy802.theory`, independent errors, no precoding):
+``pre_fec_ber`` = PAM4 Gray BER, ``ser`` = PAM4 SER, ``fer`` = binomial P(W > t) for kp4/kr4 and
+P(any of the 514 message symbols wrong) for detect/bypass/none, ``post_fec_ber`` =
+:func:`phy802.theory.post_fec_ber` for kp4/kr4 and the pre-FEC BER otherwise.  With precoding
+they are left empty (NaN): one line error becomes two data errors.
+
+This module never imports :mod:`protocol`; the CLI passes the latency model in.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import csv
+import io
+import json
+import math
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Callable, Iterable, Literal, Sequence
+
+import numpy as np
+
+from phy802 import theory
+from phy802._io import atomic_write_text
+from phy802.channel import Pam4Awgn
+from phy802.link import FEC_MODES, K_MSG, FastLink, Link, LinkConfig, LinkCounters
+from phy802.stats import RateEstimate
+
+__all__ = [
+    "SweepConfig",
+    "PointTask",
+    "PointResult",
+    "SweepResult",
+    "run_point",
+    "run_sweep",
+    "theory_point",
+    "format_header",
+    "format_row",
+    "plot_ber_fer",
+    "plot_latency",
+    "RATE_NAMES",
+]
+
+RATE_NAMES = ("pre_fec_ber", "ser", "rs_ser", "fer", "post_fec_ber")
+
+
+@dataclass(frozen=True, slots=True)
+class SweepConfig:
+    """What a sweep simulates.
+
+    Parameters
+    ----------
+    points : channel points: pre-FEC BER values (``axis="ber"``) or SNR in dB (``axis="snr"``).
+    axis : ``"ber"`` or ``"snr"``.
+    modes : FEC modes (:data:`phy802.link.FEC_MODES`).
+    rate, n_lanes, precoding, precoder_init : passed to :class:`phy802.link.LinkConfig`.
+    simulator : ``"fast"`` (:class:`phy802.link.FastLink`, error pattern only) or ``"link"``
+        (the bit-exact :class:`phy802.link.Link`; ``kr4`` at codeword level).
+    target_errors : stop a point after this many codeword errors (``None``: never).
+    max_codewords : stop a point after this many codewords.
+    max_seconds : stop a point after this many seconds (``None``: never).
+    batch_pairs : largest batch (codeword pairs); batches start at 64 pairs and double.
+    seed : master seed.
+    """
+
+    points: tuple[float, ...]
+    axis: Literal["ber", "snr"] = "ber"
+    modes: tuple[str, ...] = ("kp4", "bypass")
+    rate: str = "400G"
+    n_lanes: int | None = None
+    precoding: bool = False
+    precoder_init: int = 0
+    simulator: Literal["fast", "link"] = "fast"
+    target_errors: int | None = 100
+    max_codewords: int = 1_000_000
+    max_seconds: float | None = 30.0
+    batch_pairs: int | None = None
+    seed: int = 1
+
+    def __post_init__(self) -> None:
+        pts = tuple(float(x) for x in np.atleast_1d(np.asarray(self.points, dtype=float)))
+        object.__setattr__(self, "points", pts)
+        object.__setattr__(self, "modes", tuple(str(m) for m in self.modes))
+        if not pts:
+            raise ValueError("SweepConfig.points: give at least one point")
+        if self.axis not in ("ber", "snr"):
+            raise ValueError(f"SweepConfig.axis must be 'ber' or 'snr', got {self.axis!r}")
+        for x in pts:
+            if not math.isfinite(x) or (self.axis == "ber" and not 0.0 < x < 0.375):
+                raise ValueError(f"SweepConfig.points: {x!r} is not a valid {'pre-FEC BER in (0, 0.375)' if self.axis == 'ber' else 'SNR in dB'}")
+        if not self.modes or any(m not in FEC_MODES for m in self.modes):
+            raise ValueError(f"SweepConfig.modes must be a non-empty subset of {', '.join(FEC_MODES)}, got {self.modes!r}")
+        if len(set(self.modes)) != len(self.modes) or len(set(pts)) != len(pts):
+            raise ValueError("SweepConfig: modes and points must not repeat")
+        if self.simulator not in ("fast", "link"):
+            raise ValueError(f"SweepConfig.simulator must be 'fast' or 'link', got {self.simulator!r}")
+        if self.target_errors is not None and (not isinstance(self.target_errors, (int, np.integer)) or self.target_errors <= 0):
+            raise ValueError(f"SweepConfig.target_errors must be a positive int or None, got {self.target_errors!r}")
+        if not isinstance(self.max_codewords, (int, np.integer)) or self.max_codewords < 2:
+            raise ValueError(f"SweepConfig.max_codewords must be an int >= 2, got {self.max_codewords!r}")
+        if self.max_seconds is not None and not self.max_seconds > 0:
+            raise ValueError(f"SweepConfig.max_seconds must be > 0 or None, got {self.max_seconds!r}")
+        if self.batch_pairs is not None and (not isinstance(self.batch_pairs, (int, np.integer)) or self.batch_pairs <= 0):
+            raise ValueError(f"SweepConfig.batch_pairs must be a positive int, got {self.batch_pairs!r}")
+        if not isinstance(self.seed, (int, np.integer)) or self.seed < 0:
+            raise ValueError(f"SweepConfig.seed must be an int >= 0, got {self.seed!r}")
+        for m in self.modes:
+            self.link_config(m)  # validates rate / lanes / precoder
+
+    def link_config(self, mode: str) -> LinkConfig:
+        return LinkConfig(rate=self.rate, fec=mode, precoding=self.precoding, precoder_init=self.precoder_init,
+                          n_lanes=self.n_lanes)
+
+    def channel(self, x: float) -> Pam4Awgn:
+        return Pam4Awgn.from_ber(x) if self.axis == "ber" else Pam4Awgn(float(x))
+
+    def tasks(self) -> list["PointTask"]:
+        """One task per (mode, point), mode-major, each with its own child seed."""
+        keys = [(m, x) for m in self.modes for x in self.points]
+        seeds = np.random.SeedSequence(int(self.seed)).spawn(len(keys))
+        return [PointTask(self, m, x, s, i) for i, ((m, x), s) in enumerate(zip(keys, seeds))]
+
+
+@dataclass(frozen=True)
+class PointTask:
+    """One independent sweep point (picklable: sent to worker processes or a Dask cluster)."""
+
+    config: SweepConfig
+    mode: str
+    x: float
+    seed: np.random.SeedSequence
+    index: int
+
+
+def theory_point(mode: str, snr_db: float, precoding: bool = False) -> dict[str, float]:
+    """Closed-form rates at one point (see the module docstring); NaN where none applies."""
+    nan = float("nan")
+    if precoding:
+        return {k: nan for k in RATE_NAMES}
+    ber = float(theory.pam4_ber(snr_db))
+    ps = float(theory.symbol_error_prob(ber))
+    out = {"pre_fec_ber": ber, "ser": float(theory.pam4_ser(snr_db)), "rs_ser": ps}
+    if mode in ("kp4", "kr4"):
+        code = theory.KP4 if mode == "kp4" else theory.KR4
+        out["fer"] = float(theory.rs_codeword_error_ratio(ps, code))
+        out["post_fec_ber"] = float(theory.post_fec_ber(ber, code))
+    else:
+        out["fer"] = float(-math.expm1(K_MSG * math.log1p(-ps)))
+        out["post_fec_ber"] = ber
+    return out
+
+
+@dataclass
+class PointResult:
+    """Result of one point: raw ``counters`` plus where and why it stopped."""
+
+    mode: str
+    axis: str
+    x: float
+    snr_db: float
+    counters: LinkCounters
+    stop_reason: str
+    index: int = 0
+    precoding: bool = False
+
+    @property
+    def channel_ber(self) -> float:
+        """Closed-form pre-FEC BER of the channel setting (PAM4 Gray, no precoding)."""
+        return float(theory.pam4_ber(self.snr_db))
+
+    def rates(self) -> dict[str, RateEstimate]:
+        return self.counters.rates()
+
+    def theory(self) -> dict[str, float]:
+        return theory_point(self.mode, self.snr_db, self.precoding)
+
+    @property
+    def gbps(self) -> float:
+        s = self.counters.seconds
+        return self.counters.line_bits / s / 1e9 if s > 0 else float("nan")
+
+    def row(self) -> dict:
+        """Flat record (CSV / JSON): settings, raw counts, every rate with its interval, theory."""
+        c = self.counters
+        out = {
+            "mode": self.mode, "axis": self.axis, "x": self.x, "snr_db": self.snr_db,
+            "channel_ber": self.channel_ber, "precoding": self.precoding,
+            "codewords": c.codewords, "line_bits": c.line_bits, "bit_errors": c.bit_errors,
+            "line_symbols": c.line_symbols, "line_symbol_errors": int(c.lane_symbol_errors.sum()),
+            "symbol_errors": c.symbol_errors, "codeword_errors": c.codeword_errors,
+            "corrected_codewords": c.corrected_codewords, "uncorrected_codewords": c.uncorrected_codewords,
+            "miscorrected_codewords": c.miscorrected_codewords,
+            "undetected_codeword_errors": c.undetected_codeword_errors,
+            "post_fec_bit_errors": c.post_fec_bit_errors, "message_bits": c.message_bits,
+        }
+        th = self.theory()
+        for name, est in self.rates().items():
+            if name not in RATE_NAMES:
+                continue
+            out[name] = est.value
+            out[f"{name}_lo"] = est.lo
+            out[f"{name}_hi"] = est.hi
+            out[f"theory_{name}"] = th[name]
+        out.update(seconds=c.seconds, gbps=self.gbps, stop_reason=self.stop_reason)
+        return out
+
+
+def _simulator(cfg: SweepConfig, mode: str, x: float):
+    lc = cfg.link_config(mode)
+    ch = cfg.channel(x)
+    return FastLink(lc, ch) if cfg.simulator == "fast" else Link(lc, ch)
+
+
+def run_point(task: PointTask) -> PointResult:
+    """Run one point until a stopping rule holds (module docstring).  Picklable entry point."""
+    cfg = task.config
+    sim = _simulator(cfg, task.mode, task.x)
+    ctr = sim._new_counters()
+    cap = int(cfg.batch_pairs or (4096 if cfg.simulator == "fast" else 256))
+    batch = min(64, cap)
+    t0 = time.perf_counter()
+    reason = "max_codewords"
+    ss = task.seed
+    while True:
+        left_pairs = (int(cfg.max_codewords) - ctr.codewords + 1) // 2
+        P = max(1, min(batch, left_pairs))
+        sim.run_batch(P, ss.spawn(1)[0], ctr)
+        batch = min(2 * batch, cap)
+        if cfg.target_errors is not None and ctr.codeword_errors >= cfg.target_errors:
+            reason = "target_errors"
+            break
+        if ctr.codewords >= cfg.max_codewords:
+            reason = "max_codewords"
+            break
+        if cfg.max_seconds is not None and time.perf_counter() - t0 >= cfg.max_seconds:
+            reason = "max_seconds"
+            break
+    ctr.seconds = time.perf_counter() - t0
+    snr = cfg.channel(task.x).snr_db
+    return PointResult(task.mode, cfg.axis, task.x, float(snr), ctr, reason, task.index, bool(cfg.precoding))
+
+
+@dataclass
+class SweepResult:
+    """All points of a sweep, ordered mode-major then by channel point (as in the config)."""
+
+    config: SweepConfig
+    points: list[PointResult] = field(default_factory=list)
+    interrupted: bool = False
+
+    def point(self, mode: str, x: float) -> PointResult:
+        for p in self.points:
+            if p.mode == mode and p.x == float(x):
+                return p
+        raise KeyError(f"no point for mode {mode!r} at x={x!r}")
+
+    def rows(self) -> list[dict]:
+        return [p.row() for p in self.points]
+
+    def merge(self, other: "SweepResult") -> "SweepResult":
+        """A new result whose points add the raw counts of both (same modes, points and link
+        structure required; use a different seed for the second run)."""
+        a, b = self.config, other.config
+        same = (a.axis, a.rate, a.n_lanes, a.precoding, a.precoder_init) == (b.axis, b.rate, b.n_lanes, b.precoding, b.precoder_init)
+        if not same:
+            raise ValueError("cannot merge sweeps of different link structure or axis")
+        out: dict[tuple, PointResult] = {}
+        for p in list(self.points) + list(other.points):
+            key = (p.mode, p.x)
+            if key in out:
+                q = out[key]
+                q.counters = q.counters.copy().merge(p.counters)
+                q.stop_reason = f"{q.stop_reason}+{p.stop_reason}"
+            else:
+                out[key] = PointResult(p.mode, p.axis, p.x, p.snr_db, p.counters.copy(), p.stop_reason, p.index, p.precoding)
+        modes = tuple(dict.fromkeys(a.modes + b.modes))
+        pts = tuple(dict.fromkeys(a.points + b.points))
+        cfg = SweepConfig(points=pts, axis=a.axis, modes=modes, rate=a.rate, n_lanes=a.n_lanes, precoding=a.precoding,
+                          precoder_init=a.precoder_init, simulator=a.simulator, target_errors=a.target_errors,
+                          max_codewords=a.max_codewords, max_seconds=a.max_seconds, batch_pairs=a.batch_pairs, seed=a.seed)
+        order = {(m, x): i for i, (m, x) in enumerate((m, x) for m in modes for x in pts)}
+        return SweepResult(cfg, sorted(out.values(), key=lambda p: order[(p.mode, p.x)]), self.interrupted or other.interrupted)
+
+    # ------------------------------------------------------------------ files
+    def to_json_obj(self) -> dict:
+        from phy802 import __version__
+
+        return {
+            "format": "phy802.sweep", "version": 1, "phy802_version": __version__,
+            "config": asdict(self.config), "interrupted": self.interrupted,
+            "points": [{**p.row(), "counters": p.counters.as_dict()} for p in self.points],
+        }
+
+    def write_json(self, path) -> None:
+        from phy802._cliutil import to_jsonable
+
+        atomic_write_text(path, json.dumps(to_jsonable(self.to_json_obj()), indent=2) + "\n")
+
+    def to_csv_text(self) -> str:
+        rows = self.rows()
+        buf = io.StringIO()
+        if rows:
+            w = csv.DictWriter(buf, fieldnames=list(rows[0]), lineterminator="\n")
+            w.writeheader()
+            for r in rows:
+                w.writerow({k: (f"{v:.6e}" if isinstance(v, float) else v) for k, v in r.items()})
+        return buf.getvalue()
+
+    def write_csv(self, path) -> None:
+        atomic_write_text(path, self.to_csv_text())
+
+    @classmethod
+    def read_json(cls, path) -> "SweepResult":
+        """Load a result written by :meth:`write_json` (raw counts included, so it can be merged)."""
+        try:
+            with open(path, encoding="utf-8") as fh:
+                obj = json.load(fh)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{path}: not a JSON sweep file ({exc})") from None
+        if not isinstance(obj, dict) or obj.get("format") != "phy802.sweep":
+            raise ValueError(f"{path}: not a phy802 sweep file (field 'format' is {obj.get('format') if isinstance(obj, dict) else None!r})")
+        if obj.get("version") != 1:
+            raise ValueError(f"{path}: unsupported sweep file version {obj.get('version')!r}")
+        c = dict(obj["config"])
+        c["points"], c["modes"] = tuple(c["points"]), tuple(c["modes"])
+        cfg = SweepConfig(**c)
+        pts = [PointResult(p["mode"], p["axis"], float(p["x"]), float(p["snr_db"]), LinkCounters.from_dict(p["counters"]),
+                           p["stop_reason"], i, bool(p["precoding"])) for i, p in enumerate(obj["points"])]
+        return cls(cfg, pts, bool(obj.get("interrupted", False)))
+
+
+def _executor_for(executor, workers: int | None):
+    if executor is None or executor == "serial":
+        return None, False
+    if executor == "process":
+        return cf.ProcessPoolExecutor(max_workers=workers), True
+    if isinstance(executor, cf.Executor) or hasattr(executor, "submit"):
+        return executor, False
+    raise ValueError(f"executor must be None, 'serial', 'process' or a concurrent.futures Executor, got {executor!r}")
+
+
+def run_sweep(
+    config: SweepConfig,
+    *,
+    executor=None,
+    workers: int | None = None,
+    callback: Callable[[PointResult], None] | None = None,
+) -> SweepResult:
+    """Run every (mode, point) of ``config``.
+
+    Parameters
+    ----------
+    executor : ``None``/``"serial"`` (in this process, in order), ``"process"`` (a
+        ``ProcessPoolExecutor`` with ``workers`` processes, default all cores), or any
+        ``concurrent.futures.Executor``-like object with ``submit`` -- e.g. a Dask cluster's
+        ``distributed.Client(address).get_executor()``.
+    callback : called with each :class:`PointResult` as it finishes (completion order).
+
+    Results are identical for every executor (each point has its own seed).  On Ctrl-C the points
+    finished so far are returned with ``interrupted=True``.
+    """
+    if not isinstance(config, SweepConfig):
+        raise TypeError(f"config must be a SweepConfig, got {type(config).__name__}")
+    tasks = config.tasks()
+    ex, own = _executor_for(executor, workers)
+    done: list[PointResult] = []
+    interrupted = False
+    try:
+        if ex is None:
+            for t in tasks:
+                p = run_point(t)
+                done.append(p)
+                if callback:
+                    callback(p)
+        else:
+            futs = [ex.submit(run_point, t) for t in tasks]
+            try:
+                for f in cf.as_completed(futs):
+                    p = f.result()
+                    done.append(p)
+                    if callback:
+                        callback(p)
+            except KeyboardInterrupt:
+                for f in futs:
+                    f.cancel()
+                raise
+    except KeyboardInterrupt:
+        interrupted = True
+    finally:
+        if own:
+            ex.shutdown(wait=not interrupted, cancel_futures=True)
+    done.sort(key=lambda p: p.index)
+    return SweepResult(config, done, interrupted)
+
+
+# ---------------------------------------------------------------------- progress table
+
+_COLS = [("mode", 6), ("point", 9), ("SNR dB", 7), ("codewords", 10), ("FE", 7), ("pre-BER", 9), ("FER", 9),
+         ("FER 95% CI", 21), ("post-BER", 9), ("Gb/s", 7), ("time s", 7), ("stop", 13)]
+
+
+def format_header() -> str:
+    """Header of the live table (one line per finished point, AFF3CT style)."""
+    head = " | ".join(f"{n:>{w}}" for n, w in _COLS)
+    return f"# {head}\n# " + "-+-".join("-" * w for _, w in _COLS)
+
+
+def format_row(p: PointResult) -> str:
+    r = p.rates()
+    c = p.counters
+    fer = r["fer"]
+    vals = [p.mode, f"{p.x:.3g}", f"{p.snr_db:.2f}", str(c.codewords), str(c.codeword_errors),
+            f"{r['pre_fec_ber'].value:.2e}", f"{fer.value:.2e}", f"[{fer.lo:.2e},{fer.hi:.2e}]",
+            f"{r['post_fec_ber'].value:.2e}", f"{p.gbps:.2f}", f"{c.seconds:.2f}", p.stop_reason]
+    return "  " + " | ".join(f"{v:>{w}}" for v, (_, w) in zip(vals, _COLS))
+
+
+# ---------------------------------------------------------------------- plots
+
+
+def _mpl():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def plot_ber_fer(result: SweepResult, path) -> None:
+    """PNG: post-FEC BER and FER vs SNR per mode (points with 95% intervals) and the closed forms."""
+    plt = _mpl()
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
+    cfg = result.config
+    snr_lo = min(p.snr_db for p in result.points) - 0.5 if result.points else 10.0
+    snr_hi = max(p.snr_db for p in result.points) + 0.5 if result.points else 20.0
+    grid = np.linspace(snr_lo, snr_hi, 200)
+    for i, mode in enumerate(cfg.modes):
+        pts = [p for p in result.points if p.mode == mode]
+        color = f"C{i}"
+        for ax, key in zip(axes, ("post_fec_ber", "fer")):
+            if not cfg.precoding:
+                th = [theory_point(mode, s)[key] for s in grid]
+                ax.semilogy(grid, th, "-", color=color, lw=1, alpha=0.7)
+            xs, ys, lo, hi = [], [], [], []
+            for p in pts:
+                est = p.rates()[key]
+                if est.events == 0:
+                    ax.plot([p.snr_db], [est.hi], "v", color=color, ms=5)  # upper bound only
+                    continue
+                xs.append(p.snr_db), ys.append(est.value), lo.append(est.value - est.lo), hi.append(est.hi - est.value)
+            if xs:
+                ax.errorbar(xs, ys, yerr=[lo, hi], fmt="o", color=color, ms=4, capsize=2, label=mode)
+            else:
+                ax.plot([], [], "o", color=color, label=mode)
+    for ax, title in zip(axes, ("post-FEC BER", "codeword error ratio")):
+        ax.set_xlabel("SNR (dB), PAM4 Es/sigma^2")
+        ax.set_title(title + (" (lines: closed form)" if not cfg.precoding else ""))
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.suptitle(f"{cfg.rate} {cfg.simulator} sweep, 95% Clopper-Pearson intervals (v = 0 errors: upper bound)", fontsize=9)
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110)
+    plt.close(fig)
+    from phy802._io import atomic_write_bytes
+
+    atomic_write_bytes(path, buf.getvalue())
+
+
+def plot_latency(result: SweepResult, latency_ns: Callable[[str], float], path) -> None:
+    """PNG: added receive latency (``latency_ns(mode)``) vs post-FEC BER, one curve per channel
+    point across the modes (the latency / reliability trade-off)."""
+    plt = _mpl()
+    fig, ax = plt.subplots(figsize=(6.5, 4.2))
+    cfg = result.config
+    lat = {m: float(latency_ns(m)) for m in cfg.modes}
+    for j, x in enumerate(cfg.points):
+        xs, ys = [], []
+        for m in cfg.modes:
+            try:
+                p = result.point(m, x)
+            except KeyError:
+                continue
+            est = p.rates()["post_fec_ber"]
+            xs.append(lat[m])
+            ys.append(est.value if est.events else est.hi)
+            ax.annotate(m, (lat[m], ys[-1]), fontsize=7, xytext=(3, 3), textcoords="offset points")
+        ax.semilogy(xs, ys, "o-", color=f"C{j}", label=f"{cfg.axis} {x:.3g}")
+    ax.set_xlabel("added receive latency (ns)")
+    ax.set_ylabel("post-FEC BER (0 errors: 95% upper bound)")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    ax.set_title(f"{cfg.rate}: latency vs post-FEC BER", fontsize=9)
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110)
+    plt.close(fig)
+    from phy802._io import atomic_write_bytes
+
+    atomic_write_bytes(path, buf.getvalue())
