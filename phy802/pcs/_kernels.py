@@ -14,7 +14,6 @@ from numba import njit
 
 __all__: list[str] = []  # private module
 
-_U64 = np.uint64
 _ONES = np.uint64(0xFFFFFFFFFFFFFFFF)
 _M32 = np.uint64(0xFFFFFFFF)
 

@@ -202,7 +202,7 @@ def am_group_bits(table: Sequence[bytes], n_groups: int, prbs9_seed: int = 0x1FF
 
 
 # ---------------------------------------------------------------------------------------------
-# Receive: lane lock and deskew (119.2.5.1-3, simplified to exact marker matches)
+# Receive: lane lock and deskew (119.2.5.1-3, simplified: first marker within a symbol tolerance)
 
 class LockError(ValueError):
     """PCS lanes could not be locked/deskewed from the alignment markers."""

@@ -62,7 +62,6 @@ def _add_config(p: argparse.ArgumentParser) -> None:
 
 
 def _tx(args) -> int:
-    from phy802._io import atomic_open  # noqa: F401  (lanes file writes are atomic)
     from phy802._rng import as_generator
     from phy802.pcs import PcsConfig, PcsTransmitter, frames_to_blocks
     from phy802.pcs.lanesfile import write_lanes

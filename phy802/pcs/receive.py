@@ -22,7 +22,7 @@ from phy802.pcs.codec66 import Blocks66, DecodedFrames, blocks_to_frames
 from phy802.pcs.config import PcsConfig
 from phy802.pcs.distribution import deinterleave, lane_of_symbol
 from phy802.pcs.scrambler import seed_to_history
-from phy802.pcs.transcode257 import bits_of, decode_257, words_for_bits
+from phy802.pcs.transcode257 import decode_257, words_for_bits
 from phy802.pcs.transmit import am_pair_flags
 
 __all__ = ["PcsReceiver", "PcsCounters", "RxResult"]
