@@ -1,0 +1,153 @@
+"""The fast trace generator and the bit-exact reference link are the same random process.
+
+Independent runs (different seeds, different samplers: exponential gaps vs one uniform per line
+bit) at a pre-FEC BER where codewords both pass and fail.  Each comparison is a test at
+significance ALPHA = 1e-3 with fixed seeds (so the outcome is deterministic), against the closed
+form where one exists:
+
+* per-codeword symbol-error-count histograms: chi-square homogeneity between the generators and
+  goodness of fit to Binomial(544, 1 - (1 - p)^10);
+* pre-FEC BER: the configured p lies in each run's 99.9% Clopper-Pearson interval;
+  post-FEC error events per payload bit (bypass) and codeword failure ratios (ieee, also against
+  the binomial tail): the two runs' 99.9% intervals overlap;
+* burst lengths (clusters of payload flips closer than 59 bits) and the lanes of the clusters:
+  chi-square homogeneity; pre-FEC per-lane counts: goodness of fit to uniform.
+Counting tests use clusters, not flips: the flips of one line error (n, n+39, n+58) share a lane
+and are not independent.
+"""
+
+import numpy as np
+import pytest
+from scipy import stats as sps
+
+from phy802.stats import clopper_pearson
+from protocol.tracegen import BitExactGenerator, FastGenerator, GeneratorConfig
+
+ALPHA = 1e-3
+BER = 2e-3
+PAIRS = 2400
+
+
+def _run(gen_cls, fec, seed):
+    gen = gen_cls(GeneratorConfig("400G", fec, BER), seed)
+    chunks = [gen.next_chunk(400) for _ in range(PAIRS // 400)]
+    off = np.concatenate([c.offsets for c in chunks])
+    lanes = np.concatenate([c.lanes for c in chunks])
+    return gen.stats, off, lanes
+
+
+@pytest.fixture(scope="module", params=["bypass", "ieee"])
+def runs(request):
+    fec = request.param
+    return fec, _run(FastGenerator, fec, 101), _run(BitExactGenerator, fec, 202)
+
+
+def _pool(rows, min_expected=5.0):
+    """Merge adjacent columns of a 2 x k table until every expected count is >= min_expected."""
+    rows = np.asarray(rows, dtype=float)
+    cols, cur = [], np.zeros(rows.shape[0])
+    for j in range(rows.shape[1]):
+        cur = cur + rows[:, j]
+        tot = cur.sum()
+        if tot and np.all(rows.sum(axis=1) * tot / rows.sum() >= min_expected):
+            cols.append(cur)
+            cur = np.zeros(rows.shape[0])
+    if cur.sum():
+        if cols:
+            cols[-1] = cols[-1] + cur
+        else:
+            cols.append(cur)
+    return np.stack(cols, axis=1)
+
+
+def _homogeneous(a, b):
+    table = _pool(np.stack([a, b]))
+    if table.shape[1] < 2:
+        return 1.0
+    return sps.chi2_contingency(table, correction=False)[1]
+
+
+def _gof(observed, probs):
+    observed = np.asarray(observed, float)
+    expected = probs / probs.sum() * observed.sum()
+    # pool tail bins with small expectations
+    obs, exp_, o, e = [], [], 0.0, 0.0
+    for oi, ei in zip(observed, expected):
+        o, e = o + oi, e + ei
+        if e >= 5:
+            obs.append(o)
+            exp_.append(e)
+            o = e = 0.0
+    if e or o:
+        obs[-1] += o
+        exp_[-1] += e
+    return sps.chisquare(obs, exp_)[1]
+
+
+def _bursts(off, lanes=None):
+    """Clusters of payload flips less than 59 bits apart: lengths (and the first flip's lane).
+
+    A line error becomes up to three flips within 58 bits (descrambler), all on its lane, so
+    flips are not independent; clusters are (nearly) one per surviving line error and are the
+    units the counting tests use.
+    """
+    if off.size == 0:
+        return np.zeros(0, np.int64), np.zeros(0, np.int8)
+    cut = np.flatnonzero(np.diff(off) > 58) + 1
+    starts = np.concatenate(([0], cut))
+    ends = np.concatenate((cut, [off.size]))
+    return off[ends - 1] - off[starts] + 1, (lanes[starts] if lanes is not None else None)
+
+
+def test_symbol_error_histograms(runs):
+    fec, (sf, _, _), (se, _, _) = runs
+    hf, he = sf.histogram(), se.histogram()
+    assert hf.sum() == he.sum() == 2 * PAIRS
+    assert _homogeneous(hf, he) > ALPHA
+    q = 1 - (1 - BER) ** 10
+    k = np.arange(hf.size)
+    probs = sps.binom.pmf(k, 544, q)
+    probs[-1] += sps.binom.sf(k[-1], 544, q)
+    assert _gof(hf, probs) > ALPHA
+    assert _gof(he, probs) > ALPHA
+
+
+def test_bit_error_ratios(runs):
+    fec, (sf, _, _), (se, _, _) = runs
+    for s in (sf, se):
+        lo, hi = clopper_pearson(s.line_bit_errors, s.line_bits, 1 - ALPHA)
+        assert lo <= BER <= hi
+    if fec == "bypass":
+        # surviving error events (flip clusters) per payload bit
+        a = clopper_pearson(_bursts(runs[1][1])[0].size, sf.stream_bits, 1 - ALPHA)
+        b = clopper_pearson(_bursts(runs[2][1])[0].size, se.stream_bits, 1 - ALPHA)
+        assert a[0] <= b[1] and b[0] <= a[1]
+    if fec == "ieee":
+        assert sf.uncorrectable_codewords > 50 and se.uncorrectable_codewords > 50
+        a = clopper_pearson(sf.uncorrectable_codewords, sf.codewords, 1 - ALPHA)
+        b = clopper_pearson(se.uncorrectable_codewords, se.codewords, 1 - ALPHA)
+        assert a[0] <= b[1] and b[0] <= a[1]
+        # closed form: P(more than 15 symbol errors)
+        q = 1 - (1 - BER) ** 10
+        fer = sps.binom.sf(15, 544, q)
+        lo, hi = clopper_pearson(sf.uncorrectable_codewords + sf.miscorrected_codewords, sf.codewords, 1 - ALPHA)
+        assert lo <= fer <= hi
+
+
+def test_burst_lengths(runs):
+    fec, (_, of, _), (_, oe, _) = runs
+    bf, be = _bursts(of)[0], _bursts(oe)[0]
+    assert bf.size > 1000 and be.size > 1000
+    edges = [1, 2, 20, 21, 39, 40, 58, 59, 60, 100, 200, 10**9]
+    hf = np.histogram(bf, bins=edges)[0]
+    he = np.histogram(be, bins=edges)[0]
+    assert _homogeneous(hf, he) > ALPHA
+
+
+def test_per_lane_distributions(runs):
+    fec, (sf, _, lf), (se, _, le) = runs
+    for s in (sf, se):
+        assert sps.chisquare(s.lane_errors)[1] > ALPHA  # uniform over the 16 PCS lanes
+    _, lane_f = _bursts(runs[1][1], lf)
+    _, lane_e = _bursts(runs[2][1], le)
+    assert _homogeneous(np.bincount(lane_f, minlength=16), np.bincount(lane_e, minlength=16)) > ALPHA
