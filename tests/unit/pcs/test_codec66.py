@@ -103,3 +103,16 @@ def test_bits_round_trip():
     back = bits_to_block(bits)
     assert (back.sync == b.sync).all() and (back.payload == b.payload).all()
     assert set(BLOCK_TYPES) == {0x1E, 0x78, 0x4B, *TERMINATE_TYPES}
+
+
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.binary(min_size=0, max_size=200), max_size=12), st.integers(0, 3), st.integers(0, 5))
+def test_property_frames_round_trip(frames, idle, lead):
+    b = frames_to_blocks(frames, idle_blocks=idle, lead_idles=lead)
+    d = blocks_to_frames(b)
+    assert d.frames == frames and d.fcs_ok.all() and d.aborted == 0
+    # back-to-back frames without idles are legal blocks too (T7 then S)
+    assert (b.sync[b.sync != SYNC_DATA] == SYNC_CTRL).all()

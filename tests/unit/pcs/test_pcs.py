@@ -294,3 +294,21 @@ def test_real_spacing_with_t_errors_skew_and_permutation(rate):
     assert _same(blocks, rx.blocks) and rx.frames.frames == frames
     assert c.corrected_codewords == 2 * tx.n_pairs and c.uncorrected_codewords == 0
     assert (c.symbol_errors == expect).all() and c.am_groups == 2
+
+
+def test_lock_tolerates_marker_errors_and_falls_back_to_next_group():
+    cfg = PcsConfig(am_spacing=80)
+    blocks = frames_to_blocks(_frames(13, n=30))
+    lanes = PcsTransmitter(cfg)(blocks)
+    bad = lanes.copy()
+    bad[:4, [2, 5, 9]] ^= 1  # 3 of 12 marker symbols wrong on lanes 0..3: still locks (tolerance 3)
+    rx = PcsReceiver(cfg)(bad)
+    assert rx.lock.offset.tolist() == [0] * 16 and _same(blocks, rx.blocks)
+    assert rx.counters.corrected_symbols == 12 and rx.counters.symbol_errors[:4].tolist() == [3] * 4
+    bad[3, :12] ^= 7  # lane 3's first marker destroyed: lanes lock on the second group instead
+    rx2 = PcsReceiver(cfg)(bad)
+    assert rx2.lock.offset.tolist() == [2 * 68] * 16 and rx2.counters.pairs == lanes.shape[1] // 68 - 2
+    n0 = 4 * cfg.data_blocks_257(2)
+    assert (rx2.blocks.payload[100:len(blocks) - n0] == blocks.payload[n0 + 100:]).all()
+    with pytest.raises(LockError):
+        PcsReceiver(PcsConfig(am_spacing=80, am_lock_tolerance=2))(bad[:, :68])
