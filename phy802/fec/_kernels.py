@@ -6,12 +6,12 @@ of ``x^(n-1-i)`` (first in time first, parity last); an error at index ``i`` has
 
 Speed notes
 -----------
-* Division by g(x) (encoder, and the codeword check) is a CRC-style "slicing-by-4" LFSR: four
-  message symbols per step, each looked up in its own table ``T[s, f] = f * x^(2t+3-s) mod g(x)``
-  packed as 16-bit lanes in uint64 words (lane l = coefficient of x^(2t-1-l)). Shifting the
-  register by 4 lanes is then a word move, and the four lookups of a step are independent, so the
-  loop-carried chain is one load + xors per 4 symbols. For 2t <= 32 the register lives in 8 scalar
-  words (CPU registers); larger codes use an array version of the same recurrence.
+* Division by g(x) (encoder, and the codeword check) is a CRC-style "slicing-by-6" LFSR: six
+  message symbols per step, each looked up in its own table ``T[s, f] = f * x^(2t+5-s) mod g(x)``
+  packed as 10-bit lanes, six per uint64 word (lane l = coefficient of x^(2t-1-l)). Shifting the
+  register by 6 lanes is then a word move, and the six lookups of a step are independent, so the
+  loop-carried chain is one load + xors per 6 symbols. For 2t <= 30 (KP4 exactly fills 5 words)
+  the register lives in scalar words (CPU registers); larger codes use an array version.
 * Syndromes come from the remainder r(x) mod g(x) (2t coefficients) rather than from all n symbols,
   because g(alpha^j) = 0 for the 2t roots: r(alpha^j) = rem(alpha^j). An all-zero remainder means a
   codeword: the early exit of the decoder.
@@ -42,23 +42,23 @@ _MASK = np.uint64(0x3FF)
 
 
 # --------------------------------------------------------------------------------------------
-# Division by g(x): slicing-by-4 LFSR
+# Division by g(x): slicing-by-6 LFSR, 10-bit lanes, 6 lanes per uint64 word
 # --------------------------------------------------------------------------------------------
 
 
 @njit(cache=True)
-def _lfsr8(row, start, count, T):
-    """Remainder of ``sum row[start+i] x^(count-1-i) * x^(2t) mod g`` as 8 uint64 words (2t <= 32)."""
+def _lfsr5(row, start, count, T):
+    """Remainder of ``sum row[start+i] x^(count-1-i) * x^(2t) mod g`` as 5 uint64 words (2t <= 30).
+
+    Lane l (bits 10*(l%6).. of word l//6) is the coefficient of x^(2t-1-l).
+    """
     w0 = np.uint64(0)
     w1 = np.uint64(0)
     w2 = np.uint64(0)
     w3 = np.uint64(0)
     w4 = np.uint64(0)
-    w5 = np.uint64(0)
-    w6 = np.uint64(0)
-    w7 = np.uint64(0)
     mask = np.uint64(0x3FF)
-    pad = (4 - count % 4) % 4
+    pad = (6 - count % 6) % 6
     i = start - pad
     end = start + count
     first = True
@@ -68,56 +68,79 @@ def _lfsr8(row, start, count, T):
             m0 = np.uint64(row[i]) if i >= start else np.uint64(0)
             m1 = np.uint64(row[i + 1]) if i + 1 >= start else np.uint64(0)
             m2 = np.uint64(row[i + 2]) if i + 2 >= start else np.uint64(0)
-            m3 = np.uint64(row[i + 3])
+            m3 = np.uint64(row[i + 3]) if i + 3 >= start else np.uint64(0)
+            m4 = np.uint64(row[i + 4]) if i + 4 >= start else np.uint64(0)
+            m5 = np.uint64(row[i + 5])
             first = False
         else:
             m0 = np.uint64(row[i])
             m1 = np.uint64(row[i + 1])
             m2 = np.uint64(row[i + 2])
             m3 = np.uint64(row[i + 3])
+            m4 = np.uint64(row[i + 4])
+            m5 = np.uint64(row[i + 5])
         f0 = (w0 & mask) ^ m0
-        f1 = ((w0 >> np.uint64(16)) & mask) ^ m1
-        f2 = ((w0 >> np.uint64(32)) & mask) ^ m2
-        f3 = (w0 >> np.uint64(48)) ^ m3
+        f1 = ((w0 >> np.uint64(10)) & mask) ^ m1
+        f2 = ((w0 >> np.uint64(20)) & mask) ^ m2
+        f3 = ((w0 >> np.uint64(30)) & mask) ^ m3
+        f4 = ((w0 >> np.uint64(40)) & mask) ^ m4
+        f5 = (w0 >> np.uint64(50)) ^ m5
         a = T[0, f0]
         b = T[1, f1]
         c = T[2, f2]
         d = T[3, f3]
-        w0 = w1 ^ a[0] ^ b[0] ^ c[0] ^ d[0]
-        w1 = w2 ^ a[1] ^ b[1] ^ c[1] ^ d[1]
-        w2 = w3 ^ a[2] ^ b[2] ^ c[2] ^ d[2]
-        w3 = w4 ^ a[3] ^ b[3] ^ c[3] ^ d[3]
-        w4 = w5 ^ a[4] ^ b[4] ^ c[4] ^ d[4]
-        w5 = w6 ^ a[5] ^ b[5] ^ c[5] ^ d[5]
-        w6 = w7 ^ a[6] ^ b[6] ^ c[6] ^ d[6]
-        w7 = a[7] ^ b[7] ^ c[7] ^ d[7]
-        i += 4
-    return w0, w1, w2, w3, w4, w5, w6, w7
+        e = T[4, f4]
+        g = T[5, f5]
+        w0 = w1 ^ a[0] ^ b[0] ^ c[0] ^ d[0] ^ e[0] ^ g[0]
+        w1 = w2 ^ a[1] ^ b[1] ^ c[1] ^ d[1] ^ e[1] ^ g[1]
+        w2 = w3 ^ a[2] ^ b[2] ^ c[2] ^ d[2] ^ e[2] ^ g[2]
+        w3 = w4 ^ a[3] ^ b[3] ^ c[3] ^ d[3] ^ e[3] ^ g[3]
+        w4 = a[4] ^ b[4] ^ c[4] ^ d[4] ^ e[4] ^ g[4]
+        i += 6
+    return w0, w1, w2, w3, w4
 
 
 @njit(cache=True)
 def _lfsr_generic(row, start, count, T, w):
-    """Same recurrence as :func:`_lfsr8` for any number of words; result left in ``w[:W]``."""
+    """Same recurrence as :func:`_lfsr5` for any number of words; result left in ``w[:W]``."""
     W = T.shape[2]
     mask = np.uint64(0x3FF)
     for j in range(W + 1):
         w[j] = 0
-    pad = (4 - count % 4) % 4
+    pad = (6 - count % 6) % 6
     i = start - pad
     end = start + count
     while i < end:
         w0 = w[0]
-        m0 = np.uint64(row[i]) if i >= start else np.uint64(0)
-        m1 = np.uint64(row[i + 1]) if i + 1 >= start else np.uint64(0)
-        m2 = np.uint64(row[i + 2]) if i + 2 >= start else np.uint64(0)
-        m3 = np.uint64(row[i + 3])
-        f0 = (w0 & mask) ^ m0
-        f1 = ((w0 >> np.uint64(16)) & mask) ^ m1
-        f2 = ((w0 >> np.uint64(32)) & mask) ^ m2
-        f3 = (w0 >> np.uint64(48)) ^ m3
+        f0 = (w0 & mask) ^ (np.uint64(row[i]) if i >= start else np.uint64(0))
+        f1 = ((w0 >> np.uint64(10)) & mask) ^ (np.uint64(row[i + 1]) if i + 1 >= start else np.uint64(0))
+        f2 = ((w0 >> np.uint64(20)) & mask) ^ (np.uint64(row[i + 2]) if i + 2 >= start else np.uint64(0))
+        f3 = ((w0 >> np.uint64(30)) & mask) ^ (np.uint64(row[i + 3]) if i + 3 >= start else np.uint64(0))
+        f4 = ((w0 >> np.uint64(40)) & mask) ^ (np.uint64(row[i + 4]) if i + 4 >= start else np.uint64(0))
+        f5 = (w0 >> np.uint64(50)) ^ np.uint64(row[i + 5])
         for j in range(W):
-            w[j] = w[j + 1] ^ T[0, f0, j] ^ T[1, f1, j] ^ T[2, f2, j] ^ T[3, f3, j]
-        i += 4
+            w[j] = (w[j + 1] ^ T[0, f0, j] ^ T[1, f1, j] ^ T[2, f2, j]
+                    ^ T[3, f3, j] ^ T[4, f4, j] ^ T[5, f5, j])
+        i += 6
+
+
+@njit(cache=True)
+def _lfsr_into(row, count, T, w):
+    """Run the right LFSR over ``row[:count]``; words left in ``w``."""
+    if T.shape[2] <= 5:
+        w0, w1, w2, w3, w4 = _lfsr5(row, 0, count, T)
+        w[0] = w0
+        w[1] = w1
+        w[2] = w2
+        w[3] = w3
+        w[4] = w4
+    else:
+        _lfsr_generic(row, 0, count, T, w)
+
+
+@njit(cache=True)
+def _lane(w, l):
+    return np.uint16((w[l // 6] >> np.uint64(10 * (l % 6))) & _MASK)
 
 
 @njit(cache=True)
@@ -127,22 +150,10 @@ def _remainder_lanes(row, k, nparity, T, w, with_parity, rem):
     ``with_parity``: XOR the received parity ``row[k:k+nparity]`` in, giving r(x) mod g(x) of the
     whole word; otherwise the encoder's parity of ``row[:k]``.
     """
-    W = T.shape[2]
-    if W <= 8:
-        w0, w1, w2, w3, w4, w5, w6, w7 = _lfsr8(row, 0, k, T)
-        w[0] = w0
-        w[1] = w1
-        w[2] = w2
-        w[3] = w3
-        w[4] = w4
-        w[5] = w5
-        w[6] = w6
-        w[7] = w7
-    else:
-        _lfsr_generic(row, 0, k, T, w)
+    _lfsr_into(row, k, T, w)
     acc = 0
     for l in range(nparity):
-        v = np.uint16((w[l >> 2] >> np.uint64(16 * (l & 3))) & _MASK)
+        v = _lane(w, l)
         if with_parity:
             v ^= row[k + l]
         rem[l] = v
@@ -155,26 +166,15 @@ def encode_batch(msgs, T, nparity, out):
     """``out[w, :k] = msgs[w]``, ``out[w, k:] = parity``; msgs uint16[N, k], out uint16[N, k+nparity]."""
     N, k = msgs.shape
     W = T.shape[2]
-    w = np.zeros(max(W, 8) + 1, dtype=np.uint64)
+    w = np.zeros(max(W, 5) + 1, dtype=np.uint64)
     for r in range(N):
         row = msgs[r]
         o = out[r]
         for i in range(k):
             o[i] = row[i]
-        if W <= 8:
-            w0, w1, w2, w3, w4, w5, w6, w7 = _lfsr8(row, 0, k, T)
-            w[0] = w0
-            w[1] = w1
-            w[2] = w2
-            w[3] = w3
-            w[4] = w4
-            w[5] = w5
-            w[6] = w6
-            w[7] = w7
-        else:
-            _lfsr_generic(row, 0, k, T, w)
+        _lfsr_into(row, k, T, w)
         for l in range(nparity):
-            o[k + l] = np.uint16((w[l >> 2] >> np.uint64(16 * (l & 3))) & _MASK)
+            o[k + l] = _lane(w, l)
 
 
 @njit(cache=True)
@@ -182,7 +182,7 @@ def remainder_batch(words, k, T, nparity, rem):
     """``rem[w] = words[w](x) mod g(x)`` (lanes high -> low); returns bool[N] "is a codeword"."""
     N = words.shape[0]
     W = T.shape[2]
-    w = np.zeros(max(W, 8) + 1, dtype=np.uint64)
+    w = np.zeros(max(W, 5) + 1, dtype=np.uint64)
     ok = np.empty(N, dtype=np.bool_)
     for r in range(N):
         ok[r] = _remainder_lanes(words[r], k, nparity, T, w, True, rem[r])
@@ -440,7 +440,7 @@ def decode_batch(words, k, T, t, E, detect_only, ncorr):
     N, n = words.shape
     nparity = n - k
     W = T.shape[2]
-    w = np.zeros(max(W, 8) + 1, dtype=np.uint64)
+    w = np.zeros(max(W, 5) + 1, dtype=np.uint64)
     rem = np.zeros(nparity, np.uint16)
     S = np.zeros(2 * t, np.uint16)
     size = 2 * t + 2

@@ -100,22 +100,22 @@ def _generator(nparity: int) -> np.ndarray:
 
 @functools.lru_cache(maxsize=None)
 def _slice_tables(nparity: int) -> np.ndarray:
-    """``T[s, f]`` = lanes of ``f * x^(nparity+3-s) mod g(x)`` packed 4 x 16 bits per uint64.
+    """``T[s, f]`` = lanes of ``f * x^(nparity+5-s) mod g(x)``, 10-bit lanes, 6 per uint64.
 
-    Shape (4, 1024, W) with W = max(8, ceil(nparity / 4)); lane l is the coefficient of
-    x^(nparity-1-l).
+    Shape (6, 1024, W) with W = max(5, ceil(nparity / 6)); lane l (bits 10*(l%6) of word l//6) is
+    the coefficient of x^(nparity-1-l). See :mod:`phy802.fec._kernels` for the recurrence.
     """
     g = _generator(nparity)
-    W = max(8, -(-nparity // 4))
-    T = np.zeros((4, Q, W), dtype=np.uint64)
+    W = max(5, -(-nparity // 6))
+    T = np.zeros((6, Q, W), dtype=np.uint64)
     f = np.arange(Q, dtype=np.int64)
-    for s in range(4):
-        xe = np.zeros(nparity + 3 - s + 1, dtype=np.uint16)
+    for s in range(6):
+        xe = np.zeros(nparity + 5 - s + 1, dtype=np.uint16)
         xe[0] = 1
         base = poly_mod(xe, g).astype(np.int64)  # high -> low, length nparity
         lanes = EXP[LOG[f][:, None] + LOG[base][None, :]].astype(np.uint64)  # (1024, nparity)
         for l in range(nparity):
-            T[s, :, l >> 2] |= lanes[:, l] << np.uint64(16 * (l & 3))
+            T[s, :, l // 6] |= lanes[:, l] << np.uint64(10 * (l % 6))
     T.setflags(write=False)
     return T
 
