@@ -20,7 +20,7 @@ from numpy.typing import NDArray
 from phy802.pcs import _kernels as _k
 
 __all__ = ["lane_of_symbol", "pair_gather_index", "interleave", "deinterleave", "n_lanes_of",
-           "symbols_to_bits", "bits_to_symbols"]
+           "symbols_to_bits", "bits_to_symbols", "round_robin", "round_robin_inverse"]
 
 N = 544
 
@@ -106,3 +106,20 @@ def bits_to_symbols(bits: NDArray[np.uint8]) -> NDArray[np.uint16]:
         raise ValueError(f"bit count {b.shape[-1]} is not a multiple of 10")
     b = b.reshape(*b.shape[:-1], b.shape[-1] // 10, 10).astype(np.uint16)
     return (b << np.arange(10, dtype=np.uint16)).sum(axis=-1, dtype=np.uint16)
+
+
+def round_robin(tx_scrambled_am: NDArray[np.uint8]) -> NDArray[np.uint16]:
+    """119.2.4.5 as a plain numpy reference: ``uint8[P, 10280]`` bits of each pair ->
+    ``uint16[P, 2, 514]`` messages A (even 10-bit symbols) and B (odd).  The transmitter uses a
+    fused Numba kernel; this is the readable form (and the tests' independent path)."""
+    b = np.asarray(tx_scrambled_am)
+    if b.ndim != 2 or b.shape[1] != 10280:
+        raise ValueError(f"expected bits of shape [pairs, 10280], got {b.shape}")
+    sym = bits_to_symbols(b)  # [P, 1028]
+    return np.ascontiguousarray(sym.reshape(-1, 514, 2).transpose(0, 2, 1))
+
+
+def round_robin_inverse(msgs: NDArray[np.uint16]) -> NDArray[np.uint8]:
+    """Inverse of :func:`round_robin`: ``uint16[P, 2, >=514]`` -> ``uint8[P, 10280]`` bits."""
+    m = np.asarray(msgs)[:, :, :514]
+    return symbols_to_bits(m.transpose(0, 2, 1).reshape(m.shape[0], 1028))
