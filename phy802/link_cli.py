@@ -1,0 +1,109 @@
+"""``phy802 link``: run the composed link once and print per-lane counters like a PHY."""
+
+from __future__ import annotations
+
+import argparse
+
+import numpy as np
+
+from phy802._cliutil import add_json, add_seed, emit
+from phy802.link import FEC_MODES
+
+__all__ = ["add_arguments", "run", "parse_lane_order"]
+
+EXAMPLE = """examples:
+  phy802 link --fec kp4 --ber 2e-4 --pairs 2048 --seed 1
+  phy802 link --fec kp4 --fault-lane 3 --fault-ber 3e-3 --pairs 512      # one bad lane of 8
+  phy802 link --rate 200G --fec detect --snr 16 --precoding --payload frames --json
+  phy802 link --fec kr4 --ber 1e-4       # RS(528,514) codeword-level model (not a Cl.119 mode)
+"""
+
+
+def parse_lane_order(text: str | None):
+    """``"0,1;2,3;..."`` -> ``((0, 1), (2, 3), ...)`` (groups per physical lane)."""
+    if text is None:
+        return None
+    try:
+        return tuple(tuple(int(x) for x in grp.split(",")) for grp in text.split(";") if grp.strip())
+    except ValueError:
+        raise ValueError(f"--lane-order: expected groups like '0,1;2,3;...', got {text!r}") from None
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.formatter_class = argparse.RawDescriptionHelpFormatter
+    p.epilog = EXAMPLE
+    p.add_argument("--rate", default="400G", choices=("400G", "200G"))
+    p.add_argument("--fec", default="kp4", choices=FEC_MODES, help="FEC mode (default kp4)")
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--ber", type=float, default=None, help="PAM4 AWGN on every lane at this pre-FEC BER")
+    g.add_argument("--snr", type=float, default=None, help="PAM4 AWGN on every lane at this SNR (dB)")
+    p.add_argument("--fault-lane", type=int, default=None, help="physical lane with its own, worse channel")
+    p.add_argument("--fault-ber", type=float, default=1e-3, help="pre-FEC BER of --fault-lane (default 1e-3)")
+    p.add_argument("--lanes", type=int, default=None, help="physical lanes (default 8 at 400G, 4 at 200G)")
+    p.add_argument("--lane-order", default=None, help="bit-mux order, PCS lanes per physical lane: '0,1;2,3;...'")
+    p.add_argument("--precoding", action="store_true", help="1/(1+D) mod 4 precoder")
+    p.add_argument("--precoder-init", type=int, default=0, help="precoder initial state 0..3 (default 0)")
+    p.add_argument("--level", choices=("pcs", "codeword"), default=None, help="pcs (default) or codeword")
+    p.add_argument("--payload", choices=("data", "frames"), default="frames", help="frames (default) or data blocks")
+    p.add_argument("--pairs", type=int, default=512, help="codeword pairs to send (default 512)")
+    p.add_argument("--batch", type=int, default=256, help="pairs per independent batch (default 256)")
+    add_seed(p)
+    add_json(p)
+
+
+def _channels(args, n_lanes: int):
+    from phy802.channel import Noiseless, Pam4Awgn
+
+    if args.ber is not None:
+        good = Pam4Awgn.from_ber(args.ber)
+    elif args.snr is not None:
+        good = Pam4Awgn(args.snr)
+    else:
+        good = Noiseless()
+    chans = [good] * n_lanes
+    if args.fault_lane is not None:
+        if not 0 <= args.fault_lane < n_lanes:
+            raise ValueError(f"--fault-lane must be in 0..{n_lanes - 1}, got {args.fault_lane}")
+        chans[args.fault_lane] = Pam4Awgn.from_ber(args.fault_ber)
+    return chans
+
+
+def run(args: argparse.Namespace) -> int:
+    from phy802.link import Link, LinkConfig
+
+    cfg = LinkConfig(rate=args.rate, fec=args.fec, precoding=args.precoding, precoder_init=args.precoder_init,
+                     n_lanes=args.lanes, lane_order=parse_lane_order(args.lane_order), level=args.level,
+                     payload=args.payload)
+    res = Link(cfg, _channels(args, int(cfg.n_lanes))).run(args.pairs, args.seed, batch_pairs=args.batch)
+    c = res.counters
+    rates = c.rates()
+    out = {"config": {k: getattr(cfg, k) for k in cfg.__dataclass_fields__}, "seed": args.seed,
+           "counters": c.as_dict(), "rates": {k: v.as_dict() for k, v in rates.items()},
+           "payload_errors": res.payload_errors[:1000].tolist(), "payload_errors_total": int(res.payload_errors.size)}
+
+    def text() -> str:
+        lines = [f"{cfg.rate} fec={cfg.fec} level={cfg.level} lanes={cfg.n_lanes} precoding={cfg.precoding} "
+                 f"pairs={c.pairs} codewords={c.codewords} line bits={c.line_bits} ({c.seconds:.2f} s)", "",
+                 "physical lane   PAM4 symbol errors   bit errors   BER"]
+        per = c.line_bits // c.n_phys
+        for i in range(c.n_phys):
+            lines.append(f"  {i:>3}           {c.lane_symbol_errors[i]:>18}   {c.lane_bit_errors[i]:>10}   "
+                         f"{c.lane_bit_errors[i] / per:.2e}")
+        lines += ["", "PCS lane   symbol errors (corrected, PHY counter)   true symbol errors   bit errors"]
+        for L in range(c.n_pcsl):
+            lines.append(f"  {L:>3}      {c.pcs_lane_corrected[L]:>38}   {c.pcs_lane_symbol_errors[L]:>18}   "
+                         f"{c.pcs_lane_bit_errors[L]:>10}")
+        lines += ["", f"FEC: corrected codewords {c.corrected_codewords}, uncorrected {c.uncorrected_codewords}, "
+                  f"corrected symbols {c.corrected_symbols}, miscorrected {c.miscorrected_codewords}",
+                  f"codeword errors (message wrong) {c.codeword_errors}, of which not flagged {c.undetected_codeword_errors}"]
+        if cfg.level == "pcs":
+            lines.append(f"MAC: frames sent {c.frames}, FCS ok {c.frames_ok}, FCS errors {c.fcs_errors}, "
+                         f"marked 66b blocks {c.marked_blocks}, error blocks {c.block_errors}, "
+                         f"payload bit errors {c.payload_bit_errors} of {c.payload_bits}")
+        lines.append("")
+        for k, v in rates.items():
+            lines.append(f"{k:<13} {v.value:.3e}  95% CI [{v.lo:.3e}, {v.hi:.3e}]  ({v.events}/{v.trials})")
+        return "\n".join(lines)
+
+    emit(args, out, text)
+    return 0

@@ -1,0 +1,156 @@
+"""``phy802 sweep``: BER/FER sweep over SNR or pre-FEC BER and FEC modes.
+
+Prints one line per finished point on stderr (AFF3CT-style table, with a tqdm bar), writes
+``sweep.csv`` and ``sweep.json`` (raw counts, mergeable) into ``--out`` and, with ``--plot``,
+``ber_fer.png`` and ``latency.png`` (the latter needs :mod:`protocol.latency`; without it the plot
+is skipped with a note).  ``--scheduler ADDRESS`` runs the points on a Dask cluster.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from phy802._cliutil import add_json, add_seed, emit, progress
+from phy802.link import FEC_MODES
+
+__all__ = ["add_arguments", "run", "latency_function"]
+
+EXAMPLE = """example:
+  phy802 sweep --ber 1e-4 2e-4 3e-4 --fec kp4 bypass --target-errors 100 \\
+      --max-codewords 1e6 --max-seconds 30 --seed 1 --out sweep_out/ --plot
+  phy802 sweep --snr 15 15.5 16 --fec kp4 kr4 --scheduler tcp://10.0.0.5:8786 --out dask_out/
+
+Rates: pre-FEC BER (line bits, after the RX precoder), SER (PAM4 symbols), FER (codewords whose
+delivered message is wrong), post-FEC BER (message bits at the decoder output); each with a 95%
+Clopper-Pearson interval (post-FEC BER: cluster-aware, see phy802.link.LinkCounters.rates).
+Merge two runs with:  phy802 sweep --merge a/sweep.json b/sweep.json --out merged/
+"""
+
+# our FEC modes -> the protocol layer's latency modes (protocol/modes.py)
+_LATENCY_MODE = {"kp4": "ieee", "kr4": "ieee", "detect": "detect_only", "bypass": "bypass", "none": "bypass"}
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.formatter_class = argparse.RawDescriptionHelpFormatter
+    p.epilog = EXAMPLE
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--ber", type=float, nargs="+", metavar="BER", help="channel points as pre-FEC BER (PAM4 AWGN)")
+    g.add_argument("--snr", type=float, nargs="+", metavar="DB", help="channel points as SNR in dB (Es/sigma^2)")
+    g.add_argument("--merge", nargs="+", metavar="JSON", help="merge sweep.json files of earlier runs instead of simulating")
+    p.add_argument("--fec", nargs="+", default=["kp4", "bypass"], choices=FEC_MODES, metavar="MODE",
+                   help=f"FEC modes: {', '.join(FEC_MODES)} (default kp4 bypass)")
+    p.add_argument("--rate", default="400G", choices=("400G", "200G"), help="400G (default) or 200G")
+    p.add_argument("--lanes", type=int, default=None, help="physical lanes (default 8 at 400G, 4 at 200G)")
+    p.add_argument("--precoding", action="store_true", help="1/(1+D) mod 4 precoder on every lane")
+    p.add_argument("--sim", choices=("fast", "link"), default="fast",
+                   help="fast: codeword-level error-pattern simulator (default); link: bit-exact composed link")
+    p.add_argument("--target-errors", type=int, default=100, help="stop a point at this many codeword errors (default 100; 0 = never)")
+    p.add_argument("--max-codewords", type=float, default=1e6, help="stop a point after this many codewords (default 1e6)")
+    p.add_argument("--max-seconds", type=float, default=30.0, help="stop a point after this many seconds (default 30; 0 = never)")
+    p.add_argument("--batch", type=int, default=None, help="largest batch in codeword pairs (default 4096 fast, 256 link)")
+    p.add_argument("--workers", type=int, default=None, help="local worker processes (default: all cores; 1 = in this process)")
+    p.add_argument("--scheduler", metavar="ADDRESS", default=None,
+                   help="Dask scheduler address (e.g. tcp://host:8786): run the points on that cluster")
+    add_seed(p)
+    p.add_argument("--out", type=Path, default=None, help="output folder for sweep.csv / sweep.json / plots")
+    p.add_argument("--plot", action="store_true", help="write ber_fer.png and latency.png into --out")
+    p.add_argument("--no-progress", action="store_true", help="no live table / progress bar on stderr")
+    add_json(p)
+
+
+def latency_function(rate: str):
+    """``mode -> added latency (ns)`` from :mod:`protocol.latency`, or ``None`` when absent."""
+    try:
+        from protocol.latency import added_latency
+    except ImportError:
+        return None
+
+    def f(mode: str) -> float:
+        return float(added_latency(_LATENCY_MODE[mode], rate).total_ns)
+
+    return f
+
+
+def _executor(args):
+    if args.scheduler:
+        try:
+            from distributed import Client
+        except ImportError:
+            raise ValueError("--scheduler needs the 'distributed' package (pip install phy802[dask])") from None
+        try:
+            client = Client(args.scheduler, timeout="10s")
+        except OSError as exc:
+            raise ValueError(f"--scheduler {args.scheduler}: cannot connect ({exc})") from None
+        return client.get_executor(), client
+    workers = args.workers if args.workers is not None else (os.cpu_count() or 1)
+    if workers <= 0:
+        raise ValueError(f"--workers must be >= 1, got {workers}")
+    return (None, None) if workers == 1 else ("process", None)
+
+
+def run(args: argparse.Namespace) -> int:
+    from phy802.sweep import SweepConfig, SweepResult, format_header, format_row, plot_ber_fer, plot_latency, run_sweep
+
+    show = not args.no_progress
+    if args.merge:
+        res = None
+        for path in args.merge:
+            r = SweepResult.read_json(path)
+            res = r if res is None else res.merge(r)
+    else:
+        if not args.ber and not args.snr:
+            raise ValueError("give channel points with --ber or --snr (or --merge files)")
+        if args.max_codewords < 2:
+            raise ValueError(f"--max-codewords must be >= 2, got {args.max_codewords:g}")
+        cfg = SweepConfig(
+            points=tuple(args.ber or args.snr), axis="ber" if args.ber else "snr", modes=tuple(args.fec),
+            rate=args.rate, n_lanes=args.lanes, precoding=args.precoding, simulator=args.sim,
+            target_errors=args.target_errors or None, max_codewords=int(args.max_codewords),
+            max_seconds=args.max_seconds or None, batch_pairs=args.batch, seed=args.seed,
+        )
+        ex, client = _executor(args)
+        bar = progress(total=len(cfg.modes) * len(cfg.points), desc="points", enable=show)
+        if show:
+            bar.write(format_header(), file=sys.stderr)
+
+        def on_point(p):
+            if show:
+                bar.write(format_row(p), file=sys.stderr)
+                bar.update(1)
+
+        try:
+            res = run_sweep(cfg, executor=ex, workers=args.workers, callback=on_point)
+        finally:
+            bar.close()
+            if client is not None:
+                client.close()
+        if res.interrupted:
+            print(f"phy802 sweep: interrupted; {len(res.points)} finished points kept", file=sys.stderr)
+    notes = []
+    if args.out is not None:
+        args.out.mkdir(parents=True, exist_ok=True)
+        res.write_csv(args.out / "sweep.csv")
+        res.write_json(args.out / "sweep.json")
+        if args.plot:
+            plot_ber_fer(res, args.out / "ber_fer.png")
+            lat = latency_function(res.config.rate)
+            if lat is None:
+                notes.append("latency plot skipped: protocol.latency is not available")
+            else:
+                plot_latency(res, lat, args.out / "latency.png")
+    elif args.plot:
+        notes.append("--plot needs --out")
+    for n in notes:
+        print(f"phy802 sweep: {n}", file=sys.stderr)
+
+    def text() -> str:
+        lines = [format_header()] + [format_row(p) for p in res.points]
+        if args.out is not None:
+            lines.append(f"# wrote {args.out / 'sweep.csv'} and {args.out / 'sweep.json'}")
+        return "\n".join(lines)
+
+    emit(args, res.to_json_obj(), text)
+    return 0
