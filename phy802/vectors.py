@@ -1,0 +1,178 @@
+"""``phy802 vectors``: verify or regenerate the known-answer files of every block.
+
+Three text formats exist, each documented beside its files and parsed by its block's package:
+
+* ``code: N K`` / ``message:`` / ``codeword:`` ... files: Reed-Solomon (:mod:`phy802.fec.vectors`);
+* ``kind=...`` records of the PCS (:mod:`phy802.pcs.vectors`: 64b/66b, 257b, scrambler, AM groups,
+  codeword pairs, PCS lanes, full transmit path);
+* ``kind=...`` records of the PMA (:mod:`phy802.pma.vectors`: Gray map, precoder, PRBSxQ).
+
+A file's family is recognised from its first record, so a user's own file (e.g. a hex dump from
+hardware, rewritten in one of these formats) can live anywhere. A malformed file is reported with
+file, line and reason, and the other files are still checked. Exit code 0 only when every file
+passes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable
+
+from phy802._cliutil import add_json, emit
+
+__all__ = ["FileReport", "family_of", "verify_file", "verify_paths", "generate", "default_dir"]
+
+_PCS_KINDS = {"codec66", "frames_tx", "transcode257", "scramble", "am_symbols", "am_group", "codeword_pair", "pair_lane"}
+_PMA_KINDS = {"gray", "precode", "prbsq"}
+
+
+@dataclass(frozen=True, slots=True)
+class FileReport:
+    """Outcome of one file: ``error`` is a parse/IO problem, ``failures`` are mismatching records."""
+
+    path: str
+    family: str
+    n_records: int
+    failures: tuple[str, ...]
+    error: str | None
+    seconds: float
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and not self.failures and self.n_records > 0
+
+    def as_dict(self) -> dict:
+        return {"path": self.path, "family": self.family, "records": self.n_records, "ok": self.ok,
+                "failures": list(self.failures), "error": self.error, "seconds": round(self.seconds, 3)}
+
+
+def default_dir() -> Path:
+    """The repository's ``vectors/`` folder (next to the package in a source checkout)."""
+    return Path(__file__).resolve().parent.parent / "vectors"
+
+
+def family_of(path: str | Path) -> str:
+    """``"fec"``, ``"pcs"`` or ``"pma"`` from the first record of ``path``; ValueError otherwise."""
+    with open(path, encoding="utf-8") as fh:
+        for lineno, raw in enumerate(fh, 1):
+            line = raw.split("#", 1)[0].strip() if raw.lstrip().startswith("#") else raw.strip()
+            if not line:
+                continue
+            if line.startswith(("code:", "name:", "field:", "first_root:")):
+                return "fec"
+            first = line.split(None, 1)[0]
+            if first.startswith("kind="):
+                kind = first[5:]
+                if kind in _PCS_KINDS:
+                    return "pcs"
+                if kind in _PMA_KINDS:
+                    return "pma"
+                raise ValueError(f"{path}:{lineno}: unknown record kind={kind!r} "
+                                 f"(known: {', '.join(sorted(_PCS_KINDS | _PMA_KINDS))})")
+            raise ValueError(f"{path}:{lineno}: not a phy802 vector file (expected 'code: N K' or 'kind=...', "
+                             f"got {line[:40]!r})")
+    raise ValueError(f"{path}: empty vector file (no records)")
+
+
+def verify_file(path: str | Path) -> FileReport:
+    """Check one file against the emulator; never raises for a bad file (the report says why)."""
+    t0 = time.perf_counter()
+    family = "?"
+    try:
+        family = family_of(path)
+        if family == "fec":
+            from phy802.fec.vectors import check_kat, read_kat
+
+            kat = read_kat(path)
+            n = len(kat.encode) + len(kat.decode)
+            failures = tuple(check_kat(kat))
+        else:
+            mod = __import__(f"phy802.{family}.vectors", fromlist=["verify_file"])
+            res = mod.verify_file(path)
+            n, failures = res.n_records, tuple(res.failures)
+        error = None if n else f"{path}: no records"
+    except (ValueError, OSError, UnicodeDecodeError) as exc:
+        n, failures, error = 0, (), str(exc)
+    return FileReport(str(path), family, n, failures, error, time.perf_counter() - t0)
+
+
+def _expand(paths: Iterable[str | Path]) -> list[Path]:
+    out: list[Path] = []
+    for p in map(Path, paths):
+        if p.is_dir():
+            found = sorted(f for f in p.rglob("*.txt") if "_gen" not in f.parts)
+            if not found:
+                raise ValueError(f"{p}: folder holds no *.txt vector files")
+            out.extend(found)
+        elif p.exists():
+            out.append(p)
+        else:
+            raise ValueError(f"{p}: no such file or folder")
+    return out
+
+
+def verify_paths(paths: Iterable[str | Path]) -> list[FileReport]:
+    """:func:`verify_file` for every file, and every ``*.txt`` under every folder, in ``paths``."""
+    return [verify_file(f) for f in _expand(paths)]
+
+
+def generate(out: str | Path) -> list[Path]:
+    """Regenerate every generated vector file under ``out`` (``rs/``, ``pcs/``, ``pma/``), atomically.
+
+    Files transcribed from the standard (PRBS9Q, Gray map) are copied from the source tree.
+    """
+    from phy802.fec.vectors import regenerate
+    from phy802.pcs.vectors import write_vectors
+    from phy802.pma.vectors import write_vectors as write_pma
+
+    out = Path(out)
+    written = list(regenerate(out / "rs"))
+    written += list(write_vectors(out / "pcs"))
+    written += list(write_pma(out / "pma"))
+    return written
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="action", required=True)
+    v = sub.add_parser("verify", help="check vector files against the emulator (pass/fail table)")
+    v.add_argument("paths", nargs="*", help="files or folders (default: the repository's vectors/)")
+    add_json(v)
+    g = sub.add_parser("generate", help="regenerate the known-answer files into a folder")
+    g.add_argument("--out", required=True, help="output folder (created; files written atomically)")
+    add_json(g)
+
+
+def _table(reports: list[FileReport]) -> str:
+    rows = [f"{'file':<52} {'block':<5} {'records':>7}  result"]
+    for r in reports:
+        if r.error:
+            result = f"ERROR  {r.error}"
+        elif r.failures:
+            result = f"FAIL   {len(r.failures)} mismatch(es): " + "; ".join(r.failures[:3])
+        else:
+            result = "pass"
+        rows.append(f"{r.path[-52:]:<52} {r.family:<5} {r.n_records:>7}  {result}")
+    n_ok = sum(r.ok for r in reports)
+    rows.append(f"{n_ok} passed, {len(reports) - n_ok} failed")
+    return "\n".join(rows)
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.action == "generate":
+        written = generate(args.out)
+        emit(args, {"written": [str(p) for p in written]}, "\n".join(f"wrote {p}" for p in written))
+        return 0
+    paths = args.paths or [default_dir()]
+    reports = verify_paths(paths)
+    emit(args, {"ok": all(r.ok for r in reports), "files": [r.as_dict() for r in reports]}, lambda: _table(reports))
+    return 0 if all(r.ok for r in reports) else 1
+
+
+if __name__ == "__main__":  # pragma: no cover
+    from phy802.cli import main
+
+    sys.exit(main(["vectors", *sys.argv[1:]]))
