@@ -9,8 +9,8 @@ One-line change for a user::
 
 The configuration travels in the environment variable ``PHY802_REPLAY`` (JSON), so processes
 started by torchrun or on other nodes get it by setting that variable. The inner backend is gloo
-on CPU and NCCL on CUDA (same code path; the byte view of a CUDA tensor is copied to the host only
-when a message has errors).
+on CPU; with ``PHY802_INNER=nccl`` it is NCCL for CUDA tensors (the same code path; flips are
+applied on the device with index ops and only the touched elements are read back for the log).
 
 Links. Each directed link ``src -> dst`` has its own error source, held by the destination rank
 and seeded from ``(seed, src, dst)``. Offsets are reserved when an operation is *issued* (a
@@ -63,10 +63,11 @@ from integration.replay import (
 )
 from integration.sources import ErrorSource, MessageFraming, make_link_source
 
-__all__ = ["BACKEND_NAME", "ENV_VAR", "ReplayProcessGroup", "register", "configure", "UnsupportedOperation"]
+__all__ = ["BACKEND_NAME", "ENV_VAR", "INNER_ENV_VAR", "ReplayProcessGroup", "register", "configure", "UnsupportedOperation"]
 
 BACKEND_NAME = "phy802"
 ENV_VAR = "PHY802_REPLAY"
+INNER_ENV_VAR = "PHY802_INNER"  # "gloo" (default) or "nccl"
 _RING_TAG = 0x50_38  # tags of the ring hops, apart from user point-to-point traffic (tag 0)
 
 
@@ -90,7 +91,13 @@ def _config_from_env() -> ReplayConfig:
 
 
 def _creator(store, rank: int, size: int, timeout: timedelta):
-    return ReplayProcessGroup(store, rank, size, timeout, _config_from_env())
+    inner = None
+    if os.environ.get(INNER_ENV_VAR, "gloo") == "nccl":
+        # GPUs: the same wrapper over NCCL (not exercised by the CPU test suite)
+        opts = dist.ProcessGroupNCCL.Options()
+        opts._timeout = timeout
+        inner = dist.ProcessGroupNCCL(store, rank, size, opts)
+    return ReplayProcessGroup(store, rank, size, timeout, _config_from_env(), inner=inner)
 
 
 def register(config: ReplayConfig | None = None) -> None:
@@ -281,11 +288,8 @@ class ReplayProcessGroup(dist.ProcessGroup):
         """Apply a reserved corruption to the received tensor ``t`` (contiguous view), then the guard."""
         guard = self.config.guard
         seq, op, cls, src, hop, offs, pbits = pending
-        host = t if t.device.type == "cpu" else t.detach().cpu()
         elem, bit, old, new, idx, n_prot = corrupt_received(
-            host, pbits, protect_sign_exponent=(guard == "exponent_protection" or self._protect))
-        if host is not t:
-            t.detach().copy_(host)
+            t, pbits, protect_sign_exponent=(guard == "exponent_protection" or self._protect))
         nonfinite = bool(len(new)) and not bool(np.isfinite(new).all())
         n_guard = apply_guard(t, self.config.clamp_for(cls)) if guard == "nan_to_zero_clamp" else 0
         with self._lock:

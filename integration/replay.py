@@ -253,11 +253,12 @@ def _values_raw(u8: np.ndarray, dtype: torch.dtype, elem: np.ndarray) -> np.ndar
     return (u8.view(np.uint16)[elem].astype(np.uint32) << 16).view(np.float32).astype(np.float64)
 
 
-def corrupt_received(t: torch.Tensor, offsets: np.ndarray, *, protect_sign_exponent: bool = False
-                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:
+def corrupt_received(t: torch.Tensor, offsets: np.ndarray, *, protect_sign_exponent: bool = False,
+                     _force_torch_path: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:
     """Flip the bits ``offsets`` (message bit numbering) of the received tensor ``t`` in place.
 
-    ``t`` must be a contiguous CPU float tensor; it is modified through ``t.detach()``. Offsets at
+    ``t`` must be a contiguous float tensor (CPU: numpy in place; CUDA: index ops on the device);
+    it is modified through ``t.detach()``. Offsets at
     or beyond ``8 * t.nbytes`` are not applied (they hit framing overhead). With
     ``protect_sign_exponent`` the flips in sign/exponent bits are removed (unequal protection).
 
@@ -284,13 +285,26 @@ def corrupt_received(t: torch.Tensor, offsets: np.ndarray, *, protect_sign_expon
     if len(offs) == 0:
         z = np.empty(0, dtype=np.int64)
         return z, z, np.empty(0), np.empty(0), z, n_prot
-    u8 = t.detach().view(-1).view(torch.uint8).numpy()
-    old = _values(u8, t.dtype, elem)
-    byte = offs >> 3
-    # offsets are distinct, so fancy-index XOR applies each flip exactly once; two flips in one
-    # byte are two distinct indices of np.bitwise_xor.at
-    np.bitwise_xor.at(u8, byte, (np.uint8(1) << (offs & 7).astype(np.uint8)))
-    new = _values(u8, t.dtype, elem)
+    if t.device.type == "cpu" and not _force_torch_path:
+        u8 = t.detach().view(-1).view(torch.uint8).numpy()
+        old = _values(u8, t.dtype, elem)
+        # offsets are distinct; two flips in one byte are two entries of np.bitwise_xor.at
+        np.bitwise_xor.at(u8, offs >> 3, (np.uint8(1) << (offs & 7).astype(np.uint8)))
+        new = _values(u8, t.dtype, elem)
+        return elem, bit, old, new, idx, n_prot
+    # device path (CUDA with NCCL): one XOR mask per distinct byte, applied with index ops on the
+    # device; only the touched elements travel to the host for the log
+    byte, first = np.unique(offs >> 3, return_index=True)
+    masks = np.bitwise_or.reduceat((np.uint8(1) << (offs & 7).astype(np.uint8)), first)
+    u8t = t.detach().view(-1).view(torch.uint8)
+    e_u = np.unique(elem)
+    flat = t.detach().view(-1)
+    before = {int(e): v for e, v in zip(e_u, flat[torch.from_numpy(e_u).to(t.device)].double().cpu().tolist())}
+    bidx = torch.from_numpy(byte).to(t.device)
+    u8t.index_put_((bidx,), u8t[bidx] ^ torch.from_numpy(masks).to(t.device))
+    after = {int(e): v for e, v in zip(e_u, flat[torch.from_numpy(e_u).to(t.device)].double().cpu().tolist())}
+    old = np.array([before[int(e)] for e in elem])
+    new = np.array([after[int(e)] for e in elem])
     return elem, bit, old, new, idx, n_prot
 
 

@@ -58,3 +58,18 @@ def test_config_validation():
         ReplayConfig(classes=("gradients", "weights"))
     cfg = ReplayConfig(guard="nan_to_zero_clamp")
     assert ReplayConfig.from_dict(cfg.to_dict()) == cfg
+
+
+def test_device_path_matches_numpy_path():
+    rng = np.random.default_rng(5)
+    for dtype in (torch.float32, torch.bfloat16, torch.float16):
+        x = torch.randn(300).to(dtype)
+        # several flips in one byte and one element, plus ones beyond the payload
+        offs = np.unique(np.concatenate([rng.integers(0, x.numel() * x.element_size() * 8, 200), [0, 1, 2, 7]]))
+        a, b = x.clone(), x.clone()
+        ra = corrupt_received(a, offs)
+        rb = corrupt_received(b, offs, _force_torch_path=True)
+        assert torch.equal(a.view(torch.uint8), b.view(torch.uint8))
+        for u, v in zip(ra, rb):
+            assert np.array_equal(np.asarray(u), np.asarray(v), equal_nan=True) if np.asarray(u).dtype.kind == "f" \
+                else np.array_equal(u, v)
