@@ -62,6 +62,30 @@ def copy_bits(src, spos, dst, dpos, n):
 
 
 # ---------------------------------------------------------------------------------------------
+# Input validation
+
+@njit(cache=True)
+def validate_blocks(sync, payload, valid_type):
+    """One pass: ``(n_bad, first_bad, max_sync)``; bad = sync header 00/11 or a control block with
+    a type not in ``valid_type``."""
+    n_bad = 0
+    first = -1
+    smax = 0
+    for b in range(sync.shape[0]):
+        sh = sync[b]
+        if sh > smax:
+            smax = sh
+        bad = sh == 0 or sh == 3
+        if sh == 1 and not valid_type[payload[b] & np.uint64(0xFF)]:
+            bad = True
+        if bad:
+            if first < 0:
+                first = b
+            n_bad += 1
+    return n_bad, first, smax
+
+
+# ---------------------------------------------------------------------------------------------
 # 256b/257b transcoding (91.5.2.5 / 119.2.4.2)
 
 @njit(cache=True)
@@ -383,13 +407,17 @@ def lanes_from_codewords(cw, gather, lanes):
 
 @njit(cache=True)
 def codewords_from_lanes(lanes, gather, cw):
-    """Inverse of :func:`lanes_from_codewords`."""
+    """Inverse of :func:`lanes_from_codewords`; returns the OR of all symbols (range check)."""
     P = cw.shape[0]
     L, K = gather.shape
+    acc = 0
     for p in range(P):
         for l in range(L):
             for k in range(K):
-                cw[p, gather[l, k]] = lanes[l, p * K + k]
+                v = lanes[l, p * K + k]
+                acc |= v
+                cw[p, gather[l, k]] = v
+    return acc
 
 
 # ---------------------------------------------------------------------------------------------

@@ -301,8 +301,7 @@ def lock_lanes(lanes, am_syms: NDArray[np.uint16], period_symbols: int, symbols_
     # the marker of the common group is then taken at +/- whole periods.
     if not bitmode and any(np.asarray(r).dtype.kind not in "ui" for r in rows):
         raise LockError("lane symbols must be an integer array (uint16 10-bit symbols) or uint8 bits")
-    if not bitmode and isinstance(lanes, np.ndarray) and lanes.size and lanes.max() > 1023:
-        raise LockError("lane symbols must be 10-bit values < 1024")
+    # (10-bit range of a 2-D symbol array: checked during de-interleaving, in the same pass)
     am = np.ascontiguousarray(am_syms, dtype=np.int64)
     found, streams, vals_of = [], [], []
     for r, row in enumerate(rows):

@@ -122,26 +122,31 @@ def check_blocks(blocks: Blocks66 | tuple, *, name: str = "blocks", multiple_of:
     if sync.ndim != 1 or payload.ndim != 1 or sync.shape != payload.shape:
         raise ValueError(f"{name}: sync and payload must be 1-D of equal length, got shapes "
                          f"{sync.shape} and {payload.shape}")
-    if sync.size and (sync.min() < 0 or sync.max() > 3):
-        raise ValueError(f"{name}: sync headers must be 2-bit values 0..3")
+    if sync.dtype != np.uint8:
+        if sync.dtype.kind not in "iu" or (sync.size and (sync.min() < 0 or sync.max() > 3)):
+            raise ValueError(f"{name}: sync headers must be 2-bit integer values 0..3")
+        sync = sync.astype(np.uint8)
     if payload.dtype != np.uint64:
         if payload.dtype.kind not in "iu":
             raise ValueError(f"{name}: payload must be an integer array (uint64), got {payload.dtype}")
         payload = payload.astype(np.uint64)
-    sync = sync.astype(np.uint8, copy=False)
     if sync.shape[0] % multiple_of:
         raise ValueError(f"{name}: length {sync.shape[0]} is not a multiple of {multiple_of} 66b blocks")
-    bad = (sync == 0) | (sync == 3)
-    ctrl = sync == SYNC_CTRL
-    bad |= ctrl & ~_VALID_TYPE[(payload & np.uint64(0xFF)).astype(np.intp)]
-    if bad.any():
-        i = int(np.flatnonzero(bad)[0])
+    sync = np.ascontiguousarray(sync)
+    payload = np.ascontiguousarray(payload)
+    n_bad, first, smax = _k.validate_blocks(sync, payload, _VALID_TYPE)  # one pass, no temporaries
+    if smax > 3:
+        raise ValueError(f"{name}: sync headers must be 2-bit values 0..3, got {smax}")
+    if n_bad:
+        i = int(first)
         if on_invalid == "raise":
             what = ("invalid sync header " + format(int(sync[i]), "02b")[::-1]) if sync[i] in (0, 3) \
                 else f"unknown Clause 82 block type 0x{int(payload[i]) & 0xFF:02X}"
-            raise ValueError(f"{name}: block {i}: {what} ({int(bad.sum())} bad block(s) in all)")
+            raise ValueError(f"{name}: block {i}: {what} ({int(n_bad)} bad block(s) in all)")
         if on_invalid != "error_block":
             raise ValueError(f"on_invalid must be 'raise' or 'error_block', got {on_invalid!r}")
+        bad = (sync == 0) | (sync == 3)
+        bad |= (sync == SYNC_CTRL) & ~_VALID_TYPE[(payload & np.uint64(0xFF)).astype(np.intp)]
         sync = sync.copy()
         payload = payload.copy()
         sync[bad] = SYNC_CTRL

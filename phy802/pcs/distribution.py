@@ -85,7 +85,10 @@ def deinterleave(lanes: NDArray[np.uint16], rate: str = "400G") -> NDArray[np.ui
     if x.ndim != 2 or x.shape[0] != L or x.shape[1] % K:
         raise ValueError(f"lanes must have shape [{L}, multiple of {K}], got {x.shape}")
     out = np.empty((x.shape[1] // K, 2, N), np.uint16)
-    _k.codewords_from_lanes(np.ascontiguousarray(x, dtype=np.uint16), g, out.reshape(-1, 2 * N))
+    if x.dtype.kind not in "ui" or (x.dtype.itemsize > 2 and x.size and (x.min() < 0 or x.max() > 0xFFFF)):
+        raise ValueError("lane symbols must be integers 0..1023")
+    if _k.codewords_from_lanes(np.ascontiguousarray(x, dtype=np.uint16), g, out.reshape(-1, 2 * N)) > 1023:
+        raise ValueError("lane symbols must be 10-bit values (0..1023)")
     return out
 
 

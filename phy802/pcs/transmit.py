@@ -21,7 +21,7 @@ from phy802.pcs.codec66 import Blocks66, check_blocks, concat_blocks, idle_block
 from phy802.pcs.config import PcsConfig
 from phy802.pcs.distribution import interleave
 from phy802.pcs.scrambler import seed_to_history
-from phy802.pcs.transcode257 import encode_257, words_for_bits
+from phy802.pcs.transcode257 import words_for_bits
 
 __all__ = ["PcsTransmitter", "TxResult", "am_pair_flags", "pack_am_groups"]
 
@@ -91,7 +91,8 @@ class PcsTransmitter:
         n_pad = 4 * n257 - n_in
         if n_pad:
             b = concat_blocks(b, idle_blocks(n_pad))
-        data = encode_257(b)  # 119.2.4.2
+        data = np.zeros(words_for_bits(257 * n257), np.uint64)
+        _k.transcode_encode(b.sync, b.payload, data)  # 119.2.4.2 (input checked above)
         _k.scramble(data, 257 * n257, seed_to_history(cfg.scrambler_seed))  # 119.2.4.3
         am = am_pair_flags(cfg, P)
         n_groups = int(am.sum())

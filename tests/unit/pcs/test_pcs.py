@@ -236,7 +236,7 @@ def test_receiver_input_checks():
         rx(lanes.astype(np.float64))
     bad = lanes.astype(np.int64)
     bad[0, 5] = 5000
-    with pytest.raises(LockError, match="10-bit"):
+    with pytest.raises(ValueError, match="10-bit"):
         rx(bad)
 
 
