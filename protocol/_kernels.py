@@ -311,3 +311,172 @@ def sample_positions(rng, scale, nxt, end, out):
         n += 1
         nxt += 1 + np.int64(rng.standard_exponential() * scale)
     return n, nxt
+
+
+@njit(cache=True)
+def bypass_run(rng, scale, nxt, end, half_lanes, period, am_blocks, s_end, hist_out, lane_out,
+               pend_key, pend_lane, pend_flag, out_off, out_lane, out_flag, hdr_block,
+               new_key, new_lane, new_flag, counters):
+    """Fused fast path of the ``bypass`` mode: sample, count, multiply and map in one pass.
+
+    Equivalent to :func:`sample_positions` + :func:`group_pairs` (decoder 0) +
+    :func:`descramble_expand` (the tests check it), without the intermediate arrays.
+    Primaries are buffered while they can still interact (a new primary within 58 bits of the
+    previous one, or at or below the last pending copy); isolated ones are written directly.
+
+    Returns (next position, n_out, n_hdr, n_new), or next position -1 when the outputs are too
+    small (3 per error plus the pending entries); then nothing is valid and the caller must
+    restore the Generator state and retry with larger arrays.  ``counters`` in place: [line
+    errors, codewords with errors, -, AM-bit errors] (only on success).
+    """
+    jm = half_lanes - 1
+    js = 0
+    while (1 << js) < half_lanes:
+        js += 1
+    ps = 0
+    while (1 << ps) < period:
+        ps += 1
+    pm = period - 1
+    hist = np.zeros(hist_out.size, np.int64)
+    lane_count = np.zeros(lane_out.size, np.int64)
+    H = hist.size
+    no = 0
+    nh = 0
+    nn = 0
+    # cluster buffer: keys 4 * value + rank
+    cap = 192 + pend_key.size
+    bk = np.empty(cap, np.int64)
+    bl = np.empty(cap, np.int8)
+    bf = np.empty(cap, np.uint8)
+    nb = 0
+    nprim = 0  # primaries in the buffer
+    bmax = -1  # largest value in the buffer
+    for a in range(pend_key.size):
+        bk[a] = pend_key[a]
+        bl[a] = pend_lane[a]
+        bf[a] = pend_flag[a]
+        v = pend_key[a] >> 2
+        if v > bmax:
+            bmax = v
+    nb = pend_key.size
+    has_pend = nb > 0
+    curP = -1
+    base = 0
+    am_bits = 0
+    s0 = 0
+    w0 = 0
+    w1 = 0
+    last0 = -1
+    last1 = -1
+    n_err = 0
+    cw_err = 0
+    am_err = 0
+    limit = out_off.size - pend_key.size - 3
+    while True:
+        done = nxt >= end
+        if not done:
+            if 3 * (n_err + 1) > limit:
+                return np.int64(-1), 0, 0, 0  # outputs could overflow: the caller retries larger
+            g = nxt
+            nxt += 1 + np.int64(rng.standard_exponential() * scale)
+            n_err += 1
+            P = g // PAIR_BITS
+            if P != curP:
+                if curP >= 0:
+                    hist[min(w0, H - 1)] += 1
+                    hist[min(w1, H - 1)] += 1
+                    cw_err += (w0 > 0) + (w1 > 0)
+                curP = P
+                base = P * PAIR_BITS
+                am_bits = am_blocks * BLOCK_BITS if (P & pm) == 0 else 0
+                s0 = (P * BLOCKS_PER_PAIR - ((P + pm) >> ps) * am_blocks) * BLOCK_BITS - am_bits
+                w0 = 0
+                w1 = 0
+                last0 = -1
+                last1 = -1
+            u = g - base
+            sym = u // 10
+            c = sym & 1
+            t = sym >> 1
+            lane = 2 * (t & jm) + (c ^ ((t >> js) & 1))
+            lane_count[lane] += 1
+            nc = 1 - c
+            w0 += nc * (sym != last0)
+            w1 += c * (sym != last1)
+            last0 += nc * (sym - last0)
+            last1 += c * (sym - last1)
+            if u >= 10280:
+                continue  # parity
+            if u < am_bits:
+                am_err += 1
+                continue
+            s = s0 + u
+            if nb > 0 and s <= bmax:
+                # interacts with the buffer: append its three copies
+                if nb + 3 > bk.size:
+                    k2 = np.empty(2 * bk.size, np.int64)
+                    l2 = np.empty(2 * bk.size, np.int8)
+                    f2 = np.empty(2 * bk.size, np.uint8)
+                    k2[:nb] = bk[:nb]
+                    l2[:nb] = bl[:nb]
+                    f2[:nb] = bf[:nb]
+                    bk, bl, bf = k2, l2, f2
+                for r in range(3):
+                    d = 0 if r == 0 else (39 if r == 1 else 58)
+                    bk[nb] = 4 * (s + d) + r
+                    bl[nb] = lane
+                    bf[nb] = 0
+                    nb += 1
+                nprim += 1
+                bmax = s + 58
+                continue
+        # flush the buffer (a new isolated primary arrived, or the chunk ended)
+        if nb > 0:
+            if nprim == 1 and not has_pend and (bk[0] >> 2) + 58 < s_end:
+                v0 = bk[0] >> 2
+                ln = bl[0]
+                blk = v0 // BLOCK_BITS
+                rem = v0 - blk * BLOCK_BITS
+                for r in range(3):
+                    if r == 1:
+                        rem += 39
+                    elif r == 2:
+                        rem += 19
+                    if rem >= BLOCK_BITS:
+                        rem -= BLOCK_BITS
+                        blk += 1
+                    if rem == 0:
+                        hdr_block[nh] = blk
+                        nh += 1
+                    else:
+                        out_off[no] = blk * 256 + rem - 1
+                        out_lane[no] = ln
+                        out_flag[no] = 0
+                        no += 1
+            else:
+                no, nh, nn = _expand_cluster(bk[:nb], bl[:nb], bf[:nb], s_end, out_off, out_lane, out_flag,
+                                             hdr_block, new_key, new_lane, new_flag, no, nh, nn)
+            nb = 0
+            nprim = 0
+            has_pend = False
+        if done:
+            break
+        # start a new buffer with this primary
+        for r in range(3):
+            d = 0 if r == 0 else (39 if r == 1 else 58)
+            bk[r] = 4 * (s + d) + r
+            bl[r] = lane
+            bf[r] = 0
+        nb = 3
+        nprim = 1
+        bmax = s + 58
+    if curP >= 0:
+        hist[min(w0, H - 1)] += 1
+        hist[min(w1, H - 1)] += 1
+        cw_err += (w0 > 0) + (w1 > 0)
+    counters[0] += n_err
+    counters[1] += cw_err
+    counters[3] += am_err
+    hist_out += hist
+    lane_out += lane_count
+    return nxt, no, nh, nn

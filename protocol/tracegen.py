@@ -273,6 +273,10 @@ class _Base:
             order = np.argsort(s, kind="stable")
             s, lane, flag = s[order], lane[order], flag[order]
         off, ln, fl, hdr = self._expander.run(s, lane, flag, s_end)
+        return self._finish_expanded(P0, P1, off, ln, fl, hdr, mark_pairs)
+
+    def _finish_expanded(self, P0, P1, off, ln, fl, hdr, mark_pairs) -> GenChunk:
+        geom = self.geom
         ranges = [_pair_ranges(mark_pairs, geom)]
         if hdr.size:
             ranges.append(np.stack([hdr * BLOCK_PAYLOAD_BITS, (hdr + 1) * BLOCK_PAYLOAD_BITS], axis=1))
@@ -369,6 +373,7 @@ class FastGenerator(_Base):
         ber = float(cfg.ber)
         self._scale = (1.0 / -math.log1p(-ber)) if ber > 0 else math.inf
         self._nxt: int | None = None  # next error position already drawn (pair-space)
+        self.fused = True  # bypass mode: one fused kernel (False: the general path, for tests)
         self._decoder = {"none": 0, "correct": 1, "detect": 2}[self.mode.decoder]
 
     def _positions(self, end: int) -> np.ndarray:
@@ -397,7 +402,43 @@ class FastGenerator(_Base):
         if n_pairs <= 0:
             raise ValueError(f"n_pairs must be > 0, got {n_pairs}")
         P0, P1 = self.pair, self.pair + n_pairs
+        if self._decoder == 0 and self._scale != math.inf and self.fused:
+            return self._bypass_chunk(P0, P1)
         return self._process(P0, P1, self._positions(P1 * PAIR_LINE_BITS))
+
+    def _bypass_chunk(self, P0: int, P1: int) -> GenChunk:
+        """The fused bypass kernel (same output as ``_process`` on the same positions)."""
+        geom, st, ex = self.geom, self.stats, self._expander
+        end = P1 * PAIR_LINE_BITS
+        if self._nxt is None:
+            self._nxt = self._last + 1 + int(self._rng.standard_exponential() * self._scale)
+        s_end = data_blocks_before(P1, geom) * BLOCK_BITS
+        expect = (end - self._nxt) / self._scale if end > self._nxt else 0.0
+        cap = 3 * int(expect + 8 * math.sqrt(expect) + 64) + ex.key.size + 3
+        g = self._scratch.get
+        while True:
+            state = self._rng.bit_generator.state
+            bufs = [g("b_off", cap, np.int64), g("b_lane", cap, np.int8), g("b_flag", cap, np.uint8),
+                    g("b_hdr", cap, np.int64), g("b_nk", cap, np.int64), g("b_nl", cap, np.int8),
+                    g("b_nf", cap, np.uint8)]
+            counters = np.zeros(4, np.int64)
+            nxt, no, nh, nn = K.bypass_run(
+                self._rng, self._scale, np.int64(self._nxt), np.int64(end), geom.n_lanes // 2,
+                geom.am_period_pairs, geom.am_blocks, np.int64(s_end), st.symbol_hist, st.lane_errors,
+                ex.key, ex.lane, ex.flag, *bufs, counters,
+            )
+            if nxt >= 0:
+                break
+            self._rng.bit_generator.state = state  # rare: more errors than room, redo larger
+            cap *= 2
+        self._nxt = int(nxt)
+        st.line_bit_errors += int(counters[0])
+        st.codewords_with_errors += int(counters[1])
+        st.am_bit_errors += int(counters[3])
+        off, ln, fl, hdr, nk, nl, nf = bufs
+        ex.key, ex.lane, ex.flag = nk[:nn].copy(), nl[:nn].copy(), nf[:nn].copy()
+        return self._finish_expanded(P0, P1, off[:no].copy(), ln[:no].copy(), fl[:no].copy(), hdr[:nh].copy(),
+                                     np.empty(0, np.int64))
 
     def _process(self, P0: int, P1: int, pos: np.ndarray) -> GenChunk:
         geom, st = self.geom, self.stats
