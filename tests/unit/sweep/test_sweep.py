@@ -1,0 +1,133 @@
+"""Unit tests of phy802.sweep and the ``phy802 sweep`` / ``phy802 link`` commands."""
+
+from __future__ import annotations
+
+import csv
+import json
+
+import numpy as np
+import pytest
+
+from phy802.cli import main
+from phy802.sweep import SweepConfig, SweepResult, format_header, format_row, run_point, run_sweep
+
+FAST = dict(points=(2e-3, 3e-3), modes=("kp4", "bypass"), target_errors=20, max_codewords=20_000, max_seconds=20)
+
+
+def _counts(res: SweepResult):
+    out = []
+    for p in res.points:
+        d = p.counters.as_dict()
+        d.pop("seconds")
+        out.append((p.mode, p.x, p.stop_reason, d))
+    return out
+
+
+def test_stopping_rules():
+    cfg = SweepConfig(points=(3e-3,), modes=("kp4",), target_errors=30, max_codewords=10**6, max_seconds=None)
+    p = run_point(cfg.tasks()[0])
+    assert p.stop_reason == "target_errors" and p.counters.codeword_errors >= 30
+    cfg = SweepConfig(points=(1e-5,), modes=("kp4",), target_errors=30, max_codewords=1000, max_seconds=None)
+    p = run_point(cfg.tasks()[0])
+    assert p.stop_reason == "max_codewords" and 1000 <= p.counters.codewords < 1000 + 2 * 64 + 2
+    cfg = SweepConfig(points=(1e-5,), modes=("kp4",), target_errors=None, max_codewords=10**12, max_seconds=0.3)
+    p = run_point(cfg.tasks()[0])
+    assert p.stop_reason == "max_seconds" and 0.3 <= p.counters.seconds < 5
+
+
+def test_serial_result_rows_files_and_merge(tmp_path):
+    seen = []
+    res = run_sweep(SweepConfig(**FAST), callback=seen.append)
+    assert [(p.mode, p.x) for p in res.points] == [("kp4", 2e-3), ("kp4", 3e-3), ("bypass", 2e-3), ("bypass", 3e-3)]
+    assert len(seen) == 4 and not res.interrupted
+    for p in res.points:
+        r = p.rates()
+        assert r["fer"].events == p.counters.codeword_errors and r["fer"].lo <= r["fer"].value <= r["fer"].hi
+        assert "|" in format_row(p)
+    assert "FER 95% CI" in format_header()
+    res.write_csv(tmp_path / "s.csv")
+    res.write_json(tmp_path / "s.json")
+    rows = list(csv.DictReader(open(tmp_path / "s.csv")))
+    assert len(rows) == 4 and {"fer", "fer_lo", "fer_hi", "theory_fer", "post_fec_ber_hi", "stop_reason"} <= set(rows[0])
+    back = SweepResult.read_json(tmp_path / "s.json")
+    assert _counts(back) == _counts(res)
+    merged = res.merge(back)
+    for a, m in zip(res.points, merged.points):
+        assert m.counters.codewords == 2 * a.counters.codewords
+        assert m.counters.codeword_errors == 2 * a.counters.codeword_errors
+    (tmp_path / "bad.json").write_text(json.dumps({"format": "other"}))
+    with pytest.raises(ValueError, match="not a phy802 sweep file"):
+        SweepResult.read_json(tmp_path / "bad.json")
+
+
+def test_process_pool_gives_the_serial_result():
+    cfg = SweepConfig(**FAST)
+    assert _counts(run_sweep(cfg, executor="process", workers=2)) == _counts(run_sweep(cfg))
+
+
+def test_dask_executor_gives_the_serial_result():
+    distributed = pytest.importorskip("distributed")
+    cfg = SweepConfig(**{**FAST, "modes": ("kr4",)})
+    with distributed.Client(processes=False, n_workers=1, threads_per_worker=1, dashboard_address=None) as client:
+        res = run_sweep(cfg, executor=client.get_executor())
+    assert _counts(res) == _counts(run_sweep(cfg))
+
+
+def test_link_simulator_in_the_sweep():
+    cfg = SweepConfig(points=(3e-3,), modes=("kp4", "kr4"), simulator="link", target_errors=5, max_codewords=400,
+                      max_seconds=20)
+    res = run_sweep(cfg)
+    assert all(p.counters.codewords >= 2 for p in res.points)
+    assert res.point("kr4", 3e-3).counters.n == 528
+
+
+@pytest.mark.parametrize("kw, msg", [
+    (dict(points=()), "points"),
+    (dict(points=(0.5,)), "points"),
+    (dict(points=(1e-4,), modes=("kp5",)), "modes"),
+    (dict(points=(1e-4,), axis="ebn0"), "axis"),
+    (dict(points=(1e-4,), max_codewords=1), "max_codewords"),
+    (dict(points=(1e-4,), target_errors=0), "target_errors"),
+    (dict(points=(1e-4, 1e-4)), "repeat"),
+])
+def test_config_errors(kw, msg):
+    with pytest.raises(ValueError, match=msg):
+        SweepConfig(**kw)
+
+
+def test_sweep_cli(tmp_path, capsys):
+    out = tmp_path / "o"
+    rc = main(["sweep", "--ber", "2e-3", "3e-3", "--fec", "kp4", "detect", "--target-errors", "10",
+               "--max-codewords", "5000", "--max-seconds", "10", "--workers", "1", "--out", str(out), "--plot", "--json"])
+    assert rc == 0
+    obj = json.loads(capsys.readouterr().out)
+    assert obj["format"] == "phy802.sweep" and len(obj["points"]) == 4
+    assert (out / "sweep.csv").read_text().startswith("mode,axis,x,")
+    assert json.loads((out / "sweep.json").read_text())["points"][1]["codewords"] == obj["points"][1]["codewords"]
+    assert (out / "ber_fer.png").read_bytes()[:4] == b"\x89PNG"
+    rc = main(["sweep", "--merge", str(out / "sweep.json"), str(out / "sweep.json"), "--json"])
+    assert rc == 0
+    merged = json.loads(capsys.readouterr().out)
+    assert merged["points"][0]["codewords"] == 2 * obj["points"][0]["codewords"]
+    assert main(["sweep", "--fec", "kp4"]) == 2  # no channel points: clear error, exit 2
+    assert "--ber or --snr" in capsys.readouterr().err
+
+
+def test_sweep_help(capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["sweep", "--help"])
+    assert e.value.code == 0
+    text = capsys.readouterr().out
+    assert "--target-errors" in text and "--scheduler" in text and "example" in text
+
+
+def test_link_cli(capsys):
+    rc = main(["link", "--fec", "kp4", "--fault-lane", "2", "--fault-ber", "2e-3", "--pairs", "16",
+               "--payload", "frames", "--json"])
+    assert rc == 0
+    obj = json.loads(capsys.readouterr().out)
+    c = obj["counters"]
+    assert np.flatnonzero(c["lane_symbol_errors"]).tolist() == [2]
+    assert np.flatnonzero(c["pcs_lane_symbol_errors"]).tolist() == [4, 5]
+    assert c["frames"] > 0 and c["frames_ok"] == c["frames"]
+    assert main(["link", "--lane-order", "0,1;x"]) == 2
