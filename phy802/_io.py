@@ -27,6 +27,10 @@ def atomic_open(path: str | os.PathLike, mode: str = "w", **kwargs) -> Iterator[
             yield fh
             fh.flush()
             os.fsync(fh.fileno())
+        # mkstemp creates 0600; give the file the permissions a plain open() would (0666 & ~umask).
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
         os.replace(tmp, target)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
