@@ -39,6 +39,8 @@ __all__ = [
 _EXP = EXP
 _LOG = LOG
 _MASK = np.uint64(0x3FF)
+_CHIEN_BIAS = 16 * ORDER
+_EXPB = EXP[np.arange(_CHIEN_BIAS + ORDER) % ORDER].copy()  # alpha^(i mod 1023) without a zero tail
 
 
 # --------------------------------------------------------------------------------------------
@@ -243,7 +245,7 @@ def syndromes_sparse_batch(positions, values, n, S):
 
 
 @njit(cache=True)
-def _solve(S, n, t, C, B, Tmp, dg, cl, pos, val, xl, U, lS):
+def _solve(S, n, t, C, B, Tmp, dg, cl, pos, val, xl, U, lS, nx):
     """Bounded-distance decode from the 2t syndromes ``S``.
 
     Returns the number of errors ``nu`` (0..t) with ``pos[:nu]`` (word indices) and ``val[:nu]``
@@ -321,43 +323,97 @@ def _solve(S, n, t, C, B, Tmp, dg, cl, pos, val, xl, U, lS):
     nroots = 0
     deg = L
     p = 0
-    while p < n:
-        if deg == 1:
-            if nt != 1:
-                return -1
-            pr = p + cl[0]  # cl[0] = log u_1, in 0..1022
-            if pr < n:
-                pos[nroots] = n - 1 - pr
-                xl[nroots] = (ORDER - pr) % ORDER
-                nroots += 1
-            break
-        s = np.uint16(1)
+    if t * (n - 1) <= _CHIEN_BIAS:
+        # Fast form: logs carry a bias so that stepping never wraps (no modulo in the loop), and
+        # two positions are evaluated per pass. A root at p+1 of Lambda is still a root after
+        # deflating at p, so the pair test is exact; any root sends us to the one-step path.
         for q in range(nt):
-            s ^= _EXP[cl[q]]
-        if s == 0:
-            pos[nroots] = n - 1 - p
-            xl[nroots] = (ORDER - p) % ORDER  # log of X^-1
-            nroots += 1
-            # Deflate: dense scaled coefficients, then prefix XOR.
-            for i in range(1, deg + 1):
-                U[i] = 0
+            cl[q] += _CHIEN_BIAS
+        while p < n:
+            if deg == 1:
+                if nt != 1:
+                    return -1
+                pr = p + cl[0] % ORDER  # log u_1
+                if pr < n:
+                    pos[nroots] = n - 1 - pr
+                    xl[nroots] = (ORDER - pr) % ORDER
+                    nroots += 1
+                break
+            if p + 1 < n:
+                s0 = 1
+                s1 = 1
+                for q in range(nt):
+                    c = cl[q]
+                    d = dg[q]
+                    s0 ^= _EXPB[c]
+                    s1 ^= _EXPB[c - d]
+                    nx[q] = c - 2 * d
+                if s0 != 0 and s1 != 0:
+                    for q in range(nt):
+                        cl[q] = nx[q]
+                    p += 2
+                    continue
+            s = 1
             for q in range(nt):
-                U[dg[q]] = _EXP[cl[q]]
-            acc = np.uint16(1)
-            nt = 0
-            for i in range(1, deg):
-                acc ^= U[i]
-                if acc != 0:
-                    dg[nt] = i
-                    cl[nt] = _LOG[acc]
-                    nt += 1
-            deg -= 1
-        for q in range(nt):
-            c = cl[q] - dg[q]
-            if c < 0:
-                c += ORDER
-            cl[q] = c
-        p += 1
+                s ^= _EXPB[cl[q]]
+            if s == 0:
+                pos[nroots] = n - 1 - p
+                xl[nroots] = (ORDER - p) % ORDER  # log of X^-1
+                nroots += 1
+                for i in range(1, deg + 1):
+                    U[i] = 0
+                for q in range(nt):
+                    U[dg[q]] = _EXPB[cl[q]]
+                acc = 1
+                nt = 0
+                for i in range(1, deg):
+                    acc ^= U[i]
+                    if acc != 0:
+                        dg[nt] = i
+                        cl[nt] = _LOG[acc] + _CHIEN_BIAS
+                        nt += 1
+                deg -= 1
+            for q in range(nt):
+                cl[q] -= dg[q]
+            p += 1
+    else:
+        while p < n:
+            if deg == 1:
+                if nt != 1:
+                    return -1
+                pr = p + cl[0]  # cl[0] = log u_1, in 0..1022
+                if pr < n:
+                    pos[nroots] = n - 1 - pr
+                    xl[nroots] = (ORDER - pr) % ORDER
+                    nroots += 1
+                break
+            s = np.uint16(1)
+            for q in range(nt):
+                s ^= _EXP[cl[q]]
+            if s == 0:
+                pos[nroots] = n - 1 - p
+                xl[nroots] = (ORDER - p) % ORDER  # log of X^-1
+                nroots += 1
+                # Deflate: dense scaled coefficients, then prefix XOR.
+                for i in range(1, deg + 1):
+                    U[i] = 0
+                for q in range(nt):
+                    U[dg[q]] = _EXP[cl[q]]
+                acc = np.uint16(1)
+                nt = 0
+                for i in range(1, deg):
+                    acc ^= U[i]
+                    if acc != 0:
+                        dg[nt] = i
+                        cl[nt] = _LOG[acc]
+                        nt += 1
+                deg -= 1
+            for q in range(nt):
+                c = cl[q] - dg[q]
+                if c < 0:
+                    c += ORDER
+                cl[q] = c
+            p += 1
     if nroots != L:
         return -1
     # --- Forney (first consecutive root 0): e = X * Omega(X^-1) / Lambda'(X^-1),
@@ -423,11 +479,12 @@ def decode_syndromes_batch(S, n, t, pos, val, count):
     xl = np.zeros(size, np.int64)
     U = np.zeros(size, np.uint16)
     lS = np.zeros(2 * t, np.int64)
+    nx = np.zeros(size, np.int64)
     for r in range(N):
         for q in range(t):
             pos[r, q] = -1
             val[r, q] = 0
-        nu = _solve(S[r], n, t, C, B, Tmp, dg, cl, p_, v_, xl, U, lS)
+        nu = _solve(S[r], n, t, C, B, Tmp, dg, cl, p_, v_, xl, U, lS, nx)
         count[r] = nu
         for q in range(max(nu, 0)):
             pos[r, q] = p_[q]
@@ -454,6 +511,7 @@ def decode_batch(words, k, T, t, E, detect_only, ncorr):
     xl = np.zeros(size, np.int64)
     U = np.zeros(size, np.uint16)
     lS = np.zeros(2 * t, np.int64)
+    nx = np.zeros(size, np.int64)
     for r in range(N):
         row = words[r]
         if _remainder_lanes(row, k, nparity, T, w, True, rem):
@@ -463,7 +521,7 @@ def decode_batch(words, k, T, t, E, detect_only, ncorr):
             ncorr[r] = -1
             continue
         _syn_from_rem(rem, E, S)
-        nu = _solve(S, n, t, C, B, Tmp, dg, cl, p_, v_, xl, U, lS)
+        nu = _solve(S, n, t, C, B, Tmp, dg, cl, p_, v_, xl, U, lS, nx)
         ncorr[r] = nu
         for q in range(max(nu, 0)):
             row[p_[q]] ^= v_[q]

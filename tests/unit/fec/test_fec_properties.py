@@ -21,7 +21,7 @@ from phy802.fec import (
 
 from fec_helpers import add_errors
 
-CODES = [KP4, KR4, RSCode(12, 4, "tiny"), RSCode(300, 200, "t50")]
+CODES = [KP4, KR4, RSCode(12, 4, "tiny"), RSCode(300, 200, "t50"), RSCode(1023, 923, "long")]
 
 
 @st.composite
