@@ -19,6 +19,13 @@ decimal 10-bit values; integers may be decimal or ``0x`` hex.  Kinds:
   pair of a stream and what each PCS lane sends for it.  ``IN`` is ``idle`` (constant idle 66b
   blocks) or ``counter`` (all data blocks, payload of block i = (i + 1) * 0x9E3779B97F4A7C15 mod
   2^64).
+* ``kind=codec66 frame=HEX idle_blocks=N blocks=SH:HEX,...`` — a MAC frame (destination address to
+  payload, without FCS: the encoder appends the CRC-32 FCS) through Clause 82 64b/66b encoding:
+  start block (preamble/SFD), data blocks, terminate block, ``N`` idle blocks, idles up to a
+  multiple of 4 blocks.
+* ``kind=frames_tx rate=R frames=HEX;HEX;... scrambler_seed=S prbs9_seed=P status=F lane=L
+  symbols=...`` — the whole transmit path from MAC frames (FCS appended, one idle block after each
+  frame, idles filling the first codeword pair) to what PCS lane L sends for that first pair.
 
 :func:`verify_file` checks every record against this package and returns the failures; parse
 errors raise :class:`VectorError` naming the file and line.  :func:`write_vectors` regenerates
@@ -35,7 +42,7 @@ import numpy as np
 
 from phy802._io import atomic_write_text
 from phy802.pcs.alignment import am_group_bits, am_symbols
-from phy802.pcs.codec66 import Blocks66, SYNC_DATA, idle_blocks
+from phy802.pcs.codec66 import Blocks66, SYNC_DATA, frames_to_blocks, idle_blocks
 from phy802.pcs.config import PcsConfig
 from phy802.pcs.scrambler import scramble
 from phy802.pcs.transcode257 import bits_of, encode_257, words_of
@@ -52,6 +59,8 @@ _REQUIRED = {
     "am_group": ("rate", "prbs9_seed", "status", "group", "bits"),
     "codeword_pair": _COMMON_PAIR + ("codewordA", "codewordB"),
     "pair_lane": _COMMON_PAIR + ("lane", "symbols"),
+    "codec66": ("frame", "idle_blocks", "blocks"),
+    "frames_tx": ("rate", "frames", "scrambler_seed", "prbs9_seed", "status", "lane", "symbols"),
 }
 _GOLDEN = 0x9E3779B97F4A7C15
 
@@ -154,10 +163,10 @@ def _rate(rec: VectorRecord) -> str:
     return r
 
 
-def _blocks(rec: VectorRecord) -> Blocks66:
+def _blocks(rec: VectorRecord, count: int | None = 4) -> Blocks66:
     parts = rec.fields["blocks"].split(",")
-    if len(parts) != 4:
-        raise VectorError(f"{rec.where()}: field blocks: expected 4 blocks, got {len(parts)}")
+    if count is not None and len(parts) != count:
+        raise VectorError(f"{rec.where()}: field blocks: expected {count} blocks, got {len(parts)}")
     sync, pay = [], []
     for j, p in enumerate(parts):
         sh, _, hx = p.partition(":")
@@ -193,6 +202,30 @@ def _pair_of(rec: VectorRecord):
         raise VectorError(f"{rec.where()}: field input={inp!r}: expected idle or counter")
     return _pair(_rate(rec), inp, _int(rec, "scrambler_seed", 0, (1 << 58) - 1),
                  _int(rec, "prbs9_seed", 1, 511), _int(rec, "status", 0, 7))
+
+
+def _hex_bytes(rec: VectorRecord, key: str, text: str | None = None) -> bytes:
+    text = rec.fields[key] if text is None else text
+    try:
+        if len(text) % 2:
+            raise ValueError
+        return bytes.fromhex(text)
+    except ValueError:
+        raise VectorError(f"{rec.where()}: field {key}={text[:24]!r}: expected an even number of hex digits") from None
+
+
+@lru_cache(maxsize=16)
+def _frames_pair(rate: str, frames: tuple[bytes, ...], sseed: int, pseed: int, status: int):
+    cfg = PcsConfig(rate=rate, scrambler_seed=sseed, prbs9_seed=pseed, am_status=status)
+    blocks = frames_to_blocks(list(frames), idle_blocks=1)
+    if blocks.sync.size > 4 * (40 - cfg.am_blocks):
+        raise ValueError(f"frames need {blocks.sync.size} 66b blocks; the first {rate} pair holds "
+                         f"{4 * (40 - cfg.am_blocks)}")
+    return PcsTransmitter(cfg).transmit(blocks)
+
+
+def _blocks_text(b: Blocks66) -> str:
+    return ",".join(("01" if s == SYNC_DATA else "10") + ":" + f"{int(p):016X}" for s, p in zip(b.sync, b.payload))
 
 
 def _diff(rec: VectorRecord, what: str, exp: np.ndarray, got: np.ndarray) -> str | None:
@@ -231,6 +264,24 @@ def check_record(rec: VectorRecord) -> str | None:
                 or _diff(rec, "codeword B symbol", _symbols(rec, "codewordB", 544), res.codewords[0, 1]))
     if k == "pair_lane":
         res = _pair_of(rec)
+        L, K = res.lanes.shape
+        lane = _int(rec, "lane", 0, L - 1)
+        return _diff(rec, f"PCS lane {lane} symbol", _symbols(rec, "symbols", K), res.lanes[lane])
+    if k == "codec66":
+        frame = _hex_bytes(rec, "frame")
+        exp = _blocks(rec, None)
+        got = frames_to_blocks([frame], idle_blocks=_int(rec, "idle_blocks", 0, 1000))
+        if got.sync.size != exp.sync.size:
+            return f"{rec.where()}: expected {exp.sync.size} 66b blocks, the encoder made {got.sync.size}"
+        return (_diff(rec, "66b block sync header", exp.sync, got.sync)
+                or _diff(rec, "66b block payload", exp.payload, got.payload))
+    if k == "frames_tx":
+        frames = tuple(_hex_bytes(rec, "frames", f) for f in rec.fields["frames"].split(";"))
+        try:
+            res = _frames_pair(_rate(rec), frames, _int(rec, "scrambler_seed", 0, (1 << 58) - 1),
+                               _int(rec, "prbs9_seed", 1, 511), _int(rec, "status", 0, 7))
+        except ValueError as exc:
+            raise VectorError(f"{rec.where()}: field frames: {exc}") from None
         L, K = res.lanes.shape
         lane = _int(rec, "lane", 0, L - 1)
         return _diff(rec, f"PCS lane {lane} symbol", _symbols(rec, "symbols", K), res.lanes[lane])
@@ -352,6 +403,34 @@ def write_vectors(directory: str | Path, seed: int = 802) -> list[Path]:
                + _ORIGIN.format(check="AM prefixes (codewordA/B[0:8] = 666, [8:16] = 402; lane L starts with its\n"
                                 "# marker) and RS codewords (all 30 syndromes zero) are checked in tests.\n"))
         out.append(_write(d / f"pair_{rate.lower()}_{inp}.txt", hdr, lines))
+
+    # Clause 82 64b/66b: frames of every length mod 8 (each terminate type), minimum size and odd sizes
+    lines = []
+    for n in (60, 61, 62, 63, 64, 65, 66, 67, 100, 1500):
+        frame = rng.integers(0, 256, n, dtype=np.uint8).tobytes()
+        lines.append(f"kind=codec66 frame={frame.hex().upper()} idle_blocks=1 "
+                     f"blocks={_blocks_text(frames_to_blocks([frame], idle_blocks=1))}")
+    hdr = ("# Clause 82 64b/66b encoding of one MAC frame (82.2.3): frame = octets from the destination address to\n"
+           "# the end of the payload (the encoder appends the CRC-32 FCS, least significant octet first); blocks =\n"
+           "# start block (/S/ + preamble + SFD, type 0x78), data blocks, terminate block (type 0x87/0x99/.../0xFF by\n"
+           "# the number of octets it holds), idle_blocks idle blocks (0x1E), then idles up to a multiple of 4 blocks.\n"
+           "# Blocks as SH:HEX (SH = sync header in sending order, HEX = payload as a 64-bit integer, bit i = c<i+2>,\n"
+           "# octet k = bits 8k..8k+7).\n"
+           + _ORIGIN.format(check="the FCS equals zlib.crc32 and frames round-trip through the decoder (tests).\n"))
+    out.append(_write(d / "codec66.txt", hdr, lines))
+
+    # the whole 400G transmit path from frames to the 16 PCS lanes
+    frames = tuple(rng.integers(0, 256, n, dtype=np.uint8).tobytes() for n in (64, 127, 300))
+    res = _frames_pair("400G", frames, 0x24E6959D0FA5DBD, 0x1FF, 0)
+    common = (f"rate=400G frames={';'.join(f.hex().upper() for f in frames)} scrambler_seed=0x24E6959D0FA5DBD "
+              "prbs9_seed=0x1FF status=0")
+    lines = [f"kind=frames_tx {common} lane={L} symbols={_s(res.lanes[L])}" for L in range(res.lanes.shape[0])]
+    hdr = ("# The whole 400GBASE-R transmit path from MAC frames to the 16 PCS lanes (first, AM-bearing codeword\n"
+           "# pair): frames (FCS appended, one idle block after each, idles filling the pair) -> 64b/66b (82.2.3) ->\n"
+           "# 257b (119.2.4.2) -> scrambler (119.2.4.3) -> AM group (119.2.4.4) -> A/B round robin (119.2.4.5) ->\n"
+           "# RS(544,514) (119.2.4.6) -> interleave (119.2.4.7).  symbols: what PCS lane L sends, each bit 0 first.\n"
+           + _ORIGIN.format(check="RX of these lanes returns the frames with good FCS (tests).\n"))
+    out.append(_write(d / "tx_400g_frames.txt", hdr, lines))
     return out
 
 
