@@ -480,3 +480,51 @@ def bypass_run(rng, scale, nxt, end, half_lanes, period, am_blocks, s_end, hist_
     hist_out += hist
     lane_out += lane_count
     return nxt, no, nh, nn
+
+
+@njit(cache=True)
+def lane_bursts(rng, pe_scale, pb_scale, nxt, run_left, end, out):
+    """Sparse 1-tap-DFE-style bursts along one lane's serial bit stream.
+
+    Two-state chain per bit: G->B with probability pe, B->B with pb; a bit is in error iff B.
+    ``nxt``: position of the next bit in state B (already drawn); ``run_left``: how many more
+    B bits follow it in the current burst (-1: not drawn yet).  Gaps in G are
+    ``floor(E * pe_scale)`` with ``pe_scale = -1/log(1-pe)`` (Geometric(pe) failures), extra burst
+    bits ``floor(E * pb_scale)`` with ``pb_scale = -1/log(pb)`` (P(L = l) = (1-pb) pb^(l-1)).
+    Writes lane positions below ``end`` into ``out``; returns (count, nxt, run_left), or count -1
+    when ``out`` is full (the caller restores the Generator state and retries larger).
+    """
+    n = 0
+    cap = out.size
+    while nxt < end:
+        if run_left < 0:
+            run_left = np.int64(rng.standard_exponential() * pb_scale) if pb_scale > 0 else 0
+        if n >= cap:
+            return -1, nxt, run_left
+        out[n] = nxt
+        n += 1
+        if run_left > 0:
+            run_left -= 1
+            nxt += 1
+        else:
+            # burst over: the next bit is G, then Geometric(pe) more G bits before the next B
+            nxt += 2 + np.int64(rng.standard_exponential() * pe_scale)
+            run_left = -1
+    return n, nxt, run_left
+
+
+@njit(cache=True)
+def dense_markov(uniforms, pe, pb, state):
+    """Reference: the same chain drawn bit by bit (one uniform per bit); ``state[0]`` 0 = G, 1 = B
+    carries across calls.  Returns uint8 error bits."""
+    n = uniforms.size
+    out = np.empty(n, np.uint8)
+    s = state[0]
+    for i in range(n):
+        if s == 0:
+            s = 1 if uniforms[i] < pe else 0
+        else:
+            s = 1 if uniforms[i] < pb else 0
+        out[i] = s
+    state[0] = s
+    return out

@@ -24,6 +24,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--rate", default="400G", choices=list(RATES), help="line rate (default 400G)")
     g.add_argument("--fec", default="bypass", help=f"FEC mode: {', '.join(MODE_NAMES)} (default bypass)")
     g.add_argument("--ber", type=float, default=1e-5, help="pre-FEC line bit error ratio (default 1e-5)")
+    g.add_argument("--burst-pb", type=float, default=None,
+                   help="bursts along each PCS lane with B->B probability PB (DFE error propagation); "
+                        "default: independent errors")
     g.add_argument("--bits", type=float, default=1e9, help="line bits to simulate, e.g. 1e10 (default 1e9)")
     g.add_argument("--generator", default="fast", choices=["fast", "bitexact"],
                    help="fast event sampler (default) or the slow bit-exact reference link")
@@ -42,7 +45,8 @@ def _summary(meta: dict) -> str:
     lines = [
         f"trace      {meta.get('format')} v{meta.get('version')} (phy802 {meta.get('project_version')})",
         f"link       {meta.get('rate')} {meta.get('n_lanes')} PCS lanes, fec={meta.get('fec')}, "
-        f"channel={meta.get('channel', {}).get('model')} ber={meta.get('channel', {}).get('ber')}",
+        f"channel={meta.get('channel', {}).get('model')} ber={meta.get('channel', {}).get('ber')}"
+        + (f" pb={meta['channel']['pb']}" if "pb" in meta.get("channel", {}) else ""),
         f"generator  {meta.get('generator')} seed={meta.get('seed')}",
         f"simulated  {meta.get('line_bits', 0):.4g} line bits = {meta.get('pairs')} codeword pairs; "
         f"{meta.get('stream_bits', 0):.4g} payload-stream bits in {meta.get('n_chunks')} chunks",
@@ -75,6 +79,7 @@ def run(args: argparse.Namespace) -> int:
             rate=args.rate,
             fec=args.fec,
             ber=args.ber,
+            burst_pb=args.burst_pb,
             line_bits=args.bits,
             seed=args.seed,
             generator=args.generator,

@@ -370,14 +370,15 @@ class LiveSource:
 
     Parameters
     ----------
-    rate, fec, ber : as :class:`~protocol.tracegen.GeneratorConfig` (pre-FEC line BER).
+    rate, fec, ber, burst_pb : as :class:`~protocol.tracegen.GeneratorConfig` (pre-FEC line BER).
     seed : explicit seed.
     """
 
-    def __init__(self, rate: str = "400G", fec: str = "bypass", ber: float = 1e-5, *, seed, chunk_pairs: int = 4096) -> None:
+    def __init__(self, rate: str = "400G", fec: str = "bypass", ber: float = 1e-5, *, seed, chunk_pairs: int = 4096,
+                 burst_pb: float | None = None) -> None:
         from .tracegen import FastGenerator, GeneratorConfig
 
-        self.cfg = GeneratorConfig(rate, fec, ber)
+        self.cfg = GeneratorConfig(rate, fec, ber, burst_pb)
         self.gen = FastGenerator(self.cfg, seed)
         self.cursor = 0
         self._chunk_pairs = int(chunk_pairs)
@@ -428,6 +429,7 @@ def generate_trace(
     rate: str = "400G",
     fec: str = "bypass",
     ber: float = 1e-5,
+    burst_pb: float | None = None,
     line_bits: float = 1e9,
     seed: int = 1,
     generator: str = "fast",
@@ -443,7 +445,7 @@ def generate_trace(
     from .framing import PAIR_LINE_BITS
     from .tracegen import BitExactGenerator, FastGenerator, GeneratorConfig
 
-    cfg = GeneratorConfig(rate, fec, ber)
+    cfg = GeneratorConfig(rate, fec, ber, burst_pb)
     lb = float(line_bits)
     if not (lb > 0 and math.isfinite(lb)):
         raise ValueError(f"line_bits must be a positive number, got {line_bits!r}")
@@ -463,7 +465,9 @@ def generate_trace(
         "fec_mode": {"decoder": mode.decoder, "indicate": mode.indicate, "tolerant": mode.tolerant,
                      "protected": mode.protected},
         "code": "RS(544,514) t=15",
-        "channel": {"model": "independent line bit errors (BSC)", "ber": cfg.ber},
+        "channel": ({"model": "independent line bit errors (BSC)", "ber": cfg.ber} if cfg.burst_pb is None else
+                    {"model": "lane_dfe: 2-state chain per PCS-lane bit (G->B pe, B->B pb)", "ber": cfg.ber,
+                     "pb": cfg.burst_pb, "pe": cfg.burst_pe, "mean_burst_bits": 1 / (1 - cfg.burst_pb)}),
         "seed": int(seed),
         "generator": generator,
         "coordinate": "PCS payload stream bits (256 per data 257b block), see protocol/source.py",

@@ -93,12 +93,19 @@ class GeneratorConfig:
     rate : "400G" or "200G".
     fec : mode name (:data:`protocol.modes.MODES`).  ``unequal`` generates like ``bypass``; its
         sign/exponent protection is applied at delivery, where the element layout is known.
-    ber : pre-FEC line bit error ratio; errors are independent (memoryless BSC per line bit).
+    ber : pre-FEC line bit error ratio.
+    burst_pb : None (default): independent errors (a memoryless BSC per line bit).  A number:
+        bursts along each PCS lane's serial bit stream, a two-state chain per bit (G->B with
+        ``pe``, B->B with ``burst_pb``, error iff B; the 1-tap DFE error-propagation model of the
+        notes section 7 applied at the PCS-lane bit level [I]: PAM4 symbols and the PMA bit-mux
+        are not modelled), with ``pe`` chosen so that the stationary BER is ``ber``; burst lengths
+        are geometric with mean 1 / (1 - burst_pb); each lane starts in G at ``start_pair``.
     """
 
     rate: str = "400G"
     fec: str = "bypass"
     ber: float = 1e-5
+    burst_pb: float | None = None
 
     def __post_init__(self) -> None:
         get_rate(self.rate)
@@ -108,6 +115,19 @@ class GeneratorConfig:
             raise ValueError(f"GeneratorConfig.ber must be in [0, 0.5], got {self.ber!r}")
         if 0.0 < b < 1e-16:
             raise ValueError(f"GeneratorConfig.ber={self.ber!r} is below 1e-16; use 0 for an error-free link")
+        if self.burst_pb is not None and not (0.0 <= float(self.burst_pb) < 1.0):
+            raise ValueError(f"GeneratorConfig.burst_pb must be in [0, 1) or None, got {self.burst_pb!r}")
+
+    @property
+    def channel(self) -> str:
+        """``"bsc"`` (independent bit errors) or ``"lane_dfe"`` (bursts along each PCS lane)."""
+        return "bsc" if self.burst_pb is None else "lane_dfe"
+
+    @property
+    def burst_pe(self) -> float:
+        """G->B probability giving the stationary bit error ratio ``ber``: pe = ber (1 - pb) / (1 - ber)."""
+        pb = float(self.burst_pb or 0.0)
+        return float(self.ber) * (1.0 - pb) / (1.0 - float(self.ber))
 
     @property
     def geometry(self) -> RateGeometry:
@@ -184,6 +204,11 @@ class GenChunk:
     lanes: np.ndarray
     flags: np.ndarray
     marks: np.ndarray
+
+
+def _lane_generators(rng: np.random.Generator, n: int) -> list[np.random.Generator]:
+    """Independent per-lane child generators (so lane streams do not depend on chunking)."""
+    return list(rng.spawn(n))
 
 
 def merge_ranges(r: np.ndarray) -> np.ndarray:
@@ -374,12 +399,56 @@ class FastGenerator(_Base):
         self._scale = (1.0 / -math.log1p(-ber)) if ber > 0 else math.inf
         self._nxt: int | None = None  # next error position already drawn (pair-space)
         self.fused = True  # bypass mode: one fused kernel (False: the general path, for tests)
+        if cfg.burst_pb is not None and ber > 0:
+            self._lane_rngs = _lane_generators(self._rng, self.geom.n_lanes)
+            rowbits = self.geom.rows_per_pair * 10
+            pe_scale = 1.0 / -math.log1p(-cfg.burst_pe)
+            # each lane starts in G at start_pair: its first B after Geometric(pe) G bits
+            self._lane_state = [
+                (self.pair * rowbits + int(r.standard_exponential() * pe_scale), -1) for r in self._lane_rngs
+            ]
         self._decoder = {"none": 0, "correct": 1, "detect": 2}[self.mode.decoder]
+
+    def _burst_positions(self, P1: int) -> np.ndarray:
+        """Pair-space positions of the lane bursts in pairs up to ``P1`` (sorted)."""
+        geom = self.geom
+        rowbits = geom.rows_per_pair * 10
+        J = geom.n_lanes // 2
+        end = P1 * rowbits
+        pe, pb = self.cfg.burst_pe, float(self.cfg.burst_pb)
+        pe_scale = 1.0 / -math.log1p(-pe)
+        pb_scale = 1.0 / -math.log(pb) if pb > 0 else 0.0
+        parts = []
+        for L in range(geom.n_lanes):
+            rng = self._lane_rngs[L]
+            nxt, run_left = self._lane_state[L]
+            expect = max(0.0, (end - nxt) * self.cfg.ber)
+            cap = int(expect + 8 * math.sqrt(expect) + 64)
+            while True:
+                state = rng.bit_generator.state
+                out = np.empty(cap, np.int64)
+                n, nxt2, run2 = K.lane_bursts(rng, pe_scale, pb_scale, np.int64(nxt), np.int64(run_left), np.int64(end), out)
+                if n >= 0:
+                    break
+                rng.bit_generator.state = state
+                cap *= 2
+            self._lane_state[L] = (int(nxt2), int(run2))
+            q = out[:n]
+            P, rem = np.divmod(q, rowbits)
+            k, b = np.divmod(rem, 10)
+            t = J * k + (L >> 1)
+            c = (L & 1) ^ (k & 1)
+            parts.append(P * PAIR_LINE_BITS + 20 * t + 10 * c + b)
+        pos = np.concatenate(parts)
+        pos.sort()
+        return pos
 
     def _positions(self, end: int) -> np.ndarray:
         """Line-error positions below ``end`` (pair-space), drawn in Numba from the seeded stream."""
         if self._scale == math.inf:
             return np.empty(0, np.int64)
+        if self.cfg.burst_pb is not None:
+            return self._burst_positions(end // PAIR_LINE_BITS)
         if self._nxt is None:
             # the first error: position start - 1 + Geometric(p)
             self._nxt = self._last + 1 + int(self._rng.standard_exponential() * self._scale)
@@ -402,7 +471,7 @@ class FastGenerator(_Base):
         if n_pairs <= 0:
             raise ValueError(f"n_pairs must be > 0, got {n_pairs}")
         P0, P1 = self.pair, self.pair + n_pairs
-        if self._decoder == 0 and self._scale != math.inf and self.fused:
+        if self._decoder == 0 and self._scale != math.inf and self.fused and self.cfg.burst_pb is None:
             return self._bypass_chunk(P0, P1)
         return self._process(P0, P1, self._positions(P1 * PAIR_LINE_BITS))
 
@@ -546,7 +615,17 @@ class BitExactGenerator(_Base):
             lanes_sym[:, t // J, self._lane_of[c]] = cw[:, c, :]
         line = ((lanes_sym[..., None] >> np.arange(10, dtype=np.uint16)) & 1).astype(np.uint8)  # bit 0 first
         # channel: independent bit errors on every line bit
-        if line_errors is None:
+        if line_errors is None and self.cfg.burst_pb is not None:
+            err = np.zeros(line.shape, np.uint8)
+            if self.cfg.ber > 0:
+                if not hasattr(self, "_lane_rngs"):
+                    self._lane_rngs = _lane_generators(rng, geom.n_lanes)
+                    self._lane_chain = [np.zeros(1, np.int64) for _ in range(geom.n_lanes)]
+                for L in range(geom.n_lanes):
+                    u_ = self._lane_rngs[L].random(n_pairs * rows * 10)
+                    bits = K.dense_markov(u_, self.cfg.burst_pe, float(self.cfg.burst_pb), self._lane_chain[L])
+                    err[:, :, L, :] = bits.reshape(n_pairs, rows, 10)
+        elif line_errors is None:
             err = (rng.random(line.shape) < self.cfg.ber).astype(np.uint8)
         else:
             le = np.asarray(line_errors, dtype=np.int64)

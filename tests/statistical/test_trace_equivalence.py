@@ -12,6 +12,8 @@ form where one exists:
   the binomial tail): the two runs' 99.9% intervals overlap;
 * burst lengths (clusters of payload flips closer than 59 bits) and the lanes of the clusters:
   chi-square homogeneity; pre-FEC per-lane counts: goodness of fit to uniform.
+The lane-DFE burst channel (``burst_pb``) is compared the same way, without closed forms, and
+its sparse burst sampler is checked against the geometric burst-length law.
 Counting tests use clusters, not flips: the flips of one line error (n, n+39, n+58) share a lane
 and are not independent.
 """
@@ -28,18 +30,37 @@ BER = 2e-3
 PAIRS = 2400
 
 
-def _run(gen_cls, fec, seed):
-    gen = gen_cls(GeneratorConfig("400G", fec, BER), seed)
+def _run(gen_cls, fec, seed, pb=None, ber=BER):
+    gen = gen_cls(GeneratorConfig("400G", fec, ber, burst_pb=pb), seed)
     chunks = [gen.next_chunk(400) for _ in range(PAIRS // 400)]
+    gen.stats._burst = pb
+    gen.stats._ber = ber
     off = np.concatenate([c.offsets for c in chunks])
     lanes = np.concatenate([c.lanes for c in chunks])
     return gen.stats, off, lanes
 
 
-@pytest.fixture(scope="module", params=["bypass", "ieee"])
+@pytest.fixture(scope="module", params=[("bypass", None, BER), ("ieee", None, BER), ("ieee", 0.75, 1e-2)],
+                ids=["bypass", "ieee", "ieee-lane-dfe"])
 def runs(request):
-    fec = request.param
-    return fec, _run(FastGenerator, fec, 101), _run(BitExactGenerator, fec, 202)
+    fec, pb, ber = request.param
+    return fec, _run(FastGenerator, fec, 101, pb, ber), _run(BitExactGenerator, fec, 202, pb, ber)
+
+
+def runs_is_burst(stats) -> bool:
+    return getattr(stats, "_burst", 0.0) is not False and getattr(stats, "_burst", None) is not None
+
+
+def _vif(stats) -> float:
+    """Variance inflation of error counts: 1 for independent errors; for runs of geometric
+    length (B->B probability pb) Var/mean = E[L^2]/E[L] = (1 + pb)/(1 - pb)."""
+    pb = getattr(stats, "_burst", None)
+    return 1.0 if pb is None else (1 + pb) / (1 - pb)
+
+
+def _ci(k, n, vif=1.0):
+    """Clopper-Pearson at 1 - ALPHA on the effective sample size (counts / vif)."""
+    return clopper_pearson(int(round(k / vif)), int(round(n / vif)), 1 - ALPHA)
 
 
 def _pool(rows, min_expected=5.0):
@@ -104,6 +125,8 @@ def test_symbol_error_histograms(runs):
     hf, he = sf.histogram(), se.histogram()
     assert hf.sum() == he.sum() == 2 * PAIRS
     assert _homogeneous(hf, he) > ALPHA
+    if sf.n_lanes and runs_is_burst(sf):
+        return  # no closed form for the burst channel here; the homogeneity test is the check
     q = 1 - (1 - BER) ** 10
     k = np.arange(hf.size)
     probs = sps.binom.pmf(k, 544, q)
@@ -115,8 +138,8 @@ def test_symbol_error_histograms(runs):
 def test_bit_error_ratios(runs):
     fec, (sf, _, _), (se, _, _) = runs
     for s in (sf, se):
-        lo, hi = clopper_pearson(s.line_bit_errors, s.line_bits, 1 - ALPHA)
-        assert lo <= BER <= hi
+        lo, hi = _ci(s.line_bit_errors, s.line_bits, _vif(s))
+        assert lo <= s._ber <= hi
     if fec == "bypass":
         # surviving error events (flip clusters) per payload bit
         a = clopper_pearson(_bursts(runs[1][1])[0].size, sf.stream_bits, 1 - ALPHA)
@@ -124,9 +147,11 @@ def test_bit_error_ratios(runs):
         assert a[0] <= b[1] and b[0] <= a[1]
     if fec == "ieee":
         assert sf.uncorrectable_codewords > 50 and se.uncorrectable_codewords > 50
-        a = clopper_pearson(sf.uncorrectable_codewords, sf.codewords, 1 - ALPHA)
-        b = clopper_pearson(se.uncorrectable_codewords, se.codewords, 1 - ALPHA)
+        a = _ci(sf.uncorrectable_codewords, sf.codewords)
+        b = _ci(se.uncorrectable_codewords, se.codewords)
         assert a[0] <= b[1] and b[0] <= a[1]
+        if runs_is_burst(sf):
+            return
         # closed form: P(more than 15 symbol errors)
         q = 1 - (1 - BER) ** 10
         fer = sps.binom.sf(15, 544, q)
@@ -147,7 +172,34 @@ def test_burst_lengths(runs):
 def test_per_lane_distributions(runs):
     fec, (sf, _, lf), (se, _, le) = runs
     for s in (sf, se):
-        assert sps.chisquare(s.lane_errors)[1] > ALPHA  # uniform over the 16 PCS lanes
+        if not runs_is_burst(s):  # burst errors come in runs: counts are not multinomial
+            assert sps.chisquare(s.lane_errors)[1] > ALPHA  # uniform over the 16 PCS lanes
     _, lane_f = _bursts(runs[1][1], lf)
     _, lane_e = _bursts(runs[2][1], le)
     assert _homogeneous(np.bincount(lane_f, minlength=16), np.bincount(lane_e, minlength=16)) > ALPHA
+
+
+def test_lane_burst_sampler_follows_the_chain():
+    """Sparse lane bursts: stationary error ratio and geometric run lengths (notes section 7)."""
+    import math
+
+    from phy802.channel.burst import run_lengths
+    from protocol import _kernels as K
+
+    pe, pb = 1e-3, 0.6
+    rng = np.random.default_rng(77)
+    out = np.empty(400_000, np.int64)
+    n_bits = 10**8
+    n, _, _ = K.lane_bursts(rng, 1 / -math.log1p(-pe), 1 / -math.log(pb), np.int64(0), np.int64(-1), np.int64(n_bits), out)
+    assert n > 0
+    pos = out[:n]
+    ber = pe / (pe + 1 - pb)
+    vif = (1 + pb) / (1 - pb)  # runs make the count overdispersed
+    lo, hi = clopper_pearson(int(n / vif), int(n_bits / vif), 1 - ALPHA)
+    assert lo <= ber <= hi
+    lengths = run_lengths(pos)
+    k = np.arange(1, 12)
+    probs = (1 - pb) * pb ** (k - 1)
+    probs[-1] = pb ** (k[-1] - 1)
+    obs = np.bincount(np.minimum(lengths, k[-1]), minlength=k[-1] + 1)[1:]
+    assert _gof(obs, probs) > ALPHA

@@ -145,9 +145,9 @@ def test_detect_only_marks_every_errored_pair():
     ]
 
 
-@pytest.mark.parametrize("fec", ["bypass", "ieee"])
-def test_chunking_does_not_change_the_output(fec):
-    cfg = GeneratorConfig("400G", fec, 4e-3)
+@pytest.mark.parametrize("fec,pb", [("bypass", None), ("ieee", None), ("bypass", 0.5)])
+def test_chunking_does_not_change_the_output(fec, pb):
+    cfg = GeneratorConfig("400G", fec, 4e-3, burst_pb=pb)
     a = FastGenerator(cfg, 9)
     one = a.next_chunk(300)
     b = FastGenerator(cfg, 9)
