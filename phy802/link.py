@@ -58,6 +58,7 @@ from phy802.channel import Channel, LaneChannels, Noiseless, Pam4Awgn, signs_to_
 from phy802.fec import KP4, KR4, RSCode, decode, decode_syndromes, encode, syndromes_sparse
 from phy802.pcs import (
     Blocks66,
+    LockError,
     PcsConfig,
     PcsReceiver,
     PcsTransmitter,
@@ -294,6 +295,8 @@ class LinkCounters:
     post_fec_symbol_errors, post_fec_bit_errors, message_bits : at the decoder output, message part.
     frames, frames_ok, fcs_errors, payload_bits, payload_bit_errors, marked_blocks, block_errors :
         MAC-side counts of the ``pcs`` level (0 elsewhere).
+    lock_failures : ``pcs``-level batches dropped because the receiver could not lock a lane on the
+        batch's single AM group (nothing else of such a batch is counted; see :class:`Link`).
     seconds : wall time spent producing these counts.
     """
 
@@ -328,6 +331,7 @@ class LinkCounters:
     payload_bit_errors: int = 0
     marked_blocks: int = 0
     block_errors: int = 0
+    lock_failures: int = 0
     seconds: float = 0.0
 
     @classmethod
@@ -567,6 +571,14 @@ class Link(_Base):
         identical results for the same seed with channels whose ``apply`` equals
         ``sample_symbol_errors`` applied, as all :mod:`phy802.channel` models do).
 
+    Notes
+    -----
+    Every batch is a fresh transmission with one AM group at its start.  The receiver must lock
+    every PCS lane on that marker (:func:`phy802.pcs.alignment.lock_lanes`, which needs 2 of the
+    3 common marker symbols exact); at pre-FEC BER above ~1e-3 a marker is occasionally unreadable.
+    Such a batch is dropped as a whole and counted in ``lock_failures`` (for i.i.d. channels this
+    biases nothing but the 12 marker symbols per lane; the sweep's fast path has no lock).
+
     Example
     -------
     >>> from phy802.link import Link, LinkConfig
@@ -681,8 +693,14 @@ class Link(_Base):
             frames_sent = max(1, (4 * pcs.data_blocks_257(P) - 3) // per)
             blocks = frames_to_blocks([drng.bytes(cfg.frame_bytes) for _ in range(frames_sent)])
         tx = self._tx.transmit(blocks)
+        out = ctr
+        ctr = self._new_counters()  # merged into ``out`` only once the receiver has locked
         rx_lanes, (L, u, c, t, b) = self._channel(tx.lanes, chan_ss, ctr)
-        res = self._rx(rx_lanes, frames=cfg.payload == "frames")
+        try:
+            res = self._rx(rx_lanes, frames=cfg.payload == "frames")
+        except LockError:
+            out.lock_failures += 1
+            return np.zeros(0, np.int64), len(blocks)
         n = self.geometry.n
         self._post(ctr, tx.codewords.reshape(-1, n), res.codewords.reshape(-1, n), res.n_corrected.reshape(-1),
                    c, t, b, rx_corrected_per_lane=np.asarray(res.counters.symbol_errors, np.int64))
@@ -696,6 +714,7 @@ class Link(_Base):
         perr = payload_bit_errors(blocks, res.blocks)
         ctr.payload_bits += 64 * len(blocks)
         ctr.payload_bit_errors += int(perr.size)
+        out.merge(ctr)
         return perr + 64 * block_offset, len(blocks)
 
     def _batch_codeword(self, P: int, ss: np.random.SeedSequence, ctr: LinkCounters, word_offset: int):

@@ -178,3 +178,25 @@ def test_run_argument_errors():
         link.run(0, seed=1)
     with pytest.raises(ValueError, match="one channel per physical lane"):
         Link(LinkConfig(), [Noiseless()] * 3)
+
+
+@dataclass(frozen=True)
+class MarkerKiller:
+    """Flips the A bit of the first 60 PAM4 symbols of its lane: PCS-lane bits 0..59 of the first
+    PCS lane muxed there, i.e. marker symbols 0..5 (the common symbols 0, 1, 4 among them)."""
+
+    def sample_symbol_errors(self, symbols, rng):
+        s = np.asarray(symbols, np.uint8).reshape(-1)
+        bits = gray_demap(s[:60])
+        bits[0::2] ^= 1
+        v = gray_map(bits)
+        return SymbolErrors(np.arange(60, dtype=np.int64), v, (v.astype(np.int16) - s[:60]).astype(np.int8))
+
+    def apply(self, symbols, rng):  # pragma: no cover - the sparse path is used
+        raise NotImplementedError
+
+
+def test_unlockable_batch_is_dropped_and_counted():
+    chans = [MarkerKiller()] + [Noiseless()] * 7
+    c = Link(LinkConfig(), chans).run(6, seed=1, batch_pairs=3).counters
+    assert c.lock_failures == 2 and c.codewords == 0 and c.bit_errors == 0 and c.line_symbols == 0
