@@ -34,12 +34,13 @@ the files (atomically).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
 
+from phy802._kvrecords import VectorError, VectorRecord, VerifyResult, read_records, verify_records
+from phy802._kvrecords import verify_dir as _verify_dir
 from phy802._io import atomic_write_text
 from phy802.pcs.alignment import am_group_bits, am_symbols
 from phy802.pcs.codec66 import Blocks66, SYNC_DATA, frames_to_blocks, idle_blocks
@@ -65,60 +66,12 @@ _REQUIRED = {
 _GOLDEN = 0x9E3779B97F4A7C15
 
 
-class VectorError(ValueError):
-    """A malformed vector file; the message starts with ``file:line:``."""
 
-
-@dataclass(frozen=True, slots=True)
-class VectorRecord:
-    path: str
-    line: int
-    fields: dict = field(hash=False)
-
-    @property
-    def kind(self) -> str:
-        return self.fields["kind"]
-
-    def where(self) -> str:
-        return f"{self.path}:{self.line}"
-
-
-@dataclass(frozen=True, slots=True)
-class VerifyResult:
-    path: str
-    n_records: int
-    failures: tuple[str, ...]
-
-    @property
-    def ok(self) -> bool:
-        return not self.failures and self.n_records > 0
 
 
 def read_vectors(path: str | Path) -> list[VectorRecord]:
     """Parse a vector file into records; raises :class:`VectorError` (``file:line: ...``) or ``OSError``."""
-    path = Path(path)
-    records = []
-    with open(path, encoding="utf-8") as fh:
-        for lineno, raw in enumerate(fh, 1):
-            line = raw.strip()
-            if not line or line.startswith("#"):
-                continue
-            fields = {}
-            for tok in line.split():
-                key, sep, value = tok.partition("=")
-                if not sep or not key:
-                    raise VectorError(f"{path}:{lineno}: expected key=value, got {tok[:30]!r}")
-                if key in fields:
-                    raise VectorError(f"{path}:{lineno}: duplicate field {key!r}")
-                fields[key] = value
-            kind = fields.get("kind")
-            if kind not in _REQUIRED:
-                raise VectorError(f"{path}:{lineno}: field kind={kind!r}: expected one of {', '.join(_REQUIRED)}")
-            missing = [k for k in _REQUIRED[kind] if k not in fields]
-            if missing:
-                raise VectorError(f"{path}:{lineno}: kind={kind} record lacks field(s) {', '.join(missing)}")
-            records.append(VectorRecord(str(path), lineno, fields))
-    return records
+    return read_records(path, _REQUIRED)
 
 
 # --- field parsers (errors name file, line and field) -------------------------------------------
@@ -290,17 +243,12 @@ def check_record(rec: VectorRecord) -> str | None:
 
 def verify_file(path: str | Path) -> VerifyResult:
     """Check every record of one file; parse errors raise :class:`VectorError`."""
-    records = read_vectors(path)
-    failures = tuple(msg for msg in (check_record(r) for r in records) if msg)
-    return VerifyResult(str(path), len(records), failures)
+    return verify_records(path, read_vectors(path), check_record)
 
 
 def verify_dir(directory: str | Path) -> list[VerifyResult]:
     """:func:`verify_file` for every ``*.txt`` in ``directory`` (sorted by name)."""
-    files = sorted(Path(directory).glob("*.txt"))
-    if not files:
-        raise VectorError(f"{directory}: no *.txt vector files")
-    return [verify_file(f) for f in files]
+    return _verify_dir(directory, verify_file)
 
 
 # --- writer -------------------------------------------------------------------------------------

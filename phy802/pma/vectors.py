@@ -14,11 +14,12 @@ errors raise :class:`VectorError` naming the file and line.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
+from phy802._kvrecords import VectorError, VectorRecord, VerifyResult, read_records, verify_records
+from phy802._kvrecords import verify_dir as _verify_dir
 from phy802.pma.pam4 import gray_demap, gray_map
 from phy802.pma.precoder import precode, precode_decode
 from phy802.pma.prbs import PATTERNS, prbsq
@@ -33,33 +34,7 @@ _REQUIRED = {
 }
 
 
-class VectorError(ValueError):
-    """A malformed vector file; the message starts with ``file:line:``."""
 
-
-@dataclass(frozen=True, slots=True)
-class VectorRecord:
-    path: str
-    line: int
-    fields: dict = field(hash=False)
-
-    @property
-    def kind(self) -> str:
-        return self.fields["kind"]
-
-    def where(self) -> str:
-        return f"{self.path}:{self.line}"
-
-
-@dataclass(frozen=True, slots=True)
-class VerifyResult:
-    path: str
-    n_records: int
-    failures: tuple[str, ...]
-
-    @property
-    def ok(self) -> bool:
-        return not self.failures and self.n_records > 0
 
 
 def _digits(rec: VectorRecord, key: str, maxdigit: int) -> np.ndarray:
@@ -78,29 +53,7 @@ def _int(rec: VectorRecord, key: str) -> int:
 
 def read_vectors(path: str | Path) -> list[VectorRecord]:
     """Parse a vector file into records; raises :class:`VectorError` (``file:line: ...``) or ``OSError``."""
-    path = Path(path)
-    records = []
-    with open(path, encoding="utf-8") as fh:
-        for lineno, raw in enumerate(fh, 1):
-            line = raw.strip()
-            if not line or line.startswith("#"):
-                continue
-            fields = {}
-            for tok in line.split():
-                key, sep, value = tok.partition("=")
-                if not sep or not key:
-                    raise VectorError(f"{path}:{lineno}: expected key=value, got {tok[:30]!r}")
-                if key in fields:
-                    raise VectorError(f"{path}:{lineno}: duplicate field {key!r}")
-                fields[key] = value
-            kind = fields.get("kind")
-            if kind not in _REQUIRED:
-                raise VectorError(f"{path}:{lineno}: field kind={kind!r}: expected one of {', '.join(_REQUIRED)}")
-            missing = [k for k in _REQUIRED[kind] if k not in fields]
-            if missing:
-                raise VectorError(f"{path}:{lineno}: kind={kind} record lacks field(s) {', '.join(missing)}")
-            records.append(VectorRecord(str(path), lineno, fields))
-    return records
+    return read_records(path, _REQUIRED)
 
 
 def check_record(rec: VectorRecord) -> str | None:
@@ -150,17 +103,12 @@ def check_record(rec: VectorRecord) -> str | None:
 
 def verify_file(path: str | Path) -> VerifyResult:
     """Check every record of one file; parse errors raise :class:`VectorError`."""
-    records = read_vectors(path)
-    failures = tuple(msg for msg in (check_record(r) for r in records) if msg)
-    return VerifyResult(str(path), len(records), failures)
+    return verify_records(path, read_vectors(path), check_record)
 
 
 def verify_dir(directory: str | Path) -> list[VerifyResult]:
     """:func:`verify_file` for every ``*.txt`` in ``directory`` (sorted by name)."""
-    files = sorted(Path(directory).glob("*.txt"))
-    if not files:
-        raise VectorError(f"{directory}: no *.txt vector files")
-    return [verify_file(f) for f in files]
+    return _verify_dir(directory, verify_file)
 
 
 _PRECODE_CASES = (
