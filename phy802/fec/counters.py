@@ -110,6 +110,17 @@ class FecCounters:
         )
         return self
 
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, FecCounters):
+            return NotImplemented
+        a, b = self.as_dict(), other.as_dict()
+        # per-group arrays of different lengths are equal when the extra groups are zero
+        ga, gb = a.pop("corrected_symbols_per_group"), b.pop("corrected_symbols_per_group")
+        m = max(len(ga), len(gb))
+        return a == b and ga + [0] * (m - len(ga)) == gb + [0] * (m - len(gb))
+
+    __hash__ = None  # mutable
+
     def as_dict(self) -> dict:
         """Plain-Python snapshot (JSON-ready)."""
         return {

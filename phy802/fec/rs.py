@@ -12,7 +12,7 @@ before calling the Numba kernels in :mod:`phy802.fec._kernels`.
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 import numpy as np
@@ -41,12 +41,12 @@ class RSCode:
     Parameters
     ----------
     n, k : codeword and message length in 10-bit symbols; ``0 < k < n <= 1023`` and ``n - k`` even.
-    name : label only (e.g. ``"KP4"``); not part of the code's identity for caching.
+    name : label only (e.g. ``"KP4"``); ignored by ``==`` and ``hash`` (``RSCode(544, 514) == KP4``).
     """
 
     n: int
     k: int
-    name: str = ""
+    name: str = field(default="", compare=False)
 
     def __post_init__(self) -> None:
         for f in ("n", "k"):

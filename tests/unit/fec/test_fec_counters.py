@@ -22,6 +22,7 @@ def test_counters_charge_each_corrected_symbol_to_its_group(rng):
         "corrected_symbols": 4,
         "corrected_symbols_per_group": [2, 1, 0, 1],
     }
+    assert FecCounters.with_groups(8).update(recv, dec, nc, lanes) == c  # extra zero groups do not matter
     d = FecCounters().update(recv, dec, nc)  # no mapping: everything in group 0
     assert d.corrected_symbols_per_group.tolist() == [4]
     d.merge(c)

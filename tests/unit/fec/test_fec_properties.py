@@ -156,4 +156,4 @@ def test_code_type_checks():
     with pytest.raises(TypeError):
         RSCode(544.0, 514)
     assert str(KP4) == "KP4 RS(544,514) t=15"
-    assert RSCode(544, 514) == RSCode(544, 514) and hash(KP4) != 0
+    assert RSCode(544, 514) == KP4 and hash(RSCode(544, 514)) == hash(KP4) and KP4 != KR4
