@@ -111,3 +111,35 @@ def test_designed_miscorrection_lands_on_the_other_codeword(rng):
     dec, nc = decode(code, recv)
     assert nc[0] == code.t and np.array_equal(dec[0], c[1])
     assert np.count_nonzero(recv[0] != c[0]) > code.t
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("code", [KP4, KR4], ids=str)
+def test_decode_matches_galois_on_a_larger_mixed_batch(code, rng):
+    # 0..t+5 errors, 12 words each, one galois call per error count (slow: galois decodes ~600 words/s).
+    rs = galois_rs(code.nparity)
+    for e in range(code.t + 6):
+        cw = encode(code, rng.integers(0, 1024, size=(12, code.k)))
+        recv, _ = add_errors(rng, cw, e)
+        dec, nc = decode(code, recv)
+        ref, ref_n = rs.decode(rs.field(recv), output="codeword", errors=True)
+        ref, ref_n = np.asarray(ref), np.asarray(ref_n)
+        assert np.array_equal(nc < 0, ref_n < 0)
+        ok = nc >= 0
+        assert np.array_equal(dec[ok], ref[ok]) and np.array_equal(nc[ok], ref_n[ok])
+        if e <= code.t:
+            assert np.array_equal(dec, cw) and np.all(nc == e)
+
+
+@pytest.mark.slow
+def test_many_words_beyond_t_never_yield_a_non_codeword(rng):
+    # 200k KR4 words with 8..12 errors: every success must be a codeword at distance <= t.
+    code = KR4
+    for e in range(code.t + 1, code.t + 6):
+        cw = encode(code, rng.integers(0, 1024, size=(40000, code.k)))
+        recv, _ = add_errors(rng, cw, e)
+        dec, nc = decode(code, recv)
+        ok = nc >= 0
+        assert np.all(is_codeword(code, dec[ok]))
+        assert np.all(np.count_nonzero(dec[ok] != recv[ok], axis=1) == nc[ok])
+        assert np.array_equal(dec[~ok], recv[~ok])
