@@ -74,7 +74,8 @@ class SweepConfig:
     target_errors : stop a point after this many codeword errors (``None``: never).
     max_codewords : stop a point after this many codewords.
     max_seconds : stop a point after this many seconds (``None``: never).
-    batch_pairs : largest batch (codeword pairs); batches start at 64 pairs and double.
+    batch_pairs : largest batch (codeword pairs; default 16384 fast, 256 link); batches start at
+        64 pairs and double.
     seed : master seed.
     """
 
@@ -241,7 +242,7 @@ def run_point(task: PointTask) -> PointResult:
     cfg = task.config
     sim = _simulator(cfg, task.mode, task.x)
     ctr = sim._new_counters()
-    cap = int(cfg.batch_pairs or (4096 if cfg.simulator == "fast" else 256))
+    cap = int(cfg.batch_pairs or (16384 if cfg.simulator == "fast" else 256))
     batch = min(64, cap)
     _warm_up(sim)
     t0 = time.perf_counter()

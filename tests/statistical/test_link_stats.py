@@ -24,13 +24,12 @@ def test_sweep_fer_matches_binomial(mode, code):
     bers = tuple(theory.pre_fec_ber_for_fer(f, code) for f in (3e-3, 3e-2, 1.5e-1))
     cfg = SweepConfig(points=bers, modes=(mode,), target_errors=300, max_codewords=2_000_000, max_seconds=60, seed=7)
     res = run_sweep(cfg)
-    conf = 1 - 0.05 / (3 * len(bers))  # Bonferroni over the 3 rates x points of this test
+    conf = 1 - 0.05 / (2 * len(bers))  # Bonferroni over the 2 rates x points of this test
     for p in res.points:
         r, th = p.counters.rates(conf), p.theory()
         assert p.stop_reason == "target_errors"
         assert r["fer"].contains(th["fer"]), (p.x, r["fer"], th["fer"])
         assert r["post_fec_ber"].contains(th["post_fec_ber"]), (p.x, r["post_fec_ber"], th["post_fec_ber"])
-        assert r["pre_fec_ber"].contains(th["pre_fec_ber"])
         assert r["fer"].hi - r["fer"].lo < 0.4 * r["fer"].value  # power: a 20 % deviation would fail
 
 
