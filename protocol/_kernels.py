@@ -412,6 +412,15 @@ def bypass_run(rng, scale, nxt, end, half_lanes, period, am_blocks, s_end, hist_
                 continue
             s = s0 + u
             if nb > 0 and s <= bmax:
+                if nprim == 1 and not has_pend:
+                    # materialise the lone primary's other two copies before merging
+                    v0 = bk[0] >> 2
+                    bk[1] = 4 * (v0 + 39) + 1
+                    bk[2] = 4 * (v0 + 58) + 2
+                    bl[1] = bl[0]
+                    bl[2] = bl[0]
+                    bf[1] = 0
+                    bf[2] = 0
                 # interacts with the buffer: append its three copies
                 if nb + 3 > bk.size:
                     k2 = np.empty(2 * bk.size, np.int64)
@@ -435,16 +444,10 @@ def bypass_run(rng, scale, nxt, end, half_lanes, period, am_blocks, s_end, hist_
             if nprim == 1 and not has_pend and (bk[0] >> 2) + 58 < s_end:
                 v0 = bk[0] >> 2
                 ln = bl[0]
-                blk = v0 // BLOCK_BITS
-                rem = v0 - blk * BLOCK_BITS
                 for r in range(3):
-                    if r == 1:
-                        rem += 39
-                    elif r == 2:
-                        rem += 19
-                    if rem >= BLOCK_BITS:
-                        rem -= BLOCK_BITS
-                        blk += 1
+                    v = v0 + (0 if r == 0 else (39 if r == 1 else 58))
+                    blk = np.int64(np.uint64(v) // np.uint64(BLOCK_BITS))
+                    rem = v - blk * BLOCK_BITS
                     if rem == 0:
                         hdr_block[nh] = blk
                         nh += 1
@@ -454,6 +457,14 @@ def bypass_run(rng, scale, nxt, end, half_lanes, period, am_blocks, s_end, hist_
                         out_flag[no] = 0
                         no += 1
             else:
+                if nprim == 1 and not has_pend:
+                    v0 = bk[0] >> 2
+                    bk[1] = 4 * (v0 + 39) + 1
+                    bk[2] = 4 * (v0 + 58) + 2
+                    bl[1] = bl[0]
+                    bl[2] = bl[0]
+                    bf[1] = 0
+                    bf[2] = 0
                 no, nh, nn = _expand_cluster(bk[:nb], bl[:nb], bf[:nb], s_end, out_off, out_lane, out_flag,
                                              hdr_block, new_key, new_lane, new_flag, no, nh, nn)
             nb = 0
@@ -461,12 +472,11 @@ def bypass_run(rng, scale, nxt, end, half_lanes, period, am_blocks, s_end, hist_
             has_pend = False
         if done:
             break
-        # start a new buffer with this primary
-        for r in range(3):
-            d = 0 if r == 0 else (39 if r == 1 else 58)
-            bk[r] = 4 * (s + d) + r
-            bl[r] = lane
-            bf[r] = 0
+        # start a new buffer with this primary (only its first key is needed unless another
+        # primary joins it, which then writes the other two)
+        bk[0] = 4 * s
+        bl[0] = lane
+        bf[0] = 0
         nb = 3
         nprim = 1
         bmax = s + 58
