@@ -80,3 +80,18 @@ def test_fast_path_agrees_with_bit_exact_link(precoding):
     if not precoding:
         fer = theory.rs_codeword_error_ratio(theory.symbol_error_prob(ber))
         assert a.rates(0.975)["fer"].contains(fer) and b.rates(0.975)["fer"].contains(fer)
+
+
+@pytest.mark.parametrize("precoding", [False, True])
+def test_fast_path_agrees_with_bit_exact_link_on_dfe_bursts(precoding):
+    # burst errors independent of the data: the fast path draws sent levels only where needed
+    from phy802.channel import DfeBurst
+
+    ch = DfeBurst.from_ser(4e-3, 0.5)
+    cfg = LinkConfig(fec="kp4", precoding=precoding)
+    a = Link(cfg, ch).run(2048, seed=31, batch_pairs=256).counters
+    b = FastLink(cfg, ch).run(16384, seed=32).counters
+    assert a.codeword_errors >= 15
+    assert _two_sample_p(a.codeword_errors, a.codewords, b.codeword_errors, b.codewords) > 0.01
+    assert _hist_p(a.hist, b.hist) > 0.01
+    assert float(st.chi2_contingency(np.stack([a.pcs_lane_symbol_errors, b.pcs_lane_symbol_errors]))[1]) > 0.01
