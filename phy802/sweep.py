@@ -11,13 +11,15 @@ runs batches of growing size until one stopping rule holds (checked between batc
 
 Every rate gets a 95% Clopper-Pearson interval (:mod:`phy802.stats`); raw counts are kept so that
 two runs of the same sweep merge (:meth:`SweepResult.merge`).  Channel: PAM4 AWGN on every lane
-(:class:`phy802.channel.Pam4Awgn`), set by SNR (dB) or by its closed-form pre-FEC BER.
+(:class:`phy802.channel.Pam4Awgn`), set by SNR (dB) or by its closed-form pre-FEC BER, or
+(``burst_pb``) the 1-tap DFE burst model :class:`phy802.channel.DfeBurst` with the same symbol
+error ratio (2 x BER on the BER axis, the AWGN SER on the SNR axis) and propagation ``burst_pb``.
 
 The theory columns (closed forms of :mod:`phy802.theory`, independent errors, no precoding):
 ``pre_fec_ber`` = PAM4 Gray BER, ``ser`` = PAM4 SER, ``fer`` = binomial P(W > t) for kp4/kr4 and
 P(any of the 514 message symbols wrong) for detect/bypass/none, ``post_fec_ber`` =
 :func:`phy802.theory.post_fec_ber` for kp4/kr4 and the pre-FEC BER otherwise.  With precoding
-they are left empty (NaN): one line error becomes two data errors.
+they are left empty (NaN): one line error becomes two data errors; so are they for bursts.
 
 This module never imports :mod:`protocol`; the CLI passes the latency model in.
 """
@@ -37,7 +39,7 @@ import numpy as np
 
 from phy802 import theory
 from phy802._io import atomic_write_text
-from phy802.channel import Pam4Awgn
+from phy802.channel import DfeBurst, Pam4Awgn
 from phy802.link import FEC_MODES, K_MSG, FastLink, Link, LinkConfig, LinkCounters
 from phy802.stats import RateEstimate
 
@@ -74,6 +76,7 @@ class SweepConfig:
     target_errors : stop a point after this many codeword errors (``None``: never).
     max_codewords : stop a point after this many codewords.
     max_seconds : stop a point after this many seconds (``None``: never).
+    burst_pb : DFE error-propagation probability; ``None`` (default) = AWGN.
     batch_pairs : largest batch (codeword pairs; default 16384 fast, 256 link); batches start at
         64 pairs and double.
     seed : master seed.
@@ -86,6 +89,7 @@ class SweepConfig:
     n_lanes: int | None = None
     precoding: bool = False
     precoder_init: int = 0
+    burst_pb: float | None = None
     simulator: Literal["fast", "link"] = "fast"
     target_errors: int | None = 100
     max_codewords: int = 1_000_000
@@ -118,6 +122,8 @@ class SweepConfig:
             raise ValueError(f"SweepConfig.max_seconds must be > 0 or None, got {self.max_seconds!r}")
         if self.batch_pairs is not None and (not isinstance(self.batch_pairs, (int, np.integer)) or self.batch_pairs <= 0):
             raise ValueError(f"SweepConfig.batch_pairs must be a positive int, got {self.batch_pairs!r}")
+        if self.burst_pb is not None and not 0.0 <= float(self.burst_pb) < 1.0:
+            raise ValueError(f"SweepConfig.burst_pb must be in [0, 1) or None, got {self.burst_pb!r}")
         if not isinstance(self.seed, (int, np.integer)) or self.seed < 0:
             raise ValueError(f"SweepConfig.seed must be an int >= 0, got {self.seed!r}")
         for m in self.modes:
@@ -127,7 +133,14 @@ class SweepConfig:
         return LinkConfig(rate=self.rate, fec=mode, precoding=self.precoding, precoder_init=self.precoder_init,
                           n_lanes=self.n_lanes)
 
-    def channel(self, x: float) -> Pam4Awgn:
+    def snr_db(self, x: float) -> float:
+        """SNR of the AWGN channel at point ``x`` (for bursts: of the AWGN with the same BER/SNR)."""
+        return float(theory.snr_db_for_ber(x)) if self.axis == "ber" else float(x)
+
+    def channel(self, x: float):
+        if self.burst_pb is not None:
+            ser = 2.0 * x if self.axis == "ber" else float(theory.pam4_ser(x))
+            return DfeBurst.from_ser(ser, float(self.burst_pb))
         return Pam4Awgn.from_ber(x) if self.axis == "ber" else Pam4Awgn(float(x))
 
     def tasks(self) -> list["PointTask"]:
@@ -178,6 +191,7 @@ class PointResult:
     stop_reason: str
     index: int = 0
     precoding: bool = False
+    burst_pb: float | None = None
 
     @property
     def channel_ber(self) -> float:
@@ -188,7 +202,7 @@ class PointResult:
         return self.counters.rates()
 
     def theory(self) -> dict[str, float]:
-        return theory_point(self.mode, self.snr_db, self.precoding)
+        return theory_point(self.mode, self.snr_db, self.precoding or self.burst_pb is not None)
 
     @property
     def gbps(self) -> float:
@@ -200,7 +214,7 @@ class PointResult:
         c = self.counters
         out = {
             "mode": self.mode, "axis": self.axis, "x": self.x, "snr_db": self.snr_db,
-            "channel_ber": self.channel_ber, "precoding": self.precoding,
+            "channel_ber": self.channel_ber, "precoding": self.precoding, "burst_pb": self.burst_pb,
             "codewords": c.codewords, "line_bits": c.line_bits, "bit_errors": c.bit_errors,
             "line_symbols": c.line_symbols, "line_symbol_errors": int(c.lane_symbol_errors.sum()),
             "symbol_errors": c.symbol_errors, "codeword_errors": c.codeword_errors,
@@ -263,8 +277,8 @@ def run_point(task: PointTask) -> PointResult:
             reason = "max_seconds"
             break
     ctr.seconds = time.perf_counter() - t0
-    snr = cfg.channel(task.x).snr_db
-    return PointResult(task.mode, cfg.axis, task.x, float(snr), ctr, reason, task.index, bool(cfg.precoding))
+    return PointResult(task.mode, cfg.axis, task.x, cfg.snr_db(task.x), ctr, reason, task.index, bool(cfg.precoding),
+                       cfg.burst_pb)
 
 
 @dataclass
@@ -288,7 +302,8 @@ class SweepResult:
         """A new result whose points add the raw counts of both (same modes, points and link
         structure required; use a different seed for the second run)."""
         a, b = self.config, other.config
-        same = (a.axis, a.rate, a.n_lanes, a.precoding, a.precoder_init) == (b.axis, b.rate, b.n_lanes, b.precoding, b.precoder_init)
+        same = ((a.axis, a.rate, a.n_lanes, a.precoding, a.precoder_init, a.burst_pb)
+                == (b.axis, b.rate, b.n_lanes, b.precoding, b.precoder_init, b.burst_pb))
         if not same:
             raise ValueError("cannot merge sweeps of different link structure or axis")
         out: dict[tuple, PointResult] = {}
@@ -299,11 +314,12 @@ class SweepResult:
                 q.counters = q.counters.copy().merge(p.counters)
                 q.stop_reason = f"{q.stop_reason}+{p.stop_reason}"
             else:
-                out[key] = PointResult(p.mode, p.axis, p.x, p.snr_db, p.counters.copy(), p.stop_reason, p.index, p.precoding)
+                out[key] = PointResult(p.mode, p.axis, p.x, p.snr_db, p.counters.copy(), p.stop_reason, p.index,
+                                       p.precoding, p.burst_pb)
         modes = tuple(dict.fromkeys(a.modes + b.modes))
         pts = tuple(dict.fromkeys(a.points + b.points))
         cfg = SweepConfig(points=pts, axis=a.axis, modes=modes, rate=a.rate, n_lanes=a.n_lanes, precoding=a.precoding,
-                          precoder_init=a.precoder_init, simulator=a.simulator, target_errors=a.target_errors,
+                          precoder_init=a.precoder_init, burst_pb=a.burst_pb, simulator=a.simulator, target_errors=a.target_errors,
                           max_codewords=a.max_codewords, max_seconds=a.max_seconds, batch_pairs=a.batch_pairs, seed=a.seed)
         order = {(m, x): i for i, (m, x) in enumerate((m, x) for m in modes for x in pts)}
         return SweepResult(cfg, sorted(out.values(), key=lambda p: order[(p.mode, p.x)]), self.interrupted or other.interrupted)
@@ -352,7 +368,8 @@ class SweepResult:
         c["points"], c["modes"] = tuple(c["points"]), tuple(c["modes"])
         cfg = SweepConfig(**c)
         pts = [PointResult(p["mode"], p["axis"], float(p["x"]), float(p["snr_db"]), LinkCounters.from_dict(p["counters"]),
-                           p["stop_reason"], i, bool(p["precoding"])) for i, p in enumerate(obj["points"])]
+                           p["stop_reason"], i, bool(p["precoding"]), p.get("burst_pb"))
+               for i, p in enumerate(obj["points"])]
         return cls(cfg, pts, bool(obj.get("interrupted", False)))
 
 
@@ -466,7 +483,7 @@ def plot_ber_fer(result: SweepResult, path) -> None:
         pts = [p for p in result.points if p.mode == mode]
         color = f"C{i}"
         for ax, key in zip(axes, ("post_fec_ber", "fer")):
-            if not cfg.precoding:
+            if not cfg.precoding and cfg.burst_pb is None:
                 th = [theory_point(mode, s)[key] for s in grid]
                 ax.semilogy(grid, th, "-", color=color, lw=1, alpha=0.7)
             xs, ys, lo, hi = [], [], [], []
@@ -482,10 +499,11 @@ def plot_ber_fer(result: SweepResult, path) -> None:
                 ax.plot([], [], "o", color=color, label=mode)
     for ax, title in zip(axes, ("post-FEC BER", "codeword error ratio")):
         ax.set_xlabel("SNR (dB), PAM4 Es/sigma^2")
-        ax.set_title(title + (" (lines: closed form)" if not cfg.precoding else ""))
+        ax.set_title(title + (" (lines: closed form)" if not cfg.precoding and cfg.burst_pb is None else ""))
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize=8)
-    fig.suptitle(f"{cfg.rate} {cfg.simulator} sweep, 95% Clopper-Pearson intervals (v = 0 errors: upper bound)", fontsize=9)
+    chan = "AWGN" if cfg.burst_pb is None else f"DFE bursts pb={cfg.burst_pb}"
+    fig.suptitle(f"{cfg.rate} {chan} {cfg.simulator} sweep, 95% Clopper-Pearson intervals (v = 0 errors: upper bound)", fontsize=9)
     fig.tight_layout()
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=110)

@@ -45,6 +45,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--rate", default="400G", choices=("400G", "200G"), help="400G (default) or 200G")
     p.add_argument("--lanes", type=int, default=None, help="physical lanes (default 8 at 400G, 4 at 200G)")
     p.add_argument("--precoding", action="store_true", help="1/(1+D) mod 4 precoder on every lane")
+    p.add_argument("--burst-pb", type=float, default=None, metavar="PB",
+                   help="1-tap DFE burst model with propagation PB instead of AWGN (same SER as the point)")
     p.add_argument("--sim", choices=("fast", "link"), default="fast",
                    help="fast: codeword-level error-pattern simulator (default); link: bit-exact composed link")
     p.add_argument("--target-errors", type=int, default=100, help="stop a point at this many codeword errors (default 100; 0 = never)")
@@ -107,7 +109,7 @@ def run(args: argparse.Namespace) -> int:
             raise ValueError(f"--max-codewords must be >= 2, got {args.max_codewords:g}")
         cfg = SweepConfig(
             points=tuple(args.ber or args.snr), axis="ber" if args.ber else "snr", modes=tuple(args.fec),
-            rate=args.rate, n_lanes=args.lanes, precoding=args.precoding, simulator=args.sim,
+            rate=args.rate, n_lanes=args.lanes, precoding=args.precoding, burst_pb=args.burst_pb, simulator=args.sim,
             target_errors=args.target_errors or None, max_codewords=int(args.max_codewords),
             max_seconds=args.max_seconds or None, batch_pairs=args.batch, seed=args.seed,
         )

@@ -131,3 +131,13 @@ def test_link_cli(capsys):
     assert np.flatnonzero(c["pcs_lane_symbol_errors"]).tolist() == [4, 5]
     assert c["frames"] > 0 and c["frames_ok"] == c["frames"]
     assert main(["link", "--lane-order", "0,1;x"]) == 2
+
+
+def test_burst_sweep_has_no_closed_form_and_does_not_merge_with_awgn():
+    cfg = SweepConfig(points=(2e-3,), modes=("kp4",), burst_pb=0.5, target_errors=10, max_codewords=20_000)
+    res = run_sweep(cfg)
+    p = res.points[0]
+    assert p.burst_pb == 0.5 and np.isnan(p.row()["theory_fer"])
+    assert p.rates()["ser"].contains(4e-3)  # the point sets SER = 2 x BER
+    with pytest.raises(ValueError, match="different link structure"):
+        res.merge(run_sweep(SweepConfig(points=(2e-3,), modes=("kp4",), target_errors=10, max_codewords=2000)))
