@@ -27,6 +27,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--burst-pb", type=float, default=None,
                    help="bursts along each PCS lane with B->B probability PB (DFE error propagation); "
                         "default: independent errors")
+    g.add_argument("--lane-weights", default=None,
+                   help="per-PCS-lane BER weights: 'pam4_gray' (Gray PAM4 MSB/LSB asymmetry) or a comma list "
+                        "(normalised to mean 1); default: all lanes equal")
     g.add_argument("--bits", type=float, default=1e9, help="line bits to simulate, e.g. 1e10 (default 1e9)")
     g.add_argument("--generator", default="fast", choices=["fast", "bitexact"],
                    help="fast event sampler (default) or the slow bit-exact reference link")
@@ -38,6 +41,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     i = sub.add_parser("info", help="print a trace's metadata and measured error rates")
     i.add_argument("path", help="trace file")
     add_json(i)
+
+
+def _weights(text: str | None):
+    if text is None or text == "pam4_gray":
+        return text
+    try:
+        return tuple(float(x) for x in text.split(","))
+    except ValueError:
+        raise ValueError(f"--lane-weights must be 'pam4_gray' or comma-separated numbers, got {text!r}") from None
 
 
 def _summary(meta: dict) -> str:
@@ -80,6 +92,7 @@ def run(args: argparse.Namespace) -> int:
             fec=args.fec,
             ber=args.ber,
             burst_pb=args.burst_pb,
+            lane_weights=_weights(args.lane_weights),
             line_bits=args.bits,
             seed=args.seed,
             generator=args.generator,

@@ -370,15 +370,15 @@ class LiveSource:
 
     Parameters
     ----------
-    rate, fec, ber, burst_pb : as :class:`~protocol.tracegen.GeneratorConfig` (pre-FEC line BER).
+    rate, fec, ber, burst_pb, lane_weights : as :class:`~protocol.tracegen.GeneratorConfig` (pre-FEC line BER).
     seed : explicit seed.
     """
 
     def __init__(self, rate: str = "400G", fec: str = "bypass", ber: float = 1e-5, *, seed, chunk_pairs: int = 4096,
-                 burst_pb: float | None = None) -> None:
+                 burst_pb: float | None = None, lane_weights=None) -> None:
         from .tracegen import FastGenerator, GeneratorConfig
 
-        self.cfg = GeneratorConfig(rate, fec, ber, burst_pb)
+        self.cfg = GeneratorConfig(rate, fec, ber, burst_pb, lane_weights)
         self.gen = FastGenerator(self.cfg, seed)
         self.cursor = 0
         self._chunk_pairs = int(chunk_pairs)
@@ -430,6 +430,7 @@ def generate_trace(
     fec: str = "bypass",
     ber: float = 1e-5,
     burst_pb: float | None = None,
+    lane_weights=None,
     line_bits: float = 1e9,
     seed: int = 1,
     generator: str = "fast",
@@ -445,7 +446,7 @@ def generate_trace(
     from .framing import PAIR_LINE_BITS
     from .tracegen import BitExactGenerator, FastGenerator, GeneratorConfig
 
-    cfg = GeneratorConfig(rate, fec, ber, burst_pb)
+    cfg = GeneratorConfig(rate, fec, ber, burst_pb, lane_weights)
     lb = float(line_bits)
     if not (lb > 0 and math.isfinite(lb)):
         raise ValueError(f"line_bits must be a positive number, got {line_bits!r}")
@@ -468,6 +469,7 @@ def generate_trace(
         "channel": ({"model": "independent line bit errors (BSC)", "ber": cfg.ber} if cfg.burst_pb is None else
                     {"model": "lane_dfe: 2-state chain per PCS-lane bit (G->B pe, B->B pb)", "ber": cfg.ber,
                      "pb": cfg.burst_pb, "pe": cfg.burst_pe, "mean_burst_bits": 1 / (1 - cfg.burst_pb)}),
+        "lane_weights": list(cfg.lane_weights) if cfg.lane_weights is not None else None,
         "seed": int(seed),
         "generator": generator,
         "coordinate": "PCS payload stream bits (256 per data 257b block), see protocol/source.py",

@@ -100,15 +100,39 @@ class GeneratorConfig:
         notes section 7 applied at the PCS-lane bit level [I]: PAM4 symbols and the PMA bit-mux
         are not modelled), with ``pe`` chosen so that the stationary BER is ``ber``; burst lengths
         are geometric with mean 1 / (1 - burst_pb); each lane starts in G at ``start_pair``.
+    lane_weights : None (default, all PCS lanes at ``ber``), a sequence of one relative weight per
+        PCS lane (normalised to mean 1, so ``ber`` stays the average), or ``"pam4_gray"``: 2/3 on
+        even and 4/3 on odd lanes, the MSB/LSB asymmetry of Gray PAM4 one-level errors under the
+        default 2:1 bit-mux (cross-checked against ``phy802.link`` in the statistical tests).
     """
 
     rate: str = "400G"
     fec: str = "bypass"
     ber: float = 1e-5
     burst_pb: float | None = None
+    lane_weights: tuple[float, ...] | str | None = None
 
     def __post_init__(self) -> None:
-        get_rate(self.rate)
+        g = get_rate(self.rate)
+        if self.lane_weights is not None:
+            w = self.lane_weights
+            if isinstance(w, str):
+                if w != "pam4_gray":
+                    raise ValueError(f"GeneratorConfig.lane_weights: unknown preset {w!r} (use 'pam4_gray' or numbers)")
+                # Gray PAM4, one-level errors: 4 of the 6 neighbour transitions flip the LSB, 2 the
+                # MSB; with the PMA's default 2:1 bit-mux, even PCS lanes ride on the MSBs [I]
+                w = tuple(2.0 / 3.0 if L % 2 == 0 else 4.0 / 3.0 for L in range(g.n_lanes))
+            try:
+                w = tuple(float(x) for x in w)
+            except (TypeError, ValueError):
+                raise ValueError(f"GeneratorConfig.lane_weights must be numbers, got {self.lane_weights!r}") from None
+            if len(w) != g.n_lanes or min(w) < 0 or sum(w) <= 0:
+                raise ValueError(f"GeneratorConfig.lane_weights needs {g.n_lanes} non-negative weights, got {w!r}")
+            mean = sum(w) / len(w)
+            w = tuple(x / mean for x in w)
+            if max(w) * float(self.ber) > 0.5:
+                raise ValueError(f"GeneratorConfig: lane BER {max(w) * float(self.ber):.3g} above 0.5")
+            object.__setattr__(self, "lane_weights", w)
         get_mode(self.fec)
         b = float(self.ber)
         if not (0.0 <= b <= 0.5) or math.isnan(b):
@@ -122,6 +146,22 @@ class GeneratorConfig:
     def channel(self) -> str:
         """``"bsc"`` (independent bit errors) or ``"lane_dfe"`` (bursts along each PCS lane)."""
         return "bsc" if self.burst_pb is None else "lane_dfe"
+
+    @property
+    def per_lane(self) -> bool:
+        """True when errors are drawn lane by lane (bursts or unequal lane weights)."""
+        return self.burst_pb is not None or self.lane_weights is not None
+
+    def lane_ber(self, lane: int) -> float:
+        """Bit error ratio of PCS lane ``lane`` (``ber`` times its normalised weight)."""
+        w = 1.0 if self.lane_weights is None else self.lane_weights[lane]
+        return float(self.ber) * w
+
+    def lane_pe(self, lane: int) -> float:
+        """G->B probability giving the lane's stationary BER: pe = b (1 - pb) / (1 - b)."""
+        b = self.lane_ber(lane)
+        pb = float(self.burst_pb or 0.0)
+        return b * (1.0 - pb) / (1.0 - b)
 
     @property
     def burst_pe(self) -> float:
@@ -399,35 +439,47 @@ class FastGenerator(_Base):
         self._scale = (1.0 / -math.log1p(-ber)) if ber > 0 else math.inf
         self._nxt: int | None = None  # next error position already drawn (pair-space)
         self.fused = True  # bypass mode: one fused kernel (False: the general path, for tests)
-        if cfg.burst_pb is not None and ber > 0:
+        if cfg.per_lane and ber > 0:
             self._lane_rngs = _lane_generators(self._rng, self.geom.n_lanes)
             rowbits = self.geom.rows_per_pair * 10
-            pe_scale = 1.0 / -math.log1p(-cfg.burst_pe)
-            # each lane starts in G at start_pair: its first B after Geometric(pe) G bits
-            self._lane_state = [
-                (self.pair * rowbits + int(r.standard_exponential() * pe_scale), -1) for r in self._lane_rngs
-            ]
+            self._lane_state = []
+            for L, r in enumerate(self._lane_rngs):
+                p = cfg.lane_pe(L) if cfg.burst_pb is not None else cfg.lane_ber(L)
+                sc = 1.0 / -math.log1p(-p) if p > 0 else math.inf
+                # each lane starts in G at start_pair: its first error after Geometric(p) good bits
+                first = self.pair * rowbits + int(r.standard_exponential() * sc) if p > 0 else 2**62
+                self._lane_state.append((first, -1))
         self._decoder = {"none": 0, "correct": 1, "detect": 2}[self.mode.decoder]
 
-    def _burst_positions(self, P1: int) -> np.ndarray:
-        """Pair-space positions of the lane bursts in pairs up to ``P1`` (sorted)."""
-        geom = self.geom
+    def _lane_positions(self, P1: int) -> np.ndarray:
+        """Pair-space positions of the per-lane errors (bursts or weighted BSC) up to pair ``P1``."""
+        geom, cfg = self.geom, self.cfg
         rowbits = geom.rows_per_pair * 10
         J = geom.n_lanes // 2
         end = P1 * rowbits
-        pe, pb = self.cfg.burst_pe, float(self.cfg.burst_pb)
-        pe_scale = 1.0 / -math.log1p(-pe)
-        pb_scale = 1.0 / -math.log(pb) if pb > 0 else 0.0
+        pb = float(cfg.burst_pb) if cfg.burst_pb is not None else None
+        pb_scale = 1.0 / -math.log(pb) if pb else 0.0
         parts = []
         for L in range(geom.n_lanes):
             rng = self._lane_rngs[L]
             nxt, run_left = self._lane_state[L]
-            expect = max(0.0, (end - nxt) * self.cfg.ber)
+            p = cfg.lane_pe(L) if pb is not None else cfg.lane_ber(L)
+            if p <= 0:
+                continue
+            scale = 1.0 / -math.log1p(-p)
+            expect = max(0.0, (end - nxt) * cfg.lane_ber(L))
             cap = int(expect + 8 * math.sqrt(expect) + 64)
             while True:
                 state = rng.bit_generator.state
                 out = np.empty(cap, np.int64)
-                n, nxt2, run2 = K.lane_bursts(rng, pe_scale, pb_scale, np.int64(nxt), np.int64(run_left), np.int64(end), out)
+                if pb is not None:
+                    n, nxt2, run2 = K.lane_bursts(rng, scale, pb_scale, np.int64(nxt), np.int64(run_left),
+                                                  np.int64(end), out)
+                else:
+                    n, nxt2 = K.sample_positions(rng, scale, np.int64(nxt), np.int64(end), out)
+                    run2 = -1
+                    if n == cap and nxt2 < end:
+                        n = -1
                 if n >= 0:
                     break
                 rng.bit_generator.state = state
@@ -439,7 +491,7 @@ class FastGenerator(_Base):
             t = J * k + (L >> 1)
             c = (L & 1) ^ (k & 1)
             parts.append(P * PAIR_LINE_BITS + 20 * t + 10 * c + b)
-        pos = np.concatenate(parts)
+        pos = np.concatenate(parts) if parts else np.empty(0, np.int64)
         pos.sort()
         return pos
 
@@ -447,8 +499,8 @@ class FastGenerator(_Base):
         """Line-error positions below ``end`` (pair-space), drawn in Numba from the seeded stream."""
         if self._scale == math.inf:
             return np.empty(0, np.int64)
-        if self.cfg.burst_pb is not None:
-            return self._burst_positions(end // PAIR_LINE_BITS)
+        if self.cfg.per_lane:
+            return self._lane_positions(end // PAIR_LINE_BITS)
         if self._nxt is None:
             # the first error: position start - 1 + Geometric(p)
             self._nxt = self._last + 1 + int(self._rng.standard_exponential() * self._scale)
@@ -471,7 +523,7 @@ class FastGenerator(_Base):
         if n_pairs <= 0:
             raise ValueError(f"n_pairs must be > 0, got {n_pairs}")
         P0, P1 = self.pair, self.pair + n_pairs
-        if self._decoder == 0 and self._scale != math.inf and self.fused and self.cfg.burst_pb is None:
+        if self._decoder == 0 and self._scale != math.inf and self.fused and not self.cfg.per_lane:
             return self._bypass_chunk(P0, P1)
         return self._process(P0, P1, self._positions(P1 * PAIR_LINE_BITS))
 
@@ -615,7 +667,7 @@ class BitExactGenerator(_Base):
             lanes_sym[:, t // J, self._lane_of[c]] = cw[:, c, :]
         line = ((lanes_sym[..., None] >> np.arange(10, dtype=np.uint16)) & 1).astype(np.uint8)  # bit 0 first
         # channel: independent bit errors on every line bit
-        if line_errors is None and self.cfg.burst_pb is not None:
+        if line_errors is None and self.cfg.per_lane:
             err = np.zeros(line.shape, np.uint8)
             if self.cfg.ber > 0:
                 if not hasattr(self, "_lane_rngs"):
@@ -623,7 +675,10 @@ class BitExactGenerator(_Base):
                     self._lane_chain = [np.zeros(1, np.int64) for _ in range(geom.n_lanes)]
                 for L in range(geom.n_lanes):
                     u_ = self._lane_rngs[L].random(n_pairs * rows * 10)
-                    bits = K.dense_markov(u_, self.cfg.burst_pe, float(self.cfg.burst_pb), self._lane_chain[L])
+                    if self.cfg.burst_pb is not None:
+                        bits = K.dense_markov(u_, self.cfg.lane_pe(L), float(self.cfg.burst_pb), self._lane_chain[L])
+                    else:
+                        bits = (u_ < self.cfg.lane_ber(L)).astype(np.uint8)
                     err[:, :, L, :] = bits.reshape(n_pairs, rows, 10)
         elif line_errors is None:
             err = (rng.random(line.shape) < self.cfg.ber).astype(np.uint8)

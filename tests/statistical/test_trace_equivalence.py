@@ -232,3 +232,25 @@ def test_fast_generator_matches_the_composed_pam4_link(fec):
     a = clopper_pearson(int(c.bit_errors), int(c.codewords) * 5440, 1 - ALPHA)
     b = clopper_pearson(s.line_bit_errors, s.line_bits, 1 - ALPHA)
     assert a[0] <= b[1] and b[0] <= a[1]
+
+
+def test_pam4_gray_lane_weights_match_the_composed_link():
+    """``lane_weights="pam4_gray"`` reproduces the composed PAM4 link's per-PCS-lane error counts
+    (chi-square homogeneity), and the fast and bit-exact generators agree with it as well."""
+    link_mod = pytest.importorskip("phy802.link")
+    from phy802.channel import Pam4Awgn
+
+    ber = 1e-3
+    res = link_mod.Link(link_mod.LinkConfig(fec="bypass"), Pam4Awgn.from_ber(ber)).run(1024, seed=8, batch_pairs=256)
+    cfg = GeneratorConfig("400G", "bypass", ber, lane_weights="pam4_gray")
+    fast = FastGenerator(cfg, 9)
+    fast.next_chunk(1024)
+    exact = BitExactGenerator(cfg, 10)
+    exact.next_chunk(1024)
+    link_lanes = res.counters.pcs_lane_bit_errors
+    assert _homogeneous(fast.stats.lane_errors, link_lanes) > ALPHA
+    assert _homogeneous(fast.stats.lane_errors, exact.stats.lane_errors) > ALPHA
+    # and the uniform model is rejected: the test has power
+    uni = FastGenerator(GeneratorConfig("400G", "bypass", ber), 9)
+    uni.next_chunk(1024)
+    assert _homogeneous(uni.stats.lane_errors, link_lanes) < ALPHA

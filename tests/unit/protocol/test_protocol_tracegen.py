@@ -145,9 +145,10 @@ def test_detect_only_marks_every_errored_pair():
     ]
 
 
-@pytest.mark.parametrize("fec,pb", [("bypass", None), ("ieee", None), ("bypass", 0.5)])
-def test_chunking_does_not_change_the_output(fec, pb):
-    cfg = GeneratorConfig("400G", fec, 4e-3, burst_pb=pb)
+@pytest.mark.parametrize("fec,pb,w", [("bypass", None, None), ("ieee", None, None), ("bypass", 0.5, None),
+                                      ("ieee", None, "pam4_gray"), ("bypass", 0.3, "pam4_gray")])
+def test_chunking_does_not_change_the_output(fec, pb, w):
+    cfg = GeneratorConfig("400G", fec, 4e-3, burst_pb=pb, lane_weights=w)
     a = FastGenerator(cfg, 9)
     one = a.next_chunk(300)
     b = FastGenerator(cfg, 9)
@@ -172,6 +173,18 @@ def test_error_free_and_bad_config():
         gen.next_chunk(0)
     with pytest.raises(ValueError, match="seed"):
         FastGenerator(GeneratorConfig(), None)
+    with pytest.raises(ValueError, match="burst_pb"):
+        GeneratorConfig(burst_pb=1.0)
+    with pytest.raises(ValueError, match="16 non-negative weights"):
+        GeneratorConfig(lane_weights=(1.0, 2.0))
+    with pytest.raises(ValueError, match="preset"):
+        GeneratorConfig(lane_weights="pam8")
+    w = GeneratorConfig("200G", lane_weights=(1, 3) * 4).lane_weights
+    assert w == (0.5, 1.5) * 4
+    # a lane with weight 0 never errs
+    gen = FastGenerator(GeneratorConfig("400G", "bypass", 1e-2, lane_weights=(0,) + (1,) * 15), 3)
+    gen.next_chunk(50)
+    assert gen.stats.lane_errors[0] == 0 and gen.stats.lane_errors[1:].min() > 0
 
 
 def test_merge_ranges():
