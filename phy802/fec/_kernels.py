@@ -15,8 +15,12 @@ Speed notes
 * Syndromes come from the remainder r(x) mod g(x) (2t coefficients) rather than from all n symbols,
   because g(alpha^j) = 0 for the 2t roots: r(alpha^j) = rem(alpha^j). An all-zero remainder means a
   codeword: the early exit of the decoder.
-* Chien search runs only over the n real positions of the shortened code and stops once deg(Lambda)
-  roots are found. Every correction is verified by recomputing the syndromes of the error pattern.
+* Chien search runs only over the n real positions of the shortened code. Terms are kept as logs
+  scaled to the current position; each root found deflates Lambda (a prefix XOR), the last root is
+  solved in closed form, and (when t*(n-1) <= 16*1023, e.g. KP4/KR4) the logs carry a bias so that
+  stepping needs no modulo and two positions are tested per pass. Forney values use the first
+  consecutive root 0. Every correction is verified by recomputing all 2t syndromes of the error
+  pattern, so a word marked corrected is always a codeword.
 """
 
 from __future__ import annotations

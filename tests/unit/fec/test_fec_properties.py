@@ -157,3 +157,17 @@ def test_code_type_checks():
         RSCode(544.0, 514)
     assert str(KP4) == "KP4 RS(544,514) t=15"
     assert RSCode(544, 514) == KP4 and hash(RSCode(544, 514)) == hash(KP4) and KP4 != KR4
+
+
+@pytest.mark.parametrize("code", [RSCode(1023, 1), RSCode(1022, 2), RSCode(3, 1), RSCode(1023, 1021)], ids=str)
+def test_extreme_codes(code, rng):
+    # t = 511 / 510 / 1 / 1: the array LFSR, the modulo Chien path and the tiny cases.
+    cw = encode(code, rng.integers(0, 1024, size=(6, code.k)))
+    assert np.all(is_codeword(code, cw))
+    for e in (0, 1, code.t):
+        recv, _ = add_errors(rng, cw, e)
+        dec, nc = decode(code, recv)
+        assert np.array_equal(dec, cw) and np.all(nc == e)
+    recv, _ = add_errors(rng, cw, code.t + 1)
+    dec, nc = decode(code, recv)
+    assert np.all(is_codeword(code, dec[nc >= 0])) and np.array_equal(dec[nc < 0], recv[nc < 0])
