@@ -202,3 +202,22 @@ def test_fused_bypass_kernel_equals_general_path(rate):
     for n in (5, 2050, 37, 1, 60):
         _same(a.next_chunk(n), b.next_chunk(n))
     assert a.stats.as_dict() == b.stats.as_dict()
+
+
+def test_reference_scrambler_matches_the_pcs_and_multiplies_errors_by_three():
+    """The bit-exact link's scrambler equals phy802.pcs's (49.2.6, all 257 bits of each block),
+    and one flipped scrambled bit descrambles to flips at n, n+39, n+58."""
+    from protocol import _kernels as K
+
+    rng = np.random.default_rng(1)
+    n = 257 * 40
+    bits = rng.integers(0, 2, n, dtype=np.uint8)
+    s = K.scramble_bits(bits, np.zeros(58, np.uint8))
+    pcs = pytest.importorskip("phy802.pcs.scrambler")
+    words = np.packbits(np.concatenate([bits, np.zeros(-n % 64, np.uint8)]), bitorder="little").view("<u8").copy()
+    ref = np.unpackbits(pcs.scramble(words, n, seed=0).view(np.uint8), bitorder="little")[:n]
+    assert np.array_equal(s, ref)
+    r = s.copy()
+    r[1000] ^= 1
+    d = K.descramble_bits(r, np.zeros(58, np.uint8))
+    assert np.flatnonzero(d != bits).tolist() == [1000, 1039, 1058]
