@@ -98,3 +98,20 @@ def line_flips(U, sent, recv, is_err, n_sym, precoded, init, flips):
             flips[m] = 2 * x + 1
             m += 1
     return m
+
+
+@njit(cache=True)
+def locate(q, lane, order, gather, n, K, L_out, u_out, c_out, t_out, b_out):
+    """Physical-lane bits ``q`` of lane ``lane`` -> PCS lane, PCS-lane bit, codeword ``2 p + X``,
+    symbol ``t`` and bit ``b`` (see :class:`phy802.link.LinkGeometry`)."""
+    r = order.shape[1]
+    for i in range(q.shape[0]):
+        L = order[lane, q[i] % r]
+        u = q[i] // r
+        s = u // 10
+        g = gather[L, s % K]
+        L_out[i] = L
+        u_out[i] = u
+        c_out[i] = 2 * (s // K) + g // n
+        t_out[i] = g % n
+        b_out[i] = u % 10

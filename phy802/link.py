@@ -513,6 +513,7 @@ class _Base:
         self.config = config
         self.geometry = geometry(config)
         self.channels = _as_lane_channels(channels, self.geometry.n_phys)
+        self._gather64 = np.ascontiguousarray(self.geometry.gather, np.int64)
 
     def _new_counters(self) -> LinkCounters:
         g = self.geometry
@@ -521,13 +522,10 @@ class _Base:
     def _locate(self, lane: int, q: NDArray[np.int64]):
         """Physical lane bits -> (PCS lane L, PCS-lane bit u, codeword c = 2 p + X, symbol t, bit b)."""
         g = self.geometry
-        r = g.r
-        L = g.order[lane, q % r]
-        u = q // r
-        s = u // 10
-        gi = g.gather[L, s % g.K]
-        c = 2 * (s // g.K) + gi // g.n
-        return L, u, c, gi % g.n, u % 10
+        m = q.size
+        L, u, c, t, b = (np.empty(m, np.int64) for _ in range(5))
+        _k.locate(np.ascontiguousarray(q, np.int64), int(lane), g.order, self._gather64, g.n, g.K, L, u, c, t, b)
+        return L, u, c, t, b
 
     def _line_counts(self, ctr: LinkCounters, per_lane) -> tuple:
         """Fill the pre-FEC counters from per-lane (n_line_errors, flips); return flat (L, u, c, t, b)."""
@@ -551,9 +549,8 @@ class _Base:
         """Unique wrong symbols: (key = c n + t sorted, XOR error value)."""
         if c.size == 0:
             return np.zeros(0, np.int64), np.zeros(0, np.uint16)
-        key = c.astype(np.int64) * n + t
-        o = np.argsort(key, kind="stable")
-        key, val = key[o], (np.int64(1) << b[o]).astype(np.int64)
+        kb = np.sort((c.astype(np.int64) * n + t) << 4 | b)  # one sort of (symbol, bit) keys
+        key, val = kb >> 4, np.int64(1) << (kb & 15)
         ukey, start, _ = _sorted_unique(key)
         return ukey, np.bitwise_or.reduceat(val, start).astype(np.uint16)  # distinct bits: OR == XOR
 
@@ -845,12 +842,26 @@ class FastLink(_Base):
     scrambled stream; AM and parity symbols are treated the same way).
     """
 
-    def run(self, n_pairs: int, seed, *, batch_pairs: int = 16384, max_seconds: float | None = None,
+    def auto_batch(self) -> int:
+        """Batch size (pairs) giving ~20000 line errors per lane per batch at the channels' SER
+        (where they expose ``ser``), within 4096 .. 2^20 pairs: big batches at low BER amortise the
+        fixed per-batch cost, small ones at high BER bound the memory."""
+        sers = [float(getattr(ch, "ser", 0.0) or 0.0) for ch in self.channels]
+        ser = max(sers) if sers else 0.0
+        if ser <= 0:
+            return 1 << 20
+        pairs = 20000.0 / (ser * self.geometry.line_symbols_per_pair)
+        return int(min(max(pairs, 4096), 1 << 20))
+
+    def run(self, n_pairs: int, seed, *, batch_pairs: int | None = None, max_seconds: float | None = None,
             target_errors: int | None = None) -> LinkResult:
-        """Simulate ``n_pairs`` pairs in batches; optional early stop once ``target_errors``
-        codeword errors are seen or after ``max_seconds`` (checked between batches)."""
+        """Simulate ``n_pairs`` pairs in batches (default :meth:`auto_batch`); optional early stop
+        once ``target_errors`` codeword errors are seen or after ``max_seconds`` (checked between
+        batches)."""
         if not isinstance(n_pairs, (int, np.integer)) or n_pairs <= 0:
             raise ValueError(f"n_pairs must be a positive int, got {n_pairs!r}")
+        if batch_pairs is None:
+            batch_pairs = self.auto_batch()
         ss = _seed_sequence(seed)
         ctr = self._new_counters()
         t0 = time.perf_counter()

@@ -77,8 +77,8 @@ class SweepConfig:
     max_codewords : stop a point after this many codewords.
     max_seconds : stop a point after this many seconds (``None``: never).
     burst_pb : DFE error-propagation probability; ``None`` (default) = AWGN.
-    batch_pairs : largest batch (codeword pairs; default 16384 fast, 256 link); batches start at
-        64 pairs and double.
+    batch_pairs : largest batch (codeword pairs; default: :meth:`phy802.link.FastLink.auto_batch`
+        for the fast path, 256 for the link); batches start at 64 pairs and double.
     seed : master seed.
     """
 
@@ -256,7 +256,7 @@ def run_point(task: PointTask) -> PointResult:
     cfg = task.config
     sim = _simulator(cfg, task.mode, task.x)
     ctr = sim._new_counters()
-    cap = int(cfg.batch_pairs or (16384 if cfg.simulator == "fast" else 256))
+    cap = int(cfg.batch_pairs or (sim.auto_batch() if cfg.simulator == "fast" else 256))
     batch = min(64, cap)
     _warm_up(sim)
     t0 = time.perf_counter()

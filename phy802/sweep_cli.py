@@ -52,7 +52,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--target-errors", type=int, default=100, help="stop a point at this many codeword errors (default 100; 0 = never)")
     p.add_argument("--max-codewords", type=float, default=1e6, help="stop a point after this many codewords (default 1e6)")
     p.add_argument("--max-seconds", type=float, default=30.0, help="stop a point after this many seconds (default 30; 0 = never)")
-    p.add_argument("--batch", type=int, default=None, help="largest batch in codeword pairs (default 16384 fast, 256 link)")
+    p.add_argument("--batch", type=int, default=None, help="largest batch in codeword pairs (default: ~20000 line errors per lane per batch for fast, 256 for link)")
     p.add_argument("--workers", type=int, default=None, help="local worker processes (default: all cores; 1 = in this process)")
     p.add_argument("--scheduler", metavar="ADDRESS", default=None,
                    help="Dask scheduler address (e.g. tcp://host:8786): run the points on that cluster")
