@@ -99,6 +99,18 @@ def _code_info(code: RSCode) -> dict:
     return {"name": code.name, "n": code.n, "k": code.k, "t": code.t}
 
 
+def _dump_json(obj: dict) -> str:
+    """JSON with one compact line per word (a 544-symbol list per line, not 544 lines)."""
+    parts = []
+    for key, val in obj.items():
+        if key == "words" and val:
+            inner = ",\n".join("    " + json.dumps(w) for w in val)
+            parts.append(f'  "words": [\n{inner}\n  ]')
+        else:
+            parts.append(f"  {json.dumps(key)}: {json.dumps(val)}")
+    return "{\n" + ",\n".join(parts) + "\n}\n"
+
+
 def run(args: argparse.Namespace) -> int:
     code = _code(args)
     length = code.k if args.action == "encode" else code.n
@@ -131,7 +143,7 @@ def run(args: argparse.Namespace) -> int:
             text = "".join(f"{format_symbols(w, args.format)}  # {_status(int(c), args.mode)} {int(c)}\n"
                            for w, c in zip(out, nc))
 
-    payload = json.dumps(obj, indent=2) + "\n" if args.json else text
+    payload = _dump_json(obj) if args.json else text
     if args.out:
         from phy802._io import atomic_write_text
 
