@@ -56,6 +56,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--workers", type=int, default=None, help="local worker processes (default: all cores; 1 = in this process)")
     p.add_argument("--scheduler", metavar="ADDRESS", default=None,
                    help="Dask scheduler address (e.g. tcp://host:8786): run the points on that cluster")
+    p.add_argument("--scheduler-timeout", type=float, default=10.0, metavar="S",
+                   help="seconds to wait for the Dask scheduler (default 10)")
     add_seed(p)
     p.add_argument("--out", type=Path, default=None, help="output folder for sweep.csv / sweep.json / plots")
     p.add_argument("--plot", action="store_true", help="write ber_fer.png and latency.png into --out")
@@ -83,8 +85,8 @@ def _executor(args):
         except ImportError:
             raise ValueError("--scheduler needs the 'distributed' package (pip install phy802[dask])") from None
         try:
-            client = Client(args.scheduler, timeout="10s")
-        except OSError as exc:
+            client = Client(args.scheduler, timeout=f"{args.scheduler_timeout}s")
+        except (OSError, TimeoutError) as exc:
             raise ValueError(f"--scheduler {args.scheduler}: cannot connect ({exc})") from None
         return client.get_executor(), client
     workers = args.workers if args.workers is not None else (os.cpu_count() or 1)

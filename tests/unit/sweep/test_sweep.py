@@ -141,3 +141,25 @@ def test_burst_sweep_has_no_closed_form_and_does_not_merge_with_awgn():
     assert p.rates()["ser"].contains(4e-3)  # the point sets SER = 2 x BER
     with pytest.raises(ValueError, match="different link structure"):
         res.merge(run_sweep(SweepConfig(points=(2e-3,), modes=("kp4",), target_errors=10, max_codewords=2000)))
+
+
+def test_ctrl_c_keeps_finished_points():
+    def stop_after_first(p):
+        raise KeyboardInterrupt
+
+    res = run_sweep(SweepConfig(**FAST), callback=stop_after_first)
+    assert res.interrupted and len(res.points) == 1 and res.points[0].mode == "kp4"
+
+
+def test_cli_scheduler_flag_uses_a_dask_cluster(tmp_path, capsys):
+    distributed = pytest.importorskip("distributed")
+    with distributed.LocalCluster(processes=False, n_workers=1, threads_per_worker=1, dashboard_address=None) as cl:
+        rc = main(["sweep", "--ber", "3e-3", "--fec", "kr4", "--target-errors", "10", "--max-codewords", "4000",
+                   "--scheduler", cl.scheduler_address, "--no-progress", "--json"])
+    assert rc == 0
+    obj = json.loads(capsys.readouterr().out)
+    serial = run_sweep(SweepConfig(points=(3e-3,), modes=("kr4",), target_errors=10, max_codewords=4000, seed=1))
+    assert obj["points"][0]["codewords"] == serial.points[0].counters.codewords
+    assert main(["sweep", "--ber", "3e-3", "--scheduler", "tcp://127.0.0.1:1", "--scheduler-timeout", "1",
+                 "--no-progress"]) == 2
+    assert "cannot connect" in capsys.readouterr().err
