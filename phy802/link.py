@@ -47,7 +47,7 @@ from __future__ import annotations
 import functools
 import time
 from dataclasses import dataclass, field, fields
-from typing import Literal, Sequence
+from typing import Literal
 
 import numpy as np
 from numpy.typing import NDArray

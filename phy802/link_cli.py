@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import argparse
 
-import numpy as np
-
 from phy802._cliutil import add_json, add_seed, emit
 from phy802.link import FEC_MODES
 

@@ -33,7 +33,7 @@ import json
 import math
 import time
 from dataclasses import asdict, dataclass, field
-from typing import Callable, Iterable, Literal, Sequence
+from typing import Callable, Literal
 
 import numpy as np
 
