@@ -532,30 +532,59 @@ def decode_batch(words, k, T, t, E, detect_only, ncorr):
 
 
 @njit(cache=True)
-def outcome_batch(S, positions, values, n, t, out):
-    """0 = back to the sent word, 1 = reported uncorrectable, 2 = miscorrected (see rs.error_pattern_outcome)."""
-    N = S.shape[0]
-    pos = np.zeros((N, max(t, 1)), np.int16)
-    val = np.zeros((N, max(t, 1)), np.uint16)
-    cnt = np.zeros(N, np.int16)
-    decode_syndromes_batch(S, n, t, pos, val, cnt)
+def outcome_batch(positions, values, n, t, out):
+    """0 = back to the sent word, 1 = reported uncorrectable, 2 = miscorrected (see rs.error_pattern_outcome).
+
+    A pattern of weight <= t is always corrected by a bounded-distance decoder, so only heavier
+    patterns are decoded (from their sparse syndromes).
+    """
+    N, nm = positions.shape
+    nsyn = 2 * t
+    size = 2 * t + 2
+    C = np.zeros(size, np.uint16)
+    B = np.zeros(size, np.uint16)
+    Tmp = np.zeros(size, np.uint16)
+    dg = np.zeros(size, np.int64)
+    cl = np.zeros(size, np.int64)
+    p_ = np.zeros(size, np.int64)
+    v_ = np.zeros(size, np.uint16)
+    xl = np.zeros(size, np.int64)
+    U = np.zeros(size, np.uint16)
+    lS = np.zeros(nsyn, np.int64)
+    nx = np.zeros(size, np.int64)
+    S = np.zeros((1, nsyn), np.uint16)
     e = np.zeros(n, np.uint16)
     for r in range(N):
-        if cnt[r] < 0:
-            out[r] = 1
-            continue
-        # true pattern XOR decoded pattern must vanish
-        for m in range(positions.shape[1]):
+        for m in range(nm):
             e[positions[r, m]] ^= values[r, m]
-        for q in range(cnt[r]):
-            e[pos[r, q]] ^= val[r, q]
-        same = True
-        for m in range(positions.shape[1]):
-            if e[positions[r, m]] != 0:
-                same = False
+        weight = 0
+        for m in range(nm):
+            pm = positions[r, m]
+            if e[pm] != 0 and e[pm] < 0x8000:
+                weight += 1
+                e[pm] |= np.uint16(0x8000)  # mark counted (duplicates), cleared below
+        for m in range(nm):
+            e[positions[r, m]] &= np.uint16(0x3FF)
+        if weight <= t:
+            out[r] = 0
+        else:
+            syndromes_sparse_batch(positions[r : r + 1], values[r : r + 1], n, S)
+            nu = _solve(S[0], n, t, C, B, Tmp, dg, cl, p_, v_, xl, U, lS, nx)
+            if nu < 0:
+                out[r] = 1
+            else:
+                # true pattern XOR decoded pattern must vanish
+                for q in range(nu):
+                    e[p_[q]] ^= v_[q]
+                same = True
+                for m in range(nm):
+                    if e[positions[r, m]] != 0:
+                        same = False
+                for q in range(nu):
+                    if e[p_[q]] != 0:
+                        same = False
+                for q in range(nu):
+                    e[p_[q]] = 0
+                out[r] = 0 if same else 2
+        for m in range(nm):
             e[positions[r, m]] = 0
-        for q in range(cnt[r]):
-            if e[pos[r, q]] != 0:
-                same = False
-            e[pos[r, q]] = 0
-        out[r] = 0 if same else 2

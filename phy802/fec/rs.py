@@ -252,6 +252,24 @@ def decode(
     return out.reshape(w.shape), ncorr.reshape(w.shape[:-1])
 
 
+def _sparse_args(code: RSCode, positions, values) -> tuple[np.ndarray, np.ndarray, int]:
+    """Validate a sparse error list; returns (int64 [rows, m], uint16 [rows, m], rows)."""
+    _check_code(code)
+    pos = np.asarray(positions)
+    if pos.dtype.kind not in "iu":
+        raise ValueError(f"positions must be an integer array, got dtype {pos.dtype}")
+    if pos.ndim == 0:
+        raise ValueError("positions must have at least one axis (the error list)")
+    val = _as_symbols(values, pos.shape[-1], "values")
+    if val.shape != pos.shape:
+        raise ValueError(f"positions and values must have the same shape, got {pos.shape} and {val.shape}")
+    if pos.size and (pos.min() < 0 or pos.max() >= code.n):
+        raise ValueError(f"positions must be in 0..{code.n - 1}, got range {pos.min()}..{pos.max()}")
+    rows = int(np.prod(pos.shape[:-1], dtype=np.int64))
+    p = np.ascontiguousarray(pos.reshape(rows, pos.shape[-1]), dtype=np.int64)
+    return p, val.reshape(p.shape), rows
+
+
 def syndromes_sparse(code: RSCode, positions, values) -> np.ndarray:
     """Syndromes of a sparse error pattern (the transmitted word being known, only errors matter).
 
@@ -268,21 +286,10 @@ def syndromes_sparse(code: RSCode, positions, values) -> np.ndarray:
     -------
     uint16 [..., 2t], identical to ``syndromes(code, sent ^ e)`` for any codeword ``sent``.
     """
-    _check_code(code)
-    pos = np.asarray(positions)
-    if pos.dtype.kind not in "iu":
-        raise ValueError(f"positions must be an integer array, got dtype {pos.dtype}")
-    if pos.ndim == 0:
-        raise ValueError("positions must have at least one axis (the error list)")
-    val = _as_symbols(values, pos.shape[-1], "values")
-    if val.shape != pos.shape:
-        raise ValueError(f"positions and values must have the same shape, got {pos.shape} and {val.shape}")
-    if pos.size and (pos.min() < 0 or pos.max() >= code.n):
-        raise ValueError(f"positions must be in 0..{code.n - 1}, got range {pos.min()}..{pos.max()}")
-    rows = int(np.prod(pos.shape[:-1], dtype=np.int64))
-    p = np.ascontiguousarray(pos.reshape(rows, pos.shape[-1]), dtype=np.int64)
+    p, v, rows = _sparse_args(code, positions, values)
     S = np.empty((rows, code.nparity), dtype=np.uint16)
-    K.syndromes_sparse_batch(p, val.reshape(p.shape), code.n, S)
+    K.syndromes_sparse_batch(p, v, code.n, S)
+    pos = np.asarray(positions)
     return S.reshape(pos.shape[:-1] + (code.nparity,))
 
 
@@ -312,13 +319,11 @@ def error_pattern_outcome(code: RSCode, positions, values) -> np.ndarray:
     Returns int8 [...]: 0 = decoded to the sent word (corrected, or no error), 1 = detected as
     uncorrectable, 2 = miscorrected (decoded to a different codeword). Agrees with
     ``decode(code, sent ^ e)`` for any codeword ``sent``, because decoding depends only on the syndromes.
+    Patterns of weight <= t are answered without decoding (a bounded-distance decoder always
+    corrects them); heavier ones are decoded from their sparse syndromes.
     """
-    _check_code(code)
     pos = np.asarray(positions)
-    S = syndromes_sparse(code, positions, values)  # validates positions and values
-    rows = int(np.prod(pos.shape[:-1], dtype=np.int64))
-    p = np.ascontiguousarray(pos.reshape(rows, pos.shape[-1]), dtype=np.int64)
-    v = np.ascontiguousarray(np.asarray(values).reshape(p.shape), dtype=np.uint16)
+    p, v, rows = _sparse_args(code, positions, values)
     out = np.empty(rows, dtype=np.int8)
-    K.outcome_batch(S.reshape(rows, code.nparity), p, v, code.n, code.t, out)
+    K.outcome_batch(p, v, code.n, code.t, out)
     return out.reshape(pos.shape[:-1])

@@ -171,3 +171,17 @@ def test_extreme_codes(code, rng):
     recv, _ = add_errors(rng, cw, code.t + 1)
     dec, nc = decode(code, recv)
     assert np.all(is_codeword(code, dec[nc >= 0])) and np.array_equal(dec[nc < 0], recv[nc < 0])
+
+
+def test_outcome_counts_weight_after_cancelling_duplicates(rng):
+    code = KR4
+    cw = encode(code, rng.integers(0, 1024, size=code.k))
+    pos = np.array([[1, 2, 3, 4, 5, 6, 7, 8, 8], [1, 2, 3, 4, 5, 6, 7, 8, 9]])
+    val = np.array([[9, 9, 9, 9, 9, 9, 9, 4, 4], [9, 9, 9, 9, 9, 9, 9, 9, 0]])  # weights 7 and 8
+    out = error_pattern_outcome(code, pos, val)
+    for r in range(2):
+        recv = cw.copy()
+        np.bitwise_xor.at(recv, pos[r], val[r].astype(np.uint16))
+        dec, nc = decode(code, recv)
+        assert out[r] == (1 if nc < 0 else (0 if np.array_equal(dec, cw) else 2))
+    assert out[0] == 0
