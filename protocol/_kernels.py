@@ -103,7 +103,7 @@ def group_pairs(pos, half_lanes, period, am_blocks, t_corr, decoder, hist, err_l
         # branch-free: bin 0 also counts here but is recomputed by the caller from the totals
         hist[min(w0, H - 1)] += 1
         hist[min(w1, H - 1)] += 1
-        cw_err += (w0 > 0) + (w1 > 0)
+        cw_err += (1 if w0 > 0 else 0) + (1 if w1 > 0 else 0)
         if decoder == 1:
             if w0 > t_corr or w1 > t_corr:
                 heavy_pair[n_heavy] = P
@@ -385,7 +385,7 @@ def bypass_run(rng, scale, nxt, end, half_lanes, period, am_blocks, s_end, hist_
                 if curP >= 0:
                     hist[min(w0, H - 1)] += 1
                     hist[min(w1, H - 1)] += 1
-                    cw_err += (w0 > 0) + (w1 > 0)
+                    cw_err += (1 if w0 > 0 else 0) + (1 if w1 > 0 else 0)
                 curP = P
                 base = P * PAIR_BITS
                 am_bits = am_blocks * BLOCK_BITS if (P & pm) == 0 else 0
@@ -483,7 +483,7 @@ def bypass_run(rng, scale, nxt, end, half_lanes, period, am_blocks, s_end, hist_
     if curP >= 0:
         hist[min(w0, H - 1)] += 1
         hist[min(w1, H - 1)] += 1
-        cw_err += (w0 > 0) + (w1 > 0)
+        cw_err += (1 if w0 > 0 else 0) + (1 if w1 > 0 else 0)
     counters[0] += n_err
     counters[1] += cw_err
     counters[3] += am_err
