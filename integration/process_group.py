@@ -26,10 +26,12 @@ though gloo completes futures on its own threads.
   next errors. The other collectives keep endpoint semantics.
 * send/recv: corrupted by the receiver after the inner recv completes (link ``src -> dst``).
 
-FEC mode (``config.source.fec``, ``protocol.modes``): a tolerant mode delivers the flips the
-source reports; ``unequal`` also removes flips on sign/exponent bits; a non-tolerant mode
-(``ieee``, ``detect_only``) drops a frame with errors and the transport resends it, modelled as a
-clean resend at no extra stream cost (counted in ``errors_dropped``).
+Delivery (``protocol.delivery``): each message is cut into RoCEv2 frames whose stream bits are
+taken from the link's source; a frame whose headers are hit, that overlaps an error-block mark,
+or (non-tolerant FEC modes: ``ieee``, ``detect_only``) has any checked bit hit is dropped and
+resent over fresh stream bits; ``unequal`` removes flips on sign/exponent bits; tolerant modes
+deliver the payload flips. Resent and lost frames are counted; a lost frame's payload is left as
+received [?] (the transport would fail the operation).
 
 Traffic classes: allreduce and reduce_scatter -> ``gradients``; broadcast and allgather ->
 ``params``; all_to_all -> ``activations``; recv from a lower rank -> ``activations``, from a
@@ -61,13 +63,16 @@ from integration.replay import (
     corrupt_received,
     is_float,
 )
-from integration.sources import ErrorSource, MessageFraming, make_link_source
+from integration.sources import ErrorSource, make_link_source
+from protocol.delivery import deliver
+from protocol.modes import get_mode
 
 __all__ = ["BACKEND_NAME", "ENV_VAR", "INNER_ENV_VAR", "ReplayProcessGroup", "register", "configure", "UnsupportedOperation"]
 
 BACKEND_NAME = "phy802"
 ENV_VAR = "PHY802_REPLAY"
 INNER_ENV_VAR = "PHY802_INNER"  # "gloo" (default) or "nccl"
+_FORMAT = {torch.float32: "float32", torch.bfloat16: "bfloat16", torch.float16: "float16", torch.float64: "float64"}
 _RING_TAG = 0x50_38  # tags of the ring hops, apart from user point-to-point traffic (tag 0)
 
 
@@ -169,14 +174,6 @@ _REDUCE = {
 }
 
 
-def _fec_delivery(fec: str) -> tuple[bool, bool]:
-    """``(tolerant, sign_exponent_protected)`` of FEC mode ``fec`` (``protocol.modes``)."""
-    from protocol.modes import get_mode
-
-    mode = get_mode(fec)
-    return bool(mode.tolerant), mode.protected == "sign_exponent"
-
-
 class ReplayProcessGroup(dist.ProcessGroup):
     """``ProcessGroup`` that forwards to an inner backend and corrupts received float bytes.
 
@@ -199,14 +196,13 @@ class ReplayProcessGroup(dist.ProcessGroup):
         self.metrics = Metrics()
         self._rank, self._size = rank, size
         self._sources: dict[tuple[int, int], ErrorSource] = {}
-        self._framing = MessageFraming(config.source.rate)
         self._lock = threading.RLock()  # issue order + counters (gloo completes on its own threads)
         self._ring_lock = threading.Lock()
         self._seq = 0
         self._override: str | None = None
         self._enabled = True
         self._selected = frozenset(config.classes)
-        self._tolerant, self._protect = _fec_delivery(config.source.fec)
+        self._fec = get_mode(config.source.fec)
 
     # ------------------------------------------------------------------ public helpers
     def getBackendName(self) -> str:  # noqa: N802 - torch's name
@@ -250,46 +246,47 @@ class ReplayProcessGroup(dist.ProcessGroup):
         return self._override or default
 
     def _reserve(self, op: str, cls: str, t: torch.Tensor, src: int, hop: int = 0) -> tuple | None:
-        """Advance link ``src -> rank`` by the message's stream bits; return a pending corruption."""
+        """Send the message over link ``src -> rank`` (``protocol.delivery``); return a pending corruption.
+
+        The delivery model cuts the message into RoCEv2 frames, takes their stream bits from the
+        link's source, drops and resends frames whose headers (or, in non-tolerant modes, any
+        checked bit) were hit, removes protected flips in ``unequal`` mode, and returns the
+        payload bits delivered flipped.
+        """
         if not self._enabled or src == self._rank:
             return None
-        payload = 8 * t.numel() * t.element_size()
-        stream = self._framing.stream_bits(payload)
+        octets = t.numel() * t.element_size()
         with self._lock:
             seq = self._seq
             self._seq += 1
-            offs = self.link_source(src, self._rank).take(stream)
+            d = deliver(octets, self.link_source(src, self._rank), self._fec, rate=self.config.source.rate,
+                        float_format=_FORMAT.get(t.dtype, "float32"))
+            flips = d.payload_flips
             m = self.metrics
             m.add("messages", cls, 1)
-            m.add("payload_bits", cls, payload)
-            m.add("stream_bits", cls, stream)
-            m.add("line_bits", cls, self._framing.line_bits(stream))
-            self.log.add_message(seq, op, cls, src, self._rank, hop, payload, stream, len(offs))
-            if len(offs) == 0:
+            m.add("payload_bits", cls, 8 * octets)
+            m.add("stream_bits", cls, d.stream_bits)
+            m.add("line_bits", cls, d.line_bits)
+            if d.frames_resent:
+                m.add("frames_resent", cls, d.frames_resent)
+            if d.frames_lost:
+                m.add("frames_lost", cls, d.frames_lost)
+            if d.protected_removed:
+                m.add("errors_protected", cls, d.protected_removed)
+            self.log.add_message(seq, op, cls, src, self._rank, hop, 8 * octets, d.stream_bits, len(flips))
+            if len(flips) == 0:
                 return None
-            pbits = self._framing.payload_bits_of(payload, offs)
-            n_over = int(np.count_nonzero(pbits < 0))
-            if n_over:
-                m.add("errors_overhead", cls, n_over)
             if cls not in self._selected or not is_float(t):
-                if len(offs) > n_over:
-                    m.add("errors_unselected", cls, len(offs) - n_over)
+                m.add("errors_unselected", cls, len(flips))
                 return None
-            if n_over == len(offs):
-                return None
-            if not self._tolerant:
-                # a non-tolerant FEC mode drops the frame at the MAC and the transport resends it
-                # [?] the resend is assumed clean and costs no extra stream bits
-                m.add("errors_dropped", cls, len(offs) - n_over)
-                return None
-        return (seq, op, cls, src, hop, offs, pbits)
+        return (seq, op, cls, src, hop, flips)
 
     def _apply(self, pending: tuple | None, t: torch.Tensor, elem_base: int = 0) -> None:
         """Apply a reserved corruption to the received tensor ``t`` (contiguous view), then the guard."""
         guard = self.config.guard
-        seq, op, cls, src, hop, offs, pbits = pending
+        seq, op, cls, src, hop, flips = pending
         elem, bit, old, new, idx, n_prot = corrupt_received(
-            t, pbits, protect_sign_exponent=(guard == "exponent_protection" or self._protect))
+            t, flips, protect_sign_exponent=(guard == "exponent_protection"))
         nonfinite = bool(len(new)) and not bool(np.isfinite(new).all())
         n_guard = apply_guard(t, self.config.clamp_for(cls)) if guard == "nan_to_zero_clamp" else 0
         with self._lock:
@@ -302,7 +299,7 @@ class ReplayProcessGroup(dist.ProcessGroup):
             if n_guard:
                 m.add("guard_elements", cls, n_guard)
             self.log.add(seq=seq, op=op, cls=cls, src=src, dst=self._rank, hop=hop, element=elem + elem_base,
-                         bit=bit, old=old, new=new, msg_bit=offs[idx])
+                         bit=bit, old=old, new=new, msg_bit=flips[idx])
 
     # the guard also runs on error-free messages: a receiver cannot know which ones are clean
     def _receive(self, pending: tuple | None, cls: str, t: torch.Tensor, elem_base: int = 0) -> None:

@@ -143,8 +143,8 @@ _LOG_FIELDS = ("seq", "hop", "src", "dst", "element", "bit", "msg_bit")
 class InjectionLog:
     """Every applied flip: op, traffic class, link, hop, element, bit, old and new value.
 
-    ``msg_bit`` is the flip's offset in the message's stream slot (what the error source
-    returned), so a log can be checked against the source's own offsets. ``old``/``new`` are the
+    ``msg_bit`` is the flipped payload bit of the message (what the delivery model returned), so
+    a log can be checked against the source replayed through ``protocol.delivery``. ``old``/``new`` are the
     element's values before and after the message's flips (per-bit when one flip hits an element).
     """
 
@@ -197,10 +197,10 @@ class InjectionLog:
 class Metrics:
     """Per-rank counters, each link counted at its destination (sums over ranks do not double count).
 
-    ``errors_injected`` are flips applied to tensor bytes; ``errors_overhead`` hit framing bits;
-    ``errors_unselected`` hit traffic that is not selected or not float; ``errors_protected``
-    were removed by exponent protection (guard or the ``unequal`` FEC mode); ``errors_dropped``
-    hit frames that a non-tolerant FEC mode drops and resends; ``nonfinite_events`` counts received messages where the
+    ``errors_injected`` are flips applied to tensor bytes; ``errors_unselected`` were delivered
+    on traffic that is not selected or not float; ``errors_protected`` were removed by exponent
+    protection (guard or the ``unequal`` FEC mode); ``frames_resent`` / ``frames_lost`` come from
+    the delivery model (frames dropped for header hits, marks or, non-tolerant modes, any error); ``nonfinite_events`` counts received messages where the
     flips produced Inf/NaN; ``guard_elements`` counts elements changed by the receive guard.
     """
 
@@ -209,10 +209,10 @@ class Metrics:
     stream_bits: dict[str, int] = field(default_factory=dict)
     line_bits: dict[str, int] = field(default_factory=dict)
     errors_injected: dict[str, int] = field(default_factory=dict)
-    errors_overhead: dict[str, int] = field(default_factory=dict)
     errors_unselected: dict[str, int] = field(default_factory=dict)
     errors_protected: dict[str, int] = field(default_factory=dict)
-    errors_dropped: dict[str, int] = field(default_factory=dict)
+    frames_resent: dict[str, int] = field(default_factory=dict)
+    frames_lost: dict[str, int] = field(default_factory=dict)
     nonfinite_events: dict[str, int] = field(default_factory=dict)
     guard_elements: dict[str, int] = field(default_factory=dict)
 

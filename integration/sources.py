@@ -6,9 +6,14 @@ the link's stream, and advances the source's cursor by ``n_bits``.  Every direct
 ``src -> dst`` gets its own source, seeded deterministically from ``(seed, src, dst)``.
 
 Coordinates are those of ``protocol.source``: a source indexes the PCS payload stream of one
-link direction, and a message advances the cursor by the stream bits it costs on the link,
-framing included (:class:`MessageFraming`, from ``protocol.framing``: RoCEv2/UDP/IPv4/Ethernet
-frames, IPG and 8-octet alignment); the line bits (257b, RS parity, AMs) are counted in metrics.
+link direction. The wrapper hands each message to ``protocol.delivery.deliver``, which takes the
+stream bits of its RoCEv2 frames (headers, FCS, IPG and alignment included, resends too) from
+the link's source; the line bits (257b, RS parity, AMs) are counted in the metrics.
+
+Kinds: the protocol layer's live generator (``protocol.trace.LiveSource``: rate, FEC mode,
+pre-FEC line BER, seed), a trace file (``protocol.trace.open_source``, each link starting at its
+own seeded offset), or :class:`IndependentBitErrors` (independent stream-bit flips; fast, for
+tests and for a memoryless channel stated directly at the stream).
 """
 
 from __future__ import annotations
@@ -23,13 +28,11 @@ __all__ = [
     "ErrorSource",
     "IndependentBitErrors",
     "NoErrors",
-    "GeneratorSource",
     "SOURCE_KINDS",
     "resolved_kind",
     "SourceConfig",
     "link_seed_sequence",
     "make_link_source",
-    "MessageFraming",
 ]
 
 
@@ -112,42 +115,6 @@ class IndependentBitErrors:
         return out
 
 
-class GeneratorSource:
-    """Live link: ``protocol.tracegen.FastGenerator`` (rate / FEC mode / pre-FEC BER / seed) as a cursor.
-
-    The generator simulates codeword pairs and reports the payload-stream bits delivered flipped
-    after the FEC mode's decoder and the descrambler; ``take`` cuts that stream into messages.
-    """
-
-    def __init__(self, ber: float, fec: str, rate: str, seed) -> None:
-        from protocol.tracegen import FastGenerator, GeneratorConfig
-
-        self._gen = FastGenerator(GeneratorConfig(rate=rate, fec=fec, ber=float(ber)), seed)
-        self.cursor = 0
-        self._end = 0  # stream bits generated so far
-        self._pending = np.empty(0, dtype=np.int64)
-        self._pairs = 256
-
-    def take(self, n_bits: int) -> np.ndarray:
-        n_bits = int(n_bits)
-        if n_bits < 0:
-            raise ValueError(f"n_bits must be >= 0, got {n_bits}")
-        start, end = self.cursor, self.cursor + n_bits
-        self.cursor = end
-        parts = [self._pending]
-        while self._end < end:
-            need_pairs = -(-(end - self._end) // 10_000) + 1
-            ch = self._gen.next_chunk(max(self._pairs, need_pairs))
-            if ch.stream_start != self._end:
-                raise RuntimeError(f"protocol generator gap: stream {ch.stream_start} != {self._end}")
-            self._end = int(ch.stream_end)
-            parts.append(np.asarray(ch.offsets, dtype=np.int64))
-        pend = np.concatenate(parts) if len(parts) > 1 else parts[0]
-        k = int(np.searchsorted(pend, end, side="left"))
-        out, self._pending = pend[:k] - start, pend[k:]
-        return out
-
-
 SOURCE_KINDS = ("auto", "independent", "generator", "trace")
 
 
@@ -203,8 +170,8 @@ def resolved_kind(cfg: SourceConfig) -> str:
     if cfg.trace:
         return "trace"
     try:
-        from protocol.tracegen import FastGenerator, GeneratorConfig  # noqa: F401
-    except Exception:  # noqa: BLE001 - the protocol layer may be mid-edit
+        from protocol.trace import LiveSource  # noqa: F401
+    except ImportError:
         return "independent"
     return "generator"
 
@@ -214,60 +181,13 @@ def make_link_source(cfg: SourceConfig, src: int, dst: int) -> ErrorSource:
     ss = link_seed_sequence(cfg.seed, src, dst)
     kind = resolved_kind(cfg)
     if kind == "trace":
-        try:
-            from protocol import trace  # type: ignore[attr-defined]
-        except Exception as exc:  # noqa: BLE001
-            raise ValueError(f"trace {cfg.trace!r}: protocol.trace is not available ({exc})") from None
-        opener = getattr(trace, "open_source", None) or getattr(trace, "TraceSource", None)
-        if opener is None:
-            raise ValueError(f"trace {cfg.trace!r}: protocol.trace has no trace reader yet")
-        return opener(cfg.trace)
+        from protocol.trace import open_source
+
+        return open_source(cfg.trace, seed=ss)
     if cfg.ber == 0.0:
         return NoErrors()
     if kind == "generator":
-        return GeneratorSource(cfg.ber, cfg.fec, cfg.rate, ss)
+        from protocol.trace import LiveSource
+
+        return LiveSource(cfg.rate, cfg.fec, cfg.ber, seed=ss)
     return IndependentBitErrors(cfg.ber, ss)
-
-
-# --- framing: the stream bits a message costs and where its payload sits -----------------------
-class MessageFraming:
-    """Map a tensor message onto the link's payload stream (``protocol.framing``, RoCEv2 frames).
-
-    A message of ``payload_bits`` advances a link's cursor by ``stream_bits(payload_bits)``
-    (headers, FCS, inter-packet gap and alignment included); the source's offsets inside that
-    slot are mapped back to payload bits, and offsets on framing bits hit no tensor byte.
-    Layouts are cached per message size (DDP buckets repeat every step).
-    """
-
-    def __init__(self, rate: str = "400G") -> None:
-        from protocol import framing
-
-        self._framing = framing
-        self.rate = rate
-        framing.get_rate(rate)  # validate
-        self._cache: dict[int, object] = {}
-
-    def _layout(self, payload_bits: int):
-        octets = -(-int(payload_bits) // 8)
-        lay = self._cache.get(octets)
-        if lay is None:
-            if len(self._cache) > 4096:
-                self._cache.clear()
-            lay = self._cache[octets] = self._framing.layout(octets)
-        return lay
-
-    def stream_bits(self, payload_bits: int) -> int:
-        """Stream bits (the unit of ``ErrorSource.take``) one message costs."""
-        if payload_bits <= 0:
-            return 0
-        return self._layout(payload_bits).stream_bits
-
-    def line_bits(self, stream_bits: int) -> int:
-        """Line bits (257b, RS parity, alignment markers) that carry ``stream_bits``."""
-        return int(self._framing.line_bits_of_stream(int(stream_bits), self.rate))
-
-    def payload_bits_of(self, payload_bits: int, offsets: np.ndarray) -> np.ndarray:
-        """Payload bit of each stream offset in the message's slot, ``-1`` on framing bits."""
-        if len(offsets) == 0:
-            return np.empty(0, dtype=np.int64)
-        return self._layout(payload_bits).payload_bit_of(offsets)[1]

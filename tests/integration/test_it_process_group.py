@@ -7,7 +7,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from integration.sources import MessageFraming, SourceConfig, make_link_source
+from integration.sources import SourceConfig, make_link_source
 from _it_helpers import ALL_FLOAT, load_ranks, pg_worker, spawn
 
 OPS = ("allreduce", "broadcast", "allgather", "all_gather_single", "reduce_scatter", "reduce_scatter_single",
@@ -29,17 +29,17 @@ def test_ber0_is_bit_identical_to_gloo(mode, n):
 
 
 def _expected_flips(rank_result: dict, cfg: SourceConfig) -> set:
-    framing = MessageFraming(cfg.rate)
+    """Replay every message of one rank through fresh per-link sources and the delivery model."""
+    from protocol.delivery import deliver
+
     sources = {}
     expected = set()
-    for seq, op, cls, src, dst, hop, payload, stream, n_off in sorted(rank_result["messages"]):
+    for seq, op, cls, src, dst, hop, payload, stream, n_flips in sorted(rank_result["messages"]):
         s = sources.setdefault((src, dst), make_link_source(cfg, src, dst))
-        offs = s.take(stream)
-        assert len(offs) == n_off
-        if cls not in ALL_FLOAT:
-            continue
-        pb = framing.payload_bits_of(payload, offs)
-        expected |= {(seq, int(o)) for o, p in zip(offs, pb) if p >= 0}
+        d = deliver(payload // 8, s, cfg.fec, rate=cfg.rate)
+        assert d.stream_bits == stream and len(d.payload_flips) == n_flips
+        if cls in ALL_FLOAT:
+            expected |= {(seq, int(b)) for b in d.payload_flips}
     return expected
 
 

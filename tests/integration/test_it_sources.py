@@ -6,7 +6,6 @@ import pytest
 from phy802.stats import clopper_pearson
 from integration.sources import (
     IndependentBitErrors,
-    MessageFraming,
     NoErrors,
     SourceConfig,
     make_link_source,
@@ -54,20 +53,8 @@ def test_links_are_seeded_by_seed_src_dst():
 
 
 def test_generator_source_cut_invariant():
-    pytest.importorskip("protocol.tracegen")
+    pytest.importorskip("protocol.trace")
     cfg = SourceConfig(ber=1e-4, seed=2, kind="generator")
     a, b = make_link_source(cfg, 0, 1), make_link_source(cfg, 0, 1)
     parts = [a.take(3000) + 3000 * i for i in range(400)]
     assert np.array_equal(np.concatenate(parts), b.take(1_200_000))
-
-
-def test_framing_maps_payload_and_overhead():
-    f = MessageFraming("400G")
-    payload = 8 * 10_000
-    n = f.stream_bits(payload)
-    assert n > payload
-    pb = f.payload_bits_of(payload, np.arange(n))
-    inside = pb[pb >= 0]
-    # every payload bit appears exactly once, in order
-    assert np.array_equal(inside, np.arange(payload))
-    assert f.line_bits(n) > n

@@ -47,6 +47,8 @@ def pp2():
             dataclasses.replace(base, schedule="1f1b")]
     cfgs += [dataclasses.replace(base, schedule=s, replay=_errors(1e-3, g))
              for g, s in zip(GUARDS, ("gpipe", "1f1b", "gpipe", "1f1b"))]
+    # ~0.3 flips per fp32 element: many elements take several flips, so Inf/NaN are certain
+    cfgs.append(dataclasses.replace(base, replay=_errors(1e-2, "none")))
     return run_many(cfgs, timeout_s=240)
 
 
@@ -82,10 +84,10 @@ def test_every_guard_keeps_training_with_errors(ddp2, pp2, i):
 
 
 def test_nan_without_guard_is_reported(pp2):
-    r = pp2[4]  # PP, guard none, stream BER 1e-3: activations hit in the exponent become Inf/NaN
+    r = pp2[8]  # PP, guard none, stream BER 1e-2
     assert r["config"]["replay"]["guard"] == "none"
-    assert sum(r["metrics"]["nonfinite_events"].values()) > 0
     assert r["nonfinite_steps"] > 0 and r["first_nonfinite_step"] is not None
+    assert r["nonfinite_loss_steps"] > 0 and not math.isfinite(r["final_val_loss"])
 
 
 def test_ring3_ddp_ber0_bit_identical_and_errors_diverge_replicas():
