@@ -352,10 +352,8 @@ class LinkCounters:
         if (self.n, self.k, self.n_phys, self.n_pcsl) != (other.n, other.k, other.n_phys, other.n_pcsl):
             raise ValueError("cannot merge counters of different link geometries "
                              f"({(self.n, self.n_phys, self.n_pcsl)} vs {(other.n, other.n_phys, other.n_pcsl)})")
-        for f in fields(self):
-            if f.name in ("n", "k", "n_phys", "n_pcsl"):
-                continue
-            setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
+        for name in _COUNT_FIELDS:
+            setattr(self, name, getattr(self, name) + getattr(other, name))
         return self
 
     def copy(self) -> "LinkCounters":
@@ -412,6 +410,9 @@ class LinkCounters:
                 v = d[f.name]
                 kw[f.name] = np.asarray(v, dtype=np.int64) if isinstance(v, list) else v
         return cls(**kw)
+
+
+_COUNT_FIELDS = tuple(f.name for f in fields(LinkCounters) if f.name not in ("n", "k", "n_phys", "n_pcsl"))
 
 
 @dataclass(frozen=True)

@@ -200,3 +200,55 @@ def test_unlockable_batch_is_dropped_and_counted():
     chans = [MarkerKiller()] + [Noiseless()] * 7
     c = Link(LinkConfig(), chans).run(6, seed=1, batch_pairs=3).counters
     assert c.lock_failures == 2 and c.codewords == 0 and c.bit_errors == 0 and c.line_symbols == 0
+
+
+@dataclass(frozen=True)
+class FlipBits:
+    """Flips Gray bit ``bit`` of the PAM4 symbols at ``positions`` (a fixed error pattern)."""
+
+    positions: tuple
+    bit: int = 0
+
+    def sample_symbol_errors(self, symbols, rng):
+        s = np.asarray(symbols, np.uint8).reshape(-1)
+        pos = np.asarray(self.positions, np.int64)
+        bits = gray_demap(s[pos])
+        bits[self.bit::2] ^= 1
+        v = gray_map(bits)
+        return SymbolErrors(pos, v, (v.astype(np.int16) - s[pos]).astype(np.int8))
+
+    def apply(self, symbols, rng):  # pragma: no cover - the sparse path is used
+        raise NotImplementedError
+
+
+# lane 0 carries PCS lanes 0 (A bits) and 1 (B bits); PAM4 symbol j holds PCS-lane bit j.  PCS lane
+# 0 slot k of pair p is codeword A for even k (119.2.4.7), so bit 0 of slots 68 + 2m (pair 1, m =
+# 0..17) puts 18 symbol errors into codeword A of pair 1 (> t = 15), plus 3 in pair 2 (correctable)
+HEAVY = tuple(10 * (68 + 2 * m) for m in range(18)) + tuple(10 * (136 + 2 * m) for m in range(3))
+
+
+@pytest.mark.parametrize("fec", ["kp4", "kr4", "detect", "bypass", "none"])
+def test_all_simulators_agree_on_a_fixed_error_pattern(fec):
+    chans = [FlipBits(HEAVY)] + [Noiseless()] * 7
+    keys = ("lane_symbol_errors", "lane_bit_errors", "pcs_lane_bit_errors", "pcs_lane_symbol_errors",
+            "pcs_lane_corrected", "hist", "bit_errors", "symbol_errors", "corrected_codewords",
+            "uncorrected_codewords", "corrected_symbols", "miscorrected_codewords", "codeword_errors",
+            "undetected_codeword_errors", "post_fec_symbol_errors", "post_fec_bit_errors", "codewords")
+    runs = [FastLink(LinkConfig(fec=fec), chans).run(4, seed=1, batch_pairs=4).counters,
+            Link(LinkConfig(fec=fec, level="codeword"), chans).run(4, seed=2, batch_pairs=4).counters]
+    if fec != "kr4":
+        runs.append(Link(LinkConfig(fec=fec), chans).run(4, seed=3, batch_pairs=4).counters)
+    ref = runs[0].as_dict()
+    for c in runs[1:]:
+        d = c.as_dict()
+        assert {k: d[k] for k in keys} == {k: ref[k] for k in keys}
+    c = runs[0]
+    assert c.symbol_errors == 21
+    if fec == "kr4":  # other geometry (66 slots per lane and pair): only the agreement is checked
+        return
+    assert c.hist[18] == 1 and c.hist[3] == 1
+    # (uncorrected = flagged, codeword errors = wrong delivered message, of which not flagged)
+    expect = {"kp4": (1, 1, 0), "detect": (2, 2, 0), "bypass": (0, 2, 2), "none": (0, 2, 2)}
+    assert (c.uncorrected_codewords, c.codeword_errors, c.undetected_codeword_errors) == expect[fec]
+    if fec == "kp4":
+        assert c.corrected_codewords == 1 and c.corrected_symbols == 3 and c.post_fec_bit_errors == 18
