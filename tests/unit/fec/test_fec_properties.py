@@ -35,7 +35,7 @@ def error_case(draw):
     return code, seed, np.array(positions, dtype=np.int64), np.array(values, dtype=np.uint16)
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(error_case())
 def test_decoder_never_returns_a_non_codeword(case):
     code, seed, pos, val = case
@@ -59,7 +59,7 @@ def test_decoder_never_returns_a_non_codeword(case):
     assert outcome == expected
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(st.sampled_from(CODES), st.data())
 def test_decoder_never_crashes_on_arbitrary_words(code, data):
     words = np.array(data.draw(st.lists(st.integers(0, 1023), min_size=code.n, max_size=code.n)), dtype=np.uint16)
@@ -162,7 +162,7 @@ def test_code_type_checks():
 @pytest.mark.parametrize("code", [RSCode(1023, 1), RSCode(1022, 2), RSCode(3, 1), RSCode(1023, 1021)], ids=str)
 def test_extreme_codes(code, rng):
     # t = 511 / 510 / 1 / 1: the array LFSR, the modulo Chien path and the tiny cases.
-    cw = encode(code, rng.integers(0, 1024, size=(6, code.k)))
+    cw = encode(code, rng.integers(0, 1024, size=(2, code.k)))
     assert np.all(is_codeword(code, cw))
     for e in (0, 1, code.t):
         recv, _ = add_errors(rng, cw, e)
