@@ -95,3 +95,17 @@ def test_fast_path_agrees_with_bit_exact_link_on_dfe_bursts(precoding):
     assert _two_sample_p(a.codeword_errors, a.codewords, b.codeword_errors, b.codewords) > 0.01
     assert _hist_p(a.hist, b.hist) > 0.01
     assert float(st.chi2_contingency(np.stack([a.pcs_lane_symbol_errors, b.pcs_lane_symbol_errors]))[1]) > 0.01
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode, code", [("kp4", theory.KP4), ("kr4", theory.KR4)])
+def test_sweep_fer_matches_binomial_down_to_1e6(mode, code):
+    # the low end of "measurable": FER 1e-4 .. 1e-6 (tens of millions of codewords, fast path)
+    bers = tuple(theory.pre_fec_ber_for_fer(f, code) for f in (1e-4, 1e-5, 1e-6))
+    cfg = SweepConfig(points=bers, modes=(mode,), target_errors=60, max_codewords=400_000_000, max_seconds=240, seed=8)
+    res = run_sweep(cfg)
+    conf = 1 - 0.05 / len(bers)
+    for p in res.points:
+        r, th = p.counters.rates(conf), p.theory()
+        assert p.stop_reason == "target_errors", (p.x, p.stop_reason, p.counters.codewords)
+        assert r["fer"].contains(th["fer"]), (p.x, r["fer"], th["fer"])
