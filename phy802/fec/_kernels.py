@@ -44,7 +44,8 @@ _EXP = EXP
 _LOG = LOG
 _MASK = np.uint64(0x3FF)
 _CHIEN_BIAS = 16 * ORDER
-_EXPB = EXP[np.arange(_CHIEN_BIAS + ORDER) % ORDER].copy()  # alpha^(i mod 1023) without a zero tail
+_EXPB = EXP[np.arange(_CHIEN_BIAS + ORDER) % ORDER]  # alpha^(i mod 1023) without a zero tail
+_EXPB.setflags(write=False)
 
 
 # --------------------------------------------------------------------------------------------

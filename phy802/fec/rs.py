@@ -18,7 +18,7 @@ from typing import Literal
 import numpy as np
 
 from . import _kernels as K
-from .gf1024 import EXP, LOG, LOG_ZERO, ORDER, Q, poly_mod, poly_mul
+from .gf1024 import EXP, LOG, ORDER, Q, poly_mod, poly_mul
 
 __all__ = [
     "RSCode",
