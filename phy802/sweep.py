@@ -7,7 +7,8 @@ runs batches of growing size until one stopping rule holds (checked between batc
 
 * ``target_errors`` codeword errors seen (delivered messages that differ from the sent ones),
 * ``max_codewords`` codewords simulated,
-* ``max_seconds`` of wall time.
+* ``max_seconds`` of wall time,
+* (bit-exact link only) ``no_lock``: most batches were dropped because a lane never locked.
 
 Every rate gets a 95% Clopper-Pearson interval (:mod:`phy802.stats`); raw counts are kept so that
 two runs of the same sweep merge (:meth:`SweepResult.merge`).  Channel: PAM4 AWGN on every lane
@@ -262,11 +263,16 @@ def run_point(task: PointTask) -> PointResult:
     t0 = time.perf_counter()
     reason = "max_codewords"
     ss = task.seed
+    n_batches = 0
     while True:
         left_pairs = (int(cfg.max_codewords) - ctr.codewords + 1) // 2
         P = max(1, min(batch, left_pairs))
         sim.run_batch(P, ss.spawn(1)[0], ctr)
+        n_batches += 1
         batch = min(2 * batch, cap)
+        if ctr.lock_failures >= 8 and 2 * ctr.lock_failures > n_batches:
+            reason = "no_lock"  # the bit-exact receiver cannot lock its lanes at this point
+            break
         if cfg.target_errors is not None and ctr.codeword_errors >= cfg.target_errors:
             reason = "target_errors"
             break

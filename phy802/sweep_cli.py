@@ -29,7 +29,8 @@ Clopper-Pearson interval (post-FEC BER: cluster-aware, see phy802.link.LinkCount
 Merge two runs with:  phy802 sweep --merge a/sweep.json b/sweep.json --out merged/
 """
 
-# our FEC modes -> the protocol layer's latency modes (protocol/modes.py)
+# our FEC modes -> the protocol layer's latency modes (protocol/modes.py); kr4 reuses the correcting
+# decoder's pipeline with the accumulation of a 528-symbol pair
 _LATENCY_MODE = {"kp4": "ieee", "kr4": "ieee", "detect": "detect_only", "bypass": "bypass", "none": "bypass"}
 
 
@@ -73,7 +74,10 @@ def latency_function(rate: str):
         return None
 
     def f(mode: str) -> float:
-        return float(added_latency(_LATENCY_MODE[mode], rate).total_ns)
+        b = added_latency(_LATENCY_MODE[mode], rate)
+        if mode == "kr4":  # the model knows RS(544,514) pairs only: scale the accumulation to 528 [I]
+            return float(b.accumulation_ns * 528 / 544 + b.decoder_ns)
+        return float(b.total_ns)
 
     return f
 

@@ -163,3 +163,10 @@ def test_cli_scheduler_flag_uses_a_dask_cluster(tmp_path, capsys):
     assert main(["sweep", "--ber", "3e-3", "--scheduler", "tcp://127.0.0.1:1", "--scheduler-timeout", "1",
                  "--no-progress"]) == 2
     assert "cannot connect" in capsys.readouterr().err
+
+
+def test_link_sweep_stops_when_the_receiver_cannot_lock():
+    cfg = SweepConfig(points=(0.3,), modes=("kp4",), simulator="link", target_errors=None, max_codewords=10**9,
+                      max_seconds=None, batch_pairs=4)
+    p = run_point(cfg.tasks()[0])
+    assert p.stop_reason == "no_lock" and p.counters.lock_failures >= 8
