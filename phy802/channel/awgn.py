@@ -15,6 +15,8 @@ Two exact paths, both driven by a ``numpy.random.Generator``:
 
 from __future__ import annotations
 
+import functools
+
 from dataclasses import dataclass
 from typing import Literal, NamedTuple
 
@@ -80,16 +82,7 @@ class Pam4Awgn:
         return float(theory.pam4_ber(self.snr_db))
 
     def _tables(self) -> tuple[np.ndarray, np.ndarray]:
-        T = self.transition
-        p_err = 1.0 - np.diag(T)
-        off = T.copy()
-        np.fill_diagonal(off, 0.0)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            cdf = np.cumsum(off, axis=1) / np.where(p_err > 0, p_err, 1.0)[:, None]
-        for s in range(4):  # the last reachable level closes the law exactly
-            last = 3 if s != 3 else 2
-            cdf[s, last:] = 1.0
-        return np.ascontiguousarray(p_err), np.ascontiguousarray(cdf)
+        return _event_tables(float(self.snr_db))
 
     def sample_symbol_errors(
         self, symbols: np.ndarray, rng: np.random.Generator, method: Method = "events"
@@ -135,6 +128,27 @@ class Pam4Awgn:
         post[-1] = 1.0
         pos, s, r = K.awgn_events_iid(n, ser, post, cdf, rng, capacity(n, ser))
         return IidSymbolErrors(pos, s, r)
+
+
+@functools.lru_cache(maxsize=256)
+def _event_tables(snr_db: float) -> tuple[np.ndarray, np.ndarray]:
+    """Per sent level: P(error) and the CDF of the received level given an error (read-only).
+
+    Cached: the link asks for them on every batch and the closed forms cost more than the sampling.
+    """
+    T = theory.pam4_transition_matrix(snr_db)
+    p_err = 1.0 - np.diag(T)
+    off = T.copy()
+    np.fill_diagonal(off, 0.0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        cdf = np.cumsum(off, axis=1) / np.where(p_err > 0, p_err, 1.0)[:, None]
+    for s in range(4):  # the last reachable level closes the law exactly
+        last = 3 if s != 3 else 2
+        cdf[s, last:] = 1.0
+    p_err, cdf = np.ascontiguousarray(p_err), np.ascontiguousarray(cdf)
+    p_err.flags.writeable = False
+    cdf.flags.writeable = False
+    return p_err, cdf
 
 
 def _check_rng(rng) -> None:
