@@ -18,7 +18,7 @@ Speed notes
 * Chien search runs only over the n real positions of the shortened code. Terms are kept as logs
   scaled to the current position; each root found deflates Lambda (a prefix XOR), the last root is
   solved in closed form, and (when t*(n-1) <= 16*1023, e.g. KP4/KR4) the logs carry a bias so that
-  stepping needs no modulo and two positions are tested per pass. Forney values use the first
+  stepping needs no modulo and four positions are tested per pass. Forney values use the first
   consecutive root 0. Every correction is verified by recomputing all 2t syndromes of the error
   pattern, so a word marked corrected is always a codeword.
 """
@@ -330,8 +330,8 @@ def _solve(S, n, t, C, B, Tmp, dg, cl, pos, val, xl, U, lS, nx):
     p = 0
     if t * (n - 1) <= _CHIEN_BIAS:
         # Fast form: logs carry a bias so that stepping never wraps (no modulo in the loop), and
-        # two positions are evaluated per pass. A root at p+1 of Lambda is still a root after
-        # deflating at p, so the pair test is exact; any root sends us to the one-step path.
+        # four positions are evaluated per pass. Deflating at p does not change the other roots,
+        # so a pass without a zero skips 4 positions safely; any zero sends us to the one-step path.
         for q in range(nt):
             cl[q] += _CHIEN_BIAS
         while p < n:
@@ -344,19 +344,23 @@ def _solve(S, n, t, C, B, Tmp, dg, cl, pos, val, xl, U, lS, nx):
                     xl[nroots] = (ORDER - pr) % ORDER
                     nroots += 1
                 break
-            if p + 1 < n:
+            if p + 3 < n:
                 s0 = 1
                 s1 = 1
+                s2 = 1
+                s3 = 1
                 for q in range(nt):
                     c = cl[q]
                     d = dg[q]
                     s0 ^= _EXPB[c]
                     s1 ^= _EXPB[c - d]
-                    nx[q] = c - 2 * d
-                if s0 != 0 and s1 != 0:
+                    s2 ^= _EXPB[c - 2 * d]
+                    s3 ^= _EXPB[c - 3 * d]
+                    nx[q] = c - 4 * d
+                if s0 != 0 and s1 != 0 and s2 != 0 and s3 != 0:
                     for q in range(nt):
                         cl[q] = nx[q]
-                    p += 2
+                    p += 4
                     continue
             s = 1
             for q in range(nt):
