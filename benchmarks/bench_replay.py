@@ -5,7 +5,11 @@ same ``world_size`` processes: one over a plain gloo group (the baseline), one o
 ``phy802`` wrapper group (endpoint mode, BER 1e-5 from the protocol layer's live generator by
 default, guard none). Steps alternate in blocks (plain, wrapper, plain, ...) so machine load
 hits both alike; the median step time of each and their ratio are printed. A step is forward,
-backward (bucket allreduces), global-norm clipping and AdamW.
+backward (bucket allreduces), global-norm clipping and AdamW. The time spent inside the wrapper's
+own code (reserving errors at issue, corrupting/guarding/logging on receive) is also reported:
+with guard ``none`` the corrupted gradients change the step itself (fp32 norm overflows, huge
+values), so the ratio mixes wrapper cost with the cost of training on corrupted numbers; with
+``--guard exponent_protection`` the flips are applied but values stay bounded.
 
 Usage::
 
@@ -46,6 +50,22 @@ def _worker(rank: int, args: argparse.Namespace, store: str, out: str) -> None:
                           classes=classes, guard=args.guard))
     g_plain = dist.new_group(backend="gloo")
     g_wrap = dist.new_group(backend="phy802")
+    # time spent in the wrapper's own code (reserve at issue, corrupt/guard/log on receive)
+    import integration.process_group as pgmod
+
+    inside = {"s": 0.0}
+
+    def timed(fn):
+        def wrapped(self, *a, **k):
+            t0 = time.perf_counter()
+            try:
+                return fn(self, *a, **k)
+            finally:
+                inside["s"] += time.perf_counter() - t0
+        return wrapped
+
+    pgmod.ReplayProcessGroup._reserve = timed(pgmod.ReplayProcessGroup._reserve)
+    pgmod.ReplayProcessGroup._receive = timed(pgmod.ReplayProcessGroup._receive)
     corpus = CharCorpus.load(args.corpus)
     gcfg = GPTConfig(corpus.vocab_size, 64, args.n_layer, 4, args.n_embd)
     tcfg = TrainConfig()
@@ -70,6 +90,7 @@ def _worker(rank: int, args: argparse.Namespace, store: str, out: str) -> None:
     for name in ("plain", "wrapper"):  # warm-up (numba compile, allocator)
         for _ in range(3):
             step(runs[name])
+    inside["s"] = 0.0
     done = 0
     while done < args.steps:
         for name in ("plain", "wrapper"):
@@ -83,6 +104,7 @@ def _worker(rank: int, args: argparse.Namespace, store: str, out: str) -> None:
             "wrapper_ms": 1e3 * statistics.median(runs["wrapper"]["times"]),
             "plain_mean_ms": 1e3 * statistics.fmean(runs["plain"]["times"]),
             "wrapper_mean_ms": 1e3 * statistics.fmean(runs["wrapper"]["times"]),
+            "wrapper_code_ms_per_step": 1e3 * inside["s"] / len(runs["wrapper"]["times"]),
             "flips_rank0": m.total("errors_injected"),
             "gradient_bits_rank0": m.payload_bits.get("gradients", 0),
             "params": sum(p.numel() for p in runs["plain"]["model"].parameters()),
@@ -129,6 +151,8 @@ def main() -> None:
         print(f"  plain gloo : {res['plain_ms']:8.2f} ms/step (median; mean {res['plain_mean_ms']:.2f})")
         print(f"  wrapper    : {res['wrapper_ms']:8.2f} ms/step (median; mean {res['wrapper_mean_ms']:.2f})")
         print(f"  ratio      : {res['ratio']:.3f}  (target <= 1.10)   flips on rank 0: {res['flips_rank0']}")
+        print(f"  of which in the wrapper's own code: {res['wrapper_code_ms_per_step']:.2f} ms/step "
+              f"({100 * res['wrapper_code_ms_per_step'] / res['plain_ms']:.1f}% of a plain step)")
 
 
 if __name__ == "__main__":

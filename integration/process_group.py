@@ -30,8 +30,8 @@ Delivery (``protocol.delivery``): each message is cut into RoCEv2 frames whose s
 taken from the link's source; a frame whose headers are hit, that overlaps an error-block mark,
 or (non-tolerant FEC modes: ``ieee``, ``detect_only``) has any checked bit hit is dropped and
 resent over fresh stream bits; ``unequal`` removes flips on sign/exponent bits; tolerant modes
-deliver the payload flips. Resent and lost frames are counted; a lost frame's payload is left as
-received [?] (the transport would fail the operation).
+deliver the payload flips. Resent and lost frames are counted; [?] a lost frame (all resends
+failed) is delivered unmodified: the wrapper does not fail the operation, as a transport would.
 
 Traffic classes: allreduce and reduce_scatter -> ``gradients``; broadcast and allgather ->
 ``params``; all_to_all -> ``activations``; recv from a lower rank -> ``activations``, from a
