@@ -185,3 +185,17 @@ def test_outcome_counts_weight_after_cancelling_duplicates(rng):
         dec, nc = decode(code, recv)
         assert out[r] == (1 if nc < 0 else (0 if np.array_equal(dec, cw) else 2))
     assert out[0] == 0
+
+
+def test_range_errors_from_uint16_input_name_the_position():
+    # uint16 input is range-checked inside the kernels; the message must still name the symbol.
+    w = np.zeros((3, KP4.n), np.uint16)
+    w[2, 17] = 1024
+    with pytest.raises(ValueError, match=r"found 1024 at index \(2, 17\)"):
+        decode(KP4, w)
+    m = np.zeros((2, KP4.k), np.uint16)
+    m[1, 513] = 65535
+    with pytest.raises(ValueError, match=r"found 65535 at index \(1, 513\)"):
+        encode(KP4, m)
+    with pytest.raises(ValueError, match=r"found 2000 at index \(0,\)"):
+        decode(KR4, np.full(KR4.n, 2000, np.int64))
