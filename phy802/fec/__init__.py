@@ -6,6 +6,13 @@ message symbol = coefficient of x^(n-1), parity last. Batched numpy API over Num
     from phy802.fec import KP4, encode, decode
     words = encode(KP4, msgs)              # uint16[..., 514] -> uint16[..., 544]
     fixed, n_corr = decode(KP4, received)  # n_corr = symbols corrected, -1 = uncorrectable
+
+With the sent word known only the error pattern matters (linearity):
+``syndromes_sparse(KP4, positions, values)`` gives the syndromes from the error list alone and
+``error_pattern_outcome(KP4, positions, values)`` says what the decoder would do (0 = back to the
+sent word, 1 = flagged uncorrectable, 2 = miscorrected) without building any word; patterns of
+weight <= t are answered without decoding. Known-answer files: :mod:`phy802.fec.vectors`;
+counters: :class:`FecCounters`; CLI: ``phy802 fec encode|decode``.
 """
 
 from .counters import FecCounters
