@@ -103,7 +103,7 @@ def sweep(args: argparse.Namespace) -> list[dict]:
                 "evals": r["evals"],
                 "train_loss": r["train_loss"],
                 "metrics": m,
-                "source_kind": r["config"]["replay"]["source"]["kind"],
+                "source_kind": r.get("source_kind"),
             })
     shutil.rmtree(work, ignore_errors=True)
     return rows

@@ -101,7 +101,7 @@ def _summary(r: dict) -> str:
     inj = sum(m.get("errors_injected", {}).values())
     lines = [
         f"phy802 train: {c['parallel']} x{c['world_size']}  BER {c['replay']['source']['ber']:g} "
-        f"({c['replay']['source']['kind']}, fec {c['replay']['source']['fec']})  mode {c['replay']['mode']}  "
+        f"({r.get('source_kind')}, fec {c['replay']['source']['fec']})  mode {c['replay']['mode']}  "
         f"guard {c['replay']['guard']}  steps {c['steps']}  seed {c['seed']}" + ("  [plain gloo]" if not c["wrapper"] else ""),
         f"  val loss: {r['evals'][0][1]:.4f} -> {r['final_val_loss']:.4f}   final train loss {r['train_loss'][-1]:.4f}",
         f"  flips injected {inj}  (per class {m.get('errors_injected', {})})",

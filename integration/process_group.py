@@ -23,7 +23,9 @@ though gloo completes futures on its own threads.
 * ring mode: allreduce, reduce_scatter_single and all_gather_single run as ring reduce-scatter /
   all-gather hops over the inner send/recv, laid out, directed and summed as gloo's ring (data
   flows from rank ``r+1`` to rank ``r``); hop ``h`` on link ``rank+1 -> rank`` gets that link's
-  next errors. The other collectives keep endpoint semantics.
+  next errors. The other collectives keep endpoint semantics. At zero errors the ring allreduce
+  and all-gather are bit-identical to gloo; the ring reduce_scatter_single sums in ring order,
+  which for N >= 3 rounds differently from gloo's (non-ring) reduce_scatter.
 * send/recv: corrupted by the receiver after the inner recv completes (link ``src -> dst``).
 
 Delivery (``protocol.delivery``): each message is cut into RoCEv2 frames whose stream bits are
@@ -421,8 +423,8 @@ class ReplayProcessGroup(dist.ProcessGroup):
             pend.append((o, c, self._reserve("allgather", c, o, j)))
         work = self._inner.allgather(output_tensors, input_tensors, opts)
         work.wait()
-        for o, c, p in pend:
-            if p is not None or c != "control":
+        for j, (o, c, p) in enumerate(pend):
+            if j != self._rank:  # this rank's own chunk did not cross a link
                 self._receive(p, c, self._flat(o))
         return _done_work(output_tensors)
 

@@ -27,6 +27,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 
 from integration.replay import Metrics, ReplayConfig
+from integration.sources import resolved_kind
 
 __all__ = ["TrainConfig", "run_training", "run_many", "train_worker", "TrainingTimeout", "flat_params"]
 
@@ -312,6 +313,7 @@ def _train_worker(rank: int, cfg: TrainConfig, init_method: str, out_dir: str) -
                 "flips_logged": int(sum(p["flips"] for p in parts)),
                 "log_dropped": int(sum(p["log_dropped"] for p in parts)),
                 "param_norm": float(final.norm()),
+                "source_kind": resolved_kind(cfg.replay.source) if cfg.wrapper else "none",
             }
             tmp = os.path.join(out_dir, ".result.json.tmp")
             with open(tmp, "w", encoding="utf-8") as fh:
