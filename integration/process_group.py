@@ -65,7 +65,7 @@ from integration.replay import (
     corrupt_received,
     is_float,
 )
-from integration.sources import ErrorSource, make_link_source
+from integration.sources import ErrorSource, NoErrors, make_link_source
 from protocol.delivery import deliver
 from protocol.modes import get_mode
 
@@ -205,6 +205,7 @@ class ReplayProcessGroup(dist.ProcessGroup):
         self._enabled = True
         self._selected = frozenset(config.classes)
         self._fec = get_mode(config.source.fec)
+        self._cost_cache: dict[int, tuple[int, int]] = {}
 
     # ------------------------------------------------------------------ public helpers
     def getBackendName(self) -> str:  # noqa: N802 - torch's name
@@ -261,12 +262,20 @@ class ReplayProcessGroup(dist.ProcessGroup):
         with self._lock:
             seq = self._seq
             self._seq += 1
-            d = deliver(octets, self.link_source(src, self._rank), self._fec, rate=self.config.source.rate,
-                        float_format=_FORMAT.get(t.dtype, "float32"))
-            flips = d.payload_flips
+            source = self.link_source(src, self._rank)
             m = self.metrics
             m.add("messages", cls, 1)
             m.add("payload_bits", cls, 8 * octets)
+            if isinstance(source, NoErrors):  # error-free link: only the bit accounting
+                sb, lb = self._clean_cost(octets)
+                source.take(sb)
+                m.add("stream_bits", cls, sb)
+                m.add("line_bits", cls, lb)
+                self.log.add_message(seq, op, cls, src, self._rank, hop, 8 * octets, sb, 0)
+                return None
+            d = deliver(octets, source, self._fec, rate=self.config.source.rate,
+                        float_format=_FORMAT.get(t.dtype, "float32"))
+            flips = d.payload_flips
             m.add("stream_bits", cls, d.stream_bits)
             m.add("line_bits", cls, d.line_bits)
             if d.frames_resent:
@@ -282,6 +291,16 @@ class ReplayProcessGroup(dist.ProcessGroup):
                 m.add("errors_unselected", cls, len(flips))
                 return None
         return (seq, op, cls, src, hop, flips)
+
+    def _clean_cost(self, octets: int) -> tuple[int, int]:
+        """``(stream_bits, line_bits)`` of an error-free message (cached per size)."""
+        c = self._cost_cache.get(octets)
+        if c is None:
+            from protocol.framing import line_bits_of_stream, stream_bits
+
+            sb = stream_bits(8 * octets) if octets else 0
+            c = self._cost_cache[octets] = (sb, line_bits_of_stream(sb, self.config.source.rate))
+        return c
 
     def _apply(self, pending: tuple | None, t: torch.Tensor, elem_base: int = 0) -> None:
         """Apply a reserved corruption to the received tensor ``t`` (contiguous view), then the guard."""
