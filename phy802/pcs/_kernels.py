@@ -16,6 +16,7 @@ __all__: list[str] = []  # private module
 
 _ONES = np.uint64(0xFFFFFFFFFFFFFFFF)
 _M32 = np.uint64(0xFFFFFFFF)
+_M10 = np.uint64(1023)
 
 
 @njit(cache=True)
@@ -47,6 +48,15 @@ def or_bits(buf, pos, val, n):
     buf[w] |= val << np.uint64(o)
     if o != 0 and o + n > 64:
         buf[w + 1] |= val >> np.uint64(64 - o)
+
+
+@njit(cache=True)
+def or64(buf, pos, val):
+    """OR a full 64-bit ``val`` into the stream at ``pos`` (branch-free, like :func:`get64`)."""
+    w = pos >> 6
+    o = np.uint64(pos & 63)
+    buf[w] |= val << o
+    buf[w + 1] |= (val >> (np.uint64(63) - o)) >> np.uint64(1)
 
 
 @njit(cache=True)
@@ -217,21 +227,251 @@ def scramble(buf, nbits, hist):
 
 @njit(cache=True)
 def descramble(buf, nbits, hist):
-    """In place; ``hist`` holds the last 64 *received* (scrambled) bits, most recent in bit 63."""
+    """In place; ``hist`` holds the last 64 *received* (scrambled) bits, most recent in bit 63.
+
+    ``d_n = s_n ^ s_{n-39} ^ s_{n-58}`` has no feedback, so a whole word is done per step with
+    the previous received word (``hist`` for word 0) supplying the lagged bits.  As the 32-bit
+    form did, the words are processed up to the last whole 32-bit chunk and the last 64
+    received bits up to that chunk are returned."""
     nchunks = (nbits + 31) // 32
+    nfull = nchunks >> 1
+    prev = hist
+    for w in range(nfull):
+        s = buf[w]
+        buf[w] = s ^ ((s << np.uint64(39)) | (prev >> np.uint64(25))) ^ ((s << np.uint64(58)) | (prev >> np.uint64(6)))
+        prev = s
+    if nchunks & 1:
+        w = nfull
+        s = buf[w] & _M32
+        d = (s ^ ((s << np.uint64(39)) | (prev >> np.uint64(25))) ^ ((s << np.uint64(58)) | (prev >> np.uint64(6)))) & _M32
+        buf[w] = (buf[w] & ~_M32) | d
+        return (prev >> np.uint64(32)) | (s << np.uint64(32))
+    return prev
+
+
+# ---------------------------------------------------------------------------------------------
+# Fused transmit front end: validate + pad + 256b/257b transcode + scramble in one pass
+
+@njit(cache=True)
+def _scr_word(out, w, d, h, s1, s2, dprev):
+    """Scramble data word ``d`` as stream word ``w`` and store it; the same arithmetic as
+    :func:`scramble` (words 0, 1 in 32-bit chunks from ``h``, later words with the G^2 form).
+    Returns the new ``(h, s1, s2, dprev)``."""
+    if w >= 2:
+        t = d ^ ((d << np.uint64(39)) | (dprev >> np.uint64(25))) ^ ((d << np.uint64(58)) | (dprev >> np.uint64(6)))
+        s = t ^ ((s2 >> np.uint64(50)) | (s1 << np.uint64(14))) ^ ((s2 >> np.uint64(12)) | (s1 << np.uint64(52)))
+    else:
+        lo = ((d & _M32) ^ (h >> np.uint64(25)) ^ (h >> np.uint64(6))) & _M32
+        h = (h >> np.uint64(32)) | (lo << np.uint64(32))
+        hi = ((d >> np.uint64(32)) ^ (h >> np.uint64(25)) ^ (h >> np.uint64(6))) & _M32
+        h = (h >> np.uint64(32)) | (hi << np.uint64(32))
+        s = lo | (hi << np.uint64(32))
+    out[w] = s
+    return h, s, s1, d
+
+
+@njit(cache=True)
+def tx_transcode_scramble(sync, payload, n_groups, valid_type, pad_payload, hist, out):
+    """Validate, pad, transcode and scramble in one streaming pass (119.2.4.2-3).
+
+    Blocks ``[0, len(sync))`` are the input, blocks up to ``4 n_groups`` are control blocks with
+    payload ``pad_payload`` (idle).  Each finished 64-bit word of the 257b stream is scrambled at
+    once and stored in ``out`` (every word up to the last partial one is written; no zeroing
+    needed).  Returns ``(n_bad, max_sync)`` of the input like :func:`validate_blocks`; when
+    ``n_bad > 0`` or ``max_sync > 3`` it stops early and ``out`` is garbage (the caller then takes
+    the checked path).  Output equals :func:`transcode_encode` followed by :func:`scramble`.
+    """
+    n_in = sync.shape[0]
+    smax = 0
+    n_bad = 0
+    # one pass of validation first (branch-free; cheap next to the transcoder)
+    for b in range(n_in):
+        sh = sync[b]
+        smax = max(smax, sh)
+        t = payload[b] & np.uint64(0xFF)
+        n_bad += (sh == 0) | (sh == 3) | ((sh == 1) & (not valid_type[t]))
+    if n_bad > 0 or smax > 3:
+        return n_bad, smax
     h = hist
-    for c in range(nchunks):
-        w = c >> 1
-        sh = np.uint64(32 * (c & 1))
-        s = (buf[w] >> sh) & _M32
-        d = (s ^ (h >> np.uint64(25)) ^ (h >> np.uint64(6))) & _M32
-        buf[w] = (buf[w] & ~(_M32 << sh)) | (d << sh)
-        h = (h >> np.uint64(32)) | (s << np.uint64(32))
-    return h
+    s1 = np.uint64(0)
+    s2 = np.uint64(0)
+    dprev = np.uint64(0)
+    acc = np.uint64(0)  # bit writer: nb (< 64) pending bits in acc
+    nb = 0
+    w = 0
+    for g in range(n_groups):
+        b0 = 4 * g
+        if b0 + 4 <= n_in:
+            c0 = sync[b0]
+            c1 = sync[b0 + 1]
+            c2 = sync[b0 + 2]
+            c3 = sync[b0 + 3]
+        else:
+            c0 = sync[b0] if b0 < n_in else np.uint8(1)
+            c1 = sync[b0 + 1] if b0 + 1 < n_in else np.uint8(1)
+            c2 = sync[b0 + 2] if b0 + 2 < n_in else np.uint8(1)
+            c3 = sync[b0 + 3] if b0 + 3 < n_in else np.uint8(1)
+        if c0 == 2 and c1 == 2 and c2 == 2 and c3 == 2:
+            # header bit 1, then four whole payloads: 257 bits
+            acc |= np.uint64(1) << np.uint64(nb)
+            nb += 1
+            if nb == 64:
+                h, s1, s2, dprev = _scr_word(out, w, acc, h, s1, s2, dprev)
+                w += 1
+                nb = 0
+                acc = np.uint64(0)
+            for j in range(4):
+                v = payload[b0 + j]
+                if nb == 0:
+                    h, s1, s2, dprev = _scr_word(out, w, v, h, s1, s2, dprev)
+                else:
+                    h, s1, s2, dprev = _scr_word(out, w, acc | (v << np.uint64(nb)), h, s1, s2, dprev)
+                    acc = v >> np.uint64(64 - nb)
+                w += 1
+            continue
+        # x<0> = 0; x<j+1> = c_j<1> (1 = data, 0 = control), then the payloads with the first
+        # control block's type high nibble dropped: 5 + 60 + 3 * 64 = 257 bits
+        m = (np.uint64((c0 >> 1) & 1) | (np.uint64((c1 >> 1) & 1) << np.uint64(1))
+             | (np.uint64((c2 >> 1) & 1) << np.uint64(2)) | (np.uint64((c3 >> 1) & 1) << np.uint64(3)))
+        first = True
+        for j in range(5):
+            if j == 0:
+                v = m << np.uint64(1)
+                n = 5
+            else:
+                b = b0 + j - 1
+                if b < n_in:
+                    v = payload[b]
+                    c = sync[b]
+                else:
+                    v = pad_payload
+                    c = np.uint8(1)
+                if c != 2 and first:
+                    v = (v & np.uint64(0xF)) | ((v >> np.uint64(8)) << np.uint64(4))
+                    n = 60
+                    first = False
+                else:
+                    n = 64
+            acc |= v << np.uint64(nb)
+            nb += n
+            if nb >= 64:
+                h, s1, s2, dprev = _scr_word(out, w, acc, h, s1, s2, dprev)
+                w += 1
+                nb -= 64
+                acc = (v >> np.uint64(n - nb)) if nb > 0 else np.uint64(0)
+    if nb > 0:
+        h, s1, s2, dprev = _scr_word(out, w, acc, h, s1, s2, dprev)
+    return n_bad, smax
 
 
 # ---------------------------------------------------------------------------------------------
 # AM insertion + pre-FEC 10-bit distribution (119.2.4.4-5)
+
+@njit(cache=True)
+def _split_pair(src, pos, msgs, p):
+    """Cut the 10280 bits of ``src`` from stream bit ``pos`` into pair p's 1028 10-bit symbols
+    (A even, B odd).  32 symbols = 320 bits = 5 words: the block body is written out with
+    constant shifts (generated), so each word is read once and each symbol is two ops."""
+    a = msgs[p, 0]
+    b = msgs[p, 1]
+    for blk in range(32):
+        q = pos + 320 * blk
+        o = 16 * blk
+        t0 = get64(src, q + 0)
+        t1 = get64(src, q + 64)
+        t2 = get64(src, q + 128)
+        t3 = get64(src, q + 192)
+        t4 = get64(src, q + 256)
+        v = t0
+        a[o + 0] = np.uint16(v & _M10)
+        b[o + 0] = np.uint16((v >> np.uint64(10)) & _M10)
+        v = t0 >> np.uint64(20)
+        a[o + 1] = np.uint16(v & _M10)
+        b[o + 1] = np.uint16((v >> np.uint64(10)) & _M10)
+        v = t0 >> np.uint64(40)
+        a[o + 2] = np.uint16(v & _M10)
+        b[o + 2] = np.uint16((v >> np.uint64(10)) & _M10)
+        v = (t0 >> np.uint64(60)) | (t1 << np.uint64(4))
+        a[o + 3] = np.uint16(v & _M10)
+        b[o + 3] = np.uint16((v >> np.uint64(10)) & _M10)
+        v = t1 >> np.uint64(16)
+        a[o + 4] = np.uint16(v & _M10)
+        b[o + 4] = np.uint16((v >> np.uint64(10)) & _M10)
+        v = t1 >> np.uint64(36)
+        a[o + 5] = np.uint16(v & _M10)
+        b[o + 5] = np.uint16((v >> np.uint64(10)) & _M10)
+        v = (t1 >> np.uint64(56)) | (t2 << np.uint64(8))
+        a[o + 6] = np.uint16(v & _M10)
+        b[o + 6] = np.uint16((v >> np.uint64(10)) & _M10)
+        v = t2 >> np.uint64(12)
+        a[o + 7] = np.uint16(v & _M10)
+        b[o + 7] = np.uint16((v >> np.uint64(10)) & _M10)
+        v = t2 >> np.uint64(32)
+        a[o + 8] = np.uint16(v & _M10)
+        b[o + 8] = np.uint16((v >> np.uint64(10)) & _M10)
+        v = (t2 >> np.uint64(52)) | (t3 << np.uint64(12))
+        a[o + 9] = np.uint16(v & _M10)
+        b[o + 9] = np.uint16((v >> np.uint64(10)) & _M10)
+        v = t3 >> np.uint64(8)
+        a[o + 10] = np.uint16(v & _M10)
+        b[o + 10] = np.uint16((v >> np.uint64(10)) & _M10)
+        v = t3 >> np.uint64(28)
+        a[o + 11] = np.uint16(v & _M10)
+        b[o + 11] = np.uint16((v >> np.uint64(10)) & _M10)
+        v = (t3 >> np.uint64(48)) | (t4 << np.uint64(16))
+        a[o + 12] = np.uint16(v & _M10)
+        b[o + 12] = np.uint16((v >> np.uint64(10)) & _M10)
+        v = t4 >> np.uint64(4)
+        a[o + 13] = np.uint16(v & _M10)
+        b[o + 13] = np.uint16((v >> np.uint64(10)) & _M10)
+        v = t4 >> np.uint64(24)
+        a[o + 14] = np.uint16(v & _M10)
+        b[o + 14] = np.uint16((v >> np.uint64(10)) & _M10)
+        v = t4 >> np.uint64(44)
+        a[o + 15] = np.uint16(v & _M10)
+        b[o + 15] = np.uint16((v >> np.uint64(10)) & _M10)
+    v = get64(src, pos + 10240)  # symbols 1024..1027
+    a[512] = np.uint16(v & _M10)
+    b[512] = np.uint16((v >> np.uint64(10)) & _M10)
+    a[513] = np.uint16((v >> np.uint64(20)) & _M10)
+    b[513] = np.uint16((v >> np.uint64(30)) & _M10)
+
+
+@njit(cache=True)
+def _join_pair(msgs, p, dst, pos):
+    """Inverse of :func:`_split_pair`: OR pair p's 1028 symbols into the zeroed stream ``dst``
+    from bit ``pos`` (generated constant-shift body; 24 zero bits past the 10280 are ORed too)."""
+    a = msgs[p, 0]
+    b = msgs[p, 1]
+    for blk in range(32):
+        o = 16 * blk
+        q = pos + 320 * blk
+        v0 = np.uint64(a[o + 0]) | (np.uint64(b[o + 0]) << np.uint64(10))
+        v1 = np.uint64(a[o + 1]) | (np.uint64(b[o + 1]) << np.uint64(10))
+        v2 = np.uint64(a[o + 2]) | (np.uint64(b[o + 2]) << np.uint64(10))
+        v3 = np.uint64(a[o + 3]) | (np.uint64(b[o + 3]) << np.uint64(10))
+        v4 = np.uint64(a[o + 4]) | (np.uint64(b[o + 4]) << np.uint64(10))
+        v5 = np.uint64(a[o + 5]) | (np.uint64(b[o + 5]) << np.uint64(10))
+        v6 = np.uint64(a[o + 6]) | (np.uint64(b[o + 6]) << np.uint64(10))
+        v7 = np.uint64(a[o + 7]) | (np.uint64(b[o + 7]) << np.uint64(10))
+        v8 = np.uint64(a[o + 8]) | (np.uint64(b[o + 8]) << np.uint64(10))
+        v9 = np.uint64(a[o + 9]) | (np.uint64(b[o + 9]) << np.uint64(10))
+        v10 = np.uint64(a[o + 10]) | (np.uint64(b[o + 10]) << np.uint64(10))
+        v11 = np.uint64(a[o + 11]) | (np.uint64(b[o + 11]) << np.uint64(10))
+        v12 = np.uint64(a[o + 12]) | (np.uint64(b[o + 12]) << np.uint64(10))
+        v13 = np.uint64(a[o + 13]) | (np.uint64(b[o + 13]) << np.uint64(10))
+        v14 = np.uint64(a[o + 14]) | (np.uint64(b[o + 14]) << np.uint64(10))
+        v15 = np.uint64(a[o + 15]) | (np.uint64(b[o + 15]) << np.uint64(10))
+        or64(dst, q + 0, v0 | (v1 << np.uint64(20)) | (v2 << np.uint64(40)) | (v3 << np.uint64(60)))
+        or64(dst, q + 64, (v3 >> np.uint64(4)) | (v4 << np.uint64(16)) | (v5 << np.uint64(36)) | (v6 << np.uint64(56)))
+        or64(dst, q + 128, (v6 >> np.uint64(8)) | (v7 << np.uint64(12)) | (v8 << np.uint64(32)) | (v9 << np.uint64(52)))
+        or64(dst, q + 192, (v9 >> np.uint64(12)) | (v10 << np.uint64(8)) | (v11 << np.uint64(28)) | (v12 << np.uint64(48)))
+        or64(dst, q + 256, (v12 >> np.uint64(16)) | (v13 << np.uint64(4)) | (v14 << np.uint64(24)) | (v15 << np.uint64(44)))
+    v = np.uint64(0)
+    for j in range(2):
+        v |= (np.uint64(a[512 + j]) | (np.uint64(b[512 + j]) << np.uint64(10))) << np.uint64(20 * j)
+    or64(dst, pos + 10240, v)
+
 
 @njit(cache=True)
 def data_to_messages(data, am_bits, am_pair, am_group_of_pair, am_nbits, msgs):
@@ -239,6 +479,7 @@ def data_to_messages(data, am_bits, am_pair, am_group_of_pair, am_nbits, msgs):
 
     ``data``: scrambled 257b stream; ``am_bits[g]``: packed bits of AM group g; ``am_pair[p]``:
     pair p starts with an AM group.  ``msgs[p, i % 2, i // 2] = symbol i`` (A even, B odd).
+    Pairs without AM are cut straight from ``data``; an AM pair is assembled in a word buffer.
     """
     npairs = msgs.shape[0]
     tmp = np.zeros(162, dtype=np.uint64)
@@ -252,14 +493,9 @@ def data_to_messages(data, am_bits, am_pair, am_group_of_pair, am_nbits, msgs):
             nd = 10280 - am_nbits
             copy_bits(data, dpos, tmp, am_nbits, nd)
             dpos += nd
-            for i in range(1028):
-                msgs[p, i & 1, i >> 1] = np.uint16(get_bits(tmp, 10 * i, 10))
+            _split_pair(tmp, 0, msgs, p)
         else:
-            # two symbols (A then B) per 20-bit read
-            for i in range(514):
-                v = get64(data, dpos + 20 * i)
-                msgs[p, 0, i] = np.uint16(v & np.uint64(1023))
-                msgs[p, 1, i] = np.uint16((v >> np.uint64(10)) & np.uint64(1023))
+            _split_pair(data, dpos, msgs, p)
             dpos += 10280
     return dpos
 
@@ -277,28 +513,14 @@ def messages_to_data(msgs, am_pair, am_nbits, data, am_out):
         if am_pair[p]:
             for w in range(162):
                 tmp[w] = 0
-            for i in range(1028):
-                or_bits(tmp, 10 * i, np.uint64(msgs[p, i & 1, i >> 1]), 10)
+            _join_pair(msgs, p, tmp, 0)
             copy_bits(tmp, 0, am_out[g], 0, am_nbits)
             g += 1
             nd = 10280 - am_nbits
             copy_bits(tmp, am_nbits, data, dpos, nd)
             dpos += nd
         else:
-            # sequential bit writer: 20 bits (A, B symbol) per step, kept in a register
-            w = dpos >> 6
-            nb = dpos & 63
-            acc = data[w]
-            for i in range(514):
-                v = np.uint64(msgs[p, 0, i]) | (np.uint64(msgs[p, 1, i]) << np.uint64(10))
-                acc |= v << np.uint64(nb)
-                nb += 20
-                if nb >= 64:
-                    data[w] = acc
-                    w += 1
-                    nb -= 64
-                    acc = (v >> np.uint64(19 - nb)) >> np.uint64(1)  # the nb bits that did not fit
-            data[w] = acc
+            _join_pair(msgs, p, data, dpos)
             dpos += 10280
     return dpos
 

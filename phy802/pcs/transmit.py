@@ -17,7 +17,7 @@ from numpy.typing import NDArray
 from phy802.fec import KP4, encode
 from phy802.pcs import _kernels as _k
 from phy802.pcs.alignment import am_group_bits
-from phy802.pcs.codec66 import Blocks66, check_blocks, concat_blocks, idle_blocks
+from phy802.pcs.codec66 import BLOCK_TYPES, IDLE_PAYLOAD, Blocks66, check_blocks
 from phy802.pcs.config import PcsConfig
 from phy802.pcs.distribution import interleave
 from phy802.pcs.scrambler import seed_to_history
@@ -59,6 +59,27 @@ def pack_am_groups(config: PcsConfig, n_groups: int) -> NDArray[np.uint64]:
     return out
 
 
+_VALID_TYPE = np.zeros(256, dtype=np.bool_)  # Clause 82 control block types (Figure 82-5)
+_VALID_TYPE[list(BLOCK_TYPES)] = True
+_VALID_TYPE.setflags(write=False)
+
+
+def _fast_blocks(blocks) -> Blocks66 | None:
+    """``blocks`` as-is when it is already a pair of 1-D contiguous ``uint8``/``uint64`` arrays of
+    equal length (what :func:`check_blocks` would return unchanged once the values are checked,
+    which the fused kernel does); else None (take the checked path)."""
+    try:
+        sync, payload = blocks
+    except (TypeError, ValueError):
+        return None
+    if not (isinstance(sync, np.ndarray) and isinstance(payload, np.ndarray)):
+        return None
+    if (sync.dtype != np.uint8 or payload.dtype != np.uint64 or sync.ndim != 1 or payload.ndim != 1
+            or sync.shape != payload.shape or not sync.flags.c_contiguous or not payload.flags.c_contiguous):
+        return None
+    return Blocks66(sync, payload)
+
+
 class PcsTransmitter:
     """Clause 119 transmit PCS.
 
@@ -84,16 +105,24 @@ class PcsTransmitter:
     def messages(self, blocks: Blocks66 | tuple) -> tuple[NDArray[np.uint16], int, int]:
         """Stages up to 119.2.4.5: returns ``(msgs uint16[P, 2, 514], n_input, n_pad)``."""
         cfg = self.config
-        b = check_blocks(blocks, on_invalid=self.on_invalid)
-        n_in = len(b)
+        b = _fast_blocks(blocks)
+        if b is None:
+            b = check_blocks(blocks, on_invalid=self.on_invalid)
+        n_in = len(b.sync)
         P = cfg.pairs_for_blocks66(n_in)
         n257 = cfg.data_blocks_257(P)
         n_pad = 4 * n257 - n_in
-        if n_pad:
-            b = concat_blocks(b, idle_blocks(n_pad))
-        data = np.zeros(words_for_bits(257 * n257), np.uint64)
-        _k.transcode_encode(b.sync, b.payload, data)  # 119.2.4.2 (input checked above)
-        _k.scramble(data, 257 * n257, seed_to_history(cfg.scrambler_seed))  # 119.2.4.3
+        data = np.empty(words_for_bits(257 * n257), np.uint64)
+        data[-1] = 0
+        hist = seed_to_history(cfg.scrambler_seed)
+        # 119.2.4.2 transcode (idle padding appended) + 119.2.4.3 scramble, one pass; it also
+        # validates the input and stops at a bad block, which the checked path then reports or
+        # replaces (on_invalid)
+        n_bad, smax = _k.tx_transcode_scramble(b.sync, b.payload, n257, _VALID_TYPE, IDLE_PAYLOAD, hist, data)
+        if n_bad or smax > 3:
+            b = check_blocks(blocks, on_invalid=self.on_invalid)
+            n_bad, smax = _k.tx_transcode_scramble(b.sync, b.payload, n257, _VALID_TYPE, IDLE_PAYLOAD, hist, data)
+            assert n_bad == 0 and smax <= 3
         am = am_pair_flags(cfg, P)
         n_groups = int(am.sum())
         am_words = pack_am_groups(cfg, n_groups)  # 119.2.4.4
