@@ -135,6 +135,11 @@ def _val_loss(cfg: TrainConfig, gpt, corpus) -> float:
     return float(np.mean(losses))
 
 
+def _all_finite(g: torch.Tensor) -> bool:
+    lo, hi = torch.aminmax(g.detach())  # one pass; an Inf shows at an end, a NaN propagates
+    return math.isfinite(float(lo)) and math.isfinite(float(hi))
+
+
 def _clip_global(params: list[torch.nn.Parameter], max_norm: float, group, across: bool) -> tuple[float, bool]:
     """GPT-2 global norm clipping as ``torch.nn.utils.clip_grad_norm_`` computes it (fp32 norms).
 
@@ -154,8 +159,7 @@ def _clip_global(params: list[torch.nn.Parameter], max_norm: float, group, acros
         g.detach().mul_(coef)
     norm = float(total)
     # only a tensor whose own norm is not finite can hold an Inf/NaN element
-    finite = math.isfinite(norm) or all(math.isfinite(float(n)) or bool(torch.isfinite(g).all())
-                                        for n, g in zip(norms, grads))
+    finite = math.isfinite(norm) or all(math.isfinite(float(n)) or _all_finite(g) for n, g in zip(norms, grads))
     return norm, finite
 
 
