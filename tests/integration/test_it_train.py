@@ -49,6 +49,7 @@ def pp2():
              for g, s in zip(GUARDS, ("gpipe", "1f1b", "gpipe", "1f1b"))]
     # ~0.3 flips per fp32 element: many elements take several flips, so Inf/NaN are certain
     cfgs.append(dataclasses.replace(base, replay=_errors(1e-2, "none")))
+    cfgs.append(dataclasses.replace(base, schedule="1f1b", replay=ReplayConfig(mode="ring")))
     return run_many(cfgs, timeout_s=240)
 
 
@@ -59,7 +60,7 @@ def test_ddp_ber0_bit_identical_to_gloo_endpoint_and_ring(ddp2):
 
 
 def test_pp_ber0_bit_identical_to_gloo_gpipe_and_1f1b(pp2):
-    assert _same(pp2[0], pp2[1]) and _same(pp2[2], pp2[3])
+    assert _same(pp2[0], pp2[1]) and _same(pp2[2], pp2[3]) and _same(pp2[2], pp2[9])
     m = pp2[1]["metrics"]["payload_bits"]
     assert m["activations"] > 0 and m["activation_grads"] > 0
 
