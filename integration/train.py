@@ -416,9 +416,7 @@ def run_training(cfg: TrainConfig, *, timeout_s: float = 900.0, out_dir: str | N
     os.makedirs(work, exist_ok=True)
     tmp_root = tempfile.mkdtemp(prefix="phy802-run-")
     res = run_many([cfg], timeout_s=timeout_s, out_dir=tmp_root)[0]
-    for name in ("result.json", "params.pt"):
-        src = os.path.join(res["out_dir"], name)
-        if os.path.exists(src):
-            os.replace(src, os.path.join(work, name))
+    for name in os.listdir(res["out_dir"]):  # result.json, params.pt, log_rank*.json
+        os.replace(os.path.join(res["out_dir"], name), os.path.join(work, name))
     res["out_dir"] = work
     return res

@@ -18,12 +18,15 @@ TINY = ["--corpus", "stdlib", "--n-layer", "2", "--n-embd", "32", "--n-head", "2
 def test_train_cli_json(capsys, tmp_path):
     rc = main(["train", "--parallel", "pp", "--world-size", "2", "--fec", "bypass", "--ber", "1e-4", "--steps", "3",
                "--seed", "2", "--source", "independent", "--guard", "nan_to_zero_clamp", "--out", str(tmp_path),
-               "--json", *TINY])
+               "--log-flips", "--json", *TINY])
     assert rc == 0
     r = json.loads(capsys.readouterr().out)
     assert r["config"]["parallel"] == "pp" and len(r["train_loss"]) == 3
     assert sum(r["metrics"]["errors_injected"].values()) > 0
     assert os.path.exists(tmp_path / "params.pt") and os.path.exists(tmp_path / "result.json")
+    logs = [json.load(open(tmp_path / f"log_rank{k}.json")) for k in range(2)]
+    assert sum(len(lg["records"]) for lg in logs) == sum(r["metrics"]["errors_injected"].values())
+    assert {rec["cls"] for lg in logs for rec in lg["records"]} <= {"activations", "activation_grads"}
 
 
 def test_train_cli_bad_input(capsys):
