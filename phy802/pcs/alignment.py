@@ -272,7 +272,7 @@ def _bit_symbols(bits: NDArray[np.uint8]) -> NDArray[np.uint16]:
 
 
 def lock_lanes(lanes, am_syms: NDArray[np.uint16], period_symbols: int, symbols_per_pair: int,
-               tol: int = 3) -> tuple[NDArray[np.uint16], LaneLock]:
+               tol: int = 3, *, _view_ok: bool = False) -> tuple[NDArray[np.uint16], LaneLock]:
     """Find every lane's marker, reorder lanes by marker identity and remove skew.
 
     Parameters
@@ -286,7 +286,8 @@ def lock_lanes(lanes, am_syms: NDArray[np.uint16], period_symbols: int, symbols_
     tol : symbols of a marker allowed to differ (see :func:`find_markers`).
 
     Returns ``(aligned uint16[n_lanes, n_symbols], LaneLock)``; row L of ``aligned`` is PCS lane L
-    starting with its marker.  Raises :class:`LockError` when a lane has no marker, a marker is
+    starting with its marker (a new array; with the private ``_view_ok`` the receiver accepts a
+    read-only-use view of ``lanes`` when they need no reordering or deskew).  Raises :class:`LockError` when a lane has no marker, a marker is
     seen twice, or a lane is missing.
     """
     n_lanes = am_syms.shape[0]
@@ -345,6 +346,11 @@ def lock_lanes(lanes, am_syms: NDArray[np.uint16], period_symbols: int, symbols_
     if nsym == 0:
         raise LockError(f"lanes hold less than one codeword pair ({symbols_per_pair} symbols per lane) "
                         f"after the first alignment marker")
+    lock = LaneLock(lane_of, off, off - off.min(), nsym, unit)
+    if _view_ok and not bitmode and isinstance(lanes, np.ndarray) and lanes.ndim == 2 \
+            and (lane_of == np.arange(n_lanes)).all() and (off == off[0]).all():
+        # lanes already in order and without skew: a view (for the receiver, which only reads it)
+        return lanes[:, int(off[0]): int(off[0]) + nsym], lock
     out = np.empty((n_lanes, nsym), np.uint16)
     for r, s in enumerate(streams):
         o = int(off[r])
@@ -353,4 +359,4 @@ def lock_lanes(lanes, am_syms: NDArray[np.uint16], period_symbols: int, symbols_
             out[lane_of[r]] = (b << np.arange(10, dtype=np.uint16)).sum(axis=1)
         else:
             out[lane_of[r]] = s[o:o + nsym]
-    return out, LaneLock(lane_of, off, off - off.min(), nsym, unit)
+    return out, lock

@@ -89,7 +89,9 @@ def deinterleave(lanes: NDArray[np.uint16], rate: str = "400G") -> NDArray[np.ui
     out = np.empty((x.shape[1] // K, 2, N), np.uint16)
     if x.dtype.kind not in "ui" or (x.dtype.itemsize > 2 and x.size and (x.min() < 0 or x.max() > 0xFFFF)):
         raise ValueError("lane symbols must be integers 0..1023")
-    x = np.ascontiguousarray(x, dtype=np.uint16)
+    if x.dtype != np.uint16 or x.strides[-1] != 2:
+        x = np.ascontiguousarray(x, dtype=np.uint16)
+    # rows contiguous suffice (e.g. a column slice of the received lanes); 4 symbols per word
     x64 = x.view(np.uint64) if x.size else None
     if x64 is not None and x64.flags.aligned:
         acc = _k.pairs_from_lanes64(x64, L // 2, out.reshape(-1, 2 * N))

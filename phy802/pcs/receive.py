@@ -108,7 +108,8 @@ class PcsReceiver:
         cfg = self.config
         L = cfg.n_lanes
         K = cfg.symbols_per_pair
-        aligned, lock = lock_lanes(lanes, self._am_syms, cfg.period_pairs * K, K, cfg.am_lock_tolerance)
+        aligned, lock = lock_lanes(lanes, self._am_syms, cfg.period_pairs * K, K, cfg.am_lock_tolerance,
+                                   _view_ok=True)
         ctr = PcsCounters(n_lanes=L, lane_of_input=lock.lane_of_input, skew=lock.skew,
                           skew_unit=lock.unit, symbol_errors=np.zeros(L, np.int64))
         rx_cw = deinterleave(aligned, cfg.rate)

@@ -98,6 +98,9 @@ class PcsTransmitter:
     def __init__(self, config: PcsConfig | None = None, *, on_invalid: str = "raise") -> None:
         self.config = config or PcsConfig()
         self.on_invalid = on_invalid
+        # packed AM groups of the longest stream so far: group g does not depend on how many
+        # follow (the pad PRBS9 runs on from group 0), so shorter streams use a prefix
+        self._am_words = pack_am_groups(self.config, 0)
 
     def __call__(self, blocks: Blocks66 | tuple) -> NDArray[np.uint16]:
         return self.transmit(blocks).lanes
@@ -125,7 +128,10 @@ class PcsTransmitter:
             assert n_bad == 0 and smax <= 3
         am = am_pair_flags(cfg, P)
         n_groups = int(am.sum())
-        am_words = pack_am_groups(cfg, n_groups)  # 119.2.4.4
+        if n_groups > self._am_words.shape[0]:
+            self._am_words = pack_am_groups(cfg, n_groups)  # 119.2.4.4
+            self._am_words.setflags(write=False)
+        am_words = self._am_words[:n_groups]
         group_of = np.cumsum(am) - 1
         msgs = np.empty((P, 2, 514), np.uint16)  # stream symbol 2i -> A[i], 2i + 1 -> B[i]
         _k.data_to_messages(data, am_words, am, group_of, cfg.am_bits, msgs)  # 119.2.4.5
