@@ -38,7 +38,8 @@ def add_model_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--source", choices=("auto", "independent", "generator", "trace"), default="auto",
                    help="error source: protocol live generator (BER = pre-FEC line BER), independent stream "
                         "bit flips (BER = stream BER), or a trace file; auto = generator if available")
-    p.add_argument("--trace", default=None, help="protocol-layer trace file (with --source trace)")
+    p.add_argument("--trace", default=None,
+                   help="protocol-layer trace file (with --source trace; --ber 0 still means error-free)")
     p.add_argument("--classes", type=_classes, default=DEFAULT_CLASSES,
                    help=f"comma-separated traffic classes to corrupt (default {','.join(DEFAULT_CLASSES)})")
     p.add_argument("--schedule", choices=("gpipe", "1f1b"), default="1f1b", help="pipeline schedule (default 1f1b)")
@@ -85,7 +86,9 @@ def config_from_args(args: argparse.Namespace, *, parallel: str, ber: float, gua
         pass
     except (KeyError, ValueError) as exc:
         raise ValueError(f"--fec: {exc}") from None
-    src = SourceConfig(ber=ber, seed=args.seed, fec=args.fec, rate=args.rate, kind=args.source, trace=args.trace)
+    # BER 0 is the error-free run (the experiment's shadow) whatever the source, a trace included
+    kind, trace = (args.source, args.trace) if ber > 0 else ("independent", None)
+    src = SourceConfig(ber=ber, seed=args.seed, fec=args.fec, rate=args.rate, kind=kind, trace=trace)
     replay = ReplayConfig(source=src, mode=args.mode, classes=args.classes, guard=guard)
     return TrainConfig(parallel=parallel, world_size=args.world_size, steps=steps, seed=args.seed, corpus=args.corpus,
                        batch_size=args.batch_size, block_size=args.block_size, n_layer=args.n_layer,

@@ -62,3 +62,18 @@ def test_train_under_torchrun(tmp_path):
     assert p.returncode == 0, p.stderr[-2000:]
     r = json.loads(p.stdout[p.stdout.index("{"):])
     assert r["config"]["world_size"] == 2 and sum(r["metrics"]["errors_injected"].values()) > 0
+
+
+def test_ber0_is_error_free_even_with_a_trace_source(tmp_path):
+    """The experiment's shadow run (BER 0) must not replay a trace (regression: it did)."""
+    import argparse
+
+    from integration.cli_train import add_arguments, config_from_args
+
+    p = argparse.ArgumentParser()
+    add_arguments(p)
+    args = p.parse_args(["--source", "trace", "--trace", str(tmp_path / "t.npz")])
+    shadow = config_from_args(args, parallel="ddp", ber=0.0, guard="none", steps=1)
+    noisy = config_from_args(args, parallel="ddp", ber=1e-5, guard="none", steps=1)
+    assert shadow.replay.source.kind != "trace" and shadow.replay.source.ber == 0.0
+    assert noisy.replay.source.kind == "trace" and noisy.replay.source.trace == str(tmp_path / "t.npz")
