@@ -42,9 +42,9 @@ class DemoConfig:
     trace_ber: float = 1e-5
     trace_bits: float = 2e10
     train: bool = True
-    train_steps: int = 150
-    train_layers: int = 2
-    train_embd: int = 64
+    train_steps: int = 300
+    train_layers: int = 4
+    train_embd: int = 128
     train_guards: tuple[str, ...] = ("none", "nan_to_zero_clamp")
     progress: bool = True
 
@@ -197,7 +197,8 @@ def run(args: argparse.Namespace) -> int:
     if args.quick:
         cfg = DemoConfig(out=cfg.out, seed=cfg.seed, train=cfg.train, workers=cfg.workers, progress=cfg.progress,
                          sweep_bers=(3e-4, 1.5e-3, 3e-3), sweep_seconds=1.0, sweep_max_codewords=200_000,
-                         trace_bits=1e9, train_steps=40, train_guards=("nan_to_zero_clamp",))
+                         trace_bits=1e9, train_steps=40, train_layers=2, train_embd=64,
+                         train_guards=("nan_to_zero_clamp",))
     s = run_demo(cfg)
 
     def text() -> str:
