@@ -3,6 +3,9 @@
 * :func:`pam4_line` builds the PAM4 line symbols of every physical lane straight from the PCS
   lane symbols: bit-mux (120.5.2), Gray map (120.5.7.1) and the optional 1/(1+D) mod 4 precoder
   (120.5.7.2) in one pass, with no per-bit arrays.
+* :func:`awgn_line_errors` samples PAM4 AWGN symbol errors of one physical lane reading the sent
+  level of a candidate position straight from the PCS lane symbols (no line array), with exactly
+  the draws of :func:`phy802.channel._kernels.awgn_events_known` on the dense line.
 * :func:`line_flips` turns sparse line symbol errors into the physical-lane *bits* that are wrong
   after the receive precoder and Gray demap.  It only needs the sent and received levels at the
   error positions and their neighbours, so the same kernel serves the bit-exact link (neighbours
@@ -11,10 +14,12 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from numba import njit
 
-__all__ = ["spread_table", "pam4_line", "line_flips"]
+__all__ = ["spread_table", "pam4_line", "line_flips", "awgn_line_errors", "xor_flips", "post_fec_counts"]
 
 #: ``2A + B`` of a PAM4 level (Gray labels, 120.5.7.1: 0->00, 1->01, 2->11, 3->10)
 GRAY_BITS = np.array([0, 1, 3, 2], dtype=np.uint8)
@@ -115,3 +120,82 @@ def locate(q, lane, order, gather, n, K, L_out, u_out, c_out, t_out, b_out):
         c_out[i] = 2 * (s // K) + g // n
         t_out[i] = g % n
         b_out[i] = u % 10
+
+
+@njit(cache=True)
+def line_level(syms, lane, order, j):
+    """Sent (non-precoded) PAM4 level of symbol ``j`` of physical lane ``lane``: physical bit ``q``
+    is bit ``q // r`` of PCS lane ``order[lane, q % r]``; symbol j = Gray(bit 2j, bit 2j + 1)."""
+    r = order.shape[1]
+    q = 2 * j
+    u = q // r
+    a = (syms[order[lane, q % r], u // 10] >> (u % 10)) & 1
+    q += 1
+    u = q // r
+    b = (syms[order[lane, q % r], u // 10] >> (u % 10)) & 1
+    return GRAY_OF_CHUNK[a | (b << 1)]
+
+
+@njit(cache=True)
+def awgn_line_errors(syms, lane, order, n_sym, p_err, cdf, rng, cap):
+    """PAM4 AWGN symbol errors on physical lane ``lane`` (no precoder), sent levels read lazily.
+
+    Same algorithm and the same random draws, in the same order, as
+    :func:`phy802.channel._kernels.awgn_events_known` applied to the dense line of that lane
+    (thinning: candidates at rate ``max(p_err)`` by geometric skipping, kept with probability
+    ``p_err[s] / pmax``, received level from ``cdf[s]``), so a seed gives the same errors; only
+    the ~``n_sym * pmax`` candidate symbols are ever formed.  Returns ``(positions int64, sent
+    uint8, received uint8)``.
+    """
+    pos_out = np.empty(cap, dtype=np.int64)
+    s_out = np.empty(cap, dtype=np.uint8)
+    r_out = np.empty(cap, dtype=np.uint8)
+    m = 0
+    pmax = 0.0
+    for s in range(4):
+        if p_err[s] > pmax:
+            pmax = p_err[s]
+    if pmax <= 0.0:
+        return pos_out[:0], s_out[:0], r_out[:0]
+    log1m = math.log1p(-pmax) if pmax < 1.0 else -np.inf
+    pos = -1.0
+    while True:
+        if pmax >= 1.0:
+            gap = 0.0
+        else:
+            u = 1.0 - rng.random()  # (0, 1]
+            gap = math.floor(math.log(u) / log1m)
+        pos = pos + gap + 1.0
+        if pos >= n_sym:
+            break
+        j = np.int64(pos)
+        s = line_level(syms, lane, order, j)
+        acc = p_err[s] / pmax
+        v = rng.random()
+        if v >= acc:
+            continue
+        w = v / acc
+        r = 0
+        while r < 3 and w >= cdf[s, r]:
+            r += 1
+        if m == pos_out.shape[0]:
+            n2 = 2 * m + 16
+            p2 = np.empty(n2, np.int64)
+            s2 = np.empty(n2, np.uint8)
+            r2 = np.empty(n2, np.uint8)
+            p2[:m] = pos_out
+            s2[:m] = s_out
+            r2[:m] = r_out
+            pos_out, s_out, r_out = p2, s2, r2
+        pos_out[m] = j
+        s_out[m] = s
+        r_out[m] = r
+        m += 1
+    return pos_out[:m], s_out[:m], r_out[:m]
+
+
+@njit(cache=True)
+def xor_flips(rx, L, u):
+    """Flip PCS-lane bit ``u[i]`` of lane ``L[i]`` in the symbol array ``rx`` (in place)."""
+    for i in range(L.shape[0]):
+        rx[L[i], u[i] // 10] ^= np.uint16(1 << (u[i] % 10))

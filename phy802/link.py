@@ -602,6 +602,9 @@ class Link(_Base):
         if pma not in ("sparse", "dense"):
             raise ValueError(f"pma must be 'sparse' or 'dense', got {pma!r}")
         self.pma = pma
+        # no line array needed: non-precoded PAM4 AWGN lanes (exact type: the sampler is replicated)
+        self._lazy_line = (pma == "sparse" and not config.precoding
+                           and all(type(ch) is Pam4Awgn for ch in self.channels))
         if config.level == "pcs":
             self._tx = PcsTransmitter(config.pcs_config)
             self._rx = PcsReceiver(config.pcs_config)
@@ -622,6 +625,8 @@ class Link(_Base):
         """Send ``lanes`` (PCS lane symbols) over the PMA and channels; return received lanes and
         the located bit errors."""
         cfg, g = self.config, self.geometry
+        if self._lazy_line:
+            return self._channel_lazy(lanes, ss, ctr)
         line = self._line(lanes)
         rngs = spawn(ss, g.n_phys)
         n_sym = line.shape[1]
@@ -651,7 +656,30 @@ class Link(_Base):
         rx = np.array(lanes, dtype=np.uint16, copy=True)
         L, u = loc[0], loc[1]
         if L.size:
-            np.bitwise_xor.at(rx, (L, u // 10), (np.uint16(1) << (u % 10).astype(np.uint16)))
+            _k.xor_flips(rx, L, u)
+        return rx, loc
+
+    def _channel_lazy(self, lanes: NDArray[np.uint16], ss: np.random.SeedSequence, ctr: LinkCounters):
+        """:meth:`_channel` for the sparse PMA without precoder on :class:`Pam4Awgn` lanes: the
+        line is never built; the AWGN sampler reads the sent level of each candidate position
+        from the PCS lane symbols (same draws, so the same errors as the dense line)."""
+        g = self.geometry
+        syms = np.ascontiguousarray(lanes, np.uint16)
+        rngs = spawn(ss, g.n_phys)
+        n_sym = lanes.shape[1] * 5 * g.r
+        ctr.line_symbols += g.n_phys * n_sym
+        per_lane = []
+        for i, ch in enumerate(self.channels):
+            p_err, cdf = ch._tables()
+            cap = int(min(n_sym, n_sym * float(p_err.max()) + 8.0 * np.sqrt(n_sym * float(p_err.max())) + 64))
+            pos, sent, recv = _k.awgn_line_errors(syms, i, g.order, n_sym, p_err, cdf, rngs[i], cap)
+            q = _flips(pos, sent, recv, n_sym, False, 0)
+            per_lane.append((int(pos.size), q))
+        loc = self._line_counts(ctr, per_lane)
+        rx = syms.copy()
+        L, u = loc[0], loc[1]
+        if L.size:
+            _k.xor_flips(rx, L, u)
         return rx, loc
 
     # ---------------------------------------------------------------- post-FEC counts
