@@ -199,3 +199,40 @@ def xor_flips(rx, L, u):
     """Flip PCS-lane bit ``u[i]`` of lane ``L[i]`` in the symbol array ``rx`` (in place)."""
     for i in range(L.shape[0]):
         rx[L[i], u[i] // 10] ^= np.uint16(1 << (u[i] % 10))
+
+
+@njit(cache=True)
+def post_fec_counts(tx_cw, dec_cw, w, ncorr, k, decoded, correct, pop10):
+    """Post-FEC counters over the words with pre-FEC errors (``w[c] > 0``; the others are
+    untouched by any decoder): ``(symbol errors, bit errors, codeword errors, undetected,
+    miscorrected)`` of the first ``k`` (message) symbols; "miscorrected" = the decoder reported
+    a correction (``correct`` mode) and the word still differs anywhere."""
+    n = tx_cw.shape[1]
+    nsym = 0
+    nbit = 0
+    ncw = 0
+    und = 0
+    mis = 0
+    for c in range(tx_cw.shape[0]):
+        if w[c] == 0:
+            continue
+        ws = 0
+        for i in range(k):
+            d = tx_cw[c, i] ^ dec_cw[c, i]
+            if d != 0:
+                ws += 1
+                nbit += pop10[d]
+        nsym += ws
+        if ws > 0:
+            ncw += 1
+            if not (decoded and ncorr[c] < 0):
+                und += 1
+        if correct and ncorr[c] > 0:
+            differs = ws > 0
+            i = k
+            while not differs and i < n:
+                differs = tx_cw[c, i] != dec_cw[c, i]
+                i += 1
+            if differs:
+                mis += 1
+    return nsym, nbit, ncw, und, mis

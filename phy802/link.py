@@ -698,18 +698,15 @@ class Link(_Base):
             ctr.uncorrected_codewords += int((ncorr < 0).sum())
             ctr.corrected_symbols += int(ncorr[ncorr > 0].sum())
         # the decoder only touches words with a nonzero syndrome, i.e. words with errors
-        hit = np.flatnonzero(w > 0)
-        if hit.size:
-            diff = tx_cw[hit, :K_MSG] ^ dec_cw[hit, :K_MSG]
-            nsym = np.count_nonzero(diff, axis=1)
-            bad = nsym > 0
-            ctr.post_fec_symbol_errors += int(nsym.sum())
-            ctr.post_fec_bit_errors += int(_POP10[diff].sum())
-            ctr.codeword_errors += int(bad.sum())
-            flagged = (ncorr[hit] < 0) if dec is not None else np.zeros(hit.size, bool)
-            ctr.undetected_codeword_errors += int((bad & ~flagged).sum())
-            if dec == "correct":
-                ctr.miscorrected_codewords += int(((ncorr[hit] > 0) & (np.count_nonzero(tx_cw[hit] ^ dec_cw[hit], axis=1) > 0)).sum())
+        nsym, nbit, ncw, und, mis = _k.post_fec_counts(
+            np.ascontiguousarray(tx_cw, np.uint16), np.ascontiguousarray(dec_cw, np.uint16), w,
+            np.ascontiguousarray(ncorr, np.int64) if dec is not None else np.zeros(C, np.int64),
+            K_MSG, dec is not None, dec == "correct", _POP10)
+        ctr.post_fec_symbol_errors += int(nsym)
+        ctr.post_fec_bit_errors += int(nbit)
+        ctr.codeword_errors += int(ncw)
+        ctr.undetected_codeword_errors += int(und)
+        ctr.miscorrected_codewords += int(mis)
         if rx_corrected_per_lane is not None:
             ctr.pcs_lane_corrected += rx_corrected_per_lane
         return w
