@@ -709,6 +709,21 @@ def pairs_from_lanes64(lanes64, h, cw):
     return _pairs64_body(lanes64, cw, 4)
 
 
+@njit(cache=True)
+def corrected_per_lane(rx_cw, dec, ncorr, lane_of_pos, out):
+    """``out[L] +=`` symbols changed by the decoder in corrected codewords (``ncorr > 0``) whose
+    position is carried by PCS lane L (``lane_of_pos[X, t]``); only those words are read."""
+    P = rx_cw.shape[0]
+    n = lane_of_pos.shape[1]
+    for p in range(P):
+        for X in range(2):
+            if ncorr[p, X] <= 0:
+                continue
+            for t in range(n):
+                if rx_cw[p, X, t] != dec[p, X, t]:
+                    out[lane_of_pos[X, t]] += 1
+
+
 # ---------------------------------------------------------------------------------------------
 # Marker search (lane lock)
 

@@ -102,7 +102,7 @@ class PcsReceiver:
         self._am_syms = am_symbols(cfg.markers)
         self._am_field = am_bits(cfg.markers).ravel()[am_mapping(cfg.n_lanes)]
         la, lb, _, _ = lane_of_symbol(cfg.rate)
-        self._lane_of_pos = np.stack([la, lb])  # [2, 544]
+        self._lane_of_pos = np.ascontiguousarray(np.stack([la, lb]), np.int64)  # [2, 544]
 
     def __call__(self, lanes, *, frames: bool = True) -> RxResult:
         cfg = self.config
@@ -125,10 +125,7 @@ class PcsReceiver:
             ctr.corrected_codewords = int((ncorr > 0).sum())
             ctr.corrected_symbols = int(ncorr[ncorr > 0].sum())
             if ctr.corrected_codewords:
-                diff = (rx_cw != dec) & (ncorr > 0)[:, :, None]  # [P, 2, 544]
-                per_pos = diff.sum(axis=0)  # [2, 544]
-                ctr.symbol_errors = np.bincount(self._lane_of_pos.ravel(), weights=per_pos.ravel(),
-                                                minlength=L).astype(np.int64)
+                _k.corrected_per_lane(rx_cw, dec, ncorr, self._lane_of_pos, ctr.symbol_errors)
         # AM removal (119.2.5.4) and rebuilding the scrambled 257b stream
         am = am_pair_flags(cfg, P)
         n_groups = int(am.sum())
