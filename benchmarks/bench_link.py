@@ -8,10 +8,11 @@ Rates are simulated *line* Gb/s (all 16 PCS lanes x 10 bits per RS symbol = the 
 * ``pcs_only`` (baseline): the Clause 119 PCS transmit + receive of the same stream with no PMA and
   no channel -- what the link costs beyond the PCS/FEC it wraps;
 * ``fast``: :class:`phy802.link.FastLink` at BER 1e-4 and codewords/s at BER 2.4e-4;
-* ``link`` again with the C heap kept (``mallopt``: no trimming, no per-array ``mmap``): with
-  glibc's defaults the ~0.3-0.6 MB per-batch arrays of a 256-pair batch are handed back to the OS
-  after each batch and page-faulted in again on the next (about as costly as the compute on this
-  VM); both numbers are printed, the first is what a plain process gets;
+* ``link`` again with the C heap kept (``mallopt``: no trimming, no per-array ``mmap``), measured
+  last: a check on allocator effects.  With glibc's defaults the ~0.3-0.6 MB per-batch arrays of
+  a 256-pair batch used to be handed back to the OS after each batch and page-faulted in again on
+  the next (about as costly as the compute on this VM); the PCS and link now reuse their internal
+  buffers, so both numbers should agree; the first is what a plain process gets;
 * ``galois`` (baseline): ``galois.ReedSolomon(1023, 993)`` (shortened to 544) decode of codewords with the error
   patterns the channel produces at 2.4e-4 (the work a conventional simulator does per codeword).
 

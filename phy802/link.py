@@ -662,7 +662,8 @@ class Link(_Base):
     def _channel_lazy(self, lanes: NDArray[np.uint16], ss: np.random.SeedSequence, ctr: LinkCounters):
         """:meth:`_channel` for the sparse PMA without precoder on :class:`Pam4Awgn` lanes: the
         line is never built; the AWGN sampler reads the sent level of each candidate position
-        from the PCS lane symbols (same draws, so the same errors as the dense line)."""
+        from the PCS lane symbols (same draws, so the same errors as the dense line).  The flips
+        go into ``lanes`` itself (both callers pass a temporary they do not read again)."""
         g = self.geometry
         syms = np.ascontiguousarray(lanes, np.uint16)
         rngs = spawn(ss, g.n_phys)
@@ -676,7 +677,7 @@ class Link(_Base):
             q = _flips(pos, sent, recv, n_sym, False, 0)
             per_lane.append((int(pos.size), q))
         loc = self._line_counts(ctr, per_lane)
-        rx = syms.copy()
+        rx = syms
         L, u = loc[0], loc[1]
         if L.size:
             _k.xor_flips(rx, L, u)

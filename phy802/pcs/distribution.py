@@ -78,15 +78,17 @@ def interleave(codewords: NDArray[np.uint16], rate: str = "400G") -> NDArray[np.
     return out
 
 
-def deinterleave(lanes: NDArray[np.uint16], rate: str = "400G") -> NDArray[np.uint16]:
+def deinterleave(lanes: NDArray[np.uint16], rate: str = "400G", *, _out: NDArray[np.uint16] | None = None
+                 ) -> NDArray[np.uint16]:
     """Inverse of :func:`interleave`: ``uint16[n_lanes, P*K]`` (lanes in PCS-lane order, aligned
-    to a pair boundary) -> ``uint16[P, 2, 544]``."""
+    to a pair boundary) -> ``uint16[P, 2, 544]`` (private ``_out``: a C-contiguous buffer of that
+    shape to fill, e.g. the receiver's scratch)."""
     g = pair_gather_index(rate)
     L, K = g.shape
     x = np.asarray(lanes)
     if x.ndim != 2 or x.shape[0] != L or x.shape[1] % K:
         raise ValueError(f"lanes must have shape [{L}, multiple of {K}], got {x.shape}")
-    out = np.empty((x.shape[1] // K, 2, N), np.uint16)
+    out = np.empty((x.shape[1] // K, 2, N), np.uint16) if _out is None else _out
     if x.dtype.kind not in "ui" or (x.dtype.itemsize > 2 and x.size and (x.min() < 0 or x.max() > 0xFFFF)):
         raise ValueError("lane symbols must be integers 0..1023")
     if x.dtype != np.uint16 or x.strides[-1] != 2:

@@ -103,6 +103,15 @@ class PcsReceiver:
         self._am_field = am_bits(cfg.markers).ravel()[am_mapping(cfg.n_lanes)]
         la, lb, _, _ = lane_of_symbol(cfg.rate)
         self._lane_of_pos = np.ascontiguousarray(np.stack([la, lb]), np.int64)  # [2, 544]
+        # reused internal buffers (received codewords before decoding, the 257b stream): repeated
+        # calls do not page-fault fresh memory in for them; nothing returned points into them
+        self._scratch: dict[str, np.ndarray] = {}
+
+    def _buf(self, name: str, shape: tuple, dtype) -> np.ndarray:
+        a = self._scratch.get(name)
+        if a is None or a.shape != shape or a.dtype != dtype:
+            a = self._scratch[name] = np.empty(shape, dtype)
+        return a
 
     def __call__(self, lanes, *, frames: bool = True) -> RxResult:
         cfg = self.config
@@ -112,7 +121,9 @@ class PcsReceiver:
                                    _view_ok=True)
         ctr = PcsCounters(n_lanes=L, lane_of_input=lock.lane_of_input, skew=lock.skew,
                           skew_unit=lock.unit, symbol_errors=np.zeros(L, np.int64))
-        rx_cw = deinterleave(aligned, cfg.rate)
+        # the decoder copies its input, so outside bypass the received words can be scratch
+        rx_cw = deinterleave(aligned, cfg.rate,
+                             _out=None if cfg.decode_mode == "bypass" else self._buf("rx_cw", (aligned.shape[1] // K, 2, 544), np.uint16))
         P = rx_cw.shape[0]
         ctr.pairs, ctr.codewords = P, 2 * P
         # 119.2.5.3 / 91.5.3.3: RS decoding
@@ -130,7 +141,8 @@ class PcsReceiver:
         am = am_pair_flags(cfg, P)
         n_groups = int(am.sum())
         n257 = cfg.data_blocks_257(P)
-        data = np.zeros(words_for_bits(257 * n257), np.uint64)
+        data = self._buf("data", (words_for_bits(257 * n257),), np.uint64)
+        data.fill(0)
         am_words = np.zeros((n_groups, words_for_bits(cfg.am_bits)), np.uint64)
         _k.messages_to_data(dec, am, cfg.am_bits, data, am_words)
         ctr.am_groups = n_groups

@@ -101,12 +101,26 @@ class PcsTransmitter:
         # packed AM groups of the longest stream so far: group g does not depend on how many
         # follow (the pad PRBS9 runs on from group 0), so shorter streams use a prefix
         self._am_words = pack_am_groups(self.config, 0)
+        # per-instance scratch buffers (stream words, messages): internal only, never returned, so
+        # repeated calls do not page-fault fresh memory in for them
+        self._scratch: dict[str, np.ndarray] = {}
+
+    def _buf(self, name: str, shape: tuple, dtype) -> np.ndarray:
+        a = self._scratch.get(name)
+        if a is None or a.shape != shape or a.dtype != dtype:
+            a = self._scratch[name] = np.empty(shape, dtype)
+        return a
 
     def __call__(self, blocks: Blocks66 | tuple) -> NDArray[np.uint16]:
         return self.transmit(blocks).lanes
 
     def messages(self, blocks: Blocks66 | tuple) -> tuple[NDArray[np.uint16], int, int]:
         """Stages up to 119.2.4.5: returns ``(msgs uint16[P, 2, 514], n_input, n_pad)``."""
+        return self._messages(blocks, scratch=False)
+
+    def _messages(self, blocks: Blocks66 | tuple, scratch: bool) -> tuple[NDArray[np.uint16], int, int]:
+        """:meth:`messages`; with ``scratch`` the messages land in a reused buffer (for
+        :meth:`transmit`, which only feeds them to the encoder)."""
         cfg = self.config
         b = _fast_blocks(blocks)
         if b is None:
@@ -115,7 +129,7 @@ class PcsTransmitter:
         P = cfg.pairs_for_blocks66(n_in)
         n257 = cfg.data_blocks_257(P)
         n_pad = 4 * n257 - n_in
-        data = np.empty(words_for_bits(257 * n257), np.uint64)
+        data = self._buf("data", (words_for_bits(257 * n257),), np.uint64)
         data[-1] = 0
         hist = seed_to_history(cfg.scrambler_seed)
         # 119.2.4.2 transcode (idle padding appended) + 119.2.4.3 scramble, one pass; it also
@@ -133,11 +147,12 @@ class PcsTransmitter:
             self._am_words.setflags(write=False)
         am_words = self._am_words[:n_groups]
         group_of = np.cumsum(am) - 1
-        msgs = np.empty((P, 2, 514), np.uint16)  # stream symbol 2i -> A[i], 2i + 1 -> B[i]
+        # stream symbol 2i -> A[i], 2i + 1 -> B[i]
+        msgs = self._buf("msgs", (P, 2, 514), np.uint16) if scratch else np.empty((P, 2, 514), np.uint16)
         _k.data_to_messages(data, am_words, am, group_of, cfg.am_bits, msgs)  # 119.2.4.5
         return msgs, n_in, n_pad
 
     def transmit(self, blocks: Blocks66 | tuple) -> TxResult:
-        msgs, n_in, n_pad = self.messages(blocks)
+        msgs, n_in, n_pad = self._messages(blocks, scratch=True)
         cw = encode(KP4, msgs)  # 119.2.4.6
         return TxResult(interleave(cw, self.config.rate), cw, n_in, n_pad)  # 119.2.4.7
