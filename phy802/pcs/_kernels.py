@@ -370,71 +370,142 @@ def tx_transcode_scramble(sync, payload, n_groups, valid_type, pad_payload, hist
 @njit(cache=True)
 def _split_pair(src, pos, msgs, p):
     """Cut the 10280 bits of ``src`` from stream bit ``pos`` into pair p's 1028 10-bit symbols
-    (A even, B odd).  32 symbols = 320 bits = 5 words: the block body is written out with
-    constant shifts (generated), so each word is read once and each symbol is two ops."""
+    (A even, B odd).  32 symbols = 320 bits = 5 words, a multiple of 64, so the bit offset
+    ``o`` within a word is the same for every block: each block reads 6 words once, realigns
+    them to 5 and cuts them with constant shifts (body generated)."""
     a = msgs[p, 0]
     b = msgs[p, 1]
+    w0 = pos >> 6
+    o = np.uint64(pos & 63)
+    ro = np.uint64(63) - o
     for blk in range(32):
-        q = pos + 320 * blk
-        o = 16 * blk
-        t0 = get64(src, q + 0)
-        t1 = get64(src, q + 64)
-        t2 = get64(src, q + 128)
-        t3 = get64(src, q + 192)
-        t4 = get64(src, q + 256)
+        bw = w0 + 5 * blk
+        o16 = 16 * blk
+        d0 = src[bw + 0]
+        d1 = src[bw + 1]
+        d2 = src[bw + 2]
+        d3 = src[bw + 3]
+        d4 = src[bw + 4]
+        d5 = src[bw + 5]
+        t0 = (d0 >> o) | ((d1 << ro) << np.uint64(1))
+        t1 = (d1 >> o) | ((d2 << ro) << np.uint64(1))
+        t2 = (d2 >> o) | ((d3 << ro) << np.uint64(1))
+        t3 = (d3 >> o) | ((d4 << ro) << np.uint64(1))
+        t4 = (d4 >> o) | ((d5 << ro) << np.uint64(1))
         v = t0
-        a[o + 0] = np.uint16(v & _M10)
-        b[o + 0] = np.uint16((v >> np.uint64(10)) & _M10)
+        a[o16 + 0] = np.uint16(v & _M10)
+        b[o16 + 0] = np.uint16((v >> np.uint64(10)) & _M10)
         v = t0 >> np.uint64(20)
-        a[o + 1] = np.uint16(v & _M10)
-        b[o + 1] = np.uint16((v >> np.uint64(10)) & _M10)
+        a[o16 + 1] = np.uint16(v & _M10)
+        b[o16 + 1] = np.uint16((v >> np.uint64(10)) & _M10)
         v = t0 >> np.uint64(40)
-        a[o + 2] = np.uint16(v & _M10)
-        b[o + 2] = np.uint16((v >> np.uint64(10)) & _M10)
+        a[o16 + 2] = np.uint16(v & _M10)
+        b[o16 + 2] = np.uint16((v >> np.uint64(10)) & _M10)
         v = (t0 >> np.uint64(60)) | (t1 << np.uint64(4))
-        a[o + 3] = np.uint16(v & _M10)
-        b[o + 3] = np.uint16((v >> np.uint64(10)) & _M10)
+        a[o16 + 3] = np.uint16(v & _M10)
+        b[o16 + 3] = np.uint16((v >> np.uint64(10)) & _M10)
         v = t1 >> np.uint64(16)
-        a[o + 4] = np.uint16(v & _M10)
-        b[o + 4] = np.uint16((v >> np.uint64(10)) & _M10)
+        a[o16 + 4] = np.uint16(v & _M10)
+        b[o16 + 4] = np.uint16((v >> np.uint64(10)) & _M10)
         v = t1 >> np.uint64(36)
-        a[o + 5] = np.uint16(v & _M10)
-        b[o + 5] = np.uint16((v >> np.uint64(10)) & _M10)
+        a[o16 + 5] = np.uint16(v & _M10)
+        b[o16 + 5] = np.uint16((v >> np.uint64(10)) & _M10)
         v = (t1 >> np.uint64(56)) | (t2 << np.uint64(8))
-        a[o + 6] = np.uint16(v & _M10)
-        b[o + 6] = np.uint16((v >> np.uint64(10)) & _M10)
+        a[o16 + 6] = np.uint16(v & _M10)
+        b[o16 + 6] = np.uint16((v >> np.uint64(10)) & _M10)
         v = t2 >> np.uint64(12)
-        a[o + 7] = np.uint16(v & _M10)
-        b[o + 7] = np.uint16((v >> np.uint64(10)) & _M10)
+        a[o16 + 7] = np.uint16(v & _M10)
+        b[o16 + 7] = np.uint16((v >> np.uint64(10)) & _M10)
         v = t2 >> np.uint64(32)
-        a[o + 8] = np.uint16(v & _M10)
-        b[o + 8] = np.uint16((v >> np.uint64(10)) & _M10)
+        a[o16 + 8] = np.uint16(v & _M10)
+        b[o16 + 8] = np.uint16((v >> np.uint64(10)) & _M10)
         v = (t2 >> np.uint64(52)) | (t3 << np.uint64(12))
-        a[o + 9] = np.uint16(v & _M10)
-        b[o + 9] = np.uint16((v >> np.uint64(10)) & _M10)
+        a[o16 + 9] = np.uint16(v & _M10)
+        b[o16 + 9] = np.uint16((v >> np.uint64(10)) & _M10)
         v = t3 >> np.uint64(8)
-        a[o + 10] = np.uint16(v & _M10)
-        b[o + 10] = np.uint16((v >> np.uint64(10)) & _M10)
+        a[o16 + 10] = np.uint16(v & _M10)
+        b[o16 + 10] = np.uint16((v >> np.uint64(10)) & _M10)
         v = t3 >> np.uint64(28)
-        a[o + 11] = np.uint16(v & _M10)
-        b[o + 11] = np.uint16((v >> np.uint64(10)) & _M10)
+        a[o16 + 11] = np.uint16(v & _M10)
+        b[o16 + 11] = np.uint16((v >> np.uint64(10)) & _M10)
         v = (t3 >> np.uint64(48)) | (t4 << np.uint64(16))
-        a[o + 12] = np.uint16(v & _M10)
-        b[o + 12] = np.uint16((v >> np.uint64(10)) & _M10)
+        a[o16 + 12] = np.uint16(v & _M10)
+        b[o16 + 12] = np.uint16((v >> np.uint64(10)) & _M10)
         v = t4 >> np.uint64(4)
-        a[o + 13] = np.uint16(v & _M10)
-        b[o + 13] = np.uint16((v >> np.uint64(10)) & _M10)
+        a[o16 + 13] = np.uint16(v & _M10)
+        b[o16 + 13] = np.uint16((v >> np.uint64(10)) & _M10)
         v = t4 >> np.uint64(24)
-        a[o + 14] = np.uint16(v & _M10)
-        b[o + 14] = np.uint16((v >> np.uint64(10)) & _M10)
+        a[o16 + 14] = np.uint16(v & _M10)
+        b[o16 + 14] = np.uint16((v >> np.uint64(10)) & _M10)
         v = t4 >> np.uint64(44)
-        a[o + 15] = np.uint16(v & _M10)
-        b[o + 15] = np.uint16((v >> np.uint64(10)) & _M10)
+        a[o16 + 15] = np.uint16(v & _M10)
+        b[o16 + 15] = np.uint16((v >> np.uint64(10)) & _M10)
     v = get64(src, pos + 10240)  # symbols 1024..1027
     a[512] = np.uint16(v & _M10)
     b[512] = np.uint16((v >> np.uint64(10)) & _M10)
     a[513] = np.uint16((v >> np.uint64(20)) & _M10)
     b[513] = np.uint16((v >> np.uint64(30)) & _M10)
+
+
+@njit(cache=True)
+def _join_pair_stream(msgs, p, dst, w, nb, acc):
+    """Append pair p's 1028 symbols (10280 bits) to the stream being written at word ``w``
+    with ``nb`` (< 64) pending bits in ``acc``; returns the new ``(w, nb, acc)``.  Whole words
+    are stored, never read back, so ``dst`` needs no zeroing; a 64-bit append leaves ``nb``
+    unchanged, so the shifts are the same for the whole pair (block body generated)."""
+    a = msgs[p, 0]
+    b = msgs[p, 1]
+    s = np.uint64(nb)
+    rs = np.uint64(63) - s
+    for blk in range(32):
+        o = 16 * blk
+        v0 = np.uint64(a[o + 0]) | (np.uint64(b[o + 0]) << np.uint64(10))
+        v1 = np.uint64(a[o + 1]) | (np.uint64(b[o + 1]) << np.uint64(10))
+        v2 = np.uint64(a[o + 2]) | (np.uint64(b[o + 2]) << np.uint64(10))
+        v3 = np.uint64(a[o + 3]) | (np.uint64(b[o + 3]) << np.uint64(10))
+        v4 = np.uint64(a[o + 4]) | (np.uint64(b[o + 4]) << np.uint64(10))
+        v5 = np.uint64(a[o + 5]) | (np.uint64(b[o + 5]) << np.uint64(10))
+        v6 = np.uint64(a[o + 6]) | (np.uint64(b[o + 6]) << np.uint64(10))
+        v7 = np.uint64(a[o + 7]) | (np.uint64(b[o + 7]) << np.uint64(10))
+        v8 = np.uint64(a[o + 8]) | (np.uint64(b[o + 8]) << np.uint64(10))
+        v9 = np.uint64(a[o + 9]) | (np.uint64(b[o + 9]) << np.uint64(10))
+        v10 = np.uint64(a[o + 10]) | (np.uint64(b[o + 10]) << np.uint64(10))
+        v11 = np.uint64(a[o + 11]) | (np.uint64(b[o + 11]) << np.uint64(10))
+        v12 = np.uint64(a[o + 12]) | (np.uint64(b[o + 12]) << np.uint64(10))
+        v13 = np.uint64(a[o + 13]) | (np.uint64(b[o + 13]) << np.uint64(10))
+        v14 = np.uint64(a[o + 14]) | (np.uint64(b[o + 14]) << np.uint64(10))
+        v15 = np.uint64(a[o + 15]) | (np.uint64(b[o + 15]) << np.uint64(10))
+        x = v0 | (v1 << np.uint64(20)) | (v2 << np.uint64(40)) | (v3 << np.uint64(60))
+        dst[w] = acc | (x << s)
+        acc = (x >> rs) >> np.uint64(1)
+        w += 1
+        x = (v3 >> np.uint64(4)) | (v4 << np.uint64(16)) | (v5 << np.uint64(36)) | (v6 << np.uint64(56))
+        dst[w] = acc | (x << s)
+        acc = (x >> rs) >> np.uint64(1)
+        w += 1
+        x = (v6 >> np.uint64(8)) | (v7 << np.uint64(12)) | (v8 << np.uint64(32)) | (v9 << np.uint64(52))
+        dst[w] = acc | (x << s)
+        acc = (x >> rs) >> np.uint64(1)
+        w += 1
+        x = (v9 >> np.uint64(12)) | (v10 << np.uint64(8)) | (v11 << np.uint64(28)) | (v12 << np.uint64(48))
+        dst[w] = acc | (x << s)
+        acc = (x >> rs) >> np.uint64(1)
+        w += 1
+        x = (v12 >> np.uint64(16)) | (v13 << np.uint64(4)) | (v14 << np.uint64(24)) | (v15 << np.uint64(44))
+        dst[w] = acc | (x << s)
+        acc = (x >> rs) >> np.uint64(1)
+        w += 1
+    x = np.uint64(0)
+    for j in range(2):
+        x |= (np.uint64(a[512 + j]) | (np.uint64(b[512 + j]) << np.uint64(10))) << np.uint64(20 * j)
+    acc |= x << s  # last 40 bits
+    nb += 40
+    if nb >= 64:
+        dst[w] = acc
+        w += 1
+        nb -= 64
+        acc = x >> np.uint64(40 - nb)
+    return w, nb, acc
 
 
 @njit(cache=True)
@@ -503,26 +574,43 @@ def data_to_messages(data, am_bits, am_pair, am_group_of_pair, am_nbits, msgs):
 @njit(cache=True)
 def messages_to_data(msgs, am_pair, am_nbits, data, am_out):
     """Inverse of :func:`data_to_messages` reading ``msgs[p, X, i]`` (``[P, 2, >=514]``, e.g. the
-    decoded codewords): write the data bits into ``data`` (zeroed) and each AM group's bits into
+    decoded codewords): write the data bits into ``data`` (a sequential whole-word writer: no
+    zeroing needed; the words past the stream are set to 0) and each AM group's bits into
     ``am_out[g]`` (zeroed)."""
     npairs = msgs.shape[0]
     tmp = np.zeros(162, dtype=np.uint64)
-    dpos = 0
+    w = 0
+    nb = 0
+    acc = np.uint64(0)
     g = 0
     for p in range(npairs):
         if am_pair[p]:
-            for w in range(162):
-                tmp[w] = 0
+            for k in range(162):
+                tmp[k] = 0
             _join_pair(msgs, p, tmp, 0)
             copy_bits(tmp, 0, am_out[g], 0, am_nbits)
             g += 1
             nd = 10280 - am_nbits
-            copy_bits(tmp, am_nbits, data, dpos, nd)
-            dpos += nd
+            q = am_nbits
+            while nd > 0:  # append the data part through the writer
+                n = min(nd, 64)
+                x = get64(tmp, q) & _mask(n)
+                acc |= x << np.uint64(nb)
+                nb += n
+                if nb >= 64:
+                    data[w] = acc
+                    w += 1
+                    nb -= 64
+                    acc = (x >> np.uint64(n - nb)) if nb > 0 else np.uint64(0)
+                q += n
+                nd -= n
         else:
-            _join_pair(msgs, p, data, dpos)
-            dpos += 10280
-    return dpos
+            w, nb, acc = _join_pair_stream(msgs, p, data, w, nb, acc)
+    for k in range(w, data.shape[0]):
+        data[k] = 0
+    if w < data.shape[0]:
+        data[w] = acc
+    return 64 * w + nb
 
 
 # ---------------------------------------------------------------------------------------------

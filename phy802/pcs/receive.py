@@ -141,8 +141,7 @@ class PcsReceiver:
         am = am_pair_flags(cfg, P)
         n_groups = int(am.sum())
         n257 = cfg.data_blocks_257(P)
-        data = self._buf("data", (words_for_bits(257 * n257),), np.uint64)
-        data.fill(0)
+        data = self._buf("data", (words_for_bits(257 * n257),), np.uint64)  # fully written below
         am_words = np.zeros((n_groups, words_for_bits(cfg.am_bits)), np.uint64)
         _k.messages_to_data(dec, am, cfg.am_bits, data, am_words)
         ctr.am_groups = n_groups
