@@ -217,8 +217,11 @@ def scramble(buf, nbits, hist):
     s2 = s0
     for w in range(2, nwords):
         dcur = buf[w]
-        t = dcur ^ ((dcur << np.uint64(39)) | (dprev >> np.uint64(25))) ^ ((dcur << np.uint64(58)) | (dprev >> np.uint64(6)))
-        sw = t ^ ((s2 >> np.uint64(50)) | (s1 << np.uint64(14))) ^ ((s2 >> np.uint64(12)) | (s1 << np.uint64(52)))
+        # the ORs join disjoint bits, so they are XORs; grouped so that only two shifts and two
+        # XORs depend on the previous output word (the loop's critical path)
+        t = dcur ^ (dcur << np.uint64(39)) ^ (dprev >> np.uint64(25)) ^ (dcur << np.uint64(58)) ^ (dprev >> np.uint64(6))
+        x = t ^ (s2 >> np.uint64(50)) ^ (s2 >> np.uint64(12))
+        sw = x ^ ((s1 << np.uint64(14)) ^ (s1 << np.uint64(52)))
         buf[w] = sw
         dprev = dcur
         s2 = s1
@@ -258,8 +261,10 @@ def _scr_word(out, w, d, h, s1, s2, dprev):
     :func:`scramble` (words 0, 1 in 32-bit chunks from ``h``, later words with the G^2 form).
     Returns the new ``(h, s1, s2, dprev)``."""
     if w >= 2:
-        t = d ^ ((d << np.uint64(39)) | (dprev >> np.uint64(25))) ^ ((d << np.uint64(58)) | (dprev >> np.uint64(6)))
-        s = t ^ ((s2 >> np.uint64(50)) | (s1 << np.uint64(14))) ^ ((s2 >> np.uint64(12)) | (s1 << np.uint64(52)))
+        # as in :func:`scramble`: ORs of disjoint bits written as XORs, off the critical path first
+        t = d ^ (d << np.uint64(39)) ^ (dprev >> np.uint64(25)) ^ (d << np.uint64(58)) ^ (dprev >> np.uint64(6))
+        x = t ^ (s2 >> np.uint64(50)) ^ (s2 >> np.uint64(12))
+        s = x ^ ((s1 << np.uint64(14)) ^ (s1 << np.uint64(52)))
     else:
         lo = ((d & _M32) ^ (h >> np.uint64(25)) ^ (h >> np.uint64(6))) & _M32
         h = (h >> np.uint64(32)) | (lo << np.uint64(32))
