@@ -19,7 +19,8 @@ import math
 import numpy as np
 from numba import njit
 
-__all__ = ["spread_table", "pam4_line", "line_flips", "awgn_line_errors", "xor_flips", "post_fec_counts"]
+__all__ = ["spread_table", "pam4_line", "line_flips", "awgn_line_errors", "xor_flips", "post_fec_counts",
+           "locate_level_errors"]
 
 #: ``2A + B`` of a PAM4 level (Gray labels, 120.5.7.1: 0->00, 1->01, 2->11, 3->10)
 GRAY_BITS = np.array([0, 1, 3, 2], dtype=np.uint8)
@@ -236,3 +237,32 @@ def post_fec_counts(tx_cw, dec_cw, w, ncorr, k, decoded, correct, pop10):
             if differs:
                 mis += 1
     return nsym, nbit, ncw, und, mis
+
+
+@njit(cache=True)
+def locate_level_errors(lane_start, pos, sent, recv, order, gather, n, K, lane_bits, L_out, u_out, c_out, t_out, b_out):
+    """Non-precoded line errors of all lanes -> wrong bits, located (what :func:`line_flips` then
+    :func:`locate` do per lane, in the same order).  Lane ``i``'s errors are
+    ``[lane_start[i], lane_start[i + 1])`` of ``pos``/``sent``/``recv``; ``lane_bits[i]`` gets its
+    number of wrong bits.  Outputs need room for two bits per error; returns the count."""
+    r = order.shape[1]
+    m = 0
+    for lane in range(lane_start.shape[0] - 1):
+        m0 = m
+        for e in range(lane_start[lane], lane_start[lane + 1]):
+            d = GRAY_BITS[sent[e]] ^ GRAY_BITS[recv[e]]
+            for k in range(2):  # A (bit 2x) first, then B (bit 2x + 1)
+                if d & (2 >> k):
+                    q = 2 * pos[e] + k
+                    L = order[lane, q % r]
+                    u = q // r
+                    sy = u // 10
+                    g = gather[L, sy % K]
+                    L_out[m] = L
+                    u_out[m] = u
+                    c_out[m] = 2 * (sy // K) + g // n
+                    t_out[m] = g % n
+                    b_out[m] = u % 10
+                    m += 1
+        lane_bits[lane] = m - m0
+    return m

@@ -45,6 +45,7 @@ A codeword error is a word whose delivered message differs from the sent one.
 from __future__ import annotations
 
 import functools
+import math
 import time
 from dataclasses import dataclass, field, fields
 from typing import Literal
@@ -669,14 +670,27 @@ class Link(_Base):
         rngs = spawn(ss, g.n_phys)
         n_sym = lanes.shape[1] * 5 * g.r
         ctr.line_symbols += g.n_phys * n_sym
-        per_lane = []
+        found = []
         for i, ch in enumerate(self.channels):
             p_err, cdf = ch._tables()
-            cap = int(min(n_sym, n_sym * float(p_err.max()) + 8.0 * np.sqrt(n_sym * float(p_err.max())) + 64))
-            pos, sent, recv = _k.awgn_line_errors(syms, i, g.order, n_sym, p_err, cdf, rngs[i], cap)
-            q = _flips(pos, sent, recv, n_sym, False, 0)
-            per_lane.append((int(pos.size), q))
-        loc = self._line_counts(ctr, per_lane)
+            mean = n_sym * float(p_err.max())
+            cap = int(min(n_sym, mean + 8.0 * math.sqrt(mean) + 64))
+            found.append(_k.awgn_line_errors(syms, i, g.order, n_sym, p_err, cdf, rngs[i], cap))
+        n_err = np.array([f[0].size for f in found], np.int64)
+        start = np.zeros(g.n_phys + 1, np.int64)
+        np.cumsum(n_err, out=start[1:])
+        pos, sent, recv = (np.concatenate([f[j] for f in found]) for j in range(3))
+        m_max = 2 * int(start[-1])
+        L, u, c, t, b = (np.empty(m_max, np.int64) for _ in range(5))
+        lane_bits = np.zeros(g.n_phys, np.int64)
+        m = _k.locate_level_errors(start, pos, sent, recv, g.order, self._gather64, g.n, g.K, lane_bits,
+                                   L, u, c, t, b)
+        L, u, c, t, b = L[:m], u[:m], c[:m], t[:m], b[:m]
+        ctr.lane_symbol_errors += n_err
+        ctr.lane_bit_errors += lane_bits
+        ctr.bit_errors += m
+        ctr.pcs_lane_bit_errors += np.bincount(L, minlength=g.n_pcsl).astype(np.int64)
+        loc = (L, u, c, t, b)
         rx = syms
         L, u = loc[0], loc[1]
         if L.size:
