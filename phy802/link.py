@@ -575,8 +575,11 @@ class Link(_Base):
     channels : one channel for every physical lane, a sequence with one per lane, a
         :class:`phy802.channel.LaneChannels`, or ``None`` (noiseless).  Any object with the
         :class:`phy802.channel.Channel` methods works.
-    pma : ``"sparse"`` (default: the line is built densely by one kernel, the channel's sparse
-        errors are carried back as bit flips) or ``"dense"`` (every stage through the
+    pma : ``"sparse"`` (default: the channel's sparse errors are carried back as bit flips into
+        the PCS lane symbols; the line is built densely by one kernel only when a lane's channel
+        is not a plain :class:`Pam4Awgn` or the precoder is on, else the AWGN sampler reads the
+        sent level of each candidate position straight from the lane symbols) or ``"dense"``
+        (every stage through the
         :mod:`phy802.pma` functions on full bit arrays; the oracle of the sparse path -- both give
         identical results for the same seed with channels whose ``apply`` equals
         ``sample_symbol_errors`` applied, as all :mod:`phy802.channel` models do).
