@@ -7,9 +7,11 @@ Baselines measured in the same run:
 * ``numpy_scrambler``: a plain-numpy bit-array scrambler (one bit array, shifted XORs per 39-bit
   chunk) against the Numba word kernel on the same stream.
 
-Single-threaded (NUMBA_NUM_THREADS=1 is forced).  Usage::
+Single-threaded (NUMBA_NUM_THREADS=1 is forced).  ``--stages`` adds a per-stage table (each
+stage timed alone on the same data, median of ``--repeat``; the sum differs a little from the
+chained TX/RX times through cache effects).  Usage::
 
-    python benchmarks/bench_pcs.py [--pairs 2000] [--repeat 5] [--rate 400G] [--json]
+    python benchmarks/bench_pcs.py [--pairs 2000] [--repeat 5] [--rate 400G] [--stages] [--json]
 """
 
 from __future__ import annotations
@@ -50,6 +52,55 @@ def _time(fn, repeat):
     return statistics.median(ts)
 
 
+def stage_times(cfg: PcsConfig, blocks, repeat: int) -> dict[str, float]:
+    """Milliseconds per stage of one TX and one RX call (the kernels the two classes chain)."""
+    from phy802.pcs import _kernels as K
+    from phy802.pcs.alignment import lock_lanes
+    from phy802.pcs.distribution import deinterleave, interleave
+    from phy802.pcs.scrambler import seed_to_history
+    from phy802.pcs.transcode257 import decode_257, words_for_bits
+    from phy802.pcs.transmit import _VALID_TYPE, am_pair_flags
+    from phy802.pcs.codec66 import IDLE_PAYLOAD
+
+    tx, rx = PcsTransmitter(cfg), PcsReceiver(cfg)
+    res = tx.transmit(blocks)
+    P = res.n_pairs
+    n257 = cfg.data_blocks_257(P)
+    hist = seed_to_history(cfg.scrambler_seed)
+    data = np.empty(words_for_bits(257 * n257), np.uint64)
+    data[-1] = 0
+    am = am_pair_flags(cfg, P)
+    aw = tx._am_words[: int(am.sum())]
+    go = np.cumsum(am) - 1
+    msgs = np.empty((P, 2, 514), np.uint16)
+    K.tx_transcode_scramble(blocks.sync, blocks.payload, n257, _VALID_TYPE, IDLE_PAYLOAD, hist, data)
+    K.data_to_messages(data, aw, am, go, cfg.am_bits, msgs)
+    cw = res.codewords
+    L = cfg.symbols_per_pair
+    rx_cw = deinterleave(res.lanes, cfg.rate)
+    dec, _ = decode(KP4, rx_cw)
+    d2 = np.empty_like(data)
+    am_out = np.zeros((aw.shape[0], words_for_bits(cfg.am_bits)), np.uint64)
+    K.messages_to_data(dec, am, cfg.am_bits, d2, am_out)
+    d3 = d2.copy()
+    K.descramble(d3, 257 * n257, hist)
+    t = {
+        "TX validate+pad+transcode+scramble": lambda: K.tx_transcode_scramble(
+            blocks.sync, blocks.payload, n257, _VALID_TYPE, IDLE_PAYLOAD, hist, data),
+        "TX AM insertion + 10-bit split (A/B)": lambda: K.data_to_messages(data, aw, am, go, cfg.am_bits, msgs),
+        "TX RS encode (phy802.fec)": lambda: encode(KP4, msgs),
+        "TX 119.2.4.7 interleave": lambda: interleave(cw, cfg.rate),
+        "RX lock + deskew": lambda: lock_lanes(res.lanes, rx._am_syms, cfg.period_pairs * L, L,
+                                               cfg.am_lock_tolerance, _view_ok=True),
+        "RX de-interleave": lambda: deinterleave(res.lanes, cfg.rate),
+        "RX RS decode (phy802.fec)": lambda: decode(KP4, rx_cw),
+        "RX 10-bit join + AM removal": lambda: K.messages_to_data(dec, am, cfg.am_bits, d2, am_out),
+        "RX descramble": lambda: K.descramble(d2.copy(), 257 * n257, hist),
+        "RX 257b -> 66b": lambda: decode_257(d3, n257),
+    }
+    return {k: 1e3 * _time(f, repeat) for k, f in t.items()}
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--pairs", type=int, default=2000, help="approximate codeword pairs per run (default 2000)")
@@ -57,6 +108,7 @@ def main(argv=None) -> int:
     ap.add_argument("--rate", choices=["400G", "200G"], default="400G")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--stages", action="store_true", help="also time each stage alone (table)")
     a = ap.parse_args(argv)
 
     cfg = PcsConfig(rate=a.rate)
@@ -108,6 +160,8 @@ def main(argv=None) -> int:
         "ratio_scrambler_numba_vs_numpy": t_np / t_nb,
         "target_gbps": 2.0,
     }
+    if a.stages:
+        r["stage_ms"] = stage_times(cfg, blocks, a.repeat)
     if a.json:
         print(json.dumps(r, indent=2))
     else:
@@ -122,6 +176,11 @@ def main(argv=None) -> int:
               f"ratio TX+RX / FEC-only time = {1 / r['ratio_tx_rx_vs_fec_only']:.2f}x")
         print(f"  scrambler: numba {r['scrambler_numba_gbps']:.2f} Gb/s vs plain numpy "
               f"{r['baseline_numpy_scrambler_gbps']:.3f} Gb/s  -> {r['ratio_scrambler_numba_vs_numpy']:.0f}x")
+        if a.stages:
+            print(f"  per stage, ms per call of {P} pairs (each alone; TX chained {1e3 * t_tx:.2f}, "
+                  f"RX chained {1e3 * t_rx:.2f}):")
+            for k, v in r["stage_ms"].items():
+                print(f"    {k:38s} {v:7.3f}")
     return 0
 
 
