@@ -93,7 +93,9 @@ class PcsReceiver:
     ``rx(lanes, *, frames=True) -> RxResult``.  ``lanes`` is ``uint16[n_lanes, n]`` (10-bit
     symbols; lanes in any order, skew in whole symbols) or a sequence of ``uint8`` bit arrays per
     lane (any order, any bit skew, lengths may differ); all rows are taken as sampled together.
-    Raises :class:`~phy802.pcs.alignment.LockError` (a ValueError) when lanes never lock.
+    Raises :class:`~phy802.pcs.alignment.LockError` (a ValueError) when lanes never lock.  An
+    instance reuses internal scratch buffers between calls (results are always new arrays): use
+    one instance per thread.
     """
 
     def __init__(self, config: PcsConfig | None = None) -> None:

@@ -92,7 +92,9 @@ class PcsTransmitter:
     Call
     ----
     ``tx(blocks) -> uint16[n_lanes, n_symbols]``: the PCS lanes, 10-bit symbols each sent bit 0
-    first.  :meth:`transmit` returns a :class:`TxResult` with the codewords too.
+    first.  :meth:`transmit` returns a :class:`TxResult` with the codewords too.  An instance
+    reuses internal scratch buffers between calls (outputs are always new arrays): use one
+    instance per thread.
     """
 
     def __init__(self, config: PcsConfig | None = None, *, on_invalid: str = "raise") -> None:
