@@ -287,8 +287,8 @@ def lock_lanes(lanes, am_syms: NDArray[np.uint16], period_symbols: int, symbols_
 
     Returns ``(aligned uint16[n_lanes, n_symbols], LaneLock)``; row L of ``aligned`` is PCS lane L
     starting with its marker (a new array; with the private ``_view_ok`` the receiver accepts a
-    read-only-use view of ``lanes`` when they need no reordering or deskew).  Raises :class:`LockError` when a lane has no marker, a marker is
-    seen twice, or a lane is missing.
+    read-only-use view of ``lanes`` when they need no reordering or deskew).  Raises
+    :class:`LockError` when a lane has no marker, a marker is seen twice, or a lane is missing.
     """
     n_lanes = am_syms.shape[0]
     rows = list(lanes)

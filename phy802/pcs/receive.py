@@ -124,8 +124,8 @@ class PcsReceiver:
         ctr = PcsCounters(n_lanes=L, lane_of_input=lock.lane_of_input, skew=lock.skew,
                           skew_unit=lock.unit, symbol_errors=np.zeros(L, np.int64))
         # the decoder copies its input, so outside bypass the received words can be scratch
-        rx_cw = deinterleave(aligned, cfg.rate,
-                             _out=None if cfg.decode_mode == "bypass" else self._buf("rx_cw", (aligned.shape[1] // K, 2, 544), np.uint16))
+        scratch = None if cfg.decode_mode == "bypass" else self._buf("rx_cw", (aligned.shape[1] // K, 2, 544), np.uint16)
+        rx_cw = deinterleave(aligned, cfg.rate, _out=scratch)
         P = rx_cw.shape[0]
         ctr.pairs, ctr.codewords = P, 2 * P
         # 119.2.5.3 / 91.5.3.3: RS decoding
