@@ -8,13 +8,12 @@ Rates are simulated *line* Gb/s (all 16 PCS lanes x 10 bits per RS symbol = the 
 * ``pcs_only`` (baseline): the Clause 119 PCS transmit + receive of the same stream with no PMA and
   no channel -- what the link costs beyond the PCS/FEC it wraps;
 * ``fast``: :class:`phy802.link.FastLink` at BER 1e-4 and codewords/s at BER 2.4e-4;
-* ``link`` again with the C heap kept (``mallopt``: no trimming, no per-array ``mmap``), measured
-  last: a check on allocator effects.  With glibc's defaults the ~0.3-0.6 MB per-batch arrays of
-  a 256-pair batch used to be handed back to the OS after each batch and page-faulted in again on
-  the next (about as costly as the compute on this VM); the PCS and link now reuse their internal
-  buffers, so both numbers should agree; the first is what a plain process gets;
 * ``galois`` (baseline): ``galois.ReedSolomon(1023, 993)`` (shortened to 544) decode of codewords with the error
   patterns the channel produces at 2.4e-4 (the work a conventional simulator does per codeword).
+
+Allocator note: glibc hands large freed arrays back to the OS, so per-batch temporaries of a few
+hundred kB are page-faulted in again on every batch (on this VM about as costly as the compute);
+the PCS and the link therefore keep their internal buffers between calls.
 
 Usage::
 
@@ -28,7 +27,6 @@ import os
 os.environ.setdefault("NUMBA_NUM_THREADS", "1")
 
 import argparse  # noqa: E402
-import ctypes  # noqa: E402
 import json  # noqa: E402
 import statistics  # noqa: E402
 import time  # noqa: E402
@@ -47,17 +45,6 @@ def _median_time(fn, repeat: int) -> float:
         fn()
         ts.append(time.perf_counter() - t)
     return statistics.median(ts)
-
-
-def keep_heap() -> bool:
-    """Ask glibc to keep freed memory (no heap trimming, arrays below 64 MiB from the heap).
-    Process-wide; only this benchmark does it.  Returns False where mallopt is unavailable."""
-    try:
-        libc = ctypes.CDLL(None)
-        M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3
-        return bool(libc.mallopt(M_MMAP_THRESHOLD, 64 << 20)) and bool(libc.mallopt(M_TRIM_THRESHOLD, 1 << 30))
-    except (OSError, AttributeError):
-        return False
 
 
 def bench_link(pairs: int, repeat: int) -> dict:
@@ -132,9 +119,6 @@ def main() -> int:
     r = {"threads": os.environ.get("NUMBA_NUM_THREADS"), "cpu_count": os.cpu_count()}
     r.update(bench_link(a.pairs, a.repeat))
     r.update(bench_fast(a.fast_pairs, a.repeat))
-    if keep_heap():  # last: it changes the process for good
-        kept = bench_link(a.pairs, a.repeat)
-        r.update({f"{k}_heap_kept": v for k, v in kept.items() if k.endswith("gbps") or k.endswith("time")})
     r["fast_over_link_speed@1e-4"] = r["fast_gbps@1e-4"] / r["link_gbps"]
     if not a.no_galois:
         r.update(bench_galois(a.galois_words))
@@ -145,9 +129,6 @@ def main() -> int:
     print("400G KP4, 8 lanes, PAM4 AWGN, single thread (shared machine)")
     print(f"  bit-exact Link @ BER 1e-4        {r['link_gbps']:8.3f} Gb/s of line   (target >= 1)")
     print(f"  baseline PCS TX+RX only          {r['pcs_only_gbps']:8.3f} Gb/s   -> link time / PCS time = {r['link_over_pcs_time']:.2f}x")
-    if "link_gbps_heap_kept" in r:
-        print(f"  same, C heap kept (mallopt)      {r['link_gbps_heap_kept']:8.3f} Gb/s of line   "
-              f"(PCS only {r['pcs_only_gbps_heap_kept']:.3f} Gb/s -> {r['link_over_pcs_time_heap_kept']:.2f}x)")
     print(f"  FastLink @ BER 1e-4              {r['fast_gbps@1e-4']:8.1f} Gb/s   -> {r['fast_over_link_speed@1e-4']:.0f}x the bit-exact link")
     print(f"  FastLink @ BER 2.4e-4            {r['fast_gbps@2.4e-4']:8.1f} Gb/s   = {r['fast_codewords_per_s@2.4e-4']:.3g} codewords/s")
     if not a.no_galois:
