@@ -311,12 +311,17 @@ def corrupt_received(t: torch.Tensor, offsets: np.ndarray, *, protect_sign_expon
 def apply_guard(t: torch.Tensor, clamp: float) -> int:
     """NaN/Inf -> 0 then clamp to ``[-clamp, clamp]`` in place (through ``detach``); returns elements changed.
 
-    One reduction pass (``aminmax``) decides the common clean case without allocating; only a
-    tensor with something out of range pays for the masks.
+    A contiguous fp32/fp64 CPU tensor takes one Numba pass over its numpy view; other dtypes and
+    devices take torch ops, where one reduction pass (``aminmax``) decides the common clean case
+    without allocating and only a tensor with something out of range pays for the masks.
     """
     x = t.detach()
     if x.numel() == 0:
         return 0
+    if x.device.type == "cpu" and x.dtype in (torch.float32, torch.float64) and x.is_contiguous():
+        from integration._kernels import guard_inplace
+
+        return int(guard_inplace(x.view(-1).numpy(), float(clamp)))
     lo, hi = torch.aminmax(x)
     lo, hi = float(lo), float(hi)
     if -clamp <= lo and hi <= clamp:  # False for NaN; an Inf is outside any finite clamp

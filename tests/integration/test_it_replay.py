@@ -51,6 +51,26 @@ def test_guard_zeroes_nonfinite_and_clamps():
     assert t.tolist() == [0.0, 0.0, -1.0, 0.5]
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.float16])
+def test_guard_paths_agree_with_a_torch_reference(dtype):
+    """The Numba pass (fp32/fp64 CPU) and the torch path (other dtypes) do the same thing."""
+    g = torch.Generator().manual_seed(3)
+    x = (torch.randn(10_000, generator=g) * 2).to(dtype)
+    x[::97] = float("inf")
+    x[5::89] = float("-inf")
+    x[7::101] = float("nan")
+    ref = x.clone().double()
+    bad = ~torch.isfinite(ref)
+    changed = bad | (ref.abs() > 1.5)
+    ref = torch.where(bad, torch.zeros_like(ref), ref.clamp(-1.5, 1.5)).to(dtype)
+    y = x.clone()
+    assert apply_guard(y, 1.5) == int(changed.sum())
+    assert torch.equal(y, ref)
+    z = x[::2]  # non-contiguous: the torch path
+    zr = ref[::2].clone()
+    assert apply_guard(z, 1.5) == int(changed[::2].sum()) and torch.equal(z, zr)
+
+
 def test_config_validation():
     with pytest.raises(ValueError, match="guard"):
         ReplayConfig(guard="hope")
