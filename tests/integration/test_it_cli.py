@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-pytest.importorskip("torch")
+import torch  # noqa: F401  (a declared dependency: a missing torch must fail, not skip)
 
 from phy802.cli import main
 

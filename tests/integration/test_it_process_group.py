@@ -5,7 +5,7 @@ from collections import defaultdict
 import numpy as np
 import pytest
 
-torch = pytest.importorskip("torch")
+import torch
 
 from integration.sources import SourceConfig, make_link_source
 from _it_helpers import ALL_FLOAT, load_ranks, pg_worker, spawn

@@ -53,7 +53,6 @@ def test_links_are_seeded_by_seed_src_dst():
 
 
 def test_generator_source_cut_invariant():
-    pytest.importorskip("protocol.trace")
     cfg = SourceConfig(ber=1e-4, seed=2, kind="generator")
     a, b = make_link_source(cfg, 0, 1), make_link_source(cfg, 0, 1)
     parts = [a.take(3000) + 3000 * i for i in range(400)]

@@ -5,7 +5,7 @@ import math
 
 import pytest
 
-torch = pytest.importorskip("torch")
+import torch
 
 from integration.replay import GUARDS, ReplayConfig
 from integration.sources import SourceConfig

@@ -5,7 +5,6 @@ from __future__ import annotations
 import functools
 
 import numpy as np
-import pytest
 
 
 @functools.lru_cache(maxsize=None)
@@ -15,7 +14,7 @@ def galois_rs(nparity: int):
     Shortened codes are used by passing k-symbol messages / n-symbol words (galois pads with
     leading zeros, i.e. the same shortening as ours).
     """
-    galois = pytest.importorskip("galois")
+    import galois
     GF = galois.GF(2**10, irreducible_poly="x^10 + x^3 + 1")
     return galois.ReedSolomon(1023, 1023 - nparity, field=GF, alpha=GF(2), c=0)
 

@@ -66,7 +66,7 @@ def test_process_pool_gives_the_serial_result():
 
 
 def test_dask_executor_gives_the_serial_result():
-    distributed = pytest.importorskip("distributed")
+    import distributed
     cfg = SweepConfig(**{**FAST, "modes": ("kr4",)})
     with distributed.Client(processes=False, n_workers=1, threads_per_worker=1, dashboard_address=None) as client:
         res = run_sweep(cfg, executor=client.get_executor())
@@ -152,7 +152,7 @@ def test_ctrl_c_keeps_finished_points():
 
 
 def test_cli_scheduler_flag_uses_a_dask_cluster(tmp_path, capsys):
-    distributed = pytest.importorskip("distributed")
+    import distributed
     with distributed.LocalCluster(processes=False, n_workers=1, threads_per_worker=1, dashboard_address=None) as cl:
         rc = main(["sweep", "--ber", "3e-3", "--fec", "kr4", "--target-errors", "10", "--max-codewords", "4000",
                    "--scheduler", cl.scheduler_address, "--no-progress", "--json"])
