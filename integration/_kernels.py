@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 from numba import njit
 
-__all__ = ["guard_inplace"]
+__all__ = ["guard_inplace", "deliver_frames"]
 
 
 @njit(cache=True, nogil=True)
@@ -25,3 +26,114 @@ def guard_inplace(x, clamp):
             x[i] = -clamp
             n += 1
     return n
+
+
+@njit(cache=True, nogil=True)
+def deliver_frames(off, k0, marks, m0, cursor, avail_end, fstart, pstart, pend, cend, fend, pfirst, plen,
+                   tolerant, max_attempts, flips, lost):
+    """Frame fates of one message over a buffered error stream (``protocol.delivery.deliver``'s rules).
+
+    ``off`` holds sorted absolute stream offsets of errors (entries ``>= k0`` are ``>= cursor``),
+    ``marks`` sorted absolute ``[a, b)`` error blocks (rows ``>= m0`` end after ``cursor``); the
+    buffer knows the stream up to ``avail_end``. The message's frames occupy ``[cursor, cursor +
+    fend[-1])``; each dropped frame is resent, in frame order, over the next ``fend - fstart`` bits
+    until it passes or ``max_attempts`` sends are spent. Writes payload flips to ``flips`` and lost
+    payload ranges to ``lost``.
+
+    Returns ``(n_flips, used_bits, resent, n_lost, max_resends, k_next, m_next)``; ``n_flips`` is -1
+    when the buffer ends before the message does (extend it and call again: nothing is consumed).
+    """
+    nf = fstart.shape[0]
+    nk = off.shape[0]
+    nm = marks.shape[0]
+    S = fend[nf - 1]
+    end = cursor + S
+    if end > avail_end:
+        return -1, 0, 0, 0, 0, k0, m0
+    dropped = np.zeros(nf, np.bool_)
+    # first window: headers hit (or, non-tolerant, any checked bit) -> dropped
+    i = k0
+    f = 0
+    while i < nk and off[i] < end:
+        o = off[i] - cursor
+        while fend[f] <= o:
+            f += 1
+        if o < pstart[f]:
+            dropped[f] = True
+        elif not tolerant and o < cend[f]:
+            dropped[f] = True
+        i += 1
+    i_end = i
+    # a mark [a, b) drops every frame whose [frame_start, check_end) it overlaps
+    for j in range(m0, nm):
+        a = max(marks[j, 0] - cursor, 0)
+        b = min(marks[j, 1] - cursor, S)
+        if b > a:
+            lo = np.searchsorted(cend, a, side="right")
+            hi = np.searchsorted(fstart, b, side="left")
+            for q in range(lo, hi):
+                dropped[q] = True
+    n = 0
+    f = 0
+    for i in range(k0, i_end):
+        o = off[i] - cursor
+        while fend[f] <= o:
+            f += 1
+        if o >= pstart[f] and o < pend[f] and not dropped[f]:
+            flips[n] = pfirst[f] + o - pstart[f]
+            n += 1
+    # resends, frame by frame in fresh stream bits
+    c = end
+    i = i_end
+    m = m0
+    resent = 0
+    nl = 0
+    maxr = 0
+    for f in range(nf):
+        if not dropped[f]:
+            continue
+        span = fend[f] - fstart[f]
+        sh = fstart[f]
+        ps = pstart[f] - sh
+        pe = pend[f] - sh
+        ce = cend[f] - sh
+        attempts = 1
+        ok = False
+        while attempts < max_attempts:
+            attempts += 1
+            resent += 1
+            if c + span > avail_end:
+                return -1, 0, 0, 0, 0, k0, m0
+            while m < nm and marks[m, 1] <= c:
+                m += 1
+            d = False
+            i1 = i
+            while i1 < nk and off[i1] < c + span:
+                o = off[i1] - c
+                if o < ps or (not tolerant and o < ce):
+                    d = True
+                i1 += 1
+            for j in range(m, nm):
+                if marks[j, 0] < c + span and marks[j, 1] > c and max(marks[j, 0] - c, 0) < ce:
+                    d = True
+            if not d:
+                for q in range(i, i1):
+                    o = off[q] - c
+                    if o >= ps and o < pe:
+                        flips[n] = pfirst[f] + o - ps
+                        n += 1
+                ok = True
+            i = i1
+            c += span
+            if ok:
+                break
+        if attempts - 1 > maxr:
+            maxr = attempts - 1
+        if not ok:
+            lost[nl, 0] = pfirst[f]
+            lost[nl, 1] = pfirst[f] + plen[f]
+            nl += 1
+    while m < nm and marks[m, 1] <= c:
+        m += 1
+    flips[:n].sort()
+    return n, c - cursor, resent, nl, maxr, i, m

@@ -65,7 +65,7 @@ from integration.replay import (
     corrupt_received,
     is_float,
 )
-from integration.sources import ErrorSource, NoErrors, make_link_source
+from integration.sources import BufferedLink, ErrorSource, NoErrors, make_link_source
 from protocol.delivery import deliver
 from protocol.modes import get_mode
 
@@ -206,6 +206,7 @@ class ReplayProcessGroup(dist.ProcessGroup):
         self._selected = frozenset(config.classes)
         self._fec = get_mode(config.source.fec)
         self._cost_cache: dict[int, tuple[int, int]] = {}
+        self._links: dict[tuple[int, int], BufferedLink | None] = {}
 
     # ------------------------------------------------------------------ public helpers
     def getBackendName(self) -> str:  # noqa: N802 - torch's name
@@ -236,11 +237,29 @@ class ReplayProcessGroup(dist.ProcessGroup):
             self._enabled = prev
 
     def link_source(self, src: int, dst: int) -> ErrorSource:
+        """The error source of link ``src -> dst`` (read ahead by the wrapper: do not take from it)."""
         key = (int(src), int(dst))
         s = self._sources.get(key)
         if s is None:
             s = self._sources[key] = make_link_source(self.config.source, src, dst)
         return s
+
+    def _deliver(self, src: int, source: ErrorSource, octets: int, dtype: torch.dtype):
+        """``protocol.delivery.deliver`` of one message over link ``src -> rank`` (same result).
+
+        Sources whose offsets do not depend on how the stream is cut (live generator, independent
+        flips) go through a :class:`BufferedLink` (read-ahead + one Numba pass per message); others
+        (traces) through ``deliver`` itself.
+        """
+        fmt = _FORMAT.get(dtype, "float32")
+        key = (src, self._rank)
+        link = self._links.get(key, False)
+        if link is False:
+            link = self._links[key] = (BufferedLink(source, self._fec, rate=self.config.source.rate)
+                                       if BufferedLink.supports(source) else None)
+        if link is not None:
+            return link.deliver(octets, fmt)
+        return deliver(octets, source, self._fec, rate=self.config.source.rate, float_format=fmt)
 
     # ------------------------------------------------------------------ core: reserve and apply
     def _classify(self, default: str, t: torch.Tensor) -> str:
@@ -273,8 +292,7 @@ class ReplayProcessGroup(dist.ProcessGroup):
                 m.add("line_bits", cls, lb)
                 self.log.add_message(seq, op, cls, src, self._rank, hop, 8 * octets, sb, 0)
                 return None
-            d = deliver(octets, source, self._fec, rate=self.config.source.rate,
-                        float_format=_FORMAT.get(t.dtype, "float32"))
+            d = self._deliver(src, source, octets, t.dtype)
             flips = d.payload_flips
             m.add("stream_bits", cls, d.stream_bits)
             m.add("line_bits", cls, d.line_bits)
