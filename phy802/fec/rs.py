@@ -153,7 +153,8 @@ def _as_symbols(a, length: int, what: str) -> np.ndarray:
     if arr.shape[-1] != length:
         raise ValueError(f"{what} must have last axis of length {length}, got shape {arr.shape}")
     if arr.size:
-        lo, hi = arr.min(), arr.max()
+        hi = arr.max()
+        lo = arr.min() if arr.dtype.kind == "i" else 0  # one pass fewer for unsigned input
         if lo < 0 or hi >= Q:
             bad = int(hi) if hi >= Q else int(lo)
             idx = np.argwhere(arr == bad)[0]
