@@ -11,10 +11,18 @@ with guard ``none`` the corrupted gradients change the step itself (fp32 norm ov
 values), so the ratio mixes wrapper cost with the cost of training on corrupted numbers; with
 ``--guard exponent_protection`` the flips are applied but values stay bounded.
 
+To separate the two, a third replica (``plain_corrupt``, on by default) trains over plain gloo
+and gets the same density of flips (3 x BER per gradient bit: the descrambler's multiplication
+in bypass mode) and the same receive guard applied to its averaged gradients *outside* the timed
+region: its ratio to plain is the cost of training on corrupted numbers alone, and
+``wrapper / plain_corrupt`` is what the wrapper itself adds. The process CPU time per step (all
+threads) is printed too: it moves less than wall time when other jobs share the machine.
+
 Usage::
 
     python benchmarks/bench_replay.py [--steps 60] [--block 5] [--world-size 2] [--ber 1e-5]
-                                      [--mode endpoint] [--source auto] [--json]
+                                      [--mode endpoint] [--source auto] [--guard none]
+                                      [--classes ...] [--no-corrupt-plain] [--json]
 """
 
 from __future__ import annotations
@@ -39,8 +47,8 @@ def _worker(rank: int, args: argparse.Namespace, store: str, out: str) -> None:
     from integration.data import CharCorpus
     from integration.model import GPT, GPTConfig
     from integration.process_group import register
-    from integration.replay import ReplayConfig
-    from integration.sources import SourceConfig
+    from integration.replay import DEFAULT_CLAMP, ReplayConfig, apply_guard, corrupt_received
+    from integration.sources import IndependentBitErrors, SourceConfig
     from integration.train import TrainConfig, _clip_global, _optimizer
 
     torch.set_num_threads(args.threads)
@@ -70,32 +78,57 @@ def _worker(rank: int, args: argparse.Namespace, store: str, out: str) -> None:
     gcfg = GPTConfig(corpus.vocab_size, 64, args.n_layer, 4, args.n_embd)
     tcfg = TrainConfig()
     runs = {}
-    for name, grp in (("plain", g_plain), ("wrapper", g_wrap)):
+    names = ("plain", "wrapper") + (("plain_corrupt",) if args.corrupt_plain else ())
+    for name in names:
+        grp = g_wrap if name == "wrapper" else g_plain
         torch.manual_seed(1)
         model = DDP(GPT(gcfg), process_group=grp)
         runs[name] = dict(model=model, group=grp, opt=_optimizer(tcfg, list(model.parameters())),
-                          gen=torch.Generator().manual_seed(10 + rank), times=[])
+                          gen=torch.Generator().manual_seed(10 + rank), times=[], cpu=[])
     per_rank = args.batch_size // args.world_size
+    # plain_corrupt: plain gloo, then the same density of flips applied to each rank's averaged
+    # gradients outside the timed region (what endpoint mode does on receive), so its step time is
+    # the cost of training on corrupted numbers without any of the wrapper's code
+    flip_src = IndependentBitErrors(args.flip_density, seed=100 + rank)
 
-    def step(r):
+    def corrupt(model):
+        # the flips and the receive guard endpoint mode would apply (per parameter, not per bucket)
+        for p_ in model.parameters():
+            g = p_.grad.detach().view(-1)
+            corrupt_received(g, flip_src.take(32 * g.numel()),
+                             protect_sign_exponent=args.guard == "exponent_protection")
+            if args.guard == "nan_to_zero_clamp":
+                apply_guard(g, DEFAULT_CLAMP["gradients"])
+
+    def step(r, corrupted=False):
+        c0 = time.process_time()
         t0 = time.perf_counter()
         r["opt"].zero_grad(set_to_none=True)
         x, y = corpus.batch("train", per_rank, 64, r["gen"])
         logits = r["model"](x)
         F.cross_entropy(logits.view(-1, logits.size(-1)), y.view(-1)).backward()
+        t_out = 0.0
+        if corrupted:
+            t1 = time.perf_counter()
+            corrupt(r["model"])
+            t_out = time.perf_counter() - t1
         _clip_global(list(r["model"].parameters()), 1.0, r["group"], across=False)
         r["opt"].step()
-        return time.perf_counter() - t0
+        t_end = time.perf_counter()
+        r["cpu"].append(time.process_time() - c0 - t_out)
+        return t_end - t0 - t_out
 
-    for name in ("plain", "wrapper"):  # warm-up (numba compile, allocator)
+    for name in names:  # warm-up (numba compile, allocator)
         for _ in range(3):
-            step(runs[name])
+            step(runs[name], name == "plain_corrupt")
     inside["s"] = 0.0
+    for r in runs.values():
+        r["cpu"].clear()
     done = 0
     while done < args.steps:
-        for name in ("plain", "wrapper"):
+        for name in names:
             for _ in range(args.block):
-                runs[name]["times"].append(step(runs[name]))
+                runs[name]["times"].append(step(runs[name], name == "plain_corrupt"))
         done += args.block
     if rank == 0:
         m = g_wrap.metrics
@@ -110,6 +143,16 @@ def _worker(rank: int, args: argparse.Namespace, store: str, out: str) -> None:
             "params": sum(p.numel() for p in runs["plain"]["model"].parameters()),
         }
         res["ratio"] = res["wrapper_ms"] / res["plain_ms"]
+        # CPU time of the whole process (all threads) per step: less sensitive to other jobs' load
+        res["plain_cpu_ms"] = 1e3 * statistics.median(runs["plain"]["cpu"])
+        res["wrapper_cpu_ms"] = 1e3 * statistics.median(runs["wrapper"]["cpu"])
+        res["cpu_ratio"] = res["wrapper_cpu_ms"] / res["plain_cpu_ms"]
+        if args.corrupt_plain:
+            res["plain_corrupt_ms"] = 1e3 * statistics.median(runs["plain_corrupt"]["times"])
+            res["corrupt_ratio"] = res["plain_corrupt_ms"] / res["plain_ms"]
+            res["wrapper_vs_corrupt"] = res["wrapper_ms"] / res["plain_corrupt_ms"]
+            res["plain_corrupt_cpu_ms"] = 1e3 * statistics.median(runs["plain_corrupt"]["cpu"])
+            res["corrupt_cpu_ratio"] = res["plain_corrupt_cpu_ms"] / res["plain_cpu_ms"]
         with open(out, "w") as fh:
             json.dump(res, fh)
     dist.barrier()
@@ -134,8 +177,16 @@ def main() -> None:
     p.add_argument("--n-embd", type=int, default=128)
     p.add_argument("--batch-size", type=int, default=12)
     p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--corrupt-plain", action=argparse.BooleanOptionalAction, default=True,
+                   help="also time plain gloo with flips applied to the gradients outside the timed region "
+                        "(the cost of training on corrupted numbers alone; default on)")
+    p.add_argument("--flip-density", type=float, default=None,
+                   help="flips per gradient bit for --corrupt-plain (default: 3 x BER, the descrambler's "
+                        "multiplication of line errors in bypass mode)")
     p.add_argument("--json", action="store_true")
     args = p.parse_args()
+    if args.flip_density is None:
+        args.flip_density = 3 * args.ber
     out = os.path.join(tempfile.mkdtemp(prefix="phy802-bench-"), "res.json")
     store = os.path.join(tempfile.mkdtemp(prefix="phy802-store-"), "s")
     os.environ["OMP_NUM_THREADS"] = str(args.threads)
@@ -151,6 +202,14 @@ def main() -> None:
         print(f"  plain gloo : {res['plain_ms']:8.2f} ms/step (median; mean {res['plain_mean_ms']:.2f})")
         print(f"  wrapper    : {res['wrapper_ms']:8.2f} ms/step (median; mean {res['wrapper_mean_ms']:.2f})")
         print(f"  ratio      : {res['ratio']:.3f}  (target <= 1.10)   flips on rank 0: {res['flips_rank0']}")
+        print(f"  process CPU time per step (all threads, median): plain {res['plain_cpu_ms']:.2f} ms, "
+              f"wrapper {res['wrapper_cpu_ms']:.2f} ms, ratio {res['cpu_ratio']:.3f}")
+        if args.corrupt_plain:
+            print(f"    plain with corrupted gradients: {res['plain_corrupt_cpu_ms']:.2f} ms CPU, "
+                  f"ratio {res['corrupt_cpu_ratio']:.3f}")
+            print(f"  plain gloo, gradients corrupted outside the timer ({args.flip_density:g} flips/bit): "
+                  f"{res['plain_corrupt_ms']:.2f} ms/step, ratio {res['corrupt_ratio']:.3f}; "
+                  f"wrapper / this: {res['wrapper_vs_corrupt']:.3f}")
         print(f"  of which in the wrapper's own code: {res['wrapper_code_ms_per_step']:.2f} ms/step "
               f"({100 * res['wrapper_code_ms_per_step'] / res['plain_ms']:.1f}% of a plain step)")
 

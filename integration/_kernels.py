@@ -7,7 +7,7 @@ import math
 import numpy as np
 from numba import njit
 
-__all__ = ["guard_inplace", "deliver_frames"]
+__all__ = ["guard_inplace", "deliver_frames", "flip_bits"]
 
 
 @njit(cache=True, nogil=True)
@@ -137,3 +137,37 @@ def deliver_frames(off, k0, marks, m0, cursor, avail_end, fstart, pstart, pend, 
         m += 1
     flips[:n].sort()
     return n, c - cursor, resent, nl, maxr, i, m
+
+
+@njit(cache=True, nogil=True)
+def flip_bits(vals, words, offsets, width, protect_lo, protect_hi, elem, bit, old, new, idx):
+    """Flip message bits ``offsets`` of the elements ``words`` (integer view of ``vals``) in place.
+
+    ``width`` bits per element; offsets outside ``[0, width * len(words))`` hit no element and are
+    skipped; with ``protect_lo <= protect_hi`` flips on those element bits are removed. Fills
+    ``elem, bit, idx`` (index within ``offsets``) and the element values before (``old``) and after
+    (``new``) all of the message's flips. Returns ``(n_applied, n_protected)``.
+    """
+    nbits = width * words.shape[0]
+    n = 0
+    n_prot = 0
+    for i in range(offsets.shape[0]):
+        o = offsets[i]
+        if o < 0 or o >= nbits:
+            continue
+        e = o // width
+        b = o - e * width
+        if protect_lo <= b <= protect_hi:
+            n_prot += 1
+            continue
+        elem[n] = e
+        bit[n] = b
+        idx[n] = i
+        old[n] = vals[e]
+        n += 1
+    one = words.dtype.type(1)
+    for j in range(n):
+        words[elem[j]] ^= one << words.dtype.type(bit[j])
+    for j in range(n):
+        new[j] = vals[elem[j]]
+    return n, n_prot

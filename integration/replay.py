@@ -53,6 +53,9 @@ _SIGN_EXP_BITS = {
     torch.float64: (52, 63),
 }
 
+# integer view of an element, for flipping its bits in the Numba kernel (fp16/bf16 take the numpy path)
+_WORD = {torch.float32: np.uint32, torch.float64: np.uint64}
+
 if sys.byteorder != "little":  # pragma: no cover - the byte layout above is little-endian only
     raise ImportError("integration.replay assumes a little-endian host (bit layout of float elements)")
 
@@ -270,6 +273,18 @@ def corrupt_received(t: torch.Tensor, offsets: np.ndarray, *, protect_sign_expon
     if not t.is_contiguous():
         raise ValueError("corrupt_received: tensor must be contiguous")
     offsets = np.asarray(offsets, dtype=np.int64)
+    if t.device.type == "cpu" and t.dtype in _WORD and not _force_torch_path:
+        # one Numba pass over the numpy view: filter, flip, and read old/new values
+        from integration._kernels import flip_bits
+
+        vals = t.detach().view(-1).numpy()
+        lo, hi = protected_bit_range(t.dtype) if protect_sign_exponent else (1, 0)
+        k = offsets.size
+        elem, bit, idx = np.empty(k, np.int64), np.empty(k, np.int64), np.empty(k, np.int64)
+        old, new = np.empty(k), np.empty(k)
+        n, n_prot = flip_bits(vals, vals.view(_WORD[t.dtype]), np.ascontiguousarray(offsets), 8 * t.element_size(),
+                              lo, hi, elem, bit, old, new, idx)
+        return elem[:n], bit[:n], old[:n], new[:n], idx[:n], int(n_prot)
     nbits = 8 * t.numel() * t.element_size()
     idx = np.flatnonzero((offsets >= 0) & (offsets < nbits))
     offs = offsets[idx]

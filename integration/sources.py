@@ -205,8 +205,9 @@ class BufferedLink:
     1-3 MB message in Python (a source call and a ``frame_fates`` per resent frame); here a message
     is one Numba call over the buffered offsets and marks (:func:`integration._kernels.deliver_frames`).
 
-    The wrapped source's own cursor runs ahead of :attr:`cursor` (by up to ``prefetch_bits``), so
-    the source must not be read elsewhere once wrapped.
+    The wrapped source's own cursor runs ahead of :attr:`cursor` (``prefetch_bits`` at first, then
+    about 16k errors' worth, within ``min(prefetch_bits, 2^22)``..2^28 bits), so the source must not be read elsewhere once
+    wrapped.
     """
 
     def __init__(self, source: ErrorSource, mode, *, rate: str = "400G", prefetch_bits: int = 1 << 25) -> None:
@@ -220,6 +221,8 @@ class BufferedLink:
         self.rate = rate
         self.cursor = 0  # stream bits delivered (what ``source.cursor`` would be without read-ahead)
         self._prefetch = int(prefetch_bits)
+        self._min_prefetch = min(1 << 22, self._prefetch)
+        self.redone = 0  # messages redone after reading further (resends past the read-ahead)
         self._framing = FramingConfig()
         self._retx = RetransmitConfig()
         self._end = 0  # stream position the buffer covers up to (the source's own cursor)
@@ -228,6 +231,8 @@ class BufferedLink:
         self._k = 0  # first buffered offset >= cursor
         self._m = 0  # first mark that may end after cursor
         self._layouts: dict[int, tuple] = {}
+        self._flips = np.empty(0, np.int64)
+        self._lost = np.empty((0, 2), np.int64)
         self._line: dict[int, int] = {}
         self._masks: dict[str, np.ndarray] = {}
 
@@ -268,6 +273,9 @@ class BufferedLink:
         self._marks = np.concatenate((self._marks[self._m:], mk.reshape(-1, 2) + self._end))
         self._k = self._m = 0
         self._end += n
+        # next read-ahead: ~16k errors at the density just seen (fewer, larger source calls at low
+        # BER; a bounded buffer at high BER), within [2^22, 2^28] bits
+        self._prefetch = int(min(1 << 28, max(self._min_prefetch, 16384 * n / (off.size + 1))))
 
     def deliver(self, octets: int, float_format: str = "float32"):
         """One message of ``octets`` payload octets; returns a ``protocol.delivery.Delivery``."""
@@ -285,8 +293,12 @@ class BufferedLink:
         while True:
             if self._end < need:
                 self._extend(need)
-            flips = np.empty(self._off.size - self._k, np.int64)
-            lost = np.empty((fs.size, 2), np.int64)
+            # scratch outputs reused from message to message (at most one flip per buffered error)
+            if self._flips.size < self._off.size - self._k:
+                self._flips = np.empty(2 * (self._off.size - self._k), np.int64)
+            if self._lost.shape[0] < fs.size:
+                self._lost = np.empty((fs.size, 2), np.int64)
+            flips, lost = self._flips, self._lost
             n, used, resent, nl, maxr, k, m = deliver_frames(
                 self._off, self._k, self._marks, self._m, self.cursor, self._end, fs, ps, pe, ce, fe, pf, pl,
                 self.mode.tolerant, self._retx.max_attempts, flips, lost)
@@ -294,9 +306,10 @@ class BufferedLink:
                 break
             # resends ran past the buffer: read further and redo the message (nothing was consumed)
             need = self._end + int(fe[-1])
+            self.redone += 1
         self.cursor += int(used)
         self._k, self._m = int(k), int(m)
-        out = flips[:n]
+        out = flips[:n].copy()
         removed = 0
         if self.mode.protected == "sign_exponent" and n:
             mask = self._masks.get(float_format)

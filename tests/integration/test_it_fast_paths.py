@@ -1,9 +1,11 @@
-"""BufferedLink (read-ahead + one Numba pass per message) delivers exactly what protocol.delivery.deliver does."""
+"""Fast paths of the wrapper give what the reference paths give: BufferedLink vs protocol.delivery.deliver, the flip kernel vs the torch path."""
 
 import numpy as np
 import pytest
+import torch
 
 from integration.sources import BufferedLink, SourceConfig, make_link_source
+from integration.replay import corrupt_received
 from protocol.delivery import deliver
 
 _FIELDS = ("frames", "frames_resent", "frames_lost", "protected_removed", "stream_bits", "line_bits", "retransmit_ns")
@@ -24,6 +26,7 @@ def _compare(cfg: SourceConfig, sizes, fmt: str, prefetch: int) -> dict:
         seen["flips"] += d.payload_flips.size
         seen["protected"] += d.protected_removed
     assert fast.cursor == ref.cursor
+    seen["redone"] = fast.redone
     return seen
 
 
@@ -33,6 +36,7 @@ def test_buffered_link_equals_deliver(fec, kind):
     sizes = list(np.random.default_rng(0).integers(1, 200_000, 25)) + [4, 1 << 20, 3, 100]
     # a small read-ahead forces buffer refills inside a message (the kernel's "read further" path)
     seen = _compare(SourceConfig(ber=2e-3, seed=3, fec=fec, kind=kind), sizes, "bfloat16", prefetch=1 << 16)
+    assert seen["redone"] > 0  # a message's resends ran past the read-ahead and it was redone
     assert seen["resent"] > 0  # resends and (at this BER) lost frames are exercised
     if kind == "independent" or fec in ("bypass", "unequal", "detect_only"):
         assert seen["lost"] > 0
@@ -50,3 +54,21 @@ def test_buffered_link_supports_only_cut_invariant_sources():
     assert BufferedLink.supports(make_link_source(SourceConfig(ber=1e-5, kind="generator"), 0, 1))
     assert BufferedLink.supports(make_link_source(SourceConfig(ber=1e-5, kind="independent"), 0, 1))
     assert not BufferedLink.supports(make_link_source(SourceConfig(ber=0.0, kind="independent"), 0, 1))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("protect", [False, True])
+def test_flip_kernel_matches_torch_path(dtype, protect):
+    rng = np.random.default_rng(7)
+    x = torch.randn(257, dtype=dtype)
+    nbits = x.numel() * x.element_size() * 8
+    # several flips in one byte and one element, sign/exponent bits, and offsets beyond the payload
+    offs = np.unique(np.concatenate([rng.integers(0, nbits + 300, 400), [0, 1, 2, 7, nbits - 1, nbits]]))
+    a, b = x.clone(), x.clone()
+    ra = corrupt_received(a, offs, protect_sign_exponent=protect)
+    rb = corrupt_received(b, offs, protect_sign_exponent=protect, _force_torch_path=True)
+    assert torch.equal(a.view(torch.uint8), b.view(torch.uint8)) and not torch.equal(a, x)
+    assert ra[5] == rb[5] and (ra[5] > 0) == protect
+    for u, v in zip(ra[:5], rb[:5]):
+        assert np.asarray(u).dtype == np.asarray(v).dtype
+        assert np.array_equal(u, v, equal_nan=True) if np.asarray(u).dtype.kind == "f" else np.array_equal(u, v)
