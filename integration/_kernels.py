@@ -140,15 +140,18 @@ def deliver_frames(off, k0, marks, m0, cursor, avail_end, fstart, pstart, pend, 
 
 
 @njit(cache=True, nogil=True)
-def flip_bits(vals, words, offsets, width, protect_lo, protect_hi, elem, bit, old, new, idx):
+def flip_bits(vals, words, offsets, width, protect_lo, protect_hi, ints, floats):
     """Flip message bits ``offsets`` of the elements ``words`` (integer view of ``vals``) in place.
 
     ``width`` bits per element; offsets outside ``[0, width * len(words))`` hit no element and are
-    skipped; with ``protect_lo <= protect_hi`` flips on those element bits are removed. Fills
-    ``elem, bit, idx`` (index within ``offsets``) and the element values before (``old``) and after
-    (``new``) all of the message's flips. Returns ``(n_applied, n_protected)``.
+    skipped; with ``protect_lo <= protect_hi`` flips on those element bits are removed. Fills rows
+    ``ints = (element, bit, index within offsets)`` and ``floats = (old, new)``: the element's value
+    before and after all of the message's flips. Returns ``(n_applied, n_protected, n_nonfinite)``
+    where the last counts applied flips whose element is non-finite afterwards.
     """
     nbits = width * words.shape[0]
+    elem, bit, idx = ints[0], ints[1], ints[2]
+    old, new = floats[0], floats[1]
     n = 0
     n_prot = 0
     for i in range(offsets.shape[0]):
@@ -168,6 +171,10 @@ def flip_bits(vals, words, offsets, width, protect_lo, protect_hi, elem, bit, ol
     one = words.dtype.type(1)
     for j in range(n):
         words[elem[j]] ^= one << words.dtype.type(bit[j])
+    n_bad = 0
     for j in range(n):
-        new[j] = vals[elem[j]]
-    return n, n_prot
+        v = vals[elem[j]]
+        new[j] = v
+        if not math.isfinite(v):
+            n_bad += 1
+    return n, n_prot, n_bad

@@ -61,6 +61,8 @@ from integration.replay import (
     InjectionLog,
     ReplayConfig,
     TRAFFIC_CLASSES,
+    _WORD,
+    _corrupt_cpu,
     apply_guard,
     corrupt_received,
     is_float,
@@ -324,9 +326,13 @@ class ReplayProcessGroup(dist.ProcessGroup):
         """Apply a reserved corruption to the received tensor ``t`` (contiguous view), then the guard."""
         guard = self.config.guard
         seq, op, cls, src, hop, flips = pending
-        elem, bit, old, new, idx, n_prot = corrupt_received(
-            t, flips, protect_sign_exponent=(guard == "exponent_protection"))
-        nonfinite = bool(len(new)) and not bool(np.isfinite(new).all())
+        if t.device.type == "cpu" and t.dtype in _WORD:  # one Numba pass, non-finite check included
+            elem, bit, old, new, idx, n_prot, nonfinite = _corrupt_cpu(
+                t.detach().view(-1).numpy(), t.dtype, flips, guard == "exponent_protection")
+        else:
+            elem, bit, old, new, idx, n_prot = corrupt_received(
+                t, flips, protect_sign_exponent=(guard == "exponent_protection"))
+            nonfinite = bool(len(new)) and not bool(np.isfinite(new).all())
         n_guard = apply_guard(t, self.config.clamp_for(cls)) if guard == "nan_to_zero_clamp" else 0
         with self._lock:
             m = self.metrics

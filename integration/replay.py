@@ -274,17 +274,8 @@ def corrupt_received(t: torch.Tensor, offsets: np.ndarray, *, protect_sign_expon
         raise ValueError("corrupt_received: tensor must be contiguous")
     offsets = np.asarray(offsets, dtype=np.int64)
     if t.device.type == "cpu" and t.dtype in _WORD and not _force_torch_path:
-        # one Numba pass over the numpy view: filter, flip, and read old/new values
-        from integration._kernels import flip_bits
-
-        vals = t.detach().view(-1).numpy()
-        lo, hi = protected_bit_range(t.dtype) if protect_sign_exponent else (1, 0)
-        k = offsets.size
-        elem, bit, idx = np.empty(k, np.int64), np.empty(k, np.int64), np.empty(k, np.int64)
-        old, new = np.empty(k), np.empty(k)
-        n, n_prot = flip_bits(vals, vals.view(_WORD[t.dtype]), np.ascontiguousarray(offsets), 8 * t.element_size(),
-                              lo, hi, elem, bit, old, new, idx)
-        return elem[:n], bit[:n], old[:n], new[:n], idx[:n], int(n_prot)
+        return _corrupt_cpu(t.detach().view(-1).numpy(), t.dtype, np.ascontiguousarray(offsets),
+                            protect_sign_exponent)[:6]
     nbits = 8 * t.numel() * t.element_size()
     idx = np.flatnonzero((offsets >= 0) & (offsets < nbits))
     offs = offsets[idx]
@@ -321,6 +312,20 @@ def corrupt_received(t: torch.Tensor, offsets: np.ndarray, *, protect_sign_expon
     old = np.array([before[int(e)] for e in elem])
     new = np.array([after[int(e)] for e in elem])
     return elem, bit, old, new, idx, n_prot
+
+
+def _corrupt_cpu(vals: np.ndarray, dtype: torch.dtype, offsets: np.ndarray, protect: bool) -> tuple:
+    """:func:`corrupt_received` on the numpy view ``vals`` of a CPU fp32/fp64 tensor, in one Numba pass.
+
+    Returns its six results plus ``nonfinite`` (some flipped element is Inf/NaN afterwards).
+    """
+    from integration._kernels import flip_bits
+
+    lo, hi = _SIGN_EXP_BITS[dtype] if protect else (1, 0)
+    k = offsets.size
+    ints, floats = np.empty((3, k), np.int64), np.empty((2, k))
+    n, n_prot, n_bad = flip_bits(vals, vals.view(_WORD[dtype]), offsets, 8 * vals.itemsize, lo, hi, ints, floats)
+    return ints[0, :n], ints[1, :n], floats[0, :n], floats[1, :n], ints[2, :n], int(n_prot), n_bad > 0
 
 
 def apply_guard(t: torch.Tensor, clamp: float) -> int:
