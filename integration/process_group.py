@@ -34,6 +34,9 @@ or (non-tolerant FEC modes: ``ieee``, ``detect_only``) has any checked bit hit i
 resent over fresh stream bits; ``unequal`` removes flips on sign/exponent bits; tolerant modes
 deliver the payload flips. Resent and lost frames are counted; [?] a lost frame (all resends
 failed) is delivered unmodified: the wrapper does not fail the operation, as a transport would.
+For the live generator and independent flips the same delivery runs as one Numba pass per
+message over a read-ahead of the link's errors (:class:`integration.sources.BufferedLink`, equal
+to ``deliver`` by test); trace sources go through ``deliver`` itself.
 
 Traffic classes: allreduce and reduce_scatter -> ``gradients``; broadcast and allgather ->
 ``params``; all_to_all -> ``activations``; recv from a lower rank -> ``activations``, from a
