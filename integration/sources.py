@@ -206,8 +206,8 @@ class BufferedLink:
     is one Numba call over the buffered offsets and marks (:func:`integration._kernels.deliver_frames`).
 
     The wrapped source's own cursor runs ahead of :attr:`cursor` (``prefetch_bits`` at first, then
-    about 16k errors' worth, within ``min(prefetch_bits, 2^22)``..2^28 bits), so the source must not be read elsewhere once
-    wrapped.
+    about 16k errors' worth, within ``min(prefetch_bits, 2^22)`` .. 2^28 bits), so the source must
+    not be read elsewhere once wrapped.
     """
 
     def __init__(self, source: ErrorSource, mode, *, rate: str = "400G", prefetch_bits: int = 1 << 25) -> None:

@@ -1,4 +1,7 @@
-"""Fast paths of the wrapper give what the reference paths give: BufferedLink vs protocol.delivery.deliver, the flip kernel vs the torch path."""
+"""The wrapper's fast paths equal the reference paths.
+
+BufferedLink vs ``protocol.delivery.deliver``; the flip kernel vs the torch (device) path.
+"""
 
 import numpy as np
 import pytest
