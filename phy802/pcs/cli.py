@@ -116,7 +116,8 @@ def _rx(args) -> int:
         rows = [f"{cfg.rate} PCS, decode={cfg.decode_mode}: {c.pairs} codeword pairs, {c.blocks_66} 66b blocks",
                 f"  codewords {c.codewords}: corrected {c.corrected_codewords}, uncorrected "
                 f"{c.uncorrected_codewords}, corrected symbols {c.corrected_symbols}, marked pairs {c.marked_pairs}",
-                f"  frames delivered {c.frames_delivered}, FCS errors {c.fcs_errors}, aborted {c.frames_aborted}, "
+                f"  frames delivered {c.frames_delivered}, FCS errors {c.fcs_errors}, preamble/SFD errors {c.preamble_errors}, "
+                f"aborted {c.frames_aborted}, "
                 f"truncated {c.frames_truncated}; 66b block errors {c.block_errors}; invalid 257b {c.invalid_257}",
                 f"  AM groups {c.am_groups} (marker errors after FEC {c.am_marker_errors}, status {c.am_status})",
                 f"  {'lane':>4} {'row':>4} {'skew':>6} {'symbol errors':>14}"]

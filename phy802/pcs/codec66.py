@@ -202,8 +202,9 @@ class DecodedFrames:
     """Result of :func:`blocks_to_frames`.
 
     ``frames``: every frame ended by a terminate block, FCS stripped; ``fcs_ok[i]`` says whether
-    its FCS matched.  Frames cut short by an error/control block (``aborted``) or by the end of
-    the stream (``truncated``) are counted but not returned.
+    its FCS matched and ``preamble_ok[i]`` whether its start block carried the preamble and SFD
+    (55 55 55 55 55 55 D5).  Frames cut short by an error/control block (``aborted``) or by the
+    end of the stream (``truncated``) are counted but not returned.
     """
 
     frames: list[bytes]
@@ -211,11 +212,20 @@ class DecodedFrames:
     aborted: int = 0
     truncated: int = 0
     block_counts: dict[str, int] = field(default_factory=dict)
+    preamble_ok: NDArray[np.bool_] | None = None
+
+    def __post_init__(self) -> None:
+        if self.preamble_ok is None:
+            object.__setattr__(self, "preamble_ok", np.ones(len(self.frames), dtype=bool))
 
     @property
     def delivered(self) -> list[bytes]:
-        """Frames with a good FCS (what a MAC would pass up)."""
-        return [f for f, ok in zip(self.frames, self.fcs_ok) if ok]
+        """Frames with a good preamble/SFD and a good FCS (what a MAC would pass up)."""
+        return [f for f, ok, pre in zip(self.frames, self.fcs_ok, self.preamble_ok) if ok and pre]
+
+    @property
+    def preamble_errors(self) -> int:
+        return int((~self.preamble_ok).sum())
 
     @property
     def fcs_errors(self) -> int:
@@ -253,8 +263,12 @@ def blocks_to_frames(blocks: Blocks66 | tuple, *, has_fcs: bool = True) -> Decod
             frames.append(f)
         ok.append(good)
     bc = dict(zip(_COUNT_NAMES, counts.tolist()))
+    # The kernel opens one frame entry per start block, in stream order, so entry i belongs to the
+    # i-th start block; its octets 1..7 must be the preamble and SFD (82.2.3.3, 4.2.5).
+    start_blocks = np.flatnonzero((sync == SYNC_CTRL) & ((payload & np.uint64(0xFF)) == np.uint64(0x78)))
+    pre = (payload[start_blocks[:nf]] >> np.uint64(8)) == (START_PAYLOAD >> np.uint64(8))
     return DecodedFrames(frames, np.array(ok, dtype=bool), int((status[:nf] == 1).sum()),
-                         bc.pop("truncated"), bc)
+                         bc.pop("truncated"), bc, pre[status[:nf] == 0])
 
 
 def _loose(blocks) -> Blocks66:

@@ -59,6 +59,7 @@ class PcsCounters:
     block_errors: int = 0
     frames_delivered: int = 0
     fcs_errors: int = 0
+    preamble_errors: int = 0
     frames_aborted: int = 0
     frames_truncated: int = 0
 
@@ -170,8 +171,9 @@ class PcsReceiver:
         if frames:
             dframes = blocks_to_frames(blocks)
             ctr.block_errors = dframes.block_counts["error_blocks"]
-            ctr.frames_delivered = int(dframes.fcs_ok.sum())
+            ctr.frames_delivered = len(dframes.delivered)
             ctr.fcs_errors = dframes.fcs_errors
+            ctr.preamble_errors = dframes.preamble_errors
             ctr.frames_aborted = dframes.aborted
             ctr.frames_truncated = dframes.truncated
         else:
