@@ -338,9 +338,10 @@ class _Base:
             order = np.argsort(s, kind="stable")
             s, lane, flag = s[order], lane[order], flag[order]
         off, ln, fl, hdr = self._expander.run(s, lane, flag, s_end)
-        return self._finish_expanded(P0, P1, off, ln, fl, hdr, mark_pairs)
+        return self._finish_chunk(P0, P1, off, ln, fl, hdr, mark_pairs)
 
-    def _finish_expanded(self, P0, P1, off, ln, fl, hdr, mark_pairs) -> GenChunk:
+    def _finish_chunk(self, P0, P1, off, ln, fl, hdr, mark_pairs) -> GenChunk:
+        """Counters and marks of pairs [P0, P1) (shared by the fast and the bit-exact generator)."""
         geom = self.geom
         ranges = [_pair_ranges(mark_pairs, geom)]
         if hdr.size:
@@ -558,7 +559,7 @@ class FastGenerator(_Base):
         st.am_bit_errors += int(counters[3])
         off, ln, fl, hdr, nk, nl, nf = bufs
         ex.key, ex.lane, ex.flag = nk[:nn].copy(), nl[:nn].copy(), nf[:nn].copy()
-        return self._finish_expanded(P0, P1, off[:no].copy(), ln[:no].copy(), fl[:no].copy(), hdr[:nh].copy(),
+        return self._finish_chunk(P0, P1, off[:no].copy(), ln[:no].copy(), fl[:no].copy(), hdr[:nh].copy(),
                                      np.empty(0, np.int64))
 
     def _process(self, P0: int, P1: int, pos: np.ndarray) -> GenChunk:
@@ -773,24 +774,4 @@ class BitExactGenerator(_Base):
         for q in range(n_pairs):
             if has_am[q]:
                 st.am_bit_errors += int((rx_msg[q, :am_bits] != msg[q, :am_bits]).sum())
-        return self._finish_exact(P0, P1, off[~hdr], lanes[~hdr], flags[~hdr], hdr_blocks, mark_pairs)
-
-    def _finish_exact(self, P0, P1, off, lanes, flags, hdr_blocks, mark_pairs) -> GenChunk:
-        geom = self.geom
-        ranges = [_pair_ranges(mark_pairs, geom)]
-        if hdr_blocks.size:
-            ranges.append(np.stack([hdr_blocks * BLOCK_PAYLOAD_BITS, (hdr_blocks + 1) * BLOCK_PAYLOAD_BITS], axis=1))
-        marks = merge_ranges(np.concatenate(ranges))
-        st = self.stats
-        st.pairs += P1 - P0
-        st.line_bits += (P1 - P0) * PAIR_LINE_BITS
-        lo = data_blocks_before(P0, geom) * BLOCK_PAYLOAD_BITS
-        hi = data_blocks_before(P1, geom) * BLOCK_PAYLOAD_BITS
-        st.stream_bits += hi - lo
-        st.codewords += 2 * (P1 - P0)
-        st.marked_pairs += int(np.unique(mark_pairs).size)
-        st.header_errors += int(hdr_blocks.size)
-        st.payload_flips += int(off.size)
-        st.marked_bits += int((marks[:, 1] - marks[:, 0]).sum()) if marks.size else 0
-        self.pair = P1
-        return GenChunk(P0, P1, int(lo), int(hi), off.astype(np.int64), lanes, flags, marks)
+        return self._finish_chunk(P0, P1, off[~hdr].astype(np.int64), lanes[~hdr], flags[~hdr], hdr_blocks, mark_pairs)

@@ -32,14 +32,8 @@ def _skip(rng, log1m):
 
 
 @njit(cache=True)
-def _grow_i64(a):
-    b = np.empty(2 * a.shape[0] + 16, dtype=a.dtype)
-    b[: a.shape[0]] = a
-    return b
-
-
-@njit(cache=True)
-def _grow_u8(a):
+def _grow(a):
+    """A copy of ``a`` with room for twice as many events (any dtype; Numba specialises)."""
     b = np.empty(2 * a.shape[0] + 16, dtype=a.dtype)
     b[: a.shape[0]] = a
     return b
@@ -82,8 +76,8 @@ def awgn_events_known(symbols, p_err, cdf, rng, cap):
         while r < 3 and w >= cdf[s, r]:
             r += 1
         if m == pos_out.shape[0]:
-            pos_out = _grow_i64(pos_out)
-            val_out = _grow_u8(val_out)
+            pos_out = _grow(pos_out)
+            val_out = _grow(val_out)
         pos_out[m] = j
         val_out[m] = r
         m += 1
@@ -117,9 +111,9 @@ def awgn_events_iid(n, ser, post, cdf, rng, cap):
         while r < 3 and w >= cdf[s, r]:
             r += 1
         if m == pos_out.shape[0]:
-            pos_out = _grow_i64(pos_out)
-            s_out = _grow_u8(s_out)
-            r_out = _grow_u8(r_out)
+            pos_out = _grow(pos_out)
+            s_out = _grow(s_out)
+            r_out = _grow(r_out)
         pos_out[m] = np.int64(pos)
         s_out[m] = s
         r_out[m] = r
@@ -175,8 +169,8 @@ def dfe_events(n, pe, pb, start_bad, alternate, rng, cap):
         j = np.int64(start)
         while j < end:
             if m == pos_out.shape[0]:
-                pos_out = _grow_i64(pos_out)
-                sg_out = _grow_i8(sg_out)
+                pos_out = _grow(pos_out)
+                sg_out = _grow(sg_out)
             pos_out[m] = j
             sg_out[m] = sign
             m += 1
@@ -187,13 +181,6 @@ def dfe_events(n, pe, pb, start_bad, alternate, rng, cap):
             j += 1
         nxt = start + length + 1.0  # the B->G symbol is correct; G trials resume after it
     return pos_out[:m], sg_out[:m]
-
-
-@njit(cache=True)
-def _grow_i8(a):
-    b = np.empty(2 * a.shape[0] + 16, dtype=a.dtype)
-    b[: a.shape[0]] = a
-    return b
 
 
 @njit(cache=True)
@@ -233,8 +220,8 @@ def ge_events(n, p_gb, p_bg, e_g, e_b, start_bad, alternate, rng, cap):
                 else:
                     sign = 1 if rng.random() < 0.5 else -1
                 if m == pos_out.shape[0]:
-                    pos_out = _grow_i64(pos_out)
-                    sg_out = _grow_i8(sg_out)
+                    pos_out = _grow(pos_out)
+                    sg_out = _grow(sg_out)
                 pos_out[m] = np.int64(pos)
                 sg_out[m] = sign
                 m += 1
