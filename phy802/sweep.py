@@ -477,6 +477,17 @@ def _mpl():
     return plt
 
 
+def _save_png(plt, fig, path) -> None:
+    """Render ``fig`` to PNG in memory, close it, and write ``path`` atomically."""
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110)
+    plt.close(fig)
+    from phy802._io import atomic_write_bytes
+
+    atomic_write_bytes(path, buf.getvalue())
+
+
 def plot_ber_fer(result: SweepResult, path) -> None:
     """PNG: post-FEC BER and FER vs SNR per mode (points with 95% intervals) and the closed forms."""
     plt = _mpl()
@@ -510,13 +521,7 @@ def plot_ber_fer(result: SweepResult, path) -> None:
         ax.legend(fontsize=8)
     chan = "AWGN" if cfg.burst_pb is None else f"DFE bursts pb={cfg.burst_pb}"
     fig.suptitle(f"{cfg.rate} {chan} {cfg.simulator} sweep, 95% Clopper-Pearson intervals (v = 0 errors: upper bound)", fontsize=9)
-    fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=110)
-    plt.close(fig)
-    from phy802._io import atomic_write_bytes
-
-    atomic_write_bytes(path, buf.getvalue())
+    _save_png(plt, fig, path)
 
 
 def plot_latency(result: SweepResult, latency_ns: Callable[[str], float], path) -> None:
@@ -543,10 +548,4 @@ def plot_latency(result: SweepResult, latency_ns: Callable[[str], float], path) 
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8)
     ax.set_title(f"{cfg.rate}: latency vs post-FEC BER", fontsize=9)
-    fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=110)
-    plt.close(fig)
-    from phy802._io import atomic_write_bytes
-
-    atomic_write_bytes(path, buf.getvalue())
+    _save_png(plt, fig, path)

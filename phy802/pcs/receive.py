@@ -17,6 +17,7 @@ from numpy.typing import NDArray
 
 from phy802.fec import KP4, decode
 from phy802.pcs import _kernels as _k
+from phy802.pcs._scratch import Scratch
 from phy802.pcs.alignment import LaneLock, am_bits, am_mapping, am_symbols, lock_lanes
 from phy802.pcs.codec66 import Blocks66, DecodedFrames, blocks_to_frames
 from phy802.pcs.config import PcsConfig
@@ -108,13 +109,7 @@ class PcsReceiver:
         self._lane_of_pos = np.ascontiguousarray(np.stack([la, lb]), np.int64)  # [2, 544]
         # reused internal buffers (received codewords before decoding, the 257b stream): repeated
         # calls do not page-fault fresh memory in for them; nothing returned points into them
-        self._scratch: dict[str, np.ndarray] = {}
-
-    def _buf(self, name: str, shape: tuple, dtype) -> np.ndarray:
-        a = self._scratch.get(name)
-        if a is None or a.shape != shape or a.dtype != dtype:
-            a = self._scratch[name] = np.empty(shape, dtype)
-        return a
+        self._scratch = Scratch()
 
     def __call__(self, lanes, *, frames: bool = True) -> RxResult:
         cfg = self.config
@@ -125,7 +120,8 @@ class PcsReceiver:
         ctr = PcsCounters(n_lanes=L, lane_of_input=lock.lane_of_input, skew=lock.skew,
                           skew_unit=lock.unit, symbol_errors=np.zeros(L, np.int64))
         # the decoder copies its input, so outside bypass the received words can be scratch
-        scratch = None if cfg.decode_mode == "bypass" else self._buf("rx_cw", (aligned.shape[1] // K, 2, 544), np.uint16)
+        scratch = (None if cfg.decode_mode == "bypass"
+                   else self._scratch.get("rx_cw", (aligned.shape[1] // K, 2, 544), np.uint16))
         rx_cw = deinterleave(aligned, cfg.rate, _out=scratch)
         P = rx_cw.shape[0]
         ctr.pairs, ctr.codewords = P, 2 * P
@@ -144,7 +140,7 @@ class PcsReceiver:
         am = am_pair_flags(cfg, P)
         n_groups = int(am.sum())
         n257 = cfg.data_blocks_257(P)
-        data = self._buf("data", (words_for_bits(257 * n257),), np.uint64)  # fully written below
+        data = self._scratch.get("data", (words_for_bits(257 * n257),), np.uint64)  # fully written below
         am_words = np.zeros((n_groups, words_for_bits(cfg.am_bits)), np.uint64)
         _k.messages_to_data(dec, am, cfg.am_bits, data, am_words)
         ctr.am_groups = n_groups

@@ -16,6 +16,7 @@ from numpy.typing import NDArray
 
 from phy802.fec import KP4, encode
 from phy802.pcs import _kernels as _k
+from phy802.pcs._scratch import Scratch
 from phy802.pcs.alignment import am_group_bits
 from phy802.pcs.codec66 import BLOCK_TYPES, IDLE_PAYLOAD, Blocks66, check_blocks
 from phy802.pcs.config import PcsConfig
@@ -105,13 +106,7 @@ class PcsTransmitter:
         self._am_words = pack_am_groups(self.config, 0)
         # per-instance scratch buffers (stream words, messages): internal only, never returned, so
         # repeated calls do not page-fault fresh memory in for them
-        self._scratch: dict[str, np.ndarray] = {}
-
-    def _buf(self, name: str, shape: tuple, dtype) -> np.ndarray:
-        a = self._scratch.get(name)
-        if a is None or a.shape != shape or a.dtype != dtype:
-            a = self._scratch[name] = np.empty(shape, dtype)
-        return a
+        self._scratch = Scratch()
 
     def __call__(self, blocks: Blocks66 | tuple) -> NDArray[np.uint16]:
         return self.transmit(blocks).lanes
@@ -131,7 +126,7 @@ class PcsTransmitter:
         P = cfg.pairs_for_blocks66(n_in)
         n257 = cfg.data_blocks_257(P)
         n_pad = 4 * n257 - n_in
-        data = self._buf("data", (words_for_bits(257 * n257),), np.uint64)
+        data = self._scratch.get("data", (words_for_bits(257 * n257),), np.uint64)
         data[-1] = 0
         hist = seed_to_history(cfg.scrambler_seed)
         # 119.2.4.2 transcode (idle padding appended) + 119.2.4.3 scramble, one pass; it also
@@ -150,7 +145,7 @@ class PcsTransmitter:
         am_words = self._am_words[:n_groups]
         group_of = np.cumsum(am) - 1
         # stream symbol 2i -> A[i], 2i + 1 -> B[i]
-        msgs = self._buf("msgs", (P, 2, 514), np.uint16) if scratch else np.empty((P, 2, 514), np.uint16)
+        msgs = self._scratch.get("msgs", (P, 2, 514), np.uint16) if scratch else np.empty((P, 2, 514), np.uint16)
         _k.data_to_messages(data, am_words, am, group_of, cfg.am_bits, msgs)  # 119.2.4.5
         return msgs, n_in, n_pad
 
