@@ -341,7 +341,7 @@ class SweepResult:
         }
 
     def write_json(self, path) -> None:
-        from phy802._cliutil import to_jsonable
+        from phy802._output import to_jsonable
 
         atomic_write_text(path, json.dumps(to_jsonable(self.to_json_obj()), indent=2) + "\n")
 

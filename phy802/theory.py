@@ -446,7 +446,7 @@ def rare_event_fer(
     error carried in from the previous codeword is ignored.
     """
     from phy802._rng import as_generator
-    from phy802.channel._kernels import conditional_fail_mc, markov_count_forward
+    from phy802._theory_kernels import conditional_fail_mc, markov_count_forward
 
     t0 = time.perf_counter()
     rng = as_generator(seed)

@@ -1,4 +1,4 @@
-"""``phy802 vectors``: verify or regenerate the known-answer files of every block.
+"""Known-answer files of every block: recognise, verify and regenerate them (CLI: ``phy802 vectors``).
 
 Three text formats exist, each documented beside its files and parsed by its block's package:
 
@@ -15,14 +15,11 @@ passes.
 
 from __future__ import annotations
 
-import argparse
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
-from phy802._cliutil import add_json, emit
 
 __all__ = ["FileReport", "family_of", "verify_file", "verify_paths", "generate", "default_dir"]
 
@@ -134,45 +131,3 @@ def generate(out: str | Path) -> list[Path]:
     written += list(write_vectors(out / "pcs"))
     written += list(write_pma(out / "pma"))
     return written
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    sub = parser.add_subparsers(dest="action", required=True)
-    v = sub.add_parser("verify", help="check vector files against the emulator (pass/fail table)")
-    v.add_argument("paths", nargs="*", help="files or folders (default: the repository's vectors/)")
-    add_json(v)
-    g = sub.add_parser("generate", help="regenerate the known-answer files into a folder")
-    g.add_argument("--out", required=True, help="output folder (created; files written atomically)")
-    add_json(g)
-
-
-def _table(reports: list[FileReport]) -> str:
-    rows = [f"{'file':<52} {'block':<5} {'records':>7}  result"]
-    for r in reports:
-        if r.error:
-            result = f"ERROR  {r.error}"
-        elif r.failures:
-            result = f"FAIL   {len(r.failures)} mismatch(es): " + "; ".join(r.failures[:3])
-        else:
-            result = "pass"
-        rows.append(f"{r.path[-52:]:<52} {r.family:<5} {r.n_records:>7}  {result}")
-    n_ok = sum(r.ok for r in reports)
-    rows.append(f"{n_ok} passed, {len(reports) - n_ok} failed")
-    return "\n".join(rows)
-
-
-def run(args: argparse.Namespace) -> int:
-    if args.action == "generate":
-        written = generate(args.out)
-        emit(args, {"written": [str(p) for p in written]}, "\n".join(f"wrote {p}" for p in written))
-        return 0
-    paths = args.paths or [default_dir()]
-    reports = verify_paths(paths)
-    emit(args, {"ok": all(r.ok for r in reports), "files": [r.as_dict() for r in reports]}, lambda: _table(reports))
-    return 0 if all(r.ok for r in reports) else 1
-
-
-if __name__ == "__main__":  # pragma: no cover
-    from phy802.cli import main
-
-    sys.exit(main(["vectors", *sys.argv[1:]]))

@@ -480,7 +480,7 @@ def generate_trace(
         FastGenerator(cfg, 0).next_chunk(1)  # load the compiled kernels outside the timed run
     t0 = time.perf_counter()
     with TraceWriter(path, meta) as w:
-        from phy802._cliutil import progress as bar
+        from phy802._output import progress as bar
 
         with bar(total=n_pairs * PAIR_LINE_BITS, desc="line bits", enable=progress) as pb:
             done = 0

@@ -68,7 +68,7 @@ def test_ber0_is_error_free_even_with_a_trace_source(tmp_path):
     """The experiment's shadow run (BER 0) must not replay a trace (regression: it did)."""
     import argparse
 
-    from integration.cli_train import add_arguments, config_from_args
+    from phy802.cli.train import add_arguments, config_from_args
 
     p = argparse.ArgumentParser()
     add_arguments(p)

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from phy802.channel import Noiseless, Pam4Awgn, SymbolErrors, lane_fault
-from phy802.link import FastLink, Link, LinkConfig, LinkCounters, _interleave_maps, geometry
+from phy802.link import FastLink, Link, LinkConfig, LinkCounters, geometry
+from phy802.link.geometry import _interleave_maps
 from phy802.pcs.distribution import lane_of_symbol, pair_gather_index
 from phy802.pma import BitMux, gray_demap, gray_map
 

@@ -17,18 +17,18 @@ __all__ = ["main", "COMMANDS"]
 
 # name -> (module, one-line help). Order is the order shown by ``phy802 --help``.
 COMMANDS: dict[str, tuple[str, str]] = {
-    "fec": ("phy802.fec.cli", "Reed-Solomon RS(544,514)/RS(528,514) encode and decode of codeword files"),
-    "pcs": ("phy802.pcs.cli", "Clause 119 PCS: frames to PCS lanes and back"),
-    "pma": ("phy802.pma.cli", "Clause 120 PMA: PAM4 Gray map, precoder, test patterns"),
-    "link": ("phy802.link_cli", "run the composed link once and print per-lane counters like a PHY"),
-    "sweep": ("phy802.sweep_cli", "BER/FER sweep over SNR or pre-FEC BER and FEC modes"),
-    "theory": ("phy802.theory_cli", "closed-form PAM4 / RS error rates"),
-    "latency": ("protocol.cli_latency", "added latency per FEC mode and rate (protocol layer)"),
-    "trace": ("protocol.cli_trace", "generate and inspect payload error traces"),
-    "train": ("integration.cli_train", "train a small GPT with link errors replayed into DDP or PP"),
-    "experiment": ("integration.cli_experiment", "sweep BER x {DDP, PP} x guard and report"),
-    "vectors": ("phy802.vectors", "verify or regenerate the known-answer test vectors"),
-    "demo": ("phy802.demo", "the main job: vectors, BER sweep, latency, trace, training, report"),
+    "fec": ("phy802.cli.fec", "Reed-Solomon RS(544,514)/RS(528,514) encode and decode of codeword files"),
+    "pcs": ("phy802.cli.pcs", "Clause 119 PCS: frames to PCS lanes and back"),
+    "pma": ("phy802.cli.pma", "Clause 120 PMA: PAM4 Gray map, precoder, test patterns"),
+    "link": ("phy802.cli.link", "run the composed link once and print per-lane counters like a PHY"),
+    "sweep": ("phy802.cli.sweep", "BER/FER sweep over SNR or pre-FEC BER and FEC modes"),
+    "theory": ("phy802.cli.theory", "closed-form PAM4 / RS error rates"),
+    "latency": ("phy802.cli.latency", "added latency per FEC mode and rate (protocol layer)"),
+    "trace": ("phy802.cli.trace", "generate and inspect payload error traces"),
+    "train": ("phy802.cli.train", "train a small GPT with link errors replayed into DDP or PP"),
+    "experiment": ("phy802.cli.experiment", "sweep BER x {DDP, PP} x guard and report"),
+    "vectors": ("phy802.cli.vectors", "verify or regenerate the known-answer test vectors"),
+    "demo": ("phy802.cli.demo", "the main job: vectors, BER sweep, latency, trace, training, report"),
 }
 
 

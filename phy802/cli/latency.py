@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import argparse
 
-from phy802._cliutil import add_json, emit
+from phy802.cli._common import add_json, emit
 
-from .framing import RATES
-from .latency import LatencyConfig, latency_table
-from .modes import MODE_NAMES
+from protocol.framing import RATES
+from protocol.latency import LatencyConfig, latency_table
+from protocol.modes import MODE_NAMES
 
 __all__ = ["add_arguments", "run"]
 

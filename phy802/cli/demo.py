@@ -22,7 +22,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from phy802._cliutil import add_json, add_seed, emit
+from phy802.cli._common import add_json, add_seed, emit
 from phy802._io import atomic_write_text
 
 __all__ = ["DemoConfig", "run_demo", "add_arguments", "run"]
@@ -62,7 +62,7 @@ def run_demo(cfg: DemoConfig) -> dict:
     """Run every step; returns a summary dict (also written as ``summary.json``)."""
     from phy802 import vectors
     from phy802.sweep import SweepConfig, plot_ber_fer, plot_latency, run_sweep
-    from phy802.sweep_cli import latency_function
+    from phy802.cli.sweep import latency_function
 
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -134,7 +134,7 @@ def run_demo(cfg: DemoConfig) -> dict:
     # 4. training ---------------------------------------------------------------------------
     if cfg.train:
         t0 = time.perf_counter()
-        from integration.cli_experiment import _table_md, add_arguments as exp_args, sweep as exp_sweep, write_report
+        from phy802.cli.experiment import _table_md, add_arguments as exp_args, sweep as exp_sweep, write_report
 
         p = argparse.ArgumentParser()
         exp_args(p)
@@ -159,7 +159,7 @@ def run_demo(cfg: DemoConfig) -> dict:
 
     md += ["## Reproduce", "", "```", f"phy802 demo --seed {cfg.seed} --out {cfg.out}", "```", ""]
     atomic_write_text(out / "report.md", "\n".join(md))
-    from phy802._cliutil import to_jsonable
+    from phy802._output import to_jsonable
     import json
 
     atomic_write_text(out / "summary.json", json.dumps(to_jsonable(summary), indent=1))

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import dataclasses
 import io
 import json
 import math
@@ -24,7 +23,7 @@ import os
 import shutil
 import tempfile
 
-from phy802._cliutil import add_json, add_seed, emit, to_jsonable
+from phy802.cli._common import add_json, add_seed, emit, to_jsonable
 
 __all__ = ["add_arguments", "run", "sweep", "write_report"]
 
@@ -51,7 +50,7 @@ def _names(allowed):
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from integration.cli_train import add_model_arguments
+    from phy802.cli.train import add_model_arguments
     from integration.replay import GUARDS
 
     p.add_argument("--out", required=True, help="output folder (replaced atomically)")
@@ -69,7 +68,7 @@ def sweep(args: argparse.Namespace) -> list[dict]:
     """Run the sweep; returns one row dict per run (the error-free shadow first per parallelism)."""
     import torch
 
-    from integration.cli_train import config_from_args
+    from phy802.cli.train import config_from_args
     from integration.train import run_many
 
     rows: list[dict] = []

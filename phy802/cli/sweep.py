@@ -13,7 +13,7 @@ import os
 import sys
 from pathlib import Path
 
-from phy802._cliutil import add_json, add_seed, emit, progress
+from phy802.cli._common import add_json, add_seed, emit, progress
 from phy802.link import FEC_MODES
 
 __all__ = ["add_arguments", "run", "latency_function"]

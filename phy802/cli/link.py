@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from phy802._cliutil import add_json, add_seed, emit
+from phy802.cli._common import add_json, add_seed, emit
 from phy802.link import FEC_MODES
 
 __all__ = ["add_arguments", "run", "parse_lane_order"]

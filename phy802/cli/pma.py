@@ -15,7 +15,7 @@ import argparse
 
 import numpy as np
 
-from phy802._cliutil import add_json, emit
+from phy802.cli._common import add_json, emit
 
 __all__ = ["add_arguments", "run"]
 

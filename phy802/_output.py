@@ -1,23 +1,17 @@
-"""Small helpers shared by the subcommand modules (common flags, JSON output, progress bars)."""
+"""Output helpers shared by libraries and the command line: JSON-ready values and progress bars.
+
+They live below both :mod:`phy802` libraries and :mod:`phy802.cli`, so no library imports the
+command-line face.
+"""
 
 from __future__ import annotations
 
-import argparse
-import json
 import sys
-from typing import Any, Callable, Iterable
+from typing import Any, Iterable
 
 import numpy as np
 
-__all__ = ["add_seed", "add_json", "emit", "to_jsonable", "progress"]
-
-
-def add_seed(parser: argparse.ArgumentParser, default: int = 1) -> None:
-    parser.add_argument("--seed", type=int, default=default, help=f"random seed (default {default})")
-
-
-def add_json(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--json", action="store_true", help="print machine-readable JSON on stdout")
+__all__ = ["to_jsonable", "progress"]
 
 
 def to_jsonable(obj: Any) -> Any:
@@ -38,14 +32,6 @@ def to_jsonable(obj: Any) -> Any:
         return None
     return obj
 
-
-def emit(args: argparse.Namespace, obj: Any, text: Callable[[], str] | str) -> None:
-    """Print ``obj`` as JSON when ``--json`` was given, else the human text."""
-    if getattr(args, "json", False):
-        json.dump(to_jsonable(obj), sys.stdout, indent=2)
-        sys.stdout.write("\n")
-    else:
-        sys.stdout.write((text() if callable(text) else text).rstrip("\n") + "\n")
 
 
 def progress(iterable: Iterable | None = None, *, total: int | None = None, desc: str = "", enable: bool = True):

@@ -15,8 +15,8 @@ from typing import TextIO
 
 import numpy as np
 
-from .counters import FecCounters
-from .rs import KP4, KR4, RSCode, decode, encode
+from phy802.fec.counters import FecCounters
+from phy802.fec.rs import KP4, KR4, RSCode, decode, encode
 
 __all__ = ["add_arguments", "run", "parse_symbol_lines", "format_symbols"]
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import argparse
 
-from phy802._cliutil import add_json, emit
+from phy802.cli._common import add_json, emit
 
 __all__ = ["add_arguments", "run"]
 

@@ -10,7 +10,7 @@ import argparse
 import os
 import tempfile
 
-from phy802._cliutil import add_json, add_seed, emit
+from phy802.cli._common import add_json, add_seed, emit
 
 __all__ = ["add_arguments", "run", "add_model_arguments", "config_from_args"]
 

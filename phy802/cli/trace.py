@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import argparse
 
-from phy802._cliutil import add_json, add_seed, emit
+from phy802.cli._common import add_json, add_seed, emit
 
-from .framing import RATES
-from .modes import MODE_NAMES
+from protocol.framing import RATES
+from protocol.modes import MODE_NAMES
 
 __all__ = ["add_arguments", "run"]
 
@@ -83,7 +83,7 @@ def _summary(meta: dict) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from .trace import TraceReader, generate_trace
+    from protocol.trace import TraceReader, generate_trace
 
     if args.action == "generate":
         meta = generate_trace(
