@@ -432,6 +432,8 @@ def _run_sharded(tasks: list[PointTask], ex, slots: int, callback, on_shard) -> 
         while futs:
             ready, _ = cf.wait(list(futs), return_when=cf.FIRST_COMPLETED)
             for f in ready:
+                if f not in futs:  # dropped when its point stopped earlier in this loop
+                    continue
                 sp, j = futs.pop(f)
                 if f.cancelled() or sp.reason is not None:
                     continue
