@@ -2,8 +2,9 @@
 
 Examples::
 
-    phy802 trace generate --rate 400G --fec bypass --ber 1e-5 --bits 1e10 --seed 1 --out t.npz
-    phy802 trace info t.npz --json
+    phy802 trace generate --rate 400G --fec bypass --ber 1e-5 --bits 1e10 --seed 1 --out t.trace
+    phy802 trace generate --ber 1e-4 --bits 1e12 --workers 2 --out big.trace      # shards on 2 processes
+    phy802 trace info t.trace --check --json
 """
 
 from __future__ import annotations
@@ -34,12 +35,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--generator", default="fast", choices=["fast", "bitexact"],
                    help="fast event sampler (default) or the slow bit-exact reference link")
     g.add_argument("--chunk-pairs", type=int, default=None, help="codeword pairs per stored chunk (default: auto)")
-    g.add_argument("--out", required=True, help="output trace file (.npz)")
+    g.add_argument("--shard-pairs", type=int, default=None,
+                   help="codeword pairs per shard, each with its own seed (default: 16 chunks); the trace depends on "
+                        "the seed, --chunk-pairs and --shard-pairs, never on --workers/--scheduler")
+    g.add_argument("--workers", type=int, default=1,
+                   help="local worker processes generating shards in parallel (default 1: this process, with "
+                        "encoding and writing in a background thread)")
+    g.add_argument("--scheduler", metavar="ADDRESS", default=None,
+                   help="Dask scheduler address (e.g. tcp://host:8786): generate the shards on that cluster")
+    g.add_argument("--out", required=True, help="output trace file (format v2, e.g. t.trace)")
     g.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     add_seed(g)
     add_json(g)
     i = sub.add_parser("info", help="print a trace's metadata and measured error rates")
     i.add_argument("path", help="trace file")
+    i.add_argument("--check", action="store_true",
+                   help="read and validate every chunk (CRC and content); exit 1 if any is unreadable")
     add_json(i)
 
 
@@ -97,11 +108,38 @@ def run(args: argparse.Namespace) -> int:
             seed=args.seed,
             generator=args.generator,
             chunk_pairs=args.chunk_pairs,
+            shard_pairs=args.shard_pairs,
+            workers=args.workers,
+            scheduler=args.scheduler,
             progress=not args.no_progress,
         )
         emit(args, {"path": str(args.out), **meta}, lambda: f"wrote {args.out}\n" + _summary(meta))
         return 0
+    import sys
+
+    from protocol.trace import TraceError
+
+    check = None
     with TraceReader(args.path) as r:
         meta = dict(r.meta)
-    emit(args, {"path": str(args.path), **meta}, lambda: _summary(meta))
+        if args.check:
+            try:
+                check = {"ok": True, **r.check()}
+            except TraceError as exc:
+                check = {"ok": False, "error": str(exc)}
+    out = {"path": str(args.path), **meta}
+    if check is not None:
+        out["check"] = check
+
+    def text() -> str:
+        t = _summary(meta)
+        if check is not None:
+            t += ("\ncheck      ok: " + f"{check['chunks']} chunks, {check['flips']} flips, {check['marks']} marks valid"
+                  if check["ok"] else "\ncheck      FAILED: " + check["error"])
+        return t
+
+    emit(args, out, text)
+    if check is not None and not check["ok"]:
+        print(f"phy802 trace info: check failed: {check['error']}", file=sys.stderr)
+        return 1
     return 0
