@@ -16,8 +16,13 @@ from protocol.source import ErrorChunk
 
 # --- modes -----------------------------------------------------------------------------------
 def test_modes_and_aliases():
-    assert get_mode("kp4").name == "ieee" and get_mode("none").name == "bypass"
-    assert get_mode("detect").decoder == "detect" and get_mode("detect").indicate
+    for old, new in (("kp4", "code 'kp4' with mode 'ieee'"), ("none", "code 'none'"), ("detect", "mode 'detect_only'")):
+        with pytest.raises(ValueError, match=new):
+            get_mode(old)
+    assert get_mode("detect-only").decoder == "detect" and get_mode("detect_only").indicate
+    llr = get_mode("llr")
+    assert llr.decoder == "correct" and llr.indicate and not llr.tolerant and llr.retry == "link"
+    assert {get_mode(m).retry for m in MODE_NAMES if m != "llr"} == {"transport"}
     assert not get_mode("bypass").indicate and get_mode("bypass").tolerant
     assert not get_mode("ieee").tolerant
     with pytest.raises(ValueError, match="unknown FEC mode 'x'"):
@@ -88,6 +93,16 @@ def test_layout():
         F.layout(-1)
 
 
+def test_link_layer_modes_agree_with_the_protocol_modes():
+    """phy802.link cannot import protocol: its own table of the six modes must agree."""
+    from phy802.link import FEC_MODES, LinkConfig
+
+    assert FEC_MODES == MODE_NAMES
+    for m in MODE_NAMES:
+        cfg, mode = LinkConfig(code="kp4", fec=m), get_mode(m)
+        assert (cfg.decoder or "none") == mode.decoder and cfg.indicate == mode.indicate, m
+
+
 # --- latency ---------------------------------------------------------------------------------
 def test_latency_model():
     ieee = added_latency("ieee", "400G")
@@ -99,6 +114,7 @@ def test_latency_model():
     fast = LatencyConfig(clock_ghz=2.0)
     assert added_latency("ieee", "400G", fast).decoder_ns == pytest.approx(16.0)
     assert len(latency_table()) == 2 * len(MODE_NAMES)
+    assert len(latency_table(codes=("kp4", "kr4", "rs272"))) == 2 * 3 * len(MODE_NAMES)
     with pytest.raises(ValueError, match="clock_ghz"):
         LatencyConfig(clock_ghz=0)
 
@@ -162,7 +178,7 @@ def test_cli_latency_and_trace(tmp_path, capsys):
     assert main(["latency", "--rate", "400G"]) == 0
     assert "25.60" in capsys.readouterr().out
     out = tmp_path / "t.npz"
-    assert main(["trace", "generate", "--rate", "200G", "--fec", "kp4", "--ber", "2e-3", "--bits", "5e6",
+    assert main(["trace", "generate", "--rate", "200G", "--fec", "ieee", "--ber", "2e-3", "--bits", "5e6",
                  "--seed", "3", "--out", str(out), "--no-progress", "--json"]) == 0
     gen = json.loads(capsys.readouterr().out)
     assert gen["fec"] == "ieee" and gen["rate"] == "200G" and gen["codewords"]["corrected"] > 0
