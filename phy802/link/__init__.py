@@ -11,7 +11,7 @@ set (:class:`LinkCounters`, mergeable, like a PHY's registers plus ground truth)
   and the receiver back to frames (lane lock, decode/detect/bypass, error marking, FCS).
 * :class:`Link` with ``level="codeword"``: the same geometry on random message symbols (what the
   scrambled data looks like) with real RS encode and decode of every codeword, no 257b/scrambler/AM.
-  **KR4 is not a Clause 119 mode**: ``fec="kr4"`` always runs at this level, on a hypothetical
+  **KR4 is not a Clause 119 code**: ``code="kr4"`` always runs at this level, on a hypothetical
   Clause 119 layout with RS(528,514): the same codeword pairs (514-symbol messages A/B), 14 parity
   symbols, and the 119.2.4.7 interleave rule generalised to n = 528 (66 symbols per PCS lane and
   pair at 400G, 132 at 200G) -- a documented model choice, not a standard format.
