@@ -83,7 +83,7 @@ def _pos_int(flag: str) -> Callable[[str], int]:
     return parse
 
 
-def add_cluster_arguments(p: argparse.ArgumentParser, *, lists: bool = True) -> None:
+def add_cluster_arguments(p: argparse.ArgumentParser, *, code: bool = True) -> None:
     """Cluster flags shared by ``collective`` and ``tradeoff`` (defaults from :class:`Cluster`)."""
     from protocol.collective import CODE_NAMES, Cluster, TOPOLOGIES
 
@@ -92,8 +92,9 @@ def add_cluster_arguments(p: argparse.ArgumentParser, *, lists: bool = True) -> 
     p.add_argument("--topology", choices=TOPOLOGIES, default=d.topology,
                    help=f"network: single-switch (2 links per path), leaf-spine (4 across leaves), "
                         f"three-tier (6 across pods) (default {d.topology})")
-    p.add_argument("--code", type=_choice_list("--code", CODE_NAMES), default=[d.code],
-                   help=f"RS code on every link, comma-separated list (default {d.code})")
+    if code:
+        p.add_argument("--code", type=_choice_list("--code", CODE_NAMES), default=[d.code],
+                       help=f"RS code on every link, comma-separated list (default {d.code})")
     p.add_argument("--switch-ns", type=_nonneg("--switch-ns"), default=d.switch_ns,
                    help=f"latency of one switch, ns (default {d.switch_ns:g})")
     p.add_argument("--nic-ns", type=_nonneg("--nic-ns"), default=d.nic_ns,
