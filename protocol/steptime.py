@@ -334,10 +334,11 @@ def _pp_step(log: CommLogData, cluster: Cluster, compute_s: float) -> StepTime:
     hop = cluster.with_(ranks=2)  # a stage boundary: one sendrecv over one path
     last = max((int(r["step"]) for r in log.records), default=0)
     recs = [r for r in log.records if int(r["step"]) == last]
-    sends = [r for r in recs if r["op"] == "send" and r.get("cls") in ("activations", "activation_grads")]
+    grad_cls = ("activation_grads", "activation_gradients")  # the group's and protocol.modes' names
+    sends = [r for r in recs if r["op"] == "send" and r.get("cls") in ("activations", *grad_cls)]
 
     def hop_time(cls: str):
-        xs = [int(r["bytes"]) for r in sends if r.get("cls") == cls]
+        xs = [int(r["bytes"]) for r in sends if r.get("cls") == cls or (cls == "activation_grads" and r.get("cls") in grad_cls)]
         return _op_time("sendrecv", max(xs), hop) if xs else None
 
     ta, tg = hop_time("activations"), hop_time("activation_grads")
