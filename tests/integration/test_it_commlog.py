@@ -143,3 +143,20 @@ def test_train_comm_log_then_tradeoff(tmp_path):
     grads = [r for r in last if r["cls"] == "gradients"]
     assert grads and sum(r["bytes"] for r in grads) == 4 * data.header["params"]
     assert data.measured_step_s() > 0
+
+
+@pytest.mark.slow
+def test_tradeoff_runs_its_own_small_experiment(tmp_path):
+    """``phy802 tradeoff`` without --results: a real small experiment, then table, CSV/JSON and plot."""
+    out = tmp_path / "t"
+    cmd = [sys.executable, "-m", "phy802", "tradeoff", "--out", str(out), "--steps", "12", "--bers", "1e-5",
+           "--ranks", "8,64", "--json"]
+    res = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=900,
+                         env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert res.returncode == 0, res.stderr
+    doc = json.loads(res.stdout)
+    assert (out / "experiment" / "results.json").exists() and (out / "pareto.png").exists()
+    modes = {r["mode"] for r in doc["rows"]}
+    assert {"kp4/ieee", "kp4/bypass", "kp4/unequal", "rs272/ieee", "kp4/llr"} <= modes
+    ref = [r for r in doc["rows"] if r["mode"] == "kp4/ieee" and r["ber"] == 0.0]
+    assert all(r["vs_ref"] == pytest.approx(1.0) for r in ref)
