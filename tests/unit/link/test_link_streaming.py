@@ -30,7 +30,7 @@ def _counts(ctr):
 
 
 def test_link_run_streams_batch_seeds_and_matches_upfront_children():
-    cfg = LinkConfig(fec="kp4")
+    cfg = LinkConfig(code="kp4", fec="ieee")
     ch = Pam4Awgn.from_ber(3e-3)
     ss = _seed()
     res = Link(cfg, ch).run(10, ss, batch_pairs=3)
@@ -47,5 +47,5 @@ def test_link_run_streams_batch_seeds_and_matches_upfront_children():
 
 def test_fast_link_run_streams_batch_seeds():
     ss = _seed()
-    FastLink(LinkConfig(fec="kp4"), Pam4Awgn.from_ber(1e-3)).run(5000, ss, batch_pairs=1000)
+    FastLink(LinkConfig(code="kp4", fec="ieee"), Pam4Awgn.from_ber(1e-3)).run(5000, ss, batch_pairs=1000)
     assert ss.calls == [1] * 5

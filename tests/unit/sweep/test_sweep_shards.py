@@ -12,7 +12,7 @@ from phy802.sweep import SweepConfig, n_shards, run_shard, run_sweep, shard_seed
 
 # max_seconds=None: a time cap would make the stopping point depend on speed (how many shards
 # finish before the clock runs out), the one rule that cannot be worker-count invariant
-SHARDED = dict(points=(2e-3, 1.6e-3), modes=("kp4", "bypass"), target_errors=15, max_codewords=6_000,
+SHARDED = dict(points=(2e-3, 1.6e-3), code="kp4", fec=("ieee", "bypass"), target_errors=15, max_codewords=6_000,
                max_seconds=None, shard_pairs=200, batch_pairs=100, seed=3)
 
 
@@ -30,7 +30,7 @@ def test_sharded_point_does_not_depend_on_workers():
     serial = run_sweep(cfg)
     ref = _counts(serial)
     # several shards were needed by the kp4 point at 1.6e-3, and its stop rule is the global one
-    kp4 = serial.point("kp4", 1.6e-3)
+    kp4 = serial.point("kp4/ieee", 1.6e-3)
     assert kp4.counters.pairs > 200 and kp4.counters.pairs % 200 == 0
     assert kp4.stop_reason == "target_errors" and kp4.counters.codeword_errors >= 15
     assert [p.stop_reason for p in serial.points].count("target_errors") == 4
@@ -41,7 +41,7 @@ def test_sharded_point_does_not_depend_on_workers():
 
 
 def test_prefix_rule_and_codeword_cap():
-    cfg = SweepConfig(points=(1e-5,), modes=("kp4",), target_errors=10, max_codewords=1001, max_seconds=None,
+    cfg = SweepConfig(points=(1e-5,), code="kp4", fec="ieee", target_errors=10, max_codewords=1001, max_seconds=None,
                       shard_pairs=150, batch_pairs=64)
     t = cfg.tasks()[0]
     assert n_shards(t) == 4  # 501 pairs in 150-pair shards, the last one cut
@@ -64,7 +64,7 @@ def test_sharded_point_on_a_dask_local_cluster(tmp_path, capsys):
             distributed.Client(lc) as client:
         assert _counts(run_sweep(cfg, executor=client.get_executor(), workers=2)) == ref
         # the README command, against the cluster's scheduler address
-        rc = main(["sweep", "--ber", "2e-3", "1.6e-3", "--fec", "kp4", "bypass", "--target-errors", "15",
+        rc = main(["sweep", "--ber", "2e-3,1.6e-3", "--code", "kp4", "--fec", "ieee,bypass", "--target-errors", "15",
                    "--max-codewords", "6000", "--max-seconds", "0", "--shard-pairs", "200", "--batch", "100",
                    "--seed", "3", "--scheduler", lc.scheduler_address, "--no-progress", "--json"])
     assert rc == 0
