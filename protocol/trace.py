@@ -777,7 +777,10 @@ def _make_executor(workers: int | None, scheduler: str | None):
             from distributed import Client
         except ImportError as exc:  # pragma: no cover - distributed is a declared dependency
             raise ValueError(f"--scheduler needs the 'distributed' package ({exc})") from None
-        client = Client(scheduler)
+        try:
+            client = Client(scheduler, timeout="10s")
+        except (OSError, TimeoutError) as exc:
+            raise ValueError(f"scheduler {scheduler}: cannot connect ({exc})") from None
         n = max(1, sum(client.nthreads().values()))
         return client.get_executor(), client, n
     n = int(workers) if workers else (os.cpu_count() or 1)
@@ -871,7 +874,9 @@ def generate_trace(
     from phy802._output import progress as bar
 
     ex = owned = None
-    with TraceWriter(path, meta, threaded=True) as w, \
+    # one worker: encoding and writing overlap generation in the writer thread; with worker
+    # processes the workers encode, and no thread runs while the pool forks them
+    with TraceWriter(path, meta, threaded=not parallel) as w, \
             bar(total=n_pairs * PAIR_LINE_BITS, desc=f"line bits ({len(bounds)} shards)", enable=progress) as pb:
 
         def put(res) -> None:
