@@ -368,7 +368,7 @@ class TraceReader:
     def _open_v2(self, head: bytes) -> None:
         self._zip = None
         ver = int(np.frombuffer(head[8:16], "<u8")[0]) if len(head) == 16 else -1
-        if ver not in READ_VERSIONS:
+        if ver != VERSION:  # this container is version 2; version 1 is a zip
             raise TraceError(f"{self.path}: trace format version {ver} is not supported (this reader: "
                              f"{', '.join(map(str, READ_VERSIONS))})")
         size = os.fstat(self._fh.fileno()).st_size
