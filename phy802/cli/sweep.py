@@ -22,6 +22,7 @@ EXAMPLE = """example:
   phy802 sweep --ber 1e-4,2e-4,3e-4 --code kp4 --fec ieee,bypass --target-errors 100 \\
       --max-codewords 1e6 --max-seconds 30 --seed 1 --out sweep_out/ --plot
   phy802 sweep --snr-db 15,15.5,16 --code kp4,kr4,rs272 --fec ieee --scheduler tcp://10.0.0.5:8786 --out dask_out/
+  phy802 sweep --ber 1.5e-3 --code kp4 --fec ieee --shard-pairs 50000 --max-codewords 1e8 --workers 2 --out big/
 
 Rates: pre-FEC BER (line bits, after the RX precoder), SER (PAM4 symbols), FER (codewords whose
 delivered message is wrong), post-FEC BER (message bits at the decoder output); each with a 95%
@@ -53,6 +54,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-seconds", type=float, default=30.0, help="stop a point after this many seconds (default 30; 0 = never)")
     p.add_argument("--batch", type=int, default=None, help="largest batch in codeword pairs (default: ~20000 line errors per lane per batch for fast, 256 for link)")
     p.add_argument("--workers", type=int, default=None, help="local worker processes (default: all cores; 1 = in this process)")
+    p.add_argument("--shard-pairs", type=int, default=None, metavar="PAIRS",
+                   help="split each point into shards of PAIRS codeword pairs that run in parallel (own seeds, "
+                        "global stop rule on the shards in order: same result for any --workers); default: "
+                        "one task per point")
     p.add_argument("--scheduler", metavar="ADDRESS", default=None,
                    help="Dask scheduler address (e.g. tcp://host:8786): run the points on that cluster")
     p.add_argument("--scheduler-timeout", type=float, default=10.0, metavar="S",
@@ -125,6 +130,7 @@ def run(args: argparse.Namespace) -> int:
             rate=args.rate, n_lanes=args.lanes, precoding=args.precoding, burst_pb=args.burst_pb, simulator=args.sim,
             target_errors=args.target_errors or None, max_codewords=int(args.max_codewords),
             max_seconds=args.max_seconds or None, batch_pairs=args.batch, seed=args.seed,
+            shard_pairs=args.shard_pairs,
         )
         ex, client = _executor(args)
         bar = progress(total=len(cfg.modes) * len(cfg.points), desc="points", enable=show)
@@ -136,8 +142,12 @@ def run(args: argparse.Namespace) -> int:
                 bar.write(format_row(p), file=sys.stderr)
                 bar.update(1)
 
+        def on_shard(task, prefix, n):
+            if show:
+                bar.set_postfix_str(f"{task.mode} {task.x:g}: {prefix}/{n} shards", refresh=True)
+
         try:
-            res = run_sweep(cfg, executor=ex, workers=args.workers, callback=on_point)
+            res = run_sweep(cfg, executor=ex, workers=args.workers, callback=on_point, on_shard=on_shard)
         finally:
             bar.close()
             if client is not None:
