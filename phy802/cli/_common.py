@@ -29,7 +29,7 @@ from typing import Any, Callable, Iterable, Sequence
 from phy802._output import progress, to_jsonable
 
 __all__ = ["add_seed", "add_json", "add_force", "emit", "to_jsonable", "progress", "Parser", "CliError",
-           "float_arg", "probability", "int_arg", "count_arg", "list_arg", "choice_list",
+           "float_arg", "probability", "int_arg", "uint_arg", "count_arg", "list_arg", "choice_list",
            "split_timing", "TIMING_KEYS", "check_budget", "check_disk", "require_together",
            "MAX_SEED"]
 
@@ -104,6 +104,25 @@ def int_arg(lo: int | None = None, hi: int | None = None) -> Callable[[str], int
             raise argparse.ArgumentTypeError(f"expected a decimal integer, got {text!r}")
         v = int(t)
         _check_range(v, text, lo, hi, False, False)
+        return v
+
+    parse.__name__ = "integer"
+    return parse
+
+
+_UINT_RE = re.compile(r"(?:0[xX][0-9a-fA-F]+|[0-9]+)\Z")
+
+
+def uint_arg(hi: int, lo: int = 0) -> Callable[[str], int]:
+    """A non-negative integer in [lo, hi] written in decimal or ``0x`` hex (register values, seeds)."""
+
+    def parse(text: str) -> int:
+        t = text.strip()
+        if not _UINT_RE.match(t):
+            raise argparse.ArgumentTypeError(f"expected a decimal or 0x-hex integer, got {text!r}")
+        v = int(t, 0) if t[:2].lower() == "0x" else int(t, 10)
+        if not lo <= v <= hi:
+            raise argparse.ArgumentTypeError(f"{text!r} is outside {lo:#x}..{hi:#x}")
         return v
 
     parse.__name__ = "integer"
