@@ -34,6 +34,10 @@ Merge two runs with:  phy802 sweep --merge a/sweep.json b/sweep.json --out merge
 _LATENCY_MODE = {"kp4": "ieee", "kr4": "ieee", "detect": "detect_only", "bypass": "bypass", "none": "bypass"}
 
 
+# the files a sweep output set may hold (an --out folder holding anything else is refused)
+OUT_FILES = ("sweep.csv", "sweep.json", "ber_fer.png", "latency.png")
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.formatter_class = argparse.RawDescriptionHelpFormatter
     p.epilog = EXAMPLE
@@ -103,11 +107,12 @@ def run(args: argparse.Namespace) -> int:
     from phy802.sweep import SweepConfig, SweepResult, format_header, format_row, plot_ber_fer, plot_latency, run_sweep
 
     show = not args.no_progress
+    if args.out is not None:  # refuse a foreign folder before any work
+        from phy802._io import check_output_dir
+
+        check_output_dir(args.out, OUT_FILES)
     if args.merge:
-        res = None
-        for path in args.merge:
-            r = SweepResult.read_json(path)
-            res = r if res is None else res.merge(r)
+        res = SweepResult.merge_files(args.merge)
     else:
         if not args.ber and not args.snr:
             raise ValueError("give channel points with --ber or --snr (or --merge files)")
@@ -139,16 +144,20 @@ def run(args: argparse.Namespace) -> int:
             print(f"phy802 sweep: interrupted; {len(res.points)} finished points kept", file=sys.stderr)
     notes = []
     if args.out is not None:
-        args.out.mkdir(parents=True, exist_ok=True)
-        res.write_csv(args.out / "sweep.csv")
-        res.write_json(args.out / "sweep.json")
-        if args.plot:
-            plot_ber_fer(res, args.out / "ber_fer.png")
-            lat = latency_function(res.config.rate)
-            if lat is None:
-                notes.append("latency plot skipped: protocol.latency is not available")
-            else:
-                plot_latency(res, lat, args.out / "latency.png")
+        from phy802._io import output_set
+
+        # the whole set is built in a temporary sibling folder and swapped in: a killed run never
+        # leaves a folder mixing two runs, and a folder holding other files is never touched
+        with output_set(args.out, OUT_FILES) as tmp:
+            res.write_csv(tmp / "sweep.csv")
+            res.write_json(tmp / "sweep.json")
+            if args.plot:
+                plot_ber_fer(res, tmp / "ber_fer.png")
+                lat = latency_function(res.config.rate)
+                if lat is None:
+                    notes.append("latency plot skipped: protocol.latency is not available")
+                else:
+                    plot_latency(res, lat, tmp / "latency.png")
     elif args.plot:
         notes.append("--plot needs --out")
     for n in notes:
