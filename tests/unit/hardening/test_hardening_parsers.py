@@ -20,8 +20,8 @@ from phy802.pcs.lanesfile import LanesFileError, read_lanes, write_lanes
 FAST = settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
 # none of these is a valid 10-bit symbol in decimal nor in hex ("1024", "ff0" are > 0x3ff)
-BAD_TOKENS = ["1_0", "+5", "-0", "-1", "\u0663", "\u0661\u0662", "0x3ff", "0X1", "1.5", "1e2", "1024", "ff0",
-              "\uff11", "0b1", " ", "nan"]
+BAD_TOKENS = ["1_0", "+5", "-0", "-1", "\u0663", "\u0661\u0662", "0x3ff", "0X1", "1.5", "2e-1", "1024", "ff0",
+              "\uff11", "0o7", " ", "nan"]
 
 
 # ---------------------------------------------------------------- fec codeword files
