@@ -30,6 +30,7 @@ OPTIONAL_TOP_KEYS = frozenset({"merged_from", "timing"})
 SAME_CONFIG_EXEMPT = frozenset({"seed", "points", "modes", "target_errors", "max_codewords", "max_seconds",
                                 "batch_pairs", "workers", "shards", "shard", "n_shards"})
 MAX_SWEEP_FILE = 1 << 30
+_I64 = 1 << 63
 
 
 class SweepFileError(ValueError):
@@ -61,12 +62,12 @@ def _counters(d: Any, where: str):
                 raise SweepFileError(f"{where}: counters.seconds must be a finite number >= 0, got {v!r}")
             kw[f.name] = float(v)
         elif isinstance(v, list):
-            if not all(_is_int(x) and x >= 0 for x in v):
-                raise SweepFileError(f"{where}: counters.{f.name} must be a list of integers >= 0")
+            if not all(_is_int(x) and 0 <= x < _I64 for x in v):
+                raise SweepFileError(f"{where}: counters.{f.name} must be a list of integers in 0..2^63-1")
             kw[f.name] = np.asarray(v, dtype=np.int64)
         elif _is_int(v):
-            if v < 0 and f.name not in ("n", "k"):
-                raise SweepFileError(f"{where}: counters.{f.name} must be >= 0, got {v}")
+            if not 0 <= v < _I64:
+                raise SweepFileError(f"{where}: counters.{f.name} must be in 0..2^63-1, got {v}")
             kw[f.name] = v
         else:
             raise SweepFileError(f"{where}: counters.{f.name} must be an integer or a list of integers, got {v!r:.40}")
@@ -166,7 +167,10 @@ def read_sweep_json(cls, path) -> Any:
         counters = _counters(d["counters"], where)
         pr = PointResult(d["mode"], cfg.axis, float(d["x"]), float(d["snr_db"]), counters, d["stop_reason"], i,
                          cfg.precoding, cfg.burst_pb)
-        expected = set(pr.row()) | {"counters"}
+        try:
+            expected = set(pr.row()) | {"counters"}
+        except ValueError as exc:  # counts that contradict each other (e.g. more errors than trials)
+            raise SweepFileError(f"{where}: inconsistent counters ({exc})") from None
         if set(d) != expected:
             miss, unk = sorted(expected - set(d)), sorted(set(d) - expected)
             raise SweepFileError(f"{where}: " + "; ".join(s for s in (
