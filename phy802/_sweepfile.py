@@ -27,10 +27,15 @@ __all__ = ["SweepFileError", "read_sweep_json", "merge_results", "SAME_CONFIG_EX
 TOP_KEYS = frozenset({"format", "version", "phy802_version", "config", "interrupted", "points"})
 OPTIONAL_TOP_KEYS = frozenset({"merged_from", "timing"})
 # config fields that may differ between merged runs (what is simulated is the same)
-SAME_CONFIG_EXEMPT = frozenset({"seed", "points", "modes", "target_errors", "max_codewords", "max_seconds",
+SAME_CONFIG_EXEMPT = frozenset({"seed", "points", "modes", "code", "fec", "target_errors", "max_codewords", "max_seconds",
                                 "batch_pairs", "workers", "shards", "shard", "n_shards"})
 MAX_SWEEP_FILE = 1 << 30
 _I64 = 1 << 63
+
+
+# pre-issue-15 mode names -> (code, fec)
+_OLD_MODES = {"kp4": ("kp4", "ieee"), "kr4": ("kr4", "ieee"), "detect": ("kp4", "detect_only"),
+              "bypass": ("kp4", "bypass"), "none": ("none", "bypass")}
 
 
 class SweepFileError(ValueError):
@@ -120,18 +125,30 @@ def read_sweep_json(cls, path) -> Any:
                                                    if s))
     c = obj["config"]
     names = [f.name for f in dataclasses.fields(SweepConfig)]
+    relabel: dict[str, str] = {}
+    legacy = isinstance(c, dict) and "modes" in c and "code" not in c and "fec" not in c
+    if legacy:  # a file from before issue 15: single-``fec`` mode names
+        from phy802.sweep import mode_label
+
+        c = dict(c)
+        modes = c.pop("modes")
+        if not isinstance(modes, list) or not all(isinstance(m, str) and m in _OLD_MODES for m in modes):
+            raise SweepFileError(f"{p}: config.modes must be a list of {', '.join(_OLD_MODES)}, got {modes!r:.60}")
+        c["code"] = list(dict.fromkeys(_OLD_MODES[m][0] for m in modes))
+        c["fec"] = list(dict.fromkeys(_OLD_MODES[m][1] for m in modes))
+        relabel = {m: mode_label(*_OLD_MODES[m]) for m in _OLD_MODES}
     if not isinstance(c, dict) or set(c) != set(names):
         got = sorted(c) if isinstance(c, dict) else type(c).__name__
         raise SweepFileError(f"{p}: field config must hold exactly {', '.join(names)}; got {got}")
     c = dict(c)
-    for key in ("points", "modes"):
+    for key in ("points", "code", "fec"):
         if not isinstance(c[key], list):
             raise SweepFileError(f"{p}: config.{key} must be a list")
     if not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in c["points"]):
         raise SweepFileError(f"{p}: config.points must be numbers")
-    if not all(isinstance(m, str) for m in c["modes"]):
-        raise SweepFileError(f"{p}: config.modes must be names")
-    c["points"], c["modes"] = tuple(c["points"]), tuple(c["modes"])
+    if not all(isinstance(m, str) for m in c["code"] + c["fec"]):
+        raise SweepFileError(f"{p}: config.code and config.fec must be names")
+    c["points"], c["code"], c["fec"] = tuple(c["points"]), tuple(c["code"]), tuple(c["fec"])
     try:
         cfg = SweepConfig(**c)
     except (TypeError, ValueError) as exc:
@@ -151,6 +168,9 @@ def read_sweep_json(cls, path) -> Any:
             raise SweepFileError(f"{where}: field x must be a finite number, got {d['x']!r:.40}")
         if not isinstance(d["snr_db"], (int, float)) or isinstance(d["snr_db"], bool) or not math.isfinite(d["snr_db"]):
             raise SweepFileError(f"{where}: field snr_db must be a finite number, got {d['snr_db']!r:.40}")
+        if not isinstance(d["mode"], str):
+            raise SweepFileError(f"{where}: field mode must be a name, got {d['mode']!r:.40}")
+        d = {**d, "mode": relabel.get(d["mode"], d["mode"])}
         key = (d["mode"], float(d["x"]))
         if key not in grid:
             raise SweepFileError(f"{where}: mode={d['mode']!r:.40} x={d['x']!r} is not a point of the file's config "
@@ -171,7 +191,7 @@ def read_sweep_json(cls, path) -> Any:
             expected = set(pr.row()) | {"counters"}
         except ValueError as exc:  # counts that contradict each other (e.g. more errors than trials)
             raise SweepFileError(f"{where}: inconsistent counters ({exc})") from None
-        if set(d) != expected:
+        if not legacy and set(d) != expected:
             miss, unk = sorted(expected - set(d)), sorted(set(d) - expected)
             raise SweepFileError(f"{where}: " + "; ".join(s for s in (
                 f"missing field(s) {', '.join(miss)}" if miss else "",

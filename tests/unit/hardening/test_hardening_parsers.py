@@ -193,7 +193,7 @@ def sweep_docs(tmp_path_factory):
     d = tmp_path_factory.mktemp("s")
     docs = []
     for seed in (1, 2):
-        res = run_sweep(SweepConfig(points=(2e-3, 3e-3), modes=("kp4", "bypass"), target_errors=5,
+        res = run_sweep(SweepConfig(points=(2e-3, 3e-3), code=("kp4",), fec=("ieee", "bypass"), target_errors=5,
                                     max_codewords=500, seed=seed))
         p = d / f"s{seed}.json"
         res.write_json(p)
@@ -281,8 +281,8 @@ def test_sweep_merge_rules(tmp_path, sweep_docs):
     with pytest.raises(ValueError, match="not a point of the file's config"):
         SweepResult.read_json(e)
     unknown = copy.deepcopy(sweep_docs[1])
-    unknown["config"]["modes"] = ["kp4", "warp"]
+    unknown["config"]["fec"] = ["ieee", "warp"]
     f = tmp_path / "f.json"
     f.write_text(json.dumps(unknown))
-    with pytest.raises(ValueError, match="modes"):
+    with pytest.raises(ValueError, match="warp"):
         SweepResult.read_json(f)
