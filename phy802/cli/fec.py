@@ -171,6 +171,8 @@ def run(args: argparse.Namespace) -> int:
             text = "".join(f"{format_symbols(w, args.format)}  # {_status(int(c), args.mode)} {int(c)}\n"
                            for w, c in zip(out, nc))
 
+    if args.json:
+        obj["timing"] = {}  # no wall-clock fields; the key is there as in every --json output
     payload = _dump_json(obj) if args.json else text
     if args.out:
         from phy802._io import atomic_write_text
