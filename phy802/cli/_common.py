@@ -40,8 +40,22 @@ class CliError(ValueError):
     """Bad command-line input detected by a command (reported as one ``error:`` line, exit 2)."""
 
 
+class _SubParsers(argparse._SubParsersAction):
+    """Sub-commands whose ``help`` line doubles as their ``--help`` description."""
+
+    def add_parser(self, name, **kwargs):
+        if kwargs.get("help") and not kwargs.get("description"):
+            kwargs["description"] = kwargs["help"]
+        return super().add_parser(name, **kwargs)
+
+
 class Parser(argparse.ArgumentParser):
-    """An ``ArgumentParser`` whose errors are one line on stderr (no usage block), exit code 2."""
+    """An ``ArgumentParser`` whose errors are one line on stderr (no usage block), exit code 2;
+    its sub-commands get their help line as description."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.register("action", "parsers", _SubParsers)
 
     def error(self, message: str):  # noqa: D401 - argparse API
         msg = " ".join(str(message).split())

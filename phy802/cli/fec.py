@@ -41,7 +41,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                        "(with --n; default: from --code)")
         p.add_argument("--format", choices=("dec", "hex"), default="dec", help="symbol notation (default dec)")
         p.add_argument("--json", action="store_true", help="print a JSON object on stdout instead of text")
-        p.add_argument("--out", metavar="PATH", help="write the output to PATH (atomically) instead of stdout")
+        p.add_argument("--out", metavar="PATH", help="write the output to PATH (atomically; default: stdout)")
         if action == "decode":
             p.add_argument("--mode", choices=("correct", "detect"), default="correct",
                            help="correct errors (default) or only detect them (syndrome check)")

@@ -44,7 +44,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="channel points as pre-FEC BER (PAM4 AWGN), comma list (no default)")
     g.add_argument("--snr-db", type=list_arg(float_arg(-20.0, 80.0), max_len=MAX_POINTS), metavar="DB[,DB...]",
                    help="channel points as SNR in dB (Es/sigma^2), comma list (no default)")
-    g.add_argument("--merge", nargs="+", metavar="JSON", help="merge sweep.json files of earlier runs instead of simulating")
+    g.add_argument("--merge", nargs="+", metavar="JSON", help="merge sweep.json files (or their folders) of earlier runs of the same configuration with "
+                        "distinct seeds, instead of simulating (default: simulate)")
     add_code_fec(p, multi=True, code_default=("kp4",), fec_default=("ieee", "bypass"))
     p.add_argument("--rate", default="400G", choices=("400G", "200G"), help="400G (default) or 200G")
     p.add_argument("--lanes", type=int_arg(1, 64), default=None, help="physical lanes (default 8 at 400G, 4 at 200G)")
@@ -60,11 +61,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--batch", type=int_arg(1, 1 << 24), default=None, help="largest batch in codeword pairs (default: ~20000 line errors per lane per batch for fast, 256 for link)")
     p.add_argument("--workers", type=int_arg(1, 4096), default=None, help="local worker processes (default: all cores; 1 = in this process)")
     p.add_argument("--scheduler", metavar="ADDRESS", default=None,
-                   help="Dask scheduler address (e.g. tcp://host:8786): run the points on that cluster")
+                   help="Dask scheduler address (e.g. tcp://host:8786): run the points on that cluster "
+                        "(default: local processes)")
     p.add_argument("--scheduler-timeout", type=float_arg(0.0, 3600.0, lo_open=True), default=10.0, metavar="S",
                    help="seconds to wait for the Dask scheduler (default 10)")
     add_seed(p)
-    p.add_argument("--out", type=Path, default=None, help="output folder for sweep.csv / sweep.json / plots")
+    p.add_argument("--out", type=Path, default=None, help="output folder for sweep.csv / sweep.json / plots, written as a whole; an existing folder "
+                        "must be empty or an earlier sweep's (default: none, print only)")
     p.add_argument("--plot", action="store_true", help="write ber_fer.png and latency.png into --out")
     p.add_argument("--no-progress", action="store_true", help="no live table / progress bar on stderr")
     add_force(p, "sweeps estimated to run over a day")

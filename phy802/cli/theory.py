@@ -30,7 +30,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
     r = sub.add_parser("rs", help="RS codeword error ratio and post-FEC BER for independent bit errors")
     r.add_argument("--ber", type=probability(hi=0.5), nargs="+", required=True, help="pre-FEC BERs in (0, 0.5); required")
-    r.add_argument("--code", choices=["kp4", "kr4"], default="kp4", help="RS(544,514) or RS(528,514)")
+    r.add_argument("--code", choices=["kp4", "kr4"], default="kp4", help="RS(544,514) or RS(528,514) (default kp4)")
     add_json(r)
 
     b = sub.add_parser("burst", help="exact FER of the 1-tap DFE burst model (Markov DP)")

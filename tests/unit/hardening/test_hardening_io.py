@@ -114,3 +114,24 @@ def test_sigterm_removes_temporary_files(tmp_path):
     proc.wait(timeout=60)
     assert proc.returncode != 0
     assert list(tmp_path.iterdir()) == []
+
+
+def test_sigterm_during_trace_generate_leaves_nothing(tmp_path):
+    """End to end: ``phy802 trace generate`` killed by SIGTERM exits 143 and leaves no ``.tmp``."""
+    out = tmp_path / "t.npz"
+    proc = subprocess.Popen([sys.executable, "-m", "phy802", "trace", "generate", "--fec", "ieee", "--ber", "1e-6",
+                             "--bits", "1e14", "--no-progress", "--out", str(out)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env={**os.environ, "PYTHONPATH": str(REPO), "NUMBA_NUM_THREADS": "1"})
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and proc.poll() is None:
+        if any(p.name.endswith(".tmp") for p in tmp_path.iterdir()):
+            break
+        time.sleep(0.05)
+    assert proc.poll() is None, "finished before it could be interrupted"
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 143, err
+    assert list(tmp_path.iterdir()) == []
+    assert b"Traceback" not in err and len(err.decode().strip().splitlines()) == 1
