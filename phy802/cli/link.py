@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from phy802.cli._common import add_json, add_seed, emit
+from phy802.cli._hist import add_hist_arguments, histogram_from_counts, print_ethtool, wants_ethtool
 from phy802.link import FEC_MODES
 
 __all__ = ["add_arguments", "run", "parse_lane_order"]
@@ -47,6 +48,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--batch", type=int, default=256, help="pairs per independent batch (default 256)")
     add_seed(p)
     add_json(p)
+    add_hist_arguments(p)
 
 
 def _channels(args, n_lanes: int):
@@ -69,6 +71,7 @@ def _channels(args, n_lanes: int):
 def run(args: argparse.Namespace) -> int:
     from phy802.link import Link, LinkConfig
 
+    ethtool = wants_ethtool(args)
     cfg = LinkConfig(rate=args.rate, fec=args.fec, precoding=args.precoding, precoder_init=args.precoder_init,
                      n_lanes=args.lanes, lane_order=parse_lane_order(args.lane_order), level=args.level,
                      payload=args.payload)
@@ -78,6 +81,11 @@ def run(args: argparse.Namespace) -> int:
     out = {"config": {k: getattr(cfg, k) for k in cfg.__dataclass_fields__}, "seed": args.seed,
            "counters": c.as_dict(), "rates": {k: v.as_dict() for k, v in rates.items()},
            "payload_errors": res.payload_errors[:1000].tolist(), "payload_errors_total": int(res.payload_errors.size)}
+    fh = histogram_from_counts(c.hist, (c.n - c.k) // 2, args.bins, "phy802 link")
+    if ethtool:
+        print_ethtool(fh.to_ethtool())
+        return 0
+    out["fec_histogram"] = fh.as_dict()
 
     def text() -> str:
         lines = [f"{cfg.rate} fec={cfg.fec} level={cfg.level} lanes={cfg.n_lanes} precoding={cfg.precoding} "
@@ -98,7 +106,7 @@ def run(args: argparse.Namespace) -> int:
             lines.append(f"MAC: frames sent {c.frames}, FCS ok {c.frames_ok}, FCS errors {c.fcs_errors}, "
                          f"marked 66b blocks {c.marked_blocks}, error blocks {c.block_errors}, "
                          f"payload bit errors {c.payload_bit_errors} of {c.payload_bits}")
-        lines.append("")
+        lines += ["", f"FEC codeword histogram (pre-FEC symbol errors per codeword; t = {fh.t}):", fh.format_text(), ""]
         for k, v in rates.items():
             lines.append(f"{k:<13} {v.value:.3e}  95% CI [{v.lo:.3e}, {v.hi:.3e}]  ({v.events}/{v.trials})")
         return "\n".join(lines)

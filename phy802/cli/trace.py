@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 
 from phy802.cli._common import add_json, add_seed, emit
+from phy802.cli._hist import add_hist_arguments, histogram_from_counts, print_ethtool, wants_ethtool
 
 from protocol.framing import RATES
 from protocol.modes import MODE_NAMES
@@ -41,6 +42,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     i = sub.add_parser("info", help="print a trace's metadata and measured error rates")
     i.add_argument("path", help="trace file")
     add_json(i)
+    add_hist_arguments(i)
 
 
 def _weights(text: str | None):
@@ -101,7 +103,22 @@ def run(args: argparse.Namespace) -> int:
         )
         emit(args, {"path": str(args.out), **meta}, lambda: f"wrote {args.out}\n" + _summary(meta))
         return 0
+    ethtool = wants_ethtool(args)
     with TraceReader(args.path) as r:
         meta = dict(r.meta)
-    emit(args, {"path": str(args.path), **meta}, lambda: _summary(meta))
+    counts = meta.get("codewords", {}).get("symbol_error_hist")
+    fh = None
+    if counts:  # RS(544,514) t = 15; the trace's last count collects every weight >= its index
+        fh = histogram_from_counts(counts, 15, args.bins, str(args.path))
+    if ethtool:
+        if fh is None:
+            raise ValueError(f"{args.path}: field 'codewords.symbol_error_hist' is missing (no histogram in this trace)")
+        print_ethtool(fh.to_ethtool())
+        return 0
+    obj = {"path": str(args.path), **meta}
+    if fh is not None:
+        obj["fec_histogram"] = fh.as_dict()
+    emit(args, obj, lambda: _summary(meta) + ("" if fh is None else
+                                             "\nFEC codeword histogram (pre-FEC symbol errors per codeword):\n"
+                                             + fh.format_text()))
     return 0
