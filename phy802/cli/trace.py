@@ -31,6 +31,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--lane-weights", default=None,
                    help="per-PCS-lane BER weights: 'pam4_gray' (Gray PAM4 MSB/LSB asymmetry) or a comma list "
                         "(normalised to mean 1); default: all lanes equal")
+    g.add_argument("--from-fit", metavar="FIT.json", default=None,
+                   help="take the channel (pre-FEC BER, burst pb) from a 'phy802 fec tail --out' fit "
+                        "(its best model unless --fit-model); overrides --ber/--burst-pb")
+    g.add_argument("--fit-model", choices=("binomial", "dfe"), default=None,
+                   help="which fitted model --from-fit uses (default: the fit's best by AIC)")
     g.add_argument("--bits", type=float, default=1e9, help="line bits to simulate, e.g. 1e10 (default 1e9)")
     g.add_argument("--generator", default="fast", choices=["fast", "bitexact"],
                    help="fast event sampler (default) or the slow bit-exact reference link")
@@ -88,6 +93,15 @@ def run(args: argparse.Namespace) -> int:
     from protocol.trace import TraceReader, generate_trace
 
     if args.action == "generate":
+        from_fit = None
+        if args.from_fit is not None:
+            from phy802.fec.tail import generator_channel, read_fit
+
+            from_fit = generator_channel(read_fit(args.from_fit), args.fit_model, str(args.from_fit))
+            args.ber, args.burst_pb = from_fit["ber"], from_fit["burst_pb"]
+            from_fit["path"] = str(args.from_fit)
+        elif args.fit_model is not None:
+            raise ValueError("--fit-model needs --from-fit FIT.json")
         meta = generate_trace(
             args.out,
             rate=args.rate,
@@ -101,7 +115,13 @@ def run(args: argparse.Namespace) -> int:
             chunk_pairs=args.chunk_pairs,
             progress=not args.no_progress,
         )
-        emit(args, {"path": str(args.out), **meta}, lambda: f"wrote {args.out}\n" + _summary(meta))
+        if from_fit is not None:
+            meta = {**meta, "from_fit": from_fit}
+        emit(args, {"path": str(args.out), **meta},
+             lambda: f"wrote {args.out}\n" + ("" if from_fit is None else
+                                                f"channel from {from_fit['path']}: {from_fit['model']} fit, "
+                                                f"ber={from_fit['ber']:.4g} burst_pb={from_fit['burst_pb']}\n")
+             + _summary(meta))
         return 0
     ethtool = wants_ethtool(args)
     with TraceReader(args.path) as r:
