@@ -349,9 +349,9 @@ class TailFit:
         lines.append(f"{'model':<9} {'pre-FEC BER':<30} {'FER':<30} {'post-FEC BER':<30} margin (BER x, dB SNR)")
         for name, f in self.fits.items():
             p = f.predicted
-            iv = lambda r: f"{r['value']:.2e} [{r['lo']:.1e},{r['hi']:.1e}]" if r["value"] is not None else "-"
+            iv = lambda r: f"{r['value']:.2e} [{_f(r['lo'], '.1e')},{_f(r['hi'], '.1e')}]" if r["value"] is not None else "-"
             m = p["margin_factor"]
-            ms = "-" if m["value"] is None else (f"x{m['value']:.3g} [{m['lo']:.3g},{m['hi']:.3g}]"
+            ms = "-" if m["value"] is None else (f"x{m['value']:.3g} [{_f(m['lo'], '.3g')},{_f(m['hi'], '.3g')}]"
                                                  + ("" if p["snr_margin_db"]["value"] is None
                                                     else f", {p['snr_margin_db']['value']:+.2f} dB"))
             lines.append(f"{name:<9} {iv(p['pre_fec_ber']):<30} {iv(p['fer']):<30} {iv(p['post_fec_ber']):<30} {ms}")
@@ -362,6 +362,10 @@ class TailFit:
             lines.append(f"best (AIC): {self.best}; intervals: "
                          + "; ".join(f"{k} {v.interval_method}" for k, v in self.fits.items()))
         return "\n".join(lines)
+
+
+def _f(v, spec: str) -> str:
+    return "-" if v is None else format(v, spec)
 
 
 def _gof(counts: np.ndarray, probs: np.ndarray, n_params: int, min_expected: float = 5.0) -> tuple[dict, list]:
