@@ -182,7 +182,7 @@ def test_cli_tail_out_and_trace_from_fit(tmp_path, capsys):
 
 
 def test_link_ethtool_json_round_trips(capsys):
-    assert main(["link", "--fec", "kp4", "--ber", "2e-4", "--pairs", "64", "--seed", "1", "--level", "codeword",
+    assert main(["link", "--code", "kp4", "--fec", "ieee", "--ber", "2e-4", "--pairs", "64", "--seed", "1", "--level", "codeword",
                  "--format", "ethtool-json", "--bins", "0,1-3,4-15"]) == 0
     h = parse_histogram_text(capsys.readouterr().out, "<link>", 15)
     assert [(b.low, b.high) for b in h.bins] == [(0, 0), (1, 3), (4, 15)]
