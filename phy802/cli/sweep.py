@@ -15,6 +15,7 @@ from pathlib import Path
 
 from phy802.cli._common import (CliError, add_force, add_json, add_seed, check_budget, count_arg, emit, float_arg,
                                 int_arg, list_arg, probability, progress)
+from phy802.cli._hist import add_hist_arguments, histogram_from_counts, print_ethtool, wants_ethtool
 from phy802.cli._vocab import add_code_fec
 
 __all__ = ["add_arguments", "run", "latency_function"]
@@ -77,6 +78,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-progress", action="store_true", help="no live table / progress bar on stderr")
     add_force(p, "sweeps estimated to run over a day")
     add_json(p)
+    add_hist_arguments(p)
 
 
 MAX_POINTS = 1000
@@ -140,6 +142,7 @@ def _executor(args):
 def run(args: argparse.Namespace) -> int:
     from phy802.sweep import SweepConfig, SweepResult, format_header, format_row, plot_ber_fer, plot_latency, run_sweep
 
+    ethtool = wants_ethtool(args)
     show = not args.no_progress
     if args.plot and args.out is None:
         raise CliError("--plot needs --out (the folder the plots go to)")
@@ -206,11 +209,23 @@ def run(args: argparse.Namespace) -> int:
     for n in notes:
         print(f"phy802 sweep: {n}", file=sys.stderr)
 
+    hists = [(p, histogram_from_counts(p.counters.hist, (p.counters.n - p.counters.k) // 2, args.bins,
+                                       f"phy802 sweep {p.mode} {p.axis}={p.x:g}")) for p in res.points]
+    if ethtool:
+        print_ethtool([{"mode": p.mode, p.axis: p.x, **h.to_ethtool()} for p, h in hists])
+        return 0
+
     def text() -> str:
         lines = [format_header()] + [format_row(p) for p in res.points]
+        lines.append("# FEC codeword histograms (codewords by pre-FEC symbol errors; last: > t):")
+        for p, h in hists:
+            cells = " ".join(f"{b.label()}:{b.count}" for b in h.bins) + f" >{h.t}:{h.uncorrectable}"
+            lines.append(f"#   {p.mode:<8} {p.axis}={p.x:<10g} {cells}")
         if args.out is not None:
             lines.append(f"# wrote {args.out / 'sweep.csv'} and {args.out / 'sweep.json'}")
         return "\n".join(lines)
 
-    emit(args, res.to_json_obj(), text)
+    obj = res.to_json_obj()
+    obj["fec_histograms"] = [{"mode": p.mode, p.axis: p.x, **h.as_dict()} for p, h in hists]
+    emit(args, obj, text)
     return 0
