@@ -521,6 +521,9 @@ class SweepResult:
     config: SweepConfig
     points: list[PointResult] = field(default_factory=list)
     interrupted: bool = False
+    # which files/seeds went into a merged result (``merged_from`` in the JSON); ``None`` for a run
+    provenance: list | None = None
+    source: str | None = None  # the file it was read from
 
     def point(self, mode: str, x: float) -> PointResult:
         for p in self.points:
@@ -567,6 +570,7 @@ class SweepResult:
             "format": "phy802.sweep", "version": 1, "phy802_version": __version__,
             "config": asdict(self.config), "interrupted": self.interrupted,
             "points": [{**p.row(), "counters": p.counters.as_dict()} for p in self.points],
+            **({"merged_from": self.provenance} if self.provenance is not None else {}),
         }
 
     def write_json(self, path) -> None:
@@ -589,34 +593,19 @@ class SweepResult:
 
     @classmethod
     def read_json(cls, path) -> "SweepResult":
-        """Load a result written by :meth:`write_json` (raw counts included, so it can be merged)."""
-        try:
-            with open(path, encoding="utf-8") as fh:
-                obj = json.load(fh)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"{path}: not a JSON sweep file ({exc})") from None
-        if not isinstance(obj, dict) or obj.get("format") != "phy802.sweep":
-            raise ValueError(f"{path}: not a phy802 sweep file (field 'format' is {obj.get('format') if isinstance(obj, dict) else None!r})")
-        if obj.get("version") != 1:
-            raise ValueError(f"{path}: unsupported sweep file version {obj.get('version')!r}")
-        c = dict(obj["config"])
-        relabel = {}
-        if "modes" in c:  # a file from before issue 15: single-``fec`` mode names
-            old = {"kp4": ("kp4", "ieee"), "kr4": ("kr4", "ieee"), "detect": ("kp4", "detect_only"),
-                   "bypass": ("kp4", "bypass"), "none": ("none", "bypass")}
-            try:
-                pairs = [old[m] for m in c.pop("modes")]
-            except KeyError as exc:
-                raise ValueError(f"{path}: unknown mode {exc.args[0]!r} in config.modes") from None
-            relabel = {m: mode_label(*old[m]) for m in old}
-            c["code"] = tuple(dict.fromkeys(cd for cd, _ in pairs))
-            c["fec"] = tuple(dict.fromkeys(f for _, f in pairs))
-        c["points"], c["code"], c["fec"] = tuple(c["points"]), tuple(c["code"]), tuple(c["fec"])
-        cfg = SweepConfig(**c)
-        pts = [PointResult(relabel.get(p["mode"], p["mode"]), p["axis"], float(p["x"]), float(p["snr_db"]), LinkCounters.from_dict(p["counters"]),
-                           p["stop_reason"], i, bool(p["precoding"]), p.get("burst_pb"))
-               for i, p in enumerate(obj["points"])]
-        return cls(cfg, pts, bool(obj.get("interrupted", False)))
+        """Load and validate a result written by :meth:`write_json` (raw counts included, so it can
+        be merged); a malformed file raises :class:`phy802._sweepfile.SweepFileError` (a ValueError)."""
+        from phy802._sweepfile import read_sweep_json
+
+        return read_sweep_json(cls, path)
+
+    @classmethod
+    def merge_files(cls, paths) -> "SweepResult":
+        """Read and merge ``sweep.json`` files of runs of the same configuration with distinct
+        seeds (see :mod:`phy802._sweepfile`); the result lists its sources in ``provenance``."""
+        from phy802._sweepfile import merge_results
+
+        return merge_results([cls.read_json(p) for p in paths])
 
 
 def _executor_for(executor, workers: int | None):

@@ -12,7 +12,7 @@ from phy802.sweep import SweepConfig, n_shards, run_shard, run_sweep, shard_seed
 
 # max_seconds=None: a time cap would make the stopping point depend on speed (how many shards
 # finish before the clock runs out), the one rule that cannot be worker-count invariant
-SHARDED = dict(points=(2e-3, 1.6e-3), code="kp4", fec=("ieee", "bypass"), target_errors=15, max_codewords=6_000,
+SHARDED = dict(points=(2e-3, 1.6e-3), code=("kp4",), fec=("ieee", "bypass"), target_errors=15, max_codewords=6_000,
                max_seconds=None, shard_pairs=200, batch_pairs=100, seed=3)
 
 
@@ -41,7 +41,7 @@ def test_sharded_point_does_not_depend_on_workers():
 
 
 def test_prefix_rule_and_codeword_cap():
-    cfg = SweepConfig(points=(1e-5,), code="kp4", fec="ieee", target_errors=10, max_codewords=1001, max_seconds=None,
+    cfg = SweepConfig(points=(1e-5,), code=("kp4",), fec=("ieee",), target_errors=10, max_codewords=1001, max_seconds=None,
                       shard_pairs=150, batch_pairs=64)
     t = cfg.tasks()[0]
     assert n_shards(t) == 4  # 501 pairs in 150-pair shards, the last one cut
