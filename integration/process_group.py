@@ -337,6 +337,18 @@ class ReplayProcessGroup(dist.ProcessGroup):
     def getBackendName(self) -> str:  # noqa: N802 - torch's name
         return BACKEND_NAME
 
+    def _set_group_name(self, name: str) -> None:
+        self._phy802_group_name = name
+        super()._set_group_name(name)
+
+    @property
+    def group_name(self) -> str:
+        """The name ``new_group`` gave this group (``DeviceMesh.from_group`` / FSDP2 read it)."""
+        try:
+            return self._phy802_group_name
+        except AttributeError:
+            raise RuntimeError(f"{BACKEND_NAME}: ProcessGroup name not set (create the group with dist.new_group)") from None
+
     @property
     def inner(self) -> dist.ProcessGroup:
         """The inner backend of CPU tensors (gloo unless one was given)."""
@@ -469,8 +481,9 @@ class ReplayProcessGroup(dist.ProcessGroup):
         x = t.detach()
         sig = float(torch.linalg.vector_norm(x, dtype=torch.float32 if x.element_size() < 4 else None)) ** 2
         if len(flips) == 0:
-            with self._lock:
-                self.metrics.add("signal_sq", cls, sig)
+            if math.isfinite(sig):
+                with self._lock:
+                    self.metrics.add("signal_sq", cls, sig)
             return
         if t.device.type == "cpu" and t.dtype in _WORD:
             elem, bit, old, new, idx, n_prot, nonfinite = _corrupt_cpu(
@@ -487,12 +500,14 @@ class ReplayProcessGroup(dist.ProcessGroup):
             else:
                 final = new[np.r_[first[1:], len(elem)] - 1]  # value after the element's last flip
             with np.errstate(all="ignore"):
-                dv = final - old[first]
-                pert = float(np.sum(dv * dv)) if np.isfinite(final).all() else math.inf
+                o = old[first]
+                dv = np.where(np.isfinite(o), final - o, 0.0)  # a clean Inf/NaN is not the link's doing
+                pert = float(np.sum(dv * dv)) if np.isfinite(final[np.isfinite(o)]).all() else math.inf
         with self._lock:
             m = self.metrics
             m.add("errors_injected", cls, len(idx))
-            m.add("signal_sq", cls, sig)
+            if math.isfinite(sig):
+                m.add("signal_sq", cls, sig)
             if pert:
                 m.add("perturbation_sq", cls, pert)
             if n_prot:
@@ -851,7 +866,7 @@ class ReplayProcessGroup(dist.ProcessGroup):
         raise UnsupportedOperation(
             f"{BACKEND_NAME}: '{name}' is not supported by the replay wrapper (supported: allreduce, broadcast, "
             "allgather, all_gather_single, reduce_scatter, reduce_scatter_single, alltoall, all_to_all_single, "
-            "barrier, send, recv); use a plain gloo/NCCL group for it")
+            "their coalesced forms, barrier, send, recv); use a plain gloo/NCCL group for it")
 
     def reduce(self, *a, **k):
         self._unsupported("reduce")
@@ -874,14 +889,17 @@ class ReplayProcessGroup(dist.ProcessGroup):
     def allgather_coalesced(self, *a, **k):
         self._unsupported("allgather_coalesced")
 
-    def allgather_into_tensor_coalesced(self, *a, **k):
-        self._unsupported("allgather_into_tensor_coalesced")
+    # coalesced tensor forms (DTensor redistribution, FSDP2 on some paths): one op per pair, in order
+    def all_gather_single_coalesced(self, outputs, inputs, opts=None):
+        for o, i in zip(outputs, inputs):
+            self.all_gather_single(o, i, opts)
+        return self._done(outputs)
 
-    def all_gather_single_coalesced(self, *a, **k):
-        self._unsupported("all_gather_single_coalesced")
+    allgather_into_tensor_coalesced = all_gather_single_coalesced
 
-    def reduce_scatter_tensor_coalesced(self, *a, **k):
-        self._unsupported("reduce_scatter_tensor_coalesced")
+    def reduce_scatter_single_coalesced(self, outputs, inputs, opts=None):
+        for o, i in zip(outputs, inputs):
+            self.reduce_scatter_single(o, i, opts)
+        return self._done(outputs)
 
-    def reduce_scatter_single_coalesced(self, *a, **k):
-        self._unsupported("reduce_scatter_single_coalesced")
+    reduce_scatter_tensor_coalesced = reduce_scatter_single_coalesced
