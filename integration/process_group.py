@@ -59,6 +59,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
+from integration.commlog import CommLog, instrument
 from integration.replay import (
     Metrics,
     InjectionLog,
@@ -319,6 +320,7 @@ class ReplayProcessGroup(dist.ProcessGroup):
         self.config = config
         self.log = InjectionLog(config.log_limit)
         self.metrics = Metrics()
+        self.commlog = CommLog(rank, size)  # every issued op: integration/commlog.py
         self._rank, self._size = rank, size
         self._sources: dict[tuple[int, int], ErrorSource] = {}
         self._lock = threading.RLock()  # issue order + counters (gloo completes on its own threads)
@@ -903,3 +905,6 @@ class ReplayProcessGroup(dist.ProcessGroup):
         return self._done(outputs)
 
     reduce_scatter_tensor_coalesced = reduce_scatter_single_coalesced
+
+
+instrument(ReplayProcessGroup)  # record each op in self.commlog (integration/commlog.py)

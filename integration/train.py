@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import shutil
 import tempfile
 import time
 import traceback
@@ -34,7 +35,7 @@ from integration.replay import Metrics, ReplayConfig
 from integration.sources import resolved_kind
 
 __all__ = ["TrainConfig", "run_training", "run_many", "train_worker", "TrainingTimeout", "flat_params",
-           "MODEL_PRESETS", "PARALLEL", "PRECISIONS", "resolve_device"]
+           "MODEL_PRESETS", "PARALLEL", "PRECISIONS", "resolve_device", "build_config"]
 
 PARALLEL = ("ddp", "pp", "fsdp")
 SCHEDULES = ("gpipe", "1f1b")
@@ -162,6 +163,37 @@ class TrainConfig:
         kw = dict(MODEL_PRESETS[model])
         kw.update({k: v for k, v in overrides.items() if v is not None})
         return cls(model=model, **kw)
+
+
+def build_config(*, parallel: str = "ddp", ber: float = 0.0, guard: str = "none", steps: int = 200, seed: int = 1,
+                 model: str = "char-gpt", n_layer: int | None = None, n_head: int | None = None,
+                 n_embd: int | None = None, block_size: int | None = None, code: str = "kp4", fec: str = "ieee",
+                 rate: str = "400G", source: str = "auto", trace: str | None = None,
+                 classes: tuple[str, ...] | None = None, mode: str = "endpoint", wrapper: bool = True,
+                 **train_kw: Any) -> TrainConfig:
+    """A :class:`TrainConfig` from flat options (what ``phy802 train`` / ``experiment`` take).
+
+    Architecture fields left ``None`` come from the preset ``model``. BER 0 is the error-free run
+    whatever the source (a trace is not replayed). ``classes=None``: the default traffic classes,
+    plus ``params`` for FSDP (its parameter all-gathers are half of its traffic).
+    """
+    from integration.replay import DEFAULT_CLASSES
+    from integration.sources import SourceConfig
+    from protocol.modes import get_mode
+
+    try:
+        get_mode(fec)
+    except (KeyError, ValueError) as exc:
+        raise ValueError(f"fec: {exc}") from None
+    kind, tr = (source, trace) if ber > 0 else ("independent", None)
+    src = SourceConfig(ber=ber, seed=seed, fec=fec, rate=rate, kind=kind, trace=tr, code=code)
+    if classes is None:
+        classes = DEFAULT_CLASSES + (("params",) if parallel == "fsdp" else ())
+    replay = ReplayConfig(source=src, mode=mode, classes=tuple(classes), guard=guard)
+    lr = train_kw.get("lr", 1e-3)
+    train_kw.setdefault("min_lr", lr / 10 if isinstance(lr, (int, float)) and lr > 0 else lr)
+    return TrainConfig.preset(model, n_layer=n_layer, n_head=n_head, n_embd=n_embd, block_size=block_size,
+                              parallel=parallel, steps=steps, seed=seed, replay=replay, wrapper=wrapper, **train_kw)
 
 
 def _seed_int(*parts: int) -> int:
@@ -365,6 +397,8 @@ def _train_worker(rank: int, cfg: TrainConfig, init_method: str, out_dir: str) -
             if step % cfg.eval_interval == 0:
                 measure(step)
             inj0 = _injected(group.metrics) if cfg.wrapper else (0.0, 0.0)
+            if cfg.wrapper:
+                group.commlog.mark_step(step)  # comm log step boundary (integration/commlog.py)
             t0 = time.perf_counter()
             for pg in opt.param_groups:
                 pg["lr"] = _lr_at(cfg, step)
@@ -431,11 +465,18 @@ def _train_worker(rank: int, cfg: TrainConfig, init_method: str, out_dir: str) -
         parts: list[Any] = [None] * world
         mine = {"metrics": group.metrics.to_dict() if cfg.wrapper else {},
                 "flips": len(group.log) if cfg.wrapper else 0,
-                "log_dropped": group.log.dropped if cfg.wrapper else 0}
+                "log_dropped": group.log.dropped if cfg.wrapper else 0,
+                "comm": {"records": group.commlog.records(), "step_s": step_times} if cfg.wrapper else {}}
         dist.all_gather_object(parts, mine)
         if cfg.wrapper and cfg.dump_logs:
             with open(os.path.join(out_dir, f"log_rank{rank}.json"), "w", encoding="utf-8") as fh:
                 json.dump({"records": group.log.records(), "messages": group.log.messages}, fh)
+        if rank == 0 and cfg.wrapper and os.environ.get("PHY802_COMMLOG"):  # phy802 train --comm-log
+            from integration.commlog import save_gathered
+
+            save_gathered(os.environ["PHY802_COMMLOG"], [p["comm"] for p in parts], parallel=cfg.parallel,
+                          params=sum(p.numel() for p in gpt.parameters()), microbatches=cfg.microbatches,
+                          schedule=cfg.schedule, tokens_per_step=cfg.batch_size * cfg.block_size)
         if rank == 0:
             final = last_full[0]
             torch.save(final, os.path.join(out_dir, "params.pt"))
@@ -509,7 +550,9 @@ def run_many(cfgs: list[TrainConfig], *, timeout_s: float = 900.0, out_dir: str 
 
     Each run gets its own FileStore, process groups and output folder ``<out_dir>/run<i>``
     (``result.json``, ``params.pt``). The processes are terminated and :class:`TrainingTimeout`
-    raised if they do not all finish within ``timeout_s``.
+    raised if they do not all finish within ``timeout_s``. The FileStores' temporary folder is
+    removed on every exit path; with ``out_dir=None`` the results live in a new temporary folder
+    ``phy802-train-*`` that the caller owns.
     """
     import torch.multiprocessing as mp
 
@@ -529,6 +572,7 @@ def run_many(cfgs: list[TrainConfig], *, timeout_s: float = 900.0, out_dir: str 
     stores = [os.path.join(store_dir, f"store{i}") for i in range(len(cfgs))]
     env_prev = os.environ.get("OMP_NUM_THREADS")
     os.environ["OMP_NUM_THREADS"] = str(cfgs[0].threads)
+    ctx = None
     try:
         ctx = mp.start_processes(_many_worker, args=(cfgs, stores, dirs), nprocs=world, join=False,
                                  start_method="spawn")
@@ -536,17 +580,13 @@ def run_many(cfgs: list[TrainConfig], *, timeout_s: float = 900.0, out_dir: str 
         try:
             while not ctx.join(timeout=1.0):
                 if time.monotonic() > deadline:
-                    for p in ctx.processes:
-                        if p.is_alive():
-                            p.terminate()
-                    for p in ctx.processes:
-                        p.join(5)
-                        if p.is_alive():
-                            p.kill()
                     raise TrainingTimeout(f"training did not finish within {timeout_s:.0f} s "
                                           f"(world {world}, {len(cfgs)} run(s)); processes terminated")
         except mp.ProcessRaisedException as exc:
-            raise RuntimeError(f"a training process failed:\n{exc}") from None
+            first = [ln for ln in str(exc).strip().splitlines() if ln.strip()]
+            raise RuntimeError(f"a training process failed: {first[-1] if first else exc}") from None
+        except mp.ProcessExitedException as exc:
+            raise RuntimeError(f"a training process died: {exc}") from None
         results = []
         for d in dirs:
             with open(os.path.join(d, "result.json"), encoding="utf-8") as fh:
@@ -555,15 +595,20 @@ def run_many(cfgs: list[TrainConfig], *, timeout_s: float = 900.0, out_dir: str 
             results.append(r)
         return results
     finally:
+        if ctx is not None:  # every exit path: no process outlives the call
+            for p in ctx.processes:
+                if p.is_alive():
+                    p.terminate()
+            for p in ctx.processes:
+                p.join(5)
+                if p.is_alive():
+                    p.kill()
+                    p.join(5)
         if env_prev is None:
             os.environ.pop("OMP_NUM_THREADS", None)
         else:
             os.environ["OMP_NUM_THREADS"] = env_prev
-        for st in stores:
-            try:
-                os.unlink(st)
-            except OSError:
-                pass
+        shutil.rmtree(store_dir, ignore_errors=True)
 
 
 def run_training(cfg: TrainConfig, *, timeout_s: float = 900.0, out_dir: str | None = None) -> dict[str, Any]:
@@ -571,13 +616,17 @@ def run_training(cfg: TrainConfig, *, timeout_s: float = 900.0, out_dir: str | N
 
     A fresh FileStore per run (no ports); the processes are terminated and
     :class:`TrainingTimeout` raised if they do not finish within ``timeout_s``. The final
-    parameters (float64, rank 0's replica or all stages) are in ``<out_dir>/params.pt``.
+    parameters (float64, rank 0's replica or all stages) are in ``<out_dir>/params.pt``
+    (``out_dir=None``: a new temporary folder ``phy802-train-*`` that the caller owns).
     """
     work = tempfile.mkdtemp(prefix="phy802-train-") if out_dir is None else out_dir
     os.makedirs(work, exist_ok=True)
     tmp_root = tempfile.mkdtemp(prefix="phy802-run-")
-    res = run_many([cfg], timeout_s=timeout_s, out_dir=tmp_root)[0]
-    for name in os.listdir(res["out_dir"]):  # result.json, params.pt, log_rank*.json
-        os.replace(os.path.join(res["out_dir"], name), os.path.join(work, name))
+    try:
+        res = run_many([cfg], timeout_s=timeout_s, out_dir=tmp_root)[0]
+        for name in os.listdir(res["out_dir"]):  # result.json, params.pt, log_rank*.json
+            os.replace(os.path.join(res["out_dir"], name), os.path.join(work, name))
+    finally:
+        shutil.rmtree(tmp_root, ignore_errors=True)
     res["out_dir"] = work
     return res
