@@ -79,7 +79,8 @@ __all__ = ["BACKEND_NAME", "ENV_VAR", "INNER_ENV_VAR", "ReplayProcessGroup", "re
 
 BACKEND_NAME = "phy802"
 ENV_VAR = "PHY802_REPLAY"
-INNER_ENV_VAR = "PHY802_INNER"  # "gloo" (default) or "nccl"
+INNER_ENV_VAR = "PHY802_INNER"  # "gloo" (default) or "nccl": one inner backend for every tensor
+CUDA_INNER_ENV_VAR = "PHY802_CUDA_INNER"  # "nccl" (default) or "gloo": the inner backend of CUDA tensors
 _FORMAT = {torch.float32: "float32", torch.bfloat16: "bfloat16", torch.float16: "float16", torch.float64: "float64"}
 _RING_TAG = 0x50_38  # tags of the ring hops, apart from user point-to-point traffic (tag 0)
 
@@ -362,6 +363,8 @@ class ReplayProcessGroup(dist.ProcessGroup):
             return self._gloo
         if t.device.type != "cuda":
             raise UnsupportedOperation(f"{BACKEND_NAME}: tensors on {t.device} are not supported (cpu, cuda)")
+        if os.environ.get(CUDA_INNER_ENV_VAR, "nccl") == "gloo":  # e.g. several ranks sharing one GPU
+            return self._gloo
         if self._nccl is None:
             with self._lock:
                 if self._nccl is None:
@@ -577,14 +580,25 @@ class ReplayProcessGroup(dist.ProcessGroup):
 
         return _ReplayWork(work.get_future().then(finish), self._timeout_s, "allreduce")
 
-    def _ring_allreduce(self, t: torch.Tensor, op, cls: str) -> None:
-        reduce = _REDUCE.get(op if not hasattr(op, "op") else op.op)
+    def _ring_reduce_op(self, op, what: str):
+        """``(in-place reduce, divide by world size after)`` of a ReduceOp (AVG = SUM, then divide)."""
+        key = op if not hasattr(op, "op") else op.op
+        if key == dist.ReduceOp.AVG:
+            return torch.Tensor.add_, True
+        reduce = _REDUCE.get(key)
         if reduce is None:
-            raise UnsupportedOperation(f"{BACKEND_NAME}: ring allreduce supports SUM/PRODUCT/MIN/MAX, not {op}")
+            raise UnsupportedOperation(f"{BACKEND_NAME}: ring {what} supports SUM/AVG/PRODUCT/MIN/MAX, not {op}")
+        return reduce, False
+
+    def _ring_allreduce(self, t: torch.Tensor, op, cls: str) -> None:
+        reduce, avg = self._ring_reduce_op(op, "allreduce")
         flat = self._flat(t)
         chunks = gloo_ring_chunks(flat.numel(), flat.element_size(), self._size)
         with self._ring_lock:
             self._ring_reduce_scatter(flat, chunks, reduce, cls, op="allreduce")
+            if avg:
+                a, b = chunks[self._rank]
+                flat[a:b].div_(self._size)
             self._ring_all_gather(flat, chunks, cls, op="allreduce")
 
     def _ring_hop(self, send_t: torch.Tensor, recv_t: torch.Tensor, tag: int) -> None:
@@ -737,15 +751,15 @@ class ReplayProcessGroup(dist.ProcessGroup):
         cls = self._classify("gradients", output)
         obuf = self._stage(output)
         if self.config.mode == "ring" and is_float(output) and n > 1:
-            reduce = _REDUCE.get(opts.reduceOp if not hasattr(opts.reduceOp, "op") else opts.reduceOp.op)
-            if reduce is None:
-                raise UnsupportedOperation(f"{BACKEND_NAME}: ring reduce_scatter supports SUM/PRODUCT/MIN/MAX")
+            reduce, avg = self._ring_reduce_op(opts.reduceOp, "reduce_scatter")
             k = output.numel()
             work_buf = input.detach().reshape(-1).clone()  # never modify the caller's input
             chunks = [(j * k, (j + 1) * k) for j in range(n)]
             with self._ring_lock:
                 self._ring_reduce_scatter(work_buf, chunks, reduce, cls, op="reduce_scatter_single")
             a, b = chunks[self._rank]
+            if avg:
+                work_buf[a:b].div_(n)
             output.detach().view(output.shape).copy_(work_buf[a:b].view(output.shape))
             return self._done([output])
         pending = self._reserve("reduce_scatter_single", cls, obuf, (self._rank + 1) % n)
