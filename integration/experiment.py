@@ -172,8 +172,9 @@ def aggregate(per_seed: list[dict]) -> list[dict]:
             curve = np.mean(np.array([[float(v) for _, v in r["evals"]] for r in rs]), axis=0)
         row["evals"] = [[s, float(v)] for s, v in zip(steps, curve)]
         row["train_loss"] = list(np.mean(np.array([r["train_loss"] for r in rs], dtype=float), axis=0))
-        row["died"] = [[r["seed"], r["first_nonfinite_loss_step"]] for r in rs
-                       if r["first_nonfinite_loss_step"] is not None or not math.isfinite(r["final_val_loss"])]
+        # a run died when its final validation loss is not finite (a skipped NaN step is not a death);
+        # the step is where its training loss first went non-finite (None: not seen in training)
+        row["died"] = [[r["seed"], r["first_nonfinite_loss_step"]] for r in rs if not math.isfinite(r["final_val_loss"])]
         row["metrics"] = rs[0]["metrics"] if len(rs) == 1 else None
         row["source_kind"] = rs[0]["source_kind"]
         row["seeds_detail"] = [{k: v for k, v in r.items() if k not in ("train_loss",)} for r in rs]
@@ -198,7 +199,7 @@ def _cell(r: dict, c: str) -> str:
     if c == "final_val_loss" and r.get("died"):
         died = r["died"]
         if r["seeds"] == 1:
-            return f"NaN (step {died[0][1]})"
+            return f"NaN (step {died[0][1]})" if died[0][1] is not None else "NaN"
         return f"NaN in {len(died)}/{r['seeds']} seeds"
     return _fmt(r[c], r.get(c + "_ci95"))
 
