@@ -61,7 +61,8 @@ def _fmt(x: float) -> str:
 def run_demo(cfg: DemoConfig) -> dict:
     """Run every step; returns a summary dict (also written as ``summary.json``)."""
     from phy802 import vectors
-    from phy802.sweep import SweepConfig, plot_ber_fer, plot_latency, run_sweep
+    from phy802.plots import plot_ber_fer, plot_latency
+    from phy802.sweep import SweepConfig, run_sweep
     from phy802.cli.sweep import latency_function
 
     out = Path(cfg.out)

@@ -100,7 +100,8 @@ def _executor(args):
 
 
 def run(args: argparse.Namespace) -> int:
-    from phy802.sweep import SweepConfig, SweepResult, format_header, format_row, plot_ber_fer, plot_latency, run_sweep
+    from phy802.plots import plot_ber_fer, plot_latency
+    from phy802.sweep import SweepConfig, SweepResult, format_header, format_row, run_sweep
 
     show = not args.no_progress
     if args.merge:
