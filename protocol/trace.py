@@ -482,7 +482,7 @@ def generate_trace(
     with TraceWriter(path, meta) as w:
         from phy802._output import progress as bar
 
-        with bar(total=n_pairs * PAIR_LINE_BITS, desc="line bits", enable=progress) as pb:
+        with bar(total=n_pairs * PAIR_LINE_BITS, desc="trace generate: line", unit="bit", enable=progress) as pb:
             done = 0
             while done < n_pairs:
                 k = min(step, n_pairs - done)

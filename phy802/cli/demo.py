@@ -144,7 +144,7 @@ def run_demo(cfg: DemoConfig) -> dict:
             "--guards", ",".join(cfg.train_guards), "--steps", str(cfg.train_steps), "--seed", str(cfg.seed),
             "--source", "trace", "--trace", str(trace_path), "--n-layer", str(cfg.train_layers),
             "--n-embd", str(cfg.train_embd), "--eval-interval", str(max(1, cfg.train_steps // 6)),
-            "--timeout", "1800",
+            "--timeout", "1800", *([] if cfg.progress else ["--no-progress"]),
         ])
         _say(cfg, f"training: 2-rank DDP, {cfg.train_steps} steps, error-free + guards {', '.join(cfg.train_guards)}")
         rows = exp_sweep(args)
