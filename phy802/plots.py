@@ -217,12 +217,12 @@ def plot_ber_fer(result, path) -> None:
 
 
 def _latency_rows(modes: list[str], lat: dict[str, float]) -> dict[str, float]:
-    """y position per mode: its latency, with modes closer than ~5% of the span spread apart
-    (about 4.5% each) so that no marker or label sits on another's."""
+    """y position per mode: its latency, with modes closer than 7% of the span spread apart
+    (7% each, around their mean) so that no marker or label sits on another's."""
     order = sorted(modes, key=lambda m: (lat[m], modes.index(m)))
     vals = [lat[m] for m in order]
     span = max(max(vals) - min(vals), 1.0)
-    thr, sep = 0.05 * span, 0.045 * span
+    thr, sep = 0.07 * span, 0.07 * span
     clusters: list[list[str]] = []
     for m in order:
         if clusters and lat[m] - lat[clusters[-1][-1]] < thr:
@@ -260,30 +260,45 @@ def plot_latency(result, latency_ns: Callable[[str], float], path) -> None:
     fig, axes = plt.subplots(1, 2, figsize=(12.5, 5.2), sharey=True, layout="constrained")
     for ax, key, title in zip(axes, ("post_fec_ber", "fer"),
                               ("post-FEC BER (decoder output)", "codeword error ratio (FER)")):
-        xvals: list[float] = []
         for m in modes:
             ax.axhline(ypos[m], color="0.85", lw=0.8, zorder=0)  # a row guide, not a connection
         ests = [(p, p.rates()[key]) for p in result.points if p.mode in ypos]
-        same_bound: dict[tuple, list[float]] = {}  # equal upper bounds of one mode: spread them apart
+        xval = {id(p): (est.hi if est.events == 0 else est.value) for p, est in ests}
+        xvals: list[float] = []
         for p, est in ests:
-            if est.events == 0:
-                same_bound.setdefault((p.mode, round(math.log10(est.hi), 2)), []).append(p.x)
+            xvals += [est.hi, est.hi / 6] if est.events == 0 else [est.value, est.lo, est.hi]
+        xlo, xhi = _log_limits(xvals, pad=2.0)
+        xhi = min(xhi, 3.0)
+        # points of one mode that (nearly) coincide -- e.g. FER = 1 at several channel points, or
+        # equal upper bounds -- are spread apart vertically inside their row, so none hides another
+        near = 0.02 * math.log10(xhi / xlo)  # about one marker width
+        dy: dict[int, float] = {}
+        for m in modes:
+            others = [abs(ypos[m] - ypos[o]) for o in modes if o != m]
+            band = min(0.4 * min(others), 0.06 * yspan) if others else 0.06 * yspan  # half-height of the row
+            mine = sorted((p for p, _ in ests if p.mode == m), key=lambda p: xval[id(p)])
+            groups: list[list] = []
+            for p in mine:
+                lx = math.log10(max(xval[id(p)], 1e-300))
+                if groups and lx - math.log10(max(xval[id(groups[-1][-1])], 1e-300)) < near:
+                    groups[-1].append(p)
+                else:
+                    groups.append([p])
+            for g in groups:
+                step = min(0.02 * yspan, 2 * band / max(1, len(g) - 1))  # stays inside the row
+                for p, d in zip(g, _dodge(len(g), step)):
+                    dy[id(p)] = d
         for p, est in ests:
             st = mode_style(modes.index(p.mode))
-            y, c = ypos[p.mode], colors[p.x]
+            y, c = ypos[p.mode] + dy[id(p)], colors[p.x]
             if est.events == 0:
-                grp = same_bound[(p.mode, round(math.log10(est.hi), 2))]
-                y += _dodge(len(grp), 0.012 * yspan)[grp.index(p.x)]
                 ax.plot([est.hi], [y], ls="none", marker=st.marker, ms=8, mfc="white", mec=c, mew=1.6, zorder=3)
                 _bound_arrow(ax, est.hi, y, c, "left")
-                xvals += [est.hi, est.hi / 6]
             else:
                 ax.errorbar([est.value], [y], xerr=[[est.value - est.lo], [est.hi - est.value]], fmt=st.marker, ms=8,
                             color=c, mec="black", mew=0.5, capsize=2.5, zorder=4)
-                xvals += [est.value, est.lo, est.hi]
-        xlo, xhi = _log_limits(xvals, pad=2.0)
         ax.set_xscale("log")
-        ax.set_xlim(xlo, min(xhi, 3.0))
+        ax.set_xlim(xlo, xhi)
         ax.set_xlabel(title + " (measured; lower is better)", fontsize=9)
         ax.grid(True, axis="x", which="major", alpha=0.35)
     axes[0].set_yticks([ypos[m] for m in modes])

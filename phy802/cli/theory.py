@@ -40,7 +40,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_json(b)
 
     q = sub.add_parser("rare", help="rare-event (conditional Monte-Carlo) FER estimate")
-    q.add_argument("--ber", type=float, required=True, help="pre-FEC BER (independent bit errors)")
+    q.add_argument("--ber", type=float, default=2.4e-4,
+                   help="pre-FEC BER (independent bit errors; default 2.4e-4, the README's KP4 design point)")
     q.add_argument("--dfe-pb", type=float, default=None,
                    help="use the DFE burst model on PAM4 symbols with this pb (SER = 2 * BER)")
     q.add_argument("--precoded", action="store_true")

@@ -27,6 +27,10 @@ def test_demo_quick_without_training(tmp_path, capsys):
     assert meta["pre_fec"]["bit_errors"] > 0 and meta["fec"] == "bypass"
     report = (out / "report.md").read_text()
     assert "## 1. Known-answer vectors" in report and "## 3. Error trace" in report
+    # the report opens with what the run shows, computed from its numbers, and says what is a model
+    head = report.split("## 1. Known-answer vectors")[0]
+    assert "## What this run shows" in head and f"All {s['vectors']['passed']} known-answer" in head
+    assert f"0 of {rows[('kp4', 3e-4)]['codewords']:,}" in head and "**Measured or model.**" in head
 
 
 @pytest.mark.slow
