@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import io
 import math
+import textwrap
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
@@ -49,7 +50,7 @@ class ModeStyle:
 def mode_style(index: int) -> ModeStyle:
     """Style of the ``index``-th mode of a sweep: earlier modes get larger markers drawn underneath,
     so a later mode at the same place stays visible inside an earlier one."""
-    return ModeStyle(MARKERS[index % len(MARKERS)], f"C{index % 10}", max(4.0, 8.5 - 1.0 * index), 3.0 + 0.1 * index)
+    return ModeStyle(MARKERS[index % len(MARKERS)], f"C{index % 10}", max(5.0, 9.0 - 0.8 * index), 3.0 + 0.1 * index)
 
 
 def _mpl():
@@ -142,18 +143,19 @@ def plot_ber_fer(result, path) -> None:
     plt = _mpl()
     cfg = result.config
     modes = _modes(result) or list(cfg.modes)
-    fig, axes = plt.subplots(1, 2, figsize=(12.5, 5.4), layout="constrained")
+    fig, axes = plt.subplots(1, 2, figsize=(12.5, 6.0), layout="constrained")
     snrs = [p.snr_db for p in result.points] or [15.0, 18.0]
     s_lo, s_hi = min(snrs), max(snrs)
     span = max(s_hi - s_lo, 0.5)
     xlim = (s_lo - 0.06 * span - 0.1, s_hi + 0.06 * span + 0.1)
-    offs = dict(zip(modes, _dodge(len(modes), 0.012 * span)))
+    offs = dict(zip(modes, _dodge(len(modes), 0.02 * (xlim[1] - xlim[0]))))
     show_theory = not cfg.precoding and cfg.burst_pb is None
     grid = np.linspace(*xlim, 240)
     handles: dict[str, object] = {}
     for ax, key, title in zip(axes, ("post_fec_ber", "fer"),
                               ("post-FEC BER (message bits at the decoder output)", "codeword error ratio (FER)")):
         yvals: list[float] = []
+        theory_handles = []
         if show_theory:
             curves = {m: np.array([theory_point(m, s)[key] for s in grid]) for m in modes}
             groups: list[list[str]] = []
@@ -168,7 +170,8 @@ def plot_ber_fer(result, path) -> None:
                 color = mode_style(modes.index(g[0])).color if len(g) == 1 else "0.35"
                 (ln,) = ax.semilogy(grid, curves[g[0]], ls=_LINESTYLES[j % len(_LINESTYLES)], color=color, lw=1.2,
                                     alpha=0.75, zorder=1)
-                handles.setdefault(f"closed form: {' = '.join(g)}", ln)
+                ln.set_label(textwrap.fill(" = ".join(g), 44))
+                theory_handles.append(ln)
         for i, m in enumerate(modes):
             st = mode_style(i)
             pts = [p for p in result.points if p.mode == m]
@@ -198,6 +201,9 @@ def plot_ber_fer(result, path) -> None:
         ax.set_title(title, fontsize=10)
         ax.grid(True, which="major", alpha=0.35)
         ax.grid(True, which="minor", alpha=0.12)
+        if theory_handles:
+            ax.legend(handles=theory_handles, title="closed forms (lines)", loc="upper center", fontsize=7,
+                      title_fontsize=7, bbox_to_anchor=(0.5, -0.13), ncol=min(2, len(theory_handles)), frameon=False)
         top = ax.twiny()
         top.set_xlim(*xlim)
         ticks = _ber_ticks(*xlim, min_gap=0.09 * (xlim[1] - xlim[0]))
@@ -208,11 +214,10 @@ def plot_ber_fer(result, path) -> None:
     pre = ", precoded" if cfg.precoding else ""
     fig.suptitle(f"{cfg.rate} {chan}{pre}, {cfg.simulator} simulator: measured points with 95% Clopper-Pearson "
                  "intervals" + ("; lines: closed forms (independent errors)" if show_theory else ""), fontsize=10)
-    hs = {k: h for k, h in handles.items() if not k.startswith("closed form")}
-    hs.update({k: h for k, h in handles.items() if k.startswith("closed form")})
+    hs = dict(handles)
     hs["_bound"] = _bound_handle(plt)
     fig.legend(list(hs.values()), [h.get_label() if k == "_bound" else k for k, h in hs.items()],
-               loc="outside lower center", ncol=min(len(hs), 5), fontsize=8, frameon=False)
+               loc="outside lower center", ncol=min(len(hs), 7), fontsize=8, frameon=False)
     _save_png(plt, fig, path)
 
 

@@ -16,15 +16,17 @@ PNG = b"\x89PNG\r\n\x1a\n"
 def sweep_result():
     # kp4 at 1e-4 sees no codeword error in 2e4 words (a zero-error point = an upper bound);
     # bypass and none are the same process (their points coincide: the plots must spread them)
-    cfg = SweepConfig(points=(1e-4, 2e-3, 3e-3), modes=("kp4", "bypass", "none"), target_errors=20,
+    cfg = SweepConfig(points=(1e-4, 2e-3, 3e-3), code=("kp4", "none"), fec=("ieee", "bypass"), target_errors=20,
                       max_codewords=20_000, max_seconds=20, seed=3)
     return run_sweep(cfg)
 
 
 def test_plots_write_pngs_atomically(sweep_result, tmp_path):
-    assert sweep_result.point("kp4", 1e-4).rates()["fer"].events == 0  # the bound case is exercised
+    assert sweep_result.point("kp4/ieee", 1e-4).rates()["fer"].events == 0  # the bound case is exercised
+    assert sweep_result.config.modes == ("kp4/ieee", "kp4/bypass", "none")
     plots.plot_ber_fer(sweep_result, tmp_path / "ber_fer.png")
-    plots.plot_latency(sweep_result, {"kp4": 57.6, "bypass": 0.0, "none": 0.0}.__getitem__, tmp_path / "latency.png")
+    lat = {"kp4/ieee": 57.6, "kp4/bypass": 0.0, "none": 0.0}
+    plots.plot_latency(sweep_result, lat.__getitem__, tmp_path / "latency.png")
     for name in ("ber_fer.png", "latency.png"):
         data = (tmp_path / name).read_bytes()
         assert data[:8] == PNG and len(data) > 20_000
@@ -69,7 +71,7 @@ def test_sweep_rows_carry_both_post_fec_bers(sweep_result):
 
 
 def test_bitexact_link_measures_payload_ber():
-    cfg = SweepConfig(points=(2e-3,), modes=("bypass",), simulator="link", target_errors=20, max_codewords=400,
+    cfg = SweepConfig(points=(2e-3,), code="kp4", fec="bypass", simulator="link", target_errors=20, max_codewords=400,
                       max_seconds=20, seed=2)
     p = run_sweep(cfg).points[0]
     v, lo, hi, src = p.payload_ber()
