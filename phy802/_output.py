@@ -62,9 +62,13 @@ class LogProgress:
 
     def _count(self, n: float) -> str:
         u = f" {self.unit}" if self.unit else ""
+
+        def g(x: float) -> str:
+            return f"{x:.4g}".replace("e+0", "e").replace("e+", "e")
+
         if self.total:
-            return f"{n:.4g}/{self.total:.4g}{u} ({100.0 * n / self.total:.0f}%)"
-        return f"{n:.4g}{u}"
+            return f"{g(n)}/{g(self.total)}{u} ({100.0 * n / self.total:.0f}%)"
+        return f"{g(n)}{u}"
 
     def update(self, n: int | float = 1) -> None:
         self.n += n
@@ -129,11 +133,12 @@ class _Off:
 
 
 def progress(iterable: Iterable | None = None, *, total: int | float | None = None, desc: str = "",
-             enable: bool = True, unit: str = "it", file=None):
+             enable: bool = True, unit: str = "it", file=None, delay: float = 0.5):
     """A progress display on stderr for long commands; what it shows (decided for issue 15):
 
-    * on a terminal: a tqdm bar that appears only after 0.5 s (no 0% flash for quick work) and
-      **stays** when done (``leave=True``): its last line gives the count, the time taken and the rate;
+    * on a terminal: a tqdm bar that appears only after ``delay`` s (default 0.5: no 0% flash for
+      quick work; ``delay=0`` for work whose steps take minutes, so the bar shows the total at once)
+      and **stays** when done (``leave=True``): its last line gives the count, the time and the rate;
     * elsewhere (log file, pipe, CI): :class:`LogProgress` -- no 0% line and no ``\r`` animation;
       a plain line at most every 10 s while work goes on and one summary line at the end;
     * ``enable=False``: nothing (``write`` still prints, so a caller's table lines go out).
@@ -145,5 +150,5 @@ def progress(iterable: Iterable | None = None, *, total: int | float | None = No
         return LogProgress(iterable, total=total, desc=desc, file=out, unit="" if unit == "it" else unit)
     from tqdm.auto import tqdm
 
-    return tqdm(iterable, total=total, desc=desc, file=out, leave=True, delay=0.5, unit=unit,
+    return tqdm(iterable, total=total, desc=desc, file=out, leave=True, delay=delay, unit=unit,
                 unit_scale=unit != "it")

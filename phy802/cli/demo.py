@@ -92,8 +92,11 @@ def run_demo(cfg: DemoConfig) -> dict:
                      target_errors=cfg.sweep_target_errors, max_codewords=cfg.sweep_max_codewords,
                      max_seconds=cfg.sweep_seconds, seed=cfg.seed)
     _say(cfg, f"sweep: {len(sc.tasks())} points (KP4 vs bypass), up to {cfg.sweep_seconds:g} s each")
-    res = run_sweep(sc, executor="process" if (cfg.workers or os.cpu_count() or 1) > 1 else None,
-                    workers=cfg.workers)
+    from phy802._output import progress
+
+    with progress(total=len(sc.tasks()), desc="demo sweep: points", unit="point", enable=cfg.progress) as bar:
+        res = run_sweep(sc, executor="process" if (cfg.workers or os.cpu_count() or 1) > 1 else None,
+                        workers=cfg.workers, callback=lambda p: bar.update(1))
     lat = latency_function("400G")
     plot_ber_fer(res, out / "ber_fer.png")
     if lat is not None:

@@ -77,7 +77,7 @@ def sweep(args: argparse.Namespace) -> list[dict]:
     rows: list[dict] = []
     work = tempfile.mkdtemp(prefix="phy802-exp-")
     n_runs = len(args.parallel) * (1 + len(args.bers) * len(args.guards))
-    bar = progress(total=n_runs, desc="experiment: training runs", unit="run",
+    bar = progress(total=n_runs, desc="experiment: training runs", unit="run", delay=0,
                    enable=not getattr(args, "no_progress", False))
     for par in args.parallel:
         cfgs = [config_from_args(args, parallel=par, ber=0.0, guard="none", steps=args.steps)]

@@ -107,8 +107,10 @@ def run(args: argparse.Namespace) -> int:
                          f"marked 66b blocks {c.marked_blocks}, error blocks {c.block_errors}, "
                          f"payload bit errors {c.payload_bit_errors} of {c.payload_bits}")
         lines.append("")
+        notes = {"post_fec_ber": "  decoder output", "payload_ber": "  after the descrambler (README: two post-FEC BERs)"}
         for k, v in rates.items():
-            lines.append(f"{k:<13} {v.value:.3e}  95% CI [{v.lo:.3e}, {v.hi:.3e}]  ({v.events}/{v.trials})")
+            lines.append(f"{k:<13} {v.value:.3e}  95% CI [{v.lo:.3e}, {v.hi:.3e}]  ({v.events}/{v.trials})"
+                         + notes.get(k, ""))
         return "\n".join(lines)
 
     emit(args, out, text)
