@@ -312,8 +312,10 @@ def plot_latency(result, latency_ns: Callable[[str], float], path) -> None:
     pad = 0.08 * max(max(ys) - min(ys), 1.0) + 0.6
     axes[0].set_ylim(min(ys) - pad, max(ys) + pad)
     axes[0].set_ylabel("added receive latency (ns; model: protocol.latency)", fontsize=9)
-    point_name = "pre-FEC BER" if cfg.axis == "ber" else "SNR (dB)"
-    ch = [Line2D([], [], ls="none", marker="s", ms=8, color=colors[x], label=f"{point_name} {x:.3g}") for x in xs_all]
+    def point_name(x: float) -> str:
+        return f"pre-FEC BER {x:.3g}" if cfg.axis == "ber" else f"SNR {x:.3g} dB"
+
+    ch = [Line2D([], [], ls="none", marker="s", ms=8, color=colors[x], label=point_name(x)) for x in xs_all]
     mk = [Line2D([], [], ls="none", marker=mode_style(i).marker, ms=8, color="0.5", mec="black", mew=0.5, label=m)
           for i, m in enumerate(modes)]
     hs = ch + mk + [_bound_handle(plt)]
