@@ -874,7 +874,8 @@ def generate_trace(
 
     ex = owned = None
     with TraceWriter(path, meta, threaded=True) as w, \
-            bar(total=n_pairs * PAIR_LINE_BITS, desc=f"line bits ({len(bounds)} shards)", enable=progress) as pb:
+            bar(total=n_pairs * PAIR_LINE_BITS, desc=f"trace generate: line ({len(bounds)} shards)", unit="bit",
+                enable=progress) as pb:
 
         def put(res) -> None:
             nonlocal carry
@@ -938,8 +939,16 @@ def generate_trace(
             "line_bits": st.line_bits,
             "pre_fec": {"bit_errors": st.line_bit_errors, "bits": st.line_bits, "ber": st.pre_fec_ber,
                         "ber_ci95": ci(st.line_bit_errors, st.line_bits)},
+            # two post-FEC BERs (README "Two post-FEC BERs"): ``ber`` = payload flips after the
+            # descrambler (what the trace replays); ``decoder_output`` = message bits wrong at the
+            # decoder output, before the descrambler's x3 (what ``phy802 sweep`` calls post-FEC BER)
             "post_fec": {"bit_errors": st.payload_flips, "bits": st.stream_bits, "ber": st.post_fec_ber,
-                         "ber_ci95": ci(st.payload_flips, st.stream_bits), "marked_bits": st.marked_bits},
+                         "ber_ci95": ci(st.payload_flips, st.stream_bits), "marked_bits": st.marked_bits,
+                         "definition": "payload BER after the descrambler (flips / payload-stream bits)",
+                         "decoder_output": {"bit_errors": st.decoder_bit_errors, "bits": st.decoder_bits,
+                                            "ber": st.decoder_ber, "ber_ci95": ci(st.decoder_bit_errors, st.decoder_bits),
+                                            "definition": "post-FEC BER at the decoder output (257b-block bits "
+                                                          "before the descrambler, AMs excluded)"}},
             "codewords": {"total": st.codewords, "with_errors": st.codewords_with_errors,
                           "corrected": st.corrected_codewords, "uncorrectable": st.uncorrectable_codewords,
                           "miscorrected": st.miscorrected_codewords, "undetected": st.undetected_codewords,

@@ -153,8 +153,10 @@ def run(args: argparse.Namespace) -> int:
             lines.append(f"LANE LOCK: {c.lock_failures} of {batches} batches dropped (no lane lock); the counts "
                          f"above cover only the {batches - c.lock_failures} batches that locked")
         lines += ["", f"FEC codeword histogram (pre-FEC symbol errors per codeword; t = {fh.t}):", fh.format_text(), ""]
+        notes = {"post_fec_ber": "  decoder output", "payload_ber": "  after the descrambler (README: two post-FEC BERs)"}
         for k, v in rates.items():
-            lines.append(f"{k:<13} {v.value:.3e}  95% CI [{v.lo:.3e}, {v.hi:.3e}]  ({v.events}/{v.trials})")
+            lines.append(f"{k:<13} {v.value:.3e}  95% CI [{v.lo:.3e}, {v.hi:.3e}]  ({v.events}/{v.trials})"
+                         + notes.get(k, ""))
         return "\n".join(lines)
 
     emit(args, out, text)

@@ -140,7 +140,8 @@ def _executor(args):
 
 
 def run(args: argparse.Namespace) -> int:
-    from phy802.sweep import SweepConfig, SweepResult, format_header, format_row, plot_ber_fer, plot_latency, run_sweep
+    from phy802.plots import plot_ber_fer, plot_latency
+    from phy802.sweep import SweepConfig, SweepResult, format_header, format_row, run_sweep
 
     ethtool = wants_ethtool(args)
     show = not args.no_progress

@@ -106,8 +106,13 @@ def _summary(meta: dict) -> str:
         lines.append(f"pre-FEC    {pre['bit_errors']} bit errors, BER {pre['ber']:.4g} (95% CI {lo:.3g}..{hi:.3g})")
     if post:
         lo, hi = post.get("ber_ci95", [float("nan")] * 2)
-        lines.append(f"post-FEC   {post['bit_errors']} payload flips, BER {post['ber']:.4g} (95% CI {lo:.3g}..{hi:.3g}); "
-                     f"{post.get('marked_bits', 0)} bits in error blocks")
+        dec = post.get("decoder_output")
+        if dec:
+            dlo, dhi = dec.get("ber_ci95", [float("nan")] * 2)
+            lines.append(f"post-FEC   BER at the decoder output {dec['ber']:.4g} (95% CI {dlo:.3g}..{dhi:.3g}; "
+                         f"{dec['bit_errors']} bit errors, before the descrambler)")
+        lines.append(f"payload    BER after the descrambler {post['ber']:.4g} (95% CI {lo:.3g}..{hi:.3g}; "
+                     f"{post['bit_errors']} payload flips); {post.get('marked_bits', 0)} bits in error blocks")
     if cw:
         lines.append(f"codewords  {cw['total']} total, {cw['with_errors']} with errors, {cw['corrected']} corrected, "
                      f"{cw['uncorrectable']} uncorrectable, {cw['miscorrected']} miscorrected, "
