@@ -111,11 +111,13 @@ def _row(par: str, ber: float, guard: str, seed: int, r: dict, shadow: dict, sha
 
 
 def run_experiment(spec: ExperimentSpec, *, timeout_s: float = 3600.0,
-                   say: Callable[[str], None] | None = None) -> list[dict]:
+                   say: Callable[[str], None] | None = None,
+                   on_run: Callable[[str, int, float, str], None] | None = None) -> list[dict]:
     """Run the sweep; returns one aggregated row per cell (each shadow first per parallelism).
 
     Runs of one (parallelism, seed) share a set of processes (:func:`run_many`); its temporary
-    folder is removed on every exit path.
+    folder is removed on every exit path. ``on_run(parallel, seed, ber, guard)`` is called as each
+    run finishes (progress display).
     """
     import torch
 
@@ -128,7 +130,12 @@ def run_experiment(spec: ExperimentSpec, *, timeout_s: float = 3600.0,
                 cfgs = [spec.config(par, b, g, seed) for b, g in keys]
                 if say:
                     say(f"{par} seed {seed}: {len(cfgs)} runs (error-free shadow + {len(cfgs) - 1})")
-                results = run_many(cfgs, timeout_s=timeout_s, out_dir=os.path.join(work, f"{par}-{seed}"))
+                def done(i: int, par=par, seed=seed, keys=keys) -> None:
+                    if on_run is not None:
+                        on_run(par, seed, *keys[i])
+
+                results = run_many(cfgs, timeout_s=timeout_s, out_dir=os.path.join(work, f"{par}-{seed}"),
+                                   on_done=done)
                 shadow = results[0]
                 shadow_w = torch.load(os.path.join(shadow["out_dir"], "params.pt"))
                 for (ber, guard), r in zip(keys, results):

@@ -68,6 +68,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seeds", type=_seeds, default=None,
                    help="comma-separated seeds; every cell is the mean with a 95%% interval over them "
                         "(default: the one --seed)")
+    p.add_argument("--no-progress", action="store_true", help="no progress display on stderr (default: shown)")
     add_model_arguments(p)
     add_seed(p)
     add_json(p)
@@ -95,8 +96,21 @@ def sweep(args: argparse.Namespace) -> list[dict]:
     """Run the sweep of the options; one aggregated row per cell (library: ``run_experiment``)."""
     from integration.experiment import run_experiment
 
-    return run_experiment(spec_from_args(args), timeout_s=args.timeout,
-                          say=lambda s: print(f"[experiment] {s}", file=sys.stderr, flush=True))
+    from phy802._output import progress
+
+    spec = spec_from_args(args)
+    n_runs = len(spec.parallel) * len(spec.seeds) * (1 + len(spec.bers) * len(spec.guards))
+    bar = progress(total=n_runs, desc="experiment: training runs", unit="run", delay=0,
+                   enable=not getattr(args, "no_progress", False))
+
+    def done(par: str, seed: int, ber: float, guard: str) -> None:
+        bar.set_postfix_str(f"last: {par} seed {seed} ber {ber:g} guard {guard}")
+        bar.update(1)
+
+    try:
+        return run_experiment(spec, timeout_s=args.timeout, on_run=done)
+    finally:
+        bar.close()
 
 
 def write_report(rows: list[dict], out: str, meta: dict, force: bool = False) -> list[str]:
@@ -124,7 +138,10 @@ def run(args: argparse.Namespace) -> int:
         return 1
     meta = {k: v for k, v in vars(args).items() if k not in ("json",)}
     write_report(rows, args.out, meta, force=args.force)
-    brief = [{c: r[c] for c in COLUMNS} | {c + "_ci95": r.get(c + "_ci95") for c in COLUMNS[4:]} for r in rows]
+    brief = [{c: r[c] for c in COLUMNS if c != "step_ms"}
+             | {c + "_ci95": r.get(c + "_ci95") for c in COLUMNS[4:] if c != "step_ms"} for r in rows]
+    timing = {"step_ms": [[r["parallel"], r["ber"], r["guard"], r["step_ms"]] for r in rows]}
     emit(args, {"out": args.out, "rows": brief},
-         lambda: table_md(rows) + f"\nwritten to {args.out}/ (table.csv, table.md, results.json, loss_*.png)")
+         lambda: table_md(rows) + f"\nwritten to {args.out}/ (table.csv, table.md, results.json, loss_*.png)",
+         timing=timing)
     return 0
