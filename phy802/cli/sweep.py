@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 from phy802.cli._common import add_json, add_seed, emit, progress
-from phy802.cli._vocab import add_code_fec
+from phy802.cli._vocab import add_code_fec, float_list
 
 __all__ = ["add_arguments", "run", "latency_function"]
 
@@ -35,9 +35,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.formatter_class = argparse.RawDescriptionHelpFormatter
     p.epilog = EXAMPLE
     g = p.add_mutually_exclusive_group()
-    g.add_argument("--ber", type=_float_list, metavar="BER[,BER...]",
+    g.add_argument("--ber", type=float_list, metavar="BER[,BER...]",
                    help="channel points as pre-FEC BER (PAM4 AWGN), comma list (no default)")
-    g.add_argument("--snr-db", type=_float_list, metavar="DB[,DB...]",
+    g.add_argument("--snr-db", type=float_list, metavar="DB[,DB...]",
                    help="channel points as SNR in dB (Es/sigma^2), comma list (no default)")
     g.add_argument("--merge", nargs="+", metavar="JSON", help="merge sweep.json files of earlier runs instead of simulating")
     add_code_fec(p, multi=True, code_default=("kp4",), fec_default=("ieee", "bypass"))
@@ -62,14 +62,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--plot", action="store_true", help="write ber_fer.png and latency.png into --out")
     p.add_argument("--no-progress", action="store_true", help="no live table / progress bar on stderr")
     add_json(p)
-
-
-def _float_list(text: str) -> tuple[float, ...]:
-    """argparse type: ``"1e-4,2e-4"`` -> ``(1e-4, 2e-4)``."""
-    try:
-        return tuple(float(x) for x in str(text).split(","))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated numbers, got {text!r}") from None
 
 
 def latency_function(rate: str):

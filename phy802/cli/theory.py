@@ -2,9 +2,9 @@
 
 Examples::
 
-    phy802 theory pam4 --snr-db 14 16 18          # SER/BER vs SNR (SNR = Es / sigma^2)
-    phy802 theory pam4 --ber 1e-3 2.4e-4          # the SNR for a target pre-FEC BER
-    phy802 theory rs --ber 1e-4 2.4e-4 --code kp4  # FER and post-FEC BER, independent errors
+    phy802 theory pam4 --snr-db 14,16,18          # SER/BER vs SNR (SNR = Es / sigma^2)
+    phy802 theory pam4 --ber 1e-3,2.4e-4          # the SNR for a target pre-FEC BER
+    phy802 theory rs --ber 1e-4,2.4e-4 --code rs272  # FER and post-FEC BER, independent errors
     phy802 theory burst --pe 1e-4 --pb 0.5 --precoded
     phy802 theory rare --ber 2.4e-4 --json         # conditional Monte-Carlo vs the binomial
 """
@@ -14,6 +14,10 @@ from __future__ import annotations
 import argparse
 
 from phy802.cli._common import add_json, emit
+from phy802.cli._vocab import float_list, rs_code_name
+
+_CODE_HELP = ("RS code: kp4 = RS(544,514) t=15, kr4 = RS(528,514) t=7, rs272 = low-latency RS(272,257+1) t=7 "
+              "(default kp4)")
 
 __all__ = ["add_arguments", "run"]
 
@@ -22,21 +26,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
     p = sub.add_parser("pam4", help="PAM4 SER/BER on AWGN (SNR = average symbol energy / noise variance)")
     g = p.add_mutually_exclusive_group(required=True)
-    g.add_argument("--snr-db", type=float, nargs="+", help="SNR values in dB")
-    g.add_argument("--ber", type=float, nargs="+", help="target pre-FEC BERs (the SNR is solved for)")
+    g.add_argument("--snr-db", type=float_list, metavar="DB[,DB...]", help="SNR values in dB, comma list")
+    g.add_argument("--ber", type=float_list, metavar="BER[,BER...]",
+                   help="target pre-FEC BERs, comma list (the SNR is solved for)")
     add_json(p)
 
     r = sub.add_parser("rs", help="RS codeword error ratio and post-FEC BER for independent bit errors")
-    r.add_argument("--ber", type=float, nargs="+", required=True, help="pre-FEC BERs")
-    r.add_argument("--code", choices=["kp4", "kr4"], default="kp4", help="RS(544,514) or RS(528,514)")
+    r.add_argument("--ber", type=float_list, required=True, metavar="BER[,BER...]", help="pre-FEC BERs, comma list")
+    r.add_argument("--code", type=rs_code_name, default="kp4", help=_CODE_HELP)
     add_json(r)
 
     b = sub.add_parser("burst", help="exact FER of the 1-tap DFE burst model (Markov DP)")
-    b.add_argument("--pe", type=float, nargs="+", required=True, help="G->B probabilities per PAM4 symbol")
+    b.add_argument("--pe", type=float_list, required=True, metavar="PE[,PE...]",
+                   help="G->B probabilities per PAM4 symbol, comma list")
     b.add_argument("--pb", type=float, default=0.5, help="error propagation probability B->B (default 0.5)")
     b.add_argument("--precoded", action="store_true", help="count errors after the 1/(1+D) decoder")
     b.add_argument("--random-signs", action="store_true", help="random (not alternating) error signs")
-    b.add_argument("--code", choices=["kp4", "kr4"], default="kp4")
+    b.add_argument("--code", type=rs_code_name, default="kp4", help=_CODE_HELP)
     add_json(b)
 
     q = sub.add_parser("rare", help="rare-event (conditional Monte-Carlo) FER estimate")
@@ -45,7 +51,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    help="use the DFE burst model on PAM4 symbols with this pb (SER = 2 * BER)")
     q.add_argument("--precoded", action="store_true")
     q.add_argument("--samples-per-k", type=int, default=2000)
-    q.add_argument("--code", choices=["kp4", "kr4"], default="kp4")
+    q.add_argument("--code", type=rs_code_name, default="kp4", help=_CODE_HELP)
     q.add_argument("--seed", type=int, default=1)
     add_json(q)
 
@@ -53,7 +59,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def _code(name):
     from phy802 import theory as th
 
-    return th.KP4 if name == "kp4" else th.KR4
+    return th.rs_code(name)
 
 
 def _table(header: list[str], rows: list[list]) -> str:

@@ -18,7 +18,7 @@ from phy802.link import FastLink, Link, LinkConfig
 from phy802.sweep import SweepConfig, run_sweep
 
 
-@pytest.mark.parametrize("mode, code", [("kp4", theory.KP4), ("kr4", theory.KR4)])
+@pytest.mark.parametrize("mode, code", [("kp4", theory.KP4), ("kr4", theory.KR4), ("rs272", theory.RS272)])
 def test_sweep_fer_matches_binomial(mode, code):
     # pre-FEC BERs where the binomial FER is 1e-3 .. 1e-1: measurable in seconds
     bers = tuple(theory.pre_fec_ber_for_fer(f, code) for f in (3e-3, 3e-2, 1.5e-1))
@@ -98,7 +98,7 @@ def test_fast_path_agrees_with_bit_exact_link_on_dfe_bursts(precoding):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("mode, code", [("kp4", theory.KP4), ("kr4", theory.KR4)])
+@pytest.mark.parametrize("mode, code", [("kp4", theory.KP4), ("kr4", theory.KR4), ("rs272", theory.RS272)])
 def test_sweep_fer_matches_binomial_down_to_1e6(mode, code):
     # the low end of "measurable": FER 1e-4 .. 1e-6 (tens of millions of codewords, fast path)
     bers = tuple(theory.pre_fec_ber_for_fer(f, code) for f in (1e-4, 1e-5, 1e-6))
