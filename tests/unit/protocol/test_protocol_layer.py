@@ -163,6 +163,24 @@ def test_delivery_fates():
     assert d.frames_lost == 1 and d.lost_ranges.tolist() == [[0, 32768]] and d.frames_resent == 2
 
 
+def test_llr_resends_at_link_level():
+    L = F.layout(10_000)
+    p0 = int(L.payload_start[0])
+    d = deliver(10_000, FixedSource([([p0 + 3], [])]), "llr")  # not tolerant: frame 0 dropped, resent
+    assert d.payload_flips.size == 0 and d.frames_resent == 1
+    assert d.retransmit_ns == pytest.approx(465.2)  # one link round trip (latency model default)
+    d = deliver(10_000, FixedSource([([p0 + 3], [])]), "llr", code="rs272")
+    assert d.retransmit_ns == pytest.approx(added_latency("llr", code="rs272").retry_ns)
+    d = deliver(10_000, FixedSource([([p0 + 3], [])]), "llr", retransmit=RetransmitConfig(link_rtt_ns=100.0))
+    assert d.retransmit_ns == 100.0
+    d = deliver(10_000, FixedSource([([p0 + 3], [])]), "ieee")
+    assert d.retransmit_ns == 2000.0  # the transport's round trip
+    kr4 = deliver(10_000, FixedSource([]), "ieee", code="kr4")
+    assert kr4.line_bits < deliver(10_000, FixedSource([]), "ieee").line_bits
+    with pytest.raises(ValueError, match="link_rtt_ns"):
+        RetransmitConfig(link_rtt_ns=-1.0)
+
+
 def test_delivery_with_plain_take_source():
     from protocol.trace import LiveSource
 
