@@ -436,9 +436,11 @@ def generate_trace(
     generator: str = "fast",
     chunk_pairs: int | None = None,
     progress: bool = False,
+    code: str = "kp4",
 ) -> dict:
     """Simulate ``line_bits`` line bits (rounded up to whole codeword pairs) and write a trace.
 
+    ``code``: ``kp4`` (default), ``rs272`` or ``none`` (:class:`protocol.tracegen.GeneratorConfig`).
     Returns the metadata written (including the measured counters).
     """
     import time
@@ -446,7 +448,7 @@ def generate_trace(
     from .framing import PAIR_LINE_BITS
     from .tracegen import BitExactGenerator, FastGenerator, GeneratorConfig
 
-    cfg = GeneratorConfig(rate, fec, ber, burst_pb, lane_weights)
+    cfg = GeneratorConfig(rate, fec, ber, burst_pb, lane_weights, code)
     lb = float(line_bits)
     if not (lb > 0 and math.isfinite(lb)):
         raise ValueError(f"line_bits must be a positive number, got {line_bits!r}")
@@ -465,7 +467,9 @@ def generate_trace(
         "fec": mode.name,
         "fec_mode": {"decoder": mode.decoder, "indicate": mode.indicate, "tolerant": mode.tolerant,
                      "protected": mode.protected},
-        "code": "RS(544,514) t=15",
+        "code": cfg.code,
+        "code_params": {"kp4": "RS(544,514) t=15", "rs272": "RS(272,257+1) t=7, pad last = 0",
+                        "none": "no FEC sublayer (KP4 layout, nothing decoded)"}[cfg.code],
         "channel": ({"model": "independent line bit errors (BSC)", "ber": cfg.ber} if cfg.burst_pb is None else
                     {"model": "lane_dfe: 2-state chain per PCS-lane bit (G->B pe, B->B pb)", "ber": cfg.ber,
                      "pb": cfg.burst_pb, "pe": cfg.burst_pe, "mean_burst_bits": 1 / (1 - cfg.burst_pb)}),

@@ -3,6 +3,7 @@
 Examples::
 
     phy802 trace generate --rate 400G --fec bypass --ber 1e-5 --bits 1e10 --seed 1 --out t.npz
+    phy802 trace generate --code rs272 --fec ieee --ber 1e-4 --bits 1e9 --out ll.npz
     phy802 trace info t.npz --json
 """
 
@@ -11,9 +12,9 @@ from __future__ import annotations
 import argparse
 
 from phy802.cli._common import add_json, add_seed, emit
+from phy802.cli._vocab import add_code_fec
 
 from protocol.framing import RATES
-from protocol.modes import MODE_NAMES
 
 __all__ = ["add_arguments", "run"]
 
@@ -22,7 +23,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
     g = sub.add_parser("generate", help="simulate a link and write its payload error trace")
     g.add_argument("--rate", default="400G", choices=list(RATES), help="line rate (default 400G)")
-    g.add_argument("--fec", default="bypass", help=f"FEC mode: {', '.join(MODE_NAMES)} (default bypass)")
+    add_code_fec(g)  # --code kp4|rs272|none (kr4 has no Cl.119 framing here), --fec MODE
     g.add_argument("--ber", type=float, default=1e-5, help="pre-FEC line bit error ratio (default 1e-5)")
     g.add_argument("--burst-pb", type=float, default=None,
                    help="bursts along each PCS lane with B->B probability PB (DFE error propagation); "
@@ -56,7 +57,8 @@ def _summary(meta: dict) -> str:
     pre, post, cw = meta.get("pre_fec", {}), meta.get("post_fec", {}), meta.get("codewords", {})
     lines = [
         f"trace      {meta.get('format')} v{meta.get('version')} (phy802 {meta.get('project_version')})",
-        f"link       {meta.get('rate')} {meta.get('n_lanes')} PCS lanes, fec={meta.get('fec')}, "
+        f"link       {meta.get('rate')} {meta.get('n_lanes')} PCS lanes, code={meta.get('code', 'kp4')}, "
+        f"fec={meta.get('fec')}, "
         f"channel={meta.get('channel', {}).get('model')} ber={meta.get('channel', {}).get('ber')}"
         + (f" pb={meta['channel']['pb']}" if "pb" in meta.get("channel", {}) else ""),
         f"generator  {meta.get('generator')} seed={meta.get('seed')}",
@@ -90,6 +92,7 @@ def run(args: argparse.Namespace) -> int:
             args.out,
             rate=args.rate,
             fec=args.fec,
+            code=args.code,
             ber=args.ber,
             burst_pb=args.burst_pb,
             lane_weights=_weights(args.lane_weights),
