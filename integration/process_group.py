@@ -59,6 +59,7 @@ import torch
 import torch.distributed as dist
 from torch._C._distributed_c10d import _create_work_from_future
 
+from integration.commlog import CommLog, instrument
 from integration.replay import (
     Metrics,
     InjectionLog,
@@ -201,6 +202,7 @@ class ReplayProcessGroup(dist.ProcessGroup):
         self.config = config
         self.log = InjectionLog(config.log_limit)
         self.metrics = Metrics()
+        self.commlog = CommLog(rank, size)  # every issued op: integration/commlog.py
         self._rank, self._size = rank, size
         self._sources: dict[tuple[int, int], ErrorSource] = {}
         self._lock = threading.RLock()  # issue order + counters (gloo completes on its own threads)
@@ -637,3 +639,6 @@ class ReplayProcessGroup(dist.ProcessGroup):
 
     def reduce_scatter_single_coalesced(self, *a, **k):
         self._unsupported("reduce_scatter_single_coalesced")
+
+
+instrument(ReplayProcessGroup)  # record each op in self.commlog (integration/commlog.py)

@@ -242,6 +242,8 @@ def _train_worker(rank: int, cfg: TrainConfig, init_method: str, out_dir: str) -
         for step in range(cfg.steps):
             if step % cfg.eval_interval == 0:
                 measure(step)
+            if cfg.wrapper:
+                group.commlog.mark_step(step)  # comm log step boundary (integration/commlog.py)
             t0 = time.perf_counter()
             for pg in opt.param_groups:
                 pg["lr"] = _lr_at(cfg, step)
@@ -290,11 +292,18 @@ def _train_worker(rank: int, cfg: TrainConfig, init_method: str, out_dir: str) -
         parts: list[Any] = [None] * world
         mine = {"metrics": group.metrics.to_dict() if cfg.wrapper else {},
                 "flips": len(group.log) if cfg.wrapper else 0,
-                "log_dropped": group.log.dropped if cfg.wrapper else 0}
+                "log_dropped": group.log.dropped if cfg.wrapper else 0,
+                "comm": {"records": group.commlog.records(), "step_s": step_times} if cfg.wrapper else {}}
         dist.all_gather_object(parts, mine)
         if cfg.wrapper and cfg.dump_logs:
             with open(os.path.join(out_dir, f"log_rank{rank}.json"), "w", encoding="utf-8") as fh:
                 json.dump({"records": group.log.records(), "messages": group.log.messages}, fh)
+        if rank == 0 and cfg.wrapper and os.environ.get("PHY802_COMMLOG"):  # phy802 train --comm-log
+            from integration.commlog import save_gathered
+
+            save_gathered(os.environ["PHY802_COMMLOG"], [p["comm"] for p in parts], parallel=cfg.parallel,
+                          params=sum(p.numel() for p in gpt.parameters()), microbatches=cfg.microbatches,
+                          schedule=cfg.schedule, tokens_per_step=cfg.batch_size * cfg.block_size)
         if rank == 0:
             final = flat_params(gpt)
             torch.save(final, os.path.join(out_dir, "params.pt"))

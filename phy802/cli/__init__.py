@@ -24,10 +24,12 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "sweep": ("phy802.cli.sweep", "BER/FER sweep over SNR or pre-FEC BER and FEC modes"),
     "theory": ("phy802.cli.theory", "closed-form PAM4 / RS error rates"),
     "latency": ("phy802.cli.latency", "added latency per FEC mode and rate (protocol layer)"),
+    "collective": ("phy802.cli.collective", "modelled time of a collective over 400G/200G links per FEC mode"),
     "trace": ("phy802.cli.trace", "generate and inspect payload error traces"),
     "train": ("phy802.cli.train", "train a small GPT with link errors replayed into DDP or PP"),
     "experiment": ("phy802.cli.experiment", "sweep BER x {DDP, PP} x guard and report"),
     "vectors": ("phy802.cli.vectors", "verify or regenerate the known-answer test vectors"),
+    "tradeoff": ("phy802.cli.tradeoff", "step time vs loss penalty per FEC mode and BER: time-to-target-loss"),
     "demo": ("phy802.cli.demo", "the main job: vectors, BER sweep, latency, trace, training, report"),
 }
 

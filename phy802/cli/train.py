@@ -67,6 +67,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--plain", action="store_true", help="baseline: plain gloo group, no wrapper")
     p.add_argument("--out", default=None, help="folder for result.json, params.pt and (with --log-flips) flip logs")
     p.add_argument("--log-flips", action="store_true", help="write every rank's injection log to --out")
+    p.add_argument("--comm-log", default=None, metavar="FILE",
+                   help="write the communication log (per step: op, bytes, dtype, class, peers; JSON lines, "
+                        "replayed by 'phy802 tradeoff --comm-log') to FILE (default: none)")
     add_model_arguments(p)
     add_seed(p)
     add_json(p)
@@ -125,6 +128,8 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError(f"--steps must be >= 1, got {args.steps}")
     if args.ber < 0 or args.ber >= 1:
         raise ValueError(f"--ber must be in [0, 1), got {args.ber}")
+    if args.comm_log:  # the ranks inherit the environment; rank 0 writes the gathered log
+        os.environ["PHY802_COMMLOG"] = os.path.abspath(args.comm_log)
     if "RANK" in os.environ and "WORLD_SIZE" in os.environ:  # started by torchrun
         args.world_size = int(os.environ["WORLD_SIZE"])
         cfg = config_from_args(args, parallel=args.parallel, ber=args.ber, guard=args.guard, steps=args.steps,

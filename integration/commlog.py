@@ -1,0 +1,164 @@
+"""Communication log of the ``phy802`` ProcessGroup: per step, each op, bytes, dtype, traffic class, peers.
+
+Every :class:`integration.process_group.ReplayProcessGroup` carries a :class:`CommLog` as
+``group.commlog``; its operations are recorded when they are issued (:func:`instrument` wraps
+the group's op methods, so the group itself needs three lines).  The training loop marks step
+boundaries with ``group.commlog.mark_step(step)``, which also measures the wall time of the
+previous step.  From Python::
+
+    group = dist.new_group(backend="phy802")
+    for step in range(steps):
+        group.commlog.mark_step(step)
+        ...                                  # forward, backward (DDP buckets), optimizer
+    group.commlog.save("comm.jsonl", parallel="ddp", params=n_params, tokens_per_step=tokens)
+
+``phy802 train --comm-log FILE`` sets :data:`ENV_VAR` so that every rank's log is gathered and
+rank 0 writes ``FILE``.  The file format (JSON lines, readable without torch) and the replay
+through the collective time model are in :mod:`protocol.steptime`.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import threading
+import time
+from typing import Any, Iterable
+
+__all__ = ["ENV_VAR", "CommLog", "instrument", "save_gathered"]
+
+#: set to a file path to make ``phy802 train`` write the gathered log there
+ENV_VAR = "PHY802_COMMLOG"
+
+
+class CommLog:
+    """Records of the operations one rank issued (dicts, see :mod:`protocol.steptime`)."""
+
+    def __init__(self, rank: int, world_size: int, limit: int = 2_000_000) -> None:
+        self.rank, self.world_size, self.limit = int(rank), int(world_size), int(limit)
+        self.enabled = True
+        self.step = 0
+        self.dropped = 0
+        self._records: list[dict] = []
+        self._step_s: list[float] = []
+        self._t0: float | None = None
+        self._lock = threading.Lock()
+
+    def mark_step(self, step: int | None = None) -> None:
+        """Start step ``step`` (default: the next); the previous step's wall time is recorded."""
+        now = time.perf_counter()
+        with self._lock:
+            if self._t0 is not None:
+                self._step_s.append(now - self._t0)
+            self._t0 = now
+            self.step = self.step + 1 if step is None else int(step)
+
+    def record(self, op: str, nbytes: int, dtype: str, cls: str, peers: Any) -> None:
+        if not self.enabled:
+            return
+        with self._lock:
+            if len(self._records) >= self.limit:
+                self.dropped += 1
+                return
+            self._records.append({"rank": self.rank, "step": self.step, "op": op, "bytes": int(nbytes),
+                                  "dtype": dtype, "cls": cls, "peers": peers})
+
+    def records(self) -> list[dict]:
+        with self._lock:
+            return list(self._records)
+
+    def step_times(self) -> list[float]:
+        """Wall time of each completed step, seconds (step ``k`` ends at the ``mark_step`` of ``k + 1``)."""
+        with self._lock:
+            return list(self._step_s)
+
+    def header(self, **meta: Any) -> dict:
+        h = {"world_size": self.world_size, "rank": self.rank, "dropped": self.dropped, **meta}
+        h.setdefault("timing", {"step_s": self.step_times()})
+        return h
+
+    def save(self, path: str | os.PathLike, **meta: Any) -> None:
+        """Write this rank's log to ``path`` (atomically; :func:`protocol.steptime.write_commlog`)."""
+        from protocol.steptime import write_commlog
+
+        write_commlog(path, self.header(**meta), self.records())
+
+
+def save_gathered(path: str | os.PathLike, parts: Iterable[dict], **meta: Any) -> None:
+    """Write the logs of all ranks (``{"records": [...], "step_s": [...]}`` per rank) as one file."""
+    from protocol.steptime import write_commlog
+
+    parts = list(parts)
+    recs = [r for p in parts for r in p.get("records", [])]
+    step_s = parts[0].get("step_s", []) if parts else []
+    write_commlog(path, {"world_size": len(parts), "timing": {"step_s": step_s}, **meta}, recs)
+
+
+# ---------------------------------------------------------------- recording the group's operations
+
+def _dtype(t) -> str:
+    return str(t.dtype).replace("torch.", "")
+
+
+def _nbytes(ts) -> int:
+    return int(sum(t.numel() * t.element_size() for t in ts))
+
+
+def _spec():
+    """method name -> (op, default class, f(self, args, kwargs) -> (tensors, peers))."""
+    def first(a):
+        return a[0]
+
+    return {
+        "allreduce": ("allreduce", "gradients", lambda s, a, k: (first(a), "all")),
+        "broadcast": ("broadcast", "params",
+                      lambda s, a, k: (first(a), [int(getattr(a[1] if len(a) > 1 else k.get("opts"), "rootRank", 0))])),
+        "allgather": ("allgather", "params", lambda s, a, k: (list(a[0][0]), "all")),
+        "all_gather_single": ("allgather", "params", lambda s, a, k: ([a[0]], "all")),
+        "_allgather_base": ("allgather", "params", lambda s, a, k: ([a[0]], "all")),
+        "reduce_scatter": ("reduce_scatter", "gradients", lambda s, a, k: (list(a[1][0]), "all")),
+        "reduce_scatter_single": ("reduce_scatter", "gradients", lambda s, a, k: ([a[1]], "all")),
+        "_reduce_scatter_base": ("reduce_scatter", "gradients", lambda s, a, k: ([a[1]], "all")),
+        "alltoall": ("alltoall", "activations", lambda s, a, k: (list(a[0]), "all")),
+        "all_to_all_single": ("alltoall", "activations", lambda s, a, k: ([a[0]], "all")),
+        "alltoall_base": ("alltoall", "activations", lambda s, a, k: ([a[0]], "all")),
+        "send": ("send", None, lambda s, a, k: (first(a), [int(a[1])])),
+        "recv": ("recv", None, lambda s, a, k: (first(a), [int(a[1])])),
+        "barrier": ("barrier", "control", lambda s, a, k: ([], "all")),
+    }
+
+
+def _classify(group, op: str, default: str | None, ts: list, peer) -> str:
+    if default is None:  # point to point: the direction decides, as the group's recv does
+        fwd_flag = getattr(getattr(group, "config", None), "forward_increasing", True)
+        other = peer[0]
+        forward = (other > group.rank()) == fwd_flag if op == "send" else (other < group.rank()) == fwd_flag
+        default = "activations" if forward else "activation_grads"
+    if not ts:
+        return "control"
+    cls = getattr(group, "_classify", None)
+    if cls is not None:
+        return cls(default, ts[0])
+    return default
+
+
+def instrument(group_cls: type) -> type:
+    """Wrap ``group_cls``'s op methods so that each call is recorded in ``self.commlog`` first."""
+    for name, (op, default, extract) in _spec().items():
+        orig = group_cls.__dict__.get(name)
+        if orig is None or getattr(orig, "_phy802_commlog", False):
+            continue
+
+        def wrapped(self, *a, __orig=orig, __op=op, __default=default, __extract=extract, **k):
+            log = getattr(self, "commlog", None)
+            if log is not None and log.enabled:
+                ts, peers = __extract(self, a, k)
+                ts = list(ts)
+                cls = _classify(self, __op, __default, ts, peers)
+                log.record(__op, _nbytes(ts), _dtype(ts[0]) if ts else "none", cls, peers)
+            return __orig(self, *a, **k)
+
+        functools.update_wrapper(wrapped, orig)
+        wrapped._phy802_commlog = True
+        setattr(group_cls, name, wrapped)
+    return group_cls

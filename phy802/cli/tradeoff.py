@@ -1,0 +1,159 @@
+"""``phy802 tradeoff``: step time vs loss penalty per FEC mode and BER, and time-to-target-loss.
+
+Joins an ``experiment`` results folder (``--results``; without it a small experiment is run
+first, which needs torch) with the modelled step time (:mod:`protocol.tradeoff`,
+:mod:`protocol.steptime`, :mod:`protocol.collective`).  The table goes to stderr as it is
+made; ``tradeoff.csv``, ``tradeoff.json`` and ``pareto.png`` are written into ``--out``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import json
+import math
+import os
+import sys
+
+from phy802.cli._common import add_json, add_seed, emit, to_jsonable
+from phy802.cli.collective import add_cluster_arguments, cluster_from_args, comma_list
+
+__all__ = ["add_arguments", "run", "run_tradeoff"]
+
+
+def _modes(text: str):
+    from protocol.tradeoff import parse_modes
+
+    try:
+        return parse_modes(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"--modes: {exc}") from None
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    from protocol.steptime import MODEL_PRESETS
+
+    p.add_argument("--results", default=None,
+                   help="an 'phy802 experiment --out' folder (results.json); default: run a small experiment "
+                        "into OUT/experiment first (needs torch)")
+    p.add_argument("--out", default="phy802-tradeoff", help="output folder (default ./phy802-tradeoff)")
+    p.add_argument("--modes", type=_modes, default=None,
+                   help="CODE:FEC list (default kp4:ieee,kr4:ieee,rs272:ieee,kp4:llr,rs272:llr,kp4:detect_only,"
+                        "kp4:correct_no_indication,kp4:bypass,kp4:unequal)")
+    p.add_argument("--ranks", type=comma_list(int, "--ranks", lambda v: v >= 1, "must be >= 1"), default=[8, 64, 512],
+                   help="cluster sizes, comma-separated (default 8,64,512)")
+    p.add_argument("--model", choices=list(MODEL_PRESETS), default="gpt2-124m",
+                   help="model size of the time side (default gpt2-124m: 124M parameters, 0.5M tokens per step)")
+    p.add_argument("--tflops", type=float, default=989.0,
+                   help="peak accelerator throughput, TFLOP/s (default 989: H100 SXM dense BF16)")
+    p.add_argument("--mfu", type=float, default=0.4, help="model FLOPs utilisation (default 0.4)")
+    p.add_argument("--measured-compute", action="store_true",
+                   help="with --comm-log: use the log's measured step time as compute (default: --tflops x --mfu)")
+    p.add_argument("--comm-log", default=None,
+                   help="a communication log ('phy802 train --comm-log') to replay instead of the --model preset")
+    p.add_argument("--pp-stages", type=int, default=None,
+                   help="pipeline stages of the time side (default: the experiment's world size)")
+    p.add_argument("--target-loss", type=float, default=None,
+                   help="target validation loss (default: the error-free final loss x (1 + --target-rel))")
+    p.add_argument("--target-rel", type=float, default=0.01, help="relative target margin (default 0.01)")
+    p.add_argument("--steps", type=int, default=60, help="without --results: training steps (default 60)")
+    p.add_argument("--bers", default="1e-6,1e-5",
+                   help="without --results: comma-separated BERs of the small experiment (default 1e-6,1e-5)")
+    add_cluster_arguments(p, code=False)
+    add_seed(p)
+    add_json(p)
+
+
+def _small_experiment(args: argparse.Namespace, out: str) -> str:
+    """Run a small DDP experiment (bypass, two guards) into ``out``; returns the folder."""
+    from phy802.cli.experiment import add_arguments as exp_args, sweep as exp_sweep, write_report
+
+    p = argparse.ArgumentParser()
+    exp_args(p)
+    a = p.parse_args(["--out", out, "--bers", args.bers, "--parallel", "ddp",
+                      "--guards", "nan_to_zero_clamp,exponent_protection", "--steps", str(args.steps),
+                      "--seed", str(args.seed), "--fec", "bypass", "--n-layer", "2", "--n-embd", "64",
+                      "--eval-interval", str(max(1, args.steps // 6)), "--eval-iters", "4", "--timeout", "900"])
+    print(f"[tradeoff] no --results: running a small experiment (2-rank DDP, {args.steps} steps, BER 0,{args.bers}, "
+          f"bypass) into {out}", file=sys.stderr, flush=True)
+    rows = exp_sweep(a)
+    write_report(rows, out, {k: v for k, v in vars(a).items() if k != "json"})
+    return out
+
+
+def _fmt(v) -> str:
+    if isinstance(v, float):
+        if math.isnan(v):
+            return "nan"
+        if math.isinf(v):
+            return "inf"
+        return f"{v:.4g}"
+    return str(v)
+
+
+_SHOW = ("parallel", "mode", "ber", "guard", "ranks", "step_ms", "exposed_ms", "phy_us", "resend_ms",
+         "loss_penalty", "steps_to_target", "time_to_target_s", "vs_ref")
+
+
+def run_tradeoff(args: argparse.Namespace, live: bool = True) -> dict:
+    """The whole command as a function (also used by ``phy802 demo``); returns the JSON document."""
+    from phy802._io import atomic_write_text
+    from protocol.steptime import read_commlog
+    from protocol.tradeoff import COLUMNS, DEFAULT_MODES, TimeModel, load_results, plot_pareto, tradeoff_rows
+
+    if not (args.tflops > 0 and 0 < args.mfu <= 1):
+        raise ValueError(f"--tflops must be > 0 and --mfu in (0, 1], got {args.tflops}, {args.mfu}")
+    out = args.out
+    os.makedirs(out, exist_ok=True)
+    results = args.results or _small_experiment(args, os.path.join(out, "experiment"))
+    meta, rows = load_results(results)
+    log = read_commlog(args.comm_log) if args.comm_log else None
+    stages = args.pp_stages or int(meta.get("world_size", 2))
+    tm = TimeModel(model=args.model, tflops=None if (log is not None and args.measured_compute) else args.tflops,
+                   mfu=args.mfu, log=log, pp_stages=max(2, stages), microbatches=int(meta.get("microbatches", 4)))
+    modes = args.modes or list(DEFAULT_MODES)
+
+    if live:
+        print("  ".join(f"{c:>12}" if i > 1 else f"{c:<24}" if i == 1 else f"{c:<8}" for i, c in enumerate(_SHOW)),
+              file=sys.stderr, flush=True)
+
+    def show(r: dict) -> None:
+        if live:
+            print("  ".join(f"{_fmt(r[c]):>12}" if i > 1 else f"{r[c]:<24}" if i == 1 else f"{r[c]:<8}"
+                            for i, c in enumerate(_SHOW)), file=sys.stderr, flush=True)
+
+    table = tradeoff_rows(meta, rows, modes=modes, ranks=tuple(args.ranks), cluster=cluster_from_args(args),
+                          time_model=tm, target_loss=args.target_loss, target_rel=args.target_rel, on_row=show)
+    buf = io.StringIO()
+    w = csv.writer(buf)
+    w.writerow(COLUMNS)
+    for r in table:
+        w.writerow([_fmt(r[c]) for c in COLUMNS])
+    atomic_write_text(os.path.join(out, "tradeoff.csv"), buf.getvalue())
+    doc = {"results": os.path.abspath(results), "out": os.path.abspath(out), "model": args.model,
+           "tflops": tm.tflops, "mfu": args.mfu, "comm_log": args.comm_log, "cluster": to_jsonable(cluster_from_args(args)),
+           "rows": [{k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in r.items()}
+                    for r in table]}
+    atomic_write_text(os.path.join(out, "tradeoff.json"), json.dumps(to_jsonable(doc), indent=1))
+    plot_pareto(table, os.path.join(out, "pareto.png"))
+    return doc
+
+
+def run(args: argparse.Namespace) -> int:
+    doc = run_tradeoff(args, live=not args.json)
+
+    def text() -> str:
+        best: dict = {}
+        for r in doc["rows"]:
+            key, v = (r["parallel"], r["ranks"]), r["vs_ref"]
+            if v is not None and (key not in best or v < best[key]["vs_ref"]):
+                best[key] = r
+        lines = [f"written to {doc['out']}/ (tradeoff.csv, tradeoff.json, pareto.png)"]
+        for (par, n), r in sorted(best.items()):
+            lines.append(f"  {par} x{n}: fastest to the target loss: {r['mode']} at BER {r['ber']:g} "
+                         f"(guard {r['guard']}): {r['time_to_target_s']:.4g} s = {r['vs_ref']:.4f} x error-free KP4")
+        return "\n".join(lines)
+
+    emit(args, doc, text)
+    return 0

@@ -1,0 +1,370 @@
+"""Step time of a training run: a communication log replayed through the collective model.
+
+A **communication log** is a plain JSON-lines file (no torch needed to read it): the first line
+is a header, every other line one operation one rank issued (written by
+:mod:`integration.commlog`, ``phy802 train --comm-log FILE``, or by hand)::
+
+    {"format": "phy802-commlog", "version": 1, "parallel": "ddp", "world_size": 2,
+     "params": 823296, "tokens_per_step": 768, "microbatches": 4, "schedule": "1f1b",
+     "timing": {"step_s": [0.041, 0.040, ...]}}
+    {"rank": 0, "step": 3, "op": "allreduce", "bytes": 3293184, "dtype": "float32",
+     "cls": "gradients", "peers": "all"}
+    {"rank": 0, "step": 3, "op": "send", "bytes": 24576, "dtype": "float32",
+     "cls": "activations", "peers": [1]}
+
+``op`` is one of ``allreduce, reduce_scatter, allgather, broadcast, alltoall, send, recv,
+barrier``; ``bytes`` is the full buffer of a collective (the input of a reduce-scatter, the
+output of an all-gather) and the message of a send.  Only ``send`` is replayed of a
+point-to-point pair (each message once).  ``timing`` holds wall-clock figures only.
+
+Replay rules (documented model, [I] where marked):
+
+* **Compute time** ``C`` per step and rank: measured (the median of ``timing.step_s``, which on
+  the CPU test runs includes the local gloo exchange: an upper bound) or from a throughput:
+  ``C = 6 P tokens / (ranks x peak_tflops x 1e12 x mfu)`` (6 N FLOPs per token: forward 2N,
+  backward 4N; Kaplan et al. 2020, the nanoGPT/PaLM MFU convention).  Forward takes ``C/3``,
+  backward ``2C/3`` [I].
+* **DDP** (:func:`step_time` with ``parallel == "ddp"``): gradient buckets (``cls ==
+  "gradients"``, in issue order) become ready during backward in proportion to the gradient
+  bytes already produced: bucket ``i`` is ready at ``C/3 + (2C/3) x B_<=i / B_total`` [I].
+  The network runs one collective at a time: ``start_i = max(ready_i, end_{i-1})``,
+  ``end_i = start_i + T_i``.  Every other op of the step (control flags, parameter broadcasts)
+  runs after backward and the last bucket.  ``step = max(C, end_last) + sum T_other``;
+  ``exposed = step - C`` (the communication not hidden behind backward).
+* **Pipeline** (``parallel == "pp"``, ``p`` stages = the log's world size, ``m``
+  microbatches): per-microbatch compute ``c`` (= ``C / m`` of a stage, or measured
+  ``step / (m + p - 1)``), activation hop ``a`` and gradient hop ``g`` (one ``sendrecv`` each,
+  full-duplex links).  GPipe and 1F1B have the same bubble:
+  ``T_pipe = (m + p - 1) max(c, a, g) + (p - 1)(a + g)``: ``m + p - 1`` slots of the slowest
+  of compute and hop, and the ``p - 1`` forward and backward hops of the fill and drain on the
+  critical path [I] (Huang et al. 2019, GPipe; Narayanan et al. 2019, PipeDream-1F1B).  With
+  ``ranks > p`` the cluster runs ``ranks // p`` data-parallel pipelines: each stage's gradients
+  (``4 P / p`` bytes, or the log's ``gradients`` all-reduces) are all-reduced over the
+  ``ranks // p`` replicas after the flush, not overlapped [I].  Other ops run serially.
+* A log recorded at one world size replays at any ``ranks``: per-rank bytes are kept
+  (weak scaling: the per-rank batch is fixed), collectives are re-timed at ``ranks``.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+import os
+import statistics
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+from .collective import Cluster, collective_time
+
+__all__ = [
+    "FORMAT",
+    "VERSION",
+    "CommLogData",
+    "read_commlog",
+    "write_commlog",
+    "MODEL_PRESETS",
+    "model_preset",
+    "compute_from_flops",
+    "synthetic_ddp_log",
+    "synthetic_pp_log",
+    "StepTime",
+    "step_time",
+]
+
+FORMAT = "phy802-commlog"
+VERSION = 1
+_OPS = ("allreduce", "reduce_scatter", "allgather", "broadcast", "alltoall", "send", "recv", "barrier")
+
+#: Named model sizes.  ``gpt2-124m``: GPT-2 small (12 layers, d = 768, 124,439,808 parameters with
+#: tied embeddings), 524,288 tokens per step (nanoGPT's GPT-2 recipe: 0.5 M tokens), bf16 activations.
+MODEL_PRESETS: dict[str, dict[str, Any]] = {
+    "gpt2-124m": dict(params=124_439_808, tokens_per_step=524_288, d_model=768, n_layer=12, seq_len=1024,
+                      grad_dtype_bytes=4, act_dtype_bytes=2),
+}
+
+
+def model_preset(name: str) -> dict[str, Any]:
+    """The :data:`MODEL_PRESETS` entry ``name`` (a copy)."""
+    key = str(name).strip().lower()
+    if key not in MODEL_PRESETS:
+        raise ValueError(f"unknown model preset {name!r}; choose from {', '.join(MODEL_PRESETS)}")
+    return dict(MODEL_PRESETS[key])
+
+
+def compute_from_flops(params: float, tokens_per_step: float, ranks: int, tflops: float, mfu: float) -> float:
+    """``6 P tokens / (ranks x tflops x 1e12 x mfu)`` seconds of compute per step and rank."""
+    if not (params > 0 and tokens_per_step > 0 and ranks >= 1):
+        raise ValueError(f"params, tokens_per_step must be > 0 and ranks >= 1, got {params}, {tokens_per_step}, {ranks}")
+    if not (tflops > 0 and 0 < mfu <= 1):
+        raise ValueError(f"tflops must be > 0 and mfu in (0, 1], got {tflops}, {mfu}")
+    return 6.0 * params * tokens_per_step / (ranks * tflops * 1e12 * mfu)
+
+
+@dataclass(frozen=True)
+class CommLogData:
+    """A communication log: ``header`` (dict) and ``records`` (list of dicts, one per op)."""
+
+    header: dict
+    records: list = field(default_factory=list)
+
+    @property
+    def parallel(self) -> str:
+        return str(self.header.get("parallel", "ddp"))
+
+    @property
+    def world_size(self) -> int:
+        return int(self.header.get("world_size", 1))
+
+    def steps(self) -> list[int]:
+        return sorted({int(r["step"]) for r in self.records})
+
+    def measured_step_s(self) -> float | None:
+        """Median measured wall time of a step (``timing.step_s``), or None."""
+        xs = [float(x) for x in (self.header.get("timing") or {}).get("step_s", []) if x is not None]
+        xs = xs[min(5, len(xs) - 1):] if len(xs) > 1 else xs  # skip warm-up steps, as train does
+        return float(statistics.median(xs)) if xs else None
+
+
+def _check_record(r: Any, where: str) -> dict:
+    if not isinstance(r, dict):
+        raise ValueError(f"{where}: a record must be a JSON object, got {type(r).__name__}")
+    for k in ("step", "op", "bytes"):
+        if k not in r:
+            raise ValueError(f"{where}: record has no field {k!r}")
+    if r["op"] not in _OPS:
+        raise ValueError(f"{where}: unknown op {r['op']!r} (choose from {', '.join(_OPS)})")
+    if not isinstance(r["step"], int) or r["step"] < 0:
+        raise ValueError(f"{where}: step must be an int >= 0, got {r['step']!r}")
+    if not isinstance(r["bytes"], (int, float)) or not math.isfinite(r["bytes"]) or r["bytes"] < 0:
+        raise ValueError(f"{where}: bytes must be a number >= 0, got {r['bytes']!r}")
+    return r
+
+
+def read_commlog(path: str | os.PathLike) -> CommLogData:
+    """Read a communication log (JSON lines, or one JSON object ``{"header":..., "records": [...]}``)."""
+    p = os.fspath(path)
+    with open(p, encoding="utf-8") as fh:
+        text = fh.read()
+    stripped = text.lstrip()
+    if stripped.startswith("{") and "\n" not in stripped.strip():
+        lines = [stripped.strip()]
+    else:
+        lines = [ln for ln in text.splitlines() if ln.strip()]
+    if not lines:
+        raise ValueError(f"{p}: empty communication log")
+    objs = []
+    for i, ln in enumerate(lines, 1):
+        try:
+            objs.append(json.loads(ln))
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{p}, line {i}: not JSON: {exc}") from None
+    if len(objs) == 1 and isinstance(objs[0], dict) and "records" in objs[0]:
+        header, recs = objs[0].get("header", {}), objs[0]["records"]
+        where = [f"{p}, record {i}" for i in range(len(recs))]
+    else:
+        header, recs = objs[0], objs[1:]
+        where = [f"{p}, line {i + 2}" for i in range(len(recs))]
+    if not isinstance(header, dict) or header.get("format") != FORMAT:
+        raise ValueError(f"{p}: not a phy802 communication log (header 'format' must be {FORMAT!r})")
+    if int(header.get("version", 0)) > VERSION:
+        raise ValueError(f"{p}: communication log version {header.get('version')} is newer than {VERSION}")
+    if header.get("parallel", "ddp") not in ("ddp", "pp"):
+        raise ValueError(f"{p}: header parallel must be 'ddp' or 'pp', got {header.get('parallel')!r}")
+    return CommLogData(header, [_check_record(r, w) for r, w in zip(recs, where)])
+
+
+def write_commlog(path: str | os.PathLike, header: dict, records: Iterable[dict]) -> None:
+    """Write a communication log as JSON lines, atomically (temp file + rename)."""
+    from phy802._io import atomic_open
+
+    h = {"format": FORMAT, "version": VERSION, **header}
+    with atomic_open(path, "w", encoding="utf-8") as fh:
+        fh.write(json.dumps(h) + "\n")
+        for r in records:
+            fh.write(json.dumps(r) + "\n")
+
+
+def synthetic_ddp_log(params: int, *, world_size: int = 2, bucket_bytes: int = 25 * 2**20,
+                      first_bucket_bytes: int = 2**20, dtype_bytes: int = 4, tokens_per_step: int | None = None,
+                      steps: int = 1) -> CommLogData:
+    """The log DDP would write for a model of ``params`` parameters: gradient buckets of
+    ``bucket_bytes`` (DDP's ``bucket_cap_mb = 25``; the first bucket 1 MiB,
+    ``dist._DEFAULT_FIRST_BUCKET_BYTES``), then the trainer's one-int control all-reduce."""
+    total = int(params) * int(dtype_bytes)
+    sizes, left = [], total
+    cap = first_bucket_bytes
+    while left > 0:
+        b = min(cap, left)
+        sizes.append(b)
+        left -= b
+        cap = bucket_bytes
+    recs = []
+    for s in range(steps):
+        recs += [dict(rank=0, step=s, op="allreduce", bytes=b, dtype="float32", cls="gradients", peers="all")
+                 for b in sizes]
+        recs.append(dict(rank=0, step=s, op="allreduce", bytes=4, dtype="int32", cls="control", peers="all"))
+    header = {"format": FORMAT, "version": VERSION, "parallel": "ddp", "world_size": world_size,
+              "params": int(params), "synthetic": True}
+    if tokens_per_step is not None:
+        header["tokens_per_step"] = int(tokens_per_step)
+    return CommLogData(header, recs)
+
+
+def synthetic_pp_log(params: int, *, stages: int, microbatches: int, act_bytes: int,
+                     tokens_per_step: int | None = None, schedule: str = "1f1b") -> CommLogData:
+    """The log of one pipeline step: per microbatch an activation send ``s -> s+1`` and a
+    gradient send ``s+1 -> s`` of ``act_bytes`` on every stage boundary, then the trainer's
+    two control all-reduces (squared grad norm, finite flag)."""
+    recs = []
+    for mb in range(microbatches):
+        for s in range(stages - 1):
+            recs.append(dict(rank=s, step=0, op="send", bytes=act_bytes, dtype="bfloat16", cls="activations",
+                             peers=[s + 1], microbatch=mb))
+            recs.append(dict(rank=s + 1, step=0, op="send", bytes=act_bytes, dtype="bfloat16",
+                             cls="activation_grads", peers=[s], microbatch=mb))
+    for r in range(stages):
+        recs.append(dict(rank=r, step=0, op="allreduce", bytes=4, dtype="float32", cls="control", peers="all"))
+        recs.append(dict(rank=r, step=0, op="allreduce", bytes=4, dtype="int32", cls="control", peers="all"))
+    header = {"format": FORMAT, "version": VERSION, "parallel": "pp", "world_size": stages,
+              "params": int(params), "microbatches": microbatches, "schedule": schedule, "synthetic": True}
+    if tokens_per_step is not None:
+        header["tokens_per_step"] = int(tokens_per_step)
+    return CommLogData(header, recs)
+
+
+@dataclass(frozen=True, slots=True)
+class StepTime:
+    """Modelled time of one training step, seconds, and its parts.
+
+    ``step_s = compute_s + exposed_s``.  ``comm_s``: all communication, serialised (what it
+    would cost with no overlap); ``phy_s`` / ``resend_s``: the FEC-latency and resend parts of
+    ``comm_s``; ``bubble_s``: pipeline fill/drain (PP only).
+    """
+
+    parallel: str
+    ranks: int
+    code: str
+    fec: str
+    ber: float
+    step_s: float
+    compute_s: float
+    exposed_s: float
+    comm_s: float
+    phy_s: float
+    resend_s: float
+    bubble_s: float
+    ops: int
+
+
+@functools.lru_cache(maxsize=4096)
+def _op_time(op: str, nbytes: int, cluster: Cluster):
+    return collective_time(op, nbytes, cluster)
+
+
+def _replay_op(r: dict, cluster: Cluster):
+    op = r["op"]
+    if op in ("recv",):
+        return None
+    if op == "send":
+        return _op_time("sendrecv", int(r["bytes"]), cluster)
+    if op == "barrier":
+        return _op_time("allreduce", 4, cluster)  # a barrier costs a one-int all-reduce's latency [I]
+    if op == "alltoall":
+        # N-1 messages of S/N per rank, one per step [I]: like a ring all-gather's traffic
+        return _op_time("allgather", int(r["bytes"]), cluster)
+    return _op_time(op, int(r["bytes"]), cluster)
+
+
+def _pick_step(log: CommLogData, rank: int = 0) -> list[dict]:
+    """The records of one representative step of ``rank``: the last recorded step (DDP rebuilds
+    its buckets after the first one)."""
+    mine = [r for r in log.records if int(r.get("rank", 0)) == rank]
+    if not mine:
+        return []
+    last = max(int(r["step"]) for r in mine)
+    return [r for r in mine if int(r["step"]) == last]
+
+
+def step_time(log: CommLogData, cluster: Cluster, *, compute_s: float | None = None) -> StepTime:
+    """Replay one step of ``log`` over ``cluster`` (module docstring for the rules).
+
+    ``compute_s``: compute per step and rank; default the log's measured step time.
+    """
+    if compute_s is None:
+        compute_s = log.measured_step_s()
+        if compute_s is None:
+            raise ValueError("step_time: the log has no measured step time (timing.step_s); give compute_s")
+        if log.parallel == "pp":  # the measured step holds the bubble: busy = step x m / (m + p - 1)
+            m = int(log.header.get("microbatches", 1))
+            compute_s *= m / (m + log.world_size - 1)
+    if not (math.isfinite(compute_s) and compute_s >= 0):
+        raise ValueError(f"compute_s must be a finite number >= 0, got {compute_s!r}")
+    if log.parallel == "pp":
+        return _pp_step(log, cluster, compute_s)
+    recs = _pick_step(log)
+    grads = [r for r in recs if r.get("cls") == "gradients" and r["op"] in ("allreduce", "reduce_scatter")]
+    others = [r for r in recs if r not in grads]
+    total = sum(int(r["bytes"]) for r in grads) or 1
+    fwd, bwd = compute_s / 3.0, 2.0 * compute_s / 3.0
+    end, done, comm, phy, res = 0.0, 0, 0.0, 0.0, 0.0
+    for r in grads:
+        t = _replay_op(r, cluster)
+        done += int(r["bytes"])
+        ready = fwd + bwd * done / total
+        end = max(ready, end) + t.time_s
+        comm, phy, res = comm + t.time_s, phy + t.phy_s, res + t.resend_s
+    step = max(compute_s, end)
+    n = len(grads)
+    for r in others:
+        t = _replay_op(r, cluster)
+        if t is None:
+            continue
+        step += t.time_s
+        comm, phy, res, n = comm + t.time_s, phy + t.phy_s, res + t.resend_s, n + 1
+    return StepTime("ddp", cluster.ranks, cluster.code, cluster.fec, cluster.ber, step, compute_s, step - compute_s,
+                    comm, phy, res, 0.0, n)
+
+
+def _pp_step(log: CommLogData, cluster: Cluster, compute_s: float) -> StepTime:
+    p = log.world_size
+    m = int(log.header.get("microbatches", 1))
+    if p < 2 or m < 1:
+        raise ValueError(f"pipeline log needs world_size >= 2 and microbatches >= 1, got {p}, {m}")
+    hop = cluster.with_(ranks=2)  # a stage boundary: one sendrecv over one path
+    last = max((int(r["step"]) for r in log.records), default=0)
+    recs = [r for r in log.records if int(r["step"]) == last]
+    grad_cls = ("activation_grads", "activation_gradients")  # the group's and protocol.modes' names
+    sends = [r for r in recs if r["op"] == "send" and r.get("cls") in ("activations", *grad_cls)]
+
+    def hop_time(cls: str):
+        xs = [int(r["bytes"]) for r in sends if r.get("cls") == cls or (cls == "activation_grads" and r.get("cls") in grad_cls)]
+        return _op_time("sendrecv", max(xs), hop) if xs else None
+
+    ta, tg = hop_time("activations"), hop_time("activation_grads")
+    a = ta.time_s if ta else 0.0
+    g = tg.time_s if tg else 0.0
+    c = compute_s / m  # per-microbatch compute of a stage
+    slot = max(c, a, g)
+    pipe = (m + p - 1) * slot + (p - 1) * (a + g)
+    bubble = (p - 1) * slot
+    comm = m * (a + g)
+    phy = m * ((ta.phy_s if ta else 0.0) + (tg.phy_s if tg else 0.0))
+    res = m * ((ta.resend_s if ta else 0.0) + (tg.resend_s if tg else 0.0))
+    step, n = pipe, len(sends)
+    dp = cluster.ranks // p
+    if dp > 1:
+        gb = [int(r["bytes"]) for r in recs if r.get("cls") == "gradients" and r["op"] == "allreduce"
+              and int(r.get("rank", 0)) == 0]
+        stage_bytes = sum(gb) if gb else int(log.header.get("params", 0)) * 4 // p
+        t = _op_time("allreduce", stage_bytes, cluster.with_(ranks=dp))
+        step += t.time_s
+        comm, phy, res, n = comm + t.time_s, phy + t.phy_s, res + t.resend_s, n + 1
+    ctrl = [r for r in recs if r["op"] != "send" and r["op"] != "recv" and r.get("cls") != "gradients"
+            and int(r.get("rank", 0)) == 0]
+    for r in ctrl:
+        t = _replay_op(r, cluster.with_(ranks=max(p, cluster.ranks)))
+        step += t.time_s
+        comm, phy, res, n = comm + t.time_s, phy + t.phy_s, res + t.resend_s, n + 1
+    return StepTime("pp", cluster.ranks, cluster.code, cluster.fec, cluster.ber, step, m * c,
+                    step - m * c, comm, phy, res, bubble, n)

@@ -1,0 +1,289 @@
+"""Is skipping FEC worth it?  The measured loss side joined with the modelled time side.
+
+Inputs: an ``experiment`` results folder (``results.json``: rows with ``parallel``, ``ber``,
+``guard``, ``evals`` [(step, val_loss), ...], ``final_val_loss``; ``meta`` with the run's
+``fec``) and a time model (:mod:`protocol.steptime` over :mod:`protocol.collective`).
+
+For each mode (code, FEC), BER, guard and cluster size:
+
+* **loss side**: which measured curve the mode gets.  ``ieee``, ``llr`` and ``detect_only``
+  deliver no errors (a bad frame is dropped and resent), so their curve is the error-free run's
+  at every BER; ``correct_no_indication`` too when its post-FEC BER
+  (:func:`phy802.theory.post_fec_ber`) is below :data:`CLEAN_POST_FEC_BER`.  ``bypass`` gets
+  the measured rows of an experiment run with ``fec = bypass``; ``unequal`` the rows of an
+  ``unequal`` run, or of a ``bypass`` run with guard ``exponent_protection`` (the receiver
+  drops flips on sign/exponent bits: the same bits ``unequal`` delivers) [I].
+* **time side**: the modelled step time (:func:`protocol.steptime.step_time`), resends at the
+  BER included, of the named model size (``gpt2-124m`` by default, compute from
+  ``--tflops`` x MFU) or of a recorded communication log.  The loss side is measured on the
+  small model of the experiment: the join assumes its loss penalty carries over [I].
+* **loss penalty** = final validation loss - the error-free run's; **steps to target**: the
+  first step at which the measured validation curve reaches the target loss (linear
+  interpolation between evaluations; default target: the error-free final loss x 1.01);
+  **time to target** = steps to target x modelled step time.  ``vs_ref`` is the time to target
+  over that of error-free KP4 ``ieee`` at the same cluster size (< 1: the mode wins).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from dataclasses import dataclass
+from typing import Callable, Iterable
+
+from .collective import Cluster
+from .steptime import (CommLogData, compute_from_flops, model_preset, step_time, synthetic_ddp_log,
+                       synthetic_pp_log)
+
+__all__ = ["DEFAULT_MODES", "REFERENCE", "CLEAN_POST_FEC_BER", "TimeModel", "load_results", "steps_to_target",
+           "tradeoff_rows", "COLUMNS", "pareto_front", "plot_pareto", "parse_modes"]
+
+DEFAULT_MODES: tuple[tuple[str, str], ...] = (
+    ("kp4", "ieee"), ("kr4", "ieee"), ("rs272", "ieee"), ("kp4", "llr"), ("rs272", "llr"),
+    ("kp4", "detect_only"), ("kp4", "correct_no_indication"), ("kp4", "bypass"), ("kp4", "unequal"),
+)
+REFERENCE = ("kp4", "ieee")
+#: below this post-FEC BER, ``correct_no_indication`` is taken as error-free on the loss side
+CLEAN_POST_FEC_BER = 1e-18
+COLUMNS = ("parallel", "mode", "code", "fec", "ber", "guard", "ranks", "step_ms", "compute_ms", "exposed_ms",
+           "phy_us", "resend_ms", "final_val_loss", "loss_penalty", "steps_to_target", "time_to_target_s", "vs_ref")
+
+
+def parse_modes(text: str | Iterable[str]) -> list[tuple[str, str]]:
+    """``"kp4:ieee,rs272:llr"`` (or a list of ``code:fec``) -> ``[("kp4", "ieee"), ...]``."""
+    from .collective import CODE_NAMES, FEC_NAMES
+
+    items = [x.strip() for x in (text.split(",") if isinstance(text, str) else text) if x.strip()]
+    out = []
+    for it in items:
+        code, sep, fec = it.partition(":")
+        if not sep or code not in CODE_NAMES or fec not in FEC_NAMES:
+            raise ValueError(f"mode {it!r}: expected CODE:FEC with CODE in {', '.join(CODE_NAMES)} and FEC in "
+                             f"{', '.join(FEC_NAMES)}")
+        out.append((code, fec))
+    if not out:
+        raise ValueError("no modes given")
+    return out
+
+
+@dataclass(frozen=True)
+class TimeModel:
+    """Where step times come from: a named model size with a throughput, or a recorded log.
+
+    ``log``: a communication log (its ``parallel`` rows use it; compute measured unless
+    ``tflops`` is set).  Otherwise synthetic DDP / pipeline logs of ``model``; the pipeline
+    has ``pp_stages`` stages and ``microbatches`` microbatches.
+    """
+
+    model: str = "gpt2-124m"
+    tflops: float | None = 989.0  # H100 SXM dense BF16 peak [I]
+    mfu: float = 0.4
+    log: CommLogData | None = None
+    pp_stages: int = 2
+    microbatches: int = 4
+
+    def step(self, parallel: str, cluster: Cluster):
+        if self.log is not None and self.log.parallel == parallel:
+            h = self.log.header
+            comp = None
+            if self.tflops is not None and h.get("params") and h.get("tokens_per_step"):
+                comp = compute_from_flops(h["params"], h["tokens_per_step"], cluster.ranks, self.tflops, self.mfu)
+            return step_time(self.log, cluster, compute_s=comp)
+        pr = model_preset(self.model)
+        if self.tflops is None:
+            raise ValueError(f"TimeModel: model preset {self.model!r} needs tflops")
+        comp = compute_from_flops(pr["params"], pr["tokens_per_step"], cluster.ranks, self.tflops, self.mfu)
+        if parallel == "ddp":
+            return step_time(synthetic_ddp_log(pr["params"], world_size=cluster.ranks), cluster, compute_s=comp)
+        p = self.pp_stages
+        dp = max(1, cluster.ranks // p)
+        act = pr["tokens_per_step"] // dp // self.microbatches * pr["d_model"] * pr["act_dtype_bytes"]
+        log = synthetic_pp_log(pr["params"], stages=p, microbatches=self.microbatches, act_bytes=max(1, act))
+        return step_time(log, cluster.with_(ranks=max(cluster.ranks, p)), compute_s=comp)
+
+
+def load_results(folder: str | os.PathLike) -> tuple[dict, list[dict]]:
+    """``(meta, rows)`` of an ``experiment`` results folder (or a ``results.json`` path)."""
+    path = os.fspath(folder)
+    if os.path.isdir(path):
+        path = os.path.join(path, "results.json")
+    if not os.path.exists(path):
+        raise ValueError(f"{path}: no such file (an 'phy802 experiment --out' folder holds results.json)")
+    with open(path, encoding="utf-8") as fh:
+        try:
+            doc = json.load(fh)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{path}: not JSON: {exc}") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("rows"), list):
+        raise ValueError(f"{path}: expected an object with a 'rows' list (phy802 experiment results.json)")
+    for i, r in enumerate(doc["rows"]):
+        for k in ("parallel", "ber", "guard", "evals", "final_val_loss"):
+            if k not in r:
+                raise ValueError(f"{path}: row {i} has no field {k!r}")
+        if r["parallel"] not in ("ddp", "pp"):
+            raise ValueError(f"{path}: row {i}: parallel must be 'ddp' or 'pp', got {r['parallel']!r}")
+        if not isinstance(r["evals"], list) or not all(isinstance(e, (list, tuple)) and len(e) == 2 for e in r["evals"]):
+            raise ValueError(f"{path}: row {i}: evals must be a list of [step, val_loss] pairs")
+    return dict(doc.get("meta") or {}), doc["rows"]
+
+
+def _num(x) -> float:
+    return float("nan") if x is None else float(x)
+
+
+def steps_to_target(evals: list, target: float) -> float:
+    """First step at which the validation curve reaches ``target`` (linear interpolation); inf if never."""
+    pts = [(float(s), _num(v)) for s, v in evals]
+    prev = None
+    for s, v in pts:
+        if not math.isfinite(v):
+            return math.inf  # a curve that went NaN does not come back in these runs
+        if v <= target:
+            if prev is None or prev[1] == v:
+                return s
+            s0, v0 = prev
+            return s0 + (s - s0) * (v0 - target) / (v0 - v)
+        prev = (s, v)
+    return math.inf
+
+
+def _clean(code: str, fec: str, ber: float) -> bool:
+    if ber == 0 or fec in ("ieee", "llr", "detect_only"):
+        return True
+    if fec == "correct_no_indication" and code != "none":
+        from phy802 import theory
+
+        from .collective import _rs_code
+
+        return float(theory.post_fec_ber(ber, _rs_code(code))) < CLEAN_POST_FEC_BER
+    return False
+
+
+def _measured(rows: list[dict], meta_fec: str, parallel: str, fec: str, ber: float) -> list[dict]:
+    mine = [r for r in rows if r["parallel"] == parallel and float(r["ber"]) == ber and ber > 0]
+    if fec == meta_fec:
+        return mine
+    if fec == "unequal" and meta_fec == "bypass":
+        return [r for r in mine if r["guard"] == "exponent_protection"]
+    return []
+
+
+def tradeoff_rows(meta: dict, rows: list[dict], *, modes=DEFAULT_MODES, ranks=(8, 64, 512),
+                  cluster: Cluster = Cluster(), time_model: TimeModel = TimeModel(),
+                  target_loss: float | None = None, target_rel: float = 0.01,
+                  on_row: Callable[[dict], None] | None = None) -> list[dict]:
+    """The joined table (module docstring); ``on_row`` is called with each row as it is made."""
+    meta_fec = str(meta.get("fec", "bypass"))
+    out: list[dict] = []
+    for par in sorted({r["parallel"] for r in rows}, key=["ddp", "pp"].index):
+        base = [r for r in rows if r["parallel"] == par and float(r["ber"]) == 0.0]
+        if not base:
+            raise ValueError(f"results have no error-free (ber 0) row for {par}: the reference is missing")
+        shadow = base[0]
+        shadow_loss = _num(shadow["final_val_loss"])
+        target = target_loss if target_loss is not None else shadow_loss * (1 + target_rel)
+        bers = sorted({float(r["ber"]) for r in rows if r["parallel"] == par})
+        for n in ranks:
+            ref_time = None
+            for code, fec in modes:
+                for ber in bers:
+                    if _clean(code, fec, ber):
+                        loss_rows = [dict(shadow, guard="-")]
+                    else:
+                        loss_rows = _measured(rows, meta_fec, par, fec, ber)
+                    if not loss_rows:
+                        continue
+                    st = time_model.step(par, cluster.with_(ranks=n, code=code, fec=fec, ber=ber))
+                    for lr in loss_rows:
+                        final = _num(lr["final_val_loss"])
+                        s2t = steps_to_target(lr["evals"], target)
+                        t2t = s2t * st.step_s if math.isfinite(s2t) else math.inf
+                        row = {"parallel": par, "mode": f"{code}/{fec}", "code": code, "fec": fec, "ber": ber,
+                               "guard": lr["guard"], "ranks": n, "step_ms": 1e3 * st.step_s,
+                               "compute_ms": 1e3 * st.compute_s, "exposed_ms": 1e3 * st.exposed_s,
+                               "phy_us": 1e6 * st.phy_s, "resend_ms": 1e3 * st.resend_s,
+                               "final_val_loss": final, "loss_penalty": final - shadow_loss,
+                               "steps_to_target": s2t, "time_to_target_s": t2t, "target_loss": target}
+                        if (code, fec) == REFERENCE and ber == 0.0:
+                            ref_time = t2t
+                        out.append(row)
+            for row in out:
+                if row["parallel"] == par and row["ranks"] == n:
+                    ok = ref_time is not None and math.isfinite(ref_time) and ref_time > 0
+                    row["vs_ref"] = row["time_to_target_s"] / ref_time if ok else float("nan")
+                    if on_row is not None:
+                        on_row(row)
+    return out
+
+
+def pareto_front(points: list[tuple[float, float]]) -> list[int]:
+    """Indices of the points not dominated in (x, y), both lower-is-better (finite points only)."""
+    idx = [i for i, (x, y) in enumerate(points) if math.isfinite(x) and math.isfinite(y)]
+    front = []
+    for i in idx:
+        xi, yi = points[i]
+        if not any((points[j][0] <= xi and points[j][1] <= yi) and (points[j] != points[i]) for j in idx):
+            front.append(i)
+    return sorted(front, key=lambda i: points[i])
+
+
+_MARKERS = "o^sv<>DPXh*p"
+
+
+def plot_pareto(rows: list[dict], path: str | os.PathLike) -> None:
+    """Step time vs loss penalty, one marker per mode, one panel per (parallel, ranks); PNG written atomically."""
+    import io
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from phy802._io import atomic_write_bytes
+
+    pars = sorted({r["parallel"] for r in rows}, key=["ddp", "pp"].index)
+    sizes = sorted({r["ranks"] for r in rows})
+    modes = list(dict.fromkeys(r["mode"] for r in rows))
+    bers = sorted({r["ber"] for r in rows})
+    cmap = plt.get_cmap("viridis")
+    color = {b: cmap(i / max(1, len(bers) - 1)) for i, b in enumerate(bers)}
+    fig, axes = plt.subplots(len(pars), len(sizes), figsize=(4.4 * len(sizes), 3.8 * len(pars)), squeeze=False)
+    for i, par in enumerate(pars):
+        for j, n in enumerate(sizes):
+            ax = axes[i][j]
+            mine = [r for r in rows if r["parallel"] == par and r["ranks"] == n]
+            hidden = 0
+            for k, mode in enumerate(modes):
+                for r in (r for r in mine if r["mode"] == mode):
+                    x, y = r["loss_penalty"], r["step_ms"]
+                    if not (math.isfinite(x) and math.isfinite(y)):
+                        hidden += 1
+                        continue
+                    ax.scatter(x, y, marker=_MARKERS[k % len(_MARKERS)], color=color[r["ber"]], s=38,
+                               edgecolor="black", linewidth=0.4, zorder=3)
+            ref = [r for r in mine if r["mode"] == "/".join(REFERENCE) and r["ber"] == 0.0]
+            if ref:
+                ax.scatter(ref[0]["loss_penalty"], ref[0]["step_ms"], marker="*", s=260, facecolor="none",
+                           edgecolor="red", linewidth=1.4, zorder=4, label="error-free KP4 (reference)")
+                ax.axhline(ref[0]["step_ms"], color="red", lw=0.6, ls=":")
+            pts = [(r["loss_penalty"], r["step_ms"]) for r in mine]
+            front = pareto_front(pts)
+            if len(front) > 1:
+                ax.plot([pts[f][0] for f in front], [pts[f][1] for f in front], color="gray", lw=0.8, ls="--",
+                        zorder=2, label="Pareto front")
+            ax.set_title(f"{par.upper()}, {n} ranks" + (f" ({hidden} diverged, not shown)" if hidden else ""),
+                         fontsize=9)
+            ax.set_xlabel("loss penalty vs error-free (nats)")
+            ax.set_ylabel("modelled step time (ms)")
+            ax.grid(alpha=0.3)
+    handles = [plt.Line2D([], [], marker=_MARKERS[k % len(_MARKERS)], color="gray", ls="", label=m)
+               for k, m in enumerate(modes)]
+    handles += [plt.Line2D([], [], marker="o", color=color[b], ls="", label=f"BER {b:g}") for b in bers]
+    handles += [plt.Line2D([], [], marker="*", color="red", ls="", ms=12, label="error-free KP4 (reference)")]
+    fig.legend(handles=handles, loc="center right", fontsize=8, frameon=False)
+    fig.tight_layout(rect=(0, 0, 0.83, 1))
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110)
+    plt.close(fig)
+    atomic_write_bytes(path, buf.getvalue())
