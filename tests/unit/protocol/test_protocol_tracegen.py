@@ -288,3 +288,17 @@ def test_rs272_and_none_generate_at_the_expected_rates():
     assert ch.offsets.size > 0 and ch.marks.shape[0] < n.stats.header_errors + 1
     with pytest.raises(ValueError, match="kr4"):
         GeneratorConfig("400G", "ieee", ber, code="kr4")
+
+
+def test_rs272_sharded_trace_does_not_depend_on_workers(tmp_path):
+    from protocol.trace import TraceReader, generate_trace
+
+    kw = dict(fec="ieee", code="rs272", ber=1.5e-3, line_bits=2e7, seed=3, chunk_pairs=100, shard_pairs=300)
+    a = generate_trace(tmp_path / "a.npz", workers=1, **kw)
+    b = generate_trace(tmp_path / "b.npz", workers=2, **kw)
+    assert a["code"] == "rs272" and a["codewords"] == b["codewords"] and a["codewords"]["total"] == 4 * a["pairs"]
+    with TraceReader(tmp_path / "a.npz") as ra, TraceReader(tmp_path / "b.npz") as rb:
+        xs, ys = list(ra.iter_chunks()), list(rb.iter_chunks())
+    off = [np.concatenate([c.offsets for c in z]) for z in (xs, ys)]
+    marks = [np.concatenate([c.marks for c in z]) for z in (xs, ys)]
+    assert off[0].size > 1000 and np.array_equal(*off) and np.array_equal(*marks)
