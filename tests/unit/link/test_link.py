@@ -282,3 +282,10 @@ def test_all_simulators_agree_on_a_fixed_error_pattern(code, fec):
     assert c.llr_retries == (1 if fec == "llr" else 0)  # one pair with a flagged codeword
     if code == "kp4" and fec in ("ieee", "llr", "correct_no_indication"):
         assert c.corrected_codewords == 1 and c.corrected_symbols == 3 and c.post_fec_bit_errors == 18
+
+
+def test_rs272_frames_payload_sends_the_pairs_asked_for():
+    """Whole frames can leave more than one 20-block rs272 pair empty: the link idles up to P pairs."""
+    for P in (1, 7, 64):
+        c = Link(LinkConfig(code="rs272", fec="llr", payload="frames")).run(P, seed=2, batch_pairs=P).counters
+        assert c.pairs == P and c.frames > 0 and c.frames_ok == c.frames and c.llr_retries == 0
