@@ -285,7 +285,8 @@ def test_all_simulators_agree_on_a_fixed_error_pattern(code, fec):
 
 
 def test_rs272_frames_payload_sends_the_pairs_asked_for():
-    """Whole frames can leave more than one 20-block rs272 pair empty: the link idles up to P pairs."""
+    """Whole frames can leave more than one 20-block rs272 pair empty: the link idles up to P pairs
+    (at least one frame is sent, so a single pair rounds up: a 1514-octet frame spans 3 pairs)."""
     for P in (1, 7, 64):
         c = Link(LinkConfig(code="rs272", fec="llr", payload="frames")).run(P, seed=2, batch_pairs=P).counters
-        assert c.pairs == P and c.frames > 0 and c.frames_ok == c.frames and c.llr_retries == 0
+        assert c.pairs == max(P, 3) and c.frames > 0 and c.frames_ok == c.frames and c.llr_retries == 0
