@@ -636,15 +636,16 @@ class LiveSource:
 
     Parameters
     ----------
-    rate, fec, ber, burst_pb, lane_weights : as :class:`~protocol.tracegen.GeneratorConfig` (pre-FEC line BER).
+    rate, fec, ber, burst_pb, lane_weights, code : as :class:`~protocol.tracegen.GeneratorConfig`
+        (pre-FEC line BER; ``code`` kp4, rs272 or none).
     seed : explicit seed.
     """
 
     def __init__(self, rate: str = "400G", fec: str = "bypass", ber: float = 1e-5, *, seed, chunk_pairs: int = 4096,
-                 burst_pb: float | None = None, lane_weights=None) -> None:
+                 burst_pb: float | None = None, lane_weights=None, code: str = "kp4") -> None:
         from .tracegen import FastGenerator, GeneratorConfig
 
-        self.cfg = GeneratorConfig(rate, fec, ber, burst_pb, lane_weights)
+        self.cfg = GeneratorConfig(rate, fec, ber, burst_pb, lane_weights, code)
         self.gen = FastGenerator(self.cfg, seed)
         self.cursor = 0
         self._chunk_pairs = int(chunk_pairs)

@@ -186,6 +186,12 @@ def test_delivery_with_plain_take_source():
 
     d = deliver(1 << 20, LiveSource("400G", "ieee", 1e-5, seed=1), "ieee")
     assert d.frames == 256 and d.payload_flips.size == 0 and d.line_bits > d.stream_bits
+    # rs272 errors through the same delivery (llr: failed frames cost a link round trip each)
+    src = LiveSource("400G", "llr", 1.5e-3, seed=2, code="rs272")
+    d = deliver(1 << 20, src, "llr", code="rs272")
+    assert d.frames_resent > 0 and d.payload_flips.size == 0
+    rounds = d.retransmit_ns / added_latency("llr", code="rs272").retry_ns  # whole link round trips
+    assert rounds >= 1 and rounds == pytest.approx(round(rounds))
 
 
 @pytest.mark.parametrize("code, rate, mode, acc, dec", [
