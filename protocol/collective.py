@@ -65,6 +65,13 @@ the resends that drop again (geometric)::
 
 with ``alpha_link = phy_ns + fiber`` of one link.  Several drops in one step on different links
 overlap in time and are counted once (a lower bound); a dropped frame is never free.
+
+``Cluster.header_fallback`` (default off, as :mod:`protocol.delivery` drops): a reading of
+SPEC.md D3 in which an error-tolerant frame whose header check fails on the speculative path
+is taken from the corrected path instead of dropped [I].  Then, in ``bypass`` and ``unequal``,
+a header hit costs the step one link's ``ieee`` FEC latency (``fallback_s``, a lower bound:
+once per step), and only frames
+the corrected path cannot deliver (``ieee``'s loss probability) are resent.
 """
 
 from __future__ import annotations
@@ -151,6 +158,9 @@ class Cluster:
         Fixed software cost per step (kernel launch, protocol), ns (default 0).
     link_gbps : float or None
         Payload (MAC) rate of a link in Gb/s; default the rate's PCS stream rate (400 / 200).
+    header_fallback : bool
+        ``bypass``/``unequal`` frames with a header hit wait for the corrected path instead of
+        being dropped (module docstring; default False, as :mod:`protocol.delivery`).
     latency : LatencyConfig
         Decoder pipeline parameters of :mod:`protocol.latency`.
     framing : FramingConfig
@@ -172,6 +182,7 @@ class Cluster:
     fiber_ns_per_m: float = 5.0
     step_ns: float = 0.0
     link_gbps: float | None = None
+    header_fallback: bool = False
     latency: LatencyConfig = field(default_factory=LatencyConfig)
     framing: FramingConfig = field(default_factory=FramingConfig)
 
@@ -350,7 +361,7 @@ def frame_loss_probability(code: str, fec: str, ber: float, payload_octets: int,
 class CollectiveTime:
     """Modelled time of one collective, in seconds, and its parts.
 
-    ``time_s = bandwidth_s + latency_s + resend_s``; ``phy_s`` is the part of ``latency_s`` spent
+    ``time_s = bandwidth_s + latency_s + resend_s + fallback_s``; ``phy_s`` is the part of ``latency_s`` spent
     in FEC receive paths (``link_traversals x phy_ns``).  ``bus_gbps`` is the nccl-tests bus
     bandwidth of the modelled time (payload bits).
     """
@@ -366,6 +377,7 @@ class CollectiveTime:
     bandwidth_s: float
     latency_s: float
     resend_s: float
+    fallback_s: float
     phy_s: float
     steps: int
     path_links: int
@@ -444,7 +456,7 @@ def collective_time(op: str, size_bytes: float, cluster: Cluster, algo: str | No
     c = cluster
     retry = "llr" if c.fec == "llr" else "transport"
     if (n <= 1 and op != "sendrecv") or size == 0:
-        return CollectiveTime(op, algo, c.ranks, size, c.code, c.fec, c.ber, 0.0, 0.0, 0.0, 0.0, 0.0, 0, c.links, 0,
+        return CollectiveTime(op, algo, c.ranks, size, c.code, c.fec, c.ber, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0, c.links, 0,
                               c.alpha_ns, c.phy_ns, c.payload_gbps, 0.0, 0.0, 0.0, retry, math.inf, math.inf)
     links = c.links if op != "sendrecv" or c.path_links is not None or c.ranks > 1 else 2
     steps, per_step, passes, concurrent = _schedule(op, algo, n, size)
@@ -458,6 +470,11 @@ def collective_time(op: str, size_bytes: float, cluster: Cluster, algo: str | No
     q = frame_loss_probability(c.code, c.fec, c.ber, min(mtu, per_step), c.rate, c.framing)
     frames = -(-per_step // mtu)
     frame_ns = serialization_ns(min(mtu, per_step), c)
+    fallback_ns = 0.0
+    if c.header_fallback and c.fec in ("bypass", "unequal") and c.code != "none" and q > 0:
+        p_fb = _p_any(_p_any(q, links), concurrent * frames)
+        fallback_ns = steps * p_fb * phy_latency_ns(c.code, "ieee", c.rate, c.latency)
+        q = frame_loss_probability(c.code, "ieee", c.ber, min(mtu, per_step), c.rate, c.framing)
     q_path = _p_any(q, links)
     p_step = _p_any(q_path, concurrent * frames)
     if retry == "llr":
@@ -472,12 +489,13 @@ def collective_time(op: str, size_bytes: float, cluster: Cluster, algo: str | No
         resend_ns = math.inf  # every frame drops: the collective never completes
     else:
         resend_ns = steps * p_step * recovery / (1.0 - q_path)
-    total_ns = bw_ns + lat_ns + resend_ns
+    total_ns = bw_ns + lat_ns + resend_ns + fallback_ns
     time_s = total_ns * 1e-9
     algbw = 8 * size / total_ns if total_ns > 0 else math.inf
     return CollectiveTime(
         op=op, algo=algo, ranks=n, bytes=size, code=c.code, fec=c.fec, ber=c.ber,
         time_s=time_s, bandwidth_s=bw_ns * 1e-9, latency_s=lat_ns * 1e-9, resend_s=resend_ns * 1e-9,
+        fallback_s=fallback_ns * 1e-9,
         phy_s=steps * links * c.phy_ns * 1e-9, steps=steps, path_links=links, link_traversals=steps * links,
         alpha_ns=alpha, phy_ns=c.phy_ns, payload_gbps=c.payload_gbps, frame_loss=q,
         step_drop_probability=p_step, recovery_ns=recovery, retry=retry,

@@ -190,3 +190,16 @@ def test_bad_op_and_algo_and_trivial_cases():
         collective_time("allgather", 1, Cluster(), "tree")
     assert collective_time("allreduce", 0, Cluster(ranks=8)).time_s == 0.0
     assert collective_time("allreduce", 1e6, Cluster(ranks=1)).time_s == 0.0
+
+
+def test_header_fallback_turns_bypass_drops_into_one_fec_latency_per_step():
+    c = Cluster(ranks=64, fec="bypass", ber=1e-5)
+    drop = collective_time("allreduce", 25e6, c)
+    fb = collective_time("allreduce", 25e6, c.with_(header_fallback=True))
+    assert drop.resend_s > 0 and drop.fallback_s == 0.0
+    ieee = collective_time("allreduce", 25e6, c.with_(fec="ieee"))
+    assert fb.frame_loss == ieee.frame_loss and fb.resend_s < 1e-20  # only what the corrected path loses
+    # every step has a header hit at 1e-5 (P_step = 1 - (1 - q_path)^(64 x 96) ~ 1): 126 x 57.6 ns
+    assert fb.fallback_s == pytest.approx(126 * 57.6e-9, rel=1e-9)
+    assert fb.time_s == pytest.approx(fb.bandwidth_s + fb.latency_s + fb.resend_s + fb.fallback_s, rel=1e-12)
+    assert collective_time("allreduce", 25e6, c.with_(ber=0.0, header_fallback=True)).fallback_s == 0.0
