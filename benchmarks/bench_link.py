@@ -48,7 +48,7 @@ def _median_time(fn, repeat: int) -> float:
 
 
 def bench_link(pairs: int, repeat: int) -> dict:
-    cfg = LinkConfig(fec="kp4")
+    cfg = LinkConfig(code="kp4", fec="ieee")
     link = Link(cfg, Pam4Awgn.from_ber(1e-4))
     link.run(8, seed=0)  # load kernels
     res = {}
@@ -77,7 +77,7 @@ def bench_link(pairs: int, repeat: int) -> dict:
 
 
 def bench_fast(pairs: int, repeat: int) -> dict:
-    cfg = LinkConfig(fec="kp4")
+    cfg = LinkConfig(code="kp4", fec="ieee")
     out = {}
     for ber, key in ((1e-4, "1e-4"), (2.4e-4, "2.4e-4")):
         fl = FastLink(cfg, Pam4Awgn.from_ber(ber))

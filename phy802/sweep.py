@@ -1,6 +1,8 @@
 """BER/FER sweeps over SNR or pre-FEC BER and FEC modes (like Sionna's ``sim_ber`` with AFF3CT's
 monitors), with exact confidence intervals, mergeable raw counts and any executor.
 
+A sweep runs every (code, receive mode) pair of ``code`` x ``fec`` (issue 15 vocabulary; labelled
+``"code/fec"``, e.g. ``"kp4/ieee"``, or ``"none"`` for the code-less line) at every channel point.
 Each (mode, channel point) is an independent task with its own child of ``SeedSequence(seed)``
 (assigned in task order, so results do not depend on where or in which order tasks run).  A point
 runs batches of growing size until one stopping rule holds (checked between batches):
@@ -17,9 +19,11 @@ two runs of the same sweep merge (:meth:`SweepResult.merge`).  Channel: PAM4 AWG
 error ratio (2 x BER on the BER axis, the AWGN SER on the SNR axis) and propagation ``burst_pb``.
 
 The theory columns (closed forms of :mod:`phy802.theory`, independent errors, no precoding):
-``pre_fec_ber`` = PAM4 Gray BER, ``ser`` = PAM4 SER, ``fer`` = binomial P(W > t) for kp4/kr4 and
-P(any of the 514 message symbols wrong) for detect/bypass/none, ``post_fec_ber`` =
-:func:`phy802.theory.post_fec_ber` for kp4/kr4 and the pre-FEC BER otherwise.  With precoding
+``pre_fec_ber`` = PAM4 Gray BER, ``ser`` = PAM4 SER, ``fer`` = binomial P(W > t) of the code for
+the correcting modes (ieee, correct_no_indication, llr) and P(any of the payload symbols wrong:
+514, or 257 for rs272) for detect_only/bypass/unequal/none, ``post_fec_ber`` =
+:func:`phy802.theory.post_fec_ber` of the code for the correcting modes and the pre-FEC BER
+otherwise.  With precoding
 they are left empty (NaN): one line error becomes two data errors; so are they for bursts.
 
 This module never imports :mod:`protocol`; the CLI passes the latency model in.
@@ -41,7 +45,7 @@ import numpy as np
 from phy802 import theory
 from phy802._io import atomic_write_text
 from phy802.channel import DfeBurst, Pam4Awgn
-from phy802.link import FEC_MODES, K_MSG, FastLink, Link, LinkConfig, LinkCounters
+from phy802.link import CODE_NAMES, FEC_MODES, OLD_FEC_SPELLINGS, FastLink, Link, LinkConfig, LinkCounters
 from phy802.stats import RateEstimate
 
 __all__ = [
@@ -57,9 +61,32 @@ __all__ = [
     "plot_ber_fer",
     "plot_latency",
     "RATE_NAMES",
+    "mode_label",
+    "split_label",
 ]
 
 RATE_NAMES = ("pre_fec_ber", "ser", "rs_ser", "fer", "post_fec_ber")
+_CORRECTING = ("ieee", "correct_no_indication", "llr")
+
+
+def mode_label(code: str, fec: str) -> str:
+    """``"code/fec"`` (``"none"`` for the code-less line: no mode changes anything without a code)."""
+    return "none" if code == "none" else f"{code}/{fec}"
+
+
+def split_label(label: str) -> tuple[str, str]:
+    """Inverse of :func:`mode_label`: ``(code, fec)`` (``("none", "bypass")`` for ``"none"``)."""
+    if label == "none":
+        return "none", "bypass"
+    code, sep, fec = str(label).partition("/")
+    if not sep or code not in CODE_NAMES or fec not in FEC_MODES:
+        raise ValueError(f"not a sweep mode label 'code/fec': {label!r}")
+    return code, fec
+
+
+def _as_names(v, what: str) -> tuple[str, ...]:
+    vals = (v,) if isinstance(v, str) else tuple(v)
+    return tuple(str(x) for x in vals)
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,7 +97,12 @@ class SweepConfig:
     ----------
     points : channel points: pre-FEC BER values (``axis="ber"``) or SNR in dB (``axis="snr"``).
     axis : ``"ber"`` or ``"snr"``.
-    modes : FEC modes (:data:`phy802.link.FEC_MODES`).
+    code : RS codes (:data:`phy802.link.CODE_NAMES`: kp4, kr4, rs272, none), a name or a tuple;
+        default ``("kp4",)``.
+    fec : receive modes (:data:`phy802.link.FEC_MODES`), a name or a tuple; default
+        ``("ieee", "bypass")``.  The sweep runs every pair (``modes``: their labels); ``none``
+        runs once whatever ``fec`` holds.  Old single-``fec`` spellings (``kp4``, ``kr4``,
+        ``detect``, ``none``) raise ValueError naming the new spelling.
     rate, n_lanes, precoding, precoder_init : passed to :class:`phy802.link.LinkConfig`.
     simulator : ``"fast"`` (:class:`phy802.link.FastLink`, error pattern only) or ``"link"``
         (the bit-exact :class:`phy802.link.Link`; ``kr4`` at codeword level).
@@ -85,7 +117,8 @@ class SweepConfig:
 
     points: tuple[float, ...]
     axis: Literal["ber", "snr"] = "ber"
-    modes: tuple[str, ...] = ("kp4", "bypass")
+    code: tuple[str, ...] = ("kp4",)
+    fec: tuple[str, ...] = ("ieee", "bypass")
     rate: str = "400G"
     n_lanes: int | None = None
     precoding: bool = False
@@ -101,7 +134,8 @@ class SweepConfig:
     def __post_init__(self) -> None:
         pts = tuple(float(x) for x in np.atleast_1d(np.asarray(self.points, dtype=float)))
         object.__setattr__(self, "points", pts)
-        object.__setattr__(self, "modes", tuple(str(m) for m in self.modes))
+        object.__setattr__(self, "code", _as_names(self.code, "code"))
+        object.__setattr__(self, "fec", _as_names(self.fec, "fec"))
         if not pts:
             raise ValueError("SweepConfig.points: give at least one point")
         if self.axis not in ("ber", "snr"):
@@ -109,10 +143,17 @@ class SweepConfig:
         for x in pts:
             if not math.isfinite(x) or (self.axis == "ber" and not 0.0 < x < 0.375):
                 raise ValueError(f"SweepConfig.points: {x!r} is not a valid {'pre-FEC BER in (0, 0.375)' if self.axis == 'ber' else 'SNR in dB'}")
-        if not self.modes or any(m not in FEC_MODES for m in self.modes):
-            raise ValueError(f"SweepConfig.modes must be a non-empty subset of {', '.join(FEC_MODES)}, got {self.modes!r}")
-        if len(set(self.modes)) != len(self.modes) or len(set(pts)) != len(pts):
-            raise ValueError("SweepConfig: modes and points must not repeat")
+        for f in self.fec:
+            if f in OLD_FEC_SPELLINGS:
+                c, m = OLD_FEC_SPELLINGS[f]
+                raise ValueError(f"SweepConfig.fec: {f!r} is an old spelling: it is now code={c!r}, fec={m!r}")
+        if not self.fec or any(m not in FEC_MODES for m in self.fec):
+            raise ValueError(f"SweepConfig.fec must be a non-empty subset of {', '.join(FEC_MODES)}, got {self.fec!r}")
+        if not self.code or any(c not in CODE_NAMES for c in self.code):
+            raise ValueError(f"SweepConfig.code must be a non-empty subset of {', '.join(CODE_NAMES)}, got {self.code!r}")
+        if (len(set(self.fec)) != len(self.fec) or len(set(self.code)) != len(self.code)
+                or len(set(pts)) != len(pts)):
+            raise ValueError("SweepConfig: codes, modes and points must not repeat")
         if self.simulator not in ("fast", "link"):
             raise ValueError(f"SweepConfig.simulator must be 'fast' or 'link', got {self.simulator!r}")
         if self.target_errors is not None and (not isinstance(self.target_errors, (int, np.integer)) or self.target_errors <= 0):
@@ -130,9 +171,16 @@ class SweepConfig:
         for m in self.modes:
             self.link_config(m)  # validates rate / lanes / precoder
 
+    @property
+    def modes(self) -> tuple[str, ...]:
+        """Labels (:func:`mode_label`) of the (code, fec) pairs swept, code-major."""
+        return tuple(dict.fromkeys(mode_label(c, f) for c in self.code for f in self.fec))
+
     def link_config(self, mode: str) -> LinkConfig:
-        return LinkConfig(rate=self.rate, fec=mode, precoding=self.precoding, precoder_init=self.precoder_init,
-                          n_lanes=self.n_lanes)
+        """The :class:`LinkConfig` of a mode label (``"kp4/ieee"``)."""
+        code, fec = split_label(mode)
+        return LinkConfig(rate=self.rate, code=code, fec=fec, precoding=self.precoding,
+                          precoder_init=self.precoder_init, n_lanes=self.n_lanes)
 
     def snr_db(self, x: float) -> float:
         """SNR of the AWGN channel at point ``x`` (for bursts: of the AWGN with the same BER/SNR)."""
@@ -163,19 +211,22 @@ class PointTask:
 
 
 def theory_point(mode: str, snr_db: float, precoding: bool = False) -> dict[str, float]:
-    """Closed-form rates at one point (see the module docstring); NaN where none applies."""
+    """Closed-form rates at one point for a mode label (``"kp4/ieee"``, see the module docstring);
+    NaN where none applies."""
     nan = float("nan")
     if precoding:
         return {k: nan for k in RATE_NAMES}
     ber = float(theory.pam4_ber(snr_db))
     ps = float(theory.symbol_error_prob(ber))
     out = {"pre_fec_ber": ber, "ser": float(theory.pam4_ser(snr_db)), "rs_ser": ps}
-    if mode in ("kp4", "kr4"):
-        code = theory.KP4 if mode == "kp4" else theory.KR4
+    code_name, fec = split_label(mode)
+    if code_name != "none" and fec in _CORRECTING:
+        code = theory.rs_code(code_name)
         out["fer"] = float(theory.rs_codeword_error_ratio(ps, code))
         out["post_fec_ber"] = float(theory.post_fec_ber(ber, code))
     else:
-        out["fer"] = float(-math.expm1(K_MSG * math.log1p(-ps)))
+        k_data = 257 if code_name == "rs272" else 514  # payload symbols (rs272: less its pad)
+        out["fer"] = float(-math.expm1(k_data * math.log1p(-ps)))
         out["post_fec_ber"] = ber
     return out
 
@@ -213,8 +264,9 @@ class PointResult:
     def row(self) -> dict:
         """Flat record (CSV / JSON): settings, raw counts, every rate with its interval, theory."""
         c = self.counters
+        code, fec = split_label(self.mode)
         out = {
-            "mode": self.mode, "axis": self.axis, "x": self.x, "snr_db": self.snr_db,
+            "mode": self.mode, "code": code, "fec": fec, "axis": self.axis, "x": self.x, "snr_db": self.snr_db,
             "channel_ber": self.channel_ber, "precoding": self.precoding, "burst_pb": self.burst_pb,
             "codewords": c.codewords, "line_bits": c.line_bits, "bit_errors": c.bit_errors,
             "line_symbols": c.line_symbols, "line_symbol_errors": int(c.lane_symbol_errors.sum()),
@@ -248,7 +300,7 @@ def _warm_up(sim) -> None:
     from phy802.fec import decode_syndromes
 
     sim.run_batch(1, np.random.SeedSequence(0), sim._new_counters())
-    code = sim.config.code
+    code = sim.config.rs
     decode_syndromes(code, np.zeros((1, code.nparity), np.uint16))
 
 
@@ -322,12 +374,13 @@ class SweepResult:
             else:
                 out[key] = PointResult(p.mode, p.axis, p.x, p.snr_db, p.counters.copy(), p.stop_reason, p.index,
                                        p.precoding, p.burst_pb)
-        modes = tuple(dict.fromkeys(a.modes + b.modes))
+        codes = tuple(dict.fromkeys(a.code + b.code))
+        fecs = tuple(dict.fromkeys(a.fec + b.fec))
         pts = tuple(dict.fromkeys(a.points + b.points))
-        cfg = SweepConfig(points=pts, axis=a.axis, modes=modes, rate=a.rate, n_lanes=a.n_lanes, precoding=a.precoding,
+        cfg = SweepConfig(points=pts, axis=a.axis, code=codes, fec=fecs, rate=a.rate, n_lanes=a.n_lanes, precoding=a.precoding,
                           precoder_init=a.precoder_init, burst_pb=a.burst_pb, simulator=a.simulator, target_errors=a.target_errors,
                           max_codewords=a.max_codewords, max_seconds=a.max_seconds, batch_pairs=a.batch_pairs, seed=a.seed)
-        order = {(m, x): i for i, (m, x) in enumerate((m, x) for m in modes for x in pts)}
+        order = {(m, x): i for i, (m, x) in enumerate((m, x) for m in cfg.modes for x in pts)}
         return SweepResult(cfg, sorted(out.values(), key=lambda p: order[(p.mode, p.x)]), self.interrupted or other.interrupted)
 
     # ------------------------------------------------------------------ files
@@ -371,9 +424,20 @@ class SweepResult:
         if obj.get("version") != 1:
             raise ValueError(f"{path}: unsupported sweep file version {obj.get('version')!r}")
         c = dict(obj["config"])
-        c["points"], c["modes"] = tuple(c["points"]), tuple(c["modes"])
+        relabel = {}
+        if "modes" in c:  # a file from before issue 15: single-``fec`` mode names
+            old = {"kp4": ("kp4", "ieee"), "kr4": ("kr4", "ieee"), "detect": ("kp4", "detect_only"),
+                   "bypass": ("kp4", "bypass"), "none": ("none", "bypass")}
+            try:
+                pairs = [old[m] for m in c.pop("modes")]
+            except KeyError as exc:
+                raise ValueError(f"{path}: unknown mode {exc.args[0]!r} in config.modes") from None
+            relabel = {m: mode_label(*old[m]) for m in old}
+            c["code"] = tuple(dict.fromkeys(cd for cd, _ in pairs))
+            c["fec"] = tuple(dict.fromkeys(f for _, f in pairs))
+        c["points"], c["code"], c["fec"] = tuple(c["points"]), tuple(c["code"]), tuple(c["fec"])
         cfg = SweepConfig(**c)
-        pts = [PointResult(p["mode"], p["axis"], float(p["x"]), float(p["snr_db"]), LinkCounters.from_dict(p["counters"]),
+        pts = [PointResult(relabel.get(p["mode"], p["mode"]), p["axis"], float(p["x"]), float(p["snr_db"]), LinkCounters.from_dict(p["counters"]),
                            p["stop_reason"], i, bool(p["precoding"]), p.get("burst_pb"))
                for i, p in enumerate(obj["points"])]
         return cls(cfg, pts, bool(obj.get("interrupted", False)))

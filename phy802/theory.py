@@ -34,6 +34,9 @@ __all__ = [
     "RsCode",
     "KP4",
     "KR4",
+    "RS272",
+    "CODES",
+    "rs_code",
     "q_function",
     "sigma_from_snr_db",
     "snr_db_from_sigma",
@@ -76,6 +79,19 @@ class RsCode:
 
 KP4 = RsCode(544, 514, 10, "kp4")  # RS(544,514), 119.2.4.4 / 91.5.2.7
 KR4 = RsCode(528, 514, 10, "kr4")  # RS(528,514), Clause 91
+RS272 = RsCode(272, 258, 10, "rs272")  # RS(272,257+1), t = 7: Ethernet Consortium LL-FEC (tradeoff notes sec.1)
+#: the closed-form codes by their vocabulary name (as :data:`phy802.fec.CODES`)
+CODES: dict[str, RsCode] = {"kp4": KP4, "kr4": KR4, "rs272": RS272}
+
+
+def rs_code(name: str | RsCode) -> RsCode:
+    """The :class:`RsCode` called ``name`` (``kp4``, ``kr4``, ``rs272``)."""
+    if isinstance(name, RsCode):
+        return name
+    key = str(name).strip().lower()
+    if key not in CODES:
+        raise ValueError(f"unknown RS code {name!r}; choose from {', '.join(CODES)}")
+    return CODES[key]
 
 
 # --------------------------------------------------------------------------- PAM4 on AWGN

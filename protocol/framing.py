@@ -34,6 +34,9 @@ __all__ = [
     "RateGeometry",
     "RATES",
     "get_rate",
+    "CodeGeometry",
+    "CODES",
+    "get_code",
     "FramingConfig",
     "MessageLayout",
     "layout",
@@ -111,6 +114,87 @@ def get_rate(rate: str | RateGeometry) -> RateGeometry:
     if key not in RATES:
         raise ValueError(f"unknown rate {rate!r}; choose from {', '.join(RATES)}")
     return RATES[key]
+
+
+@dataclass(frozen=True, slots=True)
+class CodeGeometry:
+    """How an RS code frames the 257b stream (issue 10: the codes beside KP4).
+
+    Parameters
+    ----------
+    name : ``"kp4"``, ``"kr4"``, ``"rs272"`` or ``"none"``.
+    n : codeword length in 10-bit symbols (a pair is two codewords, A and B).
+    data_symbols : payload symbols per codeword (514; 257 for ``rs272``, whose 258th message
+        symbol is a pad).
+    blocks_per_pair : 257b blocks per codeword pair (40; 20 for ``rs272``: ten per codeword).
+    pad_symbols : message symbols per codeword that carry no data (1 for ``rs272``).
+
+    The MAC rate stays 400 / 200 Gb/s, so the line rate scales with ``n / data_symbols``
+    (KP4 and rs272: 425 Gb/s at 400G, the same 544/514 overhead; KR4: 412.5 Gb/s).  ``none`` (no
+    FEC sublayer) keeps the KP4 layout on the line, as :class:`phy802.link.LinkConfig` does
+    (parity sent as filler): Clause 119 has no FEC-less format [I].
+    """
+
+    name: str
+    n: int
+    data_symbols: int
+    blocks_per_pair: int
+    pad_symbols: int = 0
+
+    @property
+    def t(self) -> int:
+        """Symbol errors the code corrects: ``(n - k) / 2`` with ``k = data_symbols + pad_symbols``."""
+        return (self.n - self.data_symbols - self.pad_symbols) // 2
+
+    @property
+    def pair_line_bits(self) -> int:
+        """Line bits of one codeword pair: 10880 (KP4), 10560 (KR4), 5440 (rs272)."""
+        return 2 * self.n * SYMBOL_BITS
+
+    @property
+    def overhead(self) -> float:
+        """Line bits per 257b-stream bit from the RS parity (and pad): ``n / data_symbols``."""
+        return self.n / self.data_symbols
+
+    def line_gbps(self, rate: "str | RateGeometry") -> float:
+        """Line rate of ``rate`` with this code (the rate's KP4 line rate x overhead ratio)."""
+        from fractions import Fraction
+
+        g = get_rate(rate)
+        return float(Fraction(g.line_gbps) * Fraction(self.n * RS_K, self.data_symbols * RS_N))
+
+    def pair_ns(self, rate: "str | RateGeometry") -> float:
+        """Time one codeword pair takes on the line: 25.6 ns (KP4, KR4), 12.8 ns (rs272) at 400G."""
+        return self.pair_line_bits / self.line_gbps(rate)
+
+    def am_period_pairs(self, rate: "str | RateGeometry") -> int:
+        """Pairs between AM groups (the AM spacing in 257b blocks is the same for every code)."""
+        g = get_rate(rate)
+        return g.am_period_pairs * BLOCKS_PER_PAIR // self.blocks_per_pair
+
+    def line_per_stream(self, rate: "str | RateGeometry") -> float:
+        """Long-run line bits per stream bit (pair, parity and AM structure)."""
+        g = get_rate(rate)
+        p = self.am_period_pairs(g)
+        return self.pair_line_bits * p / (BLOCK_PAYLOAD_BITS * (self.blocks_per_pair * p - g.am_blocks))
+
+
+CODES: dict[str, CodeGeometry] = {
+    "kp4": CodeGeometry("kp4", 544, 514, 40),
+    "kr4": CodeGeometry("kr4", 528, 514, 40),
+    "rs272": CodeGeometry("rs272", 272, 257, 20, 1),
+    "none": CodeGeometry("none", 544, 514, 40),
+}
+
+
+def get_code(code: "str | CodeGeometry") -> CodeGeometry:
+    """The :class:`CodeGeometry` of ``kp4``, ``kr4``, ``rs272`` or ``none``."""
+    if isinstance(code, CodeGeometry):
+        return code
+    key = str(code).strip().lower()
+    if key not in CODES:
+        raise ValueError(f"unknown code {code!r}; choose from {', '.join(CODES)}")
+    return CODES[key]
 
 
 def data_blocks_before(pair: int | np.ndarray, geom: RateGeometry) -> int | np.ndarray:
@@ -269,21 +353,25 @@ def stream_bits(payload_bits: int, cfg: FramingConfig = FramingConfig()) -> int:
     return layout(_octets(payload_bits), cfg).stream_bits
 
 
-def line_bits_of_stream(n_stream_bits: int, rate: str | RateGeometry = "400G") -> int:
-    """Line bits that carry ``n_stream_bits`` (257b, RS parity and AM overhead), rounded up."""
+def line_bits_of_stream(n_stream_bits: int, rate: str | RateGeometry = "400G", code: str = "kp4") -> int:
+    """Line bits that carry ``n_stream_bits`` (257b, RS parity/pad and AM overhead of ``code``),
+    rounded up."""
     g = get_rate(rate)
-    p = g.am_period_pairs
-    num = int(n_stream_bits) * PAIR_LINE_BITS * p
-    den = BLOCK_PAYLOAD_BITS * (BLOCKS_PER_PAIR * p - g.am_blocks)
+    c = get_code(code)
+    p = c.am_period_pairs(g)
+    num = int(n_stream_bits) * c.pair_line_bits * p
+    den = BLOCK_PAYLOAD_BITS * (c.blocks_per_pair * p - g.am_blocks)
     return -(-num // den)
 
 
-def line_bits(payload_bits: int, rate: str | RateGeometry = "400G", cfg: FramingConfig = FramingConfig()) -> int:
-    """Line bits a message of ``payload_bits`` costs on the wire (framing + PHY overhead)."""
-    return line_bits_of_stream(stream_bits(payload_bits, cfg), rate)
+def line_bits(payload_bits: int, rate: str | RateGeometry = "400G", cfg: FramingConfig = FramingConfig(),
+              code: str = "kp4") -> int:
+    """Line bits a message of ``payload_bits`` costs on the wire (framing + PHY overhead of ``code``)."""
+    return line_bits_of_stream(stream_bits(payload_bits, cfg), rate, code)
 
 
-def line_time_ns(n_stream_bits: int, rate: str | RateGeometry = "400G") -> float:
-    """Serialisation time of ``n_stream_bits`` at the rate's line rate, in ns."""
+def line_time_ns(n_stream_bits: int, rate: str | RateGeometry = "400G", code: str = "kp4") -> float:
+    """Serialisation time of ``n_stream_bits`` at the line rate of ``rate`` with ``code``, in ns
+    (the same for every code: the MAC rate is fixed, the line rate carries the overhead)."""
     g = get_rate(rate)
-    return line_bits_of_stream(n_stream_bits, g) / g.line_gbps
+    return line_bits_of_stream(n_stream_bits, g, code) / get_code(code).line_gbps(g)

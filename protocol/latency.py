@@ -1,16 +1,40 @@
-"""Added receive latency of each FEC mode, per rate.
+"""Added receive latency of each (code, receive mode), per rate.
 
 The added latency of a mode is what its receive path adds on top of a PHY without FEC:
 
 * **accumulation**: a decoder that corrects, or that marks a codeword before releasing it, must
   hold the data until the whole codeword (400G/200G: the interleaved codeword *pair*, 119.2.4.7)
-  has arrived.  Worst case, for the first symbol of a pair: 2 x 5440 / 425 Gb/s = **25.6 ns** at
-  400G, 51.2 ns at 200G (notes section 7, [I] lower bound; mean over symbols is half of it).
+  has arrived.  Worst case, for the first symbol of a pair: the pair's line bits over the line
+  rate (mean over symbols: half of it).  KP4: 2 x 5440 / 425 Gb/s = **25.6 ns** at 400G, 51.2 ns
+  at 200G (notes section 7, [I] lower bound).
 * **decoder pipeline**: syndromes finish a few cycles after the last symbol, then the key
-  equation solver (Berlekamp-Massey, 2t = 30 steps), Chien search and Forney.  Defaults: a 1 GHz
-  clock and 31 cycles for syndrome + solver + Chien/Forney, the figure 802.3dj planning assumed for
-  correction (performance notes, "~31 cycles at 1 GHz"); the split 3 / 20 / 8 is ours [I].
-  Published totals of ~100 ns for 100G RS-FEC are not verified (notes section 7).
+  equation solver (Berlekamp-Massey, 2t = 30 steps for KP4), Chien search and Forney.  Defaults:
+  a 1 GHz clock and 31 cycles for syndrome + solver + Chien/Forney, the figure 802.3dj planning
+  assumed for correction (performance notes, "~31 cycles at 1 GHz"); the split 3 / 20 / 8 is
+  ours [I].  Published totals of ~100 ns for 100G RS-FEC are not verified (notes section 7).
+
+Codes (``code=``; issue 10).  The MAC rate is fixed, so a code's line rate carries its overhead
+(:meth:`protocol.framing.CodeGeometry.line_gbps`) and **accumulation = pair line bits / that line
+rate**:
+
+==========  ========  ===========  ================  ===========================================
+code        n         line (400G)  pair time (400G)  note
+==========  ========  ===========  ================  ===========================================
+``kp4``     544       425 Gb/s     25.6 ns           Cl.119
+``kr4``     528       412.5 Gb/s   25.6 ns           the same 2 x 514 message symbols per pair,
+                                                     so the same time (as at 100G: 51.2 ns for
+                                                     both, notes section 7)
+``rs272``   272       425 Gb/s     12.8 ns           half the pair: "cuts FEC latency
+                                                     approximately in half" (tradeoff notes sec.1)
+``none``    --        --           0                 no FEC sublayer: nothing to wait for
+==========  ========  ===========  ================  ===========================================
+
+Decoder cycles scale with the code [I]: ``solver_cycles`` is for t = 15 (KP4) and scales with
+t / 15 (Berlekamp-Massey runs 2t steps), ``chien_forney_cycles`` is for n = 544 and scales with
+n / 544 (the Chien search visits every position at a fixed parallel width); each rounded up to
+whole cycles.  Syndrome, indication, zero-test and first-output cycles do not depend on the code
+(the syndromes finish a fixed pipeline depth after the last symbol).  ``scale_with_code=False``
+keeps the KP4 cycle counts for every code.
 
 Per mode (all components configurable through :class:`LatencyConfig`):
 
@@ -24,25 +48,46 @@ Per mode (all components configurable through :class:`LatencyConfig`):
                            needs no buffering beyond a row, which an FEC-less PHY also has) [I]
 ``unequal``                a short code on the sign/exponent field: its own block accumulation
                            (``uep_block_bits``, default one 257b block) + ``uep_cycles`` [I]
+``llr``                    as ``ieee`` (link-level retry adds nothing to a good frame); a frame
+                           that fails costs one link round trip, ``retry_ns`` (below)
 =========================  =================================================================
+
+With ``code="none"`` every mode costs what ``bypass`` costs, except ``unequal`` (its own short
+code on the protected field still applies).
+
+**Link-level retry round trip** (``LatencyBreakdown.retry_ns``, ``llr`` only; tradeoff notes
+sec.2, details [?]): the receiver's NAK travels back and the replayed frame travels forth, each
+way paying the fibre, the PHY pipelines besides the FEC, and the mode's added FEC latency, plus
+the replay logic: ``retry_ns = 2 (llr_fiber_m x fiber_ns_per_m + llr_phy_ns + total_ns) +
+llr_replay_ns``.  Defaults [I]: 10 m of fibre at 5 ns/m (notes sec.3), 100 ns of other PHY/MAC
+pipeline each way, 50 ns of replay logic: 465.2 ns for KP4 at 400G.  The frame's own
+re-serialisation is not included (the caller knows the frame size).  Other modes' resends are
+end to end (transport go-back-N), costed by the collective model, not here (``retry_ns = 0``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .framing import BLOCK_BITS, PAIR_LINE_BITS, RATES, get_rate
+import math
+
+from .framing import BLOCK_BITS, CODES, RATES, RS_N, get_code, get_rate
 from .modes import MODE_NAMES, get_mode
+
+CODE_NAMES: tuple[str, ...] = tuple(CODES)  # kp4, kr4, rs272, none
+_KP4_T = 15
 
 __all__ = ["LatencyConfig", "LatencyBreakdown", "added_latency", "latency_table"]
 
 
 @dataclass(frozen=True, slots=True)
 class LatencyConfig:
-    """Decoder pipeline parameters (cycles of a ``clock_ghz`` clock).
+    """Decoder pipeline parameters (cycles of a ``clock_ghz`` clock) and the LLR round trip.
 
-    Defaults total 31 cycles at 1 GHz for full correction (802.3dj planning figure, performance
-    notes); the split between stages is our assumption [I].
+    Defaults total 31 cycles at 1 GHz for full KP4 correction (802.3dj planning figure,
+    performance notes); the split between stages is our assumption [I].  ``solver_cycles`` (t = 15)
+    and ``chien_forney_cycles`` (n = 544) scale with the code unless ``scale_with_code`` is off
+    (module docstring).  ``llr_*`` and ``fiber_ns_per_m`` set the link round trip of ``llr``.
     """
 
     clock_ghz: float = 1.0
@@ -55,6 +100,11 @@ class LatencyConfig:
     uep_block_bits: int = BLOCK_BITS
     uep_cycles: int = 4
     bypass_ns: float = 0.0
+    scale_with_code: bool = True
+    fiber_ns_per_m: float = 5.0
+    llr_fiber_m: float = 10.0
+    llr_phy_ns: float = 100.0
+    llr_replay_ns: float = 50.0
 
     def __post_init__(self) -> None:
         if not self.clock_ghz > 0:
@@ -64,16 +114,32 @@ class LatencyConfig:
             v = getattr(self, name)
             if not isinstance(v, int) or v < 0:
                 raise ValueError(f"LatencyConfig.{name} must be a non-negative int, got {v!r}")
-        if self.bypass_ns < 0:
-            raise ValueError(f"LatencyConfig.bypass_ns must be >= 0, got {self.bypass_ns!r}")
+        for name in ("bypass_ns", "fiber_ns_per_m", "llr_fiber_m", "llr_phy_ns", "llr_replay_ns"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
+                raise ValueError(f"LatencyConfig.{name} must be a finite number >= 0, got {v!r}")
+        if not isinstance(self.scale_with_code, bool):
+            raise ValueError(f"LatencyConfig.scale_with_code must be a bool, got {self.scale_with_code!r}")
 
     def ns(self, cycles: int) -> float:
         return cycles / self.clock_ghz
 
+    def solver(self, t: int) -> int:
+        """Key-equation solver cycles for a code of capability ``t``."""
+        return -(-self.solver_cycles * t // _KP4_T) if self.scale_with_code else self.solver_cycles
+
+    def chien_forney(self, n: int) -> int:
+        """Chien search + Forney cycles for a code of length ``n``."""
+        return -(-self.chien_forney_cycles * n // RS_N) if self.scale_with_code else self.chien_forney_cycles
+
 
 @dataclass(frozen=True, slots=True)
 class LatencyBreakdown:
-    """Added latency of one mode at one rate, in ns (``total = accumulation + decoder``)."""
+    """Added latency of one (code, mode) at one rate, in ns (``total = accumulation + decoder``).
+
+    ``retry_ns``: the link round trip a failed frame costs in ``llr`` (0 in the other modes, whose
+    resends are end to end; module docstring).
+    """
 
     rate: str
     mode: str
@@ -81,6 +147,8 @@ class LatencyBreakdown:
     decoder_ns: float
     total_ns: float
     mean_accumulation_ns: float
+    code: str = "kp4"
+    retry_ns: float = 0.0
 
     @property
     def mean_total_ns(self) -> float:
@@ -88,32 +156,47 @@ class LatencyBreakdown:
         return self.mean_accumulation_ns + self.decoder_ns
 
 
-def added_latency(mode: str, rate: str = "400G", cfg: LatencyConfig = LatencyConfig()) -> LatencyBreakdown:
-    """Added latency of ``mode`` at ``rate`` (see the module docstring for the model)."""
+def added_latency(mode: str, rate: str = "400G", cfg: LatencyConfig = LatencyConfig(),
+                  code: str = "kp4") -> LatencyBreakdown:
+    """Added latency of ``mode`` with ``code`` at ``rate`` (see the module docstring for the model).
+
+    >>> round(added_latency("ieee").total_ns, 3), round(added_latency("ieee", code="rs272").total_ns, 3)
+    (57.6, 30.8)
+    """
     m = get_mode(mode)
     g = get_rate(rate)
-    pair_ns = PAIR_LINE_BITS / g.line_gbps
-    if m.name == "ieee":
+    c = get_code(code)
+    if not isinstance(cfg, LatencyConfig):
+        raise TypeError(f"cfg must be a LatencyConfig, got {type(cfg).__name__}")
+    t = c.t
+    name = m.name if c.name != "none" or m.name == "unequal" else "bypass"
+    pair_ns = c.pair_ns(g)
+    if name in ("ieee", "llr"):
         acc = pair_ns
-        dec = cfg.ns(cfg.syndrome_cycles + cfg.solver_cycles + cfg.chien_forney_cycles + cfg.indication_cycles)
-    elif m.name == "correct_no_indication":
+        dec = cfg.ns(cfg.syndrome_cycles + cfg.solver(t) + cfg.chien_forney(c.n) + cfg.indication_cycles)
+    elif name == "correct_no_indication":
         acc = pair_ns
-        dec = cfg.ns(cfg.syndrome_cycles + cfg.solver_cycles + cfg.first_output_cycles)
-    elif m.name == "detect_only":
+        dec = cfg.ns(cfg.syndrome_cycles + cfg.solver(t) + cfg.first_output_cycles)
+    elif name == "detect_only":
         acc = pair_ns
         dec = cfg.ns(cfg.syndrome_cycles + cfg.zero_test_cycles)
-    elif m.name == "bypass":
+    elif name == "bypass":
         acc = 0.0
         dec = cfg.bypass_ns
-    elif m.name == "unequal":
+    elif name == "unequal":
         # the protected field rides on its own short code; the line carries it at line rate
-        acc = cfg.uep_block_bits / g.line_gbps
+        acc = cfg.uep_block_bits / c.line_gbps(g)
         dec = cfg.ns(cfg.uep_cycles)
     else:  # pragma: no cover - get_mode only returns known modes
         raise ValueError(f"no latency model for mode {m.name!r}")
-    return LatencyBreakdown(g.name, m.name, acc, dec, acc + dec, acc / 2)
+    total = acc + dec
+    retry = 0.0
+    if m.retry == "link":
+        retry = 2.0 * (cfg.llr_fiber_m * cfg.fiber_ns_per_m + cfg.llr_phy_ns + total) + cfg.llr_replay_ns
+    return LatencyBreakdown(g.name, m.name, acc, dec, total, acc / 2, c.name, retry)
 
 
-def latency_table(rates=tuple(RATES), modes=MODE_NAMES, cfg: LatencyConfig = LatencyConfig()) -> list[LatencyBreakdown]:
-    """Added latency for every (rate, mode)."""
-    return [added_latency(m, r, cfg) for r in rates for m in modes]
+def latency_table(rates=tuple(RATES), modes=MODE_NAMES, cfg: LatencyConfig = LatencyConfig(),
+                  codes=("kp4",)) -> list[LatencyBreakdown]:
+    """Added latency for every (rate, code, mode), rate-major then code then mode."""
+    return [added_latency(m, r, cfg, code=c) for r in rates for c in codes for m in modes]

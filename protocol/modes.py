@@ -13,7 +13,19 @@ mode                       decoder    indicate  tolerant   802.3 equivalent
 ``detect_only``            detect     yes       no         91.5.3.3 bypass correction (Cl.91 option)
 ``bypass``                 none       no        yes        not in 802.3 (this layer)
 ``unequal``                none       no        yes        not in 802.3: sign/exponent protected
+``llr``                    correct    yes       no         not in 802.3: link-level retry (below)
 =========================  =========  ========  =========  ==========================================
+
+``llr`` (link-level retry, as in Ultra Ethernet 1.0; tradeoff notes sec.2 [S]) decodes, corrects
+and marks exactly like ``ieee``; the difference is who resends a frame that is still bad: the
+link keeps a replay buffer and resends it after one link round trip (``retry="link"``), instead
+of the end-to-end transport resend (go-back-N, ``retry="transport"``) of the other non-tolerant
+modes.  The replayed copy is taken to arrive clean (its own failure probability is the frame loss
+rate again, negligible at the BERs of interest) [I]; buffer size and timers are [?] in the notes.
+
+The RS *code* is a separate choice (``phy802.fec.CODES``: ``kp4``, ``kr4``, ``rs272``, or
+``none`` = no FEC sublayer); a mode names only what the receiver does with it.  Code names are
+not modes: ``get_mode("kp4")`` raises and names the new spelling (code kp4 + mode ieee).
 """
 
 from __future__ import annotations
@@ -58,6 +70,10 @@ class FecMode:
         Which payload bits are immune to line errors.  ``sign_exponent`` is the unequal-protection
         experiment: the sign and exponent bits of each float element travel under separate
         protection and are delivered error-free; mantissa bits take the raw line errors.
+    description : one line for tables.
+    retry : {"transport", "link"}
+        Who resends a dropped frame: the end-to-end transport (RoCEv2 go-back-N, default) or the
+        link's replay buffer (``llr``: one link round trip, see the module docstring).
     """
 
     name: str
@@ -66,12 +82,15 @@ class FecMode:
     tolerant: bool
     protected: Literal["all", "sign_exponent", "none"] = "none"
     description: str = ""
+    retry: Literal["transport", "link"] = "transport"
 
     def __post_init__(self) -> None:
         if self.decoder not in ("correct", "detect", "none"):
             raise ValueError(f"FecMode.decoder must be 'correct', 'detect' or 'none', got {self.decoder!r}")
         if self.protected not in ("all", "sign_exponent", "none"):
             raise ValueError(f"FecMode.protected must be 'all', 'sign_exponent' or 'none', got {self.protected!r}")
+        if self.retry not in ("transport", "link"):
+            raise ValueError(f"FecMode.retry must be 'transport' or 'link', got {self.retry!r}")
         if self.decoder == "none" and self.indicate:
             raise ValueError(f"FecMode {self.name!r}: a mode without decoder cannot indicate errors")
 
@@ -94,34 +113,44 @@ MODES: dict[str, FecMode] = {
                 "no FEC decode; payload errors delivered, headers still checked"),
         FecMode("unequal", "none", False, True, "sign_exponent",
                 "no FEC decode for mantissa bits; sign/exponent bits protected"),
+        FecMode("llr", "correct", True, False, "none",
+                "correct + mark like ieee; a frame still bad is resent by link-level retry",
+                retry="link"),
     )
 }
 MODE_NAMES: tuple[str, ...] = tuple(MODES)
 
+# hyphenated spellings of the canonical names
 _ALIASES = {
-    "kp4": "ieee",
-    "rs544": "ieee",
-    "correct": "correct_no_indication",
-    "no_indication": "correct_no_indication",
-    "detect": "detect_only",
     "detect-only": "detect_only",
     "correct-no-indication": "correct_no_indication",
-    "none": "bypass",
-    "uep": "unequal",
+}
+# old spellings (before issue 15 split code and receive mode): each names its new spelling
+_OLD = {
+    "kp4": "code 'kp4' with mode 'ieee'",
+    "rs544": "code 'kp4' with mode 'ieee'",
+    "kr4": "code 'kr4' with mode 'ieee'",
+    "rs272": "code 'rs272' with mode 'ieee'",
+    "none": "code 'none' (no FEC sublayer), or mode 'bypass'",
+    "detect": "mode 'detect_only'",
+    "correct": "mode 'correct_no_indication'",
+    "no_indication": "mode 'correct_no_indication'",
+    "uep": "mode 'unequal'",
 }
 
 
 def get_mode(mode: str | FecMode) -> FecMode:
-    """Return the :class:`FecMode` named ``mode`` (aliases: kp4, detect, correct, none, uep)."""
+    """Return the :class:`FecMode` named ``mode`` (one of :data:`MODE_NAMES`; ``-`` may stand for
+    ``_``).  An old spelling (``kp4``, ``detect``, ``none``, ...) raises ValueError naming the new."""
     if isinstance(mode, FecMode):
         return mode
     key = str(mode).strip().lower()
+    if key in _OLD:
+        raise ValueError(f"FEC mode {mode!r} is an old spelling: use {_OLD[key]} "
+                         f"(modes: {', '.join(MODE_NAMES)})")
     key = _ALIASES.get(key, key)
     if key not in MODES:
-        raise ValueError(
-            f"unknown FEC mode {mode!r}; choose from {', '.join(MODE_NAMES)} "
-            f"(aliases: {', '.join(sorted(_ALIASES))})"
-        )
+        raise ValueError(f"unknown FEC mode {mode!r}; choose from {', '.join(MODE_NAMES)}")
     return MODES[key]
 
 

@@ -88,7 +88,7 @@ def run_demo(cfg: DemoConfig) -> dict:
 
     # 2. sweep + latency --------------------------------------------------------------------
     t0 = time.perf_counter()
-    sc = SweepConfig(points=cfg.sweep_bers, axis="ber", modes=("kp4", "bypass"), rate="400G",
+    sc = SweepConfig(points=cfg.sweep_bers, axis="ber", code=("kp4",), fec=("ieee", "bypass"), rate="400G",
                      target_errors=cfg.sweep_target_errors, max_codewords=cfg.sweep_max_codewords,
                      max_seconds=cfg.sweep_seconds, seed=cfg.seed)
     _say(cfg, f"sweep: {len(sc.tasks())} points (KP4 vs bypass), up to {cfg.sweep_seconds:g} s each")

@@ -1,47 +1,80 @@
-"""``phy802 latency``: added receive latency per FEC mode and rate (protocol layer model)."""
+"""``phy802 latency``: added receive latency per code x receive mode and rate (protocol layer model)."""
 
 from __future__ import annotations
 
 import argparse
 
 from phy802.cli._common import add_json, emit
+from phy802.cli._vocab import code_list, fec_list
 
 from protocol.framing import RATES
-from protocol.latency import LatencyConfig, latency_table
+from protocol.latency import CODE_NAMES, LatencyConfig, latency_table
 from protocol.modes import MODE_NAMES
 
 __all__ = ["add_arguments", "run"]
 
 
 _D = LatencyConfig()
+_CODES = tuple(c for c in CODE_NAMES if c != "none")
+
+EXAMPLE = """examples:
+  phy802 latency                              # every code x mode at 400G and 200G
+  phy802 latency --rate 400G --code rs272 --fec ieee,llr --json
+  phy802 latency --clock-ghz 2 --llr-fiber-m 100
+
+Added latency = accumulation (the codeword pair at the code's line rate) + decoder pipeline
+cycles; 'retry ns' is the link round trip a failed frame costs with --fec llr.  Model, sources
+and [I] assumptions: protocol/latency.py.
+"""
+
+
+def _rates(text: str) -> tuple[str, ...]:
+    vals = tuple(x.strip().upper() for x in str(text).split(","))
+    bad = [v for v in vals if v not in RATES]
+    if bad or not vals:
+        raise argparse.ArgumentTypeError(f"unknown rate {bad[0] if bad else text!r}; choose from {', '.join(RATES)}")
+    return vals
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--rate", choices=list(RATES), action="append",
-                        help="rate(s) to show (repeatable; default: all)")
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.epilog = EXAMPLE
+    parser.add_argument("--rate", type=_rates, default=tuple(RATES), metavar="RATE[,RATE...]",
+                        help=f"rate(s), comma list (default {','.join(RATES)})")
+    parser.add_argument("--code", type=code_list, default=_CODES, metavar="CODE[,CODE...]",
+                        help=f"RS code(s): kp4, kr4, rs272, none; comma list (default {','.join(_CODES)})")
+    parser.add_argument("--fec", type=fec_list, default=MODE_NAMES, metavar="MODE[,MODE...]",
+                        help=f"receive mode(s), comma list (default all: {','.join(MODE_NAMES)})")
     parser.add_argument("--clock-ghz", type=float, default=_D.clock_ghz,
                         help=f"decoder clock in GHz (default {_D.clock_ghz})")
     parser.add_argument("--solver-cycles", type=int, default=_D.solver_cycles,
-                        help=f"key-equation solver cycles (default {_D.solver_cycles})")
+                        help=f"key-equation solver cycles for t=15, scaled by t/15 (default {_D.solver_cycles})")
+    parser.add_argument("--llr-fiber-m", type=float, default=_D.llr_fiber_m,
+                        help=f"link length in metres for the llr round trip (default {_D.llr_fiber_m:g} m)")
+    parser.add_argument("--llr-phy-ns", type=float, default=_D.llr_phy_ns,
+                        help=f"other PHY/MAC pipeline per direction of the llr round trip, ns (default {_D.llr_phy_ns:g})")
     add_json(parser)
 
 
 def run(args: argparse.Namespace) -> int:
-    cfg = LatencyConfig(clock_ghz=args.clock_ghz, solver_cycles=args.solver_cycles)
-    rates = tuple(args.rate) if args.rate else tuple(RATES)
-    rows = latency_table(rates, MODE_NAMES, cfg)
+    cfg = LatencyConfig(clock_ghz=args.clock_ghz, solver_cycles=args.solver_cycles, llr_fiber_m=args.llr_fiber_m,
+                        llr_phy_ns=args.llr_phy_ns)
+    rows = latency_table(tuple(args.rate), tuple(args.fec), cfg, codes=tuple(args.code))
 
     def text() -> str:
-        out = [f"{'rate':<6} {'mode':<23} {'accum ns':>9} {'decoder ns':>11} {'added ns':>9} {'mean ns':>8}"]
+        out = [f"{'rate':<6} {'code':<6} {'mode':<23} {'accum ns':>9} {'decoder ns':>11} {'added ns':>9} "
+               f"{'mean ns':>8} {'retry ns':>9}"]
         for r in rows:
-            out.append(f"{r.rate:<6} {r.mode:<23} {r.accumulation_ns:>9.2f} {r.decoder_ns:>11.2f} "
-                       f"{r.total_ns:>9.2f} {r.mean_total_ns:>8.2f}")
-        out.append(f"decoder clock {cfg.clock_ghz} GHz; cycles: syndrome {cfg.syndrome_cycles}, solver {cfg.solver_cycles}, "
-                   f"Chien/Forney {cfg.chien_forney_cycles} (see protocol/latency.py for sources and [I] assumptions)")
+            retry = f"{r.retry_ns:>9.1f}" if r.retry_ns else f"{'-':>9}"
+            out.append(f"{r.rate:<6} {r.code:<6} {r.mode:<23} {r.accumulation_ns:>9.2f} {r.decoder_ns:>11.2f} "
+                       f"{r.total_ns:>9.2f} {r.mean_total_ns:>8.2f} {retry}")
+        out.append(f"decoder clock {cfg.clock_ghz} GHz; cycles for KP4: syndrome {cfg.syndrome_cycles}, solver "
+                   f"{cfg.solver_cycles}, Chien/Forney {cfg.chien_forney_cycles} (scaled by t and n for other codes; "
+                   f"see protocol/latency.py for sources and [I] assumptions)")
         return "\n".join(out)
 
-    obj = {"config": cfg, "rows": [dict(rate=r.rate, mode=r.mode, accumulation_ns=r.accumulation_ns,
+    obj = {"config": cfg, "rows": [dict(rate=r.rate, code=r.code, mode=r.mode, accumulation_ns=r.accumulation_ns,
                                         decoder_ns=r.decoder_ns, total_ns=r.total_ns,
-                                        mean_total_ns=r.mean_total_ns) for r in rows]}
+                                        mean_total_ns=r.mean_total_ns, retry_ns=r.retry_ns) for r in rows]}
     emit(args, obj, text)
     return 0

@@ -5,15 +5,16 @@ from __future__ import annotations
 import argparse
 
 from phy802.cli._common import add_json, add_seed, emit
-from phy802.link import FEC_MODES
+from phy802.cli._vocab import add_code_fec
 
 __all__ = ["add_arguments", "run", "parse_lane_order"]
 
 EXAMPLE = """examples:
-  phy802 link --fec kp4 --ber 2e-4 --pairs 2048 --seed 1
-  phy802 link --fec kp4 --fault-lane 3 --fault-ber 3e-3 --pairs 512      # one bad lane of 8
-  phy802 link --rate 200G --fec detect --snr 16 --precoding --payload frames --json
-  phy802 link --fec kr4 --ber 1e-4       # RS(528,514) codeword-level model (not a Cl.119 mode)
+  phy802 link --code kp4 --fec ieee --ber 2e-4 --pairs 2048 --seed 1
+  phy802 link --fault-lane 3 --fault-ber 3e-3 --pairs 512      # one bad lane of 8 (kp4, ieee)
+  phy802 link --rate 200G --fec detect_only --snr-db 16 --precoding --payload frames --json
+  phy802 link --code kr4 --ber 1e-4      # RS(528,514) codeword-level model (not a Cl.119 code)
+  phy802 link --code rs272 --fec llr --ber 1e-4   # low-latency RS(272,257+1), link-level retry
 """
 
 
@@ -30,18 +31,23 @@ def parse_lane_order(text: str | None):
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.formatter_class = argparse.RawDescriptionHelpFormatter
     p.epilog = EXAMPLE
-    p.add_argument("--rate", default="400G", choices=("400G", "200G"))
-    p.add_argument("--fec", default="kp4", choices=FEC_MODES, help="FEC mode (default kp4)")
+    p.add_argument("--rate", default="400G", choices=("400G", "200G"), help="400G (default) or 200G")
+    add_code_fec(p)
     g = p.add_mutually_exclusive_group()
-    g.add_argument("--ber", type=float, default=None, help="PAM4 AWGN on every lane at this pre-FEC BER")
-    g.add_argument("--snr", type=float, default=None, help="PAM4 AWGN on every lane at this SNR (dB)")
-    p.add_argument("--fault-lane", type=int, default=None, help="physical lane with its own, worse channel")
+    g.add_argument("--ber", type=float, default=None,
+                   help="PAM4 AWGN on every lane at this pre-FEC BER (default: no noise)")
+    g.add_argument("--snr-db", type=float, default=None,
+                   help="PAM4 AWGN on every lane at this SNR in dB, Es/sigma^2 (default: no noise)")
+    p.add_argument("--fault-lane", type=int, default=None,
+                   help="physical lane (index) with its own, worse channel (default: none)")
     p.add_argument("--fault-ber", type=float, default=1e-3, help="pre-FEC BER of --fault-lane (default 1e-3)")
     p.add_argument("--lanes", type=int, default=None, help="physical lanes (default 8 at 400G, 4 at 200G)")
-    p.add_argument("--lane-order", default=None, help="bit-mux order, PCS lanes per physical lane: '0,1;2,3;...'")
-    p.add_argument("--precoding", action="store_true", help="1/(1+D) mod 4 precoder")
+    p.add_argument("--lane-order", default=None,
+                   help="bit-mux order, PCS lanes per physical lane: '0,1;2,3;...' (default consecutive groups)")
+    p.add_argument("--precoding", action="store_true", help="1/(1+D) mod 4 precoder (default off)")
     p.add_argument("--precoder-init", type=int, default=0, help="precoder initial state 0..3 (default 0)")
-    p.add_argument("--level", choices=("pcs", "codeword"), default=None, help="pcs (default) or codeword")
+    p.add_argument("--level", choices=("pcs", "codeword"), default=None,
+                   help="pcs or codeword (default pcs; codeword for kr4)")
     p.add_argument("--payload", choices=("data", "frames"), default="frames", help="frames (default) or data blocks")
     p.add_argument("--pairs", type=int, default=512, help="codeword pairs to send (default 512)")
     p.add_argument("--batch", type=int, default=256, help="pairs per independent batch (default 256)")
@@ -54,8 +60,8 @@ def _channels(args, n_lanes: int):
 
     if args.ber is not None:
         good = Pam4Awgn.from_ber(args.ber)
-    elif args.snr is not None:
-        good = Pam4Awgn(args.snr)
+    elif args.snr_db is not None:
+        good = Pam4Awgn(args.snr_db)
     else:
         good = Noiseless()
     chans = [good] * n_lanes
@@ -69,7 +75,7 @@ def _channels(args, n_lanes: int):
 def run(args: argparse.Namespace) -> int:
     from phy802.link import Link, LinkConfig
 
-    cfg = LinkConfig(rate=args.rate, fec=args.fec, precoding=args.precoding, precoder_init=args.precoder_init,
+    cfg = LinkConfig(rate=args.rate, code=args.code, fec=args.fec, precoding=args.precoding, precoder_init=args.precoder_init,
                      n_lanes=args.lanes, lane_order=parse_lane_order(args.lane_order), level=args.level,
                      payload=args.payload)
     res = Link(cfg, _channels(args, int(cfg.n_lanes))).run(args.pairs, args.seed, batch_pairs=args.batch)
@@ -80,7 +86,7 @@ def run(args: argparse.Namespace) -> int:
            "payload_errors": res.payload_errors[:1000].tolist(), "payload_errors_total": int(res.payload_errors.size)}
 
     def text() -> str:
-        lines = [f"{cfg.rate} fec={cfg.fec} level={cfg.level} lanes={cfg.n_lanes} precoding={cfg.precoding} "
+        lines = [f"{cfg.rate} code={cfg.code} fec={cfg.fec} level={cfg.level} lanes={cfg.n_lanes} precoding={cfg.precoding} "
                  f"pairs={c.pairs} codewords={c.codewords} line bits={c.line_bits} ({c.seconds:.2f} s)", "",
                  "physical lane   PAM4 symbol errors   bit errors   BER"]
         per = c.line_bits // c.n_phys
@@ -94,6 +100,8 @@ def run(args: argparse.Namespace) -> int:
         lines += ["", f"FEC: corrected codewords {c.corrected_codewords}, uncorrected {c.uncorrected_codewords}, "
                   f"corrected symbols {c.corrected_symbols}, miscorrected {c.miscorrected_codewords}",
                   f"codeword errors (message wrong) {c.codeword_errors}, of which not flagged {c.undetected_codeword_errors}"]
+        if cfg.fec == "llr":
+            lines.append(f"LLR: link-level retries {c.llr_retries}")
         if cfg.level == "pcs":
             lines.append(f"MAC: frames sent {c.frames}, FCS ok {c.frames_ok}, FCS errors {c.fcs_errors}, "
                          f"marked 66b blocks {c.marked_blocks}, error blocks {c.block_errors}, "

@@ -14,14 +14,14 @@ import sys
 from pathlib import Path
 
 from phy802.cli._common import add_json, add_seed, emit, progress
-from phy802.link import FEC_MODES
+from phy802.cli._vocab import add_code_fec
 
 __all__ = ["add_arguments", "run", "latency_function"]
 
 EXAMPLE = """example:
-  phy802 sweep --ber 1e-4 2e-4 3e-4 --fec kp4 bypass --target-errors 100 \\
+  phy802 sweep --ber 1e-4,2e-4,3e-4 --code kp4 --fec ieee,bypass --target-errors 100 \\
       --max-codewords 1e6 --max-seconds 30 --seed 1 --out sweep_out/ --plot
-  phy802 sweep --snr 15 15.5 16 --fec kp4 kr4 --scheduler tcp://10.0.0.5:8786 --out dask_out/
+  phy802 sweep --snr-db 15,15.5,16 --code kp4,kr4,rs272 --fec ieee --scheduler tcp://10.0.0.5:8786 --out dask_out/
 
 Rates: pre-FEC BER (line bits, after the RX precoder), SER (PAM4 symbols), FER (codewords whose
 delivered message is wrong), post-FEC BER (message bits at the decoder output); each with a 95%
@@ -29,20 +29,18 @@ Clopper-Pearson interval (post-FEC BER: cluster-aware, see phy802.link.LinkCount
 Merge two runs with:  phy802 sweep --merge a/sweep.json b/sweep.json --out merged/
 """
 
-# our FEC modes -> the protocol layer's latency modes (protocol/modes.py); kr4 reuses the correcting
-# decoder's pipeline with the accumulation of a 528-symbol pair
-_LATENCY_MODE = {"kp4": "ieee", "kr4": "ieee", "detect": "detect_only", "bypass": "bypass", "none": "bypass"}
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.formatter_class = argparse.RawDescriptionHelpFormatter
     p.epilog = EXAMPLE
     g = p.add_mutually_exclusive_group()
-    g.add_argument("--ber", type=float, nargs="+", metavar="BER", help="channel points as pre-FEC BER (PAM4 AWGN)")
-    g.add_argument("--snr", type=float, nargs="+", metavar="DB", help="channel points as SNR in dB (Es/sigma^2)")
+    g.add_argument("--ber", type=_float_list, metavar="BER[,BER...]",
+                   help="channel points as pre-FEC BER (PAM4 AWGN), comma list (no default)")
+    g.add_argument("--snr-db", type=_float_list, metavar="DB[,DB...]",
+                   help="channel points as SNR in dB (Es/sigma^2), comma list (no default)")
     g.add_argument("--merge", nargs="+", metavar="JSON", help="merge sweep.json files of earlier runs instead of simulating")
-    p.add_argument("--fec", nargs="+", default=["kp4", "bypass"], choices=FEC_MODES, metavar="MODE",
-                   help=f"FEC modes: {', '.join(FEC_MODES)} (default kp4 bypass)")
+    add_code_fec(p, multi=True, code_default=("kp4",), fec_default=("ieee", "bypass"))
     p.add_argument("--rate", default="400G", choices=("400G", "200G"), help="400G (default) or 200G")
     p.add_argument("--lanes", type=int, default=None, help="physical lanes (default 8 at 400G, 4 at 200G)")
     p.add_argument("--precoding", action="store_true", help="1/(1+D) mod 4 precoder on every lane")
@@ -66,6 +64,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_json(p)
 
 
+def _float_list(text: str) -> tuple[float, ...]:
+    """argparse type: ``"1e-4,2e-4"`` -> ``(1e-4, 2e-4)``."""
+    try:
+        return tuple(float(x) for x in str(text).split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated numbers, got {text!r}") from None
+
+
 def latency_function(rate: str):
     """``mode -> added latency (ns)`` from :mod:`protocol.latency`, or ``None`` when absent."""
     try:
@@ -73,11 +79,11 @@ def latency_function(rate: str):
     except ImportError:
         return None
 
+    from phy802.sweep import split_label
+
     def f(mode: str) -> float:
-        b = added_latency(_LATENCY_MODE[mode], rate)
-        if mode == "kr4":  # the model knows RS(544,514) pairs only: scale the accumulation to 528 [I]
-            return float(b.accumulation_ns * 528 / 544 + b.decoder_ns)
-        return float(b.total_ns)
+        code, fec = split_label(mode)
+        return float(added_latency(fec, rate, code=code).total_ns)
 
     return f
 
@@ -109,12 +115,13 @@ def run(args: argparse.Namespace) -> int:
             r = SweepResult.read_json(path)
             res = r if res is None else res.merge(r)
     else:
-        if not args.ber and not args.snr:
-            raise ValueError("give channel points with --ber or --snr (or --merge files)")
+        if not args.ber and not args.snr_db:
+            raise ValueError("give channel points with --ber or --snr-db (or --merge files)")
         if args.max_codewords < 2:
             raise ValueError(f"--max-codewords must be >= 2, got {args.max_codewords:g}")
         cfg = SweepConfig(
-            points=tuple(args.ber or args.snr), axis="ber" if args.ber else "snr", modes=tuple(args.fec),
+            points=tuple(args.ber or args.snr_db), axis="ber" if args.ber else "snr",
+            code=tuple(args.code), fec=tuple(args.fec),
             rate=args.rate, n_lanes=args.lanes, precoding=args.precoding, burst_pb=args.burst_pb, simulator=args.sim,
             target_errors=args.target_errors or None, max_codewords=int(args.max_codewords),
             max_seconds=args.max_seconds or None, batch_pairs=args.batch, seed=args.seed,

@@ -1,4 +1,5 @@
-"""Reed-Solomon FEC of IEEE 802.3 (Clause 91 / Clause 119): RS(544,514) "KP4" and RS(528,514) "KR4".
+"""Reed-Solomon FEC of IEEE 802.3 (Clause 91 / Clause 119): RS(544,514) "KP4", RS(528,514) "KR4",
+and the Ethernet Consortium's low-latency RS(272,257+1) "rs272" (``CODES`` / ``code_by_name``).
 
 GF(2^10) with p(x) = x^10 + x^3 + 1, generator roots alpha^0..alpha^(2t-1), systematic, first
 message symbol = coefficient of x^(n-1), parity last. Batched numpy API over Numba kernels::
@@ -17,8 +18,12 @@ counters: :class:`FecCounters`; CLI: ``phy802 fec encode|decode``.
 
 from .counters import FecCounters
 from .rs import (
+    CODE_NAMES,
+    CODES,
     KP4,
     KR4,
+    RS272,
+    code_by_name,
     RSCode,
     decode,
     decode_syndromes,
@@ -33,6 +38,10 @@ __all__ = [
     "RSCode",
     "KP4",
     "KR4",
+    "RS272",
+    "CODES",
+    "CODE_NAMES",
+    "code_by_name",
     "encode",
     "decode",
     "syndromes",

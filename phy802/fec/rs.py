@@ -24,6 +24,10 @@ __all__ = [
     "RSCode",
     "KP4",
     "KR4",
+    "RS272",
+    "CODES",
+    "CODE_NAMES",
+    "code_by_name",
     "encode",
     "decode",
     "syndromes",
@@ -82,6 +86,27 @@ class RSCode:
 
 KP4 = RSCode(544, 514, "KP4")  #: RS(544,514), t = 15 (Cl.91 / Cl.119, 200G/400G)
 KR4 = RSCode(528, 514, "KR4")  #: RS(528,514), t = 7 (Cl.91, 100GBASE-KR4/CR4)
+#: RS(272,257+1), t = 7: the 25G/50G Ethernet Consortium low-latency RS-FEC ("LL-FEC", ethtool
+#: ``LLRS``; tradeoff notes sec.1 [S]).  k = 258 = ten 257b blocks (2570 bits = 257 symbols) plus
+#: one 10-bit pad symbol; same field and generator form as KP4 with 2t = 14 roots (so g(x) is
+#: KR4's).  Where the pad sits and its value: :class:`phy802.pcs.PcsConfig` ([?] in the notes).
+RS272 = RSCode(272, 258, "RS272")
+
+#: The codes by their vocabulary name (issue 15: ``--code kp4|kr4|rs272``; ``none`` = no FEC
+#: sublayer has no RSCode).
+CODES: dict[str, RSCode] = {"kp4": KP4, "kr4": KR4, "rs272": RS272}
+CODE_NAMES: tuple[str, ...] = tuple(CODES)
+
+
+def code_by_name(name: str) -> RSCode:
+    """The :class:`RSCode` called ``name`` (``kp4``, ``kr4``, ``rs272``; case-insensitive)."""
+    if isinstance(name, RSCode):
+        return name
+    key = str(name).strip().lower()
+    if key not in CODES:
+        extra = " ('none' means no FEC sublayer and has no RSCode)" if key == "none" else ""
+        raise ValueError(f"unknown RS code {name!r}; choose from {', '.join(CODE_NAMES)}{extra}")
+    return CODES[key]
 
 
 # --------------------------------------------------------------------------------------------

@@ -96,7 +96,7 @@ class _Base:
 
     def _new_counters(self) -> LinkCounters:
         g = self.geometry
-        return LinkCounters.empty(g.n, g.n_phys, g.n_pcsl)
+        return LinkCounters.empty(g.n, g.n_phys, g.n_pcsl, self.config.data_symbols)
 
     def _locate(self, lane: int, q: NDArray[np.int64]):
         """Physical lane bits -> (PCS lane L, PCS-lane bit u, codeword c = 2 p + X, symbol t, bit b)."""
@@ -132,6 +132,11 @@ class _Base:
         key, val = kb >> 4, np.int64(1) << (kb & 15)
         ukey, start, _ = _sorted_unique(key)
         return ukey, np.bitwise_or.reduceat(val, start).astype(np.uint16)  # distinct bits: OR == XOR
+
+    def _count_llr(self, ctr: LinkCounters, flagged_words) -> None:
+        """``llr`` mode: one link-level retry per codeword pair holding a flagged codeword."""
+        if self.config.fec == "llr" and self.config.decoder is not None and len(flagged_words):
+            ctr.llr_retries += int(np.unique(np.asarray(flagged_words, np.int64) // 2).size)
 
     def _pre_symbol_counts(self, ctr: LinkCounters, ukey, n_words: int):
         g = self.geometry

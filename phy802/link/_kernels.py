@@ -203,11 +203,12 @@ def xor_flips(rx, L, u):
 
 
 @njit(cache=True)
-def post_fec_counts(tx_cw, dec_cw, w, ncorr, k, decoded, correct, pop10):
+def post_fec_counts(tx_cw, dec_cw, w, ncorr, k0, k1, decoded, correct, pop10):
     """Post-FEC counters over the words with pre-FEC errors (``w[c] > 0``; the others are
     untouched by any decoder): ``(symbol errors, bit errors, codeword errors, undetected,
-    miscorrected)`` of the first ``k`` (message) symbols; "miscorrected" = the decoder reported
-    a correction (``correct`` mode) and the word still differs anywhere."""
+    miscorrected)`` of the payload symbols ``k0 .. k1-1`` (the message less any pad);
+    "miscorrected" = the decoder reported a correction (``correct`` mode) and the word still
+    differs anywhere."""
     n = tx_cw.shape[1]
     nsym = 0
     nbit = 0
@@ -218,7 +219,7 @@ def post_fec_counts(tx_cw, dec_cw, w, ncorr, k, decoded, correct, pop10):
         if w[c] == 0:
             continue
         ws = 0
-        for i in range(k):
+        for i in range(k0, k1):
             d = tx_cw[c, i] ^ dec_cw[c, i]
             if d != 0:
                 ws += 1
@@ -230,9 +231,10 @@ def post_fec_counts(tx_cw, dec_cw, w, ncorr, k, decoded, correct, pop10):
                 und += 1
         if correct and ncorr[c] > 0:
             differs = ws > 0
-            i = k
+            i = 0
             while not differs and i < n:
-                differs = tx_cw[c, i] != dec_cw[c, i]
+                if i < k0 or i >= k1:
+                    differs = tx_cw[c, i] != dec_cw[c, i]
                 i += 1
             if differs:
                 mis += 1

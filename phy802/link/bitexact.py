@@ -23,7 +23,7 @@ from phy802.pcs import (
     payload_bit_errors,
 )
 from phy802.pma import gray_demap, gray_map, precode, precode_decode
-from phy802.link.config import K_MSG, LinkConfig, _POP10
+from phy802.link.config import LinkConfig, _POP10
 from phy802.link.counters import LinkCounters, LinkResult
 from phy802.link._base import _Base, _flips, _seed_sequence
 
@@ -58,7 +58,7 @@ class Link(_Base):
     -------
     >>> from phy802.link import Link, LinkConfig
     >>> from phy802.channel import Pam4Awgn
-    >>> res = Link(LinkConfig(fec="kp4"), Pam4Awgn.from_ber(1e-4)).run(64, seed=1)
+    >>> res = Link(LinkConfig(code="kp4", fec="ieee"), Pam4Awgn.from_ber(1e-4)).run(64, seed=1)
     >>> res.counters.uncorrected_codewords
     0
     """
@@ -169,19 +169,22 @@ class Link(_Base):
         C = tx_cw.shape[0]
         ukey, _ = self._symbol_errors(c, t, b, g.n)
         w = self._pre_symbol_counts(ctr, ukey, C)
+        d0, d1 = cfg.data_slice
         ctr.codewords += C
         ctr.pairs += C // 2
-        ctr.message_bits += C * K_MSG * 10
+        ctr.message_bits += C * (d1 - d0) * 10
         dec = cfg.decoder
         if dec is not None:
             ctr.corrected_codewords += int((ncorr > 0).sum())
             ctr.uncorrected_codewords += int((ncorr < 0).sum())
             ctr.corrected_symbols += int(ncorr[ncorr > 0].sum())
+            if cfg.level == "codeword" or cfg.payload != "frames":
+                self._count_llr(ctr, np.flatnonzero(ncorr < 0))
         # the decoder only touches words with a nonzero syndrome, i.e. words with errors
         nsym, nbit, ncw, und, mis = _k.post_fec_counts(
             np.ascontiguousarray(tx_cw, np.uint16), np.ascontiguousarray(dec_cw, np.uint16), w,
             np.ascontiguousarray(ncorr, np.int64) if dec is not None else np.zeros(C, np.int64),
-            K_MSG, dec is not None, dec == "correct", _POP10)
+            d0, d1, dec is not None, dec == "correct", _POP10)
         ctr.post_fec_symbol_errors += int(nsym)
         ctr.post_fec_bit_errors += int(nbit)
         ctr.codeword_errors += int(ncw)
@@ -225,6 +228,8 @@ class Link(_Base):
         if cfg.payload == "frames":
             ctr.frames_ok += pc.frames_delivered
             ctr.fcs_errors += pc.fcs_errors
+            if cfg.fec == "llr":
+                ctr.llr_retries += frames_sent - pc.frames_delivered
         perr = payload_bit_errors(blocks, res.blocks)
         ctr.payload_bits += 64 * len(blocks)
         ctr.payload_bit_errors += int(perr.size)
@@ -233,9 +238,12 @@ class Link(_Base):
 
     def _batch_codeword(self, P: int, ss: np.random.SeedSequence, ctr: LinkCounters, word_offset: int):
         cfg, g = self.config, self.geometry
-        code = cfg.code
+        code = cfg.rs
+        d0, d1 = cfg.data_slice
         data_ss, chan_ss = ss.spawn(2)
-        msgs = np.random.default_rng(data_ss).integers(0, 1024, (P, 2, K_MSG), dtype=np.uint16)
+        msgs = np.random.default_rng(data_ss).integers(0, 1024, (P, 2, code.k), dtype=np.uint16)
+        if cfg.pad_index is not None:  # rs272: the pad symbol carries no data
+            msgs[:, :, cfg.pad_index] = cfg.pad_value
         cw = encode(code, msgs).reshape(-1, g.n)  # parity is sent in every mode (filler for bypass/none)
         lanes = np.ascontiguousarray(cw.reshape(P, 2 * g.n)[:, g.gather].transpose(1, 0, 2).reshape(g.n_pcsl, -1))
         rx_lanes, (L, u, c, t, b) = self._channel(lanes, chan_ss, ctr)
@@ -253,14 +261,14 @@ class Link(_Base):
                 rows, cols = np.nonzero(rx[fixed] != dec[fixed])
                 per_lane = np.bincount(g.lane_of[fixed[rows] % 2, cols], minlength=g.n_pcsl).astype(np.int64)
         self._post(ctr, cw, dec, ncorr, c, t, b, rx_corrected_per_lane=per_lane)
-        hit = np.flatnonzero(np.any(cw[:, :K_MSG] != dec[:, :K_MSG], axis=1))
+        hit = np.flatnonzero(np.any(cw[:, d0:d1] != dec[:, d0:d1], axis=1))
         if hit.size == 0:
             return np.zeros(0, np.int64), cw.shape[0]
-        d = (cw[hit, :K_MSG] ^ dec[hit, :K_MSG])
+        d = (cw[hit, d0:d1] ^ dec[hit, d0:d1])
         wi, si = np.nonzero(d)
         bits = (d[wi, si][:, None] >> np.arange(10, dtype=np.uint16)) & 1
         r_, bb = np.nonzero(bits)
-        pos = (hit[wi[r_]] + word_offset).astype(np.int64) * (K_MSG * 10) + si[r_] * 10 + bb
+        pos = (hit[wi[r_]] + word_offset).astype(np.int64) * ((d1 - d0) * 10) + si[r_] * 10 + bb
         return np.sort(pos), cw.shape[0]
 
     def run_batch(self, P: int, ss: np.random.SeedSequence, ctr: LinkCounters, offset: int = 0):

@@ -24,7 +24,8 @@ class LinkCounters:
 
     Attributes
     ----------
-    pairs, codewords : codeword pairs / codewords sent; ``n``, ``k`` : code length and message length.
+    pairs, codewords : codeword pairs / codewords sent; ``n``, ``k`` : code length and payload
+        symbols per codeword (the message length; 257 for ``rs272``, whose pad carries no payload).
     line_symbols : PAM4 symbols sent over all physical lanes.
     lane_symbol_errors[i] : PAM4 symbols received wrong on physical lane i (before the precoder).
     lane_bit_errors[i] : data bits wrong on physical lane i after the receive precoder + Gray demap.
@@ -41,6 +42,9 @@ class LinkCounters:
     post_fec_symbol_errors, post_fec_bit_errors, message_bits : at the decoder output, message part.
     frames, frames_ok, fcs_errors, payload_bits, payload_bit_errors, marked_blocks, block_errors :
         MAC-side counts of the ``pcs`` level (0 elsewhere).
+    llr_retries : ``fec="llr"`` only: what link-level retry resends -- frames not delivered (marked
+        or FCS-failed) with the ``frames`` payload at the ``pcs`` level, otherwise codeword pairs
+        holding a flagged codeword (one replay of the pair's data each) [I].
     lock_failures : ``pcs``-level batches dropped because the receiver could not lock a lane on the
         batch's single AM group (nothing else of such a batch is counted; see :class:`Link`).
     seconds : wall time spent producing these counts.
@@ -77,12 +81,13 @@ class LinkCounters:
     payload_bit_errors: int = 0
     marked_blocks: int = 0
     block_errors: int = 0
+    llr_retries: int = 0
     lock_failures: int = 0
     seconds: float = 0.0
 
     @classmethod
-    def empty(cls, n: int, n_phys: int, n_pcsl: int) -> "LinkCounters":
-        return cls(n=n, n_phys=n_phys, n_pcsl=n_pcsl, lane_symbol_errors=_zeros(n_phys),
+    def empty(cls, n: int, n_phys: int, n_pcsl: int, k: int = K_MSG) -> "LinkCounters":
+        return cls(n=n, k=k, n_phys=n_phys, n_pcsl=n_pcsl, lane_symbol_errors=_zeros(n_phys),
                    lane_bit_errors=_zeros(n_phys), pcs_lane_bit_errors=_zeros(n_pcsl),
                    pcs_lane_symbol_errors=_zeros(n_pcsl), pcs_lane_corrected=_zeros(n_pcsl), hist=_zeros(n + 1))
 

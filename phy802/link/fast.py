@@ -9,7 +9,7 @@ import numpy as np
 from phy802._rng import spawn
 from phy802.channel import Noiseless, Pam4Awgn, signs_to_values
 from phy802.fec import decode_syndromes, syndromes_sparse
-from phy802.link.config import K_MSG, _POP10
+from phy802.link.config import _POP10
 from phy802.link.counters import LinkCounters, LinkResult
 from phy802.link._base import _Base, _flips, _seed_sequence, _sorted_unique
 
@@ -96,7 +96,8 @@ class FastLink(_Base):
     def run_batch(self, P: int, ss: np.random.SeedSequence, ctr: LinkCounters) -> LinkCounters:
         """Add one batch of ``P`` pairs (one independent transmission) to ``ctr``."""
         cfg, g = self.config, self.geometry
-        code = cfg.code
+        code = cfg.rs
+        d0, d1 = cfg.data_slice
         n_sym = P * g.line_symbols_per_pair
         rngs = spawn(ss, g.n_phys)
         per_lane = []
@@ -109,7 +110,7 @@ class FastLink(_Base):
         C = 2 * P
         ctr.codewords += C
         ctr.pairs += P
-        ctr.message_bits += C * K_MSG * 10
+        ctr.message_bits += C * (d1 - d0) * 10
         ukey, uval = self._symbol_errors(c, t, b, g.n)
         w = self._pre_symbol_counts(ctr, ukey, C)
         if ukey.size == 0:
@@ -180,7 +181,9 @@ class FastLink(_Base):
             ctr.uncorrected_codewords += int(flagged_words.size)
         else:
             flagged_words = np.zeros(0, np.int64)
-        msg = (res_key % g.n) < K_MSG
+        self._count_llr(ctr, flagged_words)
+        rpos = res_key % g.n
+        msg = (rpos >= d0) & (rpos < d1)
         mk, mv = res_key[msg], res_val[msg]
         ctr.post_fec_symbol_errors += int(mk.size)
         ctr.post_fec_bit_errors += int(_POP10[mv].sum())

@@ -77,4 +77,4 @@ def _geometry(rate: str, n: int, n_phys: int, order: tuple) -> LinkGeometry:
 
 def geometry(config: LinkConfig) -> LinkGeometry:
     """The :class:`LinkGeometry` of ``config``."""
-    return _geometry(config.rate, config.code.n, int(config.n_lanes), config.mux.order)
+    return _geometry(config.rate, config.rs.n, int(config.n_lanes), config.mux.order)

@@ -22,7 +22,7 @@ from phy802.sweep import SweepConfig, run_sweep
 def test_sweep_fer_matches_binomial(mode, code):
     # pre-FEC BERs where the binomial FER is 1e-3 .. 1e-1: measurable in seconds
     bers = tuple(theory.pre_fec_ber_for_fer(f, code) for f in (3e-3, 3e-2, 1.5e-1))
-    cfg = SweepConfig(points=bers, modes=(mode,), target_errors=300, max_codewords=2_000_000, max_seconds=60, seed=7)
+    cfg = SweepConfig(points=bers, code=(mode,), fec=("ieee",), target_errors=300, max_codewords=2_000_000, max_seconds=60, seed=7)
     res = run_sweep(cfg)
     conf = 1 - 0.05 / (2 * len(bers))  # Bonferroni over the 2 rates x points of this test
     for p in res.points:
@@ -35,7 +35,7 @@ def test_sweep_fer_matches_binomial(mode, code):
 
 def test_link_pre_fec_ber_matches_closed_form_at_five_snrs():
     # through the full bit-exact Clause 119 link (PCS, FEC, PMA, per-lane AWGN and back)
-    link_cfg = LinkConfig(fec="kp4")
+    link_cfg = LinkConfig(code="kp4", fec="ieee")
     snrs = (15.5, 16.0, 16.5, 17.0, 17.5)  # pre-FEC BER 2.9e-3 .. 3e-4 (lane lock needs a readable AM)
     conf = 1 - 0.05 / (2 * len(snrs))  # Bonferroni over BER and SER at 5 SNRs
     for k, snr in enumerate(snrs):
@@ -66,7 +66,7 @@ def test_fast_path_agrees_with_bit_exact_link(precoding):
     # same channel, independent seeds: FER, post-FEC BER, the per-codeword symbol-error histogram
     # and the per-PCS-lane corrected-symbol counts must be the same process
     ber = theory.pre_fec_ber_for_fer(2e-2) / (1.6 if precoding else 1.0)
-    cfg = LinkConfig(fec="kp4", precoding=precoding)
+    cfg = LinkConfig(code="kp4", fec="ieee", precoding=precoding)
     ch = Pam4Awgn.from_ber(ber)
     a = Link(cfg, ch).run(3072, seed=21, batch_pairs=256).counters
     b = FastLink(cfg, ch).run(24576, seed=22).counters
@@ -88,7 +88,7 @@ def test_fast_path_agrees_with_bit_exact_link_on_dfe_bursts(precoding):
     from phy802.channel import DfeBurst
 
     ch = DfeBurst.from_ser(4e-3, 0.5)
-    cfg = LinkConfig(fec="kp4", precoding=precoding)
+    cfg = LinkConfig(code="kp4", fec="ieee", precoding=precoding)
     a = Link(cfg, ch).run(2048, seed=31, batch_pairs=256).counters
     b = FastLink(cfg, ch).run(16384, seed=32).counters
     assert a.codeword_errors >= 15
@@ -102,7 +102,7 @@ def test_fast_path_agrees_with_bit_exact_link_on_dfe_bursts(precoding):
 def test_sweep_fer_matches_binomial_down_to_1e6(mode, code):
     # the low end of "measurable": FER 1e-4 .. 1e-6 (tens of millions of codewords, fast path)
     bers = tuple(theory.pre_fec_ber_for_fer(f, code) for f in (1e-4, 1e-5, 1e-6))
-    cfg = SweepConfig(points=bers, modes=(mode,), target_errors=60, max_codewords=400_000_000, max_seconds=240, seed=8)
+    cfg = SweepConfig(points=bers, code=(mode,), fec=("ieee",), target_errors=60, max_codewords=400_000_000, max_seconds=240, seed=8)
     res = run_sweep(cfg)
     conf = 1 - 0.05 / len(bers)
     for p in res.points:

@@ -219,7 +219,7 @@ def test_fast_generator_matches_the_composed_pam4_link(fec):
     from phy802.channel import Pam4Awgn
 
     ber = 1e-3
-    res = link_mod.Link(link_mod.LinkConfig(fec=fec), Pam4Awgn.from_ber(ber)).run(1024, seed=5, batch_pairs=256)
+    res = link_mod.Link(link_mod.LinkConfig(code="kp4", fec="ieee" if fec == "kp4" else fec), Pam4Awgn.from_ber(ber)).run(1024, seed=5, batch_pairs=256)
     c = res.counters
     assert c.lock_failures == 0
     gen = FastGenerator(GeneratorConfig("400G", "ieee" if fec == "kp4" else "bypass", ber), 6)
@@ -241,7 +241,7 @@ def test_pam4_gray_lane_weights_match_the_composed_link():
     from phy802.channel import Pam4Awgn
 
     ber = 1e-3
-    res = link_mod.Link(link_mod.LinkConfig(fec="bypass"), Pam4Awgn.from_ber(ber)).run(1024, seed=8, batch_pairs=256)
+    res = link_mod.Link(link_mod.LinkConfig(code="kp4", fec="bypass"), Pam4Awgn.from_ber(ber)).run(1024, seed=8, batch_pairs=256)
     cfg = GeneratorConfig("400G", "bypass", ber, lane_weights="pam4_gray")
     fast = FastGenerator(cfg, 9)
     fast.next_chunk(1024)

@@ -40,13 +40,15 @@ ZERO_CASES = [
     LinkConfig(),
     LinkConfig(n_lanes=4, precoding=True, precoder_init=2),
     LinkConfig(rate="200G", payload="frames", frame_bytes=300),
-    LinkConfig(lane_order=((15, 0), (14, 1), (13, 2), (12, 3), (11, 4), (10, 5), (9, 6), (8, 7)), fec="detect"),
-    LinkConfig(fec="kr4", precoding=True),
+    LinkConfig(lane_order=((15, 0), (14, 1), (13, 2), (12, 3), (11, 4), (10, 5), (9, 6), (8, 7)), fec="detect_only"),
+    LinkConfig(code="kr4", precoding=True),
+    LinkConfig(code="rs272", fec="llr"),
+    LinkConfig(code="rs272", fec="bypass", rate="200G", pad_position="first", pad_value=1023),
     LinkConfig(level="codeword", fec="bypass", rate="200G"),
 ]
 
 
-@pytest.mark.parametrize("cfg", ZERO_CASES, ids=lambda c: f"{c.rate}-{c.fec}-{c.level}-{c.n_lanes}-{c.payload}")
+@pytest.mark.parametrize("cfg", ZERO_CASES, ids=lambda c: f"{c.rate}-{c.code}-{c.fec}-{c.level}-{c.n_lanes}-{c.payload}")
 def test_noiseless_round_trip_is_bit_exact(cfg):
     res = Link(cfg, Noiseless()).run(12, seed=3, batch_pairs=5)
     c = res.counters
@@ -131,7 +133,7 @@ def test_generalised_interleave_matches_the_pcs_tables():
         np.testing.assert_array_equal(lane, np.stack([la, lb]))
         np.testing.assert_array_equal(slot, np.stack([sa, sb]))
         np.testing.assert_array_equal(gather, pair_gather_index(rate))
-    g = geometry(LinkConfig(fec="kr4"))
+    g = geometry(LinkConfig(code="kr4"))
     assert g.K == 66 and g.n == 528 and sorted(g.gather.ravel()) == list(range(1056))
 
 
@@ -160,7 +162,14 @@ def test_fast_noiseless_and_counters_merge():
 @pytest.mark.parametrize("kw, msg", [
     (dict(rate="100G"), "rate"),
     (dict(fec="rs"), "fec"),
-    (dict(fec="kr4", level="pcs"), "kr4"),
+    (dict(code="rs"), "code"),
+    (dict(code="kr4", level="pcs"), "kr4"),
+    (dict(fec="kp4"), "code='kp4', fec='ieee'"),
+    (dict(fec="detect"), "code='kp4', fec='detect_only'"),
+    (dict(fec="none"), "code='none'"),
+    (dict(fec="kr4"), "code='kr4', fec='ieee'"),
+    (dict(code="rs272", pad_value=1024), "pad_value"),
+    (dict(code="rs272", pad_position="middle"), "pad_position"),
     (dict(n_lanes=3), "n_lanes"),
     (dict(lane_order=((0, 1),)), "lane_order"),
     (dict(precoder_init=4), "precoder_init"),
@@ -228,28 +237,37 @@ class FlipBits:
 HEAVY = tuple(10 * (68 + 2 * m) for m in range(18)) + tuple(10 * (136 + 2 * m) for m in range(3))
 
 
-@pytest.mark.parametrize("fec", ["kp4", "kr4", "detect", "bypass", "none"])
-def test_all_simulators_agree_on_a_fixed_error_pattern(fec):
+@pytest.mark.parametrize("code, fec", [("kp4", "ieee"), ("kr4", "ieee"), ("kp4", "detect_only"), ("kp4", "bypass"),
+                                       ("none", "ieee"), ("kp4", "correct_no_indication"), ("kp4", "unequal"),
+                                       ("kp4", "llr"), ("rs272", "ieee"), ("rs272", "detect_only")])
+def test_all_simulators_agree_on_a_fixed_error_pattern(code, fec):
     chans = [FlipBits(HEAVY)] + [Noiseless()] * 7
     keys = ("lane_symbol_errors", "lane_bit_errors", "pcs_lane_bit_errors", "pcs_lane_symbol_errors",
             "pcs_lane_corrected", "hist", "bit_errors", "symbol_errors", "corrected_codewords",
             "uncorrected_codewords", "corrected_symbols", "miscorrected_codewords", "codeword_errors",
-            "undetected_codeword_errors", "post_fec_symbol_errors", "post_fec_bit_errors", "codewords")
-    runs = [FastLink(LinkConfig(fec=fec), chans).run(4, seed=1, batch_pairs=4).counters,
-            Link(LinkConfig(fec=fec, level="codeword"), chans).run(4, seed=2, batch_pairs=4).counters]
-    if fec != "kr4":
-        runs.append(Link(LinkConfig(fec=fec), chans).run(4, seed=3, batch_pairs=4).counters)
+            "undetected_codeword_errors", "post_fec_symbol_errors", "post_fec_bit_errors", "codewords",
+            "llr_retries", "message_bits")
+    P = 8 if code == "rs272" else 4  # rs272 pairs are half as long: the pattern needs 8
+    runs = [FastLink(LinkConfig(code=code, fec=fec), chans).run(P, seed=1, batch_pairs=P).counters,
+            Link(LinkConfig(code=code, fec=fec, level="codeword"), chans).run(P, seed=2, batch_pairs=P).counters]
+    if code not in ("kr4", "rs272"):
+        runs.append(Link(LinkConfig(code=code, fec=fec), chans).run(4, seed=3, batch_pairs=4).counters)
     ref = runs[0].as_dict()
     for c in runs[1:]:
         d = c.as_dict()
         assert {k: d[k] for k in keys} == {k: ref[k] for k in keys}
     c = runs[0]
-    assert c.symbol_errors == 21
-    if fec == "kr4":  # other geometry (66 slots per lane and pair): only the agreement is checked
+    if code in ("kr4", "rs272"):  # other geometry (66 / 34 slots per lane and pair): only agreement
+        assert c.k == (257 if code == "rs272" else 514) and c.message_bits == 2 * P * c.k * 10
+        assert c.symbol_errors == 21 and c.codeword_errors >= 1
         return
+    assert c.symbol_errors == 21
     assert c.hist[18] == 1 and c.hist[3] == 1
     # (uncorrected = flagged, codeword errors = wrong delivered message, of which not flagged)
-    expect = {"kp4": (1, 1, 0), "detect": (2, 2, 0), "bypass": (0, 2, 2), "none": (0, 2, 2)}
-    assert (c.uncorrected_codewords, c.codeword_errors, c.undetected_codeword_errors) == expect[fec]
-    if fec == "kp4":
+    expect = {"ieee": (1, 1, 0), "detect_only": (2, 2, 0), "bypass": (0, 2, 2), "unequal": (0, 2, 2),
+              "correct_no_indication": (1, 1, 0), "llr": (1, 1, 0)}
+    expect = (0, 2, 2) if code == "none" else expect[fec]
+    assert (c.uncorrected_codewords, c.codeword_errors, c.undetected_codeword_errors) == expect
+    assert c.llr_retries == (1 if fec == "llr" else 0)  # one pair with a flagged codeword
+    if code == "kp4" and fec in ("ieee", "llr", "correct_no_indication"):
         assert c.corrected_codewords == 1 and c.corrected_symbols == 3 and c.post_fec_bit_errors == 18

@@ -16,8 +16,13 @@ from protocol.source import ErrorChunk
 
 # --- modes -----------------------------------------------------------------------------------
 def test_modes_and_aliases():
-    assert get_mode("kp4").name == "ieee" and get_mode("none").name == "bypass"
-    assert get_mode("detect").decoder == "detect" and get_mode("detect").indicate
+    for old, new in (("kp4", "code 'kp4' with mode 'ieee'"), ("none", "code 'none'"), ("detect", "mode 'detect_only'")):
+        with pytest.raises(ValueError, match=new):
+            get_mode(old)
+    assert get_mode("detect-only").decoder == "detect" and get_mode("detect_only").indicate
+    llr = get_mode("llr")
+    assert llr.decoder == "correct" and llr.indicate and not llr.tolerant and llr.retry == "link"
+    assert {get_mode(m).retry for m in MODE_NAMES if m != "llr"} == {"transport"}
     assert not get_mode("bypass").indicate and get_mode("bypass").tolerant
     assert not get_mode("ieee").tolerant
     with pytest.raises(ValueError, match="unknown FEC mode 'x'"):
@@ -88,6 +93,16 @@ def test_layout():
         F.layout(-1)
 
 
+def test_link_layer_modes_agree_with_the_protocol_modes():
+    """phy802.link cannot import protocol: its own table of the six modes must agree."""
+    from phy802.link import FEC_MODES, LinkConfig
+
+    assert FEC_MODES == MODE_NAMES
+    for m in MODE_NAMES:
+        cfg, mode = LinkConfig(code="kp4", fec=m), get_mode(m)
+        assert (cfg.decoder or "none") == mode.decoder and cfg.indicate == mode.indicate, m
+
+
 # --- latency ---------------------------------------------------------------------------------
 def test_latency_model():
     ieee = added_latency("ieee", "400G")
@@ -99,6 +114,7 @@ def test_latency_model():
     fast = LatencyConfig(clock_ghz=2.0)
     assert added_latency("ieee", "400G", fast).decoder_ns == pytest.approx(16.0)
     assert len(latency_table()) == 2 * len(MODE_NAMES)
+    assert len(latency_table(codes=("kp4", "kr4", "rs272"))) == 2 * 3 * len(MODE_NAMES)
     with pytest.raises(ValueError, match="clock_ghz"):
         LatencyConfig(clock_ghz=0)
 
@@ -154,15 +170,78 @@ def test_delivery_with_plain_take_source():
     assert d.frames == 256 and d.payload_flips.size == 0 and d.line_bits > d.stream_bits
 
 
+@pytest.mark.parametrize("code, rate, mode, acc, dec", [
+    # accumulation = 2 n 10 / (line rate of the code); decoder = 3 + ceil(20 t/15) + ceil(8 n/544) + 1
+    ("kp4", "400G", "ieee", 10880 / 425, 3 + 20 + 8 + 1),
+    ("kr4", "400G", "ieee", 10560 / 412.5, 3 + 10 + 8 + 1),            # 412.5 = 425 x 528/544
+    ("rs272", "400G", "ieee", 5440 / 425, 3 + 10 + 4 + 1),
+    ("rs272", "200G", "ieee", 5440 / 212.5, 3 + 10 + 4 + 1),
+    ("rs272", "400G", "correct_no_indication", 12.8, 3 + 10 + 1),
+    ("rs272", "400G", "detect_only", 12.8, 3 + 1),
+    ("kr4", "400G", "llr", 25.6, 22),
+    ("kp4", "400G", "unequal", 257 / 425, 4),
+    ("none", "400G", "ieee", 0.0, 0.0),
+    ("none", "400G", "unequal", 257 / 425, 4),
+])
+def test_latency_per_code_by_hand(code, rate, mode, acc, dec):
+    b = added_latency(mode, rate, code=code)
+    assert b.code == code and b.mode == mode and b.rate == rate
+    assert b.accumulation_ns == pytest.approx(acc, rel=1e-12)
+    assert b.decoder_ns == pytest.approx(dec, rel=1e-12)
+    assert b.total_ns == pytest.approx(acc + dec, rel=1e-12)
+
+
+def test_latency_ordering_of_the_alternatives_and_the_llr_round_trip():
+    order = [added_latency("bypass").total_ns, added_latency("unequal").total_ns,
+             added_latency("ieee", code="rs272").total_ns, added_latency("ieee", code="kr4").total_ns,
+             added_latency("ieee", code="kp4").total_ns]
+    assert order == sorted(order) and order[0] == 0.0 and len(set(order)) == 5
+    for rate in ("400G", "200G"):  # and for every mode that decodes, rs272 <= kr4 <= kp4
+        for m in ("ieee", "correct_no_indication", "detect_only", "llr"):
+            t = [added_latency(m, rate, code=c).total_ns for c in ("rs272", "kr4", "kp4")]
+            assert t == sorted(t), (rate, m, t)
+    llr = added_latency("llr")
+    assert llr.total_ns == added_latency("ieee").total_ns  # a good frame pays nothing more
+    assert llr.retry_ns == pytest.approx(2 * (10 * 5.0 + 100.0 + 57.6) + 50.0)  # 465.2 ns
+    assert added_latency("ieee").retry_ns == 0.0
+    far = LatencyConfig(llr_fiber_m=100.0, llr_phy_ns=0.0, llr_replay_ns=0.0)
+    assert added_latency("llr", cfg=far, code="rs272").retry_ns == pytest.approx(2 * (500.0 + 30.8))
+    flat = LatencyConfig(scale_with_code=False)
+    assert added_latency("ieee", cfg=flat, code="rs272").total_ns == pytest.approx(12.8 + 32.0)
+    with pytest.raises(ValueError, match="llr_fiber_m"):
+        LatencyConfig(llr_fiber_m=-1.0)
+    with pytest.raises(ValueError, match="unknown code"):
+        added_latency("ieee", code="kp5")
+
+
+def test_framing_per_code():
+    assert F.get_code("rs272").line_gbps("400G") == 425.0 and F.get_code("kr4").line_gbps("400G") == 412.5
+    assert F.get_code("rs272").am_period_pairs("400G") == 8192 and F.get_code("rs272").t == 7
+    # rs272 keeps KP4's 544/514 overhead: the same line bits per stream bit
+    assert F.get_code("rs272").line_per_stream("400G") == pytest.approx(F.RATES["400G"].line_per_stream, rel=1e-15)
+    n = 10**7
+    assert F.line_bits_of_stream(n, "400G", "rs272") == F.line_bits_of_stream(n, "400G")
+    assert F.line_bits_of_stream(n, "400G", "kr4") < F.line_bits_of_stream(n, "400G")
+    assert F.line_time_ns(n, "400G", "kr4") == pytest.approx(F.line_time_ns(n, "400G"), rel=1e-6)
+
+
 # --- CLIs ------------------------------------------------------------------------------------
 def test_cli_latency_and_trace(tmp_path, capsys):
     assert main(["latency", "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)["rows"]
-    assert {(r["rate"], r["mode"]) for r in rows} == {(r, m) for r in ("400G", "200G") for m in MODE_NAMES}
+    assert {(r["rate"], r["code"], r["mode"]) for r in rows} == {
+        (r, c, m) for r in ("400G", "200G") for c in ("kp4", "kr4", "rs272") for m in MODE_NAMES}
     assert main(["latency", "--rate", "400G"]) == 0
-    assert "25.60" in capsys.readouterr().out
+    text = capsys.readouterr().out
+    assert "25.60" in text and "rs272" in text and "465.2" in text
+    assert main(["latency", "--rate", "400G", "--code", "rs272", "--fec", "ieee,llr", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)["rows"]
+    assert [(r["code"], r["mode"], round(r["total_ns"], 6)) for r in rows] == [("rs272", "ieee", 30.8), ("rs272", "llr", 30.8)]
+    with pytest.raises(SystemExit) as e:
+        main(["latency", "--fec", "kp4"])
+    assert e.value.code == 2 and "--fec kp4 is now --code kp4 --fec ieee" in capsys.readouterr().err
     out = tmp_path / "t.npz"
-    assert main(["trace", "generate", "--rate", "200G", "--fec", "kp4", "--ber", "2e-3", "--bits", "5e6",
+    assert main(["trace", "generate", "--rate", "200G", "--fec", "ieee", "--ber", "2e-3", "--bits", "5e6",
                  "--seed", "3", "--out", str(out), "--no-progress", "--json"]) == 0
     gen = json.loads(capsys.readouterr().out)
     assert gen["fec"] == "ieee" and gen["rate"] == "200G" and gen["codewords"]["corrected"] > 0
