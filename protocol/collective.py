@@ -60,10 +60,12 @@ concurrent messages of ``f`` frames is delayed when any of its ``c f`` frames is
 the resends that drop again (geometric)::
 
     transport (go-back-N, RoCEv2 [I]): rtt = 2 alpha,           resend min(W, f) frames
-    llr (link-level retry, UEC 1.0):   rtt = 2 alpha_link,      resend min(W_link, f) frames
+    llr (link-level retry, UEC 1.0):   rtt = retry_ns,          resend min(W_link, f) frames
     recovery = rtt + min(W, f) x frame_time,   W = ceil(rtt / frame_time)  (window in flight)
 
-with ``alpha_link = phy_ns + fiber`` of one link.  Several drops in one step on different links
+with ``retry_ns`` the link round trip of :mod:`protocol.latency` (``LatencyBreakdown.retry_ns``:
+NAK back and replay forth over one link, fibre and PHY pipelines included, with this cluster's
+fibre length).  Several drops in one step on different links
 overlap in time and are counted once (a lower bound); a dropped frame is never free.
 
 ``Cluster.header_fallback`` (default off, as :mod:`protocol.delivery` drops): a reading of
@@ -76,13 +78,12 @@ the corrected path cannot deliver (``ieee``'s loss probability) are resent.
 
 from __future__ import annotations
 
-import inspect
 import math
 from dataclasses import dataclass, field, replace
 
-from .framing import FramingConfig, get_rate, layout
+from .framing import CODES, FramingConfig, get_code, get_rate, layout
 from .latency import LatencyConfig, added_latency
-from .modes import get_mode
+from .modes import MODE_NAMES, get_mode
 
 __all__ = [
     "OPS",
@@ -111,11 +112,8 @@ _OP_ALIASES = {"all_reduce": "allreduce", "all-reduce": "allreduce", "reduce-sca
                "reducescatter": "reduce_scatter", "all_gather": "allgather", "all-gather": "allgather",
                "send": "sendrecv", "recv": "sendrecv", "send_recv": "sendrecv", "p2p": "sendrecv"}
 TOPOLOGIES: tuple[str, ...] = ("single-switch", "leaf-spine", "three-tier")
-CODE_NAMES: tuple[str, ...] = ("kp4", "kr4", "rs272", "none")
-FEC_NAMES: tuple[str, ...] = ("ieee", "correct_no_indication", "detect_only", "bypass", "unequal", "llr")
-
-#: RS code parameters (n, k) in 10-bit symbols; rs272 = RS(272, 257+1), t = 7 (tradeoff notes sec. 1)
-_RS_NK = {"kp4": (544, 514), "kr4": (528, 514), "rs272": (272, 258)}
+CODE_NAMES: tuple[str, ...] = tuple(CODES)  # kp4, kr4, rs272, none (protocol.framing)
+FEC_NAMES: tuple[str, ...] = MODE_NAMES  # ieee, correct_no_indication, detect_only, bypass, unequal, llr
 
 
 @dataclass(frozen=True, slots=True)
@@ -231,11 +229,12 @@ class Cluster:
 
     @property
     def payload_gbps(self) -> float:
-        """MAC (PCS stream) rate in Gb/s: 425 x 256/257 x parity and AM overhead = 400 at 400G."""
+        """MAC (PCS stream) rate in Gb/s: the code's line rate net of 256b/257b, parity and AM
+        overhead (400 at 400G, 200 at 200G, for every code)."""
         if self.link_gbps is not None:
             return float(self.link_gbps)
-        g = get_rate(self.rate)
-        return g.line_gbps / g.line_per_stream
+        c = get_code(self.code)
+        return c.line_gbps(self.rate) / c.line_per_stream(self.rate)
 
     @property
     def phy_ns(self) -> float:
@@ -248,6 +247,13 @@ class Cluster:
         return self.phy_ns + self.fiber_m * self.fiber_ns_per_m
 
     @property
+    def llr_rtt_ns(self) -> float:
+        """Link-level retry round trip of one link, ns: ``LatencyBreakdown.retry_ns`` of
+        :mod:`protocol.latency` with this cluster's fibre (``2 (fibre + other PHY + FEC) + replay``)."""
+        cfg = replace(self.latency, llr_fiber_m=self.fiber_m, fiber_ns_per_m=self.fiber_ns_per_m)
+        return float(added_latency("llr", self.rate, cfg, code=self.code).retry_ns)
+
+    @property
     def alpha_ns(self) -> float:
         """One-way latency of one step's path, ns (module docstring)."""
         return 2 * self.nic_ns + self.switches * self.switch_ns + self.links * self.link_ns + self.step_ns
@@ -257,45 +263,25 @@ class Cluster:
         return replace(self, **changes)
 
 
-# ---------------------------------------------------------------- the one place that knows the code API
-
-def _uses_code_kw() -> bool:
-    return "code" in inspect.signature(added_latency).parameters
-
+# ---------------------------------------------------------------- per-link PHY from protocol.latency
 
 def phy_latency_ns(code: str, fec: str, rate: str = "400G", cfg: LatencyConfig = LatencyConfig()) -> float:
-    """Added receive latency (ns) of one PHY traversal for ``(code, fec)``: ``added_latency(...).total_ns``.
-
-    Uses ``protocol.latency.added_latency(fec, rate, cfg, code=code)``.  Where that function does
-    not take a code yet, KR4 and RS(272) scale the KP4 accumulation by their codeword length
-    (528/544, 272/544), ``llr`` costs what ``ieee`` costs, and ``code=none`` adds nothing.
-    """
+    """Added receive latency (ns) of one PHY traversal: ``added_latency(fec, rate, cfg, code=code).total_ns``."""
     if code not in CODE_NAMES:
         raise ValueError(f"unknown code {code!r}; choose from {', '.join(CODE_NAMES)}")
     if fec not in FEC_NAMES:
         raise ValueError(f"unknown FEC mode {fec!r}; choose from {', '.join(FEC_NAMES)}")
-    if _uses_code_kw():
-        return float(added_latency(fec, rate, cfg, code=code).total_ns)
-    if code == "none":
-        return 0.0
-    b = added_latency("ieee" if fec == "llr" else fec, rate, cfg)
-    return float(b.accumulation_ns * _RS_NK[code][0] / 544 + b.decoder_ns)
+    return float(added_latency(fec, rate, cfg, code=code).total_ns)
 
 
 def _rs_code(code: str):
     from phy802 import theory
 
-    named = getattr(theory, code.upper(), None)
-    if named is not None:
-        return named
-    n, k = _RS_NK[code]
-    return theory.RsCode(n, k, 10, code)
+    return theory.rs_code(code)
 
 
 def _decoder(fec: str) -> tuple[str, bool]:
     """``(decoder, tolerant)`` of a receive mode (``llr`` decodes and drops like ``ieee``)."""
-    if fec == "llr":
-        return "correct", False
     m = get_mode(fec)
     return m.decoder, m.tolerant
 
@@ -315,8 +301,9 @@ def frame_loss_probability(code: str, fec: str, ber: float, payload_octets: int,
 
     Independent bit errors of probability ``p``; ``ps = 1 - (1-p)^10`` per RS symbol;
     ``FER = P(Binomial(n, ps) > t)`` (:func:`phy802.theory.rs_codeword_error_ratio`).
-    A frame of ``F`` line bits overlaps ``F / (2 n m) + 1`` codeword pairs on average; a pair is
-    marked when either codeword is (Cl.119 marks the pair):
+    A frame of ``F`` line bits (the code's line bits per stream bit,
+    :meth:`protocol.framing.CodeGeometry.line_per_stream`) overlaps ``F / (2 n m) + 1`` codeword
+    pairs on average; a pair is marked when either codeword is (Cl.119 marks the pair):
 
     * correcting, non-tolerant (``ieee``, ``llr``): ``q = 1 - (1 - FER_pair)^pairs``;
     * ``detect_only``: as above with ``FER = 1 - (1 - ps)^n`` (any symbol error marks);
@@ -333,10 +320,9 @@ def frame_loss_probability(code: str, fec: str, ber: float, payload_octets: int,
     from phy802 import theory
 
     decoder, tolerant = _decoder(fec)
-    g = get_rate(rate)
     stream_octets = int(framing.frame_octets(int(payload_octets)))
     stream_bits = 8 * stream_octets
-    line_bits = stream_bits * g.line_per_stream
+    line_bits = stream_bits * get_code(code).line_per_stream(rate)
     hdr_bits = 8 * framing.header_octets + math.ceil(stream_bits / 256)
     if code == "none":
         if tolerant:
@@ -478,7 +464,7 @@ def collective_time(op: str, size_bytes: float, cluster: Cluster, algo: str | No
     q_path = _p_any(q, links)
     p_step = _p_any(q_path, concurrent * frames)
     if retry == "llr":
-        rtt = 2 * c.link_ns
+        rtt = c.llr_rtt_ns
     else:
         rtt = 2 * alpha
     window = max(1, math.ceil(rtt / frame_ns)) if frame_ns > 0 else 1

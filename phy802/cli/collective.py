@@ -39,24 +39,6 @@ def comma_list(conv: Callable[[str], object], flag: str, check: Callable[[object
     return parse
 
 
-_OLD_FEC = {"kp4": "--code kp4 --fec ieee", "kr4": "--code kr4 --fec ieee", "detect": "--fec detect_only",
-            "none": "--code none --fec bypass"}
-
-
-def _choice_list(flag: str, choices) -> Callable[[str], list]:
-    parse = comma_list(str, flag, lambda v: v in choices, f"is not one of {', '.join(choices)}")
-    if flag != "--fec":
-        return parse
-
-    def fec(text: str) -> list:
-        for x in str(text).split(","):
-            if x.strip() in _OLD_FEC:
-                raise argparse.ArgumentTypeError(f"--fec {x.strip()} is now {_OLD_FEC[x.strip()]}")
-        return parse(text)
-
-    return fec
-
-
 def _nonneg(flag: str) -> Callable[[str], float]:
     def parse(text: str) -> float:
         try:
@@ -85,7 +67,8 @@ def _pos_int(flag: str) -> Callable[[str], int]:
 
 def add_cluster_arguments(p: argparse.ArgumentParser, *, code: bool = True) -> None:
     """Cluster flags shared by ``collective`` and ``tradeoff`` (defaults from :class:`Cluster`)."""
-    from protocol.collective import CODE_NAMES, Cluster, TOPOLOGIES
+    from phy802.cli._vocab import CODE_HELP, code_list
+    from protocol.collective import Cluster, TOPOLOGIES
 
     d = Cluster()
     p.add_argument("--rate", choices=("400G", "200G"), default=d.rate, help=f"link rate (default {d.rate})")
@@ -93,8 +76,8 @@ def add_cluster_arguments(p: argparse.ArgumentParser, *, code: bool = True) -> N
                    help=f"network: single-switch (2 links per path), leaf-spine (4 across leaves), "
                         f"three-tier (6 across pods) (default {d.topology})")
     if code:
-        p.add_argument("--code", type=_choice_list("--code", CODE_NAMES), default=[d.code],
-                       help=f"RS code on every link, comma-separated list (default {d.code})")
+        p.add_argument("--code", type=code_list, default=(d.code,), metavar="CODE[,CODE...]",
+                       help=f"{CODE_HELP}; on every link, comma list (default {d.code})")
     p.add_argument("--switch-ns", type=_nonneg("--switch-ns"), default=d.switch_ns,
                    help=f"latency of one switch, ns (default {d.switch_ns:g})")
     p.add_argument("--nic-ns", type=_nonneg("--nic-ns"), default=d.nic_ns,
@@ -131,7 +114,8 @@ def cluster_from_args(args: argparse.Namespace, **over):
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from protocol.collective import FEC_NAMES, OPS
+    from phy802.cli._vocab import FEC_HELP, fec_list
+    from protocol.collective import OPS
 
     p.add_argument("--op", default="allreduce", choices=OPS, help="collective (default allreduce)")
     p.add_argument("--algo", default=None, help="algorithm: ring or tree (allreduce, broadcast); "
@@ -141,8 +125,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--bytes", type=comma_list(float, "--bytes", lambda v: math.isfinite(v) and v >= 0,
                                               "must be a finite number >= 0"), default=[25e6],
                    help="message size in bytes, comma-separated list (default 25e6: a 25 MB DDP bucket)")
-    p.add_argument("--fec", type=_choice_list("--fec", FEC_NAMES), default=["ieee"],
-                   help=f"receive mode, comma-separated list of {', '.join(FEC_NAMES)} (default ieee)")
+    p.add_argument("--fec", type=fec_list, default=("ieee",), metavar="MODE[,MODE...]",
+                   help=f"{FEC_HELP}; comma list (default ieee)")
     p.add_argument("--ber", type=comma_list(float, "--ber", lambda v: 0 <= v < 0.5, "must lie in [0, 0.5)"),
                    default=[0.0], help="pre-FEC line BER of every link, comma-separated list (default 0)")
     add_cluster_arguments(p)
