@@ -81,7 +81,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, replace
 
-from .framing import CODES, FramingConfig, get_code, get_rate, layout
+from .framing import CODES, FramingConfig, get_code, get_rate
 from .latency import LatencyConfig, added_latency
 from .modes import MODE_NAMES, get_mode
 
@@ -419,9 +419,18 @@ def _schedule(op: str, algo: str, n: int, size: int) -> tuple[int, int, int, int
 
 def serialization_ns(payload_octets: int, cluster: Cluster) -> float:
     """``t(x)``: time to send ``payload_octets`` as RoCEv2 frames at the MAC rate, ns."""
+    return _stream_bits(int(payload_octets), cluster.framing) / cluster.payload_gbps
+
+
+def _stream_bits(payload_octets: int, framing: FramingConfig) -> int:
+    """``protocol.framing.layout(payload_octets).stream_bits`` in O(1) (full frames + the last one),
+    so that terabyte messages need no per-frame arrays."""
     if payload_octets <= 0:
-        return 0.0
-    return layout(int(payload_octets), cluster.framing).stream_bits / cluster.payload_gbps
+        return 0
+    mtu = framing.rdma_mtu
+    k = -(-payload_octets // mtu)
+    last = payload_octets - (k - 1) * mtu
+    return 8 * ((k - 1) * int(framing.frame_octets(mtu)) + int(framing.frame_octets(last)))
 
 
 def collective_time(op: str, size_bytes: float, cluster: Cluster, algo: str | None = None) -> CollectiveTime:

@@ -213,3 +213,14 @@ def test_header_fallback_turns_bypass_drops_into_one_fec_latency_per_step():
     assert fb.fallback_s == pytest.approx(126 * 57.6e-9, rel=1e-9)
     assert fb.time_s == pytest.approx(fb.bandwidth_s + fb.latency_s + fb.resend_s + fb.fallback_s, rel=1e-12)
     assert collective_time("allreduce", 25e6, c.with_(ber=0.0, header_fallback=True)).fallback_s == 0.0
+
+
+def test_serialisation_matches_the_frame_layout_and_scales():
+    from protocol.collective import _stream_bits, serialization_ns
+    from protocol.framing import FramingConfig, layout
+
+    f = FramingConfig()
+    for n in (1, 50, 4095, 4096, 4097, 3 * 4096, 1_000_003):
+        assert _stream_bits(n, f) == layout(n, f).stream_bits
+    c = Cluster(**ZERO)
+    assert serialization_ns(10**13, c) == pytest.approx(10**13 / 4096 * FRAME_BITS / 400.0, rel=1e-9)  # no arrays
