@@ -67,6 +67,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def _small_experiment(args: argparse.Namespace, out: str) -> str:
     """Run a small DDP experiment (bypass, two guards) into ``out``; returns the folder."""
+    if args.steps < 1:
+        raise ValueError(f"--steps must be >= 1, got {args.steps}")
     from phy802.cli.experiment import add_arguments as exp_args, sweep as exp_sweep, write_report
 
     p = argparse.ArgumentParser()
