@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import argparse
 
-from phy802.cli._common import add_json, add_seed, emit
+from phy802.cli._common import (CliError, add_force, add_json, add_seed, check_budget, check_disk, count_arg, emit,
+                                int_arg, probability)
+from phy802.cli._hist import add_hist_arguments, histogram_from_counts, print_ethtool, wants_ethtool
 
 from protocol.framing import RATES
 from protocol.modes import MODE_NAMES
@@ -23,33 +25,69 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     g = sub.add_parser("generate", help="simulate a link and write its payload error trace")
     g.add_argument("--rate", default="400G", choices=list(RATES), help="line rate (default 400G)")
     g.add_argument("--fec", default="bypass", help=f"FEC mode: {', '.join(MODE_NAMES)} (default bypass)")
-    g.add_argument("--ber", type=float, default=1e-5, help="pre-FEC line bit error ratio (default 1e-5)")
-    g.add_argument("--burst-pb", type=float, default=None,
+    g.add_argument("--ber", type=probability(hi=0.5), default=1e-5,
+                   help="pre-FEC line bit error ratio, in (0, 0.5) (default 1e-5)")
+    g.add_argument("--burst-pb", type=probability(zero_ok=True), default=None,
                    help="bursts along each PCS lane with B->B probability PB (DFE error propagation); "
                         "default: independent errors")
     g.add_argument("--lane-weights", default=None,
                    help="per-PCS-lane BER weights: 'pam4_gray' (Gray PAM4 MSB/LSB asymmetry) or a comma list "
                         "(normalised to mean 1); default: all lanes equal")
-    g.add_argument("--bits", type=float, default=1e9, help="line bits to simulate, e.g. 1e10 (default 1e9)")
+    g.add_argument("--from-fit", metavar="FIT.json", default=None,
+                   help="take the channel (pre-FEC BER, burst pb) from a 'phy802 fec tail --out' fit "
+                        "(its best model unless --fit-model); overrides --ber/--burst-pb (default: none)")
+    g.add_argument("--fit-model", choices=("binomial", "dfe"), default=None,
+                   help="which fitted model --from-fit uses (default: the fit's best by AIC)")
+    g.add_argument("--bits", type=count_arg(1, 10**31), default=10**9,
+                   help="line bits to simulate, e.g. 1e10 (default 1e9)")
     g.add_argument("--generator", default="fast", choices=["fast", "bitexact"],
                    help="fast event sampler (default) or the slow bit-exact reference link")
-    g.add_argument("--chunk-pairs", type=int, default=None, help="codeword pairs per stored chunk (default: auto)")
+    g.add_argument("--chunk-pairs", type=int_arg(1, 1 << 30), default=None,
+                   help="codeword pairs per stored chunk (default: auto)")
     g.add_argument("--out", required=True, help="output trace file (.npz)")
     g.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    add_force(g, "traces estimated to exceed the free disk or to take over an hour")
     add_seed(g)
     add_json(g)
     i = sub.add_parser("info", help="print a trace's metadata and measured error rates")
     i.add_argument("path", help="trace file")
     add_json(i)
+    add_hist_arguments(i)
 
 
 def _weights(text: str | None):
     if text is None or text == "pam4_gray":
         return text
+    from phy802.cli._common import float_arg, list_arg
+    import argparse as _ap
+
     try:
-        return tuple(float(x) for x in text.split(","))
-    except ValueError:
-        raise ValueError(f"--lane-weights must be 'pam4_gray' or comma-separated numbers, got {text!r}") from None
+        w = list_arg(float_arg(0.0, 1e6), max_len=64, unique=False)(text)
+    except _ap.ArgumentTypeError as exc:
+        raise CliError(f"--lane-weights must be 'pam4_gray' or comma-separated finite numbers >= 0 ({exc})") from None
+    if not any(w):
+        raise CliError(f"--lane-weights {text!r}: at least one lane needs a weight > 0")
+    return w
+
+
+def _check_size(args) -> None:
+    """Refuse traces that would not fit on the disk or take over an hour (issue 12): about 10 bytes
+    per stored flip (int64 offset, int8 lane, uint8 flags); the flip rate is the pre-FEC BER for
+    the modes that pass errors through and (x100 margin) the closed-form post-FEC BER for the
+    correcting modes on independent errors."""
+    from phy802 import theory
+
+    fec = str(getattr(args, "fec", "bypass"))
+    correcting = fec in ("ieee", "correct_no_indication", "llr", "kp4", "kr4") and args.burst_pb is None
+    rate = args.ber
+    if correcting:
+        rate = min(args.ber, 100 * float(theory.post_fec_ber(args.ber)) + 1e-18)
+    nbytes = args.bits * rate * 10.0 + (1 << 20)
+    check_disk(args.out, nbytes, f"trace generate --bits {args.bits:.3g}", force=args.force,
+               hint="use fewer --bits")
+    speed = 1e9 if args.generator == "bitexact" else 4e11  # line bits/s, and ~2e6 line errors/s
+    check_budget(f"trace generate --bits {args.bits:.3g}", seconds=args.bits / speed + args.bits * args.ber / 2e6,
+                 force=args.force, hint="use fewer --bits")
 
 
 def _summary(meta: dict) -> str:
@@ -68,8 +106,13 @@ def _summary(meta: dict) -> str:
         lines.append(f"pre-FEC    {pre['bit_errors']} bit errors, BER {pre['ber']:.4g} (95% CI {lo:.3g}..{hi:.3g})")
     if post:
         lo, hi = post.get("ber_ci95", [float("nan")] * 2)
-        lines.append(f"post-FEC   {post['bit_errors']} payload flips, BER {post['ber']:.4g} (95% CI {lo:.3g}..{hi:.3g}); "
-                     f"{post.get('marked_bits', 0)} bits in error blocks")
+        dec = post.get("decoder_output")
+        if dec:
+            dlo, dhi = dec.get("ber_ci95", [float("nan")] * 2)
+            lines.append(f"post-FEC   BER at the decoder output {dec['ber']:.4g} (95% CI {dlo:.3g}..{dhi:.3g}; "
+                         f"{dec['bit_errors']} bit errors, before the descrambler)")
+        lines.append(f"payload    BER after the descrambler {post['ber']:.4g} (95% CI {lo:.3g}..{hi:.3g}; "
+                     f"{post['bit_errors']} payload flips); {post.get('marked_bits', 0)} bits in error blocks")
     if cw:
         lines.append(f"codewords  {cw['total']} total, {cw['with_errors']} with errors, {cw['corrected']} corrected, "
                      f"{cw['uncorrectable']} uncorrectable, {cw['miscorrected']} miscorrected, "
@@ -86,22 +129,54 @@ def run(args: argparse.Namespace) -> int:
     from protocol.trace import TraceReader, generate_trace
 
     if args.action == "generate":
+        from_fit = None
+        if args.from_fit is not None:
+            from phy802.fec.tail import generator_channel, read_fit
+
+            from_fit = generator_channel(read_fit(args.from_fit), args.fit_model, str(args.from_fit))
+            args.ber, args.burst_pb = from_fit["ber"], from_fit["burst_pb"]
+            from_fit["path"] = str(args.from_fit)
+        elif args.fit_model is not None:
+            raise ValueError("--fit-model needs --from-fit FIT.json")
+        weights = _weights(args.lane_weights)
+        _check_size(args)
         meta = generate_trace(
             args.out,
             rate=args.rate,
             fec=args.fec,
             ber=args.ber,
             burst_pb=args.burst_pb,
-            lane_weights=_weights(args.lane_weights),
+            lane_weights=weights,
             line_bits=args.bits,
             seed=args.seed,
             generator=args.generator,
             chunk_pairs=args.chunk_pairs,
             progress=not args.no_progress,
         )
-        emit(args, {"path": str(args.out), **meta}, lambda: f"wrote {args.out}\n" + _summary(meta))
+        if from_fit is not None:
+            meta = {**meta, "from_fit": from_fit}
+        emit(args, {"path": str(args.out), **meta},
+             lambda: f"wrote {args.out}\n" + ("" if from_fit is None else
+                                                f"channel from {from_fit['path']}: {from_fit['model']} fit, "
+                                                f"ber={from_fit['ber']:.4g} burst_pb={from_fit['burst_pb']}\n")
+             + _summary(meta))
         return 0
+    ethtool = wants_ethtool(args)
     with TraceReader(args.path) as r:
         meta = dict(r.meta)
-    emit(args, {"path": str(args.path), **meta}, lambda: _summary(meta))
+    counts = meta.get("codewords", {}).get("symbol_error_hist")
+    fh = None
+    if counts:  # RS(544,514) t = 15; the trace's last count collects every weight >= its index
+        fh = histogram_from_counts(counts, 15, args.bins, str(args.path))
+    if ethtool:
+        if fh is None:
+            raise ValueError(f"{args.path}: field 'codewords.symbol_error_hist' is missing (no histogram in this trace)")
+        print_ethtool(fh.to_ethtool())
+        return 0
+    obj = {"path": str(args.path), **meta}
+    if fh is not None:
+        obj["fec_histogram"] = fh.as_dict()
+    emit(args, obj, lambda: _summary(meta) + ("" if fh is None else
+                                             "\nFEC codeword histogram (pre-FEC symbol errors per codeword):\n"
+                                             + fh.format_text()))
     return 0

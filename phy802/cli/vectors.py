@@ -11,12 +11,15 @@ from phy802.vectors import FileReport, default_dir, generate, verify_paths
 __all__ = ["add_arguments", "run"]
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    sub = parser.add_subparsers(dest="action", required=True)
-    v = sub.add_parser("verify", help="check vector files against the emulator (pass/fail table)")
+    sub = parser.add_subparsers(dest="action", required=True, metavar="{verify,generate}")
+    text = "check vector files against the emulator (pass/fail table; exit 1 if any fails)"
+    v = sub.add_parser("verify", help=text, description=text)
     v.add_argument("paths", nargs="*", help="files or folders (default: the repository's vectors/)")
     add_json(v)
-    g = sub.add_parser("generate", help="regenerate the known-answer files into a folder")
-    g.add_argument("--out", required=True, help="output folder (created; files written atomically)")
+    text = "regenerate the known-answer files into a folder"
+    g = sub.add_parser("generate", help=text, description=text)
+    g.add_argument("--out", required=True, help="output folder (created; files written atomically); required")
+    g.add_argument("--no-progress", action="store_true", help="no progress display on stderr (default: shown)")
     add_json(g)
 
 
@@ -37,7 +40,12 @@ def _table(reports: list[FileReport]) -> str:
 
 def run(args: argparse.Namespace) -> int:
     if args.action == "generate":
-        written = generate(args.out)
+        from phy802._output import progress
+        from phy802.vectors import generate_steps
+
+        with progress(total=generate_steps(), desc="vectors generate", unit="step",
+                      enable=not args.no_progress) as bar:
+            written = generate(args.out, on_step=lambda name: bar.update(1))
         emit(args, {"written": [str(p) for p in written]}, "\n".join(f"wrote {p}" for p in written))
         return 0
     paths = args.paths or [default_dir()]
