@@ -172,8 +172,11 @@ def _measured(rows: list[dict], meta_fec: str, parallel: str, fec: str, ber: flo
 def tradeoff_rows(meta: dict, rows: list[dict], *, modes=DEFAULT_MODES, ranks=(8, 64, 512),
                   cluster: Cluster = Cluster(), time_model: TimeModel = TimeModel(),
                   target_loss: float | None = None, target_rel: float = 0.01,
-                  on_row: Callable[[dict], None] | None = None) -> list[dict]:
-    """The joined table (module docstring); ``on_row`` is called with each row as it is made."""
+                  on_row: Callable[[dict], None] | None = None, skipped: list | None = None) -> list[dict]:
+    """The joined table (module docstring); ``on_row`` is called with each row as it is made.
+
+    ``skipped`` (a list) receives ``(parallel, mode, ber)`` of the combinations the results have
+    no loss curve for (e.g. ``unequal`` without an ``exponent_protection`` run)."""
     meta_fec = str(meta.get("fec", "bypass"))
     out: list[dict] = []
     for par in sorted({r["parallel"] for r in rows}, key=["ddp", "pp"].index):
@@ -193,6 +196,8 @@ def tradeoff_rows(meta: dict, rows: list[dict], *, modes=DEFAULT_MODES, ranks=(8
                     else:
                         loss_rows = _measured(rows, meta_fec, par, fec, ber)
                     if not loss_rows:
+                        if skipped is not None and (par, f"{code}/{fec}", ber) not in skipped:
+                            skipped.append((par, f"{code}/{fec}", ber))
                         continue
                     st = time_model.step(par, cluster.with_(ranks=n, code=code, fec=fec, ber=ber))
                     for lr in loss_rows:

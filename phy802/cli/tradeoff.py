@@ -127,8 +127,10 @@ def run_tradeoff(args: argparse.Namespace, live: bool = True) -> dict:
             print("  ".join(f"{_fmt(r[c]):>12}" if i > 1 else f"{r[c]:<24}" if i == 1 else f"{r[c]:<8}"
                             for i, c in enumerate(_SHOW)), file=sys.stderr, flush=True)
 
+    skipped: list = []
     table = tradeoff_rows(meta, rows, modes=modes, ranks=tuple(args.ranks), cluster=cluster_from_args(args),
-                          time_model=tm, target_loss=args.target_loss, target_rel=args.target_rel, on_row=show)
+                          time_model=tm, target_loss=args.target_loss, target_rel=args.target_rel, on_row=show,
+                          skipped=skipped)
     buf = io.StringIO()
     w = csv.writer(buf)
     w.writerow(COLUMNS)
@@ -138,7 +140,9 @@ def run_tradeoff(args: argparse.Namespace, live: bool = True) -> dict:
     doc = {"results": os.path.abspath(results), "out": os.path.abspath(out), "model": args.model,
            "tflops": tm.tflops, "mfu": args.mfu, "comm_log": args.comm_log, "cluster": to_jsonable(cluster_from_args(args)),
            "rows": [{k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in r.items()}
-                    for r in table]}
+                    for r in table],
+           "not_measured": [{"parallel": p, "mode": m, "ber": b} for p, m, b in skipped],
+           "results_fec": str(meta.get("fec", "bypass"))}
     atomic_write_text(os.path.join(out, "tradeoff.json"), json.dumps(to_jsonable(doc), indent=1))
     plot_pareto(table, os.path.join(out, "pareto.png"))
     return doc
@@ -158,6 +162,10 @@ def run(args: argparse.Namespace) -> int:
         for (par, n, ber), r in sorted(best.items()):
             lines.append(f"  {par} x{n:<5} BER {ber:<7g} {r['mode']:<26} guard {r['guard']:<20} "
                          f"{r['time_to_target_s']:.4g} s  vs_ref {r['vs_ref']:.4f}")
+        if doc["not_measured"]:
+            lines.append("no loss curve in the results for: " + ", ".join(
+                f"{x['parallel']} {x['mode']} at BER {x['ber']:g}" for x in doc["not_measured"])
+                + f" (the experiment ran fec={doc['results_fec']}; unequal needs an exponent_protection run)")
         return "\n".join(lines)
 
     emit(args, doc, text)
