@@ -19,7 +19,7 @@ import time
 import traceback
 from dataclasses import asdict, dataclass, field, replace
 from datetime import timedelta
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 import torch
@@ -352,12 +352,14 @@ def _many_worker(rank: int, cfgs: list[TrainConfig], stores: list[str], dirs: li
         train_worker(rank, cfg, f"file://{store}", d)
 
 
-def run_many(cfgs: list[TrainConfig], *, timeout_s: float = 900.0, out_dir: str | None = None) -> list[dict[str, Any]]:
+def run_many(cfgs: list[TrainConfig], *, timeout_s: float = 900.0, out_dir: str | None = None,
+             on_done: Callable[[int], None] | None = None) -> list[dict[str, Any]]:
     """Run several configurations (same ``world_size``) one after the other in one set of processes.
 
     Each run gets its own FileStore, process groups and output folder ``<out_dir>/run<i>``
     (``result.json``, ``params.pt``). The processes are terminated and :class:`TrainingTimeout`
-    raised if they do not all finish within ``timeout_s``.
+    raised if they do not all finish within ``timeout_s``.  ``on_done(i)``, if given, is called in
+    this process once run ``i``'s ``result.json`` has appeared (polled each second; progress display).
     """
     import torch.multiprocessing as mp
 
@@ -381,8 +383,17 @@ def run_many(cfgs: list[TrainConfig], *, timeout_s: float = 900.0, out_dir: str 
         ctx = mp.start_processes(_many_worker, args=(cfgs, stores, dirs), nprocs=world, join=False,
                                  start_method="spawn")
         deadline = time.monotonic() + timeout_s
+        reported: set[int] = set()
+
+        def poll() -> None:
+            for i, d in enumerate(dirs):
+                if on_done is not None and i not in reported and os.path.exists(os.path.join(d, "result.json")):
+                    reported.add(i)
+                    on_done(i)
+
         try:
             while not ctx.join(timeout=1.0):
+                poll()
                 if time.monotonic() > deadline:
                     for p in ctx.processes:
                         if p.is_alive():
@@ -395,6 +406,7 @@ def run_many(cfgs: list[TrainConfig], *, timeout_s: float = 900.0, out_dir: str 
                                           f"(world {world}, {len(cfgs)} run(s)); processes terminated")
         except mp.ProcessRaisedException as exc:
             raise RuntimeError(f"a training process failed:\n{exc}") from None
+        poll()
         results = []
         for d in dirs:
             with open(os.path.join(d, "result.json"), encoding="utf-8") as fh:

@@ -26,6 +26,13 @@ the correcting modes (ieee, correct_no_indication, llr) and P(any of the payload
 otherwise.  With precoding
 they are left empty (NaN): one line error becomes two data errors; so are they for bursts.
 
+Two post-FEC BERs (README, "Two post-FEC BERs"): ``post_fec_ber`` is the BER of the k message
+symbols **at the decoder output** (before the descrambler); ``payload_ber`` is the BER of the payload
+**after the 1 + x^39 + x^58 descrambler**, which turns each surviving error into ~3 (what an error
+trace of :mod:`protocol.trace` records as flips).  The bit-exact link at the ``pcs`` level
+(``simulator="link"``) measures ``payload_ber``; elsewhere it is the model value
+``DESCRAMBLER_FACTOR x post_fec_ber`` (``payload_ber_source`` says which).
+
 This module never imports :mod:`protocol`; the CLI passes the latency model in.
 """
 
@@ -36,6 +43,7 @@ import csv
 import io
 import json
 import math
+import os
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Callable, Literal
@@ -54,18 +62,24 @@ __all__ = [
     "PointResult",
     "SweepResult",
     "run_point",
+    "run_shard",
+    "shard_seed",
     "run_sweep",
     "theory_point",
     "format_header",
     "format_row",
-    "plot_ber_fer",
-    "plot_latency",
     "RATE_NAMES",
+    "DESCRAMBLER_FACTOR",
     "mode_label",
     "split_label",
 ]
 
 RATE_NAMES = ("pre_fec_ber", "ser", "rs_ser", "fer", "post_fec_ber")
+#: payload bit errors per surviving decoder-output bit error: the descrambler 1 + x^39 + x^58
+#: (119.2.4.3) copies an error at scrambled bit n to n, n+39, n+58.  A model value: two copies on
+#: one bit cancel (rare at these BERs), and in the bit-exact link a 257b header hit spoils a whole
+#: 66b block, so the measured ratio there is ~3.1-3.3
+DESCRAMBLER_FACTOR = 3
 _CORRECTING = ("ieee", "correct_no_indication", "llr")
 
 
@@ -113,6 +127,12 @@ class SweepConfig:
     batch_pairs : largest batch (codeword pairs; default: :meth:`phy802.link.FastLink.auto_batch`
         for the fast path, 256 for the link); batches start at 64 pairs and double.
     seed : master seed.
+    shard_pairs : ``None`` (default): each point is one task.  A number: each point is cut into
+        shards of this many codeword pairs (the last one cut at ``max_codewords``), shard ``j``
+        seeded by :func:`shard_seed`; shards run on the executor in parallel and the stopping
+        rule is applied to the shortest prefix of shards ``0..k`` (in shard order) that meets
+        it, so the result does not depend on the number of workers (``max_seconds`` excepted:
+        where the clock stops depends on speed).
     """
 
     points: tuple[float, ...]
@@ -130,6 +150,7 @@ class SweepConfig:
     max_seconds: float | None = 30.0
     batch_pairs: int | None = None
     seed: int = 1
+    shard_pairs: int | None = None
 
     def __post_init__(self) -> None:
         pts = tuple(float(x) for x in np.atleast_1d(np.asarray(self.points, dtype=float)))
@@ -166,6 +187,9 @@ class SweepConfig:
             raise ValueError(f"SweepConfig.batch_pairs must be a positive int, got {self.batch_pairs!r}")
         if self.burst_pb is not None and not 0.0 <= float(self.burst_pb) < 1.0:
             raise ValueError(f"SweepConfig.burst_pb must be in [0, 1) or None, got {self.burst_pb!r}")
+        if self.shard_pairs is not None and (not isinstance(self.shard_pairs, (int, np.integer))
+                                             or isinstance(self.shard_pairs, bool) or self.shard_pairs <= 0):
+            raise ValueError(f"SweepConfig.shard_pairs must be a positive int or None, got {self.shard_pairs!r}")
         if not isinstance(self.seed, (int, np.integer)) or self.seed < 0:
             raise ValueError(f"SweepConfig.seed must be an int >= 0, got {self.seed!r}")
         for m in self.modes:
@@ -256,6 +280,17 @@ class PointResult:
     def theory(self) -> dict[str, float]:
         return theory_point(self.mode, self.snr_db, self.precoding or self.burst_pb is not None)
 
+    def payload_ber(self) -> tuple[float, float, float, str]:
+        """Payload BER after the descrambler as ``(value, lo, hi, source)``: ``source`` is
+        ``"measured"`` (bit-exact link at the ``pcs`` level, 95% Clopper-Pearson) or ``"model"``
+        (:data:`DESCRAMBLER_FACTOR` x the decoder-output post-FEC BER and its interval)."""
+        r = self.rates()
+        if "payload_ber" in r:
+            e = r["payload_ber"]
+            return e.value, e.lo, e.hi, "measured"
+        post, f = r["post_fec_ber"], DESCRAMBLER_FACTOR
+        return min(1.0, f * post.value), min(1.0, f * post.lo), min(1.0, f * post.hi), "model"
+
     @property
     def gbps(self) -> float:
         s = self.counters.seconds
@@ -284,6 +319,7 @@ class PointResult:
             out[f"{name}_lo"] = est.lo
             out[f"{name}_hi"] = est.hi
             out[f"theory_{name}"] = th[name]
+        out["payload_ber"], out["payload_ber_lo"], out["payload_ber_hi"], out["payload_ber_source"] = self.payload_ber()
         out.update(seconds=c.seconds, gbps=self.gbps, stop_reason=self.stop_reason)
         return out
 
@@ -339,6 +375,160 @@ def run_point(task: PointTask) -> PointResult:
                        cfg.burst_pb)
 
 
+def shard_seed(task: PointTask, j: int) -> np.random.SeedSequence:
+    """Seed of shard ``j`` of a point: the ``j``-th child of the point's seed (as ``spawn`` gives)."""
+    ss = task.seed
+    return np.random.SeedSequence(ss.entropy, spawn_key=tuple(ss.spawn_key) + (int(j),), pool_size=ss.pool_size)
+
+
+def n_shards(task: PointTask) -> int:
+    """Shards of a point: ``max_codewords`` codewords rounded up to pairs, in ``shard_pairs`` pieces."""
+    cfg = task.config
+    pairs = (int(cfg.max_codewords) + 1) // 2
+    return -(-pairs // int(cfg.shard_pairs))
+
+
+def run_shard(task: PointTask, j: int) -> tuple[int, int, LinkCounters, int]:
+    """Simulate shard ``j`` of a point: a fixed number of pairs in batches (picklable entry point).
+
+    Returns ``(point index, j, counters, batches)``; ``counters.seconds`` is this shard's compute time.
+    """
+    cfg = task.config
+    sim = _simulator(cfg, task.mode, task.x)
+    ctr = sim._new_counters()
+    total = (int(cfg.max_codewords) + 1) // 2
+    S = int(cfg.shard_pairs)
+    n = min(S, total - j * S)
+    if n <= 0:
+        raise ValueError(f"shard {j} is past the point's max_codewords")
+    cap = int(cfg.batch_pairs or (sim.auto_batch() if cfg.simulator == "fast" else 256))
+    _warm_up(sim)
+    ss = shard_seed(task, j)
+    t0 = time.perf_counter()
+    done = batches = 0
+    while done < n:
+        P = min(cap, n - done)
+        sim.run_batch(P, ss.spawn(1)[0], ctr)
+        done += P
+        batches += 1
+    ctr.seconds = time.perf_counter() - t0
+    return task.index, j, ctr, batches
+
+
+class _ShardedPoint:
+    """Book-keeping of one sharded point: results in shard order, the prefix and the stop rule."""
+
+    def __init__(self, task: PointTask) -> None:
+        self.task = task
+        self.n = n_shards(task)
+        self.next_j = 0
+        self.results: dict[int, tuple[LinkCounters, int]] = {}
+        self.batches = 0
+        self.prefix = 0
+        self.ctr: LinkCounters | None = None
+        self.inflight: dict = {}
+        self.t0: float | None = None
+        self.reason: str | None = None
+        self.compute_s = 0.0
+
+    def can_submit(self) -> bool:
+        return self.reason is None and self.next_j < self.n
+
+    def add(self, j: int, ctr: LinkCounters, batches: int) -> None:
+        cfg = self.task.config
+        self.results[j] = (ctr, batches)
+        while self.reason is None and self.prefix in self.results:
+            c, nb = self.results.pop(self.prefix)
+            self.batches += nb
+            self.compute_s += c.seconds
+            self.ctr = c if self.ctr is None else self.ctr.merge(c)
+            self.prefix += 1
+            k = self.ctr
+            if k.lock_failures >= 8 and 2 * k.lock_failures > self.batches:
+                self.reason = "no_lock"
+            elif cfg.target_errors is not None and k.codeword_errors >= cfg.target_errors:
+                self.reason = "target_errors"
+            elif self.prefix >= self.n:
+                self.reason = "max_codewords"
+        if (self.reason is None and self.ctr is not None and cfg.max_seconds is not None
+                and time.perf_counter() - self.t0 >= cfg.max_seconds):
+            self.reason = "max_seconds"
+
+    def result(self) -> PointResult:
+        t, cfg = self.task, self.task.config
+        c = self.ctr
+        c.seconds = time.perf_counter() - self.t0  # wall time of the point (all shards, all workers)
+        return PointResult(t.mode, cfg.axis, t.x, cfg.snr_db(t.x), c, self.reason, t.index, bool(cfg.precoding),
+                           cfg.burst_pb)
+
+
+def _run_sharded(tasks: list[PointTask], ex, slots: int, callback, on_shard) -> list[PointResult]:
+    """Run sharded points on ``ex`` (``None``: in this process), ``slots`` shards in flight."""
+    points = [_ShardedPoint(t) for t in tasks]
+    done: list[PointResult] = []
+    futs: dict = {}
+
+    def finish(sp: _ShardedPoint) -> None:
+        for f in sp.inflight.values():
+            f.cancel()
+        sp.inflight.clear()
+        p = sp.result()
+        done.append(p)
+        if callback:
+            callback(p)
+
+    def submit() -> None:
+        while len(futs) < slots:
+            live = [sp for sp in points if sp.can_submit()]
+            if not live:
+                return
+            sp = min(live, key=lambda q: (len(q.inflight), q.task.index))
+            j = sp.next_j
+            sp.next_j += 1
+            if sp.t0 is None:
+                sp.t0 = time.perf_counter()
+            f = ex.submit(run_shard, sp.task, j)
+            sp.inflight[j] = f
+            futs[f] = (sp, j)
+
+    if ex is None:  # in this process, shard by shard in order
+        for sp in points:
+            sp.t0 = time.perf_counter()
+            while sp.reason is None:
+                _, j, c, nb = run_shard(sp.task, sp.next_j)
+                sp.next_j += 1
+                sp.add(j, c, nb)
+                if on_shard:
+                    on_shard(sp.task, sp.prefix, sp.n)
+            finish(sp)
+        return done
+    try:
+        submit()
+        while futs:
+            ready, _ = cf.wait(list(futs), return_when=cf.FIRST_COMPLETED)
+            for f in ready:
+                if f not in futs:  # dropped when its point stopped earlier in this loop
+                    continue
+                sp, j = futs.pop(f)
+                if f.cancelled() or sp.reason is not None:
+                    continue
+                sp.inflight.pop(j, None)
+                _, _, c, nb = f.result()
+                sp.add(j, c, nb)
+                if on_shard:
+                    on_shard(sp.task, sp.prefix, sp.n)
+                if sp.reason is not None:
+                    for g in sp.inflight.values():
+                        futs.pop(g, None)
+                    finish(sp)
+            submit()
+    except KeyboardInterrupt:
+        for f in futs:
+            f.cancel()
+        raise
+    return done
+
+
 @dataclass
 class SweepResult:
     """All points of a sweep, ordered mode-major then by channel point (as in the config)."""
@@ -382,7 +572,8 @@ class SweepResult:
         pts = tuple(dict.fromkeys(a.points + b.points))
         cfg = SweepConfig(points=pts, axis=a.axis, code=codes, fec=fecs, rate=a.rate, n_lanes=a.n_lanes, precoding=a.precoding,
                           precoder_init=a.precoder_init, burst_pb=a.burst_pb, simulator=a.simulator, target_errors=a.target_errors,
-                          max_codewords=a.max_codewords, max_seconds=a.max_seconds, batch_pairs=a.batch_pairs, seed=a.seed)
+                          max_codewords=a.max_codewords, max_seconds=a.max_seconds, batch_pairs=a.batch_pairs, seed=a.seed,
+                          shard_pairs=a.shard_pairs)
         order = {(m, x): i for i, (m, x) in enumerate((m, x) for m in cfg.modes for x in pts)}
         return SweepResult(cfg, sorted(out.values(), key=lambda p: order[(p.mode, p.x)]), self.interrupted or other.interrupted)
 
@@ -448,6 +639,7 @@ def run_sweep(
     executor=None,
     workers: int | None = None,
     callback: Callable[[PointResult], None] | None = None,
+    on_shard: Callable[[PointTask, int, int], None] | None = None,
 ) -> SweepResult:
     """Run every (mode, point) of ``config``.
 
@@ -458,8 +650,11 @@ def run_sweep(
         ``concurrent.futures.Executor``-like object with ``submit`` -- e.g. a Dask cluster's
         ``distributed.Client(address).get_executor()``.
     callback : called with each :class:`PointResult` as it finishes (completion order).
+    on_shard : (sharded points, ``config.shard_pairs``) called as ``on_shard(task, shards_in_prefix,
+        n_shards)`` whenever a point's prefix of finished shards grows (progress).
 
-    Results are identical for every executor (each point has its own seed).  On Ctrl-C the points
+    Results are identical for every executor and number of workers (each point, and each shard,
+    has its own seed; sharded points stop on a prefix of shards in shard order).  On Ctrl-C the points
     finished so far are returned with ``interrupted=True``.
     """
     if not isinstance(config, SweepConfig):
@@ -469,7 +664,12 @@ def run_sweep(
     done: list[PointResult] = []
     interrupted = False
     try:
-        if ex is None:
+        if config.shard_pairs is not None:
+            slots = 2 * int(workers or os.cpu_count() or 1)
+            if ex is not None and hasattr(ex, "_max_workers"):
+                slots = 2 * int(ex._max_workers)
+            done = _run_sharded(tasks, ex, slots, callback, on_shard)
+        elif ex is None:
             for t in tasks:
                 p = run_point(t)
                 done.append(p)
@@ -498,14 +698,16 @@ def run_sweep(
 
 # ---------------------------------------------------------------------- progress table
 
-_COLS = [("mode", 6), ("point", 9), ("SNR dB", 7), ("codewords", 10), ("FE", 7), ("pre-BER", 9), ("FER", 9),
-         ("FER 95% CI", 21), ("post-BER", 9), ("Gb/s", 7), ("time s", 7), ("stop", 13)]
+_COLS = [("mode", 17), ("point", 9), ("SNR dB", 7), ("codewords", 10), ("FE", 7), ("pre-BER", 9), ("FER", 9),
+         ("FER 95% CI", 21), ("post-BER", 9), ("payload", 9), ("Gb/s", 7), ("time s", 7), ("stop", 13)]
 
 
 def format_header() -> str:
     """Header of the live table (one line per finished point, AFF3CT style)."""
     head = " | ".join(f"{n:>{w}}" for n, w in _COLS)
-    return f"# {head}\n# " + "-+-".join("-" * w for _, w in _COLS)
+    return (f"# {head}\n# " + "-+-".join("-" * w for _, w in _COLS)
+            + "\n# post-BER: post-FEC BER at the decoder output; payload: BER after the descrambler "
+              f"(~ = model, {DESCRAMBLER_FACTOR} x post-BER)")
 
 
 def format_row(p: PointResult) -> str:
@@ -514,91 +716,10 @@ def format_row(p: PointResult) -> str:
     fer = r["fer"]
     vals = [p.mode, f"{p.x:.3g}", f"{p.snr_db:.2f}", str(c.codewords), str(c.codeword_errors),
             f"{r['pre_fec_ber'].value:.2e}", f"{fer.value:.2e}", f"[{fer.lo:.2e},{fer.hi:.2e}]",
-            f"{r['post_fec_ber'].value:.2e}", f"{p.gbps:.2f}", f"{c.seconds:.2f}", p.stop_reason]
+            f"{r['post_fec_ber'].value:.2e}", _payload_cell(p), f"{p.gbps:.2f}", f"{c.seconds:.2f}", p.stop_reason]
     return "  " + " | ".join(f"{v:>{w}}" for v, (_, w) in zip(vals, _COLS))
 
 
-# ---------------------------------------------------------------------- plots
-
-
-def _mpl():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
-def _save_png(plt, fig, path) -> None:
-    """Render ``fig`` to PNG in memory, close it, and write ``path`` atomically."""
-    fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=110)
-    plt.close(fig)
-    from phy802._io import atomic_write_bytes
-
-    atomic_write_bytes(path, buf.getvalue())
-
-
-def plot_ber_fer(result: SweepResult, path) -> None:
-    """PNG: post-FEC BER and FER vs SNR per mode (points with 95% intervals) and the closed forms."""
-    plt = _mpl()
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
-    cfg = result.config
-    snr_lo = min(p.snr_db for p in result.points) - 0.5 if result.points else 10.0
-    snr_hi = max(p.snr_db for p in result.points) + 0.5 if result.points else 20.0
-    grid = np.linspace(snr_lo, snr_hi, 200)
-    for i, mode in enumerate(cfg.modes):
-        pts = [p for p in result.points if p.mode == mode]
-        color = f"C{i}"
-        for ax, key in zip(axes, ("post_fec_ber", "fer")):
-            if not cfg.precoding and cfg.burst_pb is None:
-                th = [theory_point(mode, s)[key] for s in grid]
-                ax.semilogy(grid, th, "-", color=color, lw=1, alpha=0.7)
-            xs, ys, lo, hi = [], [], [], []
-            for p in pts:
-                est = p.rates()[key]
-                if est.events == 0:
-                    ax.plot([p.snr_db], [est.hi], "v", color=color, ms=5)  # upper bound only
-                    continue
-                xs.append(p.snr_db), ys.append(est.value), lo.append(est.value - est.lo), hi.append(est.hi - est.value)
-            if xs:
-                ax.errorbar(xs, ys, yerr=[lo, hi], fmt="o", color=color, ms=4, capsize=2, label=mode)
-            else:
-                ax.plot([], [], "o", color=color, label=mode)
-    for ax, title in zip(axes, ("post-FEC BER", "codeword error ratio")):
-        ax.set_xlabel("SNR (dB), PAM4 Es/sigma^2")
-        ax.set_title(title + (" (lines: closed form)" if not cfg.precoding and cfg.burst_pb is None else ""))
-        ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=8)
-    chan = "AWGN" if cfg.burst_pb is None else f"DFE bursts pb={cfg.burst_pb}"
-    fig.suptitle(f"{cfg.rate} {chan} {cfg.simulator} sweep, 95% Clopper-Pearson intervals (v = 0 errors: upper bound)", fontsize=9)
-    _save_png(plt, fig, path)
-
-
-def plot_latency(result: SweepResult, latency_ns: Callable[[str], float], path) -> None:
-    """PNG: added receive latency (``latency_ns(mode)``) vs post-FEC BER, one curve per channel
-    point across the modes (the latency / reliability trade-off)."""
-    plt = _mpl()
-    fig, ax = plt.subplots(figsize=(6.5, 4.2))
-    cfg = result.config
-    lat = {m: float(latency_ns(m)) for m in cfg.modes}
-    for j, x in enumerate(cfg.points):
-        xs, ys = [], []
-        for m in cfg.modes:
-            try:
-                p = result.point(m, x)
-            except KeyError:
-                continue
-            est = p.rates()["post_fec_ber"]
-            xs.append(lat[m])
-            ys.append(est.value if est.events else est.hi)
-            ax.annotate(m, (lat[m], ys[-1]), fontsize=7, xytext=(3, 3), textcoords="offset points")
-        ax.semilogy(xs, ys, "o-", color=f"C{j}", label=f"{cfg.axis} {x:.3g}")
-    ax.set_xlabel("added receive latency (ns)")
-    ax.set_ylabel("post-FEC BER (0 errors: 95% upper bound)")
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=8)
-    ax.set_title(f"{cfg.rate}: latency vs post-FEC BER", fontsize=9)
-    _save_png(plt, fig, path)
+def _payload_cell(p: PointResult) -> str:
+    v, _, _, src = p.payload_ber()
+    return f"{v:.2e}" if src == "measured" else f"~{v:.1e}"

@@ -62,6 +62,7 @@ __all__ = [
     "BitExactGenerator",
     "lane_of_symbol",
     "merge_ranges",
+    "chunk_marks",
 ]
 
 T_KP4 = 15
@@ -197,6 +198,8 @@ class TraceStats:
     marked_pairs: int = 0
     header_errors: int = 0
     payload_flips: int = 0
+    decoder_bit_errors: int = 0  # message bits wrong at the decoder output, before the descrambler
+    decoder_bits: int = 0  # scrambled 257b-block bits (message bits less AMs) they are counted over
     marked_bits: int = 0
     lane_errors: np.ndarray = field(default_factory=lambda: np.zeros(16, np.int64))
     symbol_hist: np.ndarray = field(default_factory=lambda: np.zeros(HIST_BINS, np.int64))
@@ -213,6 +216,23 @@ class TraceStats:
     def post_fec_ber(self) -> float:
         return self.payload_flips / self.stream_bits if self.stream_bits else float("nan")
 
+    def add(self, other: "TraceStats") -> "TraceStats":
+        """Add another run's counters (e.g. a shard of the same trace) in place; returns self."""
+        for k in self.__dataclass_fields__:
+            if k == "n_lanes":
+                continue
+            a = getattr(self, k)
+            if isinstance(a, np.ndarray):
+                a += getattr(other, k)
+            else:
+                setattr(self, k, a + getattr(other, k))
+        return self
+
+    @property
+    def decoder_ber(self) -> float:
+        """Post-FEC BER at the decoder output (before the descrambler's x3; README "Two post-FEC BERs")."""
+        return self.decoder_bit_errors / self.decoder_bits if self.decoder_bits else float("nan")
+
     def histogram(self) -> np.ndarray:
         """Per-codeword symbol-error-count histogram including the error-free codewords."""
         h = self.symbol_hist.copy()
@@ -225,6 +245,7 @@ class TraceStats:
         d["symbol_hist"] = self.histogram().tolist()
         d["pre_fec_ber"] = self.pre_fec_ber
         d["post_fec_ber"] = self.post_fec_ber
+        d["decoder_ber"] = self.decoder_ber
         return d
 
 
@@ -263,6 +284,14 @@ def merge_ranges(r: np.ndarray) -> np.ndarray:
     idx = np.flatnonzero(new)
     ends = np.maximum.reduceat(r[:, 1], idx)
     return np.stack([r[idx, 0], ends], axis=1)
+
+
+def chunk_marks(mark_pairs: np.ndarray, hdr: np.ndarray, geom: RateGeometry) -> np.ndarray:
+    """Marks of a chunk: the data blocks of the marked pairs and the blocks whose header bit flipped."""
+    ranges = [_pair_ranges(mark_pairs, geom)]
+    if hdr.size:
+        ranges.append(np.stack([hdr * BLOCK_PAYLOAD_BITS, (hdr + 1) * BLOCK_PAYLOAD_BITS], axis=1))
+    return merge_ranges(np.concatenate(ranges)) if sum(r.shape[0] for r in ranges) else np.empty((0, 2), np.int64)
 
 
 def _pair_ranges(pairs: np.ndarray, geom: RateGeometry) -> np.ndarray:
@@ -338,15 +367,14 @@ class _Base:
             order = np.argsort(s, kind="stable")
             s, lane, flag = s[order], lane[order], flag[order]
         off, ln, fl, hdr = self._expander.run(s, lane, flag, s_end)
+        self.stats.decoder_bit_errors += int(s.size)
         return self._finish_chunk(P0, P1, off, ln, fl, hdr, mark_pairs)
 
     def _finish_chunk(self, P0, P1, off, ln, fl, hdr, mark_pairs) -> GenChunk:
         """Counters and marks of pairs [P0, P1) (shared by the fast and the bit-exact generator)."""
         geom = self.geom
-        ranges = [_pair_ranges(mark_pairs, geom)]
-        if hdr.size:
-            ranges.append(np.stack([hdr * BLOCK_PAYLOAD_BITS, (hdr + 1) * BLOCK_PAYLOAD_BITS], axis=1))
-        marks = merge_ranges(np.concatenate(ranges)) if sum(r.shape[0] for r in ranges) else np.empty((0, 2), np.int64)
+        self.last_raw = (off, ln, fl, hdr, mark_pairs)  # for joining shards (protocol.trace)
+        marks = chunk_marks(mark_pairs, hdr, geom)
         st = self.stats
         st.pairs += P1 - P0
         st.line_bits += (P1 - P0) * PAIR_LINE_BITS
@@ -357,6 +385,7 @@ class _Base:
         st.marked_pairs += int(np.unique(mark_pairs).size)
         st.header_errors += int(hdr.size)
         st.payload_flips += int(off.size)
+        st.decoder_bits += (hi - lo) // BLOCK_PAYLOAD_BITS * BLOCK_BITS
         st.marked_bits += int((marks[:, 1] - marks[:, 0]).sum()) if marks.size else 0
         self.pair = P1
         return GenChunk(P0, P1, int(lo), int(hi), off, ln, fl, marks)
@@ -557,6 +586,7 @@ class FastGenerator(_Base):
         st.line_bit_errors += int(counters[0])
         st.codewords_with_errors += int(counters[1])
         st.am_bit_errors += int(counters[3])
+        st.decoder_bit_errors += int(counters[0] - counters[2] - counters[3])  # message bits, AMs excluded
         off, ln, fl, hdr, nk, nl, nf = bufs
         ex.key, ex.lane, ex.flag = nk[:nn].copy(), nl[:nn].copy(), nf[:nn].copy()
         return self._finish_chunk(P0, P1, off[:no].copy(), ln[:no].copy(), fl[:no].copy(), hdr[:nh].copy(),
@@ -748,6 +778,7 @@ class BitExactGenerator(_Base):
         diff = np.nonzero(rx_blocks != blocks)[0]
         # lane/flag attribution: origin at v, else v-39, else v-58 among scrambled-domain errors
         scr_err = (rx_scr != scr)
+        st.decoder_bit_errors += int(scr_err.sum())
         # the previous chunk's tail can be the origin of this chunk's first errors
         tail = getattr(self, "_tail", None)
         if tail is None:

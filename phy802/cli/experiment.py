@@ -59,6 +59,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--parallel", type=_names(("ddp", "pp")), default=["ddp", "pp"], help="ddp,pp (default both)")
     p.add_argument("--guards", type=_names(GUARDS), default=list(GUARDS), help=f"default {','.join(GUARDS)}")
     p.add_argument("--steps", type=int, default=300, help="training steps per run (default 300)")
+    p.add_argument("--no-progress", action="store_true", help="no progress display on stderr")
     add_model_arguments(p)
     add_seed(p)
     add_json(p)
@@ -71,8 +72,13 @@ def sweep(args: argparse.Namespace) -> list[dict]:
     from phy802.cli.train import config_from_args
     from integration.train import run_many
 
+    from phy802._output import progress
+
     rows: list[dict] = []
     work = tempfile.mkdtemp(prefix="phy802-exp-")
+    n_runs = len(args.parallel) * (1 + len(args.bers) * len(args.guards))
+    bar = progress(total=n_runs, desc="experiment: training runs", unit="run", delay=0,
+                   enable=not getattr(args, "no_progress", False))
     for par in args.parallel:
         cfgs = [config_from_args(args, parallel=par, ber=0.0, guard="none", steps=args.steps)]
         keys = [(0.0, "none")]
@@ -80,7 +86,16 @@ def sweep(args: argparse.Namespace) -> list[dict]:
             for guard in args.guards:
                 cfgs.append(config_from_args(args, parallel=par, ber=ber, guard=guard, steps=args.steps))
                 keys.append((ber, guard))
-        results = run_many(cfgs, timeout_s=args.timeout, out_dir=os.path.join(work, par))
+        def done(i: int, par=par, keys=list(keys)) -> None:
+            ber, guard = keys[i]
+            bar.set_postfix_str(f"last: {par} ber {ber:g} guard {guard}")
+            bar.update(1)
+
+        try:
+            results = run_many(cfgs, timeout_s=args.timeout, out_dir=os.path.join(work, par), on_done=done)
+        except BaseException:
+            bar.close()
+            raise
         shadow = torch.load(os.path.join(results[0]["out_dir"], "params.pt"))
         base_loss = results[0]["final_val_loss"]
         for (ber, guard), r in zip(keys, results):
@@ -104,6 +119,7 @@ def sweep(args: argparse.Namespace) -> list[dict]:
                 "metrics": m,
                 "source_kind": r.get("source_kind"),
             })
+    bar.close()
     shutil.rmtree(work, ignore_errors=True)
     return rows
 

@@ -26,7 +26,7 @@ _CODES = {"kp4": KP4, "kr4": KR4}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    sub = parser.add_subparsers(dest="action", required=True, metavar="{encode,decode}")
+    sub = parser.add_subparsers(dest="action", required=True, metavar="{encode,decode,tail}")
     for action, text in (
         ("encode", "messages (k symbols per line) -> codewords (n symbols per line)"),
         ("decode", "received words (n symbols per line) -> decoded words, status and counters"),
@@ -45,6 +45,64 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         if action == "decode":
             p.add_argument("--mode", choices=("correct", "detect"), default="correct",
                            help="correct errors (default) or only detect them (syndrome check)")
+    _add_tail(sub)
+
+
+TAIL_EPILOG = """Input: the kernel's FEC statistics JSON ({"stats": {"corrected", "uncorrectable", "hist":
+[{"bin-low", "bin-high", "bin-val", "bin-val-per-lane"}]}}, as the netlink tools or 'ethtool --json'
+print it), or CSV rows 'bin,count' / 'bin_low,bin_high,count' (a row 'uncorrectable,N' gives that count).
+Models: binomial (independent symbol errors), dfe (1-tap DFE error propagation), ge (Gilbert-Elliott).
+Intervals: profile likelihood (binomial) or parametric bootstrap (dfe, ge), 95%. Margin: how far the
+pre-FEC BER may grow (error shape held) before FER reaches --target-fer (default 1e-13).
+examples:
+  phy802 fec tail vectors/fec_hist/example_kp4_hist.json
+  phy802 fec tail capture.csv --code kp4 --models binomial,dfe --out FIT.json
+"""
+
+
+def _add_tail(sub) -> None:
+    p = sub.add_parser("tail", help="fit channel models to a FEC bin histogram and extrapolate FER",
+                       description="Fit channel models to a FEC codeword histogram and extrapolate its tail.",
+                       epilog=TAIL_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("file", metavar="FILE", help="histogram file (kernel JSON or CSV)")
+    p.add_argument("--code", choices=("kp4", "kr4", "rs272"), default="kp4",
+                   help="RS code of the link: kp4 = RS(544,514) t=15, kr4 = RS(528,514) t=7, "
+                        "rs272 = RS(272,258) t=7 (default kp4)")
+    p.add_argument("--models", default="binomial,dfe,ge",
+                   help="comma-separated models to fit: binomial, dfe, ge (default binomial,dfe,ge)")
+    p.add_argument("--target-fer", type=float, default=1e-13,
+                   help="codeword error ratio the margin is measured to (default 1e-13)")
+    p.add_argument("--bootstrap", type=int, default=200,
+                   help="parametric bootstrap replicates for the dfe/ge intervals (default 200; 0 = none)")
+    p.add_argument("--seed", type=int, default=1, help="seed of the bootstrap (default 1)")
+    p.add_argument("--out", metavar="FIT.json", help="write the fit (JSON) to this file, atomically (default: none, print only)")
+    p.add_argument("--json", action="store_true", help="print the fit as JSON on stdout")
+
+
+def _run_tail(args: argparse.Namespace) -> int:
+    from phy802._output import to_jsonable
+    from phy802.fec.bins import read_histogram
+    from phy802.fec.tail import CODES, fit_histogram
+
+    models = tuple(m.strip() for m in args.models.split(",") if m.strip())
+    if not models:
+        raise ValueError("--models: give at least one of binomial, dfe, ge")
+    hist = read_histogram(args.file, t=CODES[args.code].t)
+    fit = fit_histogram(hist, args.code, models=models, target_fer=args.target_fer, bootstrap=args.bootstrap,
+                        seed=args.seed)
+    doc = to_jsonable(fit.as_dict())
+    doc["input"] = str(args.file)
+    if args.out:
+        from phy802._io import atomic_write_text
+
+        atomic_write_text(args.out, json.dumps(doc, indent=2) + "\n")
+    if args.json:
+        sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+    else:
+        sys.stdout.write(fit.format_text() + "\n")
+        if args.out:
+            sys.stdout.write(f"wrote {args.out}\n")
+    return 0
 
 
 def _code(args: argparse.Namespace) -> RSCode:
@@ -140,6 +198,8 @@ def _dump_json(obj: dict) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.action == "tail":
+        return _run_tail(args)
     code = _code(args)
     length = code.k if args.action == "encode" else code.n
     if args.file == "-":

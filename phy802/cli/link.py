@@ -7,6 +7,7 @@ import sys
 
 from phy802.cli._common import (add_force, add_json, add_seed, check_budget, count_arg, emit, float_arg, int_arg,
                                 probability, require_together)
+from phy802.cli._hist import add_hist_arguments, histogram_from_counts, print_ethtool, wants_ethtool
 from phy802.cli._vocab import add_code_fec
 
 __all__ = ["add_arguments", "run", "parse_lane_order"]
@@ -60,6 +61,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_force(p, "runs estimated to take over an hour or more memory than is free")
     add_seed(p)
     add_json(p)
+    add_hist_arguments(p)
 
 
 def _channels(args, n_lanes: int):
@@ -97,6 +99,7 @@ def run(args: argparse.Namespace) -> int:
     from phy802.link import Link, LinkConfig
 
     _check_args(args)
+    ethtool = wants_ethtool(args)
     cfg = LinkConfig(rate=args.rate, code=args.code, fec=args.fec, precoding=args.precoding,
                      precoder_init=args.precoder_init or 0,
                      n_lanes=args.lanes, lane_order=parse_lane_order(args.lane_order), level=args.level,
@@ -117,6 +120,11 @@ def run(args: argparse.Namespace) -> int:
         emit(args, out, msg)
         print(f"phy802 link: lane lock failed in all {batches} batches (nothing received)", file=sys.stderr)
         return 1
+    fh = histogram_from_counts(c.hist, (c.n - c.k) // 2, args.bins, "phy802 link")
+    if ethtool:
+        print_ethtool(fh.to_ethtool())
+        return 0
+    out["fec_histogram"] = fh.as_dict()
 
     def text() -> str:
         lines = [f"{cfg.rate} code={cfg.code} fec={cfg.fec} level={cfg.level} lanes={cfg.n_lanes} precoding={cfg.precoding} "
@@ -142,9 +150,11 @@ def run(args: argparse.Namespace) -> int:
         if c.lock_failures:
             lines.append(f"LANE LOCK: {c.lock_failures} of {batches} batches dropped (no lane lock); the counts "
                          f"above cover only the {batches - c.lock_failures} batches that locked")
-        lines.append("")
+        lines += ["", f"FEC codeword histogram (pre-FEC symbol errors per codeword; t = {fh.t}):", fh.format_text(), ""]
+        notes = {"post_fec_ber": "  decoder output", "payload_ber": "  after the descrambler (README: two post-FEC BERs)"}
         for k, v in rates.items():
-            lines.append(f"{k:<13} {v.value:.3e}  95% CI [{v.lo:.3e}, {v.hi:.3e}]  ({v.events}/{v.trials})")
+            lines.append(f"{k:<13} {v.value:.3e}  95% CI [{v.lo:.3e}, {v.hi:.3e}]  ({v.events}/{v.trials})"
+                         + notes.get(k, ""))
         return "\n".join(lines)
 
     emit(args, out, text)

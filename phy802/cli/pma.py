@@ -29,7 +29,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--pattern", default="prbs9q", help="prbs9q | prbs13q | prbs31q (default prbs9q)")
     p.add_argument("--count", type=count_arg(0, MAX_COUNT), default=511,
                    help="number of PAM4 symbols, e.g. 511 or 1e6 (default 511)")
-    p.add_argument("--state", default=None, help="LFSR seed S0..S(N-1) as 0/1 digits (default all ones)")
+    p.add_argument("--state", default=None, help="LFSR seed S0..S(N-1) as 0/1 digits (default: the standard's seed: prbs9q all ones, "
+                        "prbs13q 0000010101011, prbs31q all ones)")
     p.add_argument("--bits", action="store_true", help="print the PRBS bits instead of the symbols (default symbols)")
     add_force(p, "output larger than the free memory")
     add_json(p)
@@ -67,7 +68,8 @@ def run(args: argparse.Namespace) -> int:
             raise ValueError(f"--pattern {args.pattern!r}: choose from {', '.join(PATTERNS)}")
         seed = args.state if args.state is not None else pat.seed
         out = prbs_bits(pat, 2 * args.count, seed) if args.bits else prbsq(pat, args.count, seed)
-        obj = {"pattern": pat.name, "polynomial": pat.polynomial, "seed": seed, "count": args.count,
+        obj = {"pattern": pat.name, "polynomial": pat.polynomial, "seed": seed, "inverted": pat.invert,
+               "count": args.count,
                "bits" if args.bits else "symbols": "".join(map(str, out.tolist()))}
         emit(args, obj, lambda: obj["bits" if args.bits else "symbols"])
         return 0

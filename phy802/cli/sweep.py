@@ -15,6 +15,7 @@ from pathlib import Path
 
 from phy802.cli._common import (CliError, add_force, add_json, add_seed, check_budget, count_arg, emit, float_arg,
                                 int_arg, list_arg, probability, progress)
+from phy802.cli._hist import add_hist_arguments, histogram_from_counts, print_ethtool, wants_ethtool
 from phy802.cli._vocab import add_code_fec
 
 __all__ = ["add_arguments", "run", "latency_function"]
@@ -23,6 +24,7 @@ EXAMPLE = """example:
   phy802 sweep --ber 1e-4,2e-4,3e-4 --code kp4 --fec ieee,bypass --target-errors 100 \\
       --max-codewords 1e6 --max-seconds 30 --seed 1 --out sweep_out/ --plot
   phy802 sweep --snr-db 15,15.5,16 --code kp4,kr4,rs272 --fec ieee --scheduler tcp://10.0.0.5:8786 --out dask_out/
+  phy802 sweep --ber 1.5e-3 --code kp4 --fec ieee --shard-pairs 50000 --max-codewords 1e8 --workers 2 --out big/
 
 Rates: pre-FEC BER (line bits, after the RX precoder), SER (PAM4 symbols), FER (codewords whose
 delivered message is wrong), post-FEC BER (message bits at the decoder output); each with a 95%
@@ -60,6 +62,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-seconds", type=float_arg(0.0, 1e7), default=30.0, help="stop a point after this many seconds (default 30; 0 = never)")
     p.add_argument("--batch", type=int_arg(1, 1 << 24), default=None, help="largest batch in codeword pairs (default: ~20000 line errors per lane per batch for fast, 256 for link)")
     p.add_argument("--workers", type=int_arg(1, 4096), default=None, help="local worker processes (default: all cores; 1 = in this process)")
+    p.add_argument("--shard-pairs", type=int_arg(1, 1 << 30), default=None, metavar="PAIRS",
+                   help="split each point into shards of PAIRS codeword pairs that run in parallel (own seeds, "
+                        "global stop rule on the shards in order: same result for any --workers); default: "
+                        "one task per point")
     p.add_argument("--scheduler", metavar="ADDRESS", default=None,
                    help="Dask scheduler address (e.g. tcp://host:8786): run the points on that cluster "
                         "(default: local processes)")
@@ -72,6 +78,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-progress", action="store_true", help="no live table / progress bar on stderr")
     add_force(p, "sweeps estimated to run over a day")
     add_json(p)
+    add_hist_arguments(p)
 
 
 MAX_POINTS = 1000
@@ -133,8 +140,10 @@ def _executor(args):
 
 
 def run(args: argparse.Namespace) -> int:
-    from phy802.sweep import SweepConfig, SweepResult, format_header, format_row, plot_ber_fer, plot_latency, run_sweep
+    from phy802.plots import plot_ber_fer, plot_latency
+    from phy802.sweep import SweepConfig, SweepResult, format_header, format_row, run_sweep
 
+    ethtool = wants_ethtool(args)
     show = not args.no_progress
     if args.plot and args.out is None:
         raise CliError("--plot needs --out (the folder the plots go to)")
@@ -156,6 +165,7 @@ def run(args: argparse.Namespace) -> int:
             rate=args.rate, n_lanes=args.lanes, precoding=args.precoding, burst_pb=args.burst_pb, simulator=args.sim,
             target_errors=args.target_errors or None, max_codewords=int(args.max_codewords),
             max_seconds=args.max_seconds or None, batch_pairs=args.batch, seed=args.seed,
+            shard_pairs=args.shard_pairs,
         )
         ex, client = _executor(args)
         bar = progress(total=len(cfg.modes) * len(cfg.points), desc="points", enable=show)
@@ -167,8 +177,12 @@ def run(args: argparse.Namespace) -> int:
                 bar.write(format_row(p), file=sys.stderr)
                 bar.update(1)
 
+        def on_shard(task, prefix, n):
+            if show:
+                bar.set_postfix_str(f"{task.mode} {task.x:g}: {prefix}/{n} shards", refresh=True)
+
         try:
-            res = run_sweep(cfg, executor=ex, workers=args.workers, callback=on_point)
+            res = run_sweep(cfg, executor=ex, workers=args.workers, callback=on_point, on_shard=on_shard)
         finally:
             bar.close()
             if client is not None:
@@ -196,11 +210,23 @@ def run(args: argparse.Namespace) -> int:
     for n in notes:
         print(f"phy802 sweep: {n}", file=sys.stderr)
 
+    hists = [(p, histogram_from_counts(p.counters.hist, (p.counters.n - p.counters.k) // 2, args.bins,
+                                       f"phy802 sweep {p.mode} {p.axis}={p.x:g}")) for p in res.points]
+    if ethtool:
+        print_ethtool([{"mode": p.mode, p.axis: p.x, **h.to_ethtool()} for p, h in hists])
+        return 0
+
     def text() -> str:
         lines = [format_header()] + [format_row(p) for p in res.points]
+        lines.append("# FEC codeword histograms (codewords by pre-FEC symbol errors; last: > t):")
+        for p, h in hists:
+            cells = " ".join(f"{b.label()}:{b.count}" for b in h.bins) + f" >{h.t}:{h.uncorrectable}"
+            lines.append(f"#   {p.mode:<8} {p.axis}={p.x:<10g} {cells}")
         if args.out is not None:
             lines.append(f"# wrote {args.out / 'sweep.csv'} and {args.out / 'sweep.json'}")
         return "\n".join(lines)
 
-    emit(args, res.to_json_obj(), text)
+    obj = res.to_json_obj()
+    obj["fec_histograms"] = [{"mode": p.mode, p.axis: p.x, **h.as_dict()} for p, h in hists]
+    emit(args, obj, text)
     return 0

@@ -44,8 +44,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_json(b)
 
     q = sub.add_parser("rare", help="rare-event (conditional Monte-Carlo) FER estimate")
-    q.add_argument("--ber", type=probability(hi=0.25), required=True,
-                   help="pre-FEC BER in (0, 0.25) (independent bit errors); required")
+    q.add_argument("--ber", type=probability(hi=0.25), default=2.4e-4,
+                   help="pre-FEC BER in (0, 0.25) (independent bit errors; default 2.4e-4, the README's KP4 design point)")
     q.add_argument("--dfe-pb", type=probability(zero_ok=True), default=None,
                    help="use the DFE burst model on PAM4 symbols with this pb in [0, 1) (SER = 2 * BER; default: iid)")
     q.add_argument("--precoded", action="store_true", help="count errors after the 1/(1+D) decoder; needs --dfe-pb")

@@ -12,6 +12,7 @@ import argparse
 
 from phy802.cli._common import (CliError, add_force, add_json, add_seed, check_budget, check_disk, count_arg, emit,
                                 int_arg, probability)
+from phy802.cli._hist import add_hist_arguments, histogram_from_counts, print_ethtool, wants_ethtool
 
 from protocol.framing import RATES
 from protocol.modes import MODE_NAMES
@@ -32,6 +33,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--lane-weights", default=None,
                    help="per-PCS-lane BER weights: 'pam4_gray' (Gray PAM4 MSB/LSB asymmetry) or a comma list "
                         "(normalised to mean 1); default: all lanes equal")
+    g.add_argument("--from-fit", metavar="FIT.json", default=None,
+                   help="take the channel (pre-FEC BER, burst pb) from a 'phy802 fec tail --out' fit "
+                        "(its best model unless --fit-model); overrides --ber/--burst-pb (default: none)")
+    g.add_argument("--fit-model", choices=("binomial", "dfe"), default=None,
+                   help="which fitted model --from-fit uses (default: the fit's best by AIC)")
     g.add_argument("--bits", type=count_arg(1, 10**31), default=10**9,
                    help="line bits to simulate, e.g. 1e10 (default 1e9)")
     g.add_argument("--generator", default="fast", choices=["fast", "bitexact"],
@@ -46,6 +52,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     i = sub.add_parser("info", help="print a trace's metadata and measured error rates")
     i.add_argument("path", help="trace file")
     add_json(i)
+    add_hist_arguments(i)
 
 
 def _weights(text: str | None):
@@ -99,8 +106,13 @@ def _summary(meta: dict) -> str:
         lines.append(f"pre-FEC    {pre['bit_errors']} bit errors, BER {pre['ber']:.4g} (95% CI {lo:.3g}..{hi:.3g})")
     if post:
         lo, hi = post.get("ber_ci95", [float("nan")] * 2)
-        lines.append(f"post-FEC   {post['bit_errors']} payload flips, BER {post['ber']:.4g} (95% CI {lo:.3g}..{hi:.3g}); "
-                     f"{post.get('marked_bits', 0)} bits in error blocks")
+        dec = post.get("decoder_output")
+        if dec:
+            dlo, dhi = dec.get("ber_ci95", [float("nan")] * 2)
+            lines.append(f"post-FEC   BER at the decoder output {dec['ber']:.4g} (95% CI {dlo:.3g}..{dhi:.3g}; "
+                         f"{dec['bit_errors']} bit errors, before the descrambler)")
+        lines.append(f"payload    BER after the descrambler {post['ber']:.4g} (95% CI {lo:.3g}..{hi:.3g}; "
+                     f"{post['bit_errors']} payload flips); {post.get('marked_bits', 0)} bits in error blocks")
     if cw:
         lines.append(f"codewords  {cw['total']} total, {cw['with_errors']} with errors, {cw['corrected']} corrected, "
                      f"{cw['uncorrectable']} uncorrectable, {cw['miscorrected']} miscorrected, "
@@ -117,6 +129,15 @@ def run(args: argparse.Namespace) -> int:
     from protocol.trace import TraceReader, generate_trace
 
     if args.action == "generate":
+        from_fit = None
+        if args.from_fit is not None:
+            from phy802.fec.tail import generator_channel, read_fit
+
+            from_fit = generator_channel(read_fit(args.from_fit), args.fit_model, str(args.from_fit))
+            args.ber, args.burst_pb = from_fit["ber"], from_fit["burst_pb"]
+            from_fit["path"] = str(args.from_fit)
+        elif args.fit_model is not None:
+            raise ValueError("--fit-model needs --from-fit FIT.json")
         weights = _weights(args.lane_weights)
         _check_size(args)
         meta = generate_trace(
@@ -132,9 +153,30 @@ def run(args: argparse.Namespace) -> int:
             chunk_pairs=args.chunk_pairs,
             progress=not args.no_progress,
         )
-        emit(args, {"path": str(args.out), **meta}, lambda: f"wrote {args.out}\n" + _summary(meta))
+        if from_fit is not None:
+            meta = {**meta, "from_fit": from_fit}
+        emit(args, {"path": str(args.out), **meta},
+             lambda: f"wrote {args.out}\n" + ("" if from_fit is None else
+                                                f"channel from {from_fit['path']}: {from_fit['model']} fit, "
+                                                f"ber={from_fit['ber']:.4g} burst_pb={from_fit['burst_pb']}\n")
+             + _summary(meta))
         return 0
+    ethtool = wants_ethtool(args)
     with TraceReader(args.path) as r:
         meta = dict(r.meta)
-    emit(args, {"path": str(args.path), **meta}, lambda: _summary(meta))
+    counts = meta.get("codewords", {}).get("symbol_error_hist")
+    fh = None
+    if counts:  # RS(544,514) t = 15; the trace's last count collects every weight >= its index
+        fh = histogram_from_counts(counts, 15, args.bins, str(args.path))
+    if ethtool:
+        if fh is None:
+            raise ValueError(f"{args.path}: field 'codewords.symbol_error_hist' is missing (no histogram in this trace)")
+        print_ethtool(fh.to_ethtool())
+        return 0
+    obj = {"path": str(args.path), **meta}
+    if fh is not None:
+        obj["fec_histogram"] = fh.as_dict()
+    emit(args, obj, lambda: _summary(meta) + ("" if fh is None else
+                                             "\nFEC codeword histogram (pre-FEC symbol errors per codeword):\n"
+                                             + fh.format_text()))
     return 0

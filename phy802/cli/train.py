@@ -63,7 +63,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--parallel", choices=("ddp", "pp"), default="ddp", help="data or pipeline parallel (default ddp)")
     p.add_argument("--ber", type=float, default=1e-5, help="bit error ratio (see --source; default 1e-5)")
     p.add_argument("--guard", choices=GUARDS, default="none", help="receive-side guard (default none)")
-    p.add_argument("--steps", type=int, default=200, help="training steps (default 200)")
+    p.add_argument("--steps", type=int, default=300, help="training steps (default 300, as in the README)")
     p.add_argument("--plain", action="store_true", help="baseline: plain gloo group, no wrapper")
     p.add_argument("--out", default=None, help="folder for result.json, params.pt and (with --log-flips) flip logs")
     p.add_argument("--log-flips", action="store_true", help="write every rank's injection log to --out")

@@ -313,8 +313,10 @@ def _galois_check(kat: KatFile) -> None:
             raise AssertionError("galois disagrees with a decode vector")
 
 
-def regenerate(folder: str | os.PathLike, *, cross_check: bool = True) -> list[Path]:
-    """Write the standard files into ``folder`` (atomically), after a galois cross-check."""
+def regenerate(folder: str | os.PathLike, *, cross_check: bool = True, on_file=None) -> list[Path]:
+    """Write the standard files into ``folder`` (atomically), after a galois cross-check.
+
+    ``on_file(path)``, if given, is called after each file is written (progress display)."""
     from .rs import KP4, KR4
 
     codes = {"KP4": KP4, "KR4": KR4}
@@ -338,6 +340,8 @@ def regenerate(folder: str | os.PathLike, *, cross_check: bool = True) -> list[P
         if not same or check_kat(again):  # pragma: no cover - would be a writer/reader bug
             raise AssertionError(f"{path}: re-read vectors differ")
         written.append(path)
+        if on_file is not None:
+            on_file(path)
     return written
 
 

@@ -5,16 +5,30 @@ mapped (120.5.7.1). The LFSR is the Fibonacci form of the notes: state ``S0..S(N
 the new bit is the XOR of ``S(k-1)`` for every non-constant term ``x^k`` of the polynomial; it is
 output and shifted into ``S0``. Seeds are written ``S0`` leftmost (as the standard prints them).
 
-=========  ========================  ============  =====================================
-pattern    polynomial                seed default  status
-=========  ========================  ============  =====================================
-prbs9q     x^9 + x^5 + 1             all ones      [C] 120.5.11.2 a; reproduces the
-                                                   published 511-symbol sequence
-prbs13q    x^13 + x^12 + x^2 + x + 1 all ones      [S] polynomial (secondary sources);
-                                                   seed [I] (our choice; configurable)
-prbs31q    x^31 + x^28 + 1           all ones      [S] polynomial (ITU-T O.150 PRBS31);
-                                                   seed [I] (our choice; configurable)
-=========  ========================  ============  =====================================
+=========  ========================  ==================  ======================================
+pattern    polynomial                default seed        status
+=========  ========================  ==================  ======================================
+prbs9q     x^9 + x^5 + 1             111111111           [C] 120.5.11.2 a; reproduces the
+                                                         published 511-symbol sequence
+prbs13q    x^13 + x^12 + x^2 + x + 1 0000010101011       [S] the seed of the IEEE 802.3 COM
+                                     (S0..S12)           reference script's PRBS13Q; see below
+prbs31q    x^31 + x^28 + 1,          all ones            [S] generator of Figure 49-9 (output
+           output inverted                               inverter); seed [?] (none found)
+=========  ========================  ==================  ======================================
+
+Seeds (issue 14; record in ``vectors/pma/README.md``):
+
+* PRBS13Q: the IEEE 802.3 COM script (``com_ieee8023_93a``, function ``PRBS13Q``; read in the public
+  mirrors ``Omer-Sella/802.3`` ``COM/COM_MATLAB/PRBS13Q.m`` and ``tbermen/SiCoPR``, whose tests pin the
+  Octave output) seeds its LFSR with ``[0 0 0 0 0 1 0 1 0 1 0 1 1]`` (= our S0..S12, S0 newest), and an
+  independent Julia implementation citing Figure 94-6 / 120.5.11.2.1 uses the same register value.
+  The COM LFSR emits its 13 seed bits first; ours emits the next bit, so COM's bit stream is
+  ``reversed(seed) + prbs_bits(seed)`` (checked bit-exact over the whole period by the tests, with
+  COM's pinned level counts and SHA-256). Vendors list PRBS13Q "lane 0..3" variants, so the standard
+  probably gives per-lane seeds; their values were not found: every lane uses the lane-0 seed [?].
+* PRBS31Q: the PRBS31 generator of Clause 49 (Figure 49-9) has an inverter at its output [S] (a public
+  SSPRQ implementation that reproduces IEEE's machine-readable SSPRQ file relies on it). No seed for
+  the plain PRBS31Q pattern was found [?]; the default stays all ones. ``--state``/``seed`` overrides.
 
 Both polynomials are primitive (checked in the tests), so PRBS13Q repeats every 8191 symbols and
 PRBS31Q every 2^31 - 1 symbols (two bit periods each, since the bit period is odd).
@@ -39,6 +53,7 @@ class PrbsPattern:
     name: str
     exponents: tuple[int, ...]
     seed: str  # S0..S(N-1), S0 leftmost
+    invert: bool = False  # output inverter (Figure 49-9)
 
     @property
     def degree(self) -> int:
@@ -55,8 +70,8 @@ class PrbsPattern:
 
 PATTERNS: dict[str, PrbsPattern] = {
     "prbs9q": PrbsPattern("prbs9q", (9, 5), "1" * 9),
-    "prbs13q": PrbsPattern("prbs13q", (13, 12, 2, 1), "1" * 13),
-    "prbs31q": PrbsPattern("prbs31q", (31, 28), "1" * 31),
+    "prbs13q": PrbsPattern("prbs13q", (13, 12, 2, 1), "0000010101011"),
+    "prbs31q": PrbsPattern("prbs31q", (31, 28), "1" * 31, invert=True),
 }
 
 
@@ -86,7 +101,8 @@ def parse_seed(seed: str | np.ndarray | None, degree: int) -> np.ndarray:
 
 
 def prbs_bits(pattern: str | PrbsPattern, count: int, seed: str | np.ndarray | None = None) -> np.ndarray:
-    """The first ``count`` output bits of the pattern's PRBS (``uint8``)."""
+    """The first ``count`` output bits of the pattern's PRBS (``uint8``; inverted where the pattern's
+    generator has an output inverter). ``seed`` ``None`` = the pattern's default seed."""
     p = _pattern(pattern)
     if int(count) < 0:
         raise ValueError(f"count must be >= 0, got {count}")
@@ -94,6 +110,8 @@ def prbs_bits(pattern: str | PrbsPattern, count: int, seed: str | np.ndarray | N
     taps = np.array([e - 1 for e in p.exponents], dtype=np.int64)
     out = np.empty(int(count), dtype=np.uint8)
     lfsr_kernel(state, taps, out)
+    if p.invert:
+        np.bitwise_xor(out, 1, out=out)
     return out
 
 

@@ -144,7 +144,8 @@ def write_vectors(directory: str | Path) -> list[Path]:
     for name in ("prbs9q", "prbs13q", "prbs31q"):
         deg = PATTERNS[name].degree
         count = 511 if name == "prbs9q" else 1000
-        seeds = ("1" * deg,) if name == "prbs9q" else ("1" * deg, "1" + "0" * (deg - 1), "0" * (deg - 1) + "1")
+        seeds = ("1" * deg,) if name == "prbs9q" else tuple(dict.fromkeys(
+            (PATTERNS[name].seed, "1" * deg, "1" + "0" * (deg - 1), "0" * (deg - 1) + "1")))
         files[f"{name}.txt"] = (
             [f"{name.upper()} test pattern, IEEE 802.3 120.5.11.2: {PATTERNS[name].polynomial}, seed S0..S{deg - 1}"
              " as written; bit pairs {A, B} Gray mapped.", made],

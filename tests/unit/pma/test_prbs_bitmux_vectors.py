@@ -45,8 +45,9 @@ def test_polynomials_are_primitive(name):
 @pytest.mark.parametrize("name", list(PATTERNS))
 def test_lfsr_satisfies_recurrence(name):
     pat = PATTERNS[name]
-    b = prbs_bits(name, 4000).astype(int)
-    hist = np.concatenate([np.ones(pat.degree, int), b])  # seed all ones precedes the output
+    b = prbs_bits(name, 4000).astype(int) ^ int(pat.invert)  # undo the output inverter (Figure 49-9)
+    seed = np.array([int(c) for c in pat.seed])[::-1]  # time order: S(N-1) oldest ... S0 newest
+    hist = np.concatenate([seed, b])  # the seed's bits precede the output
     n = np.arange(pat.degree, hist.size)
     acc = np.zeros(n.size, int)
     for k in pat.exponents:
@@ -140,4 +141,6 @@ def test_cli_prbs(capsys):
     assert capsys.readouterr().out.strip() == IEEE_PRBS9Q
     assert main(["pma", "precode", "0123", "--initial", "0"]) == 0
     assert capsys.readouterr().out.strip() == "0112"
-    assert main(["pma", "prbs", "--pattern", "prbs7q"]) == 2
+    with pytest.raises(SystemExit) as exc:  # argparse rejects the unknown pattern: exit 2
+        main(["pma", "prbs", "--pattern", "prbs7q"])
+    assert exc.value.code == 2

@@ -12,7 +12,7 @@ GRAY = {(0, 0): 0, (0, 1): 1, (1, 1): 2, (1, 0): 3}  # 120.5.7.1
 OUT = Path(__file__).resolve().parents[1]
 
 
-def prbs_symbols(exponents, seed, count):
+def prbs_symbols(exponents, seed, count, invert=False):
     n = exponents[0]
     hist = [int(c) for c in reversed(seed)]  # hist[-1-i] = S_i
     bits = []
@@ -21,7 +21,7 @@ def prbs_symbols(exponents, seed, count):
         for k in exponents:
             b ^= hist[-k]
         hist.append(b)
-        bits.append(b)
+        bits.append(b ^ 1 if invert else b)
     assert len(seed) == n
     return "".join(str(GRAY[(bits[2 * j], bits[2 * j + 1])]) for j in range(count))
 
@@ -42,22 +42,28 @@ def write(name, header, lines):
 
 
 def main():
-    for name, exps, desc in (
-        ("prbs13q", (13, 12, 2, 1), "x^13 + x^12 + x^2 + x + 1"),
-        ("prbs31q", (31, 28), "x^31 + x^28 + 1"),
+    for name, exps, desc, std_seed, invert, origin in (
+        ("prbs13q", (13, 12, 2, 1), "x^13 + x^12 + x^2 + x + 1", "0000010101011", False,
+         "Default seed 0000010101011 [S]: the IEEE 802.3 COM script's PRBS13Q seed (vectors/pma/README.md)."),
+        ("prbs31q", (31, 28), "x^31 + x^28 + 1, output inverted (Figure 49-9)", "1" * 31, True,
+         "Output inverter [S] (Figure 49-9); default seed all ones: no standard seed found [?]."),
     ):
         n = exps[0]
         recs = []
-        for seed in ("1" * n, "1" + "0" * (n - 1), "0" * (n - 1) + "1"):
-            recs.append(f"kind=prbsq pattern={name} seed={seed} count=1000 symbols={prbs_symbols(exps, seed, 1000)}")
+        seeds = dict.fromkeys((std_seed, "1" * n, "1" + "0" * (n - 1), "0" * (n - 1) + "1"))
+        for seed in seeds:
+            recs.append(f"kind=prbsq pattern={name} seed={seed} count=1000 "
+                        f"symbols={prbs_symbols(exps, seed, 1000, invert)}")
         write(
             f"{name}.txt",
             [
                 f"{name.upper()} test pattern (IEEE 802.3 120.5.11.2): {desc}, Fibonacci LFSR S0..S{n - 1},",
                 "new bit = xor of S(k-1) over the exponents k, output and shifted into S0; bit pairs {A, B}",
-                "Gray mapped. Polynomial [S]; the seeds here are our choices [I] (all ones is phy802's default).",
-                "SELF-GENERATED regression vectors (no published sequence was at hand): written by",
-                "vectors/pma/_gen/gen_pma_vectors.py, an independent plain-Python recurrence b[n] = xor b[n-k].",
+                "Gray mapped. " + origin,
+                "The first record uses phy802's default seed; the others are arbitrary regression seeds.",
+                "SELF-GENERATED regression vectors: written by vectors/pma/_gen/gen_pma_vectors.py, an",
+                "independent plain-Python recurrence b[n] = xor b[n-k]. The PRBS13Q seed and phase were checked",
+                "against the COM reference's pinned output (tests/unit/pma/test_prbs_seeds.py).",
             ],
             recs,
         )

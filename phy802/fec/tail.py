@@ -1,0 +1,654 @@
+"""Fit channel models to a FEC codeword histogram and extrapolate its tail (``phy802 fec tail``).
+
+A link's uncorrectable rate (FER ~1e-13 and below) is far too rare to observe; what hardware
+counts is how many codewords needed 0, 1, 2, ... symbol corrections (:mod:`phy802.fec.bins`). This
+module fits error models to those counts and reads the tail ``P(W > t)`` off the fitted model.
+
+Models (``W`` = wrong RS symbols in one codeword of ``n`` symbols)
+------------------------------------------------------------------
+* ``binomial``: independent symbol errors, ``W ~ Binomial(n, p)``; pre-FEC BER from ``p`` for
+  independent bit errors (``p = 1 - (1 - BER)^10``). One parameter.
+* ``dfe``: 1-tap DFE error propagation on PAM4 symbols (:class:`phy802.channel.DfeBurst`,
+  ``ErrorChain.dfe``; alternating error signs), 5 PAM4 symbols per 10-bit RS symbol; parameters
+  the stationary PAM4 symbol error ratio ``ser`` and the propagation probability ``pb``; pre-FEC
+  BER = ``ser / 2`` (Gray, one-level errors flip one of the two bits). Two parameters; ``pb = 0``
+  is the binomial model.
+* ``ge``: Gilbert-Elliott on PAM4 symbols (``ErrorChain.gilbert_elliott``): states G/B with
+  transitions ``p_gb``/``p_bg`` and error probabilities ``e_g <= e_b``. Four parameters;
+  ``e_g = e_b`` is the binomial model.
+
+The burst models' codeword law is the exact Markov dynamic program of
+:func:`phy802.theory.markov_symbol_error_pmf` (a Numba kernel here, truncated at ``t + 1`` so that
+``P(W > t)`` is a sum of non-negative terms). Idealisation: a codeword's symbols are consecutive
+on one lane; on a real Clause 119 link they are interleaved over 16/8 PCS lanes, so fitted burst
+parameters are *effective* values that reproduce the codeword histogram, not a lane's raw DFE.
+
+Fitting
+-------
+Binned maximum likelihood: bin ``i`` (inclusive ``[low, high]``, or the uncorrectable bin
+``[t+1, n]`` when the histogram reports it) has model probability ``q_i``; the log-likelihood is
+``sum_i c_i log(q_i / Q)`` with ``Q`` the model mass of the bins reported, so coarse vendor bins,
+gaps and missing uncorrectable counts are handled by conditioning (a truncated multinomial).
+
+Goodness of fit: Pearson ``X^2`` and the likelihood-ratio ``G^2`` against the saturated
+multinomial, on bins pooled in order until each pooled group expects >= 5 codewords, with
+``df = groups - 1 - parameters`` (no p-value when ``df < 1``). Model comparison: likelihood-ratio
+tests against the binomial (``dfe``: boundary ``pb = 0``, p-value ``0.5 P(chi2_1 > LR)``;
+``ge``: ``P(chi2_3 > LR)``, approximate) and AIC; ``best`` is the model with the lowest AIC.
+
+Extrapolation and intervals (95%)
+---------------------------------
+For each model: the codeword error ratio ``fer = P(W > t)``; the post-FEC BER
+``E[W 1{W > t}] / n * b`` where ``b`` is the mean number of wrong bits per wrong RS symbol over
+10 (failed words pass uncorrected, as in :func:`phy802.theory.post_fec_ber`); the pre-FEC BER; and
+the **margin**: the factor ``s`` by which the pre-FEC BER can grow, with the error *shape* held
+(binomial: BER x s; ``dfe``: ``ser`` x s at the same ``pb``; ``ge``: ``e_g, e_b`` x s at the same
+transitions), before FER reaches ``target_fer`` (default ``1e-13``, the 802.3 MAC BER objective
+used as a codeword-level target), reported as ``ber_at_target``, ``margin_factor``, ``margin_db``
+= 10 log10(s) and ``snr_margin_db`` (the SNR drop from the fitted to the target BER on PAM4
+AWGN, :func:`phy802.theory.snr_db_for_ber`; an AWGN equivalence, not a measured SNR).
+Intervals: **profile likelihood** for the binomial (``2 (ll_max - ll(p)) <= 3.84``; every
+prediction is monotone in ``p``), **parametric bootstrap** (percentile, ``bootstrap`` replicates
+drawn from the fitted model with the observed number of codewords, refitted) for ``dfe``/``ge``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+import numpy as np
+from scipy import optimize
+from scipy import stats as _st
+
+from phy802 import theory
+from phy802.fec.bins import FecHistogram
+
+__all__ = ["CODES", "MODELS", "TailFit", "ModelFit", "fit_histogram", "model_pmf", "sample_histogram",
+           "generator_channel", "read_fit", "DEFAULT_TARGET_FER"]
+
+#: FER target of the margin (the 802.3 BER objective 1e-13 [C], used here per codeword)
+DEFAULT_TARGET_FER = 1e-13
+#: PAM4 symbols per 10-bit RS symbol
+UNITS = 5
+CODES: dict[str, theory.RsCode] = {
+    "kp4": theory.RsCode(544, 514, 10, "kp4"),
+    "kr4": theory.RsCode(528, 514, 10, "kr4"),
+    "rs272": theory.RsCode(272, 258, 10, "rs272"),  # RS(272,257+1), t = 7 (tradeoff_notes sec. 1)
+}
+MODELS = ("binomial", "dfe", "ge")
+_N_PARAMS = {"binomial": 1, "dfe": 2, "ge": 4}
+_MIN_BINS = {"binomial": 2, "dfe": 3, "ge": 5}
+_CHI2_95 = float(_st.chi2.ppf(0.95, 1))
+
+
+# ------------------------------------------------------------------------------ model laws
+
+
+@dataclass(frozen=True)
+class _Law:
+    q: np.ndarray        # P(W = w), w = 0..t
+    fer: float           # P(W > t)
+    ew_fail: float       # E[W 1{W > t}]
+    ber: float           # pre-FEC BER
+    bits_per_sym: float  # mean wrong bits per wrong RS symbol / 10
+
+    @property
+    def post_fec_ber(self) -> float:
+        return 0.0 if self.fer == 0 else self.ew_fail / float(self._n) * self.bits_per_sym
+
+    _n: int = 0
+
+
+def _chain_arrays(model: str, p: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(P, e, pi)`` of the 2-state chain (``theory.ErrorChain.dfe`` / ``gilbert_elliott``), with
+    the stationary law in closed form."""
+    if model == "dfe":
+        ser, pb = p["ser"], p["pb"]
+        pe = min(ser * (1.0 - pb) / (1.0 - ser), 1.0)  # DfeBurst.from_ser
+        P = np.array([[1.0 - pe, pe], [1.0 - pb, pb]])
+        e = np.array([0.0, 1.0])
+        pi = np.array([1.0 - pb, pe]) / (1.0 - pb + pe)
+    else:
+        a, b = p["p_gb"], p["p_bg"]
+        P = np.array([[1.0 - a, a], [b, 1.0 - b]])
+        e = np.array([p["e_g"], p["e_b"]])
+        pi = np.array([b, a]) / (a + b)
+    return P, e, pi
+
+
+def model_pmf(model: str, params: dict, code: theory.RsCode) -> _Law:
+    """The model's codeword law at ``params`` (see the module docstring)."""
+    n, t = code.n, code.t
+    if model == "binomial":
+        pr = float(params["p_symbol"])
+        w = np.arange(t + 1)
+        q = _st.binom.pmf(w, n, pr) if pr > 0 else (w == 0).astype(float)
+        ber = float(theory.bit_error_prob(pr, code.m))
+        fer = float(theory.rs_codeword_error_ratio(pr, code)) if pr > 0 else 0.0
+        ew = float(theory.rs_post_fec_ser(pr, code)) * n if pr > 0 else 0.0
+        return _Law(q, fer, ew, ber, (ber / pr) if pr > 0 else 0.1, n)
+    if model not in ("dfe", "ge"):
+        raise ValueError(f"unknown model {model!r} (choose from {', '.join(MODELS)})")
+    from phy802.fec._tail_kernels import block_transfer, markov_count_pmf
+
+    P, e, init = _chain_arrays(model, params)
+    Nm, Ym = block_transfer(P, e, UNITS)
+    out, ew = markov_count_pmf(Nm, Ym, init, n, t + 1)
+    ser = float(init @ e)  # the chain starts stationary, so this is the stationary SER
+    v = init * (1.0 - e)
+    for _ in range(UNITS - 1):
+        v = (v @ P) * (1.0 - e)
+    p_sym = 1.0 - float(v.sum())
+    bps = (UNITS * ser / p_sym / 10.0) if p_sym > 0 else 0.1
+    return _Law(np.asarray(out[: t + 1]), float(out[t + 1]), float(ew), ser / 2.0, bps, n)
+
+
+# ------------------------------------------------------------------------------ parameters
+
+
+def _from_x(model: str, x: np.ndarray) -> dict:
+    x = np.asarray(x, dtype=float)
+    if model == "binomial":
+        return {"p_symbol": 10.0 ** float(np.clip(x[0], -20.0, -0.35))}
+    if model == "dfe":
+        ser = 10.0 ** float(np.clip(x[0], -20.0, -0.5))
+        pb = float(np.clip(1.0 / (1.0 + math.exp(-float(np.clip(x[1], -30, 30)))), 0.0, 0.9999))
+        return {"ser": ser, "pb": pb}
+    eg, eb, pgb, pbg = (10.0 ** float(np.clip(v, -20.0, 0.0)) for v in x)
+    if eg > eb:  # label the states so that B is the worse one
+        eg, eb, pgb, pbg = eb, eg, pbg, pgb
+    return {"p_gb": pgb, "p_bg": max(pbg, 1e-12), "e_g": eg, "e_b": eb}
+
+
+def _to_x(model: str, p: dict) -> np.ndarray:
+    if model == "binomial":
+        return np.array([math.log10(max(p["p_symbol"], 1e-20))])
+    if model == "dfe":
+        pb = min(max(p["pb"], 1e-9), 0.9999)
+        return np.array([math.log10(p["ser"]), math.log(pb / (1 - pb))])
+    return np.log10(np.maximum([p["e_g"], p["e_b"], p["p_gb"], p["p_bg"]], 1e-20))
+
+
+def _scaled(model: str, p: dict, s: float) -> dict | None:
+    """The model with its error probability scaled by ``s`` (shape held); None when out of range."""
+    if model == "binomial":
+        b = float(theory.bit_error_prob(p["p_symbol"])) * s
+        return None if not 0 < b < 0.5 else {"p_symbol": float(theory.symbol_error_prob(b))}
+    if model == "dfe":
+        ser = p["ser"] * s
+        return None if not 0 < ser < 0.5 else {"ser": ser, "pb": p["pb"]}
+    eg, eb = p["e_g"] * s, p["e_b"] * s
+    return None if eb > 1.0 else {**p, "e_g": eg, "e_b": eb}
+
+
+# ------------------------------------------------------------------------------ likelihood
+
+
+@dataclass(frozen=True)
+class _Data:
+    lows: np.ndarray
+    highs: np.ndarray
+    counts: np.ndarray   # bins, then the uncorrectable count last when has_fail
+    has_fail: bool
+    labels: tuple[str, ...]
+
+    @property
+    def total(self) -> int:
+        return int(self.counts.sum())
+
+
+def _data(hist: FecHistogram, t: int) -> _Data:
+    if hist.t is not None and hist.t != t:
+        raise ValueError(f"{hist.source}: histogram is for t = {hist.t}, the code has t = {t}")
+    for i, b in enumerate(hist.bins):
+        if b.high > t:
+            raise ValueError(f"{hist.source or 'histogram'}: hist[{i}].bin-high {b.high} exceeds t = {t} "
+                             "of the code (choose the right --code)")
+    lows = np.array([b.low for b in hist.bins], np.int64)
+    highs = np.array([b.high for b in hist.bins], np.int64)
+    counts = [b.count for b in hist.bins]
+    labels = [b.label() for b in hist.bins]
+    has_fail = hist.uncorrectable is not None
+    if has_fail:
+        counts.append(int(hist.uncorrectable))
+        labels.append(f">{t}")
+    return _Data(lows, highs, np.array(counts, np.int64), has_fail, tuple(labels))
+
+
+def _bin_probs(law: _Law, d: _Data) -> np.ndarray:
+    q = [float(law.q[lo:hi + 1].sum()) for lo, hi in zip(d.lows, d.highs)]
+    if d.has_fail:
+        q.append(law.fer)
+    return np.array(q)
+
+
+def _loglik(probs: np.ndarray, counts: np.ndarray) -> float:
+    Q = probs.sum()
+    if not Q > 0:
+        return -1e300
+    lp = np.log(np.maximum(probs, 1e-300) / Q)
+    return float(np.sum(np.where(counts > 0, counts * lp, 0.0)))
+
+
+def _fit_x(model: str, d: _Data, code: theory.RsCode, starts: Sequence[np.ndarray], tol: float = 1e-7,
+           maxiter: int = 2000) -> tuple[np.ndarray, float]:
+    def nll(x):
+        return -_loglik(_bin_probs(model_pmf(model, _from_x(model, x), code), d), d.counts)
+
+    best = None
+    for x0 in starts:
+        if model == "binomial":
+            r = optimize.minimize_scalar(lambda v: nll(np.array([v])), bounds=(-20.0, -0.35), method="bounded",
+                                         options={"xatol": 1e-9})
+            cand = (np.array([r.x]), float(r.fun))
+        else:
+            r = optimize.minimize(nll, np.asarray(x0, float), method="Nelder-Mead",
+                                  options={"xatol": 1e-6, "fatol": tol, "maxiter": maxiter, "maxfev": maxiter * 2})
+            cand = (np.asarray(r.x), float(r.fun))
+        if best is None or cand[1] < best[1]:
+            best = cand
+        if model == "binomial":
+            break
+    return best[0], -best[1]
+
+
+def _starts(model: str, p_sym: float) -> list[np.ndarray]:
+    p_sym = min(max(p_sym, 1e-12), 0.3)
+    ser = float(-np.expm1(np.log1p(-p_sym) / UNITS))
+    if model == "binomial":
+        return [np.array([math.log10(p_sym)])]
+    if model == "dfe":
+        return [_to_x("dfe", {"ser": ser, "pb": pb}) for pb in (0.05, 0.5, 0.9)]
+    out = []
+    for eb in (0.05, 0.3):
+        for pbg in (0.02, 0.3):
+            eg = ser * 0.5
+            pi_b = min(max((ser - eg) / (eb - eg), 1e-9), 0.5)
+            out.append(_to_x("ge", {"e_g": eg, "e_b": eb, "p_gb": pi_b * pbg / (1 - pi_b), "p_bg": pbg}))
+    return out
+
+
+# ------------------------------------------------------------------------------ results
+
+
+@dataclass
+class ModelFit:
+    """One fitted model: parameters, log-likelihood, goodness of fit, predictions with 95% intervals."""
+
+    model: str
+    params: dict
+    loglik: float
+    n_params: int
+    expected: list[float]
+    gof: dict
+    predicted: dict
+    interval_method: str
+    note: str = ""
+
+    @property
+    def aic(self) -> float:
+        return 2 * self.n_params - 2 * self.loglik
+
+    def as_dict(self) -> dict:
+        return {"model": self.model, "params": self.params, "loglik": self.loglik, "n_params": self.n_params,
+                "aic": self.aic, "expected": self.expected, "gof": self.gof, "predicted": self.predicted,
+                "interval_method": self.interval_method, "note": self.note}
+
+
+@dataclass
+class TailFit:
+    """All fits of one histogram (``as_dict`` is the FIT.json document)."""
+
+    code: theory.RsCode
+    histogram: FecHistogram
+    target_fer: float
+    fits: dict[str, ModelFit]
+    skipped: dict[str, str]
+    comparison: dict
+    best: str | None
+    observed: dict
+    settings: dict = field(default_factory=dict)
+
+    def as_dict(self) -> dict:
+        from phy802 import __version__
+
+        return {
+            "format": "phy802.fec_tail_fit", "version": 1, "phy802_version": __version__,
+            "code": {"name": self.code.name, "n": self.code.n, "k": self.code.k, "t": self.code.t},
+            "target_fer": self.target_fer, "settings": self.settings,
+            "histogram": self.histogram.as_dict(), "observed": self.observed,
+            "models": {k: v.as_dict() for k, v in self.fits.items()}, "skipped": self.skipped,
+            "comparison": self.comparison, "best": self.best,
+            "channel": None if self.best is None else {"model": self.best, **self.fits[self.best].params,
+                                                       "ber": self.fits[self.best].predicted["pre_fec_ber"]["value"]},
+        }
+
+    def format_text(self) -> str:
+        c = self.code
+        lines = [f"histogram  {self.histogram.source or '-'}: {self.observed['codewords']} codewords in "
+                 f"{len(self.histogram.bins)} bins, code {c.name or 'RS'}({c.n},{c.k}) t={c.t}; "
+                 f"uncorrectable {self.observed['uncorrectable'] if self.observed['uncorrectable'] is not None else 'not reported'}"]
+        if self.observed.get("fer"):
+            f = self.observed["fer"]
+            lines.append(f"observed   FER {f['value']:.3e} (95% CI {f['lo']:.3e}..{f['hi']:.3e})")
+        lines.append(f"target     FER {self.target_fer:.0e} (margin: how far pre-FEC BER may grow, shape held)")
+        lines.append("")
+        hdr = f"{'model':<9} {'params':<44} {'X2 p':>8} {'G2 p':>8} {'AIC':>12}"
+        lines.append(hdr)
+        for name, f in self.fits.items():
+            ps = ", ".join(f"{k}={v:.3g}" for k, v in f.params.items())
+            pv = lambda v: "   -    " if v is None else f"{v:8.2g}"
+            lines.append(f"{name:<9} {ps:<44} {pv(f.gof['pearson_p'])} {pv(f.gof['g2_p'])} {f.aic:12.2f}")
+        for name, why in self.skipped.items():
+            lines.append(f"{name:<9} not fitted: {why}")
+        lines.append("")
+        lines.append(f"{'model':<9} {'pre-FEC BER':<30} {'FER':<30} {'post-FEC BER':<30} margin (BER x, dB SNR)")
+        for name, f in self.fits.items():
+            p = f.predicted
+            iv = lambda r: f"{r['value']:.2e} [{_f(r['lo'], '.1e')},{_f(r['hi'], '.1e')}]" if r["value"] is not None else "-"
+            m = p["margin_factor"]
+            ms = "-" if m["value"] is None else (f"x{m['value']:.3g} [{_f(m['lo'], '.3g')},{_f(m['hi'], '.3g')}]"
+                                                 + ("" if p["snr_margin_db"]["value"] is None
+                                                    else f", {p['snr_margin_db']['value']:+.2f} dB"))
+            lines.append(f"{name:<9} {iv(p['pre_fec_ber']):<30} {iv(p['fer']):<30} {iv(p['post_fec_ber']):<30} {ms}")
+        lines.append("")
+        for k, v in self.comparison.items():
+            lines.append(f"{k}: LR {v['lr']:.3g}, p = {v['p_value']:.3g} ({v['reference']})")
+        if self.best:
+            lines.append(f"best (AIC): {self.best}; intervals: "
+                         + "; ".join(f"{k} {v.interval_method}" for k, v in self.fits.items()))
+        return "\n".join(lines)
+
+
+def _f(v, spec: str) -> str:
+    return "-" if v is None else format(v, spec)
+
+
+def _gof(counts: np.ndarray, probs: np.ndarray, n_params: int, min_expected: float = 5.0) -> tuple[dict, list]:
+    N = counts.sum()
+    E = N * probs / probs.sum()
+    groups_o, groups_e = [], []
+    o_acc = e_acc = 0.0
+    for o, e in zip(counts, E):
+        o_acc += o
+        e_acc += e
+        if e_acc >= min_expected:
+            groups_o.append(o_acc)
+            groups_e.append(e_acc)
+            o_acc = e_acc = 0.0
+    if e_acc > 0 or o_acc > 0:
+        if groups_o:
+            groups_o[-1] += o_acc
+            groups_e[-1] += e_acc
+        else:
+            groups_o.append(o_acc)
+            groups_e.append(e_acc)
+    O, Ex = np.array(groups_o), np.array(groups_e)
+    x2 = float(np.sum((O - Ex) ** 2 / np.maximum(Ex, 1e-300)))
+    g2 = float(2.0 * np.sum(np.where(O > 0, O * np.log(np.maximum(O, 1e-300) / np.maximum(Ex, 1e-300)), 0.0)))
+    df = len(O) - 1 - n_params
+    return ({"pooled_groups": len(O), "df": df, "pearson_x2": x2, "g2": g2,
+             "pearson_p": float(_st.chi2.sf(x2, df)) if df >= 1 else None,
+             "g2_p": float(_st.chi2.sf(g2, df)) if df >= 1 else None,
+             "min_expected": min_expected}, [float(v) for v in E])
+
+
+def _predict(model: str, params: dict, code: theory.RsCode, target: float) -> dict:
+    law = model_pmf(model, params, code)
+    out = {"pre_fec_ber": law.ber, "fer": law.fer, "post_fec_ber": law.post_fec_ber}
+    s = _margin(model, params, code, target)
+    out["margin_factor"] = s
+    out["ber_at_target"] = None if s is None else law.ber * s
+    out["margin_db"] = None if s is None else 10 * math.log10(s)
+    snr = None
+    if s is not None and 0 < law.ber < 0.5 and 0 < law.ber * s < 0.5:
+        try:
+            snr = theory.snr_db_for_ber(law.ber) - theory.snr_db_for_ber(law.ber * s)
+        except ValueError:
+            snr = None
+    out["snr_margin_db"] = snr
+    return out
+
+
+def _margin(model: str, params: dict, code: theory.RsCode, target: float) -> float | None:
+    def g(ls):
+        p = _scaled(model, params, 10.0**ls)
+        if p is None:
+            return math.inf
+        f = model_pmf(model, p, code).fer
+        return (math.log(f) if f > 0 else -800.0) - math.log(target)
+
+    lo, hi = -12.0, 6.0
+    # largest finite hi
+    while hi > lo and not math.isfinite(g(hi)):
+        hi -= 0.25
+    try:
+        glo, ghi = g(lo), g(hi)
+    except (ValueError, FloatingPointError):
+        return None
+    if not (glo < 0 < ghi):
+        return None
+    return 10.0 ** float(optimize.brentq(g, lo, hi, xtol=1e-6))
+
+
+_PRED_KEYS = ("pre_fec_ber", "fer", "post_fec_ber", "margin_factor", "ber_at_target", "margin_db", "snr_margin_db")
+
+
+def _interval(v, lo, hi) -> dict:
+    return {"value": v, "lo": lo, "hi": hi}
+
+
+def _profile_binomial(d: _Data, code: theory.RsCode, x_hat: float, ll_hat: float, target: float) -> dict:
+    def ll(v):
+        return _loglik(_bin_probs(model_pmf("binomial", {"p_symbol": 10.0**v}, code), d), d.counts)
+
+    cut = ll_hat - _CHI2_95 / 2
+
+    def root(a, b):
+        fa, fb = ll(a) - cut, ll(b) - cut
+        if fa * fb > 0:
+            return None
+        return float(optimize.brentq(lambda v: ll(v) - cut, a, b, xtol=1e-9))
+
+    x_lo = root(-20.0, x_hat) if x_hat > -19.9 else None
+    x_hi = root(x_hat, -0.35)
+    p_lo = 0.0 if x_lo is None else 10.0**x_lo
+    p_hi = 0.5 if x_hi is None else 10.0**x_hi
+    ends = [_predict("binomial", {"p_symbol": p}, code, target) if p > 0 else None for p in (p_lo, p_hi)]
+    centre = _predict("binomial", {"p_symbol": 10.0**x_hat}, code, target)
+    out = {}
+    for k in _PRED_KEYS:
+        a = ends[0][k] if ends[0] is not None else (0.0 if k in ("pre_fec_ber", "fer", "post_fec_ber") else None)
+        b = ends[1][k] if ends[1] is not None else None
+        vals = [v for v in (a, b) if v is not None]
+        if centre[k] is None or not vals:
+            out[k] = _interval(centre[k], None, None)
+        elif k in ("margin_factor", "ber_at_target", "margin_db", "snr_margin_db") and (a is None or b is None):
+            out[k] = _interval(centre[k], min(vals), None if b is None and k != "ber_at_target" else max(vals))
+        else:
+            out[k] = _interval(centre[k], min(vals), max(vals))
+    return out
+
+
+def _bootstrap(model: str, d: _Data, code: theory.RsCode, x_hat: np.ndarray, target: float, reps: int,
+               rng: np.random.Generator) -> tuple[dict, int]:
+    params = _from_x(model, x_hat)
+    centre = _predict(model, params, code, target)
+    probs = _bin_probs(model_pmf(model, params, code), d)
+    probs = probs / probs.sum()
+    N = d.total
+    draws = {k: [] for k in _PRED_KEYS}
+    ok = 0
+    for _ in range(reps):
+        counts = rng.multinomial(N, probs)
+        dd = _Data(d.lows, d.highs, counts, d.has_fail, d.labels)
+        xb, _ = _fit_x(model, dd, code, [x_hat], tol=1e-5, maxiter=600)
+        pr = _predict(model, _from_x(model, xb), code, target)
+        ok += 1
+        for k in _PRED_KEYS:
+            if pr[k] is not None:
+                draws[k].append(pr[k])
+    out = {}
+    for k in _PRED_KEYS:
+        v = np.array(draws[k], float)
+        if centre[k] is None or v.size < max(10, reps // 2):
+            out[k] = _interval(centre[k], None, None)
+        else:
+            out[k] = _interval(centre[k], float(np.percentile(v, 2.5)), float(np.percentile(v, 97.5)))
+    return out, ok
+
+
+# ------------------------------------------------------------------------------ entry point
+
+
+def fit_histogram(
+    hist: FecHistogram,
+    code: theory.RsCode | str = "kp4",
+    *,
+    models: Sequence[str] = MODELS,
+    target_fer: float = DEFAULT_TARGET_FER,
+    bootstrap: int = 200,
+    seed: int | np.random.Generator = 1,
+    progress: Callable[[str], None] | None = None,
+) -> TailFit:
+    """Fit ``models`` to ``hist`` and extrapolate (see the module docstring)."""
+    if isinstance(code, str):
+        if code not in CODES:
+            raise ValueError(f"unknown code {code!r} (choose from {', '.join(CODES)})")
+        code = CODES[code]
+    if not 0 < target_fer < 1:
+        raise ValueError(f"target_fer must be in (0, 1), got {target_fer}")
+    if bootstrap < 0:
+        raise ValueError(f"bootstrap must be >= 0, got {bootstrap}")
+    for m in models:
+        if m not in MODELS:
+            raise ValueError(f"unknown model {m!r} (choose from {', '.join(MODELS)})")
+    from phy802._rng import as_generator
+    from phy802.stats import rate
+
+    rng = as_generator(seed)
+    d = _data(hist, code.t)
+    N = d.total
+    if N == 0:
+        raise ValueError(f"{hist.source or 'histogram'}: no codewords counted (every bin-val is 0)")
+    observed = {"codewords": N, "uncorrectable": hist.uncorrectable,
+                "nonzero_bins": int(np.count_nonzero(d.counts)), "fer": None}
+    if hist.uncorrectable is not None:
+        observed["fer"] = rate(int(hist.uncorrectable), N).as_dict()
+    # moment start for p: mean corrected symbols per codeword (bins at their midpoints)
+    mids = (d.lows + d.highs) / 2.0
+    nb = len(d.lows)
+    mean_w = float(np.sum(d.counts[:nb] * mids) / max(d.counts[:nb].sum(), 1))
+    p0 = max(mean_w / code.n, 0.1 / (N * code.n))
+    fits: dict[str, ModelFit] = {}
+    skipped: dict[str, str] = {}
+    n_cells = len(d.counts)
+    for m in models:
+        if n_cells < _MIN_BINS[m]:
+            skipped[m] = f"needs at least {_MIN_BINS[m]} bins, the histogram has {n_cells}"
+            continue
+        if m != "binomial" and observed["nonzero_bins"] < 2:
+            skipped[m] = "all codewords are in one bin: burst parameters are not identifiable"
+            continue
+        if progress:
+            progress(f"fitting {m}")
+        starts = _starts(m, p0 if "binomial" not in fits else fits["binomial"].params["p_symbol"])
+        x_hat, ll_hat = _fit_x(m, d, code, starts)
+        params = _from_x(m, x_hat)
+        law = model_pmf(m, params, code)
+        gof, expected = _gof(d.counts, _bin_probs(law, d), _N_PARAMS[m])
+        if m == "binomial":
+            pred = _profile_binomial(d, code, float(x_hat[0]), ll_hat, target_fer)
+            method = "profile likelihood (2 dLL <= chi2_1(0.95) = 3.84)"
+            note = ""
+        else:
+            if progress and bootstrap:
+                progress(f"bootstrap {m} ({bootstrap} replicates)")
+            if bootstrap:
+                pred, ok = _bootstrap(m, d, code, np.asarray(x_hat), target_fer, bootstrap, rng)
+                method = f"parametric bootstrap, {bootstrap} replicates, percentile"
+            else:
+                c = _predict(m, params, code, target_fer)
+                pred = {k: _interval(c[k], None, None) for k in _PRED_KEYS}
+                method = "none (bootstrap = 0)"
+            note = "effective burst parameters (codeword idealised as consecutive symbols on one lane)"
+        fits[m] = ModelFit(m, params, ll_hat, _N_PARAMS[m], expected, gof, pred, method, note)
+    comparison = {}
+    if "binomial" in fits:
+        l0 = fits["binomial"].loglik
+        if "dfe" in fits:
+            lr = max(0.0, 2 * (fits["dfe"].loglik - l0))
+            comparison["dfe_vs_binomial"] = {"lr": lr, "p_value": float(0.5 * _st.chi2.sf(lr, 1)) if lr > 0 else 1.0,
+                                             "reference": "0.5 chi2_1 (boundary pb = 0)"}
+        if "ge" in fits:
+            lr = max(0.0, 2 * (fits["ge"].loglik - l0))
+            comparison["ge_vs_binomial"] = {"lr": lr, "p_value": float(_st.chi2.sf(lr, 3)),
+                                            "reference": "chi2_3 (approximate: boundary, unidentified under H0)"}
+    best = min(fits, key=lambda k: fits[k].aic) if fits else None
+    settings = {"models": list(models), "bootstrap": bootstrap,
+                "seed": seed if isinstance(seed, int) else None, "units_per_rs_symbol": UNITS}
+    return TailFit(code, hist, float(target_fer), fits, skipped, comparison, best, observed, settings)
+
+
+# ------------------------------------------------------------------------------ helpers
+
+
+def sample_histogram(model: str, params: dict, code: theory.RsCode | str, codewords: int,
+                     rng: np.random.Generator, edges=None, source: str = "phy802 sample") -> FecHistogram:
+    """A histogram of ``codewords`` drawn (multinomial) from the model's exact codeword law."""
+    code = CODES[code] if isinstance(code, str) else code
+    law = model_pmf(model, params, code)
+    probs = np.append(law.q, law.fer)
+    probs = np.clip(probs, 0, None)
+    probs /= probs.sum()
+    c = rng.multinomial(int(codewords), probs)
+    return FecHistogram.from_counts(c[:-1], code.t, edges, uncorrectable=int(c[-1]), source=source)
+
+
+def read_fit(path: str | os.PathLike) -> dict:
+    """Read a FIT.json written by ``phy802 fec tail --out`` (checked for format and fields)."""
+    name = os.fspath(path)
+    try:
+        with open(name, encoding="utf-8") as fh:
+            obj = json.load(fh)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{name}:{exc.lineno}: not valid JSON ({exc.msg})") from None
+    if not isinstance(obj, dict) or obj.get("format") != "phy802.fec_tail_fit":
+        raise ValueError(f"{name}: field 'format' must be 'phy802.fec_tail_fit' (a file from 'phy802 fec tail --out')")
+    if not isinstance(obj.get("models"), dict):
+        raise ValueError(f"{name}: field 'models' is missing")
+    return obj
+
+
+def generator_channel(fit: dict, model: str | None = None, where: str = "FIT.json") -> dict:
+    """Trace-generator settings ``{"ber", "burst_pb", "model", "params"}`` for a fitted model.
+
+    ``binomial`` -> independent line bit errors at the fitted BER (exact for that model).
+    ``dfe`` -> the generator's PCS-lane DFE chain (bursts along a lane's *bits*) at the fitted
+    BER with ``burst_pb = (1 + pb) / 2``: a burst of L PAM4 symbols covers about L/5 RS symbols, a
+    burst of L' lane bits about L'/10, so doubling the mean burst length keeps the RS-symbol span
+    (an approximation; the generator's lane interleave differs from the fit's idealisation).
+    ``ge`` has no generator counterpart and is refused.
+    """
+    name = model or fit.get("best")
+    models = fit.get("models", {})
+    if name is None or name not in models:
+        raise ValueError(f"{where}: field 'models.{name}' is missing (fitted: {', '.join(models) or 'none'})")
+    m = models[name]
+    try:
+        params = m["params"]
+        ber = float(m["predicted"]["pre_fec_ber"]["value"])
+    except (KeyError, TypeError, ValueError):
+        raise ValueError(f"{where}: field 'models.{name}.predicted.pre_fec_ber' is missing or not a number") from None
+    if not 0 < ber < 0.5:
+        raise ValueError(f"{where}: fitted pre-FEC BER {ber!r} of model {name!r} is not in (0, 0.5)")
+    if name == "binomial":
+        return {"model": name, "params": params, "ber": ber, "burst_pb": None}
+    if name == "dfe":
+        pb = float(params["pb"])
+        return {"model": name, "params": params, "ber": ber, "burst_pb": (1.0 + pb) / 2.0}
+    raise ValueError(f"{where}: model {name!r} has no trace-generator channel; use --fit-model binomial or dfe")
