@@ -16,7 +16,7 @@ from typing import Iterable
 
 import numpy as np
 
-from phy802.cli._common import int_arg
+from phy802.cli._common import MAX_SEED, int_arg, probability
 from phy802.fec.counters import FecCounters
 from phy802.fec.rs import CODES, RSCode, decode, encode
 
@@ -71,11 +71,11 @@ def _add_tail(sub) -> None:
                         "rs272 = RS(272,258) t=7 (default kp4)")
     p.add_argument("--models", default="binomial,dfe,ge",
                    help="comma-separated models to fit: binomial, dfe, ge (default binomial,dfe,ge)")
-    p.add_argument("--target-fer", type=float, default=1e-13,
+    p.add_argument("--target-fer", type=probability(), default=1e-13,
                    help="codeword error ratio the margin is measured to (default 1e-13)")
-    p.add_argument("--bootstrap", type=int, default=200,
+    p.add_argument("--bootstrap", type=int_arg(0, 10**6), default=200,
                    help="parametric bootstrap replicates for the dfe/ge intervals (default 200; 0 = none)")
-    p.add_argument("--seed", type=int, default=1, help="seed of the bootstrap (default 1)")
+    p.add_argument("--seed", type=int_arg(0, MAX_SEED), default=1, help="seed of the bootstrap, an integer >= 0 (default 1)")
     p.add_argument("--out", metavar="FIT.json", help="write the fit (JSON) to this file, atomically (default: none, print only)")
     p.add_argument("--json", action="store_true", help="print the fit as JSON on stdout")
 
