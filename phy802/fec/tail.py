@@ -83,6 +83,7 @@ MODELS = ("binomial", "dfe", "ge")
 _N_PARAMS = {"binomial": 1, "dfe": 2, "ge": 4}
 _MIN_BINS = {"binomial": 2, "dfe": 3, "ge": 5}
 _CHI2_95 = float(_st.chi2.ppf(0.95, 1))
+_SIMPLEX_STEP = {"dfe": 0.3, "ge": 0.5}  # initial Nelder-Mead step per transformed coordinate
 
 
 # ------------------------------------------------------------------------------ model laws
@@ -246,8 +247,13 @@ def _fit_x(model: str, d: _Data, code: theory.RsCode, starts: Sequence[np.ndarra
                                          options={"xatol": 1e-9})
             cand = (np.array([r.x]), float(r.fun))
         else:
-            r = optimize.minimize(nll, np.asarray(x0, float), method="Nelder-Mead",
-                                  options={"xatol": 1e-6, "fatol": tol, "maxiter": maxiter, "maxfev": maxiter * 2})
+            x0 = np.asarray(x0, float)
+            # an explicit simplex: scipy's default (5% of each coordinate) is tiny where a coordinate is
+            # near 0 (logit pb ~ 0) and lets refits stop at their start, which narrows bootstrap intervals
+            simplex = np.vstack([x0, x0 + np.diag(np.full(x0.size, _SIMPLEX_STEP[model]))])
+            r = optimize.minimize(nll, x0, method="Nelder-Mead",
+                                  options={"xatol": 1e-6, "fatol": tol, "maxiter": maxiter, "maxfev": maxiter * 2,
+                                           "initial_simplex": simplex})
             cand = (np.asarray(r.x), float(r.fun))
         if best is None or cand[1] < best[1]:
             best = cand
@@ -486,7 +492,7 @@ def _bootstrap(model: str, d: _Data, code: theory.RsCode, x_hat: np.ndarray, tar
     for _ in range(reps):
         counts = rng.multinomial(N, probs)
         dd = _Data(d.lows, d.highs, counts, d.has_fail, d.labels)
-        xb, _ = _fit_x(model, dd, code, [x_hat], tol=1e-5, maxiter=600)
+        xb, _ = _fit_x(model, dd, code, [x_hat], tol=1e-7, maxiter=1000)
         pr = _predict(model, _from_x(model, xb), code, target)
         ok += 1
         for k in _PRED_KEYS:
