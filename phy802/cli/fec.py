@@ -60,7 +60,7 @@ def _add_tail(sub) -> None:
     p = sub.add_parser("tail", help="fit channel models to a FEC bin histogram and extrapolate FER",
                        description="Fit channel models to a FEC codeword histogram and extrapolate its tail.",
                        epilog=TAIL_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("file", metavar="FILE", help="histogram file (kernel JSON or CSV)")
+    p.add_argument("file", metavar="FILE", help="histogram file (kernel JSON or CSV; '-' = stdin)")
     p.add_argument("--code", choices=("kp4", "kr4", "rs272"), default="kp4",
                    help="RS code of the link: kp4 = RS(544,514) t=15, kr4 = RS(528,514) t=7, "
                         "rs272 = RS(272,258) t=7 (default kp4)")
@@ -77,13 +77,14 @@ def _add_tail(sub) -> None:
 
 def _run_tail(args: argparse.Namespace) -> int:
     from phy802._output import to_jsonable
-    from phy802.fec.bins import read_histogram
+    from phy802.fec.bins import parse_histogram_text, read_histogram
     from phy802.fec.tail import CODES, fit_histogram
 
     models = tuple(m.strip() for m in args.models.split(",") if m.strip())
     if not models:
         raise ValueError("--models: give at least one of binomial, dfe, ge")
-    hist = read_histogram(args.file, t=CODES[args.code].t)
+    t = CODES[args.code].t
+    hist = parse_histogram_text(sys.stdin.read(), "<stdin>", t) if args.file == "-" else read_histogram(args.file, t=t)
     fit = fit_histogram(hist, args.code, models=models, target_fer=args.target_fer, bootstrap=args.bootstrap,
                         seed=args.seed)
     doc = to_jsonable(fit.as_dict())

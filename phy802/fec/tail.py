@@ -42,8 +42,8 @@ For each model: the codeword error ratio ``fer = P(W > t)``; the post-FEC BER
 ``E[W 1{W > t}] / n * b`` where ``b`` is the mean number of wrong bits per wrong RS symbol over
 10 (failed words pass uncorrected, as in :func:`phy802.theory.post_fec_ber`); the pre-FEC BER; and
 the **margin**: the factor ``s`` by which the pre-FEC BER can grow, with the error *shape* held
-(binomial: BER x s; ``dfe``: ``ser`` x s at the same ``pb``; ``ge``: ``e_g, e_b`` x s at the same
-transitions), before FER reaches ``target_fer`` (default ``1e-13``, the 802.3 MAC BER objective
+(binomial: BER x s; ``dfe``: ``ser`` x s at the same ``pb``; ``ge``: ``e_g, e_b`` x s, each capped
+at 1, at the same transitions), before FER reaches ``target_fer`` (default ``1e-13``, the 802.3 MAC BER objective
 used as a codeword-level target), reported as ``ber_at_target``, ``margin_factor``, ``margin_db``
 = 10 log10(s) and ``snr_margin_db`` (the SNR drop from the fitted to the target BER on PAM4
 AWGN, :func:`phy802.theory.snr_db_for_ber`; an AWGN equivalence, not a measured SNR).
@@ -182,8 +182,8 @@ def _scaled(model: str, p: dict, s: float) -> dict | None:
     if model == "dfe":
         ser = p["ser"] * s
         return None if not 0 < ser < 0.5 else {"ser": ser, "pb": p["pb"]}
-    eg, eb = p["e_g"] * s, p["e_b"] * s
-    return None if eb > 1.0 else {**p, "e_g": eg, "e_b": eb}
+    eg, eb = p["e_g"] * s, p["e_b"] * s  # each capped at 1 (the bad state saturates first)
+    return None if eg >= 1.0 else {**p, "e_g": eg, "e_b": min(eb, 1.0)}
 
 
 # ------------------------------------------------------------------------------ likelihood
@@ -318,6 +318,7 @@ class TailFit:
     best: str | None
     observed: dict
     settings: dict = field(default_factory=dict)
+    per_lane: list = field(default_factory=list)
 
     def as_dict(self) -> dict:
         from phy802 import __version__
@@ -328,7 +329,7 @@ class TailFit:
             "target_fer": self.target_fer, "settings": self.settings,
             "histogram": self.histogram.as_dict(), "observed": self.observed,
             "models": {k: v.as_dict() for k, v in self.fits.items()}, "skipped": self.skipped,
-            "comparison": self.comparison, "best": self.best,
+            "comparison": self.comparison, "best": self.best, "per_lane_binomial": self.per_lane,
             "channel": None if self.best is None else {"model": self.best, **self.fits[self.best].params,
                                                        "ber": self.fits[self.best].predicted["pre_fec_ber"]["value"]},
         }
@@ -364,6 +365,16 @@ class TailFit:
         lines.append("")
         for k, v in self.comparison.items():
             lines.append(f"{k}: LR {v['lr']:.3g}, p = {v['p_value']:.3g} ({v['reference']})")
+        if self.per_lane:
+            lines.append("")
+            lines.append("per lane (binomial fit of each lane's bins):")
+            for r in self.per_lane:
+                if not r["codewords"]:
+                    lines.append(f"  lane {r['lane']:>2}: no codewords")
+                    continue
+                b, f = r["pre_fec_ber"], r["fer"]
+                lines.append(f"  lane {r['lane']:>2}: {r['codewords']} codewords, BER {b['value']:.3e} "
+                             f"[{_f(b['lo'], '.2e')},{_f(b['hi'], '.2e')}], FER {f['value']:.2e}, G2 p {_f(r['g2_p'], '.2g')}")
         if self.best:
             lines.append(f"best (AIC): {self.best}; intervals: "
                          + "; ".join(f"{k} {v.interval_method}" for k, v in self.fits.items()))
@@ -595,9 +606,34 @@ def fit_histogram(
             comparison["ge_vs_binomial"] = {"lr": lr, "p_value": float(_st.chi2.sf(lr, 3)),
                                             "reference": "chi2_3 (approximate: boundary, unidentified under H0)"}
     best = min(fits, key=lambda k: fits[k].aic) if fits else None
+    per_lane = _per_lane(hist, code, target_fer)
     settings = {"models": list(models), "bootstrap": bootstrap,
                 "seed": seed if isinstance(seed, int) else None, "units_per_rs_symbol": UNITS}
-    return TailFit(code, hist, float(target_fer), fits, skipped, comparison, best, observed, settings)
+    return TailFit(code, hist, float(target_fer), fits, skipped, comparison, best, observed, settings, per_lane)
+
+
+def _per_lane(hist: FecHistogram, code: theory.RsCode, target: float) -> list[dict]:
+    """Binomial fit per lane when every bin carries ``bin-val-per-lane`` (the lanes' own histograms;
+    no per-lane uncorrectable count, so each lane's fit is conditioned on its reported bins)."""
+    L = hist.n_lanes
+    if not L or any(b.per_lane is None for b in hist.bins) or len(hist.bins) < 2:
+        return []
+    from phy802.fec.bins import FecBin
+
+    out = []
+    for j in range(L):
+        hj = FecHistogram(tuple(FecBin(b.low, b.high, b.per_lane[j]) for b in hist.bins), None, None, None,
+                          hist.t, f"{hist.source} lane {j}")
+        if hj.total == 0:
+            out.append({"lane": j, "codewords": 0})
+            continue
+        dj = _data(hj, code.t)
+        x, ll = _fit_x("binomial", dj, code, _starts("binomial", 1e-6))
+        pred = _profile_binomial(dj, code, float(x[0]), ll, target)
+        gof, _ = _gof(dj.counts, _bin_probs(model_pmf("binomial", _from_x("binomial", x), code), dj), 1)
+        out.append({"lane": j, "codewords": hj.total, "pre_fec_ber": pred["pre_fec_ber"], "fer": pred["fer"],
+                    "margin_factor": pred["margin_factor"], "g2_p": gof["g2_p"]})
+    return out
 
 
 # ------------------------------------------------------------------------------ helpers

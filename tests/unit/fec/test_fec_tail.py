@@ -210,3 +210,24 @@ def test_dfe_fit_of_a_simulated_burst_channel_recovers_it():
     assert pre["lo"] <= ch.ber <= pre["hi"]
     true_fer = model_pmf("dfe", {"ser": 4e-4, "pb": 0.5}, KP4).fer
     assert d.predicted["fer"]["lo"] <= true_fer <= d.predicted["fer"]["hi"]
+
+
+def test_per_lane_histograms_are_fitted_per_lane_and_stdin_works(monkeypatch, capsys):
+    import io
+
+    rng = np.random.default_rng(9)
+    lanes = []
+    for ber in (1e-5, 1e-5, 1e-4, 1e-5):  # lane 2 is ten times worse
+        p = float(theory.symbol_error_prob(ber))
+        lanes.append(sample_histogram("binomial", {"p_symbol": p}, KP4, 200_000, rng, edges=parse_edges("0,1,2,3-15", 15)))
+    hist = [{"bin-low": b.low, "bin-high": b.high, "bin-val-per-lane": [h.bins[i].count for h in lanes]}
+            for i, b in enumerate(lanes[0].bins)]
+    monkeypatch.setattr("sys.stdin", io.StringIO(json.dumps({"stats": {"hist": hist}})))
+    assert main(["fec", "tail", "-", "--models", "binomial", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    per = doc["per_lane_binomial"]
+    assert [r["lane"] for r in per] == [0, 1, 2, 3]
+    for r, ber in zip(per, (1e-5, 1e-5, 1e-4, 1e-5)):
+        assert r["pre_fec_ber"]["lo"] <= ber <= r["pre_fec_ber"]["hi"]
+    worst = max(per, key=lambda r: r["pre_fec_ber"]["value"])
+    assert worst["lane"] == 2
