@@ -43,15 +43,31 @@ class VerifyResult:
         return not self.failures and self.n_records > 0
 
 
-def read_records(path: str | Path, required: Mapping[str, tuple[str, ...]]) -> list[VectorRecord]:
-    """Parse ``path``; ``required`` maps each allowed kind to its mandatory fields.
+def _lines(path: Path):
+    """``(line number, line)`` of a UTF-8 text file; binary/non-UTF-8 content is a VectorError."""
+    with open(path, encoding="utf-8") as fh:
+        lineno = 0
+        try:
+            for lineno, raw in enumerate(fh, 1):
+                if "\x00" in raw:
+                    raise VectorError(f"{path}:{lineno}: binary data (NUL byte): not a text vector file")
+                yield lineno, raw
+        except UnicodeDecodeError as exc:
+            raise VectorError(f"{path}:{lineno + 1}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+
+
+def read_records(path: str | Path, required: Mapping[str, tuple[str, ...]],
+                 optional: Mapping[str, tuple[str, ...]] | None = None) -> list[VectorRecord]:
+    """Parse ``path``; ``required`` maps each allowed kind to its mandatory fields, ``optional`` to
+    the fields it may also carry. Any other field is an error (a misspelt key must not pass).
 
     Raises :class:`VectorError` (``file:line: ...``) or ``OSError``.
     """
     path = Path(path)
+    optional = optional or {}
     records = []
-    with open(path, encoding="utf-8") as fh:
-        for lineno, raw in enumerate(fh, 1):
+    if True:
+        for lineno, raw in _lines(path):
             line = raw.strip()
             if not line or line.startswith("#"):
                 continue
@@ -69,6 +85,11 @@ def read_records(path: str | Path, required: Mapping[str, tuple[str, ...]]) -> l
             missing = [k for k in required[kind] if k not in fields]
             if missing:
                 raise VectorError(f"{path}:{lineno}: kind={kind} record lacks field(s) {', '.join(missing)}")
+            known = {"kind", *required[kind], *optional.get(kind, ())}
+            unknown = [k for k in fields if k not in known]
+            if unknown:
+                raise VectorError(f"{path}:{lineno}: kind={kind} record has unknown field(s) "
+                                  f"{', '.join(repr(k[:30]) for k in unknown)} (known: {', '.join(sorted(known))})")
             records.append(VectorRecord(str(path), lineno, fields))
     return records
 

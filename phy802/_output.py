@@ -15,8 +15,13 @@ __all__ = ["to_jsonable", "progress"]
 
 
 def to_jsonable(obj: Any) -> Any:
-    """Convert numpy scalars/arrays, dataclasses and tuples to plain JSON types."""
+    """Convert numpy scalars/arrays, dataclasses, tuples and paths to plain JSON types.
+
+    Non-finite floats (NaN, +-inf), also inside arrays, become ``None``: the output is strict JSON.
+    """
     import dataclasses
+    import math
+    import os
 
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
         return {f.name: to_jsonable(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
@@ -25,13 +30,16 @@ def to_jsonable(obj: Any) -> Any:
     if isinstance(obj, (list, tuple)):
         return [to_jsonable(v) for v in obj]
     if isinstance(obj, np.ndarray):
+        if obj.dtype.kind in "fc":
+            return to_jsonable(obj.tolist())
         return obj.tolist()
     if isinstance(obj, np.generic):
-        return obj.item()
-    if isinstance(obj, float) and obj != obj:
+        return to_jsonable(obj.item())
+    if isinstance(obj, float) and not math.isfinite(obj):
         return None
+    if isinstance(obj, os.PathLike):
+        return os.fspath(obj)
     return obj
-
 
 
 def progress(iterable: Iterable | None = None, *, total: int | None = None, desc: str = "", enable: bool = True):

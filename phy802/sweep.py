@@ -36,6 +36,7 @@ import csv
 import io
 import json
 import math
+import os
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Callable, Literal
@@ -54,6 +55,8 @@ __all__ = [
     "PointResult",
     "SweepResult",
     "run_point",
+    "run_shard",
+    "shard_seed",
     "run_sweep",
     "theory_point",
     "format_header",
@@ -113,6 +116,12 @@ class SweepConfig:
     batch_pairs : largest batch (codeword pairs; default: :meth:`phy802.link.FastLink.auto_batch`
         for the fast path, 256 for the link); batches start at 64 pairs and double.
     seed : master seed.
+    shard_pairs : ``None`` (default): each point is one task.  A number: each point is cut into
+        shards of this many codeword pairs (the last one cut at ``max_codewords``), shard ``j``
+        seeded by :func:`shard_seed`; shards run on the executor in parallel and the stopping
+        rule is applied to the shortest prefix of shards ``0..k`` (in shard order) that meets
+        it, so the result does not depend on the number of workers (``max_seconds`` excepted:
+        where the clock stops depends on speed).
     """
 
     points: tuple[float, ...]
@@ -130,6 +139,7 @@ class SweepConfig:
     max_seconds: float | None = 30.0
     batch_pairs: int | None = None
     seed: int = 1
+    shard_pairs: int | None = None
 
     def __post_init__(self) -> None:
         pts = tuple(float(x) for x in np.atleast_1d(np.asarray(self.points, dtype=float)))
@@ -166,6 +176,9 @@ class SweepConfig:
             raise ValueError(f"SweepConfig.batch_pairs must be a positive int, got {self.batch_pairs!r}")
         if self.burst_pb is not None and not 0.0 <= float(self.burst_pb) < 1.0:
             raise ValueError(f"SweepConfig.burst_pb must be in [0, 1) or None, got {self.burst_pb!r}")
+        if self.shard_pairs is not None and (not isinstance(self.shard_pairs, (int, np.integer))
+                                             or isinstance(self.shard_pairs, bool) or self.shard_pairs <= 0):
+            raise ValueError(f"SweepConfig.shard_pairs must be a positive int or None, got {self.shard_pairs!r}")
         if not isinstance(self.seed, (int, np.integer)) or self.seed < 0:
             raise ValueError(f"SweepConfig.seed must be an int >= 0, got {self.seed!r}")
         for m in self.modes:
@@ -339,6 +352,160 @@ def run_point(task: PointTask) -> PointResult:
                        cfg.burst_pb)
 
 
+def shard_seed(task: PointTask, j: int) -> np.random.SeedSequence:
+    """Seed of shard ``j`` of a point: the ``j``-th child of the point's seed (as ``spawn`` gives)."""
+    ss = task.seed
+    return np.random.SeedSequence(ss.entropy, spawn_key=tuple(ss.spawn_key) + (int(j),), pool_size=ss.pool_size)
+
+
+def n_shards(task: PointTask) -> int:
+    """Shards of a point: ``max_codewords`` codewords rounded up to pairs, in ``shard_pairs`` pieces."""
+    cfg = task.config
+    pairs = (int(cfg.max_codewords) + 1) // 2
+    return -(-pairs // int(cfg.shard_pairs))
+
+
+def run_shard(task: PointTask, j: int) -> tuple[int, int, LinkCounters, int]:
+    """Simulate shard ``j`` of a point: a fixed number of pairs in batches (picklable entry point).
+
+    Returns ``(point index, j, counters, batches)``; ``counters.seconds`` is this shard's compute time.
+    """
+    cfg = task.config
+    sim = _simulator(cfg, task.mode, task.x)
+    ctr = sim._new_counters()
+    total = (int(cfg.max_codewords) + 1) // 2
+    S = int(cfg.shard_pairs)
+    n = min(S, total - j * S)
+    if n <= 0:
+        raise ValueError(f"shard {j} is past the point's max_codewords")
+    cap = int(cfg.batch_pairs or (sim.auto_batch() if cfg.simulator == "fast" else 256))
+    _warm_up(sim)
+    ss = shard_seed(task, j)
+    t0 = time.perf_counter()
+    done = batches = 0
+    while done < n:
+        P = min(cap, n - done)
+        sim.run_batch(P, ss.spawn(1)[0], ctr)
+        done += P
+        batches += 1
+    ctr.seconds = time.perf_counter() - t0
+    return task.index, j, ctr, batches
+
+
+class _ShardedPoint:
+    """Book-keeping of one sharded point: results in shard order, the prefix and the stop rule."""
+
+    def __init__(self, task: PointTask) -> None:
+        self.task = task
+        self.n = n_shards(task)
+        self.next_j = 0
+        self.results: dict[int, tuple[LinkCounters, int]] = {}
+        self.batches = 0
+        self.prefix = 0
+        self.ctr: LinkCounters | None = None
+        self.inflight: dict = {}
+        self.t0: float | None = None
+        self.reason: str | None = None
+        self.compute_s = 0.0
+
+    def can_submit(self) -> bool:
+        return self.reason is None and self.next_j < self.n
+
+    def add(self, j: int, ctr: LinkCounters, batches: int) -> None:
+        cfg = self.task.config
+        self.results[j] = (ctr, batches)
+        while self.reason is None and self.prefix in self.results:
+            c, nb = self.results.pop(self.prefix)
+            self.batches += nb
+            self.compute_s += c.seconds
+            self.ctr = c if self.ctr is None else self.ctr.merge(c)
+            self.prefix += 1
+            k = self.ctr
+            if k.lock_failures >= 8 and 2 * k.lock_failures > self.batches:
+                self.reason = "no_lock"
+            elif cfg.target_errors is not None and k.codeword_errors >= cfg.target_errors:
+                self.reason = "target_errors"
+            elif self.prefix >= self.n:
+                self.reason = "max_codewords"
+        if (self.reason is None and self.ctr is not None and cfg.max_seconds is not None
+                and time.perf_counter() - self.t0 >= cfg.max_seconds):
+            self.reason = "max_seconds"
+
+    def result(self) -> PointResult:
+        t, cfg = self.task, self.task.config
+        c = self.ctr
+        c.seconds = time.perf_counter() - self.t0  # wall time of the point (all shards, all workers)
+        return PointResult(t.mode, cfg.axis, t.x, cfg.snr_db(t.x), c, self.reason, t.index, bool(cfg.precoding),
+                           cfg.burst_pb)
+
+
+def _run_sharded(tasks: list[PointTask], ex, slots: int, callback, on_shard) -> list[PointResult]:
+    """Run sharded points on ``ex`` (``None``: in this process), ``slots`` shards in flight."""
+    points = [_ShardedPoint(t) for t in tasks]
+    done: list[PointResult] = []
+    futs: dict = {}
+
+    def finish(sp: _ShardedPoint) -> None:
+        for f in sp.inflight.values():
+            f.cancel()
+        sp.inflight.clear()
+        p = sp.result()
+        done.append(p)
+        if callback:
+            callback(p)
+
+    def submit() -> None:
+        while len(futs) < slots:
+            live = [sp for sp in points if sp.can_submit()]
+            if not live:
+                return
+            sp = min(live, key=lambda q: (len(q.inflight), q.task.index))
+            j = sp.next_j
+            sp.next_j += 1
+            if sp.t0 is None:
+                sp.t0 = time.perf_counter()
+            f = ex.submit(run_shard, sp.task, j)
+            sp.inflight[j] = f
+            futs[f] = (sp, j)
+
+    if ex is None:  # in this process, shard by shard in order
+        for sp in points:
+            sp.t0 = time.perf_counter()
+            while sp.reason is None:
+                _, j, c, nb = run_shard(sp.task, sp.next_j)
+                sp.next_j += 1
+                sp.add(j, c, nb)
+                if on_shard:
+                    on_shard(sp.task, sp.prefix, sp.n)
+            finish(sp)
+        return done
+    try:
+        submit()
+        while futs:
+            ready, _ = cf.wait(list(futs), return_when=cf.FIRST_COMPLETED)
+            for f in ready:
+                if f not in futs:  # dropped when its point stopped earlier in this loop
+                    continue
+                sp, j = futs.pop(f)
+                if f.cancelled() or sp.reason is not None:
+                    continue
+                sp.inflight.pop(j, None)
+                _, _, c, nb = f.result()
+                sp.add(j, c, nb)
+                if on_shard:
+                    on_shard(sp.task, sp.prefix, sp.n)
+                if sp.reason is not None:
+                    for g in sp.inflight.values():
+                        futs.pop(g, None)
+                    finish(sp)
+            submit()
+    except KeyboardInterrupt:
+        for f in futs:
+            f.cancel()
+        raise
+    return done
+
+
 @dataclass
 class SweepResult:
     """All points of a sweep, ordered mode-major then by channel point (as in the config)."""
@@ -346,6 +513,9 @@ class SweepResult:
     config: SweepConfig
     points: list[PointResult] = field(default_factory=list)
     interrupted: bool = False
+    # which files/seeds went into a merged result (``merged_from`` in the JSON); ``None`` for a run
+    provenance: list | None = None
+    source: str | None = None  # the file it was read from
 
     def point(self, mode: str, x: float) -> PointResult:
         for p in self.points:
@@ -379,7 +549,8 @@ class SweepResult:
         pts = tuple(dict.fromkeys(a.points + b.points))
         cfg = SweepConfig(points=pts, axis=a.axis, code=codes, fec=fecs, rate=a.rate, n_lanes=a.n_lanes, precoding=a.precoding,
                           precoder_init=a.precoder_init, burst_pb=a.burst_pb, simulator=a.simulator, target_errors=a.target_errors,
-                          max_codewords=a.max_codewords, max_seconds=a.max_seconds, batch_pairs=a.batch_pairs, seed=a.seed)
+                          max_codewords=a.max_codewords, max_seconds=a.max_seconds, batch_pairs=a.batch_pairs, seed=a.seed,
+                          shard_pairs=a.shard_pairs)
         order = {(m, x): i for i, (m, x) in enumerate((m, x) for m in cfg.modes for x in pts)}
         return SweepResult(cfg, sorted(out.values(), key=lambda p: order[(p.mode, p.x)]), self.interrupted or other.interrupted)
 
@@ -391,6 +562,7 @@ class SweepResult:
             "format": "phy802.sweep", "version": 1, "phy802_version": __version__,
             "config": asdict(self.config), "interrupted": self.interrupted,
             "points": [{**p.row(), "counters": p.counters.as_dict()} for p in self.points],
+            **({"merged_from": self.provenance} if self.provenance is not None else {}),
         }
 
     def write_json(self, path) -> None:
@@ -413,34 +585,19 @@ class SweepResult:
 
     @classmethod
     def read_json(cls, path) -> "SweepResult":
-        """Load a result written by :meth:`write_json` (raw counts included, so it can be merged)."""
-        try:
-            with open(path, encoding="utf-8") as fh:
-                obj = json.load(fh)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"{path}: not a JSON sweep file ({exc})") from None
-        if not isinstance(obj, dict) or obj.get("format") != "phy802.sweep":
-            raise ValueError(f"{path}: not a phy802 sweep file (field 'format' is {obj.get('format') if isinstance(obj, dict) else None!r})")
-        if obj.get("version") != 1:
-            raise ValueError(f"{path}: unsupported sweep file version {obj.get('version')!r}")
-        c = dict(obj["config"])
-        relabel = {}
-        if "modes" in c:  # a file from before issue 15: single-``fec`` mode names
-            old = {"kp4": ("kp4", "ieee"), "kr4": ("kr4", "ieee"), "detect": ("kp4", "detect_only"),
-                   "bypass": ("kp4", "bypass"), "none": ("none", "bypass")}
-            try:
-                pairs = [old[m] for m in c.pop("modes")]
-            except KeyError as exc:
-                raise ValueError(f"{path}: unknown mode {exc.args[0]!r} in config.modes") from None
-            relabel = {m: mode_label(*old[m]) for m in old}
-            c["code"] = tuple(dict.fromkeys(cd for cd, _ in pairs))
-            c["fec"] = tuple(dict.fromkeys(f for _, f in pairs))
-        c["points"], c["code"], c["fec"] = tuple(c["points"]), tuple(c["code"]), tuple(c["fec"])
-        cfg = SweepConfig(**c)
-        pts = [PointResult(relabel.get(p["mode"], p["mode"]), p["axis"], float(p["x"]), float(p["snr_db"]), LinkCounters.from_dict(p["counters"]),
-                           p["stop_reason"], i, bool(p["precoding"]), p.get("burst_pb"))
-               for i, p in enumerate(obj["points"])]
-        return cls(cfg, pts, bool(obj.get("interrupted", False)))
+        """Load and validate a result written by :meth:`write_json` (raw counts included, so it can
+        be merged); a malformed file raises :class:`phy802._sweepfile.SweepFileError` (a ValueError)."""
+        from phy802._sweepfile import read_sweep_json
+
+        return read_sweep_json(cls, path)
+
+    @classmethod
+    def merge_files(cls, paths) -> "SweepResult":
+        """Read and merge ``sweep.json`` files of runs of the same configuration with distinct
+        seeds (see :mod:`phy802._sweepfile`); the result lists its sources in ``provenance``."""
+        from phy802._sweepfile import merge_results
+
+        return merge_results([cls.read_json(p) for p in paths])
 
 
 def _executor_for(executor, workers: int | None):
@@ -459,6 +616,7 @@ def run_sweep(
     executor=None,
     workers: int | None = None,
     callback: Callable[[PointResult], None] | None = None,
+    on_shard: Callable[[PointTask, int, int], None] | None = None,
 ) -> SweepResult:
     """Run every (mode, point) of ``config``.
 
@@ -469,8 +627,11 @@ def run_sweep(
         ``concurrent.futures.Executor``-like object with ``submit`` -- e.g. a Dask cluster's
         ``distributed.Client(address).get_executor()``.
     callback : called with each :class:`PointResult` as it finishes (completion order).
+    on_shard : (sharded points, ``config.shard_pairs``) called as ``on_shard(task, shards_in_prefix,
+        n_shards)`` whenever a point's prefix of finished shards grows (progress).
 
-    Results are identical for every executor (each point has its own seed).  On Ctrl-C the points
+    Results are identical for every executor and number of workers (each point, and each shard,
+    has its own seed; sharded points stop on a prefix of shards in shard order).  On Ctrl-C the points
     finished so far are returned with ``interrupted=True``.
     """
     if not isinstance(config, SweepConfig):
@@ -480,7 +641,12 @@ def run_sweep(
     done: list[PointResult] = []
     interrupted = False
     try:
-        if ex is None:
+        if config.shard_pairs is not None:
+            slots = 2 * int(workers or os.cpu_count() or 1)
+            if ex is not None and hasattr(ex, "_max_workers"):
+                slots = 2 * int(ex._max_workers)
+            done = _run_sharded(tasks, ex, slots, callback, on_shard)
+        elif ex is None:
             for t in tasks:
                 p = run_point(t)
                 done.append(p)

@@ -54,8 +54,10 @@ def default_dir() -> Path:
 
 def family_of(path: str | Path) -> str:
     """``"fec"``, ``"pcs"`` or ``"pma"`` from the first record of ``path``; ValueError otherwise."""
-    with open(path, encoding="utf-8") as fh:
-        for lineno, raw in enumerate(fh, 1):
+    from phy802._kvrecords import _lines
+
+    if True:
+        for lineno, raw in _lines(Path(path)):
             line = raw.split("#", 1)[0].strip() if raw.lstrip().startswith("#") else raw.strip()
             if not line:
                 continue

@@ -313,7 +313,7 @@ def sample_positions(rng, scale, nxt, end, out):
     return n, nxt
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def bypass_run(rng, scale, nxt, end, half_lanes, period, am_blocks, s_end, hist_out, lane_out,
                pend_key, pend_lane, pend_flag, out_off, out_lane, out_flag, hdr_block,
                new_key, new_lane, new_flag, counters):

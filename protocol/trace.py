@@ -28,6 +28,7 @@ import json
 import math
 import os
 import zipfile
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
@@ -36,12 +37,14 @@ import numpy as np
 
 from phy802._io import atomic_open
 
+from . import _trace_kernels as TK
 from .source import DetailedErrorSource, ErrorChunk, ErrorSource, empty_chunk
 
 __all__ = [
     "FORMAT",
     "VERSION",
     "TraceError",
+    "encode_chunk",
     "TraceChunk",
     "TraceWriter",
     "TraceReader",
@@ -50,13 +53,37 @@ __all__ = [
     "LiveSource",
     "open_source",
     "generate_trace",
+    "shard_seed",
     "ErrorSource",
     "DetailedErrorSource",
     "ErrorChunk",
 ]
 
 FORMAT = "phy802-trace"
-VERSION = 1
+VERSION = 2
+READ_VERSIONS = (1, 2)
+
+MAGIC = b"PHY802TR"
+TRAILER_MAGIC = b"PHY802TE"
+_HEADER = MAGIC + np.uint64(VERSION).tobytes()
+_TRAILER_WORDS = 5  # index_offset, n_chunks, meta_offset, meta_len, crc32(index + meta)
+_TRAILER_BYTES = 8 + 8 * _TRAILER_WORDS
+INDEX_COLUMNS = ("stream_start", "stream_end", "n_flips", "n_marks", "byte_offset", "byte_len", "crc32")
+
+_FIELD = {  # kernel error code -> (field, rule)
+    TK.E_VARINT_TRUNCATED: ("data", "truncated varint"),
+    TK.E_VARINT_LONG: ("data", "varint longer than 63 bits"),
+    TK.E_OFFSET_RANGE: ("offsets", "offset outside the chunk's [stream_start, stream_end)"),
+    TK.E_OFFSET_ORDER: ("offsets", "offsets not strictly increasing (unsorted or duplicate)"),
+    TK.E_LANE: ("lanes", "lane outside 0..n_lanes-1"),
+    TK.E_FLAGS: ("flags", "undefined flag bits (allowed: 0..3)"),
+    TK.E_NO_LANE: ("lanes", "first flip record carries no lane"),
+    TK.E_COUNT: ("n_flips", "more flips than the index says"),
+    TK.E_MARK_RANGE: ("marks", "mark outside the chunk"),
+    TK.E_MARK_ORDER: ("marks", "marks not sorted, disjoint, with end > start"),
+    TK.E_TRAILING: ("data", "bytes left after the last mark (more flips or marks than the index says)"),
+    TK.E_LANE_BYTE: ("lanes", "reserved bits set in a lane/flag byte"),
+}
 
 
 class TraceError(ValueError):
@@ -80,80 +107,189 @@ def _member(i: int, what: str) -> str:
     return f"c{i:06d}_{what}.npy"
 
 
+def _kernel_error(code: int) -> tuple[str, str, int]:
+    c = -int(code)
+    kind, where = c >> 40, c & ((1 << 40) - 1)
+    field, rule = _FIELD.get(kind, ("data", f"error {kind}"))
+    return field, rule, where
+
+
+def encode_chunk(stream_start: int, stream_end: int, offsets, lanes, flags, marks=None, *,
+                 n_lanes: int = 16, scratch: list | None = None) -> np.ndarray:
+    """Version-2 bytes (uint8 array) of one chunk; ``ValueError`` naming the field on bad content.
+
+    Offsets int64 strictly increasing in ``[stream_start, stream_end)``; lanes ``0..n_lanes-1``;
+    flags ``0..3``; marks int64[m, 2] sorted disjoint non-empty ``[start, end)`` inside the chunk.
+    ``scratch`` (a one-element list holding a reusable buffer) avoids a fresh allocation per call:
+    the result is then a view into it, valid until the next call with the same scratch.
+    """
+    off = np.ascontiguousarray(offsets, dtype=np.int64)
+    ln = np.ascontiguousarray(lanes, dtype=np.int8)
+    fl = np.ascontiguousarray(flags, dtype=np.uint8)
+    mk = (np.empty((0, 2), np.int64) if marks is None
+          else np.ascontiguousarray(np.asarray(marks, dtype=np.int64).reshape(-1, 2)))
+    if not (off.ndim == ln.ndim == fl.ndim == 1 and off.size == ln.size == fl.size):
+        raise ValueError("offsets, lanes and flags must be 1-D of equal length")
+    need = 10 * (off.size + 2 * mk.shape[0]) + 16
+    if scratch is None:
+        out = np.empty(need, np.uint8)
+    else:
+        if scratch[0] is None or scratch[0].size < need:
+            scratch[0] = np.empty(max(need, 2 * (0 if scratch[0] is None else scratch[0].size)), np.uint8)
+        out = scratch[0]
+    n = TK.encode_chunk(off, ln, fl, mk, np.int64(stream_start), np.int64(stream_end), np.int64(n_lanes), out)
+    if n < 0:
+        field, rule, where = _kernel_error(n)
+        raise ValueError(f"chunk [{stream_start}, {stream_end}): field {field!r} entry {where}: {rule}")
+    return out[:n]
+
+
 class TraceWriter:
-    """Write a trace chunk by chunk (atomically: the file appears only on :meth:`close`).
+    """Write a version-2 trace chunk by chunk (atomically: the file appears only on :meth:`close`).
 
     Parameters
     ----------
-    path : output file (``.npz`` recommended).
+    path : output file (``.trace`` or ``.npz``; the content decides, not the name).
     meta : metadata dict (JSON-serialisable); ``format``/``version``/``stream_bits``/``n_chunks``
-        are filled in at :meth:`close`, and ``close(extra)`` may add measured results.
+        are filled in at :meth:`close`, and ``close(extra)`` may add measured results.  Its
+        ``n_lanes`` (default 16) bounds the lanes accepted.
+    threaded : encode and write in a background thread (the encoder is a GIL-free kernel and
+        file writes release the GIL), overlapping with whatever produces the chunks; at most
+        ``queue_depth`` chunks wait.  Errors surface at the next call.
 
     Use as a context manager; an exception inside leaves no file behind.
     """
 
-    def __init__(self, path: str | os.PathLike, meta: dict) -> None:
+    def __init__(self, path: str | os.PathLike, meta: dict, *, threaded: bool = False, queue_depth: int = 2) -> None:
         self.path = Path(path)
         self.meta = dict(meta)
+        self.n_lanes = int(self.meta.get("n_lanes", 16))
         self._ctx = atomic_open(self.path, "wb")
         self._fh = self._ctx.__enter__()
-        self._zip = zipfile.ZipFile(self._fh, "w", compression=zipfile.ZIP_STORED, allowZip64=True)
-        self._index: list[tuple[int, int, int, int]] = []
+        self._fh.write(_HEADER)
+        self._pos = len(_HEADER)
+        self._index: list[tuple[int, ...]] = []
         self._end = 0
         self._closed = False
+        self._scratch: list = [None]  # encode buffer, used by the thread that encodes
+        self._thread = None
+        self._error: BaseException | None = None
+        if threaded:
+            import queue
+            import threading
 
-    def _put(self, name: str, arr: np.ndarray) -> None:
-        with self._zip.open(name, "w", force_zip64=True) as f:
-            np.lib.format.write_array(f, np.ascontiguousarray(arr), allow_pickle=False)
+            self._q: "queue.Queue" = queue.Queue(maxsize=max(1, int(queue_depth)))
+            self._thread = threading.Thread(target=self._drain, name="trace-writer", daemon=True)
+            self._thread.start()
+
+    # -- the writing end (this thread or the background one)
+    def _emit(self, a: int, b: int, nf: int, nm: int, blob: np.ndarray) -> None:
+        crc = zlib.crc32(blob)
+        self._fh.write(memoryview(blob))
+        self._index.append((a, b, nf, nm, self._pos, int(blob.size), crc))
+        self._pos += int(blob.size)
+
+    def _drain(self) -> None:
+        while True:
+            item = self._q.get()
+            try:
+                if item is None:
+                    return
+                if self._error is None:
+                    kind, args = item
+                    if kind == "raw":
+                        a, b, off, ln, fl, mk = args
+                        blob = self._encode(a, b, off, ln, fl, mk)
+                        self._emit(a, b, int(off.size), int(mk.shape[0]), blob)
+                    else:
+                        self._emit(*args)
+            except BaseException as exc:  # noqa: BLE001 - handed to the producer at its next call
+                self._error = exc
+            finally:
+                self._q.task_done()
+
+    def _encode(self, a, b, off, ln, fl, mk) -> np.ndarray:
+        try:
+            return encode_chunk(a, b, off, ln, fl, mk, n_lanes=self.n_lanes, scratch=self._scratch)
+        except ValueError as exc:
+            raise ValueError(f"{self.path}: {exc}") from None
+
+    def _raise_pending(self) -> None:
+        if self._error is not None:
+            err, self._error = self._error, None
+            raise err
+
+    def _continue(self, stream_start, stream_end) -> tuple[int, int]:
+        if self._closed:
+            raise ValueError(f"{self.path}: trace writer already closed")
+        self._raise_pending()
+        a, b = int(stream_start), int(stream_end)
+        if a != self._end or b < a:
+            raise ValueError(f"{self.path}: chunk [{a}, {b}) does not continue the trace at {self._end}")
+        return a, b
 
     def write_chunk(self, stream_start: int, stream_end: int, offsets, lanes, flags, marks=None) -> None:
         """Append the chunk ``[stream_start, stream_end)``; it must start where the last ended."""
-        if self._closed:
-            raise ValueError(f"{self.path}: trace writer already closed")
-        stream_start, stream_end = int(stream_start), int(stream_end)
-        if stream_start != self._end or stream_end < stream_start:
-            raise ValueError(
-                f"{self.path}: chunk [{stream_start}, {stream_end}) does not continue the trace at {self._end}"
-            )
-        off = np.asarray(offsets, dtype=np.int64)
-        ln = np.asarray(lanes, dtype=np.int8)
-        fl = np.asarray(flags, dtype=np.uint8)
-        mk = np.empty((0, 2), np.int64) if marks is None else np.asarray(marks, dtype=np.int64).reshape(-1, 2)
-        if not (off.ndim == ln.ndim == fl.ndim == 1 and off.size == ln.size == fl.size):
-            raise ValueError(f"{self.path}: offsets, lanes and flags must be 1-D of equal length")
-        if off.size and (off[0] < stream_start or off[-1] >= stream_end or np.any(np.diff(off) <= 0)):
-            raise ValueError(f"{self.path}: chunk offsets must be strictly increasing inside [{stream_start}, {stream_end})")
-        if mk.size and (mk[:, 0].min() < stream_start or mk[:, 1].max() > stream_end or np.any(mk[:, 1] <= mk[:, 0])):
-            raise ValueError(f"{self.path}: chunk marks must be non-empty ranges inside [{stream_start}, {stream_end})")
-        i = len(self._index)
-        self._put(_member(i, "offsets"), off)
-        self._put(_member(i, "lanes"), ln)
-        self._put(_member(i, "flags"), fl)
-        self._put(_member(i, "marks"), mk)
-        self._index.append((stream_start, stream_end, int(off.size), int(mk.shape[0])))
-        self._end = stream_end
+        a, b = self._continue(stream_start, stream_end)
+        off = np.ascontiguousarray(offsets, dtype=np.int64)
+        ln = np.ascontiguousarray(lanes, dtype=np.int8)
+        fl = np.ascontiguousarray(flags, dtype=np.uint8)
+        mk = (np.empty((0, 2), np.int64) if marks is None
+              else np.ascontiguousarray(np.asarray(marks, dtype=np.int64).reshape(-1, 2)))
+        if self._thread is not None:
+            if not (off.ndim == ln.ndim == fl.ndim == 1 and off.size == ln.size == fl.size):
+                raise ValueError(f"{self.path}: offsets, lanes and flags must be 1-D of equal length")
+            self._q.put(("raw", (a, b, off, ln, fl, mk)))
+        else:
+            blob = self._encode(a, b, off, ln, fl, mk)
+            self._emit(a, b, int(off.size), int(mk.shape[0]), blob)
+        self._end = b
+
+    def write_encoded(self, stream_start: int, stream_end: int, n_flips: int, n_marks: int, blob: np.ndarray) -> None:
+        """Append a chunk already encoded by :func:`encode_chunk` (e.g. by a worker process)."""
+        a, b = self._continue(stream_start, stream_end)
+        blob = np.ascontiguousarray(blob, dtype=np.uint8)
+        if self._thread is not None:
+            self._q.put(("enc", (a, b, int(n_flips), int(n_marks), blob)))
+        else:
+            self._emit(a, b, int(n_flips), int(n_marks), blob)
+        self._end = b
+
+    def _join(self) -> None:
+        if self._thread is not None:
+            self._q.put(None)
+            self._thread.join()
+            self._thread = None
 
     def close(self, extra: dict | None = None) -> dict:
-        """Write ``meta`` and ``index`` and move the file into place; returns the metadata."""
+        """Write the index, ``meta`` and the trailer and move the file into place; returns the metadata."""
         if self._closed:
             return self.meta
         from phy802 import __version__
 
+        self._join()
+        self._raise_pending()
         meta = dict(self.meta)
         if extra:
             meta.update(extra)
+        idx = np.asarray(self._index, dtype=np.int64).reshape(-1, len(INDEX_COLUMNS))
         meta.update(
             format=FORMAT,
             version=VERSION,
             project_version=meta.get("project_version", __version__),
             stream_bits=self._end,
-            n_chunks=len(self._index),
-            n_flips=int(sum(r[2] for r in self._index)),
-            n_marks=int(sum(r[3] for r in self._index)),
+            n_chunks=int(idx.shape[0]),
+            n_flips=int(idx[:, 2].sum()),
+            n_marks=int(idx[:, 3].sum()),
+            encoded_bytes=int(idx[:, 5].sum()),
         )
-        self._put("index.npy", np.asarray(self._index, dtype=np.int64).reshape(-1, 4))
-        self._put("meta.npy", np.frombuffer(json.dumps(meta, sort_keys=True).encode("utf-8"), dtype=np.uint8))
-        self._zip.close()
+        ib = idx.astype("<i8").tobytes()
+        mb = json.dumps(meta, sort_keys=True).encode("utf-8")
+        i_off = self._pos
+        self._fh.write(ib)
+        self._fh.write(mb)
+        trailer = np.array([i_off, idx.shape[0], i_off + len(ib), len(mb), zlib.crc32(mb, zlib.crc32(ib))], "<u8")
+        self._fh.write(TRAILER_MAGIC + trailer.tobytes())
         self._ctx.__exit__(None, None, None)
         self._closed = True
         self.meta = meta
@@ -164,7 +300,7 @@ class TraceWriter:
             return
         self._closed = True
         try:
-            self._zip.close()
+            self._join()
         finally:
             e = exc if exc is not None else RuntimeError("aborted")
             try:
@@ -182,11 +318,31 @@ class TraceWriter:
             self.abort(ev)
 
 
-class TraceReader:
-    """Open a trace for streaming reads; only ``meta`` and ``index`` are loaded up front.
+def _check_meta(path: Path, meta) -> dict:
+    """Types of the metadata fields a reader relies on (``TraceError`` naming the field)."""
+    if not isinstance(meta, dict) or meta.get("format") != FORMAT:
+        raise TraceError(f"{path}: not a phy802 trace (format {meta.get('format') if isinstance(meta, dict) else None!r})")
+    v = meta.get("version")
+    if v not in READ_VERSIONS or isinstance(v, bool):
+        raise TraceError(f"{path}: trace format version {v!r} is not supported (this reader: {', '.join(map(str, READ_VERSIONS))})")
+    for key in ("stream_bits", "n_chunks"):
+        x = meta.get(key)
+        if not isinstance(x, int) or isinstance(x, bool) or x < 0:
+            raise TraceError(f"{path}: trace meta field {key!r} must be an int >= 0, got {x!r}")
+    nl = meta.get("n_lanes", 16)
+    if not isinstance(nl, int) or isinstance(nl, bool) or not 1 <= nl <= 16:
+        raise TraceError(f"{path}: trace meta field 'n_lanes' must be an int in 1..16, got {nl!r}")
+    return meta
 
-    Raises :class:`TraceError` (a ``ValueError`` naming the file) for a missing, truncated,
-    foreign or corrupt file, or an unknown format version.
+
+class TraceReader:
+    """Open a trace for streaming reads; only ``meta`` and the index are loaded up front.
+
+    Reads format version 2 (this writer) and version 1 (the uncompressed ``.npz`` of earlier
+    releases).  Every chunk is validated as it is read (CRC-32, then its content in the decoding
+    kernel: see ``protocol/TRACE_FORMAT.md``).  Raises :class:`TraceError` (a ``ValueError``
+    naming the file, and for chunk content the chunk and field) for a missing, truncated,
+    foreign or corrupt file, an unknown format version or invalid content.
     """
 
     def __init__(self, path: str | os.PathLike) -> None:
@@ -194,33 +350,95 @@ class TraceReader:
         if not self.path.is_file():
             raise TraceError(f"{self.path}: no such trace file")
         try:
-            with open(self.path, "rb") as fh:
-                head = fh.read(4)
+            self._fh = open(self.path, "rb")
         except OSError as exc:
             raise TraceError(f"{self.path}: cannot read trace ({exc})") from None
-        if head[:2] != b"PK":
-            raise TraceError(f"{self.path}: not a phy802 trace (not an .npz/zip file)")
         try:
-            self._zip = zipfile.ZipFile(self.path, "r")
+            head = self._fh.read(16)
+            if head[:2] == b"PK":
+                self._open_v1()
+            elif head[:8] == MAGIC:
+                self._open_v2(head)
+            else:
+                raise TraceError(f"{self.path}: not a phy802 trace (no trace header)")
+        except BaseException:
+            self._fh.close()
+            raise
+        self.n_lanes = int(self.meta.get("n_lanes", 16))
+
+    # -- version 2
+    def _open_v2(self, head: bytes) -> None:
+        self._zip = None
+        ver = int(np.frombuffer(head[8:16], "<u8")[0]) if len(head) == 16 else -1
+        if ver not in READ_VERSIONS:
+            raise TraceError(f"{self.path}: trace format version {ver} is not supported (this reader: "
+                             f"{', '.join(map(str, READ_VERSIONS))})")
+        size = os.fstat(self._fh.fileno()).st_size
+        if size < len(_HEADER) + _TRAILER_BYTES:
+            raise TraceError(f"{self.path}: truncated trace file ({size} bytes, no trailer)")
+        self._fh.seek(size - _TRAILER_BYTES)
+        tr = self._fh.read(_TRAILER_BYTES)
+        if tr[:8] != TRAILER_MAGIC:
+            raise TraceError(f"{self.path}: truncated or corrupt trace file (no trailer: the writer did not finish)")
+        i_off, n_ch, m_off, m_len, crc = (int(x) for x in np.frombuffer(tr[8:], "<u8"))
+        n_cols = len(INDEX_COLUMNS)
+        if not (len(_HEADER) <= i_off and i_off + 8 * n_cols * n_ch == m_off and m_off + m_len == size - _TRAILER_BYTES):
+            raise TraceError(f"{self.path}: corrupt trace trailer (index/meta positions do not add up)")
+        self._fh.seek(i_off)
+        ib = self._fh.read(8 * n_cols * n_ch)
+        mb = self._fh.read(m_len)
+        if zlib.crc32(mb, zlib.crc32(ib)) != crc:
+            raise TraceError(f"{self.path}: trace index/meta fail their CRC-32 (corrupt file)")
+        try:
+            meta = json.loads(mb.decode("utf-8"))
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise TraceError(f"{self.path}: unreadable trace metadata ({exc})") from None
+        self.meta = _check_meta(self.path, meta)
+        if meta["version"] != ver:
+            raise TraceError(f"{self.path}: header says version {ver}, metadata {meta['version']}")
+        idx = np.frombuffer(ib, "<i8").reshape(n_ch, n_cols).astype(np.int64)
+        if n_ch != meta["n_chunks"]:
+            raise TraceError(f"{self.path}: trace index has {n_ch} chunks, meta says {meta['n_chunks']}")
+        self._check_index(idx[:, :4])
+        pos = np.concatenate([[len(_HEADER)], np.cumsum(idx[:, 5]) + len(_HEADER)])
+        if n_ch and (np.any(idx[:, 5] < 0) or np.any(idx[:, 4] != pos[:-1]) or pos[-1] != i_off):
+            raise TraceError(f"{self.path}: trace index byte ranges do not tile the data section")
+        self._full_index = idx
+        self.index = np.ascontiguousarray(idx[:, :4])
+
+    def _check_index(self, idx: np.ndarray) -> None:
+        sb = self.meta["stream_bits"]
+        if idx.shape[0] and (idx[0, 0] != 0 or np.any(idx[1:, 0] != idx[:-1, 1]) or idx[-1, 1] != sb
+                             or np.any(idx[:, 1] < idx[:, 0])):
+            raise TraceError(f"{self.path}: trace chunks do not tile [0, {sb})")
+        if idx.shape[0] == 0 and sb != 0:
+            raise TraceError(f"{self.path}: trace has no chunks but {sb} stream bits")
+        if np.any(idx[:, 2:4] < 0) or np.any(idx[:, 2] > idx[:, 1] - idx[:, 0]):
+            raise TraceError(f"{self.path}: trace index has negative or impossible flip/mark counts")
+
+    # -- version 1 (zip of .npy members)
+    def _open_v1(self) -> None:
+        try:
+            self._zip = zipfile.ZipFile(self._fh, "r")
         except (zipfile.BadZipFile, OSError) as exc:
             raise TraceError(f"{self.path}: truncated or corrupt trace file ({exc})") from None
         names = set(self._zip.namelist())
         if "meta.npy" not in names or "index.npy" not in names:
             raise TraceError(f"{self.path}: not a phy802 trace (no meta/index members)")
+        meta_arr = self._load("meta.npy")
+        if meta_arr.dtype != np.uint8 or meta_arr.ndim != 1:
+            raise TraceError(f"{self.path}: trace member 'meta.npy' must be uint8[n], got {meta_arr.dtype}{list(meta_arr.shape)}")
         try:
-            meta = json.loads(self._load("meta.npy").tobytes().decode("utf-8"))
+            meta = json.loads(meta_arr.tobytes().decode("utf-8"))
         except (ValueError, UnicodeDecodeError) as exc:
             raise TraceError(f"{self.path}: unreadable trace metadata ({exc})") from None
-        if not isinstance(meta, dict) or meta.get("format") != FORMAT:
-            raise TraceError(f"{self.path}: not a phy802 trace (format {meta.get('format') if isinstance(meta, dict) else None!r})")
-        if meta.get("version") != VERSION:
-            raise TraceError(f"{self.path}: trace format version {meta.get('version')!r} is not supported (this reader: {VERSION})")
-        self.meta: dict = meta
+        self.meta = _check_meta(self.path, meta)
+        if meta["version"] != 1:
+            raise TraceError(f"{self.path}: a zip (.npz) trace must be version 1, metadata says {meta['version']!r}")
         idx = self._load("index.npy")
         if idx.dtype != np.int64 or idx.ndim != 2 or idx.shape[1] != 4 or idx.shape[0] != meta.get("n_chunks"):
             raise TraceError(f"{self.path}: trace index has shape {idx.shape} / dtype {idx.dtype}, expected ({meta.get('n_chunks')}, 4) int64")
-        if idx.shape[0] and (idx[0, 0] != 0 or np.any(idx[1:, 0] != idx[:-1, 1]) or idx[-1, 1] != meta["stream_bits"]):
-            raise TraceError(f"{self.path}: trace chunks do not tile [0, {meta['stream_bits']})")
+        self._check_index(idx)
         self.index = idx
 
     def _load(self, name: str) -> np.ndarray:
@@ -233,6 +451,10 @@ class TraceReader:
             raise TraceError(f"{self.path}: trace member {name!r} is corrupt ({exc})") from None
 
     @property
+    def version(self) -> int:
+        return int(self.meta["version"])
+
+    @property
     def stream_bits(self) -> int:
         return int(self.meta["stream_bits"])
 
@@ -240,25 +462,69 @@ class TraceReader:
     def n_chunks(self) -> int:
         return int(self.index.shape[0])
 
+    def _bad(self, i: int, field: str, rule: str, where: str = "") -> TraceError:
+        return TraceError(f"{self.path}: chunk {i} field {field!r}{where}: {rule}")
+
     def chunk(self, i: int) -> TraceChunk:
-        """Load chunk ``i`` (checked against the index)."""
+        """Load chunk ``i``, validated (``TraceError`` naming file, chunk and field)."""
         if not 0 <= i < self.n_chunks:
             raise IndexError(f"{self.path}: chunk {i} out of range 0..{self.n_chunks - 1}")
         a, b, nf, nm = (int(x) for x in self.index[i])
-        off = self._load(_member(i, "offsets"))
-        ln = self._load(_member(i, "lanes"))
-        fl = self._load(_member(i, "flags"))
-        mk = self._load(_member(i, "marks"))
-        if off.shape != (nf,) or ln.shape != (nf,) or fl.shape != (nf,) or mk.shape != (nm, 2):
-            raise TraceError(f"{self.path}: chunk {i} arrays do not match the index")
+        if self._zip is not None:
+            return self._chunk_v1(i, a, b, nf, nm)
+        _, _, _, _, pos, size, crc = (int(x) for x in self._full_index[i])
+        self._fh.seek(pos)
+        raw = self._fh.read(size)
+        if len(raw) != size:
+            raise self._bad(i, "data", f"file ends inside the chunk ({len(raw)} of {size} bytes)")
+        if zlib.crc32(raw) != crc:
+            raise self._bad(i, "data", "CRC-32 mismatch (corrupt chunk)")
+        off = np.empty(nf, np.int64)
+        ln = np.empty(nf, np.int8)
+        fl = np.empty(nf, np.uint8)
+        mk = np.empty((nm, 2), np.int64)
+        rc = TK.decode_chunk(np.frombuffer(raw, np.uint8), np.int64(a), np.int64(b), np.int64(self.n_lanes), off, ln, fl, mk)
+        if rc:
+            field, rule, where = _kernel_error(rc)
+            raise self._bad(i, field, rule, f" (byte {where})")
         return TraceChunk(i, a, b, off, ln, fl, mk)
+
+    def _chunk_v1(self, i: int, a: int, b: int, nf: int, nm: int) -> TraceChunk:
+        arrs = {}
+        for what, dt, shape in (("offsets", np.int64, (nf,)), ("lanes", np.int8, (nf,)), ("flags", np.uint8, (nf,)),
+                                ("marks", np.int64, (nm, 2))):
+            x = self._load(_member(i, what))
+            if x.dtype != dt:
+                raise self._bad(i, what, f"dtype {x.dtype}, expected {np.dtype(dt)}")
+            if x.shape != shape:
+                raise self._bad(i, what, f"shape {x.shape} does not match the index {shape}")
+            arrs[what] = np.ascontiguousarray(x)
+        rc = TK.check_chunk(arrs["offsets"], arrs["lanes"], arrs["flags"], arrs["marks"], np.int64(a), np.int64(b),
+                            np.int64(self.n_lanes))
+        if rc:
+            field, rule, where = _kernel_error(rc)
+            raise self._bad(i, field, rule, f" (entry {where})")
+        return TraceChunk(i, a, b, arrs["offsets"], arrs["lanes"], arrs["flags"], arrs["marks"])
 
     def iter_chunks(self) -> Iterator[TraceChunk]:
         for i in range(self.n_chunks):
             yield self.chunk(i)
 
+    def check(self) -> dict:
+        """Read and validate every chunk; return counts (``TraceError`` on the first bad chunk)."""
+        nf = nm = 0
+        for c in self.iter_chunks():
+            nf += c.offsets.size
+            nm += c.marks.shape[0]
+        for key, n in (("n_flips", nf), ("n_marks", nm)):
+            if key in self.meta and self.meta[key] != n:
+                raise TraceError(f"{self.path}: meta field {key!r} = {self.meta[key]!r}, the chunks hold {n}")
+        return {"chunks": self.n_chunks, "flips": nf, "marks": nm, "stream_bits": self.stream_bits}
+
     def close(self) -> None:
-        self._zip.close()
+        if self._zip is not None:
+            self._zip.close()
+        self._fh.close()
 
     def __enter__(self) -> "TraceReader":
         return self
@@ -423,6 +689,103 @@ def _default_chunk_pairs(ber: float) -> int:
     return int(min(1 << 20, max(1024, 1e6 / (3 * ber * 10880))))
 
 
+SHARD_CHUNKS = 16  # default shard = 16 chunks
+
+
+def shard_seed(seed: int, j: int) -> np.random.SeedSequence:
+    """Seed of shard ``j`` of a trace: ``SeedSequence(seed).spawn(n)[j]`` for any ``n > j``."""
+    return np.random.SeedSequence(int(seed), spawn_key=(int(j),))
+
+
+def _new_generator(cfg, generator: str, seed, start_pair: int):
+    from .tracegen import BitExactGenerator, FastGenerator
+
+    return (FastGenerator if generator == "fast" else BitExactGenerator)(cfg, seed, start_pair=start_pair)
+
+
+def _run_shard(cfg, generator: str, seed: int, j: int, p0: int, p1: int, step: int, n_lanes: int) -> dict:
+    """Generate pairs ``[p0, p1)`` as shard ``j`` (picklable entry point for worker processes).
+
+    Returns the first chunk raw (so that the previous shard's descrambler carry can be joined to
+    it), the other chunks encoded (``encode``) or raw, the shard's carry (descrambler copies past
+    its end) and its counters.  The same chunks as the in-process path of :func:`generate_trace`.
+    """
+    gen = _new_generator(cfg, generator, shard_seed(seed, j), p0)
+    chunks = []
+    first = None
+    scratch: list = [None]
+    done = p0
+    while done < p1:
+        k = min(step, p1 - done)
+        ch = gen.next_chunk(k)
+        done += k
+        if first is None:
+            first = (ch.stream_start, ch.stream_end, *gen.last_raw)
+        else:
+            blob = encode_chunk(ch.stream_start, ch.stream_end, ch.offsets, ch.lanes, ch.flags, ch.marks,
+                                n_lanes=n_lanes, scratch=scratch).copy()
+            chunks.append((ch.stream_start, ch.stream_end, ch.offsets.size, ch.marks.shape[0], blob))
+    ex = gen._expander
+    return {"j": j, "first": first, "chunks": chunks, "carry": (ex.key.copy(), ex.lane.copy(), ex.flag.copy()),
+            "stats": gen.stats}
+
+
+def _join_first(cfg, first, carry, stats):
+    """The first chunk of a shard with the previous shard's descrambler carry XORed in.
+
+    The carry is the copies ``n + 39``, ``n + 58`` (49.2.6) of the previous shard's last
+    scrambled-stream errors that fall past its end.  They flip payload bits (or the first block's
+    header bit) of this chunk; a bit hit from both sides is restored (XOR).  Counters are fixed.
+    """
+    from . import _kernels as K
+    from .tracegen import chunk_marks
+
+    a, b, off, ln, fl, hdr, mark_pairs = first
+    geom = cfg.geometry
+    old_marks = chunk_marks(mark_pairs, hdr, geom)
+    key, klane, kflag = carry
+    if key.size:
+        m = 3 * key.size + 3
+        bufs = [np.empty(m, np.int64), np.empty(m, np.int8), np.empty(m, np.uint8), np.empty(m, np.int64),
+                np.empty(m, np.int64), np.empty(m, np.int8), np.empty(m, np.uint8)]
+        no, nh, _ = K.descramble_expand(np.empty(0, np.int64), np.empty(0, np.int8), np.empty(0, np.uint8),
+                                        key, klane, kflag, np.int64(1) << 62, *bufs)
+        c_off, c_ln, c_fl, c_hdr = bufs[0][:no], bufs[1][:no], bufs[2][:no], bufs[3][:nh]
+        both = np.intersect1d(off, c_off)
+        keep_own = ~np.isin(off, both)
+        keep_c = ~np.isin(c_off, both)
+        off2 = np.concatenate([off[keep_own], c_off[keep_c]])
+        order = np.argsort(off2, kind="stable")
+        ln2 = np.concatenate([ln[keep_own], c_ln[keep_c]])[order]
+        fl2 = np.concatenate([fl[keep_own], c_fl[keep_c]])[order]
+        off2 = off2[order]
+        hdr2 = np.setxor1d(hdr, c_hdr)
+        stats.payload_flips += off2.size - off.size
+        stats.header_errors += hdr2.size - hdr.size
+        off, ln, fl, hdr = off2, ln2, fl2, hdr2
+    marks = chunk_marks(mark_pairs, hdr, geom)
+    if key.size:
+        bits = lambda mk: int((mk[:, 1] - mk[:, 0]).sum()) if mk.size else 0  # noqa: E731
+        stats.marked_bits += bits(marks) - bits(old_marks)
+    return a, b, off, ln, fl, marks
+
+
+def _make_executor(workers: int | None, scheduler: str | None):
+    """(executor, owned, n_slots): local processes (``workers``, default all cores) or Dask."""
+    import concurrent.futures as cf
+
+    if scheduler is not None:
+        try:
+            from distributed import Client
+        except ImportError as exc:  # pragma: no cover - distributed is a declared dependency
+            raise ValueError(f"--scheduler needs the 'distributed' package ({exc})") from None
+        client = Client(scheduler)
+        n = max(1, sum(client.nthreads().values()))
+        return client.get_executor(), client, n
+    n = int(workers) if workers else (os.cpu_count() or 1)
+    return cf.ProcessPoolExecutor(max_workers=n), True, n
+
+
 def generate_trace(
     path: str | os.PathLike,
     *,
@@ -435,16 +798,27 @@ def generate_trace(
     seed: int = 1,
     generator: str = "fast",
     chunk_pairs: int | None = None,
+    shard_pairs: int | None = None,
+    workers: int | None = 1,
+    scheduler: str | None = None,
+    executor=None,
     progress: bool = False,
 ) -> dict:
     """Simulate ``line_bits`` line bits (rounded up to whole codeword pairs) and write a trace.
 
-    Returns the metadata written (including the measured counters).
+    The pairs are cut into shards of ``shard_pairs`` (default 16 chunks of ``chunk_pairs``), shard
+    ``j`` generated from :func:`shard_seed` ``(seed, j)`` starting at its own first pair; the
+    descrambler copies of a shard's last errors are XORed into the next shard's first chunk.  The
+    trace therefore depends on the seed, ``chunk_pairs`` and ``shard_pairs`` only, never on
+    ``workers`` (1 = in this process, with encoding and writing in a background thread), a
+    Dask ``scheduler`` address, or an ``executor`` (anything with ``submit``).  The bit-exact
+    generator runs as one shard in this process.  Returns the metadata written (including the
+    measured counters; ``wall_s`` = generation + writing, ``timing`` too).
     """
     import time
 
     from .framing import PAIR_LINE_BITS
-    from .tracegen import BitExactGenerator, FastGenerator, GeneratorConfig
+    from .tracegen import FastGenerator, GeneratorConfig, TraceStats
 
     cfg = GeneratorConfig(rate, fec, ber, burst_pb, lane_weights)
     lb = float(line_bits)
@@ -453,10 +827,20 @@ def generate_trace(
     n_pairs = int(math.ceil(lb / PAIR_LINE_BITS))
     if generator not in ("fast", "bitexact"):
         raise ValueError(f"generator must be 'fast' or 'bitexact', got {generator!r}")
-    gen = (FastGenerator if generator == "fast" else BitExactGenerator)(cfg, int(seed))
     step = int(chunk_pairs) if chunk_pairs else (_default_chunk_pairs(cfg.ber) if generator == "fast" else 512)
     if step <= 0:
         raise ValueError(f"chunk_pairs must be > 0, got {chunk_pairs!r}")
+    if shard_pairs is not None and (not isinstance(shard_pairs, (int, np.integer)) or shard_pairs <= 0):
+        raise ValueError(f"shard_pairs must be a positive int, got {shard_pairs!r}")
+    if workers is not None and (not isinstance(workers, (int, np.integer)) or workers <= 0):
+        raise ValueError(f"workers must be a positive int, got {workers!r}")
+    shard = int(shard_pairs) if shard_pairs else SHARD_CHUNKS * step
+    parallel = executor is not None or scheduler is not None or (workers or 0) > 1 or workers is None
+    if generator == "bitexact":
+        if parallel:
+            raise ValueError("the bit-exact generator runs in one process (workers=1, no scheduler)")
+        shard = n_pairs
+    bounds = [(j, p, min(p + shard, n_pairs)) for j, p in enumerate(range(0, n_pairs, shard))]
     mode = cfg.mode
     meta = {
         "rate": cfg.geometry.name,
@@ -472,26 +856,77 @@ def generate_trace(
         "lane_weights": list(cfg.lane_weights) if cfg.lane_weights is not None else None,
         "seed": int(seed),
         "generator": generator,
+        "chunk_pairs": step,
+        "shard_pairs": shard,
+        "n_shards": len(bounds),
         "coordinate": "PCS payload stream bits (256 per data 257b block), see protocol/source.py",
         "includes": "payload flips after FEC (per mode) and descrambler (x^39, x^58 copies); marks = error blocks "
                     "(decoder indication, 257b header hits); excludes parity and AM bits",
     }
     if generator == "fast":
         FastGenerator(cfg, 0).next_chunk(1)  # load the compiled kernels outside the timed run
+        encode_chunk(0, 1, [], [], [])
+    n_lanes = cfg.geometry.n_lanes
+    total = TraceStats(n_lanes=n_lanes)
     t0 = time.perf_counter()
-    with TraceWriter(path, meta) as w:
-        from phy802._output import progress as bar
+    carry = (np.empty(0, np.int64), np.empty(0, np.int8), np.empty(0, np.uint8))
+    from phy802._output import progress as bar
 
-        with bar(total=n_pairs * PAIR_LINE_BITS, desc="line bits", enable=progress) as pb:
-            done = 0
-            while done < n_pairs:
-                k = min(step, n_pairs - done)
-                ch = gen.next_chunk(k)
-                w.write_chunk(ch.stream_start, ch.stream_end, ch.offsets, ch.lanes, ch.flags, ch.marks)
-                done += k
-                pb.update(k * PAIR_LINE_BITS)
-        wall = time.perf_counter() - t0  # simulation + chunk writing (not the final metadata)
-        st = gen.stats
+    ex = owned = None
+    with TraceWriter(path, meta, threaded=True) as w, \
+            bar(total=n_pairs * PAIR_LINE_BITS, desc=f"line bits ({len(bounds)} shards)", enable=progress) as pb:
+
+        def put(res) -> None:
+            nonlocal carry
+            st = res["stats"]
+            w.write_chunk(*_join_first(cfg, res["first"], carry, st))
+            for c in res["chunks"]:
+                w.write_encoded(*c)
+            carry = res["carry"]
+            total.add(st)
+            pb.update(st.pairs * PAIR_LINE_BITS)
+
+        try:
+            if not parallel:  # streaming: chunk by chunk, encoding + writing overlap in the writer thread
+                for j, p0, p1 in bounds:
+                    gen = _new_generator(cfg, generator, shard_seed(seed, j), p0)
+                    done = p0
+                    while done < p1:
+                        k = min(step, p1 - done)
+                        ch = gen.next_chunk(k)
+                        if done == p0:
+                            w.write_chunk(*_join_first(cfg, (ch.stream_start, ch.stream_end, *gen.last_raw), carry,
+                                                       gen.stats))
+                        else:
+                            w.write_chunk(ch.stream_start, ch.stream_end, ch.offsets, ch.lanes, ch.flags, ch.marks)
+                        done += k
+                        pb.update(k * PAIR_LINE_BITS)
+                    ex_ = gen._expander
+                    carry = (ex_.key, ex_.lane, ex_.flag)
+                    total.add(gen.stats)
+            else:
+                if executor is not None:
+                    ex, owned, slots = executor, False, max(1, int(workers or os.cpu_count() or 1))
+                else:
+                    ex, owned, slots = _make_executor(workers, scheduler)
+                pending: dict = {}
+                nxt = 0
+                for j, p0, p1 in bounds:
+                    while len(pending) >= slots + 1:  # bounded memory: results wait for the writer in order
+                        put(pending.pop(nxt).result())
+                        nxt += 1
+                    pending[j] = ex.submit(_run_shard, cfg, generator, seed, j, p0, p1, step, n_lanes)
+                while pending:
+                    put(pending.pop(nxt).result())
+                    nxt += 1
+        finally:
+            if owned is True:
+                ex.shutdown(wait=True, cancel_futures=True)
+            elif owned not in (None, False):
+                owned.close()
+        w._join()
+        wall = time.perf_counter() - t0  # simulation + encoding + writing the chunks (not the final metadata)
+        st = total
         from phy802.stats import clopper_pearson
 
         def ci(k, n):

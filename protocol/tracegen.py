@@ -62,6 +62,7 @@ __all__ = [
     "BitExactGenerator",
     "lane_of_symbol",
     "merge_ranges",
+    "chunk_marks",
 ]
 
 T_KP4 = 15
@@ -213,6 +214,18 @@ class TraceStats:
     def post_fec_ber(self) -> float:
         return self.payload_flips / self.stream_bits if self.stream_bits else float("nan")
 
+    def add(self, other: "TraceStats") -> "TraceStats":
+        """Add another run's counters (e.g. a shard of the same trace) in place; returns self."""
+        for k in self.__dataclass_fields__:
+            if k == "n_lanes":
+                continue
+            a = getattr(self, k)
+            if isinstance(a, np.ndarray):
+                a += getattr(other, k)
+            else:
+                setattr(self, k, a + getattr(other, k))
+        return self
+
     def histogram(self) -> np.ndarray:
         """Per-codeword symbol-error-count histogram including the error-free codewords."""
         h = self.symbol_hist.copy()
@@ -263,6 +276,14 @@ def merge_ranges(r: np.ndarray) -> np.ndarray:
     idx = np.flatnonzero(new)
     ends = np.maximum.reduceat(r[:, 1], idx)
     return np.stack([r[idx, 0], ends], axis=1)
+
+
+def chunk_marks(mark_pairs: np.ndarray, hdr: np.ndarray, geom: RateGeometry) -> np.ndarray:
+    """Marks of a chunk: the data blocks of the marked pairs and the blocks whose header bit flipped."""
+    ranges = [_pair_ranges(mark_pairs, geom)]
+    if hdr.size:
+        ranges.append(np.stack([hdr * BLOCK_PAYLOAD_BITS, (hdr + 1) * BLOCK_PAYLOAD_BITS], axis=1))
+    return merge_ranges(np.concatenate(ranges)) if sum(r.shape[0] for r in ranges) else np.empty((0, 2), np.int64)
 
 
 def _pair_ranges(pairs: np.ndarray, geom: RateGeometry) -> np.ndarray:
@@ -343,10 +364,8 @@ class _Base:
     def _finish_chunk(self, P0, P1, off, ln, fl, hdr, mark_pairs) -> GenChunk:
         """Counters and marks of pairs [P0, P1) (shared by the fast and the bit-exact generator)."""
         geom = self.geom
-        ranges = [_pair_ranges(mark_pairs, geom)]
-        if hdr.size:
-            ranges.append(np.stack([hdr * BLOCK_PAYLOAD_BITS, (hdr + 1) * BLOCK_PAYLOAD_BITS], axis=1))
-        marks = merge_ranges(np.concatenate(ranges)) if sum(r.shape[0] for r in ranges) else np.empty((0, 2), np.int64)
+        self.last_raw = (off, ln, fl, hdr, mark_pairs)  # for joining shards (protocol.trace)
+        marks = chunk_marks(mark_pairs, hdr, geom)
         st = self.stats
         st.pairs += P1 - P0
         st.line_bits += (P1 - P0) * PAIR_LINE_BITS

@@ -3,17 +3,43 @@
 Each subcommand lives in its own module exposing ``add_arguments(parser)`` and ``run(args) -> int``.
 Modules are imported only when their subcommand runs, so ``phy802`` works without torch and the
 layering (``phy802`` never imports ``protocol``/``integration`` at import time) is kept.
-Library errors are exceptions; here they become exit codes: 0 ok, 1 check failed, 2 bad input.
+Library errors are exceptions; here they become exit codes (documented in README.md):
+
+* 0 -- ok;
+* 1 -- a check failed (a vector mismatch, a link that never locked, ...);
+* 2 -- bad input: a bad option, a malformed/missing/unreadable input file, or work refused as too big
+  for the machine; one line ``phy802 CMD: error: ...`` on stderr naming the file/field/value;
+* 3 -- an internal error (a bug): one line saying so and how to report it; ``PHY802_DEBUG=1``
+  prints the traceback too;
+* 130 / 143 -- interrupted by Ctrl-C / terminated by SIGTERM (temporary files are removed).
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.util
+import os
+import signal
 import sys
+import traceback
+import zipfile
 from typing import Sequence
 
-__all__ = ["main", "COMMANDS"]
+from phy802.cli._common import CliError, Parser
+
+__all__ = ["main", "COMMANDS", "CliError", "EXIT_OK", "EXIT_CHECK_FAILED", "EXIT_BAD_INPUT", "EXIT_INTERNAL",
+           "BAD_INPUT_ERRORS"]
+
+EXIT_OK, EXIT_CHECK_FAILED, EXIT_BAD_INPUT, EXIT_INTERNAL = 0, 1, 2, 3
+REPORT_TO = "the phy802 issue tracker"
+
+# Exceptions that mean "the input (options, files, environment) is bad", not "phy802 has a bug".
+# Library errors are ValueError/TypeError subclasses (VectorError, LanesFileError, LockError,
+# TraceError, ...) or OSError; a truncated/forged .npz raises BadZipFile/EOFError; numbers beyond
+# what a field can hold raise OverflowError.
+BAD_INPUT_ERRORS: tuple[type[BaseException], ...] = (
+    ValueError, TypeError, OSError, OverflowError, zipfile.BadZipFile, EOFError)
 
 # name -> (module, one-line help). Order is the order shown by ``phy802 --help``.
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -34,8 +60,34 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
-class CliError(Exception):
-    """Bad command-line input; reported as ``phy802: error: ...`` with exit code 2."""
+def _one_line(exc: BaseException) -> str:
+    if isinstance(exc, OSError) and exc.filename is not None and exc.strerror:
+        text = f"{exc.filename}: {exc.strerror}"
+    else:
+        text = str(exc) or type(exc).__name__
+    if isinstance(exc, KeyError) and exc.args:
+        text = f"missing key {exc.args[0]!r}"
+    return " ".join(text.split())
+
+
+def _debug() -> bool:
+    return os.environ.get("PHY802_DEBUG", "") not in ("", "0")
+
+
+def _install_sigterm():
+    """SIGTERM -> :class:`phy802._io.Terminated` (a KeyboardInterrupt), so that every ``finally``
+    and the atomic writers' cleanup run; returns the previous handler (``None`` if not installed)."""
+    from phy802._io import Terminated
+
+    def handler(signum, frame):
+        raise Terminated(f"terminated by signal {signum}")
+
+    try:
+        if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+            return None
+        return signal.signal(signal.SIGTERM, handler)
+    except ValueError:  # not the main thread
+        return None
 
 
 def _available() -> dict[str, tuple[str, str]]:
@@ -53,13 +105,15 @@ def _available() -> dict[str, tuple[str, str]]:
 
 
 def _top_parser(commands: dict[str, tuple[str, str]]) -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = Parser(
         prog="phy802",
         description="Bit-exact IEEE 802.3bs 400GBASE-R/200GBASE-R emulator, bypass-FEC layer and "
         "torch.distributed error replay.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="subcommands:\n" + "\n".join(f"  {n:<11} {t}" for n, (_, t) in commands.items())
-        + "\n\nRun 'phy802 COMMAND --help' for each command's options.",
+        + "\n\nRun 'phy802 COMMAND --help' for each command's options.\n\nexit codes: 0 ok, 1 a check "
+        "failed, 2 bad input (one 'error:' line), 3 internal error (a bug; PHY802_DEBUG=1 shows the "
+        "traceback), 130/143 interrupted/terminated.",
     )
     from phy802 import __version__
 
@@ -76,22 +130,66 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not argv or argv[0].startswith("-"):
         top.parse_args(argv)  # handles --help / --version
         top.print_help()
-        return 2
+        return EXIT_BAD_INPUT
     name = argv[0]
     if name not in commands:
         top.error(f"unknown command {name!r} (choose from {', '.join(commands)})")
-    module = importlib.import_module(commands[name][0])
-    parser = argparse.ArgumentParser(prog=f"phy802 {name}", description=commands[name][1])
+    prog = f"phy802 {name}"
+    try:
+        module = importlib.import_module(commands[name][0])
+    except ImportError as exc:
+        print(f"{prog}: error: needs a package that is not installed ({_one_line(exc)}); "
+              f"install the extras: pip install 'phy802[all]'", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    parser = Parser(prog=prog, description=commands[name][1])
     module.add_arguments(parser)
     args = parser.parse_args(argv[1:])
+    previous = _install_sigterm()
     try:
         return int(module.run(args) or 0)
-    except (CliError, ValueError, OSError) as exc:
-        print(f"phy802 {name}: error: {exc}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print(f"phy802 {name}: interrupted", file=sys.stderr)
+    except KeyboardInterrupt as exc:
+        from phy802._io import Terminated
+
+        if _debug():
+            traceback.print_exc()
+        if isinstance(exc, Terminated):
+            print(f"{prog}: terminated; partial output removed", file=sys.stderr)
+            return 128 + signal.SIGTERM
+        print(f"{prog}: interrupted; partial output removed", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # stdout closed early (e.g. '| head'): not an error of ours; silence the flush at exit
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        except OSError:
+            pass
+        return 141
+    except MemoryError:
+        if _debug():
+            traceback.print_exc()
+        print(f"{prog}: error: out of memory; ask for less work (fewer pairs/frames/bits/points)",
+              file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except BAD_INPUT_ERRORS as exc:
+        if _debug():
+            traceback.print_exc()
+        print(f"{prog}: error: {_one_line(exc)}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except Exception as exc:  # a bug: say so, one line, and how to report it
+        if _debug():
+            traceback.print_exc()
+        where = ""
+        tb = traceback.extract_tb(exc.__traceback__)
+        if tb:
+            where = f" at {os.path.basename(tb[-1].filename)}:{tb[-1].lineno}"
+        print(f"{prog}: internal error (a bug in phy802, not in your input): {type(exc).__name__}: "
+              f"{_one_line(exc)}{where}; please report it to {REPORT_TO} with the command line and the "
+              f"traceback that PHY802_DEBUG=1 {prog} ... prints", file=sys.stderr)
+        return EXIT_INTERNAL
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -1,30 +1,349 @@
-"""Helpers shared by the subcommand modules: common flags and JSON-or-text output."""
+"""Helpers shared by the subcommand modules: common flags, validating argument types, resource
+guards and JSON-or-text output.
+
+Argument types (all reject NaN/inf, non-ASCII digits, ``_`` separators and a leading ``+``, and
+raise :class:`argparse.ArgumentTypeError`, which the CLI reports as one ``error:`` line, exit 2):
+
+* :func:`float_arg` -- a finite float, optionally bounded (``lo``/``hi``, open or closed);
+* :func:`probability` -- a float in (0, 1) by default (``zero_ok``/``one_ok`` widen it);
+* :func:`int_arg` -- an integer with bounds;
+* :func:`count_arg` -- a count that may be written as an integer-valued float (``--bits 1e10``);
+* :func:`list_arg` -- a comma-separated list of any of the above (the contract: lists are
+  comma-separated everywhere); :func:`choice_list` for lists of names.
+
+:func:`emit` prints strict JSON (no NaN/Infinity) and moves every wall-clock field under one
+top-level ``timing`` key, so two runs with the same ``--seed`` diff equal outside it.
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
+import re
+import shutil
 import sys
-from typing import Any, Callable
+from pathlib import Path
+from typing import Any, Callable, Iterable, Sequence
 
 from phy802._output import progress, to_jsonable
 
-__all__ = ["add_seed", "add_json", "emit", "to_jsonable", "progress"]
+__all__ = ["add_seed", "add_json", "add_force", "emit", "to_jsonable", "progress", "Parser", "CliError",
+           "float_arg", "probability", "int_arg", "uint_arg", "count_arg", "list_arg", "choice_list",
+           "split_timing", "TIMING_KEYS", "check_budget", "check_disk", "require_together",
+           "MAX_SEED"]
 
+MAX_SEED = 2**63 - 1
+
+
+class CliError(ValueError):
+    """Bad command-line input detected by a command (reported as one ``error:`` line, exit 2)."""
+
+
+class _SubParsers(argparse._SubParsersAction):
+    """Sub-commands whose ``help`` line doubles as their ``--help`` description."""
+
+    def add_parser(self, name, **kwargs):
+        if kwargs.get("help") and not kwargs.get("description"):
+            kwargs["description"] = kwargs["help"]
+        return super().add_parser(name, **kwargs)
+
+
+class Parser(argparse.ArgumentParser):
+    """An ``ArgumentParser`` whose errors are one line on stderr (no usage block), exit code 2;
+    its sub-commands get their help line as description."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.register("action", "parsers", _SubParsers)
+
+    def error(self, message: str):  # noqa: D401 - argparse API
+        msg = " ".join(str(message).split())
+        self.exit(2, f"{self.prog}: error: {msg} (see '{self.prog} --help')\n")
+
+
+# ----------------------------------------------------------------------------- numeric types
+
+_FLOAT_RE = re.compile(r"-?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]+)?\Z")
+_INT_RE = re.compile(r"-?[0-9]+\Z")
+
+
+def _parse_float(text: str) -> float:
+    t = text.strip()
+    if not _FLOAT_RE.match(t):
+        raise argparse.ArgumentTypeError(f"expected a finite decimal number (e.g. 1e-4), got {text!r}")
+    v = float(t)
+    if not math.isfinite(v):
+        raise argparse.ArgumentTypeError(f"{text!r} is out of range (not a finite number)")
+    return v
+
+
+def _bounds_text(lo, hi, lo_open, hi_open) -> str:
+    left = "(" if lo_open else "["
+    right = ")" if hi_open else "]"
+    return f"{left}{'-inf' if lo is None else f'{lo:g}'}, {'inf' if hi is None else f'{hi:g}'}{right}"
+
+
+def _check_range(v: float, text: str, lo, hi, lo_open: bool, hi_open: bool) -> None:
+    bad = ((lo is not None and (v < lo or (lo_open and v == lo)))
+           or (hi is not None and (v > hi or (hi_open and v == hi))))
+    if bad:
+        raise argparse.ArgumentTypeError(f"{text!r} is outside {_bounds_text(lo, hi, lo_open, hi_open)}")
+
+
+def float_arg(lo: float | None = None, hi: float | None = None, *, lo_open: bool = False,
+              hi_open: bool = False) -> Callable[[str], float]:
+    """A finite float in the given range (closed bounds unless ``lo_open``/``hi_open``)."""
+
+    def parse(text: str) -> float:
+        v = _parse_float(text)
+        _check_range(v, text, lo, hi, lo_open, hi_open)
+        return v
+
+    parse.__name__ = "number"
+    return parse
+
+
+def probability(*, zero_ok: bool = False, one_ok: bool = False, hi: float = 1.0) -> Callable[[str], float]:
+    """A probability in (0, ``hi``) (``zero_ok``: [0, ...; ``one_ok``: ..., hi])."""
+    return float_arg(0.0, hi, lo_open=not zero_ok, hi_open=not one_ok)
+
+
+def int_arg(lo: int | None = None, hi: int | None = None) -> Callable[[str], int]:
+    """A decimal integer in [lo, hi]."""
+
+    def parse(text: str) -> int:
+        t = text.strip()
+        if not _INT_RE.match(t):
+            raise argparse.ArgumentTypeError(f"expected a decimal integer, got {text!r}")
+        v = int(t)
+        _check_range(v, text, lo, hi, False, False)
+        return v
+
+    parse.__name__ = "integer"
+    return parse
+
+
+_UINT_RE = re.compile(r"(?:0[xX][0-9a-fA-F]+|[0-9]+)\Z")
+
+
+def uint_arg(hi: int, lo: int = 0) -> Callable[[str], int]:
+    """A non-negative integer in [lo, hi] written in decimal or ``0x`` hex (register values, seeds)."""
+
+    def parse(text: str) -> int:
+        t = text.strip()
+        if not _UINT_RE.match(t):
+            raise argparse.ArgumentTypeError(f"expected a decimal or 0x-hex integer, got {text!r}")
+        v = int(t, 0) if t[:2].lower() == "0x" else int(t, 10)
+        if not lo <= v <= hi:
+            raise argparse.ArgumentTypeError(f"{text!r} is outside {lo:#x}..{hi:#x}")
+        return v
+
+    parse.__name__ = "integer"
+    return parse
+
+
+def count_arg(lo: int = 0, hi: int | None = None) -> Callable[[str], int]:
+    """A count in [lo, hi] written as an integer or an integer-valued float (``1e10``, ``2.5e3``)."""
+
+    def parse(text: str) -> int:
+        t = text.strip()
+        if _INT_RE.match(t):
+            v = int(t)
+        else:
+            f = _parse_float(t)
+            if f != math.floor(f):
+                raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}")
+            v = int(f)
+        _check_range(v, text, lo, hi, False, False)
+        return v
+
+    parse.__name__ = "count"
+    return parse
+
+
+def list_arg(item: Callable[[str], Any], *, min_len: int = 1, max_len: int = 1000,
+             unique: bool = True) -> Callable[[str], tuple]:
+    """A comma-separated list (``1e-5,1e-4``) of ``item`` values, as a tuple."""
+
+    def parse(text: str) -> tuple:
+        parts = text.split(",")
+        if any(not p.strip() for p in parts):
+            raise argparse.ArgumentTypeError(f"expected a comma-separated list without empty items, got {text!r}")
+        vals = []
+        for p in parts:
+            try:
+                vals.append(item(p.strip()))
+            except argparse.ArgumentTypeError as exc:
+                raise argparse.ArgumentTypeError(f"item {p.strip()!r}: {exc}") from None
+        if not min_len <= len(vals) <= max_len:
+            raise argparse.ArgumentTypeError(f"expected {min_len}..{max_len} items, got {len(vals)}")
+        if unique and len(set(vals)) != len(vals):
+            raise argparse.ArgumentTypeError(f"items must not repeat, got {text!r}")
+        return tuple(vals)
+
+    parse.__name__ = "list"
+    return parse
+
+
+def choice_list(choices: Sequence[str], **kw) -> Callable[[str], tuple]:
+    """A comma-separated list of names from ``choices``."""
+
+    def one(text: str) -> str:
+        if text not in choices:
+            raise argparse.ArgumentTypeError(f"choose from {', '.join(choices)}")
+        return text
+
+    return list_arg(one, **kw)
+
+
+# ----------------------------------------------------------------------------- common flags
 
 def add_seed(parser: argparse.ArgumentParser, default: int = 1) -> None:
-    parser.add_argument("--seed", type=int, default=default, help=f"random seed (default {default})")
+    parser.add_argument("--seed", type=int_arg(0, MAX_SEED), default=default,
+                        help=f"random seed, an integer >= 0 (default {default})")
 
 
 def add_json(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--json", action="store_true", help="print machine-readable JSON on stdout")
+    parser.add_argument("--json", action="store_true",
+                        help="print one JSON document on stdout (wall-clock fields under 'timing')")
 
 
+def add_force(parser: argparse.ArgumentParser, what: str = "work beyond the safety limits") -> None:
+    parser.add_argument("--force", action="store_true", help=f"allow {what} (default: refuse)")
 
-def emit(args: argparse.Namespace, obj: Any, text: Callable[[], str] | str) -> None:
-    """Print ``obj`` as JSON when ``--json`` was given, else the human text."""
+
+def require_together(args: argparse.Namespace, option: str, needs: str, given: bool, needed: bool) -> None:
+    """Raise :class:`CliError` when ``option`` was given without ``needs``."""
+    if given and not needed:
+        raise CliError(f"{option} only makes sense with {needs}")
+
+
+# ----------------------------------------------------------------------------- resource guards
+
+def _human(n: float, unit: str) -> str:
+    for p in ("", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei"):
+        if abs(n) < 1024 or p == "Ei":
+            return f"{n:.3g} {p}{unit}"
+        n /= 1024
+    return f"{n:.3g} {unit}"  # pragma: no cover
+
+
+def _available_memory() -> int:
+    try:
+        import os
+
+        return int(os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
+    except (ValueError, OSError, AttributeError):  # pragma: no cover - non-POSIX
+        return 8 << 30
+
+
+def check_budget(what: str, *, memory_bytes: float = 0.0, seconds: float = 0.0, force: bool = False,
+                 max_memory: float | None = None, max_seconds: float = 3600.0, hint: str = "") -> None:
+    """Refuse work estimated to need more memory than is free (or ``max_memory``) or more than
+    ``max_seconds`` of run time, unless ``force``; raises :class:`CliError` with the estimate."""
+    if force:
+        return
+    limit = _available_memory() * 0.8 if max_memory is None else max_memory
+    tail = f"; {hint}" if hint else ""
+    if memory_bytes > limit:
+        raise CliError(f"{what} needs about {_human(memory_bytes, 'B')} of memory, more than the "
+                       f"{_human(limit, 'B')} available{tail} (--force to try anyway)")
+    if seconds > max_seconds:
+        raise CliError(f"{what} would take about {seconds / 3600:.3g} h (limit {max_seconds / 3600:.3g} h){tail} "
+                       f"(--force to run anyway)")
+
+
+def check_disk(path: str | Path, nbytes: float, what: str, *, force: bool = False, hint: str = "") -> None:
+    """Refuse to write an estimated ``nbytes`` under ``path`` when the file system has less free
+    (keeping 10% spare), unless ``force``."""
+    if force:
+        return
+    p = Path(path).resolve()
+    while not p.exists() and p != p.parent:
+        p = p.parent
+    free = shutil.disk_usage(p).free
+    if nbytes > 0.9 * free:
+        tail = f"; {hint}" if hint else ""
+        raise CliError(f"{what} needs about {_human(nbytes, 'B')} of disk, {_human(free, 'B')} is free at "
+                       f"{p}{tail} (--force to try anyway)")
+
+
+# ----------------------------------------------------------------------------- output
+
+# wall-clock fields: moved under the top-level ``timing`` key by :func:`emit`
+TIMING_KEYS = frozenset({"seconds", "wall_s", "wall_seconds", "elapsed_s", "gbps", "gb_per_s",
+                         "duration_s", "timestamp", "created", "started", "finished", "steps_s"})
+
+
+def _is_timing_key(key: str) -> bool:
+    return key in TIMING_KEYS or key.endswith(("_wall_s", "_seconds_wall"))
+
+
+def split_timing(doc: Any, prefix: str = "") -> tuple[Any, dict]:
+    """``(doc without wall-clock fields, {dotted.path: value})`` of a JSON-ready document."""
+    timing: dict = {}
+    if isinstance(doc, dict):
+        out = {}
+        for k, v in doc.items():
+            path = f"{prefix}.{k}" if prefix else str(k)
+            if _is_timing_key(str(k)):
+                timing[path] = v
+                continue
+            out[k], sub = split_timing(v, path)
+            timing.update(sub)
+        return out, timing
+    if isinstance(doc, list):
+        out_l = []
+        for i, v in enumerate(doc):
+            o, sub = split_timing(v, f"{prefix}[{i}]")
+            out_l.append(o)
+            timing.update(sub)
+        return out_l, timing
+    return doc, timing
+
+
+def json_document(obj: Any, timing: dict | None = None) -> dict | Any:
+    """The document :func:`emit` prints: JSON-ready, wall-clock fields under ``timing``."""
+    doc = to_jsonable(obj)
+    if not isinstance(doc, dict):
+        return doc
+    own = doc.pop("timing", None)
+    doc, found = split_timing(doc)
+    tim = {}
+    if isinstance(own, dict):
+        tim.update(own)
+    tim.update(found)
+    if timing:
+        tim.update(to_jsonable(timing))
+    doc["timing"] = tim
+    return doc
+
+
+def emit(args: argparse.Namespace, obj: Any, text: Callable[[], str] | str, *, timing: dict | None = None) -> None:
+    """Print ``obj`` as strict JSON when ``--json`` was given, else the human text."""
     if getattr(args, "json", False):
-        json.dump(to_jsonable(obj), sys.stdout, indent=2)
-        sys.stdout.write("\n")
+        sys.stdout.write(json.dumps(json_document(obj, timing), indent=2, allow_nan=False) + "\n")
     else:
         sys.stdout.write((text() if callable(text) else text).rstrip("\n") + "\n")
+
+
+def read_text_lines(path: str, *, stdin_name: str = "<stdin>") -> Iterable[tuple[int, str]]:
+    """``(line number, line)`` of a UTF-8 text file or ``-`` (stdin); a binary or non-UTF-8 file
+    raises ``ValueError`` naming it."""
+    if path == "-":
+        stream, name = sys.stdin, stdin_name
+    else:
+        stream, name = open(path, encoding="utf-8"), path
+    try:
+        lineno = 0
+        try:
+            for lineno, raw in enumerate(stream, start=1):
+                if "\x00" in raw:
+                    raise ValueError(f"{name}:{lineno}: binary data (NUL byte): not a text file")
+                yield lineno, raw
+        except UnicodeDecodeError as exc:
+            raise ValueError(f"{name}:{lineno + 1}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    finally:
+        if stream is not sys.stdin:
+            stream.close()

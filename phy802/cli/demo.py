@@ -24,7 +24,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from phy802.cli._common import add_json, add_seed, emit
+from phy802.cli._common import add_json, add_seed, emit, int_arg
 from phy802._io import atomic_write_text
 
 __all__ = ["DemoConfig", "run_demo", "add_arguments", "run"]
@@ -221,8 +221,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quick", action="store_true",
                         help="a smaller run (3 BER points, 1 s each, 1e9-bit trace, 40 training steps, one guard)")
     parser.add_argument("--no-train", action="store_true", help="skip the training step (no torch needed)")
-    parser.add_argument("--workers", type=int, default=None, help="sweep worker processes (default: all cores)")
-    parser.add_argument("--no-progress", action="store_true", help="no progress lines on stderr")
+    parser.add_argument("--workers", type=int_arg(1, 4096), default=None, help="sweep worker processes (default: all cores)")
+    parser.add_argument("--no-progress", action="store_true", help="no progress lines on stderr (default: shown)")
     add_seed(parser)
     add_json(parser)
 

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
-from typing import TextIO
+from typing import Iterable
 
 import numpy as np
 
+from phy802.cli._common import int_arg
 from phy802.fec.counters import FecCounters
 from phy802.fec.rs import KP4, KR4, RSCode, decode, encode
 
@@ -33,11 +35,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         p.add_argument("file", nargs="?", default="-", metavar="FILE", help="input file ('-' = stdin, default)")
         p.add_argument("--code", choices=sorted(_CODES), default="kp4",
                        help="kp4 = RS(544,514) t=15, kr4 = RS(528,514) t=7 (default kp4)")
-        p.add_argument("--n", type=int, help="custom code length (with --k; overrides --code)")
-        p.add_argument("--k", type=int, help="custom message length (with --n)")
+        p.add_argument("--n", type=int_arg(2, 1023), help="custom code length in symbols, 2..1023 "
+                       "(with --k; overrides --code; default: from --code)")
+        p.add_argument("--k", type=int_arg(1, 1022), help="custom message length in symbols, < --n "
+                       "(with --n; default: from --code)")
         p.add_argument("--format", choices=("dec", "hex"), default="dec", help="symbol notation (default dec)")
         p.add_argument("--json", action="store_true", help="print a JSON object on stdout instead of text")
-        p.add_argument("--out", metavar="PATH", help="write the output to PATH (atomically) instead of stdout")
+        p.add_argument("--out", metavar="PATH", help="write the output to PATH (atomically; default: stdout)")
         if action == "decode":
             p.add_argument("--mode", choices=("correct", "detect"), default="correct",
                            help="correct errors (default) or only detect them (syndrome check)")
@@ -71,7 +75,7 @@ def _add_tail(sub) -> None:
     p.add_argument("--bootstrap", type=int, default=200,
                    help="parametric bootstrap replicates for the dfe/ge intervals (default 200; 0 = none)")
     p.add_argument("--seed", type=int, default=1, help="seed of the bootstrap (default 1)")
-    p.add_argument("--out", metavar="FIT.json", help="write the fit (JSON) to this file, atomically")
+    p.add_argument("--out", metavar="FIT.json", help="write the fit (JSON) to this file, atomically (default: none, print only)")
     p.add_argument("--json", action="store_true", help="print the fit as JSON on stdout")
 
 
@@ -107,18 +111,41 @@ def _code(args: argparse.Namespace) -> RSCode:
         return _CODES[args.code]
     if args.n is None or args.k is None:
         raise ValueError("--n and --k must be given together")
+    if not args.k < args.n or (args.n - args.k) % 2:
+        raise ValueError(f"--n {args.n} --k {args.k}: need k < n and n - k even (t = (n - k) / 2)")
     return RSCode(args.n, args.k)
 
 
-def parse_symbol_lines(stream: TextIO, length: int, name: str, fmt: str = "dec") -> tuple[np.ndarray, list[int]]:
+_DEC_TOKEN = re.compile(r"[0-9]+\Z")
+_HEX_TOKEN = re.compile(r"[0-9a-fA-F]+\Z")
+
+
+def parse_symbol_lines(stream: Iterable[str], length: int, name: str, fmt: str = "dec") -> tuple[np.ndarray, list[int]]:
     """Read one word of ``length`` symbols per non-blank line; returns (uint16[N, length], line numbers).
 
-    Raises ValueError naming ``name``, the line and the field of the first bad token.
+    Tokens are plain ASCII digits: decimal ``0``..``1023``, or hex ``0``..``3ff`` without a ``0x``
+    prefix; signs, ``_`` separators and non-ASCII digits are rejected. Raises ValueError naming
+    ``name``, the line and the field of the first bad token; a file with no words, a binary or
+    non-UTF-8 file is an error too.
     """
-    base = 16 if fmt == "hex" else 10
+    if fmt not in ("dec", "hex"):
+        raise ValueError(f"format must be 'dec' or 'hex', got {fmt!r}")
+    pattern, base, kind = (_HEX_TOKEN, 16, "hex") if fmt == "hex" else (_DEC_TOKEN, 10, "decimal")
     rows: list[list[int]] = []
     lines: list[int] = []
-    for lineno, raw in enumerate(stream, start=1):
+    lineno = 0
+    it = iter(stream)
+    while True:
+        try:
+            raw = next(it)
+        except StopIteration:
+            break
+        except UnicodeDecodeError as exc:
+            raise ValueError(f"{name}:{lineno + 1}: not UTF-8 text ({exc.reason} at byte {exc.start}); "
+                             f"expected {kind} symbols") from None
+        lineno += 1
+        if "\x00" in raw:
+            raise ValueError(f"{name}:{lineno}: binary data (NUL byte): expected {kind} symbols as text")
         text = raw.split("#", 1)[0]
         toks = text.split()
         if not toks:
@@ -127,16 +154,17 @@ def parse_symbol_lines(stream: TextIO, length: int, name: str, fmt: str = "dec")
             raise ValueError(f"{name}:{lineno}: expected {length} symbols, got {len(toks)}")
         row = []
         for j, tok in enumerate(toks, start=1):
-            try:
-                v = int(tok, base)
-            except ValueError:
-                kind = "hex" if base == 16 else "decimal"
-                raise ValueError(f"{name}:{lineno}: field {j}: {tok!r} is not a {kind} number") from None
+            if not pattern.match(tok):
+                raise ValueError(f"{name}:{lineno}: field {j}: {tok[:20]!r} is not a {kind} number"
+                                 + (" (write hex without 0x)" if fmt == "hex" and tok[:2].lower() == "0x" else ""))
+            v = int(tok, base)
             if not 0 <= v < 1024:
-                raise ValueError(f"{name}:{lineno}: field {j}: symbol {tok} = {v} is outside 0..1023")
+                raise ValueError(f"{name}:{lineno}: field {j}: symbol {tok[:20]} = {v} is outside 0..1023")
             row.append(v)
         rows.append(row)
         lines.append(lineno)
+    if not rows:
+        raise ValueError(f"{name}: no words (the input is empty or holds only comments/blank lines)")
     arr = np.array(rows, dtype=np.uint16).reshape(len(rows), length)
     return arr, lines
 
@@ -204,6 +232,8 @@ def run(args: argparse.Namespace) -> int:
             text = "".join(f"{format_symbols(w, args.format)}  # {_status(int(c), args.mode)} {int(c)}\n"
                            for w, c in zip(out, nc))
 
+    if args.json:
+        obj["timing"] = {}  # no wall-clock fields; the key is there as in every --json output
     payload = _dump_json(obj) if args.json else text
     if args.out:
         from phy802._io import atomic_write_text

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from phy802.cli._common import add_json, emit
+from phy802.cli._common import add_json, emit, float_arg, int_arg
 from phy802.cli._vocab import code_list, fec_list
 
 from protocol.framing import RATES
@@ -45,13 +45,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"RS code(s): kp4, kr4, rs272, none; comma list (default {','.join(_CODES)})")
     parser.add_argument("--fec", type=fec_list, default=MODE_NAMES, metavar="MODE[,MODE...]",
                         help=f"receive mode(s), comma list (default all: {','.join(MODE_NAMES)})")
-    parser.add_argument("--clock-ghz", type=float, default=_D.clock_ghz,
+    parser.add_argument("--clock-ghz", type=float_arg(0.0, 1000.0, lo_open=True), default=_D.clock_ghz,
                         help=f"decoder clock in GHz (default {_D.clock_ghz})")
-    parser.add_argument("--solver-cycles", type=int, default=_D.solver_cycles,
+    parser.add_argument("--solver-cycles", type=int_arg(1, 10**6), default=_D.solver_cycles,
                         help=f"key-equation solver cycles for t=15, scaled by t/15 (default {_D.solver_cycles})")
-    parser.add_argument("--llr-fiber-m", type=float, default=_D.llr_fiber_m,
+    parser.add_argument("--llr-fiber-m", type=float_arg(0.0, 1e7), default=_D.llr_fiber_m,
                         help=f"link length in metres for the llr round trip (default {_D.llr_fiber_m:g} m)")
-    parser.add_argument("--llr-phy-ns", type=float, default=_D.llr_phy_ns,
+    parser.add_argument("--llr-phy-ns", type=float_arg(0.0, 1e9), default=_D.llr_phy_ns,
                         help=f"other PHY/MAC pipeline per direction of the llr round trip, ns (default {_D.llr_phy_ns:g})")
     add_json(parser)
 

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
-from phy802.cli._common import add_json, add_seed, emit
+from phy802.cli._common import (CliError, add_force, add_json, add_seed, check_budget, count_arg, emit, float_arg,
+                                int_arg, probability)
 from phy802.cli._hist import add_hist_arguments, histogram_from_counts, print_ethtool, wants_ethtool
 from phy802.cli._vocab import add_code_fec
 
@@ -35,23 +37,28 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--rate", default="400G", choices=("400G", "200G"), help="400G (default) or 200G")
     add_code_fec(p)
     g = p.add_mutually_exclusive_group()
-    g.add_argument("--ber", type=float, default=None,
-                   help="PAM4 AWGN on every lane at this pre-FEC BER (default: no noise)")
-    g.add_argument("--snr-db", type=float, default=None,
+    g.add_argument("--ber", type=probability(hi=0.375), default=None,
+                   help="PAM4 AWGN on every lane at this pre-FEC BER, in (0, 0.375) (default: no noise)")
+    g.add_argument("--snr-db", type=float_arg(-20.0, 80.0), default=None,
                    help="PAM4 AWGN on every lane at this SNR in dB, Es/sigma^2 (default: no noise)")
-    p.add_argument("--fault-lane", type=int, default=None,
+    p.add_argument("--fault-lane", type=int_arg(0, 63), default=None,
                    help="physical lane (index) with its own, worse channel (default: none)")
-    p.add_argument("--fault-ber", type=float, default=1e-3, help="pre-FEC BER of --fault-lane (default 1e-3)")
-    p.add_argument("--lanes", type=int, default=None, help="physical lanes (default 8 at 400G, 4 at 200G)")
+    p.add_argument("--fault-ber", type=probability(hi=0.375), default=None,
+                   help="pre-FEC BER of --fault-lane, needs --fault-lane (default 1e-3)")
+    p.add_argument("--lanes", type=int_arg(1, 64), default=None, help="physical lanes (default 8 at 400G, 4 at 200G)")
     p.add_argument("--lane-order", default=None,
                    help="bit-mux order, PCS lanes per physical lane: '0,1;2,3;...' (default consecutive groups)")
     p.add_argument("--precoding", action="store_true", help="1/(1+D) mod 4 precoder (default off)")
-    p.add_argument("--precoder-init", type=int, default=0, help="precoder initial state 0..3 (default 0)")
+    p.add_argument("--precoder-init", type=int_arg(0, 3), default=None,
+                   help="precoder initial state 0..3, needs --precoding (default 0)")
     p.add_argument("--level", choices=("pcs", "codeword"), default=None,
                    help="pcs or codeword (default pcs; codeword for kr4)")
     p.add_argument("--payload", choices=("data", "frames"), default="frames", help="frames (default) or data blocks")
-    p.add_argument("--pairs", type=int, default=512, help="codeword pairs to send (default 512)")
-    p.add_argument("--batch", type=int, default=256, help="pairs per independent batch (default 256)")
+    p.add_argument("--pairs", type=count_arg(1, 10**13), default=512,
+                   help="codeword pairs to send, e.g. 2048 or 1e6 (default 512)")
+    p.add_argument("--batch", type=int_arg(1, 1 << 16), default=256,
+                   help="pairs per independent batch (one AM group each; default 256)")
+    add_force(p, "runs estimated to take over an hour or more memory than is free")
     add_seed(p)
     add_json(p)
     add_hist_arguments(p)
@@ -70,23 +77,51 @@ def _channels(args, n_lanes: int):
     if args.fault_lane is not None:
         if not 0 <= args.fault_lane < n_lanes:
             raise ValueError(f"--fault-lane must be in 0..{n_lanes - 1}, got {args.fault_lane}")
-        chans[args.fault_lane] = Pam4Awgn.from_ber(args.fault_ber)
+        chans[args.fault_lane] = Pam4Awgn.from_ber(1e-3 if args.fault_ber is None else args.fault_ber)
     return chans
+
+
+def _check_args(args) -> None:
+    """Meaningless combinations and work too big for the machine (issue 12)."""
+    if args.fault_ber is not None and args.fault_lane is None:
+        raise CliError("--fault-ber only makes sense with --fault-lane (which lane is faulty?)")
+    if args.precoder_init is not None and not args.precoding:
+        raise CliError("--precoder-init only makes sense with --precoding")
+    from phy802 import theory
+
+    ber = args.ber if args.ber is not None else (float(theory.pam4_ber(args.snr_db)) if args.snr_db is not None else 0.0)
+    ber = max(ber, args.fault_ber or (1e-3 if args.fault_lane is not None else 0.0))
+    bits = args.pairs * 2 * 544 * 10  # line bits (kp4 pairs; the other codes are shorter)
+    # every payload error offset is kept (int64) plus per-batch working buffers
+    check_budget(f"link --pairs {args.pairs}", memory_bytes=bits * ber * 8 * 1.5 + min(args.pairs, args.batch) * 2e5,
+                 seconds=bits / 1e9, force=args.force, hint="use fewer --pairs (the bit-exact link runs ~1 Gb/s)")
 
 
 def run(args: argparse.Namespace) -> int:
     from phy802.link import Link, LinkConfig
 
+    _check_args(args)
     ethtool = wants_ethtool(args)
-    cfg = LinkConfig(rate=args.rate, code=args.code, fec=args.fec, precoding=args.precoding, precoder_init=args.precoder_init,
+    cfg = LinkConfig(rate=args.rate, code=args.code, fec=args.fec, precoding=args.precoding,
+                     precoder_init=args.precoder_init or 0,
                      n_lanes=args.lanes, lane_order=parse_lane_order(args.lane_order), level=args.level,
                      payload=args.payload)
     res = Link(cfg, _channels(args, int(cfg.n_lanes))).run(args.pairs, args.seed, batch_pairs=args.batch)
     c = res.counters
     rates = c.rates()
+    batches = -(-args.pairs // args.batch)
+    lock = {"batches": batches, "failed_batches": int(c.lock_failures), "locked": c.lock_failures < batches}
     out = {"config": {k: getattr(cfg, k) for k in cfg.__dataclass_fields__}, "seed": args.seed,
-           "counters": c.as_dict(), "rates": {k: v.as_dict() for k, v in rates.items()},
+           "counters": c.as_dict(), "rates": {k: v.as_dict() for k, v in rates.items()}, "lane_lock": lock,
            "payload_errors": res.payload_errors[:1000].tolist(), "payload_errors_total": int(res.payload_errors.size)}
+    if not lock["locked"]:
+        # nothing was received: no counter or rate means anything; say so instead of printing zeros/NaN
+        msg = (f"NO LOCK: the receiver could not lock the PCS lanes (alignment markers) in any of the {batches} "
+               f"batches, so nothing was received or counted; the channel is too noisy for the link to come up "
+               f"(try a lower --ber / higher --snr-db)")
+        emit(args, out, msg)
+        print(f"phy802 link: lane lock failed in all {batches} batches (nothing received)", file=sys.stderr)
+        return 1
     fh = histogram_from_counts(c.hist, (c.n - c.k) // 2, args.bins, "phy802 link")
     if ethtool:
         print_ethtool(fh.to_ethtool())
@@ -114,6 +149,9 @@ def run(args: argparse.Namespace) -> int:
             lines.append(f"MAC: frames sent {c.frames}, FCS ok {c.frames_ok}, FCS errors {c.fcs_errors}, "
                          f"marked 66b blocks {c.marked_blocks}, error blocks {c.block_errors}, "
                          f"payload bit errors {c.payload_bit_errors} of {c.payload_bits}")
+        if c.lock_failures:
+            lines.append(f"LANE LOCK: {c.lock_failures} of {batches} batches dropped (no lane lock); the counts "
+                         f"above cover only the {batches - c.lock_failures} batches that locked")
         lines += ["", f"FEC codeword histogram (pre-FEC symbol errors per codeword; t = {fh.t}):", fh.format_text(), ""]
         for k, v in rates.items():
             lines.append(f"{k:<13} {v.value:.3e}  95% CI [{v.lo:.3e}, {v.hi:.3e}]  ({v.events}/{v.trials})")

@@ -15,50 +15,63 @@ import argparse
 
 import numpy as np
 
-from phy802.cli._common import add_json, add_seed, emit
+from phy802.cli._common import (add_force, add_json, add_seed, check_budget, count_arg, emit, int_arg, probability,
+                                uint_arg)
 
 __all__ = ["add_arguments", "run"]
 
-
-def _int0(text: str) -> int:
-    return int(text, 0)
+MAX_FRAMES = 10**9
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
-    p = sub.add_parser("tx", help="encode random Ethernet frames into PCS lanes and write them to a file")
-    p.add_argument("--frames", type=int, default=100, help="number of random frames (default 100)")
-    p.add_argument("--min-len", type=int, default=60, help="shortest frame without FCS, octets (default 60)")
-    p.add_argument("--max-len", type=int, default=1514, help="longest frame without FCS, octets (default 1514)")
-    p.add_argument("--idle-blocks", type=int, default=1, help="idle 66b blocks after each frame (default 1)")
-    p.add_argument("--out", required=True, help="output lanes file (.txt, or .npz for binary)")
-    p.add_argument("--ser", type=float, default=0.0, help="add random symbol errors with this probability per lane symbol")
-    p.add_argument("--skew", type=int, default=0, help="delay each lane by a random 0..SKEW symbols")
-    p.add_argument("--shuffle", action="store_true", help="write the lanes in a random order")
+    text = "encode random Ethernet frames into PCS lanes and write them to a file"
+    p = sub.add_parser("tx", help=text, description=text)
+    p.add_argument("--frames", type=count_arg(0, MAX_FRAMES), default=100,
+                   help=f"number of random frames, 0..{MAX_FRAMES:.0e} (default 100)")
+    p.add_argument("--min-len", type=int_arg(0, 16000), default=60,
+                   help="shortest frame without FCS, octets, 0..16000 (default 60)")
+    p.add_argument("--max-len", type=int_arg(0, 16000), default=1514,
+                   help="longest frame without FCS, octets, >= --min-len (default 1514)")
+    p.add_argument("--idle-blocks", type=int_arg(0, 10**6), default=1,
+                   help="idle 66b blocks after each frame, 0..1e6 (default 1)")
+    p.add_argument("--out", required=True, help="output lanes file (.txt, or .npz for binary); required")
+    p.add_argument("--ser", type=probability(zero_ok=True, one_ok=True), default=0.0,
+                   help="add random symbol errors with this probability per lane symbol, 0..1 (default 0)")
+    p.add_argument("--skew", type=int_arg(0, 10**6), default=0,
+                   help="delay each lane by a random 0..SKEW symbols, 10-bit symbols (default 0)")
+    p.add_argument("--shuffle", action="store_true", help="write the lanes in a random order (default: in order)")
     _add_config(p)
+    add_force(p, "a transmission larger than the free memory")
     add_seed(p)
     add_json(p)
-    q = sub.add_parser("rx", help="receive a lanes file: lock, deskew, decode, frames; per-lane counters")
-    q.add_argument("lanes", help="lanes file written by 'phy802 pcs tx'")
-    q.add_argument("--decode-mode", choices=["correct", "detect", "bypass"], default="correct")
+    text = "receive a lanes file: lock, deskew, decode, frames; per-lane counters"
+    q = sub.add_parser("rx", help=text, description=text)
+    q.add_argument("lanes", help="lanes file written by 'phy802 pcs tx' (.txt or .npz)")
+    q.add_argument("--decode-mode", choices=["correct", "detect", "bypass"], default="correct",
+                   help="RS decoder: correct errors, only detect them, or bypass it (default correct)")
     q.add_argument("--error-marking", choices=["pair", "none"], default="pair",
                    help="mark the 66b blocks of pairs with an uncorrectable codeword as errors (default pair)")
     add_json(q)
-    m = sub.add_parser("lanemap", help="codeword symbol position -> PCS lane and slot (119.2.4.7)")
-    m.add_argument("--rate", choices=["400G", "200G"], default="400G")
+    text = "codeword symbol position -> PCS lane and slot (119.2.4.7)"
+    m = sub.add_parser("lanemap", help=text, description=text)
+    m.add_argument("--rate", choices=["400G", "200G"], default="400G", help="line rate (default 400G)")
     add_json(m)
-    a = sub.add_parser("markers", help="alignment marker table as 10-bit symbols (119.2.4.4)")
-    a.add_argument("--rate", choices=["400G", "200G"], default="400G")
+    text = "alignment marker table as 10-bit symbols (119.2.4.4)"
+    a = sub.add_parser("markers", help=text, description=text)
+    a.add_argument("--rate", choices=["400G", "200G"], default="400G", help="line rate (default 400G)")
     add_json(a)
 
 
 def _add_config(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--rate", choices=["400G", "200G"], default="400G")
-    p.add_argument("--am-spacing", type=int, default=None,
-                   help="257b blocks between AM groups (default 163840 at 400G, 81920 at 200G)")
-    p.add_argument("--scrambler-seed", type=_int0, default=None, help="58-bit scrambler state (default 0x24E6959D0FA5DBD)")
-    p.add_argument("--prbs9-seed", type=_int0, default=0x1FF, help="AM pad PRBS9 seed (default 0x1FF)")
-    p.add_argument("--am-status", type=_int0, default=0, help="3 AM status bits (default 0)")
+    p.add_argument("--rate", choices=["400G", "200G"], default="400G", help="line rate (default 400G)")
+    p.add_argument("--am-spacing", type=int_arg(40, 1 << 24), default=None,
+                   help="257b blocks between AM groups, a multiple of 40 (default 163840 at 400G, 81920 at 200G)")
+    p.add_argument("--scrambler-seed", type=uint_arg((1 << 58) - 1), default=None,
+                   help="58-bit scrambler state, decimal or 0x hex (default 0x24E6959D0FA5DBD)")
+    p.add_argument("--prbs9-seed", type=uint_arg(0x1FF, lo=1), default=0x1FF,
+                   help="AM pad PRBS9 seed, 9 bits, nonzero (default 0x1FF)")
+    p.add_argument("--am-status", type=uint_arg(7), default=0, help="3 AM status bits, 0..7 (default 0)")
 
 
 def _tx(args) -> int:
@@ -70,6 +83,12 @@ def _tx(args) -> int:
         raise ValueError("--frames must be >= 0 and 0 <= --min-len <= --max-len")
     if not 0 <= args.ser <= 1 or args.skew < 0:
         raise ValueError("--ser must be in [0, 1] and --skew >= 0")
+    # memory: the frames themselves, then ~66/64*257/256*544/514 line bits per payload bit held as
+    # 10-bit symbols in uint16 (2 B per 10 bits), a few working copies in TX and in the error step
+    octets = args.frames * ((args.min_len + args.max_len) / 2 + 8 * args.idle_blocks + 32)
+    symbols = octets * 8 * 1.12 / 10
+    check_budget(f"pcs tx --frames {args.frames}", memory_bytes=octets * 2 + symbols * 2 * 8,
+                 force=args.force, hint="use fewer --frames")
     kw = {} if args.scrambler_seed is None else {"scrambler_seed": args.scrambler_seed}
     cfg = PcsConfig(rate=args.rate, am_spacing=args.am_spacing, prbs9_seed=args.prbs9_seed,
                     am_status=args.am_status, **kw)

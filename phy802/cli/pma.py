@@ -15,19 +15,25 @@ import argparse
 
 import numpy as np
 
-from phy802.cli._common import add_json, emit
+from phy802.cli._common import add_force, add_json, check_budget, count_arg, emit, int_arg
 
 __all__ = ["add_arguments", "run"]
+
+MAX_COUNT = 10**12
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
-    p = sub.add_parser("prbs", help="print the first COUNT symbols of a PRBSxQ pattern (120.5.11.2)")
-    p.add_argument("--pattern", default="prbs9q", help="prbs9q | prbs13q | prbs31q (default prbs9q)")
-    p.add_argument("--count", type=int, default=511, help="number of PAM4 symbols (default 511)")
+    text = "print the first COUNT symbols of a PRBSxQ pattern (120.5.11.2)"
+    p = sub.add_parser("prbs", help=text, description=text)
+    p.add_argument("--pattern", default="prbs9q", type=str.lower, choices=("prbs9q", "prbs13q", "prbs31q"),
+                   help="prbs9q | prbs13q | prbs31q (default prbs9q)")
+    p.add_argument("--count", type=count_arg(0, MAX_COUNT), default=511,
+                   help="number of PAM4 symbols, e.g. 511 or 1e6 (default 511)")
     p.add_argument("--state", default=None, help="LFSR seed S0..S(N-1) as 0/1 digits (default: the standard's seed: prbs9q all ones, "
                         "prbs13q 0000010101011, prbs31q all ones)")
-    p.add_argument("--bits", action="store_true", help="print the PRBS bits instead of the symbols")
+    p.add_argument("--bits", action="store_true", help="print the PRBS bits instead of the symbols (default symbols)")
+    add_force(p, "output larger than the free memory")
     add_json(p)
     for name, text in (
         ("map", "Gray map bits (A first) to PAM4 symbols (120.5.7.1)"),
@@ -35,10 +41,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         ("precode", "1/(1+D) mod 4 precoder (120.5.7.2)"),
         ("decode", "inverse of the precoder"),
     ):
-        q = sub.add_parser(name, help=text)
+        q = sub.add_parser(name, help=text, description=text)
         q.add_argument("digits", help="the input as a digit string (bits 0/1 or symbols 0..3)")
         if name in ("precode", "decode"):
-            q.add_argument("--initial", type=int, default=0, help="initial state P(-1), 0..3 (default 0)")
+            q.add_argument("--initial", type=int_arg(0, 3), default=0, help="initial state P(-1), 0..3 (default 0)")
         add_json(q)
 
 
@@ -55,6 +61,9 @@ def run(args: argparse.Namespace) -> int:
     if args.action == "prbs":
         if args.count < 0:
             raise ValueError(f"--count must be >= 0, got {args.count}")
+        # bits + symbols arrays, a Python int per digit in tolist(), the output string (text or JSON)
+        check_budget(f"pma prbs --count {args.count}", memory_bytes=args.count * 64.0, force=args.force,
+                     hint="ask for fewer symbols")
         pat = PATTERNS.get(args.pattern.lower())
         if pat is None:
             raise ValueError(f"--pattern {args.pattern!r}: choose from {', '.join(PATTERNS)}")

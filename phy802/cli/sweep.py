@@ -13,7 +13,8 @@ import os
 import sys
 from pathlib import Path
 
-from phy802.cli._common import add_json, add_seed, emit, progress
+from phy802.cli._common import (CliError, add_force, add_json, add_seed, check_budget, count_arg, emit, float_arg,
+                                int_arg, list_arg, probability, progress)
 from phy802.cli._hist import add_hist_arguments, histogram_from_counts, print_ethtool, wants_ethtool
 from phy802.cli._vocab import add_code_fec
 
@@ -23,6 +24,7 @@ EXAMPLE = """example:
   phy802 sweep --ber 1e-4,2e-4,3e-4 --code kp4 --fec ieee,bypass --target-errors 100 \\
       --max-codewords 1e6 --max-seconds 30 --seed 1 --out sweep_out/ --plot
   phy802 sweep --snr-db 15,15.5,16 --code kp4,kr4,rs272 --fec ieee --scheduler tcp://10.0.0.5:8786 --out dask_out/
+  phy802 sweep --ber 1.5e-3 --code kp4 --fec ieee --shard-pairs 50000 --max-codewords 1e8 --workers 2 --out big/
 
 Rates: pre-FEC BER (line bits, after the RX precoder), SER (PAM4 symbols), FER (codewords whose
 delivered message is wrong), post-FEC BER (message bits at the decoder output); each with a 95%
@@ -32,38 +34,68 @@ Merge two runs with:  phy802 sweep --merge a/sweep.json b/sweep.json --out merge
 
 
 
+# the files a sweep output set may hold (an --out folder holding anything else is refused)
+OUT_FILES = ("sweep.csv", "sweep.json", "ber_fer.png", "latency.png")
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.formatter_class = argparse.RawDescriptionHelpFormatter
     p.epilog = EXAMPLE
     g = p.add_mutually_exclusive_group()
-    g.add_argument("--ber", type=_float_list, metavar="BER[,BER...]",
+    g.add_argument("--ber", type=list_arg(probability(hi=0.375), max_len=MAX_POINTS), metavar="BER[,BER...]",
                    help="channel points as pre-FEC BER (PAM4 AWGN), comma list (no default)")
-    g.add_argument("--snr-db", type=_float_list, metavar="DB[,DB...]",
+    g.add_argument("--snr-db", type=list_arg(float_arg(-20.0, 80.0), max_len=MAX_POINTS), metavar="DB[,DB...]",
                    help="channel points as SNR in dB (Es/sigma^2), comma list (no default)")
-    g.add_argument("--merge", nargs="+", metavar="JSON", help="merge sweep.json files of earlier runs instead of simulating")
+    g.add_argument("--merge", nargs="+", metavar="JSON", help="merge sweep.json files (or their folders) of earlier runs of the same configuration with "
+                        "distinct seeds, instead of simulating (default: simulate)")
     add_code_fec(p, multi=True, code_default=("kp4",), fec_default=("ieee", "bypass"))
     p.add_argument("--rate", default="400G", choices=("400G", "200G"), help="400G (default) or 200G")
-    p.add_argument("--lanes", type=int, default=None, help="physical lanes (default 8 at 400G, 4 at 200G)")
+    p.add_argument("--lanes", type=int_arg(1, 64), default=None, help="physical lanes (default 8 at 400G, 4 at 200G)")
     p.add_argument("--precoding", action="store_true", help="1/(1+D) mod 4 precoder on every lane")
-    p.add_argument("--burst-pb", type=float, default=None, metavar="PB",
-                   help="1-tap DFE burst model with propagation PB instead of AWGN (same SER as the point)")
+    p.add_argument("--burst-pb", type=probability(zero_ok=True), default=None, metavar="PB",
+                   help="1-tap DFE burst model with propagation probability PB in [0, 1) instead of AWGN "
+                        "(same SER as the point; default: AWGN)")
     p.add_argument("--sim", choices=("fast", "link"), default="fast",
                    help="fast: codeword-level error-pattern simulator (default); link: bit-exact composed link")
-    p.add_argument("--target-errors", type=int, default=100, help="stop a point at this many codeword errors (default 100; 0 = never)")
-    p.add_argument("--max-codewords", type=float, default=1e6, help="stop a point after this many codewords (default 1e6)")
-    p.add_argument("--max-seconds", type=float, default=30.0, help="stop a point after this many seconds (default 30; 0 = never)")
-    p.add_argument("--batch", type=int, default=None, help="largest batch in codeword pairs (default: ~20000 line errors per lane per batch for fast, 256 for link)")
-    p.add_argument("--workers", type=int, default=None, help="local worker processes (default: all cores; 1 = in this process)")
+    p.add_argument("--target-errors", type=int_arg(0, 10**9), default=100, help="stop a point at this many codeword errors (default 100; 0 = never)")
+    p.add_argument("--max-codewords", type=count_arg(2, 10**15), default=10**6, help="stop a point after this many codewords (default 1e6)")
+    p.add_argument("--max-seconds", type=float_arg(0.0, 1e7), default=30.0, help="stop a point after this many seconds (default 30; 0 = never)")
+    p.add_argument("--batch", type=int_arg(1, 1 << 24), default=None, help="largest batch in codeword pairs (default: ~20000 line errors per lane per batch for fast, 256 for link)")
+    p.add_argument("--workers", type=int_arg(1, 4096), default=None, help="local worker processes (default: all cores; 1 = in this process)")
+    p.add_argument("--shard-pairs", type=int_arg(1, 1 << 30), default=None, metavar="PAIRS",
+                   help="split each point into shards of PAIRS codeword pairs that run in parallel (own seeds, "
+                        "global stop rule on the shards in order: same result for any --workers); default: "
+                        "one task per point")
     p.add_argument("--scheduler", metavar="ADDRESS", default=None,
-                   help="Dask scheduler address (e.g. tcp://host:8786): run the points on that cluster")
-    p.add_argument("--scheduler-timeout", type=float, default=10.0, metavar="S",
+                   help="Dask scheduler address (e.g. tcp://host:8786): run the points on that cluster "
+                        "(default: local processes)")
+    p.add_argument("--scheduler-timeout", type=float_arg(0.0, 3600.0, lo_open=True), default=10.0, metavar="S",
                    help="seconds to wait for the Dask scheduler (default 10)")
     add_seed(p)
-    p.add_argument("--out", type=Path, default=None, help="output folder for sweep.csv / sweep.json / plots")
+    p.add_argument("--out", type=Path, default=None, help="output folder for sweep.csv / sweep.json / plots, written as a whole; an existing folder "
+                        "must be empty or an earlier sweep's (default: none, print only)")
     p.add_argument("--plot", action="store_true", help="write ber_fer.png and latency.png into --out")
     p.add_argument("--no-progress", action="store_true", help="no live table / progress bar on stderr")
+    add_force(p, "sweeps estimated to run over a day")
     add_json(p)
     add_hist_arguments(p)
+
+
+MAX_POINTS = 1000
+
+
+def _check_budget(args) -> None:
+    """Refuse sweeps estimated to run over a day (issue 12): each point stops at --max-seconds or at
+    --max-codewords (fast simulator ~5 M codewords/s, bit-exact link ~0.1 M/s on one core)."""
+    if args.scheduler_timeout != 10.0 and not args.scheduler:
+        raise CliError("--scheduler-timeout only makes sense with --scheduler")
+    n_points = len(args.ber or args.snr_db) * max(1, len(args.code) * len(args.fec))
+    per_point = args.max_codewords / (5e6 if args.sim == "fast" else 1e5)
+    if args.max_seconds:
+        per_point = min(per_point, args.max_seconds)
+    workers = 1 if args.scheduler else (args.workers or os.cpu_count() or 1)
+    check_budget(f"sweep of {n_points} points", seconds=n_points * per_point / workers, max_seconds=86400.0,
+                 force=args.force, hint="lower --max-codewords / --max-seconds or use fewer points")
 
 
 def _float_list(text: str) -> tuple[float, ...]:
@@ -112,22 +144,27 @@ def run(args: argparse.Namespace) -> int:
 
     ethtool = wants_ethtool(args)
     show = not args.no_progress
+    if args.plot and args.out is None:
+        raise CliError("--plot needs --out (the folder the plots go to)")
+    if args.out is not None:  # refuse a foreign folder before any work
+        from phy802._io import check_output_dir
+
+        check_output_dir(args.out, OUT_FILES)
     if args.merge:
-        res = None
-        for path in args.merge:
-            r = SweepResult.read_json(path)
-            res = r if res is None else res.merge(r)
+        res = SweepResult.merge_files(args.merge)
     else:
         if not args.ber and not args.snr_db:
             raise ValueError("give channel points with --ber or --snr-db (or --merge files)")
         if args.max_codewords < 2:
             raise ValueError(f"--max-codewords must be >= 2, got {args.max_codewords:g}")
+        _check_budget(args)
         cfg = SweepConfig(
             points=tuple(args.ber or args.snr_db), axis="ber" if args.ber else "snr",
             code=tuple(args.code), fec=tuple(args.fec),
             rate=args.rate, n_lanes=args.lanes, precoding=args.precoding, burst_pb=args.burst_pb, simulator=args.sim,
             target_errors=args.target_errors or None, max_codewords=int(args.max_codewords),
             max_seconds=args.max_seconds or None, batch_pairs=args.batch, seed=args.seed,
+            shard_pairs=args.shard_pairs,
         )
         ex, client = _executor(args)
         bar = progress(total=len(cfg.modes) * len(cfg.points), desc="points", enable=show)
@@ -139,8 +176,12 @@ def run(args: argparse.Namespace) -> int:
                 bar.write(format_row(p), file=sys.stderr)
                 bar.update(1)
 
+        def on_shard(task, prefix, n):
+            if show:
+                bar.set_postfix_str(f"{task.mode} {task.x:g}: {prefix}/{n} shards", refresh=True)
+
         try:
-            res = run_sweep(cfg, executor=ex, workers=args.workers, callback=on_point)
+            res = run_sweep(cfg, executor=ex, workers=args.workers, callback=on_point, on_shard=on_shard)
         finally:
             bar.close()
             if client is not None:
@@ -149,16 +190,20 @@ def run(args: argparse.Namespace) -> int:
             print(f"phy802 sweep: interrupted; {len(res.points)} finished points kept", file=sys.stderr)
     notes = []
     if args.out is not None:
-        args.out.mkdir(parents=True, exist_ok=True)
-        res.write_csv(args.out / "sweep.csv")
-        res.write_json(args.out / "sweep.json")
-        if args.plot:
-            plot_ber_fer(res, args.out / "ber_fer.png")
-            lat = latency_function(res.config.rate)
-            if lat is None:
-                notes.append("latency plot skipped: protocol.latency is not available")
-            else:
-                plot_latency(res, lat, args.out / "latency.png")
+        from phy802._io import output_set
+
+        # the whole set is built in a temporary sibling folder and swapped in: a killed run never
+        # leaves a folder mixing two runs, and a folder holding other files is never touched
+        with output_set(args.out, OUT_FILES) as tmp:
+            res.write_csv(tmp / "sweep.csv")
+            res.write_json(tmp / "sweep.json")
+            if args.plot:
+                plot_ber_fer(res, tmp / "ber_fer.png")
+                lat = latency_function(res.config.rate)
+                if lat is None:
+                    notes.append("latency plot skipped: protocol.latency is not available")
+                else:
+                    plot_latency(res, lat, tmp / "latency.png")
     elif args.plot:
         notes.append("--plot needs --out")
     for n in notes:

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import argparse
 
-from phy802.cli._common import add_json, emit
+from phy802.cli._common import (MAX_SEED, add_force, add_json, check_budget, count_arg, emit, float_arg, int_arg,
+                                probability)
 
 __all__ = ["add_arguments", "run"]
 
@@ -22,31 +23,37 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
     p = sub.add_parser("pam4", help="PAM4 SER/BER on AWGN (SNR = average symbol energy / noise variance)")
     g = p.add_mutually_exclusive_group(required=True)
-    g.add_argument("--snr-db", type=float, nargs="+", help="SNR values in dB")
-    g.add_argument("--ber", type=float, nargs="+", help="target pre-FEC BERs (the SNR is solved for)")
+    g.add_argument("--snr-db", type=float_arg(-20.0, 80.0), nargs="+", help="SNR values in dB (no default)")
+    g.add_argument("--ber", type=probability(hi=0.375), nargs="+",
+                   help="target pre-FEC BERs in (0, 0.375); the SNR is solved for (no default)")
     add_json(p)
 
     r = sub.add_parser("rs", help="RS codeword error ratio and post-FEC BER for independent bit errors")
-    r.add_argument("--ber", type=float, nargs="+", required=True, help="pre-FEC BERs")
-    r.add_argument("--code", choices=["kp4", "kr4"], default="kp4", help="RS(544,514) or RS(528,514)")
+    r.add_argument("--ber", type=probability(hi=0.5), nargs="+", required=True, help="pre-FEC BERs in (0, 0.5); required")
+    r.add_argument("--code", choices=["kp4", "kr4"], default="kp4", help="RS(544,514) or RS(528,514) (default kp4)")
     add_json(r)
 
     b = sub.add_parser("burst", help="exact FER of the 1-tap DFE burst model (Markov DP)")
-    b.add_argument("--pe", type=float, nargs="+", required=True, help="G->B probabilities per PAM4 symbol")
-    b.add_argument("--pb", type=float, default=0.5, help="error propagation probability B->B (default 0.5)")
-    b.add_argument("--precoded", action="store_true", help="count errors after the 1/(1+D) decoder")
-    b.add_argument("--random-signs", action="store_true", help="random (not alternating) error signs")
-    b.add_argument("--code", choices=["kp4", "kr4"], default="kp4")
+    b.add_argument("--pe", type=probability(one_ok=True), nargs="+", required=True,
+                   help="G->B probabilities per PAM4 symbol, in (0, 1]; required")
+    b.add_argument("--pb", type=probability(zero_ok=True), default=0.5,
+                   help="error propagation probability B->B, in [0, 1) (default 0.5)")
+    b.add_argument("--precoded", action="store_true", help="count errors after the 1/(1+D) decoder (default off)")
+    b.add_argument("--random-signs", action="store_true", help="random (not alternating) error signs (default off)")
+    b.add_argument("--code", choices=["kp4", "kr4"], default="kp4", help="RS(544,514) or RS(528,514) (default kp4)")
     add_json(b)
 
     q = sub.add_parser("rare", help="rare-event (conditional Monte-Carlo) FER estimate")
-    q.add_argument("--ber", type=float, required=True, help="pre-FEC BER (independent bit errors)")
-    q.add_argument("--dfe-pb", type=float, default=None,
-                   help="use the DFE burst model on PAM4 symbols with this pb (SER = 2 * BER)")
-    q.add_argument("--precoded", action="store_true")
-    q.add_argument("--samples-per-k", type=int, default=2000)
-    q.add_argument("--code", choices=["kp4", "kr4"], default="kp4")
-    q.add_argument("--seed", type=int, default=1)
+    q.add_argument("--ber", type=probability(hi=0.25), required=True,
+                   help="pre-FEC BER in (0, 0.25) (independent bit errors); required")
+    q.add_argument("--dfe-pb", type=probability(zero_ok=True), default=None,
+                   help="use the DFE burst model on PAM4 symbols with this pb in [0, 1) (SER = 2 * BER; default: iid)")
+    q.add_argument("--precoded", action="store_true", help="count errors after the 1/(1+D) decoder; needs --dfe-pb")
+    q.add_argument("--samples-per-k", type=count_arg(1, 10**15), default=2000,
+                   help="Monte-Carlo samples per number of symbol errors k (default 2000)")
+    q.add_argument("--code", choices=["kp4", "kr4"], default="kp4", help="RS(544,514) or RS(528,514) (default kp4)")
+    q.add_argument("--seed", type=int_arg(0, MAX_SEED), default=1, help="random seed, an integer >= 0 (default 1)")
+    add_force(q, "runs estimated to take over an hour")
     add_json(q)
 
 
@@ -107,7 +114,10 @@ def run(args: argparse.Namespace) -> int:
                                                          r["fer_iid_same_ser"]] for r in rows])
         emit(args, {"code": code.name, "precoded": args.precoded, "rows": rows}, text)
         return 0
-    # rare
+    # rare: ~1e-4 s per sample per k (iid), ~5e-4 s with the DFE chain, one core
+    check_budget(f"theory rare --samples-per-k {args.samples_per_k}", force=args.force,
+                 seconds=args.samples_per_k * (1e-4 if args.dfe_pb is None else 5e-4),
+                 hint="use fewer --samples-per-k (the default 2000 gives a few % relative error)")
     if not 0 < args.ber < 0.25:
         raise ValueError(f"--ber must be in (0, 0.25), got {args.ber}")
     if args.dfe_pb is None:

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import argparse
 
-from phy802.cli._common import add_json, add_seed, emit
+from phy802.cli._common import (CliError, add_force, add_json, add_seed, check_budget, check_disk, count_arg, emit,
+                                int_arg, probability)
 from phy802.cli._hist import add_hist_arguments, histogram_from_counts, print_ethtool, wants_ethtool
 
 from protocol.framing import RATES
@@ -24,8 +25,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     g = sub.add_parser("generate", help="simulate a link and write its payload error trace")
     g.add_argument("--rate", default="400G", choices=list(RATES), help="line rate (default 400G)")
     g.add_argument("--fec", default="bypass", help=f"FEC mode: {', '.join(MODE_NAMES)} (default bypass)")
-    g.add_argument("--ber", type=float, default=1e-5, help="pre-FEC line bit error ratio (default 1e-5)")
-    g.add_argument("--burst-pb", type=float, default=None,
+    g.add_argument("--ber", type=probability(hi=0.5), default=1e-5,
+                   help="pre-FEC line bit error ratio, in (0, 0.5) (default 1e-5)")
+    g.add_argument("--burst-pb", type=probability(zero_ok=True), default=None,
                    help="bursts along each PCS lane with B->B probability PB (DFE error propagation); "
                         "default: independent errors")
     g.add_argument("--lane-weights", default=None,
@@ -33,15 +35,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "(normalised to mean 1); default: all lanes equal")
     g.add_argument("--from-fit", metavar="FIT.json", default=None,
                    help="take the channel (pre-FEC BER, burst pb) from a 'phy802 fec tail --out' fit "
-                        "(its best model unless --fit-model); overrides --ber/--burst-pb")
+                        "(its best model unless --fit-model); overrides --ber/--burst-pb (default: none)")
     g.add_argument("--fit-model", choices=("binomial", "dfe"), default=None,
                    help="which fitted model --from-fit uses (default: the fit's best by AIC)")
-    g.add_argument("--bits", type=float, default=1e9, help="line bits to simulate, e.g. 1e10 (default 1e9)")
+    g.add_argument("--bits", type=count_arg(1, 10**31), default=10**9,
+                   help="line bits to simulate, e.g. 1e10 (default 1e9)")
     g.add_argument("--generator", default="fast", choices=["fast", "bitexact"],
                    help="fast event sampler (default) or the slow bit-exact reference link")
-    g.add_argument("--chunk-pairs", type=int, default=None, help="codeword pairs per stored chunk (default: auto)")
+    g.add_argument("--chunk-pairs", type=int_arg(1, 1 << 30), default=None,
+                   help="codeword pairs per stored chunk (default: auto)")
     g.add_argument("--out", required=True, help="output trace file (.npz)")
     g.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    add_force(g, "traces estimated to exceed the free disk or to take over an hour")
     add_seed(g)
     add_json(g)
     i = sub.add_parser("info", help="print a trace's metadata and measured error rates")
@@ -53,10 +58,36 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def _weights(text: str | None):
     if text is None or text == "pam4_gray":
         return text
+    from phy802.cli._common import float_arg, list_arg
+    import argparse as _ap
+
     try:
-        return tuple(float(x) for x in text.split(","))
-    except ValueError:
-        raise ValueError(f"--lane-weights must be 'pam4_gray' or comma-separated numbers, got {text!r}") from None
+        w = list_arg(float_arg(0.0, 1e6), max_len=64, unique=False)(text)
+    except _ap.ArgumentTypeError as exc:
+        raise CliError(f"--lane-weights must be 'pam4_gray' or comma-separated finite numbers >= 0 ({exc})") from None
+    if not any(w):
+        raise CliError(f"--lane-weights {text!r}: at least one lane needs a weight > 0")
+    return w
+
+
+def _check_size(args) -> None:
+    """Refuse traces that would not fit on the disk or take over an hour (issue 12): about 10 bytes
+    per stored flip (int64 offset, int8 lane, uint8 flags); the flip rate is the pre-FEC BER for
+    the modes that pass errors through and (x100 margin) the closed-form post-FEC BER for the
+    correcting modes on independent errors."""
+    from phy802 import theory
+
+    fec = str(getattr(args, "fec", "bypass"))
+    correcting = fec in ("ieee", "correct_no_indication", "llr", "kp4", "kr4") and args.burst_pb is None
+    rate = args.ber
+    if correcting:
+        rate = min(args.ber, 100 * float(theory.post_fec_ber(args.ber)) + 1e-18)
+    nbytes = args.bits * rate * 10.0 + (1 << 20)
+    check_disk(args.out, nbytes, f"trace generate --bits {args.bits:.3g}", force=args.force,
+               hint="use fewer --bits")
+    speed = 1e9 if args.generator == "bitexact" else 4e11  # line bits/s, and ~2e6 line errors/s
+    check_budget(f"trace generate --bits {args.bits:.3g}", seconds=args.bits / speed + args.bits * args.ber / 2e6,
+                 force=args.force, hint="use fewer --bits")
 
 
 def _summary(meta: dict) -> str:
@@ -102,13 +133,15 @@ def run(args: argparse.Namespace) -> int:
             from_fit["path"] = str(args.from_fit)
         elif args.fit_model is not None:
             raise ValueError("--fit-model needs --from-fit FIT.json")
+        weights = _weights(args.lane_weights)
+        _check_size(args)
         meta = generate_trace(
             args.out,
             rate=args.rate,
             fec=args.fec,
             ber=args.ber,
             burst_pb=args.burst_pb,
-            lane_weights=_weights(args.lane_weights),
+            lane_weights=weights,
             line_bits=args.bits,
             seed=args.seed,
             generator=args.generator,

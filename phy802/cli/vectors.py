@@ -11,12 +11,14 @@ from phy802.vectors import FileReport, default_dir, generate, verify_paths
 __all__ = ["add_arguments", "run"]
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    sub = parser.add_subparsers(dest="action", required=True)
-    v = sub.add_parser("verify", help="check vector files against the emulator (pass/fail table)")
+    sub = parser.add_subparsers(dest="action", required=True, metavar="{verify,generate}")
+    text = "check vector files against the emulator (pass/fail table; exit 1 if any fails)"
+    v = sub.add_parser("verify", help=text, description=text)
     v.add_argument("paths", nargs="*", help="files or folders (default: the repository's vectors/)")
     add_json(v)
-    g = sub.add_parser("generate", help="regenerate the known-answer files into a folder")
-    g.add_argument("--out", required=True, help="output folder (created; files written atomically)")
+    text = "regenerate the known-answer files into a folder"
+    g = sub.add_parser("generate", help=text, description=text)
+    g.add_argument("--out", required=True, help="output folder (created; files written atomically); required")
     add_json(g)
 
 

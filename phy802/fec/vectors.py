@@ -19,6 +19,8 @@ systematic with the parity last. A reader error names the file, the line and the
 
 from __future__ import annotations
 
+import re
+
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -81,10 +83,9 @@ def _symbols(text: str, expected: int, where: str, key: str) -> np.ndarray:
         raise ValueError(f"{where}: '{key}' needs {expected} symbols, got {len(toks)}")
     out = np.empty(expected, dtype=np.uint16)
     for j, tok in enumerate(toks):
-        try:
-            v = int(tok, 10)
-        except ValueError:
-            raise ValueError(f"{where}: '{key}' field {j + 1}: {tok!r} is not a decimal number") from None
+        if not (tok.isascii() and tok.isdigit()):  # no sign, '_' or non-ASCII digits
+            raise ValueError(f"{where}: '{key}' field {j + 1}: {tok[:20]!r} is not a decimal number")
+        v = int(tok, 10)
         if not 0 <= v < 1024:
             raise ValueError(f"{where}: '{key}' field {j + 1}: symbol {v} is outside 0..1023")
         out[j] = v
@@ -169,10 +170,9 @@ def parse_kat(text: str, source: str = "<string>") -> KatFile:
             c = need_code(where)
             if "decoded" not in pending:
                 raise ValueError(f"{where}: 'n_corrected' without preceding 'received'/'decoded'")
-            try:
-                nc = int(value)
-            except ValueError:
-                raise ValueError(f"{where}: 'n_corrected' must be an integer, got {value!r}") from None
+            if not re.fullmatch(r"-?[0-9]+", value):
+                raise ValueError(f"{where}: 'n_corrected' must be an integer, got {value[:20]!r}")
+            nc = int(value)
             if not -1 <= nc <= c.t:
                 raise ValueError(f"{where}: 'n_corrected' must be in -1..{c.t}, got {nc}")
             line0, rx = pending["received"]
@@ -190,7 +190,14 @@ def parse_kat(text: str, source: str = "<string>") -> KatFile:
 def read_kat(path: str | os.PathLike) -> KatFile:
     """Read a known-answer file; ValueError names the file, line and field of any problem."""
     p = Path(path)
-    return parse_kat(p.read_text(encoding="utf-8"), str(p))
+    data = p.read_bytes()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{p}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    if "\x00" in text:
+        raise ValueError(f"{p}: binary data (NUL byte): not a known-answer text file")
+    return parse_kat(text, str(p))
 
 
 def check_kat(kat: KatFile) -> list[str]:

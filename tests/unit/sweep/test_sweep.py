@@ -108,10 +108,20 @@ def test_sweep_cli(tmp_path, capsys):
     assert (out / "sweep.csv").read_text().startswith("mode,code,fec,axis,x,")
     assert json.loads((out / "sweep.json").read_text())["points"][1]["codewords"] == obj["points"][1]["codewords"]
     assert (out / "ber_fer.png").read_bytes()[:4] == b"\x89PNG"
-    rc = main(["sweep", "--merge", str(out / "sweep.json"), str(out / "sweep.json"), "--json"])
+    # a file merged with itself would double its counts: refused (issue 12)
+    assert main(["sweep", "--merge", str(out / "sweep.json"), str(out / "sweep.json"), "--json"]) == 2
+    assert "given twice" in capsys.readouterr().err
+    out2 = tmp_path / "o2"
+    rc = main(["sweep", "--ber", "2e-3,3e-3", "--code", "kp4", "--fec", "ieee,detect_only", "--target-errors", "10",
+               "--max-codewords", "5000", "--max-seconds", "10", "--workers", "1", "--out", str(out2), "--seed", "2"])
+    assert rc == 0
+    second = json.loads((out2 / "sweep.json").read_text())
+    capsys.readouterr()
+    rc = main(["sweep", "--merge", str(out / "sweep.json"), str(out2 / "sweep.json"), "--json"])
     assert rc == 0
     merged = json.loads(capsys.readouterr().out)
-    assert merged["points"][0]["codewords"] == 2 * obj["points"][0]["codewords"]
+    assert merged["points"][0]["codewords"] == obj["points"][0]["codewords"] + second["points"][0]["codewords"]
+    assert [e["seed"] for e in merged["merged_from"]] == [1, 2]
     assert main(["sweep", "--fec", "ieee"]) == 2  # no channel points: clear error, exit 2
     assert "--ber or --snr-db" in capsys.readouterr().err
 

@@ -18,11 +18,11 @@ def test_demo_quick_without_training(tmp_path, capsys):
     rows = {(r["mode"], r["x"]): r for r in s["sweep"]}
     # bypass delivers the channel's errors: its post-FEC BER interval holds the pre-FEC BER it was set to
     for (mode, x), r in rows.items():
-        if mode == "bypass":
+        if mode == "kp4/bypass":
             assert r["post_fec_ber_lo"] <= x <= r["post_fec_ber_hi"]
     # KP4 at 3e-4 (theory FER ~1e-11) shows no failures, at 3e-3 most codewords fail
-    assert rows[("kp4", 3e-4)]["codeword_errors"] == 0
-    assert rows[("kp4", 3e-3)]["fer"] > 0.3
+    assert rows[("kp4/ieee", 3e-4)]["codeword_errors"] == 0
+    assert rows[("kp4/ieee", 3e-3)]["fer"] > 0.3
     meta = s["trace"]["meta"]
     assert meta["pre_fec"]["bit_errors"] > 0 and meta["fec"] == "bypass"
     report = (out / "report.md").read_text()
