@@ -439,10 +439,13 @@ def _margin(model: str, params: dict, code: theory.RsCode, target: float) -> flo
         f = model_pmf(model, p, code).fer
         return (math.log(f) if f > 0 else -800.0) - math.log(target)
 
-    lo, hi = -12.0, 6.0
-    # largest finite hi
-    while hi > lo and not math.isfinite(g(hi)):
-        hi -= 0.25
+    lo, hi = -12.0, 24.0
+    if not math.isfinite(g(hi)):  # the largest scale the model allows (probabilities < 1), by bisection
+        a, b = lo, hi
+        for _ in range(40):
+            mid = 0.5 * (a + b)
+            a, b = (mid, b) if math.isfinite(g(mid)) else (a, mid)
+        hi = a
     try:
         glo, ghi = g(lo), g(hi)
     except (ValueError, FloatingPointError):
@@ -479,15 +482,14 @@ def _profile_binomial(d: _Data, code: theory.RsCode, x_hat: float, ll_hat: float
     centre = _predict("binomial", {"p_symbol": 10.0**x_hat}, code, target)
     out = {}
     for k in _PRED_KEYS:
-        a = ends[0][k] if ends[0] is not None else (0.0 if k in ("pre_fec_ber", "fer", "post_fec_ber") else None)
-        b = ends[1][k] if ends[1] is not None else None
-        vals = [v for v in (a, b) if v is not None]
-        if centre[k] is None or not vals:
-            out[k] = _interval(centre[k], None, None)
-        elif k in ("margin_factor", "ber_at_target", "margin_db", "snr_margin_db") and (a is None or b is None):
-            out[k] = _interval(centre[k], min(vals), None if b is None and k != "ber_at_target" else max(vals))
-        else:
-            out[k] = _interval(centre[k], min(vals), max(vals))
+        a = ends[0][k] if ends[0] is not None else None  # at the lower end of p
+        b = ends[1][k] if ends[1] is not None else None  # at the upper end of p
+        if k in ("pre_fec_ber", "fer", "post_fec_ber"):  # increasing in p; p = 0 gives 0
+            out[k] = _interval(centre[k], 0.0 if ends[0] is None else a, b)
+        elif k == "ber_at_target":  # the binomial's BER at the target does not depend on p
+            out[k] = _interval(centre[k], centre[k], centre[k])
+        else:  # margins decrease in p; p -> 0 leaves the upper end open (None)
+            out[k] = _interval(centre[k], b, a)
     return out
 
 
