@@ -199,8 +199,11 @@ def run(args: argparse.Namespace) -> int:
         return 1
     counts = meta.get("codewords", {}).get("symbol_error_hist")
     fh = None
-    if counts:  # RS(544,514) t = 15; the trace's last count collects every weight >= its index
-        fh = histogram_from_counts(counts, 15, args.bins, str(args.path))
+    if counts:  # the trace's last count collects every weight >= its index (all > t)
+        import re
+
+        m = re.search(r"t=(\d+)", str(meta.get("code", "")))
+        fh = histogram_from_counts(counts, int(m.group(1)) if m else 15, args.bins, str(args.path))
     if ethtool:
         if fh is None:
             raise ValueError(f"{args.path}: field 'codewords.symbol_error_hist' is missing (no histogram in this trace)")
