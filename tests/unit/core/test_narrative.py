@@ -57,6 +57,6 @@ def test_narrative_names_the_fastest_tradeoff_setting():
             {"mode": "kp4/bypass", "ber": 1e-5, "guard": "nan_to_zero_clamp", "vs_ref": 0.912},
             {"mode": "kp4/bypass", "ber": 1e-5, "guard": "none", "vs_ref": float("nan")}]
     text = "\n".join(narrative(_summary(tradeoff={"out": "x", "rows_64_ranks": rows})))
-    assert ("fastest way to the target loss is **kp4/bypass** at BER 1e-5, guard `nan_to_zero_clamp`, 0.912x the "
-            "time of error-free KP4") in text
-    assert "1 of 3 settings never reach the target loss" in text
+    assert ("fastest way to the target loss is, error-free: **kp4/ieee**, 1.000x the time of error-free KP4; "
+            "at BER 1e-5: **kp4/bypass** with guard `nan_to_zero_clamp`, 0.912x") in text
+    assert "1 of 3 settings never reach it (kp4/bypass `none` at 1e-5)" in text
