@@ -156,7 +156,8 @@ def plot_ber_fer(result, path) -> None:
     grid = np.linspace(*xlim, 240)
     handles: dict[str, object] = {}
     for ax, key, title in zip(axes, ("post_fec_ber", "fer"),
-                              ("post-FEC BER (message bits at the decoder output)", "codeword error ratio (FER)")):
+                              ("post-FEC BER at the decoder output (payload BER after the descrambler: ~3x)",
+                               "codeword error ratio (FER)")):
         yvals: list[float] = []
         theory_handles = []
         if show_theory:
