@@ -44,3 +44,6 @@ def test_demo_quick_with_training(tmp_path, capsys):
     assert shadow["ber"] == 0 and shadow["flips"] == 0 and shadow["weight_noise"] == 0
     assert noisy["flips"] > 0 and noisy["weight_noise"] > 0
     assert (out / "training" / "loss_ddp.png").stat().st_size > 0
+    # step 5: the tradeoff of those runs (modelled step time x measured loss), table and Pareto plot
+    assert s["tradeoff"]["rows"] > 0 and (out / "tradeoff" / "pareto.png").stat().st_size > 0
+    assert "## 5. Is skipping FEC worth it?" in (out / "report.md").read_text()
