@@ -258,22 +258,22 @@ class StepTime:
 
 
 @functools.lru_cache(maxsize=4096)
-def _op_time(op: str, nbytes: int, cluster: Cluster):
-    return collective_time(op, nbytes, cluster)
+def _op_time(op: str, nbytes: int, cluster: Cluster, algo: str = "ring"):
+    return collective_time(op, nbytes, cluster, algo if op in ("allreduce", "broadcast") else None)
 
 
-def _replay_op(r: dict, cluster: Cluster):
+def _replay_op(r: dict, cluster: Cluster, algo: str = "ring"):
     op = r["op"]
     if op in ("recv",):
         return None
     if op == "send":
         return _op_time("sendrecv", int(r["bytes"]), cluster)
     if op == "barrier":
-        return _op_time("allreduce", 4, cluster)  # a barrier costs a one-int all-reduce's latency [I]
+        return _op_time("allreduce", 4, cluster, algo)  # a barrier costs a one-int all-reduce's latency [I]
     if op == "alltoall":
         # N-1 messages of S/N per rank, one per step [I]: like a ring all-gather's traffic
         return _op_time("allgather", int(r["bytes"]), cluster)
-    return _op_time(op, int(r["bytes"]), cluster)
+    return _op_time(op, int(r["bytes"]), cluster, algo)
 
 
 def _pick_step(log: CommLogData, rank: int = 0) -> list[dict]:
@@ -286,11 +286,14 @@ def _pick_step(log: CommLogData, rank: int = 0) -> list[dict]:
     return [r for r in mine if int(r["step"]) == last]
 
 
-def step_time(log: CommLogData, cluster: Cluster, *, compute_s: float | None = None) -> StepTime:
+def step_time(log: CommLogData, cluster: Cluster, *, compute_s: float | None = None, algo: str = "ring") -> StepTime:
     """Replay one step of ``log`` over ``cluster`` (module docstring for the rules).
 
-    ``compute_s``: compute per step and rank; default the log's measured step time.
+    ``compute_s``: compute per step and rank; default the log's measured step time.  ``algo``:
+    the all-reduce and broadcast algorithm (``ring`` or ``tree``, :mod:`protocol.collective`).
     """
+    if algo not in ("ring", "tree"):
+        raise ValueError(f"algo must be 'ring' or 'tree', got {algo!r}")
     if compute_s is None:
         compute_s = log.measured_step_s()
         if compute_s is None:
@@ -301,7 +304,7 @@ def step_time(log: CommLogData, cluster: Cluster, *, compute_s: float | None = N
     if not (math.isfinite(compute_s) and compute_s >= 0):
         raise ValueError(f"compute_s must be a finite number >= 0, got {compute_s!r}")
     if log.parallel == "pp":
-        return _pp_step(log, cluster, compute_s)
+        return _pp_step(log, cluster, compute_s, algo)
     recs = _pick_step(log)
     grads = [r for r in recs if r.get("cls") == "gradients" and r["op"] in ("allreduce", "reduce_scatter")]
     others = [r for r in recs if r not in grads]
@@ -309,7 +312,7 @@ def step_time(log: CommLogData, cluster: Cluster, *, compute_s: float | None = N
     fwd, bwd = compute_s / 3.0, 2.0 * compute_s / 3.0
     end, done, comm, phy, res = 0.0, 0, 0.0, 0.0, 0.0
     for r in grads:
-        t = _replay_op(r, cluster)
+        t = _replay_op(r, cluster, algo)
         done += int(r["bytes"])
         ready = fwd + bwd * done / total
         end = max(ready, end) + t.time_s
@@ -317,7 +320,7 @@ def step_time(log: CommLogData, cluster: Cluster, *, compute_s: float | None = N
     step = max(compute_s, end)
     n = len(grads)
     for r in others:
-        t = _replay_op(r, cluster)
+        t = _replay_op(r, cluster, algo)
         if t is None:
             continue
         step += t.time_s
@@ -326,7 +329,7 @@ def step_time(log: CommLogData, cluster: Cluster, *, compute_s: float | None = N
                     comm, phy, res, 0.0, n)
 
 
-def _pp_step(log: CommLogData, cluster: Cluster, compute_s: float) -> StepTime:
+def _pp_step(log: CommLogData, cluster: Cluster, compute_s: float, algo: str = "ring") -> StepTime:
     p = log.world_size
     m = int(log.header.get("microbatches", 1))
     if p < 2 or m < 1:
@@ -357,13 +360,13 @@ def _pp_step(log: CommLogData, cluster: Cluster, compute_s: float) -> StepTime:
         gb = [int(r["bytes"]) for r in recs if r.get("cls") == "gradients" and r["op"] == "allreduce"
               and int(r.get("rank", 0)) == 0]
         stage_bytes = sum(gb) if gb else int(log.header.get("params", 0)) * 4 // p
-        t = _op_time("allreduce", stage_bytes, cluster.with_(ranks=dp))
+        t = _op_time("allreduce", stage_bytes, cluster.with_(ranks=dp), algo)
         step += t.time_s
         comm, phy, res, n = comm + t.time_s, phy + t.phy_s, res + t.resend_s, n + 1
     ctrl = [r for r in recs if r["op"] != "send" and r["op"] != "recv" and r.get("cls") != "gradients"
             and int(r.get("rank", 0)) == 0]
     for r in ctrl:
-        t = _replay_op(r, cluster.with_(ranks=max(p, cluster.ranks)))
+        t = _replay_op(r, cluster.with_(ranks=max(p, cluster.ranks)), algo)
         step += t.time_s
         comm, phy, res, n = comm + t.time_s, phy + t.phy_s, res + t.resend_s, n + 1
     return StepTime("pp", cluster.ranks, cluster.code, cluster.fec, cluster.ber, step, m * c,

@@ -73,7 +73,8 @@ class TimeModel:
 
     ``log``: a communication log (its ``parallel`` rows use it; compute measured unless
     ``tflops`` is set).  Otherwise synthetic DDP / pipeline logs of ``model``; the pipeline
-    has ``pp_stages`` stages and ``microbatches`` microbatches.
+    has ``pp_stages`` stages and ``microbatches`` microbatches.  ``algo``: all-reduce algorithm
+    (``ring`` or ``tree``).
     """
 
     model: str = "gpt2-124m"
@@ -82,6 +83,7 @@ class TimeModel:
     log: CommLogData | None = None
     pp_stages: int = 2
     microbatches: int = 4
+    algo: str = "ring"
 
     def step(self, parallel: str, cluster: Cluster):
         if self.log is not None and self.log.parallel == parallel:
@@ -89,18 +91,19 @@ class TimeModel:
             comp = None
             if self.tflops is not None and h.get("params") and h.get("tokens_per_step"):
                 comp = compute_from_flops(h["params"], h["tokens_per_step"], cluster.ranks, self.tflops, self.mfu)
-            return step_time(self.log, cluster, compute_s=comp)
+            return step_time(self.log, cluster, compute_s=comp, algo=self.algo)
         pr = model_preset(self.model)
         if self.tflops is None:
             raise ValueError(f"TimeModel: model preset {self.model!r} needs tflops")
         comp = compute_from_flops(pr["params"], pr["tokens_per_step"], cluster.ranks, self.tflops, self.mfu)
         if parallel == "ddp":
-            return step_time(synthetic_ddp_log(pr["params"], world_size=cluster.ranks), cluster, compute_s=comp)
+            return step_time(synthetic_ddp_log(pr["params"], world_size=cluster.ranks), cluster, compute_s=comp,
+                             algo=self.algo)
         p = self.pp_stages
         dp = max(1, cluster.ranks // p)
         act = pr["tokens_per_step"] // dp // self.microbatches * pr["d_model"] * pr["act_dtype_bytes"]
         log = synthetic_pp_log(pr["params"], stages=p, microbatches=self.microbatches, act_bytes=max(1, act))
-        return step_time(log, cluster.with_(ranks=max(cluster.ranks, p)), compute_s=comp)
+        return step_time(log, cluster.with_(ranks=max(cluster.ranks, p)), compute_s=comp, algo=self.algo)
 
 
 def load_results(folder: str | os.PathLike) -> tuple[dict, list[dict]]:

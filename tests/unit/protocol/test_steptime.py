@@ -146,3 +146,12 @@ def test_bypass_saves_exactly_the_phy_latency_at_ber0_when_comm_is_exposed():
     b = step_time(log, Cluster(ranks=64, fec="bypass"), compute_s=1e-6)
     assert a.step_s - b.step_s == pytest.approx(a.phy_s, rel=1e-9)
     assert b.phy_s == 0.0
+
+
+def test_tree_algo_replays_every_allreduce_as_a_tree(tmp_path):
+    log = read_commlog(_write(tmp_path, HEADER, _ddp_records()))
+    t = [collective_time("allreduce", b, C, "tree").time_s for b in (1_000_000, 3_000_000, 4)]
+    st = step_time(log, C, compute_s=1e-9, algo="tree")  # communication-bound: the sum of the three
+    assert st.step_s == pytest.approx(max(1e-9, 1e-9 / 3 + 2e-9 / 3 * 0.25 + t[0]) + t[1] + t[2], rel=1e-9)
+    with pytest.raises(ValueError, match="algo"):
+        step_time(log, C, compute_s=1.0, algo="butterfly")
