@@ -24,6 +24,7 @@ def test_demo_quick_without_training(tmp_path, capsys):
     # KP4 at 3e-4 (theory FER ~1e-11) shows no failures, at 3e-3 most codewords fail
     assert rows[("kp4/ieee", 3e-4)]["codeword_errors"] == 0
     assert rows[("kp4/ieee", 3e-3)]["fer"] > 0.3
+    assert {m for m, _ in rows} == {"kp4/ieee", "kp4/bypass"}
     meta = s["trace"]["meta"]
     assert meta["pre_fec"]["bit_errors"] > 0 and meta["fec"] == "bypass"
     report = (out / "report.md").read_text()
