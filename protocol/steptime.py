@@ -41,6 +41,13 @@ Replay rules (documented model, [I] where marked):
   ``ranks > p`` the cluster runs ``ranks // p`` data-parallel pipelines: each stage's gradients
   (``4 P / p`` bytes, or the log's ``gradients`` all-reduces) are all-reduced over the
   ``ranks // p`` replicas after the flush, not overlapped [I].  Other ops run serially.
+* **FSDP** (``parallel == "fsdp"``, FSDP2 ``fully_shard``): parameters are all-gathered per
+  unit before its forward and again before its backward, gradients reduce-scattered per unit in
+  backward.  FSDP prefetches the next unit's all-gather during the current unit's compute and
+  reduce-scatters during the next unit's backward (Zhao et al., "PyTorch FSDP", VLDB 2023), so
+  with the network running one collective at a time all but the first all-gather and the last
+  reduce-scatter overlap compute [I]:
+  ``step = T_first_ag + max(C, T_all - T_first_ag - T_last_rs) + T_last_rs + sum T_other``.
 * A log recorded at one world size replays at any ``ranks``: per-rank bytes are kept
   (weak scaling: the per-rank batch is fixed), collectives are re-timed at ``ranks``.
 """
@@ -68,12 +75,15 @@ __all__ = [
     "compute_from_flops",
     "synthetic_ddp_log",
     "synthetic_pp_log",
+    "synthetic_fsdp_log",
+    "PARALLEL",
     "StepTime",
     "step_time",
 ]
 
 FORMAT = "phy802-commlog"
 VERSION = 1
+PARALLEL = ("ddp", "fsdp", "pp")
 _OPS = ("allreduce", "reduce_scatter", "allgather", "broadcast", "alltoall", "send", "recv", "barrier")
 
 #: Named model sizes.  ``gpt2-124m``: GPT-2 small as published (12 layers, d = 768, 50,257-token
@@ -174,8 +184,8 @@ def read_commlog(path: str | os.PathLike) -> CommLogData:
         raise ValueError(f"{p}: not a phy802 communication log (header 'format' must be {FORMAT!r})")
     if int(header.get("version", 0)) > VERSION:
         raise ValueError(f"{p}: communication log version {header.get('version')} is newer than {VERSION}")
-    if header.get("parallel", "ddp") not in ("ddp", "pp"):
-        raise ValueError(f"{p}: header parallel must be 'ddp' or 'pp', got {header.get('parallel')!r}")
+    if header.get("parallel", "ddp") not in PARALLEL:
+        raise ValueError(f"{p}: header parallel must be one of {', '.join(PARALLEL)}, got {header.get('parallel')!r}")
     return CommLogData(header, [_check_record(r, w) for r, w in zip(recs, where)])
 
 
@@ -210,6 +220,26 @@ def synthetic_ddp_log(params: int, *, world_size: int = 2, bucket_bytes: int = 2
                  for b in sizes]
         recs.append(dict(rank=0, step=s, op="allreduce", bytes=4, dtype="int32", cls="control", peers="all"))
     header = {"format": FORMAT, "version": VERSION, "parallel": "ddp", "world_size": world_size,
+              "params": int(params), "synthetic": True}
+    if tokens_per_step is not None:
+        header["tokens_per_step"] = int(tokens_per_step)
+    return CommLogData(header, recs)
+
+
+def synthetic_fsdp_log(params: int, *, units: int, world_size: int = 2, dtype_bytes: int = 4,
+                       tokens_per_step: int | None = None) -> CommLogData:
+    """The log of one FSDP2 step with ``units`` equal ``fully_shard`` units (one per block): per
+    unit an all-gather before forward and before backward (the unit's full parameters), a
+    reduce-scatter of its gradients in backward (reverse order), then the control all-reduce."""
+    per = -(-int(params) // units) * int(dtype_bytes)
+    recs = [dict(rank=0, step=0, op="allgather", bytes=per, dtype="float32", cls="params", peers="all")
+            for _ in range(units)]
+    for _ in range(units):
+        recs.append(dict(rank=0, step=0, op="allgather", bytes=per, dtype="float32", cls="params", peers="all"))
+        recs.append(dict(rank=0, step=0, op="reduce_scatter", bytes=per, dtype="float32", cls="gradients",
+                         peers="all"))
+    recs.append(dict(rank=0, step=0, op="allreduce", bytes=4, dtype="int32", cls="control", peers="all"))
+    header = {"format": FORMAT, "version": VERSION, "parallel": "fsdp", "world_size": world_size,
               "params": int(params), "synthetic": True}
     if tokens_per_step is not None:
         header["tokens_per_step"] = int(tokens_per_step)
@@ -310,6 +340,8 @@ def step_time(log: CommLogData, cluster: Cluster, *, compute_s: float | None = N
         raise ValueError(f"compute_s must be a finite number >= 0, got {compute_s!r}")
     if log.parallel == "pp":
         return _pp_step(log, cluster, compute_s, algo)
+    if log.parallel == "fsdp":
+        return _fsdp_step(log, cluster, compute_s, algo)
     recs = _pick_step(log)
     grads = [r for r in recs if r.get("cls") == "gradients" and r["op"] in ("allreduce", "reduce_scatter")]
     others = [r for r in recs if r not in grads]
@@ -332,6 +364,29 @@ def step_time(log: CommLogData, cluster: Cluster, *, compute_s: float | None = N
         comm, phy, res, n = comm + t.time_s, phy + t.phy_s, res + t.resend_s, n + 1
     return StepTime("ddp", cluster.ranks, cluster.code, cluster.fec, cluster.ber, step, compute_s, step - compute_s,
                     comm, phy, res, 0.0, n)
+
+
+def _fsdp_step(log: CommLogData, cluster: Cluster, compute_s: float, algo: str) -> StepTime:
+    recs = _pick_step(log)
+    ag = [r for r in recs if r["op"] == "allgather" and r.get("cls") != "control"]
+    rs = [r for r in recs if r["op"] == "reduce_scatter" and r.get("cls") != "control"]
+    others = [r for r in recs if r not in ag and r not in rs]
+    t_ag = [_replay_op(r, cluster, algo) for r in ag]
+    t_rs = [_replay_op(r, cluster, algo) for r in rs]
+    first = t_ag[0].time_s if t_ag else 0.0
+    last = t_rs[-1].time_s if t_rs else 0.0
+    ts = t_ag + t_rs
+    total = sum(t.time_s for t in ts)
+    step = first + max(compute_s, total - first - last) + last
+    comm, phy, res, n = total, sum(t.phy_s for t in ts), sum(t.resend_s for t in ts), len(ts)
+    for r in others:
+        t = _replay_op(r, cluster, algo)
+        if t is None:
+            continue
+        step += t.time_s
+        comm, phy, res, n = comm + t.time_s, phy + t.phy_s, res + t.resend_s, n + 1
+    return StepTime("fsdp", cluster.ranks, cluster.code, cluster.fec, cluster.ber, step, compute_s,
+                    step - compute_s, comm, phy, res, 0.0, n)
 
 
 def _pp_step(log: CommLogData, cluster: Cluster, compute_s: float, algo: str = "ring") -> StepTime:
