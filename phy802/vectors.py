@@ -56,24 +56,23 @@ def family_of(path: str | Path) -> str:
     """``"fec"``, ``"pcs"`` or ``"pma"`` from the first record of ``path``; ValueError otherwise."""
     from phy802._kvrecords import _lines
 
-    if True:
-        for lineno, raw in _lines(Path(path)):
-            line = raw.split("#", 1)[0].strip() if raw.lstrip().startswith("#") else raw.strip()
-            if not line:
-                continue
-            if line.startswith(("code:", "name:", "field:", "first_root:")):
-                return "fec"
-            first = line.split(None, 1)[0]
-            if first.startswith("kind="):
-                kind = first[5:]
-                if kind in _PCS_KINDS:
-                    return "pcs"
-                if kind in _PMA_KINDS:
-                    return "pma"
-                raise ValueError(f"{path}:{lineno}: unknown record kind={kind!r} "
-                                 f"(known: {', '.join(sorted(_PCS_KINDS | _PMA_KINDS))})")
-            raise ValueError(f"{path}:{lineno}: not a phy802 vector file (expected 'code: N K' or 'kind=...', "
-                             f"got {line[:40]!r})")
+    for lineno, raw in _lines(Path(path)):
+        line = raw.split("#", 1)[0].strip() if raw.lstrip().startswith("#") else raw.strip()
+        if not line:
+            continue
+        if line.startswith(("code:", "name:", "field:", "first_root:")):
+            return "fec"
+        first = line.split(None, 1)[0]
+        if first.startswith("kind="):
+            kind = first[5:]
+            if kind in _PCS_KINDS:
+                return "pcs"
+            if kind in _PMA_KINDS:
+                return "pma"
+            raise ValueError(f"{path}:{lineno}: unknown record kind={kind!r} "
+                             f"(known: {', '.join(sorted(_PCS_KINDS | _PMA_KINDS))})")
+        raise ValueError(f"{path}:{lineno}: not a phy802 vector file (expected 'code: N K' or 'kind=...', "
+                         f"got {line[:40]!r})")
     raise ValueError(f"{path}: empty vector file (no records)")
 
 

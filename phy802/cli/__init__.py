@@ -43,7 +43,7 @@ BAD_INPUT_ERRORS: tuple[type[BaseException], ...] = (
 
 # name -> (module, one-line help). Order is the order shown by ``phy802 --help``.
 COMMANDS: dict[str, tuple[str, str]] = {
-    "fec": ("phy802.cli.fec", "Reed-Solomon RS(544,514)/RS(528,514) encode and decode of codeword files"),
+    "fec": ("phy802.cli.fec", "Reed-Solomon encode/decode of codeword files; 'fec tail' fits a FEC bin histogram and extrapolates FER"),
     "pcs": ("phy802.cli.pcs", "Clause 119 PCS: frames to PCS lanes and back"),
     "pma": ("phy802.cli.pma", "Clause 120 PMA: PAM4 Gray map, precoder, test patterns"),
     "link": ("phy802.cli.link", "run the composed link once and print per-lane counters like a PHY"),
