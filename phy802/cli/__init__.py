@@ -43,7 +43,7 @@ BAD_INPUT_ERRORS: tuple[type[BaseException], ...] = (
 
 # name -> (module, one-line help). Order is the order shown by ``phy802 --help``.
 COMMANDS: dict[str, tuple[str, str]] = {
-    "fec": ("phy802.cli.fec", "Reed-Solomon RS(544,514)/RS(528,514) encode and decode of codeword files"),
+    "fec": ("phy802.cli.fec", "Reed-Solomon encode/decode of codeword files; 'fec tail' fits a FEC bin histogram and extrapolates FER"),
     "pcs": ("phy802.cli.pcs", "Clause 119 PCS: frames to PCS lanes and back"),
     "pma": ("phy802.cli.pma", "Clause 120 PMA: PAM4 Gray map, precoder, test patterns"),
     "link": ("phy802.cli.link", "run the composed link once and print per-lane counters like a PHY"),
@@ -52,8 +52,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "latency": ("phy802.cli.latency", "added latency per FEC mode and rate (protocol layer)"),
     "collective": ("phy802.cli.collective", "modelled time of a collective over 400G/200G links per FEC mode"),
     "trace": ("phy802.cli.trace", "generate and inspect payload error traces"),
-    "train": ("phy802.cli.train", "train a small GPT with link errors replayed into DDP or PP"),
-    "experiment": ("phy802.cli.experiment", "sweep BER x {DDP, PP} x guard and report"),
+    "train": ("phy802.cli.train", "train a GPT with link errors replayed into DDP, FSDP2 or a pipeline"),
+    "experiment": ("phy802.cli.experiment", "sweep BER x parallelism x guard over seeds and report"),
     "vectors": ("phy802.cli.vectors", "verify or regenerate the known-answer test vectors"),
     "tradeoff": ("phy802.cli.tradeoff", "step time vs loss penalty per FEC mode and BER: time-to-target-loss"),
     "demo": ("phy802.cli.demo", "the main job: vectors, BER sweep, latency, trace, training, report"),

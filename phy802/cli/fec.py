@@ -16,13 +16,13 @@ from typing import Iterable
 
 import numpy as np
 
-from phy802.cli._common import MAX_SEED, int_arg, probability
+from phy802.cli._common import add_seed, choice_list, int_arg, json_document, probability
 from phy802.fec.counters import FecCounters
-from phy802.fec.rs import KP4, KR4, RSCode, decode, encode
+from phy802.fec.rs import CODES, RSCode, decode, encode
 
 __all__ = ["add_arguments", "run", "parse_symbol_lines", "format_symbols"]
 
-_CODES = {"kp4": KP4, "kr4": KR4}
+_CODES = dict(CODES)  # kp4, kr4, rs272
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -34,7 +34,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         p = sub.add_parser(action, help=text, description=text)
         p.add_argument("file", nargs="?", default="-", metavar="FILE", help="input file ('-' = stdin, default)")
         p.add_argument("--code", choices=sorted(_CODES), default="kp4",
-                       help="kp4 = RS(544,514) t=15, kr4 = RS(528,514) t=7 (default kp4)")
+                       help="kp4 = RS(544,514) t=15, kr4 = RS(528,514) t=7, rs272 = RS(272,258) t=7 "
+                            "(low-latency RS(272,257+1), pad included) (default kp4)")
         p.add_argument("--n", type=int_arg(2, 1023), help="custom code length in symbols, 2..1023 "
                        "(with --k; overrides --code; default: from --code)")
         p.add_argument("--k", type=int_arg(1, 1022), help="custom message length in symbols, < --n "
@@ -64,40 +65,38 @@ def _add_tail(sub) -> None:
     p = sub.add_parser("tail", help="fit channel models to a FEC bin histogram and extrapolate FER",
                        description="Fit channel models to a FEC codeword histogram and extrapolate its tail.",
                        epilog=TAIL_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("file", metavar="FILE", help="histogram file (kernel JSON or CSV)")
+    p.add_argument("file", metavar="FILE", help="histogram file (kernel JSON or CSV; '-' = stdin)")
     p.add_argument("--code", choices=("kp4", "kr4", "rs272"), default="kp4",
                    help="RS code of the link: kp4 = RS(544,514) t=15, kr4 = RS(528,514) t=7, "
                         "rs272 = RS(272,258) t=7 (default kp4)")
-    p.add_argument("--models", default="binomial,dfe,ge",
+    p.add_argument("--models", type=choice_list(("binomial", "dfe", "ge")), default=("binomial", "dfe", "ge"),
                    help="comma-separated models to fit: binomial, dfe, ge (default binomial,dfe,ge)")
     p.add_argument("--target-fer", type=probability(), default=1e-13,
-                   help="codeword error ratio the margin is measured to (default 1e-13)")
-    p.add_argument("--bootstrap", type=int_arg(0, 10**6), default=200,
-                   help="parametric bootstrap replicates for the dfe/ge intervals (default 200; 0 = none)")
-    p.add_argument("--seed", type=int_arg(0, MAX_SEED), default=1, help="seed of the bootstrap, an integer >= 0 (default 1)")
+                   help="codeword error ratio the margin is measured to, in (0, 1) (default 1e-13)")
+    p.add_argument("--bootstrap", type=int_arg(0, 100000), default=200,
+                   help="parametric bootstrap replicates for the dfe/ge intervals, 0..100000 (default 200; 0 = none)")
+    add_seed(p)
     p.add_argument("--out", metavar="FIT.json", help="write the fit (JSON) to this file, atomically (default: none, print only)")
     p.add_argument("--json", action="store_true", help="print the fit as JSON on stdout")
 
 
 def _run_tail(args: argparse.Namespace) -> int:
-    from phy802._output import to_jsonable
-    from phy802.fec.bins import read_histogram
+    from phy802.fec.bins import parse_histogram_text, read_histogram
     from phy802.fec.tail import CODES, fit_histogram
 
-    models = tuple(m.strip() for m in args.models.split(",") if m.strip())
-    if not models:
-        raise ValueError("--models: give at least one of binomial, dfe, ge")
-    hist = read_histogram(args.file, t=CODES[args.code].t)
+    models = tuple(args.models)
+    t = CODES[args.code].t
+    hist = parse_histogram_text(sys.stdin.read(), "<stdin>", t) if args.file == "-" else read_histogram(args.file, t=t)
     fit = fit_histogram(hist, args.code, models=models, target_fer=args.target_fer, bootstrap=args.bootstrap,
                         seed=args.seed)
-    doc = to_jsonable(fit.as_dict())
-    doc["input"] = str(args.file)
+    doc = json_document({**fit.as_dict(), "input": str(args.file)})
+    payload = json.dumps(doc, indent=2, allow_nan=False) + "\n"
     if args.out:
         from phy802._io import atomic_write_text
 
-        atomic_write_text(args.out, json.dumps(doc, indent=2) + "\n")
+        atomic_write_text(args.out, payload)
     if args.json:
-        sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+        sys.stdout.write(payload)
     else:
         sys.stdout.write(fit.format_text() + "\n")
         if args.out:

@@ -42,8 +42,8 @@ For each model: the codeword error ratio ``fer = P(W > t)``; the post-FEC BER
 ``E[W 1{W > t}] / n * b`` where ``b`` is the mean number of wrong bits per wrong RS symbol over
 10 (failed words pass uncorrected, as in :func:`phy802.theory.post_fec_ber`); the pre-FEC BER; and
 the **margin**: the factor ``s`` by which the pre-FEC BER can grow, with the error *shape* held
-(binomial: BER x s; ``dfe``: ``ser`` x s at the same ``pb``; ``ge``: ``e_g, e_b`` x s at the same
-transitions), before FER reaches ``target_fer`` (default ``1e-13``, the 802.3 MAC BER objective
+(binomial: BER x s; ``dfe``: ``ser`` x s at the same ``pb``; ``ge``: ``e_g, e_b`` x s, each capped
+at 1, at the same transitions), before FER reaches ``target_fer`` (default ``1e-13``, the 802.3 MAC BER objective
 used as a codeword-level target), reported as ``ber_at_target``, ``margin_factor``, ``margin_db``
 = 10 log10(s) and ``snr_margin_db`` (the SNR drop from the fitted to the target BER on PAM4
 AWGN, :func:`phy802.theory.snr_db_for_ber`; an AWGN equivalence, not a measured SNR).
@@ -83,6 +83,7 @@ MODELS = ("binomial", "dfe", "ge")
 _N_PARAMS = {"binomial": 1, "dfe": 2, "ge": 4}
 _MIN_BINS = {"binomial": 2, "dfe": 3, "ge": 5}
 _CHI2_95 = float(_st.chi2.ppf(0.95, 1))
+_SIMPLEX_STEP = {"dfe": 0.3, "ge": 0.5}  # initial Nelder-Mead step per transformed coordinate
 
 
 # ------------------------------------------------------------------------------ model laws
@@ -181,8 +182,8 @@ def _scaled(model: str, p: dict, s: float) -> dict | None:
     if model == "dfe":
         ser = p["ser"] * s
         return None if not 0 < ser < 0.5 else {"ser": ser, "pb": p["pb"]}
-    eg, eb = p["e_g"] * s, p["e_b"] * s
-    return None if eb > 1.0 else {**p, "e_g": eg, "e_b": eb}
+    eg, eb = p["e_g"] * s, p["e_b"] * s  # each capped at 1 (the bad state saturates first)
+    return None if eg >= 1.0 else {**p, "e_g": eg, "e_b": min(eb, 1.0)}
 
 
 # ------------------------------------------------------------------------------ likelihood
@@ -246,8 +247,13 @@ def _fit_x(model: str, d: _Data, code: theory.RsCode, starts: Sequence[np.ndarra
                                          options={"xatol": 1e-9})
             cand = (np.array([r.x]), float(r.fun))
         else:
-            r = optimize.minimize(nll, np.asarray(x0, float), method="Nelder-Mead",
-                                  options={"xatol": 1e-6, "fatol": tol, "maxiter": maxiter, "maxfev": maxiter * 2})
+            x0 = np.asarray(x0, float)
+            # an explicit simplex: scipy's default (5% of each coordinate) is tiny where a coordinate is
+            # near 0 (logit pb ~ 0) and lets refits stop at their start, which narrows bootstrap intervals
+            simplex = np.vstack([x0, x0 + np.diag(np.full(x0.size, _SIMPLEX_STEP[model]))])
+            r = optimize.minimize(nll, x0, method="Nelder-Mead",
+                                  options={"xatol": 1e-6, "fatol": tol, "maxiter": maxiter, "maxfev": maxiter * 2,
+                                           "initial_simplex": simplex})
             cand = (np.asarray(r.x), float(r.fun))
         if best is None or cand[1] < best[1]:
             best = cand
@@ -312,6 +318,7 @@ class TailFit:
     best: str | None
     observed: dict
     settings: dict = field(default_factory=dict)
+    per_lane: list = field(default_factory=list)
 
     def as_dict(self) -> dict:
         from phy802 import __version__
@@ -322,7 +329,7 @@ class TailFit:
             "target_fer": self.target_fer, "settings": self.settings,
             "histogram": self.histogram.as_dict(), "observed": self.observed,
             "models": {k: v.as_dict() for k, v in self.fits.items()}, "skipped": self.skipped,
-            "comparison": self.comparison, "best": self.best,
+            "comparison": self.comparison, "best": self.best, "per_lane_binomial": self.per_lane,
             "channel": None if self.best is None else {"model": self.best, **self.fits[self.best].params,
                                                        "ber": self.fits[self.best].predicted["pre_fec_ber"]["value"]},
         }
@@ -358,6 +365,16 @@ class TailFit:
         lines.append("")
         for k, v in self.comparison.items():
             lines.append(f"{k}: LR {v['lr']:.3g}, p = {v['p_value']:.3g} ({v['reference']})")
+        if self.per_lane:
+            lines.append("")
+            lines.append("per lane (binomial fit of each lane's bins):")
+            for r in self.per_lane:
+                if not r["codewords"]:
+                    lines.append(f"  lane {r['lane']:>2}: no codewords")
+                    continue
+                b, f = r["pre_fec_ber"], r["fer"]
+                lines.append(f"  lane {r['lane']:>2}: {r['codewords']} codewords, BER {b['value']:.3e} "
+                             f"[{_f(b['lo'], '.2e')},{_f(b['hi'], '.2e')}], FER {f['value']:.2e}, G2 p {_f(r['g2_p'], '.2g')}")
         if self.best:
             lines.append(f"best (AIC): {self.best}; intervals: "
                          + "; ".join(f"{k} {v.interval_method}" for k, v in self.fits.items()))
@@ -422,10 +439,13 @@ def _margin(model: str, params: dict, code: theory.RsCode, target: float) -> flo
         f = model_pmf(model, p, code).fer
         return (math.log(f) if f > 0 else -800.0) - math.log(target)
 
-    lo, hi = -12.0, 6.0
-    # largest finite hi
-    while hi > lo and not math.isfinite(g(hi)):
-        hi -= 0.25
+    lo, hi = -12.0, 24.0
+    if not math.isfinite(g(hi)):  # the largest scale the model allows (probabilities < 1), by bisection
+        a, b = lo, hi
+        for _ in range(40):
+            mid = 0.5 * (a + b)
+            a, b = (mid, b) if math.isfinite(g(mid)) else (a, mid)
+        hi = a
     try:
         glo, ghi = g(lo), g(hi)
     except (ValueError, FloatingPointError):
@@ -462,15 +482,14 @@ def _profile_binomial(d: _Data, code: theory.RsCode, x_hat: float, ll_hat: float
     centre = _predict("binomial", {"p_symbol": 10.0**x_hat}, code, target)
     out = {}
     for k in _PRED_KEYS:
-        a = ends[0][k] if ends[0] is not None else (0.0 if k in ("pre_fec_ber", "fer", "post_fec_ber") else None)
-        b = ends[1][k] if ends[1] is not None else None
-        vals = [v for v in (a, b) if v is not None]
-        if centre[k] is None or not vals:
-            out[k] = _interval(centre[k], None, None)
-        elif k in ("margin_factor", "ber_at_target", "margin_db", "snr_margin_db") and (a is None or b is None):
-            out[k] = _interval(centre[k], min(vals), None if b is None and k != "ber_at_target" else max(vals))
-        else:
-            out[k] = _interval(centre[k], min(vals), max(vals))
+        a = ends[0][k] if ends[0] is not None else None  # at the lower end of p
+        b = ends[1][k] if ends[1] is not None else None  # at the upper end of p
+        if k in ("pre_fec_ber", "fer", "post_fec_ber"):  # increasing in p; p = 0 gives 0
+            out[k] = _interval(centre[k], 0.0 if ends[0] is None else a, b)
+        elif k == "ber_at_target":  # the binomial's BER at the target does not depend on p
+            out[k] = _interval(centre[k], centre[k], centre[k])
+        else:  # margins decrease in p; p -> 0 leaves the upper end open (None)
+            out[k] = _interval(centre[k], b, a)
     return out
 
 
@@ -486,7 +505,7 @@ def _bootstrap(model: str, d: _Data, code: theory.RsCode, x_hat: np.ndarray, tar
     for _ in range(reps):
         counts = rng.multinomial(N, probs)
         dd = _Data(d.lows, d.highs, counts, d.has_fail, d.labels)
-        xb, _ = _fit_x(model, dd, code, [x_hat], tol=1e-5, maxiter=600)
+        xb, _ = _fit_x(model, dd, code, [x_hat], tol=1e-7, maxiter=1000)
         pr = _predict(model, _from_x(model, xb), code, target)
         ok += 1
         for k in _PRED_KEYS:
@@ -589,9 +608,34 @@ def fit_histogram(
             comparison["ge_vs_binomial"] = {"lr": lr, "p_value": float(_st.chi2.sf(lr, 3)),
                                             "reference": "chi2_3 (approximate: boundary, unidentified under H0)"}
     best = min(fits, key=lambda k: fits[k].aic) if fits else None
+    per_lane = _per_lane(hist, code, target_fer)
     settings = {"models": list(models), "bootstrap": bootstrap,
                 "seed": seed if isinstance(seed, int) else None, "units_per_rs_symbol": UNITS}
-    return TailFit(code, hist, float(target_fer), fits, skipped, comparison, best, observed, settings)
+    return TailFit(code, hist, float(target_fer), fits, skipped, comparison, best, observed, settings, per_lane)
+
+
+def _per_lane(hist: FecHistogram, code: theory.RsCode, target: float) -> list[dict]:
+    """Binomial fit per lane when every bin carries ``bin-val-per-lane`` (the lanes' own histograms;
+    no per-lane uncorrectable count, so each lane's fit is conditioned on its reported bins)."""
+    L = hist.n_lanes
+    if not L or any(b.per_lane is None for b in hist.bins) or len(hist.bins) < 2:
+        return []
+    from phy802.fec.bins import FecBin
+
+    out = []
+    for j in range(L):
+        hj = FecHistogram(tuple(FecBin(b.low, b.high, b.per_lane[j]) for b in hist.bins), None, None, None,
+                          hist.t, f"{hist.source} lane {j}")
+        if hj.total == 0:
+            out.append({"lane": j, "codewords": 0})
+            continue
+        dj = _data(hj, code.t)
+        x, ll = _fit_x("binomial", dj, code, _starts("binomial", 1e-6))
+        pred = _profile_binomial(dj, code, float(x[0]), ll, target)
+        gof, _ = _gof(dj.counts, _bin_probs(model_pmf("binomial", _from_x("binomial", x), code), dj), 1)
+        out.append({"lane": j, "codewords": hj.total, "pre_fec_ber": pred["pre_fec_ber"], "fer": pred["fer"],
+                    "margin_factor": pred["margin_factor"], "g2_p": gof["g2_p"]})
+    return out
 
 
 # ------------------------------------------------------------------------------ helpers

@@ -28,9 +28,10 @@ README = ROOT / "README.md"
 #: commands not re-run by this test (installation, the test run itself)
 NOT_RUN = ("pip ", "pytest")
 #: commands that take minutes: run only with ``-m slow``
-SLOW = ("phy802 demo", "phy802 train", "phy802 experiment", "python benchmarks/")
+SLOW = ("phy802 demo", "phy802 train", "phy802 experiment", "phy802 tradeoff", "python benchmarks/")
 #: wall-clock limit per command (s)
-TIMEOUT = {"phy802 demo": 3600, "phy802 experiment": 7200, "phy802 train": 1800, "python benchmarks/": 1800}
+TIMEOUT = {"phy802 demo": 3600, "phy802 experiment": 7200, "phy802 train": 1800, "phy802 tradeoff": 1800,
+           "python benchmarks/": 1800}
 
 
 def readme_commands(text: str) -> list[str]:

@@ -24,6 +24,7 @@ def test_demo_quick_without_training(tmp_path, capsys):
     # KP4 at 3e-4 (theory FER ~1e-11) shows no failures, at 3e-3 most codewords fail
     assert rows[("kp4/ieee", 3e-4)]["codeword_errors"] == 0
     assert rows[("kp4/ieee", 3e-3)]["fer"] > 0.3
+    assert {m for m, _ in rows} == {"kp4/ieee", "kp4/bypass"}
     meta = s["trace"]["meta"]
     assert meta["pre_fec"]["bit_errors"] > 0 and meta["fec"] == "bypass"
     report = (out / "report.md").read_text()
@@ -43,3 +44,6 @@ def test_demo_quick_with_training(tmp_path, capsys):
     assert shadow["ber"] == 0 and shadow["flips"] == 0 and shadow["weight_noise"] == 0
     assert noisy["flips"] > 0 and noisy["weight_noise"] > 0
     assert (out / "training" / "loss_ddp.png").stat().st_size > 0
+    # step 5: the tradeoff of those runs (modelled step time x measured loss), table and Pareto plot
+    assert s["tradeoff"]["rows"] > 0 and (out / "tradeoff" / "pareto.png").stat().st_size > 0
+    assert "## 5. Is skipping FEC worth it?" in (out / "report.md").read_text()
