@@ -7,7 +7,7 @@ import math
 import numpy as np
 from numba import njit
 
-__all__ = ["guard_inplace", "deliver_frames", "flip_bits"]
+__all__ = ["guard_inplace", "guard_at", "deliver_frames", "flip_bits"]
 
 
 @njit(cache=True, nogil=True)
@@ -178,3 +178,26 @@ def flip_bits(vals, words, offsets, width, protect_lo, protect_hi, ints, floats)
         if not math.isfinite(v):
             n_bad += 1
     return n, n_prot, n_bad
+
+
+@njit(cache=True, nogil=True)
+def guard_at(x, elems, clamp, final):
+    """Receive guard on the elements ``elems`` only (the ones the link flipped): NaN/Inf -> 0, clamp.
+
+    Writes each element's value after the guard to ``final``; returns the number changed.
+    """
+    n = 0
+    for j in range(elems.shape[0]):
+        e = elems[j]
+        v = x[e]
+        if not math.isfinite(v):
+            x[e] = 0.0
+            n += 1
+        elif v > clamp:
+            x[e] = clamp
+            n += 1
+        elif v < -clamp:
+            x[e] = -clamp
+            n += 1
+        final[j] = x[e]
+    return n

@@ -84,8 +84,21 @@ class CharCorpus:
         return cls(vocab, ids[:-n_val].clone(), ids[-n_val:].clone())
 
     @classmethod
-    def load(cls, corpus: str = "kjv") -> "CharCorpus":
-        return cls.from_text(load_text(corpus))
+    def from_bytes(cls, text: str, val_fraction: float = 0.1) -> "CharCorpus":
+        """Byte-level vocabulary (GPT-2 style, 256 symbols, no merges): the UTF-8 bytes of ``text``."""
+        if len(text) < 1000:
+            raise ValueError(f"corpus text too short ({len(text)} characters)")
+        ids = torch.from_numpy(np.frombuffer(text.encode("utf-8"), dtype=np.uint8).astype(np.int64))
+        n_val = int(len(ids) * val_fraction)
+        return cls("".join(map(chr, range(256))), ids[:-n_val].clone(), ids[-n_val:].clone())
+
+    @classmethod
+    def load(cls, corpus: str = "kjv", tokenizer: str = "char") -> "CharCorpus":
+        """``corpus`` with a ``"char"`` (its own characters) or ``"byte"`` (256 UTF-8 bytes) vocabulary."""
+        if tokenizer not in ("char", "byte"):
+            raise ValueError(f"tokenizer must be 'char' or 'byte', got {tokenizer!r}")
+        text = load_text(corpus)
+        return cls.from_text(text) if tokenizer == "char" else cls.from_bytes(text)
 
     @property
     def vocab_size(self) -> int:

@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import threading
 from datetime import timedelta
@@ -57,7 +58,6 @@ from typing import Any, Iterator
 import numpy as np
 import torch
 import torch.distributed as dist
-from torch._C._distributed_c10d import _create_work_from_future
 
 from integration.commlog import CommLog, instrument
 from integration.replay import (
@@ -67,8 +67,8 @@ from integration.replay import (
     TRAFFIC_CLASSES,
     _WORD,
     _corrupt_cpu,
-    apply_guard,
     corrupt_received,
+    guard_flipped,
     is_float,
 )
 from integration.sources import BufferedLink, ErrorSource, NoErrors, make_link_source
@@ -79,7 +79,8 @@ __all__ = ["BACKEND_NAME", "ENV_VAR", "INNER_ENV_VAR", "ReplayProcessGroup", "re
 
 BACKEND_NAME = "phy802"
 ENV_VAR = "PHY802_REPLAY"
-INNER_ENV_VAR = "PHY802_INNER"  # "gloo" (default) or "nccl"
+INNER_ENV_VAR = "PHY802_INNER"  # "gloo" (default) or "nccl": one inner backend for every tensor
+CUDA_INNER_ENV_VAR = "PHY802_CUDA_INNER"  # "nccl" (default) or "gloo": the inner backend of CUDA tensors
 _FORMAT = {torch.float32: "float32", torch.bfloat16: "bfloat16", torch.float16: "float16", torch.float64: "float64"}
 _RING_TAG = 0x50_38  # tags of the ring hops, apart from user point-to-point traffic (tag 0)
 
@@ -103,13 +104,19 @@ def _config_from_env() -> ReplayConfig:
         raise ValueError(f"environment variable {ENV_VAR}: bad replay configuration: {exc}") from exc
 
 
+def _nccl_inner(store, rank: int, size: int, timeout: timedelta):
+    """An NCCL backend on a prefixed view of ``store`` (communicators are created lazily by NCCL)."""
+    if not (torch.cuda.is_available() and dist.is_nccl_available()):
+        raise RuntimeError(f"{BACKEND_NAME}: CUDA tensors need NCCL, which this torch build/machine lacks")
+    opts = dist.ProcessGroupNCCL.Options()
+    opts._timeout = timeout
+    return dist.ProcessGroupNCCL(dist.PrefixStore("phy802-nccl", store), rank, size, opts)
+
+
 def _creator(store, rank: int, size: int, timeout: timedelta):
     inner = None
-    if os.environ.get(INNER_ENV_VAR, "gloo") == "nccl":
-        # GPUs: the same wrapper over NCCL (not exercised by the CPU test suite)
-        opts = dist.ProcessGroupNCCL.Options()
-        opts._timeout = timeout
-        inner = dist.ProcessGroupNCCL(store, rank, size, opts)
+    if os.environ.get(INNER_ENV_VAR, "gloo") == "nccl":  # legacy switch: NCCL for every tensor
+        inner = _nccl_inner(store, rank, size, timeout)
     return ReplayProcessGroup(store, rank, size, timeout, _config_from_env(), inner=inner)
 
 
@@ -122,32 +129,134 @@ def register(config: ReplayConfig | None = None) -> None:
         dist.Backend.register_backend(BACKEND_NAME, _creator, devices=devices)
 
 
-class _DeferredWork(dist.Work):
-    """A Work whose ``wait()`` waits on the inner Work and then runs ``finish`` once."""
+def _seconds(timeout) -> float | None:
+    """A ``wait(timeout)`` argument in seconds (None: not given; torch passes 0 for "no timeout")."""
+    if timeout is None:
+        return None
+    s = timeout.total_seconds() if isinstance(timeout, timedelta) else float(timeout)
+    return s if s > 0 else None
 
-    def __init__(self, inner: dist.Work, finish) -> None:
+
+class _ReplayWork(dist.Work):
+    """A Work over a ``torch.futures.Future``: ``wait`` raises what the future holds.
+
+    (``_create_work_from_future`` reports success even when its future holds an exception,
+    which hid dead peers and wrapper failures.) ``wait(timeout)`` waits at most ``timeout``
+    (default: the group's timeout) and raises :class:`TimeoutError` past it.
+    """
+
+    def __init__(self, fut: torch.futures.Future, timeout_s: float, what: str) -> None:
+        super().__init__()
+        self._fut = fut
+        self._timeout_s = float(timeout_s)
+        self._what = what
+        self._event = threading.Event()
+        fut.add_done_callback(lambda _f: self._event.set())
+
+    def wait(self, timeout: timedelta | None = None) -> bool:
+        limit = _seconds(timeout) or self._timeout_s
+        if not self._event.wait(limit):
+            raise TimeoutError(f"{BACKEND_NAME}: {self._what} did not complete within {limit:g} s")
+        self._fut.value()  # re-raises the inner backend's or the wrapper's exception
+        return True
+
+    def get_future(self) -> torch.futures.Future:
+        return self._fut
+
+    def is_completed(self) -> bool:
+        return self._fut.done()
+
+    def is_success(self) -> bool:
+        if not self._fut.done():
+            return False
+        try:
+            self._fut.value()
+        except Exception:  # noqa: BLE001 - the answer to the question asked
+            return False
+        return True
+
+    def exception(self):
+        if not self._fut.done():
+            return None
+        try:
+            self._fut.value()
+        except Exception as exc:  # noqa: BLE001 - returned, not swallowed
+            return exc
+        return None
+
+
+class _DeferredWork(dist.Work):
+    """A Work whose ``wait()`` waits on the inner Work (bounded by the group timeout), then runs ``finish`` once.
+
+    For inner Works without a future (gloo send/recv/reduce_scatter). ``get_future()`` starts a
+    helper thread that waits and completes the future (with the result or the exception). A
+    failure of ``wait`` or ``finish`` is raised to every later ``wait`` as well.
+    """
+
+    def __init__(self, inner, finish, timeout_s: float, result: Any, what: str, before=None) -> None:
         super().__init__()
         self._inner = inner
         self._finish = finish
+        self._before = before  # e.g. flush the queued p2p batch this op belongs to
+        self._timeout_s = float(timeout_s)
+        self._result = result
+        self._what = what
         self._done = False
+        self._error: BaseException | None = None
         self._lock = threading.Lock()
+        self._fut: torch.futures.Future | None = None
 
-    def wait(self, timeout: timedelta | None = None) -> bool:  # noqa: ARG002
-        self._inner.wait()
+    def wait(self, timeout: timedelta | None = None) -> bool:
         with self._lock:
-            if not self._done:
-                self._done = True
-                self._finish()
+            if self._error is not None:
+                raise self._error
+            if self._done:
+                return True
+            try:
+                if self._before is not None:
+                    self._before()
+                inner = self._inner() if callable(self._inner) else self._inner
+                limit = _seconds(timeout) or self._timeout_s
+                if inner is not None and inner.wait(timedelta(seconds=limit)) is False:
+                    raise TimeoutError(f"{BACKEND_NAME}: {self._what} did not complete within {limit:g} s")
+                if self._finish is not None:
+                    self._finish()
+            except BaseException as exc:
+                self._error = exc
+                raise
+            self._done = True
         return True
 
+    def get_future(self) -> torch.futures.Future:
+        with self._lock:
+            if self._fut is None:
+                self._fut = torch.futures.Future()
+
+                def run(fut=self._fut):
+                    try:
+                        self.wait()
+                    except BaseException as exc:  # noqa: BLE001 - handed to the future's waiter
+                        fut.set_exception(exc)
+                    else:
+                        fut.set_result(self._result)
+
+                threading.Thread(target=run, daemon=True, name="phy802-work").start()
+            return self._fut
+
     def is_completed(self) -> bool:
-        return self._done
+        return self._done or self._error is not None
+
+    def is_success(self) -> bool:
+        return self._done and self._error is None
+
+    def exception(self):
+        return self._error
 
 
-def _done_work(result: Any) -> dist.Work:
+def _done_work(result: Any, timeout_s: float = 0.0) -> dist.Work:
     fut = torch.futures.Future()
     fut.set_result(result)
-    return _create_work_from_future(fut)
+    return _ReplayWork(fut, timeout_s or 1.0, "completed operation")
 
 
 GLOO_MAX_SEGMENT_BYTES = 1 << 20  # gloo's AllreduceOptions default maximum segment size
@@ -192,13 +301,23 @@ class ReplayProcessGroup(dist.ProcessGroup):
     config : ReplayConfig
         Error sources, mode, traffic classes and guard.
     inner : ProcessGroup, optional
-        The real backend (default: gloo on the same store).
+        The real backend for every tensor (default: gloo for CPU tensors and, on a machine with
+        CUDA and NCCL, an NCCL group on the same store for CUDA tensors).
+
+    Every failure reaches the caller: an exception of the inner backend or of the wrapper is
+    raised by the returned Work's ``wait()`` (and held by its future), and ``wait`` never waits
+    longer than the group timeout. Non-contiguous tensors are staged through a contiguous copy
+    in every op and mode; element indices in the log are then row-major logical indices.
     """
 
     def __init__(self, store, rank: int, size: int, timeout: timedelta, config: ReplayConfig,
                  inner: dist.ProcessGroup | None = None) -> None:
         super().__init__(rank, size)
-        self._inner = inner if inner is not None else dist.ProcessGroupGloo(store, rank, size, timeout)
+        self._store, self._timeout = store, timeout
+        self._timeout_s = max(float(timeout.total_seconds()), 1e-3)
+        self._forced_inner = inner
+        self._gloo = inner if inner is not None else dist.ProcessGroupGloo(store, rank, size, timeout)
+        self._nccl = None
         self.config = config
         self.log = InjectionLog(config.log_limit)
         self.metrics = Metrics()
@@ -207,6 +326,8 @@ class ReplayProcessGroup(dist.ProcessGroup):
         self._sources: dict[tuple[int, int], ErrorSource] = {}
         self._lock = threading.RLock()  # issue order + counters (gloo completes on its own threads)
         self._ring_lock = threading.Lock()
+        self._p2p_lock = threading.RLock()
+        self._p2p_queue: list = []
         self._seq = 0
         self._override: str | None = None
         self._enabled = True
@@ -219,9 +340,36 @@ class ReplayProcessGroup(dist.ProcessGroup):
     def getBackendName(self) -> str:  # noqa: N802 - torch's name
         return BACKEND_NAME
 
+    def _set_group_name(self, name: str) -> None:
+        self._phy802_group_name = name
+        super()._set_group_name(name)
+
+    @property
+    def group_name(self) -> str:
+        """The name ``new_group`` gave this group (``DeviceMesh.from_group`` / FSDP2 read it)."""
+        try:
+            return self._phy802_group_name
+        except AttributeError:
+            raise RuntimeError(f"{BACKEND_NAME}: ProcessGroup name not set (create the group with dist.new_group)") from None
+
     @property
     def inner(self) -> dist.ProcessGroup:
-        return self._inner
+        """The inner backend of CPU tensors (gloo unless one was given)."""
+        return self._gloo
+
+    def _inner_for(self, t: torch.Tensor) -> dist.ProcessGroup:
+        """gloo for CPU tensors, NCCL for CUDA tensors (created on first use), unless one inner was forced."""
+        if self._forced_inner is not None or t.device.type == "cpu":
+            return self._gloo
+        if t.device.type != "cuda":
+            raise UnsupportedOperation(f"{BACKEND_NAME}: tensors on {t.device} are not supported (cpu, cuda)")
+        if os.environ.get(CUDA_INNER_ENV_VAR, "nccl") == "gloo":  # e.g. several ranks sharing one GPU
+            return self._gloo
+        if self._nccl is None:
+            with self._lock:
+                if self._nccl is None:
+                    self._nccl = _nccl_inner(self._store, self._rank, self._size, self._timeout)
+        return self._nccl
 
     @contextlib.contextmanager
     def traffic(self, cls: str) -> Iterator[None]:
@@ -280,7 +428,8 @@ class ReplayProcessGroup(dist.ProcessGroup):
         The delivery model cuts the message into RoCEv2 frames, takes their stream bits from the
         link's source, drops and resends frames whose headers (or, in non-tolerant modes, any
         checked bit) were hit, removes protected flips in ``unequal`` mode, and returns the
-        payload bits delivered flipped.
+        payload bits delivered flipped. ``None`` when nothing is to be done on receive; a pending
+        corruption with no flips still measures the message's norm (``signal_sq``).
         """
         if not self._enabled or src == self._rank:
             return None
@@ -310,10 +459,9 @@ class ReplayProcessGroup(dist.ProcessGroup):
             if d.protected_removed:
                 m.add("errors_protected", cls, d.protected_removed)
             self.log.add_message(seq, op, cls, src, self._rank, hop, 8 * octets, d.stream_bits, len(flips))
-            if len(flips) == 0:
-                return None
             if cls not in self._selected or not is_float(t):
-                m.add("errors_unselected", cls, len(flips))
+                if len(flips):
+                    m.add("errors_unselected", cls, len(flips))
                 return None
         return (seq, op, cls, src, hop, flips)
 
@@ -327,21 +475,46 @@ class ReplayProcessGroup(dist.ProcessGroup):
             c = self._cost_cache[octets] = (sb, line_bits_of_stream(sb, self.config.source.rate))
         return c
 
-    def _apply(self, pending: tuple | None, t: torch.Tensor, elem_base: int = 0) -> None:
-        """Apply a reserved corruption to the received tensor ``t`` (contiguous view), then the guard."""
+    def _apply(self, pending: tuple, t: torch.Tensor, elem_base: int = 0) -> None:
+        """Apply a reserved corruption to the received contiguous flat tensor ``t``, then the guard.
+
+        The guard (``nan_to_zero_clamp``) acts on the flipped elements only; nothing the link did
+        not touch is changed.
+        """
         guard = self.config.guard
         seq, op, cls, src, hop, flips = pending
-        if t.device.type == "cpu" and t.dtype in _WORD:  # one Numba pass, non-finite check included
+        x = t.detach()
+        sig = float(torch.linalg.vector_norm(x, dtype=torch.float32 if x.element_size() < 4 else None)) ** 2
+        if len(flips) == 0:
+            if math.isfinite(sig):
+                with self._lock:
+                    self.metrics.add("signal_sq", cls, sig)
+            return
+        if t.device.type == "cpu" and t.dtype in _WORD:
             elem, bit, old, new, idx, n_prot, nonfinite = _corrupt_cpu(
-                t.detach().view(-1).numpy(), t.dtype, flips, guard == "exponent_protection")
+                x.view(-1).numpy(), t.dtype, np.ascontiguousarray(flips, dtype=np.int64), guard == "exponent_protection")
         else:
             elem, bit, old, new, idx, n_prot = corrupt_received(
                 t, flips, protect_sign_exponent=(guard == "exponent_protection"))
             nonfinite = bool(len(new)) and not bool(np.isfinite(new).all())
-        n_guard = apply_guard(t, self.config.clamp_for(cls)) if guard == "nan_to_zero_clamp" else 0
+        n_guard, pert = 0, 0.0
+        if len(elem):
+            eu, first = np.unique(elem, return_index=True)
+            if guard == "nan_to_zero_clamp":
+                n_guard, final = guard_flipped(t, eu, self.config.clamp_for(cls))
+            else:
+                final = new[np.r_[first[1:], len(elem)] - 1]  # value after the element's last flip
+            with np.errstate(all="ignore"):
+                o = old[first]
+                dv = np.where(np.isfinite(o), final - o, 0.0)  # a clean Inf/NaN is not the link's doing
+                pert = float(np.sum(dv * dv)) if np.isfinite(final[np.isfinite(o)]).all() else math.inf
         with self._lock:
             m = self.metrics
             m.add("errors_injected", cls, len(idx))
+            if math.isfinite(sig):
+                m.add("signal_sq", cls, sig)
+            if pert:
+                m.add("perturbation_sq", cls, pert)
             if n_prot:
                 m.add("errors_protected", cls, n_prot)
             if nonfinite:
@@ -351,63 +524,100 @@ class ReplayProcessGroup(dist.ProcessGroup):
             self.log.add(seq=seq, op=op, cls=cls, src=src, dst=self._rank, hop=hop, element=elem + elem_base,
                          bit=bit, old=old, new=new, msg_bit=flips[idx])
 
-    # the guard also runs on error-free messages: a receiver cannot know which ones are clean
-    def _receive(self, pending: tuple | None, cls: str, t: torch.Tensor, elem_base: int = 0) -> None:
+    def _receive(self, pending: tuple | None, cls: str, t: torch.Tensor, elem_base: int = 0) -> None:  # noqa: ARG002
         if pending is not None:
             self._apply(pending, t, elem_base)
-        elif (self.config.guard == "nan_to_zero_clamp" and self._enabled and is_float(t)
-              and cls in self._selected and t.numel() > 1):
-            n = apply_guard(t, self.config.clamp_for(cls))
-            if n:
-                with self._lock:
-                    self.metrics.add("guard_elements", cls, n)
 
-    def _flat(self, t: torch.Tensor) -> torch.Tensor:
-        if not t.is_contiguous():
-            raise ValueError(f"{BACKEND_NAME}: tensors must be contiguous (got strides {t.stride()})")
+    @staticmethod
+    def _flat(t: torch.Tensor) -> torch.Tensor:
+        if not t.is_contiguous():  # internal: callers stage non-contiguous tensors first
+            raise ValueError(f"{BACKEND_NAME}: internal error: a non-contiguous tensor reached the receive path")
         return t.detach().view(-1)
+
+    @staticmethod
+    def _stage(t: torch.Tensor) -> torch.Tensor:
+        """``t`` itself if contiguous, else a contiguous copy (the bytes a transport would carry)."""
+        return t if t.is_contiguous() else t.detach().contiguous()
+
+    @staticmethod
+    def _unstage(t: torch.Tensor, buf: torch.Tensor) -> None:
+        if buf is not t:
+            t.detach().copy_(buf)
+
+    def _wait(self, work, what: str) -> None:
+        """Wait for an inner Work, at most the group timeout; raise if it failed or timed out."""
+        if work is None:
+            return
+        if work.wait(self._timeout) is False:
+            raise TimeoutError(f"{BACKEND_NAME}: {what} did not complete within {self._timeout_s:g} s")
+
+    def _done(self, result: Any) -> dist.Work:
+        return _done_work(result, self._timeout_s)
 
     # ------------------------------------------------------------------ allreduce
     def allreduce(self, tensors, opts=None):
+        self._flush_p2p()
         opts = opts if opts is not None else dist.AllreduceOptions()
         if len(tensors) != 1:
             raise UnsupportedOperation(f"{BACKEND_NAME}: allreduce of {len(tensors)} tensors per rank is not supported")
         t = tensors[0]
+        buf = self._stage(t)
         cls = self._classify("gradients", t)
         if self.config.mode == "ring" and is_float(t) and self._size > 1:
-            self._ring_allreduce(t, opts.reduceOp, cls)
-            return _done_work(tensors)
-        pending = self._reserve("allreduce", cls, t, (self._rank + 1) % self._size)
-        work = self._inner.allreduce(tensors, opts)
-        if pending is None and self.config.guard != "nan_to_zero_clamp":
+            self._ring_allreduce(buf, opts.reduceOp, cls)
+            self._unstage(t, buf)
+            return self._done(tensors)
+        pending = self._reserve("allreduce", cls, buf, (self._rank + 1) % self._size)
+        work = self._inner_for(buf).allreduce([buf], opts)
+        if pending is None and buf is t:
             return work
 
         def finish(fut):
-            fut.value()  # re-raise an inner failure
-            self._receive(pending, cls, self._flat(t))
+            fut.value()  # re-raise an inner failure (into the chained future: wait() raises it)
+            self._receive(pending, cls, self._flat(buf))
+            self._unstage(t, buf)
             return tensors
 
-        return _create_work_from_future(work.get_future().then(finish))
+        return _ReplayWork(work.get_future().then(finish), self._timeout_s, "allreduce")
+
+    def _ring_reduce_op(self, op, what: str):
+        """``(in-place reduce, divide by world size after)`` of a ReduceOp (AVG = SUM, then divide)."""
+        key = op if not hasattr(op, "op") else op.op
+        if key == dist.ReduceOp.AVG:
+            return torch.Tensor.add_, True
+        reduce = _REDUCE.get(key)
+        if reduce is None:
+            raise UnsupportedOperation(f"{BACKEND_NAME}: ring {what} supports SUM/AVG/PRODUCT/MIN/MAX, not {op}")
+        return reduce, False
 
     def _ring_allreduce(self, t: torch.Tensor, op, cls: str) -> None:
-        reduce = _REDUCE.get(op if not hasattr(op, "op") else op.op)
-        if reduce is None:
-            raise UnsupportedOperation(f"{BACKEND_NAME}: ring allreduce supports SUM/PRODUCT/MIN/MAX, not {op}")
+        reduce, avg = self._ring_reduce_op(op, "allreduce")
         flat = self._flat(t)
         chunks = gloo_ring_chunks(flat.numel(), flat.element_size(), self._size)
         with self._ring_lock:
             self._ring_reduce_scatter(flat, chunks, reduce, cls, op="allreduce")
+            if avg:
+                a, b = chunks[self._rank]
+                flat[a:b].div_(self._size)
             self._ring_all_gather(flat, chunks, cls, op="allreduce")
 
     def _ring_hop(self, send_t: torch.Tensor, recv_t: torch.Tensor, tag: int) -> None:
-        # data flows from rank r+1 to rank r, as in gloo's ring (gloo/allreduce.cc)
+        # data flows from rank r+1 to rank r, as in gloo's ring (gloo/allreduce.cc); on NCCL the
+        # pair is one coalesced group (batched p2p), so paired send/recv cannot deadlock
         down, up = (self._rank - 1) % self._size, (self._rank + 1) % self._size
-        sw = self._inner.send([send_t], down, tag) if send_t.numel() else None
-        rw = self._inner.recv([recv_t], up, tag) if recv_t.numel() else None
-        if rw is not None:
-            rw.wait()
-        if sw is not None:
-            sw.wait()
+        inner = self._inner_for(recv_t if recv_t.numel() else send_t)
+        if getattr(inner, "supports_coalescing", False) and inner is not self._gloo:
+            inner._start_coalescing(recv_t.device)
+            if send_t.numel():
+                inner.send([send_t], down, tag)
+            if recv_t.numel():
+                inner.recv([recv_t], up, tag)
+            self._wait(inner._end_coalescing(recv_t.device), "ring hop")
+            return
+        sw = inner.send([send_t], down, tag) if send_t.numel() else None
+        rw = inner.recv([recv_t], up, tag) if recv_t.numel() else None
+        self._wait(rw, f"ring hop recv from rank {up}")
+        self._wait(sw, f"ring hop send to rank {down}")
 
     def _ring_reduce_scatter(self, flat, chunks, reduce, cls: str, op: str) -> None:
         """Ring reduce-scatter in place on ``flat``: afterwards rank r holds chunk r fully reduced.
@@ -445,45 +655,55 @@ class ReplayProcessGroup(dist.ProcessGroup):
 
     # ------------------------------------------------------------------ broadcast
     def broadcast(self, tensors, opts=None):
+        self._flush_p2p()
         opts = opts if opts is not None else dist.BroadcastOptions()
         root = int(opts.rootRank)
-        pend = [(t, self._classify("params", t)) for t in tensors]
-        pend = [(t, c, self._reserve("broadcast", c, t, root)) for t, c in pend]
-        work = self._inner.broadcast(tensors, opts)
-        if self._rank == root:
+        bufs = [self._stage(t) for t in tensors]
+        pend = [(b, self._classify("params", t)) for t, b in zip(tensors, bufs)]
+        pend = [(b, c, self._reserve("broadcast", c, b, root)) for b, c in pend]
+        work = self._inner_for(bufs[0]).broadcast(bufs, opts)
+        if self._rank == root and all(b is t for b, t in zip(bufs, tensors)):
             return work
-        work.wait()
-        for t, c, p in pend:
-            self._receive(p, c, self._flat(t))
-        return _done_work(tensors)
+        self._wait(work, "broadcast")
+        for t, (b, c, p) in zip(tensors, pend):
+            if self._rank != root:
+                self._receive(p, c, self._flat(b))
+            self._unstage(t, b)
+        return self._done(tensors)
 
     # ------------------------------------------------------------------ allgather
     def allgather(self, output_tensors, input_tensors, opts=None):
+        self._flush_p2p()
         opts = opts if opts is not None else dist.AllgatherOptions()
         if len(input_tensors) != 1 or len(output_tensors) != 1:
             raise UnsupportedOperation(f"{BACKEND_NAME}: allgather of several tensors per rank is not supported")
         outs = output_tensors[0]
         if len(outs) != self._size:
             raise ValueError(f"{BACKEND_NAME}: allgather needs {self._size} output tensors, got {len(outs)}")
+        bufs = [self._stage(o) for o in outs]
+        inp = self._stage(input_tensors[0])
         pend = []
-        for j, o in enumerate(outs):
+        for j, (o, b) in enumerate(zip(outs, bufs)):
             c = self._classify("params", o)
-            pend.append((o, c, self._reserve("allgather", c, o, j)))
-        work = self._inner.allgather(output_tensors, input_tensors, opts)
-        work.wait()
-        for j, (o, c, p) in enumerate(pend):
+            pend.append((b, c, self._reserve("allgather", c, b, j)))
+        work = self._inner_for(inp).allgather([bufs], [inp], opts)
+        self._wait(work, "allgather")
+        for j, (o, (b, c, p)) in enumerate(zip(outs, pend)):
             if j != self._rank:  # this rank's own chunk did not cross a link
-                self._receive(p, c, self._flat(o))
-        return _done_work(output_tensors)
+                self._receive(p, c, self._flat(b))
+            self._unstage(o, b)
+        return self._done(output_tensors)
 
     def all_gather_single(self, output, input, opts=None):  # noqa: A002 - torch's name
+        self._flush_p2p()
         opts = opts if opts is not None else dist.AllgatherOptions()
         n = self._size
         if output.numel() != n * input.numel():
             raise ValueError(f"{BACKEND_NAME}: all_gather_single output has {output.numel()} elements, "
                              f"expected {n} x {input.numel()}")
         cls = self._classify("params", output)
-        flat = self._flat(output)
+        obuf = self._stage(output)
+        flat = self._flat(obuf)
         k = input.numel()
         chunks = [(j * k, (j + 1) * k) for j in range(n)]
         if self.config.mode == "ring" and is_float(output) and n > 1:
@@ -491,75 +711,89 @@ class ReplayProcessGroup(dist.ProcessGroup):
                 a, b = chunks[self._rank]
                 flat[a:b].copy_(input.detach().reshape(-1))
                 self._ring_all_gather(flat, chunks, cls, op="all_gather_single")
-            return _done_work([output])
+            self._unstage(output, obuf)
+            return self._done([output])
         pend = [self._reserve("all_gather_single", cls, flat[a:b], j) for j, (a, b) in enumerate(chunks)]
-        work = self._inner._allgather_base(output, input, opts)
-        work.wait()
+        work = self._inner_for(obuf)._allgather_base(obuf, self._stage(input), opts)
+        self._wait(work, "all_gather_single")
         for j, (a, b) in enumerate(chunks):
             if j != self._rank:
                 self._receive(pend[j], cls, flat[a:b], elem_base=a)
-        return _done_work([output])
+        self._unstage(output, obuf)
+        return self._done([output])
 
     _allgather_base = all_gather_single
 
     # ------------------------------------------------------------------ reduce_scatter
     def reduce_scatter(self, output_tensors, input_tensors, opts=None):
+        self._flush_p2p()
         opts = opts if opts is not None else dist.ReduceScatterOptions()
         if len(output_tensors) != 1:
             raise UnsupportedOperation(f"{BACKEND_NAME}: reduce_scatter of several tensors per rank is not supported")
         t = output_tensors[0]
+        buf = self._stage(t)
+        ins = [[self._stage(x) for x in input_tensors[0]]]
         cls = self._classify("gradients", t)
-        pending = self._reserve("reduce_scatter", cls, t, (self._rank + 1) % self._size)
-        work = self._inner.reduce_scatter(output_tensors, input_tensors, opts)
-        work.wait()
-        self._receive(pending, cls, self._flat(t))
-        return _done_work(output_tensors)
+        pending = self._reserve("reduce_scatter", cls, buf, (self._rank + 1) % self._size)
+        work = self._inner_for(buf).reduce_scatter([buf], ins, opts)
+        self._wait(work, "reduce_scatter")
+        self._receive(pending, cls, self._flat(buf))
+        self._unstage(t, buf)
+        return self._done(output_tensors)
 
     def reduce_scatter_single(self, output, input, opts=None):  # noqa: A002 - torch's name
+        self._flush_p2p()
         opts = opts if opts is not None else dist.ReduceScatterOptions()
         n = self._size
         if input.numel() != n * output.numel():
             raise ValueError(f"{BACKEND_NAME}: reduce_scatter_single input has {input.numel()} elements, "
                              f"expected {n} x {output.numel()}")
         cls = self._classify("gradients", output)
+        obuf = self._stage(output)
         if self.config.mode == "ring" and is_float(output) and n > 1:
-            reduce = _REDUCE.get(opts.reduceOp if not hasattr(opts.reduceOp, "op") else opts.reduceOp.op)
-            if reduce is None:
-                raise UnsupportedOperation(f"{BACKEND_NAME}: ring reduce_scatter supports SUM/PRODUCT/MIN/MAX")
+            reduce, avg = self._ring_reduce_op(opts.reduceOp, "reduce_scatter")
             k = output.numel()
             work_buf = input.detach().reshape(-1).clone()  # never modify the caller's input
             chunks = [(j * k, (j + 1) * k) for j in range(n)]
             with self._ring_lock:
                 self._ring_reduce_scatter(work_buf, chunks, reduce, cls, op="reduce_scatter_single")
             a, b = chunks[self._rank]
-            output.detach().view(-1).copy_(work_buf[a:b])
-            return _done_work([output])
-        pending = self._reserve("reduce_scatter_single", cls, output, (self._rank + 1) % n)
-        work = self._inner._reduce_scatter_base(output, input, opts)
-        work.wait()
-        self._receive(pending, cls, self._flat(output))
-        return _done_work([output])
+            if avg:
+                work_buf[a:b].div_(n)
+            output.detach().view(output.shape).copy_(work_buf[a:b].view(output.shape))
+            return self._done([output])
+        pending = self._reserve("reduce_scatter_single", cls, obuf, (self._rank + 1) % n)
+        work = self._inner_for(obuf)._reduce_scatter_base(obuf, self._stage(input), opts)
+        self._wait(work, "reduce_scatter_single")
+        self._receive(pending, cls, self._flat(obuf))
+        self._unstage(output, obuf)
+        return self._done([output])
 
     _reduce_scatter_base = reduce_scatter_single
 
     # ------------------------------------------------------------------ all_to_all
     def alltoall(self, output_tensors, input_tensors, opts=None):
+        self._flush_p2p()
         opts = opts if opts is not None else dist.AllToAllOptions()
+        bufs = [self._stage(o) for o in output_tensors]
         pend = []
-        for j, o in enumerate(output_tensors):
+        for j, (o, b) in enumerate(zip(output_tensors, bufs)):
             c = self._classify("activations", o)
-            pend.append((o, c, self._reserve("alltoall", c, o, j)))
-        work = self._inner.alltoall(output_tensors, input_tensors, opts)
-        work.wait()
-        for j, (o, c, p) in enumerate(pend):
+            pend.append((b, c, self._reserve("alltoall", c, b, j)))
+        work = self._inner_for(bufs[0]).alltoall(bufs, [self._stage(x) for x in input_tensors], opts)
+        self._wait(work, "alltoall")
+        for j, (o, (b, c, p)) in enumerate(zip(output_tensors, pend)):
             if j != self._rank:
-                self._receive(p, c, self._flat(o))
-        return _done_work(output_tensors)
+                self._receive(p, c, self._flat(b))
+            self._unstage(o, b)
+        return self._done(output_tensors)
 
     def all_to_all_single(self, output, input, output_split_sizes, input_split_sizes, opts=None):  # noqa: A002
+        self._flush_p2p()
         opts = opts if opts is not None else dist.AllToAllOptions()
         n = self._size
-        flat = self._flat(output)
+        obuf = self._stage(output)
+        flat = self._flat(obuf)
         rows = output.shape[0] if output.dim() else 1
         per_row = output.numel() // max(rows, 1)
         splits = list(output_split_sizes) if output_split_sizes else [rows // n] * n
@@ -570,42 +804,85 @@ class ReplayProcessGroup(dist.ProcessGroup):
             ranges.append((s, e))
             s = e
         pend = [self._reserve("all_to_all_single", cls, flat[a:b], j) for j, (a, b) in enumerate(ranges)]
-        work = self._inner.alltoall_base(output, input, output_split_sizes, input_split_sizes, opts)
-        work.wait()
+        work = self._inner_for(obuf).alltoall_base(obuf, self._stage(input), output_split_sizes, input_split_sizes, opts)
+        self._wait(work, "all_to_all_single")
         for j, (a, b) in enumerate(ranges):
             if j != self._rank and b > a:
                 self._receive(pend[j], cls, flat[a:b], elem_base=a)
-        return _done_work([output])
+        self._unstage(output, obuf)
+        return self._done([output])
 
     alltoall_base = all_to_all_single
 
     # ------------------------------------------------------------------ barrier, send, recv
     def barrier(self, opts=None):
-        return self._inner.barrier(opts) if opts is not None else self._inner.barrier()
+        self._flush_p2p()
+        return self._gloo.barrier(opts) if opts is not None else self._gloo.barrier()
+
+    def _queue_p2p(self, t: torch.Tensor) -> bool:
+        b = self.config.batch_p2p
+        return b == "always" or (b == "auto" and t.device.type == "cuda")
+
+    def _flush_p2p(self) -> None:
+        """Issue the queued sends/receives as one batch (one NCCL group where the backend coalesces)."""
+        with self._p2p_lock:
+            queue, self._p2p_queue = self._p2p_queue, []
+            if not queue:
+                return
+            inner = queue[0][1]
+            dev = queue[0][2][0].device
+            coalesce = getattr(inner, "supports_coalescing", False) and inner is not self._gloo
+            if coalesce:
+                inner._start_coalescing(dev)
+            works = []
+            for kind, inn, tensors, peer, tag, holder in queue:
+                w = inn.send(tensors, peer, tag) if kind == "send" else inn.recv(tensors, peer, tag)
+                works.append((holder, w))
+            if coalesce:
+                group_work = inner._end_coalescing(dev)
+                for holder, _ in works:
+                    holder.append(group_work)
+            else:
+                for holder, w in works:
+                    holder.append(w)
+
+    def _p2p(self, kind: str, tensors, peer: int, tag: int, finish) -> dist.Work:
+        inner = self._inner_for(tensors[0])
+        what = f"{kind} {'to' if kind == 'send' else 'from'} rank {peer}"
+        if not self._queue_p2p(tensors[0]):
+            self._flush_p2p()
+            w = inner.send(tensors, peer, tag) if kind == "send" else inner.recv(tensors, peer, tag)
+            return _DeferredWork(w, finish, self._timeout_s, tensors, what)
+        holder: list = []
+        with self._p2p_lock:
+            self._p2p_queue.append((kind, inner, tensors, peer, tag, holder))
+        return _DeferredWork(lambda: holder[0], finish, self._timeout_s, tensors, what, before=self._flush_p2p)
 
     def send(self, tensors, dst: int, tag: int = 0):
-        return self._inner.send(tensors, dst, tag)
+        bufs = [self._stage(t) for t in tensors]
+        return self._p2p("send", bufs, dst, tag, None)
 
     def recv(self, tensors, src: int, tag: int = 0):
         fwd = (src < self._rank) == self.config.forward_increasing
+        bufs = [self._stage(t) for t in tensors]
         pend = []
-        for t in tensors:
+        for t, b in zip(tensors, bufs):
             c = self._classify("activations" if fwd else "activation_grads", t)
-            pend.append((t, c, self._reserve("recv", c, t, src)))
-        work = self._inner.recv(tensors, src, tag)
+            pend.append((t, b, c, self._reserve("recv", c, b, src)))
 
         def finish():
-            for t, c, p in pend:
-                self._receive(p, c, self._flat(t))
+            for t, b, c, p in pend:
+                self._receive(p, c, self._flat(b))
+                self._unstage(t, b)
 
-        return _DeferredWork(work, finish)
+        return self._p2p("recv", bufs, src, tag, finish)
 
     # ------------------------------------------------------------------ everything else: clear error
     def _unsupported(self, name: str):
         raise UnsupportedOperation(
             f"{BACKEND_NAME}: '{name}' is not supported by the replay wrapper (supported: allreduce, broadcast, "
             "allgather, all_gather_single, reduce_scatter, reduce_scatter_single, alltoall, all_to_all_single, "
-            "barrier, send, recv); use a plain gloo/NCCL group for it")
+            "their coalesced forms, barrier, send, recv); use a plain gloo/NCCL group for it")
 
     def reduce(self, *a, **k):
         self._unsupported("reduce")
@@ -628,17 +905,20 @@ class ReplayProcessGroup(dist.ProcessGroup):
     def allgather_coalesced(self, *a, **k):
         self._unsupported("allgather_coalesced")
 
-    def allgather_into_tensor_coalesced(self, *a, **k):
-        self._unsupported("allgather_into_tensor_coalesced")
+    # coalesced tensor forms (DTensor redistribution, FSDP2 on some paths): one op per pair, in order
+    def all_gather_single_coalesced(self, outputs, inputs, opts=None):
+        for o, i in zip(outputs, inputs):
+            self.all_gather_single(o, i, opts)
+        return self._done(outputs)
 
-    def all_gather_single_coalesced(self, *a, **k):
-        self._unsupported("all_gather_single_coalesced")
+    allgather_into_tensor_coalesced = all_gather_single_coalesced
 
-    def reduce_scatter_tensor_coalesced(self, *a, **k):
-        self._unsupported("reduce_scatter_tensor_coalesced")
+    def reduce_scatter_single_coalesced(self, outputs, inputs, opts=None):
+        for o, i in zip(outputs, inputs):
+            self.reduce_scatter_single(o, i, opts)
+        return self._done(outputs)
 
-    def reduce_scatter_single_coalesced(self, *a, **k):
-        self._unsupported("reduce_scatter_single_coalesced")
+    reduce_scatter_tensor_coalesced = reduce_scatter_single_coalesced
 
 
 instrument(ReplayProcessGroup)  # record each op in self.commlog (integration/commlog.py)

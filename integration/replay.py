@@ -34,6 +34,7 @@ __all__ = [
     "protected_bit_range",
     "corrupt_received",
     "apply_guard",
+    "guard_flipped",
 ]
 
 TRAFFIC_CLASSES = ("gradients", "activations", "activation_grads", "params", "control")
@@ -89,9 +90,17 @@ class ReplayConfig:
         activation gradients).
     guard : str
         One of :data:`GUARDS`. ``nan_to_zero_clamp`` and ``exponent_protection`` act here on
-        receive; ``skip_nonfinite_step`` is applied by the training loop: it skips every step
-        whose global gradient norm is not finite (an Inf/NaN element, or an fp32 overflow of
-        the norm, which plain clipping would turn into a zeroed update), agreed by all ranks.
+        receive, and only on what the link corrupted: ``nan_to_zero_clamp`` sets each element
+        the link flipped to 0 if it is non-finite and clamps it to the class's clamp otherwise
+        (the emulator knows which elements it flipped; a real receiver learns it per FEC
+        codeword from the syndrome check that runs alongside the bypass path, so this is the
+        ideal case of an error-flagging receiver); elements the link did not touch, Inf/NaN
+        included, are delivered as sent, so an error-free run is bit-identical to the inner
+        backend and fp16 ``GradScaler`` still sees its own overflows. ``exponent_protection``
+        removes flips of sign/exponent bits (the ``unequal`` mode). ``skip_nonfinite_step`` is
+        applied by the training loop: it skips every step whose global gradient norm is not
+        finite (an Inf/NaN element, or an fp32 overflow of the norm, which plain clipping would
+        turn into a zeroed update), agreed by all ranks.
     clamp : float or None
         Receive clamp for ``nan_to_zero_clamp``; ``None`` uses :data:`DEFAULT_CLAMP` per class.
     log_limit : int
@@ -99,6 +108,10 @@ class ReplayConfig:
     forward_increasing : bool
         Point-to-point traffic from a lower to a higher rank is a forward activation (pipeline
         stage ``i`` on rank ``i``); the other direction carries activation gradients.
+    batch_p2p : str
+        ``"auto"`` (default): sends/receives of CUDA tensors are queued and issued as one
+        coalesced NCCL group at the first ``wait`` (so paired send/recv cannot deadlock);
+        ``"always"``: CPU tensors too (tests the queue on gloo); ``"never"``: issue at once.
     """
 
     source: SourceConfig = field(default_factory=SourceConfig)
@@ -108,6 +121,7 @@ class ReplayConfig:
     clamp: float | None = None
     log_limit: int = 200_000
     forward_increasing: bool = True
+    batch_p2p: str = "auto"
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -120,6 +134,8 @@ class ReplayConfig:
         object.__setattr__(self, "classes", tuple(self.classes))
         if self.clamp is not None and not (self.clamp > 0):
             raise ValueError(f"ReplayConfig.clamp must be > 0, got {self.clamp!r}")
+        if self.batch_p2p not in ("auto", "always", "never"):
+            raise ValueError(f"ReplayConfig.batch_p2p must be auto, always or never, got {self.batch_p2p!r}")
         if int(self.log_limit) < 0:
             raise ValueError(f"ReplayConfig.log_limit must be >= 0, got {self.log_limit!r}")
 
@@ -203,8 +219,15 @@ class Metrics:
     ``errors_injected`` are flips applied to tensor bytes; ``errors_unselected`` were delivered
     on traffic that is not selected or not float; ``errors_protected`` were removed by exponent
     protection (guard or the ``unequal`` FEC mode); ``frames_resent`` / ``frames_lost`` come from
-    the delivery model (frames dropped for header hits, marks or, non-tolerant modes, any error); ``nonfinite_events`` counts received messages where the
-    flips produced Inf/NaN; ``guard_elements`` counts elements changed by the receive guard.
+    the delivery model (frames dropped for header hits, marks or, non-tolerant modes, any error);
+    ``nonfinite_events`` counts received messages where the flips produced Inf/NaN;
+    ``guard_elements`` counts flipped elements changed by the receive guard.
+
+    ``perturbation_sq`` sums, over every flipped element, ``(delivered - clean)^2`` in float64,
+    where *delivered* is the value after the flips and the receive guard (``inf`` once a
+    non-finite value is delivered); ``signal_sq`` sums ``||clean message||^2`` over every
+    received message of a selected float class on a link with errors. Their ratio is what the
+    link injected (:meth:`injected_noise`).
     """
 
     messages: dict[str, int] = field(default_factory=dict)
@@ -218,10 +241,14 @@ class Metrics:
     frames_lost: dict[str, int] = field(default_factory=dict)
     nonfinite_events: dict[str, int] = field(default_factory=dict)
     guard_elements: dict[str, int] = field(default_factory=dict)
+    perturbation_sq: dict[str, float] = field(default_factory=dict)
+    signal_sq: dict[str, float] = field(default_factory=dict)
 
-    def add(self, name: str, cls: str, n: int) -> None:
+    _FLOAT_FIELDS = ("perturbation_sq", "signal_sq")
+
+    def add(self, name: str, cls: str, n: int | float) -> None:
         d = getattr(self, name)
-        d[cls] = d.get(cls, 0) + int(n)
+        d[cls] = d.get(cls, 0) + (float(n) if name in self._FLOAT_FIELDS else int(n))
 
     def total(self, name: str) -> int:
         return int(sum(getattr(self, name).values()))
@@ -236,8 +263,25 @@ class Metrics:
             for name, d in p.items():
                 o = out.setdefault(name, {})
                 for c, v in d.items():
-                    o[c] = o.get(c, 0) + int(v)
+                    o[c] = o.get(c, 0) + (float(v) if name in Metrics._FLOAT_FIELDS else int(v))
         return out
+
+    @staticmethod
+    def injected_noise(metrics: dict[str, dict[str, float]], classes=None) -> float:
+        """``sqrt(sum perturbation_sq / sum signal_sq)`` over ``classes`` (all by default).
+
+        The relative L2 size of what the link changed in the received float payload (after any
+        receive guard) against the error-free payload: 0 with no flips, ``inf`` when a flip left
+        an Inf/NaN that nothing removed, ``nan`` when nothing was measured (BER 0).
+        """
+        p = metrics.get("perturbation_sq", {})
+        s = metrics.get("signal_sq", {})
+        keys = set(p) | set(s) if classes is None else set(classes)
+        num = sum(float(p.get(k, 0.0)) for k in keys)
+        den = sum(float(s.get(k, 0.0)) for k in keys)
+        if den <= 0.0:
+            return 0.0 if num == 0.0 and s else float("nan")
+        return math.sqrt(num / den) if math.isfinite(num) else float("inf")
 
 
 def _values(u8: np.ndarray, dtype: torch.dtype, elem: np.ndarray) -> np.ndarray:
@@ -299,19 +343,20 @@ def corrupt_received(t: torch.Tensor, offsets: np.ndarray, *, protect_sign_expon
         new = _values(u8, t.dtype, elem)
         return elem, bit, old, new, idx, n_prot
     # device path (CUDA with NCCL): one XOR mask per distinct byte, applied with index ops on the
-    # device; only the touched elements travel to the host for the log
+    # device (no per-element host loop); only the touched elements travel to the host for the log
+    dev = t.device
     byte, first = np.unique(offs >> 3, return_index=True)
     masks = np.bitwise_or.reduceat((np.uint8(1) << (offs & 7).astype(np.uint8)), first)
-    u8t = t.detach().view(-1).view(torch.uint8)
-    e_u = np.unique(elem)
     flat = t.detach().view(-1)
-    before = {int(e): v for e, v in zip(e_u, flat[torch.from_numpy(e_u).to(t.device)].double().cpu().tolist())}
-    bidx = torch.from_numpy(byte).to(t.device)
-    u8t.index_put_((bidx,), u8t[bidx] ^ torch.from_numpy(masks).to(t.device))
-    after = {int(e): v for e, v in zip(e_u, flat[torch.from_numpy(e_u).to(t.device)].double().cpu().tolist())}
-    old = np.array([before[int(e)] for e in elem])
-    new = np.array([after[int(e)] for e in elem])
-    return elem, bit, old, new, idx, n_prot
+    u8t = flat.view(torch.uint8)
+    e_u, inv = np.unique(elem, return_inverse=True)
+    eidx = torch.from_numpy(e_u).to(dev, non_blocking=True)
+    before = flat[eidx].double()
+    bidx = torch.from_numpy(byte).to(dev, non_blocking=True)
+    u8t.index_put_((bidx,), u8t[bidx] ^ torch.from_numpy(masks).to(dev, non_blocking=True))
+    after = flat[eidx].double()
+    both = torch.stack([before, after]).cpu().numpy()  # one small transfer: 2 x touched elements
+    return elem, bit, both[0][inv], both[1][inv], idx, n_prot
 
 
 def _corrupt_cpu(vals: np.ndarray, dtype: torch.dtype, offsets: np.ndarray, protect: bool) -> tuple:
@@ -350,3 +395,40 @@ def apply_guard(t: torch.Tensor, clamp: float) -> int:
     n = int(torch.count_nonzero(out))
     x.nan_to_num_(nan=0.0, posinf=0.0, neginf=0.0).clamp_(-clamp, clamp)
     return n
+
+
+def guard_flipped(t: torch.Tensor, elems: np.ndarray, clamp: float) -> tuple[int, np.ndarray]:
+    """The ``nan_to_zero_clamp`` receive guard on the flipped elements ``elems`` of ``t`` only.
+
+    ``elems`` are distinct element indices of the contiguous tensor ``t`` (flat numbering) that
+    the link's flips changed; each becomes 0 if non-finite, else is clamped to
+    ``[-clamp, clamp]``. Elements the link did not touch are never changed (so an error-free
+    message is delivered bit-identical, and a clean Inf from fp16 loss scaling still reaches
+    ``GradScaler``). Returns ``(n_changed, values_after)`` (float64, one per ``elems``).
+    """
+    x = t.detach().view(-1)
+    elems = np.ascontiguousarray(elems, dtype=np.int64)
+    if len(elems) == 0:
+        return 0, np.empty(0)
+    if x.device.type == "cpu" and x.dtype in (torch.float32, torch.float64):
+        from integration._kernels import guard_at
+
+        final = np.empty(len(elems))
+        n = guard_at(x.numpy(), elems, float(clamp), final)
+        return int(n), final
+    idx = torch.from_numpy(elems).to(x.device, non_blocking=True)
+    v = x[idx]
+    bad = ~torch.isfinite(v) | (v > clamp) | (v < -clamp)
+    nv = torch.nan_to_num(v, nan=0.0, posinf=0.0, neginf=0.0).clamp_(-clamp, clamp)
+    x.index_copy_(0, idx, nv)
+    out = torch.stack([bad.double(), nv.double()]).cpu().numpy()
+    return int(out[0].sum()), out[1]
+
+
+def values_at(t: torch.Tensor, elems: np.ndarray) -> np.ndarray:
+    """float64 values of the flat elements ``elems`` of the contiguous tensor ``t`` (small gather)."""
+    x = t.detach().view(-1)
+    if x.device.type == "cpu":
+        with np.errstate(all="ignore"):
+            return x[torch.from_numpy(np.asarray(elems, dtype=np.int64))].double().numpy()
+    return x[torch.from_numpy(np.asarray(elems, dtype=np.int64)).to(x.device)].double().cpu().numpy()

@@ -133,7 +133,10 @@ class SourceConfig:
     seed : int
         Master seed; link ``src -> dst`` uses ``SeedSequence([seed, src + 1, dst + 1])``.
     fec, rate : str
-        FEC mode and rate of the live generator (``"bypass"``, ``"400G"`` by default).
+        FEC (receive) mode and rate of the live generator (``"bypass"``, ``"400G"`` by default).
+    code : str
+        RS code on the line (``"kp4"`` default; ``kr4``, ``rs272``, ``none`` where the protocol
+        layer's generator models them: a generator without code support refuses anything but kp4).
     kind : str
         ``"auto"`` (default): the protocol generator when it imports, else independent flips;
         ``"independent"``, ``"generator"``, or ``"trace"`` (``trace`` names the file).
@@ -146,6 +149,7 @@ class SourceConfig:
     fec: str = "bypass"
     rate: str = "400G"
     kind: str = "auto"
+    code: str = "kp4"
     trace: str | None = None
 
     def __post_init__(self) -> None:
@@ -157,6 +161,8 @@ class SourceConfig:
             raise ValueError(f"SourceConfig.kind must be one of {SOURCE_KINDS}, got {self.kind!r}")
         if self.kind == "trace" and not self.trace:
             raise ValueError("SourceConfig.kind='trace' needs a trace path")
+        if self.code not in ("kp4", "kr4", "rs272", "none"):
+            raise ValueError(f"SourceConfig.code must be kp4, kr4, rs272 or none, got {self.code!r}")
 
 
 def link_seed_sequence(seed: int, src: int, dst: int) -> np.random.SeedSequence:
@@ -188,8 +194,14 @@ def make_link_source(cfg: SourceConfig, src: int, dst: int) -> ErrorSource:
     if cfg.ber == 0.0:
         return NoErrors()
     if kind == "generator":
+        import inspect
+
         from protocol.trace import LiveSource
 
+        if "code" in inspect.signature(LiveSource).parameters:
+            return LiveSource(cfg.rate, cfg.fec, cfg.ber, seed=ss, code=cfg.code)
+        if cfg.code != "kp4":
+            raise ValueError(f"SourceConfig.code {cfg.code!r}: this protocol layer's generator models kp4 only")
         return LiveSource(cfg.rate, cfg.fec, cfg.ber, seed=ss)
     return IndependentBitErrors(cfg.ber, ss)
 

@@ -66,31 +66,30 @@ def read_records(path: str | Path, required: Mapping[str, tuple[str, ...]],
     path = Path(path)
     optional = optional or {}
     records = []
-    if True:
-        for lineno, raw in _lines(path):
-            line = raw.strip()
-            if not line or line.startswith("#"):
-                continue
-            fields = {}
-            for tok in line.split():
-                key, sep, value = tok.partition("=")
-                if not sep or not key:
-                    raise VectorError(f"{path}:{lineno}: expected key=value, got {tok[:30]!r}")
-                if key in fields:
-                    raise VectorError(f"{path}:{lineno}: duplicate field {key!r}")
-                fields[key] = value
-            kind = fields.get("kind")
-            if kind not in required:
-                raise VectorError(f"{path}:{lineno}: field kind={kind!r}: expected one of {', '.join(required)}")
-            missing = [k for k in required[kind] if k not in fields]
-            if missing:
-                raise VectorError(f"{path}:{lineno}: kind={kind} record lacks field(s) {', '.join(missing)}")
-            known = {"kind", *required[kind], *optional.get(kind, ())}
-            unknown = [k for k in fields if k not in known]
-            if unknown:
-                raise VectorError(f"{path}:{lineno}: kind={kind} record has unknown field(s) "
-                                  f"{', '.join(repr(k[:30]) for k in unknown)} (known: {', '.join(sorted(known))})")
-            records.append(VectorRecord(str(path), lineno, fields))
+    for lineno, raw in _lines(path):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        fields = {}
+        for tok in line.split():
+            key, sep, value = tok.partition("=")
+            if not sep or not key:
+                raise VectorError(f"{path}:{lineno}: expected key=value, got {tok[:30]!r}")
+            if key in fields:
+                raise VectorError(f"{path}:{lineno}: duplicate field {key!r}")
+            fields[key] = value
+        kind = fields.get("kind")
+        if kind not in required:
+            raise VectorError(f"{path}:{lineno}: field kind={kind!r}: expected one of {', '.join(required)}")
+        missing = [k for k in required[kind] if k not in fields]
+        if missing:
+            raise VectorError(f"{path}:{lineno}: kind={kind} record lacks field(s) {', '.join(missing)}")
+        known = {"kind", *required[kind], *optional.get(kind, ())}
+        unknown = [k for k in fields if k not in known]
+        if unknown:
+            raise VectorError(f"{path}:{lineno}: kind={kind} record has unknown field(s) "
+                              f"{', '.join(repr(k[:30]) for k in unknown)} (known: {', '.join(sorted(known))})")
+        records.append(VectorRecord(str(path), lineno, fields))
     return records
 
 

@@ -28,7 +28,7 @@ TOP_KEYS = frozenset({"format", "version", "phy802_version", "config", "interrup
 OPTIONAL_TOP_KEYS = frozenset({"merged_from", "timing"})
 # config fields that may differ between merged runs (what is simulated is the same)
 SAME_CONFIG_EXEMPT = frozenset({"seed", "points", "modes", "code", "fec", "target_errors", "max_codewords", "max_seconds",
-                                "batch_pairs", "workers", "shards", "shard", "n_shards"})
+                                "batch_pairs", "shard_pairs", "workers"})
 MAX_SWEEP_FILE = 1 << 30
 _I64 = 1 << 63
 

@@ -56,24 +56,23 @@ def family_of(path: str | Path) -> str:
     """``"fec"``, ``"pcs"`` or ``"pma"`` from the first record of ``path``; ValueError otherwise."""
     from phy802._kvrecords import _lines
 
-    if True:
-        for lineno, raw in _lines(Path(path)):
-            line = raw.split("#", 1)[0].strip() if raw.lstrip().startswith("#") else raw.strip()
-            if not line:
-                continue
-            if line.startswith(("code:", "name:", "field:", "first_root:")):
-                return "fec"
-            first = line.split(None, 1)[0]
-            if first.startswith("kind="):
-                kind = first[5:]
-                if kind in _PCS_KINDS:
-                    return "pcs"
-                if kind in _PMA_KINDS:
-                    return "pma"
-                raise ValueError(f"{path}:{lineno}: unknown record kind={kind!r} "
-                                 f"(known: {', '.join(sorted(_PCS_KINDS | _PMA_KINDS))})")
-            raise ValueError(f"{path}:{lineno}: not a phy802 vector file (expected 'code: N K' or 'kind=...', "
-                             f"got {line[:40]!r})")
+    for lineno, raw in _lines(Path(path)):
+        line = raw.split("#", 1)[0].strip() if raw.lstrip().startswith("#") else raw.strip()
+        if not line:
+            continue
+        if line.startswith(("code:", "name:", "field:", "first_root:")):
+            return "fec"
+        first = line.split(None, 1)[0]
+        if first.startswith("kind="):
+            kind = first[5:]
+            if kind in _PCS_KINDS:
+                return "pcs"
+            if kind in _PMA_KINDS:
+                return "pma"
+            raise ValueError(f"{path}:{lineno}: unknown record kind={kind!r} "
+                             f"(known: {', '.join(sorted(_PCS_KINDS | _PMA_KINDS))})")
+        raise ValueError(f"{path}:{lineno}: not a phy802 vector file (expected 'code: N K' or 'kind=...', "
+                         f"got {line[:40]!r})")
     raise ValueError(f"{path}: empty vector file (no records)")
 
 
@@ -119,17 +118,29 @@ def verify_paths(paths: Iterable[str | Path]) -> list[FileReport]:
     return [verify_file(f) for f in _expand(paths)]
 
 
-def generate(out: str | Path) -> list[Path]:
+def generate_steps() -> int:
+    """How many progress steps :func:`generate` reports (one per RS file, one for PCS, one for PMA)."""
+    from phy802.fec.vectors import STANDARD_FILES
+
+    return len(STANDARD_FILES) + 2
+
+
+def generate(out: str | Path, on_step=None) -> list[Path]:
     """Regenerate every generated vector file under ``out`` (``rs/``, ``pcs/``, ``pma/``), atomically.
 
     Files transcribed from the standard (PRBS9Q, Gray map) are copied from the source tree.
+    ``on_step(name)``, if given, is called after each of the :func:`generate_steps` steps (each RS
+    file takes seconds: it is cross-checked against galois).
     """
     from phy802.fec.vectors import regenerate
     from phy802.pcs.vectors import write_vectors
     from phy802.pma.vectors import write_vectors as write_pma
 
+    step = on_step if on_step is not None else (lambda name: None)
     out = Path(out)
-    written = list(regenerate(out / "rs"))
+    written = list(regenerate(out / "rs", on_file=lambda p: step(f"rs/{p.name}")))
     written += list(write_vectors(out / "pcs"))
+    step("pcs/")
     written += list(write_pma(out / "pma"))
+    step("pma/")
     return written

@@ -327,7 +327,7 @@ def bypass_run(rng, scale, nxt, end, half_lanes, period, am_blocks, s_end, hist_
     Returns (next position, n_out, n_hdr, n_new), or next position -1 when the outputs are too
     small (3 per error plus the pending entries); then nothing is valid and the caller must
     restore the Generator state and retry with larger arrays.  ``counters`` in place: [line
-    errors, codewords with errors, -, AM-bit errors] (only on success).
+    errors, codewords with errors, parity-bit errors, AM-bit errors] (only on success).
     """
     jm = half_lanes - 1
     js = 0
@@ -371,6 +371,7 @@ def bypass_run(rng, scale, nxt, end, half_lanes, period, am_blocks, s_end, hist_
     n_err = 0
     cw_err = 0
     am_err = 0
+    par_err = 0
     limit = out_off.size - pend_key.size - 3
     while True:
         done = nxt >= end
@@ -406,6 +407,7 @@ def bypass_run(rng, scale, nxt, end, half_lanes, period, am_blocks, s_end, hist_
             last0 += nc * (sym - last0)
             last1 += c * (sym - last1)
             if u >= 10280:
+                par_err += 1
                 continue  # parity
             if u < am_bits:
                 am_err += 1
@@ -486,6 +488,7 @@ def bypass_run(rng, scale, nxt, end, half_lanes, period, am_blocks, s_end, hist_
         cw_err += (1 if w0 > 0 else 0) + (1 if w1 > 0 else 0)
     counters[0] += n_err
     counters[1] += cw_err
+    counters[2] += par_err
     counters[3] += am_err
     hist_out += hist
     lane_out += lane_count

@@ -60,22 +60,30 @@ concurrent messages of ``f`` frames is delayed when any of its ``c f`` frames is
 the resends that drop again (geometric)::
 
     transport (go-back-N, RoCEv2 [I]): rtt = 2 alpha,           resend min(W, f) frames
-    llr (link-level retry, UEC 1.0):   rtt = 2 alpha_link,      resend min(W_link, f) frames
+    llr (link-level retry, UEC 1.0):   rtt = retry_ns,          resend min(W_link, f) frames
     recovery = rtt + min(W, f) x frame_time,   W = ceil(rtt / frame_time)  (window in flight)
 
-with ``alpha_link = phy_ns + fiber`` of one link.  Several drops in one step on different links
+with ``retry_ns`` the link round trip of :mod:`protocol.latency` (``LatencyBreakdown.retry_ns``:
+NAK back and replay forth over one link, fibre and PHY pipelines included, with this cluster's
+fibre length).  Several drops in one step on different links
 overlap in time and are counted once (a lower bound); a dropped frame is never free.
+
+``Cluster.header_fallback`` (default off, as :mod:`protocol.delivery` drops): a reading of
+SPEC.md D3 in which an error-tolerant frame whose header check fails on the speculative path
+is taken from the corrected path instead of dropped [I].  Then, in ``bypass`` and ``unequal``,
+a header hit costs the step one link's ``ieee`` FEC latency (``fallback_s``, a lower bound:
+once per step), and only frames
+the corrected path cannot deliver (``ieee``'s loss probability) are resent.
 """
 
 from __future__ import annotations
 
-import inspect
 import math
 from dataclasses import dataclass, field, replace
 
-from .framing import FramingConfig, get_rate, layout
+from .framing import CODES, FramingConfig, get_code, get_rate
 from .latency import LatencyConfig, added_latency
-from .modes import get_mode
+from .modes import MODE_NAMES, get_mode
 
 __all__ = [
     "OPS",
@@ -104,11 +112,8 @@ _OP_ALIASES = {"all_reduce": "allreduce", "all-reduce": "allreduce", "reduce-sca
                "reducescatter": "reduce_scatter", "all_gather": "allgather", "all-gather": "allgather",
                "send": "sendrecv", "recv": "sendrecv", "send_recv": "sendrecv", "p2p": "sendrecv"}
 TOPOLOGIES: tuple[str, ...] = ("single-switch", "leaf-spine", "three-tier")
-CODE_NAMES: tuple[str, ...] = ("kp4", "kr4", "rs272", "none")
-FEC_NAMES: tuple[str, ...] = ("ieee", "correct_no_indication", "detect_only", "bypass", "unequal", "llr")
-
-#: RS code parameters (n, k) in 10-bit symbols; rs272 = RS(272, 257+1), t = 7 (tradeoff notes sec. 1)
-_RS_NK = {"kp4": (544, 514), "kr4": (528, 514), "rs272": (272, 258)}
+CODE_NAMES: tuple[str, ...] = tuple(CODES)  # kp4, kr4, rs272, none (protocol.framing)
+FEC_NAMES: tuple[str, ...] = MODE_NAMES  # ieee, correct_no_indication, detect_only, bypass, unequal, llr
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,6 +156,9 @@ class Cluster:
         Fixed software cost per step (kernel launch, protocol), ns (default 0).
     link_gbps : float or None
         Payload (MAC) rate of a link in Gb/s; default the rate's PCS stream rate (400 / 200).
+    header_fallback : bool
+        ``bypass``/``unequal`` frames with a header hit wait for the corrected path instead of
+        being dropped (module docstring; default False, as :mod:`protocol.delivery`).
     latency : LatencyConfig
         Decoder pipeline parameters of :mod:`protocol.latency`.
     framing : FramingConfig
@@ -172,6 +180,7 @@ class Cluster:
     fiber_ns_per_m: float = 5.0
     step_ns: float = 0.0
     link_gbps: float | None = None
+    header_fallback: bool = False
     latency: LatencyConfig = field(default_factory=LatencyConfig)
     framing: FramingConfig = field(default_factory=FramingConfig)
 
@@ -220,11 +229,12 @@ class Cluster:
 
     @property
     def payload_gbps(self) -> float:
-        """MAC (PCS stream) rate in Gb/s: 425 x 256/257 x parity and AM overhead = 400 at 400G."""
+        """MAC (PCS stream) rate in Gb/s: the code's line rate net of 256b/257b, parity and AM
+        overhead (400 at 400G, 200 at 200G, for every code)."""
         if self.link_gbps is not None:
             return float(self.link_gbps)
-        g = get_rate(self.rate)
-        return g.line_gbps / g.line_per_stream
+        c = get_code(self.code)
+        return c.line_gbps(self.rate) / c.line_per_stream(self.rate)
 
     @property
     def phy_ns(self) -> float:
@@ -237,6 +247,13 @@ class Cluster:
         return self.phy_ns + self.fiber_m * self.fiber_ns_per_m
 
     @property
+    def llr_rtt_ns(self) -> float:
+        """Link-level retry round trip of one link, ns: ``LatencyBreakdown.retry_ns`` of
+        :mod:`protocol.latency` with this cluster's fibre (``2 (fibre + other PHY + FEC) + replay``)."""
+        cfg = replace(self.latency, llr_fiber_m=self.fiber_m, fiber_ns_per_m=self.fiber_ns_per_m)
+        return float(added_latency("llr", self.rate, cfg, code=self.code).retry_ns)
+
+    @property
     def alpha_ns(self) -> float:
         """One-way latency of one step's path, ns (module docstring)."""
         return 2 * self.nic_ns + self.switches * self.switch_ns + self.links * self.link_ns + self.step_ns
@@ -246,45 +263,25 @@ class Cluster:
         return replace(self, **changes)
 
 
-# ---------------------------------------------------------------- the one place that knows the code API
-
-def _uses_code_kw() -> bool:
-    return "code" in inspect.signature(added_latency).parameters
-
+# ---------------------------------------------------------------- per-link PHY from protocol.latency
 
 def phy_latency_ns(code: str, fec: str, rate: str = "400G", cfg: LatencyConfig = LatencyConfig()) -> float:
-    """Added receive latency (ns) of one PHY traversal for ``(code, fec)``: ``added_latency(...).total_ns``.
-
-    Uses ``protocol.latency.added_latency(fec, rate, cfg, code=code)``.  Where that function does
-    not take a code yet, KR4 and RS(272) scale the KP4 accumulation by their codeword length
-    (528/544, 272/544), ``llr`` costs what ``ieee`` costs, and ``code=none`` adds nothing.
-    """
+    """Added receive latency (ns) of one PHY traversal: ``added_latency(fec, rate, cfg, code=code).total_ns``."""
     if code not in CODE_NAMES:
         raise ValueError(f"unknown code {code!r}; choose from {', '.join(CODE_NAMES)}")
     if fec not in FEC_NAMES:
         raise ValueError(f"unknown FEC mode {fec!r}; choose from {', '.join(FEC_NAMES)}")
-    if _uses_code_kw():
-        return float(added_latency(fec, rate, cfg, code=code).total_ns)
-    if code == "none":
-        return 0.0
-    b = added_latency("ieee" if fec == "llr" else fec, rate, cfg)
-    return float(b.accumulation_ns * _RS_NK[code][0] / 544 + b.decoder_ns)
+    return float(added_latency(fec, rate, cfg, code=code).total_ns)
 
 
 def _rs_code(code: str):
     from phy802 import theory
 
-    named = getattr(theory, code.upper(), None)
-    if named is not None:
-        return named
-    n, k = _RS_NK[code]
-    return theory.RsCode(n, k, 10, code)
+    return theory.rs_code(code)
 
 
 def _decoder(fec: str) -> tuple[str, bool]:
     """``(decoder, tolerant)`` of a receive mode (``llr`` decodes and drops like ``ieee``)."""
-    if fec == "llr":
-        return "correct", False
     m = get_mode(fec)
     return m.decoder, m.tolerant
 
@@ -304,8 +301,9 @@ def frame_loss_probability(code: str, fec: str, ber: float, payload_octets: int,
 
     Independent bit errors of probability ``p``; ``ps = 1 - (1-p)^10`` per RS symbol;
     ``FER = P(Binomial(n, ps) > t)`` (:func:`phy802.theory.rs_codeword_error_ratio`).
-    A frame of ``F`` line bits overlaps ``F / (2 n m) + 1`` codeword pairs on average; a pair is
-    marked when either codeword is (Cl.119 marks the pair):
+    A frame of ``F`` line bits (the code's line bits per stream bit,
+    :meth:`protocol.framing.CodeGeometry.line_per_stream`) overlaps ``F / (2 n m) + 1`` codeword
+    pairs on average; a pair is marked when either codeword is (Cl.119 marks the pair):
 
     * correcting, non-tolerant (``ieee``, ``llr``): ``q = 1 - (1 - FER_pair)^pairs``;
     * ``detect_only``: as above with ``FER = 1 - (1 - ps)^n`` (any symbol error marks);
@@ -322,10 +320,9 @@ def frame_loss_probability(code: str, fec: str, ber: float, payload_octets: int,
     from phy802 import theory
 
     decoder, tolerant = _decoder(fec)
-    g = get_rate(rate)
     stream_octets = int(framing.frame_octets(int(payload_octets)))
     stream_bits = 8 * stream_octets
-    line_bits = stream_bits * g.line_per_stream
+    line_bits = stream_bits * get_code(code).line_per_stream(rate)
     hdr_bits = 8 * framing.header_octets + math.ceil(stream_bits / 256)
     if code == "none":
         if tolerant:
@@ -350,7 +347,7 @@ def frame_loss_probability(code: str, fec: str, ber: float, payload_octets: int,
 class CollectiveTime:
     """Modelled time of one collective, in seconds, and its parts.
 
-    ``time_s = bandwidth_s + latency_s + resend_s``; ``phy_s`` is the part of ``latency_s`` spent
+    ``time_s = bandwidth_s + latency_s + resend_s + fallback_s``; ``phy_s`` is the part of ``latency_s`` spent
     in FEC receive paths (``link_traversals x phy_ns``).  ``bus_gbps`` is the nccl-tests bus
     bandwidth of the modelled time (payload bits).
     """
@@ -366,6 +363,7 @@ class CollectiveTime:
     bandwidth_s: float
     latency_s: float
     resend_s: float
+    fallback_s: float
     phy_s: float
     steps: int
     path_links: int
@@ -421,9 +419,18 @@ def _schedule(op: str, algo: str, n: int, size: int) -> tuple[int, int, int, int
 
 def serialization_ns(payload_octets: int, cluster: Cluster) -> float:
     """``t(x)``: time to send ``payload_octets`` as RoCEv2 frames at the MAC rate, ns."""
+    return _stream_bits(int(payload_octets), cluster.framing) / cluster.payload_gbps
+
+
+def _stream_bits(payload_octets: int, framing: FramingConfig) -> int:
+    """``protocol.framing.layout(payload_octets).stream_bits`` in O(1) (full frames + the last one),
+    so that terabyte messages need no per-frame arrays."""
     if payload_octets <= 0:
-        return 0.0
-    return layout(int(payload_octets), cluster.framing).stream_bits / cluster.payload_gbps
+        return 0
+    mtu = framing.rdma_mtu
+    k = -(-payload_octets // mtu)
+    last = payload_octets - (k - 1) * mtu
+    return 8 * ((k - 1) * int(framing.frame_octets(mtu)) + int(framing.frame_octets(last)))
 
 
 def collective_time(op: str, size_bytes: float, cluster: Cluster, algo: str | None = None) -> CollectiveTime:
@@ -444,7 +451,7 @@ def collective_time(op: str, size_bytes: float, cluster: Cluster, algo: str | No
     c = cluster
     retry = "llr" if c.fec == "llr" else "transport"
     if (n <= 1 and op != "sendrecv") or size == 0:
-        return CollectiveTime(op, algo, c.ranks, size, c.code, c.fec, c.ber, 0.0, 0.0, 0.0, 0.0, 0.0, 0, c.links, 0,
+        return CollectiveTime(op, algo, c.ranks, size, c.code, c.fec, c.ber, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0, c.links, 0,
                               c.alpha_ns, c.phy_ns, c.payload_gbps, 0.0, 0.0, 0.0, retry, math.inf, math.inf)
     links = c.links if op != "sendrecv" or c.path_links is not None or c.ranks > 1 else 2
     steps, per_step, passes, concurrent = _schedule(op, algo, n, size)
@@ -458,10 +465,15 @@ def collective_time(op: str, size_bytes: float, cluster: Cluster, algo: str | No
     q = frame_loss_probability(c.code, c.fec, c.ber, min(mtu, per_step), c.rate, c.framing)
     frames = -(-per_step // mtu)
     frame_ns = serialization_ns(min(mtu, per_step), c)
+    fallback_ns = 0.0
+    if c.header_fallback and c.fec in ("bypass", "unequal") and c.code != "none" and q > 0:
+        p_fb = _p_any(_p_any(q, links), concurrent * frames)
+        fallback_ns = steps * p_fb * phy_latency_ns(c.code, "ieee", c.rate, c.latency)
+        q = frame_loss_probability(c.code, "ieee", c.ber, min(mtu, per_step), c.rate, c.framing)
     q_path = _p_any(q, links)
     p_step = _p_any(q_path, concurrent * frames)
     if retry == "llr":
-        rtt = 2 * c.link_ns
+        rtt = c.llr_rtt_ns
     else:
         rtt = 2 * alpha
     window = max(1, math.ceil(rtt / frame_ns)) if frame_ns > 0 else 1
@@ -472,12 +484,13 @@ def collective_time(op: str, size_bytes: float, cluster: Cluster, algo: str | No
         resend_ns = math.inf  # every frame drops: the collective never completes
     else:
         resend_ns = steps * p_step * recovery / (1.0 - q_path)
-    total_ns = bw_ns + lat_ns + resend_ns
+    total_ns = bw_ns + lat_ns + resend_ns + fallback_ns
     time_s = total_ns * 1e-9
     algbw = 8 * size / total_ns if total_ns > 0 else math.inf
     return CollectiveTime(
         op=op, algo=algo, ranks=n, bytes=size, code=c.code, fec=c.fec, ber=c.ber,
         time_s=time_s, bandwidth_s=bw_ns * 1e-9, latency_s=lat_ns * 1e-9, resend_s=resend_ns * 1e-9,
+        fallback_s=fallback_ns * 1e-9,
         phy_s=steps * links * c.phy_ns * 1e-9, steps=steps, path_links=links, link_traversals=steps * links,
         alpha_ns=alpha, phy_ns=c.phy_ns, payload_gbps=c.payload_gbps, frame_loss=q,
         step_drop_probability=p_step, recovery_ns=recovery, retry=retry,

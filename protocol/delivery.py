@@ -7,8 +7,10 @@ frame then meets one of three fates (SPEC.md, deltas D3-D5):
 * **dropped**: a mark (error block: decoder indication or a 257b header hit) overlaps the frame,
   or a flip hits its preamble/SFD or headers (the header check fails), or, in a non-tolerant
   mode, any flip hits it up to the FCS (FCS/ICRC fail; CRC-32 escapes, ~2^-32, are ignored).
-  The transport resends the frame; the resend consumes fresh stream bits from the same source and
-  may fail again (up to ``max_attempts``).  A drop costs latency, never accuracy.
+  The transport resends the frame (``llr``: the link's replay buffer resends it, one link round
+  trip instead of the transport's; :meth:`RetransmitConfig.resend_ns`); the resend consumes fresh
+  stream bits from the same source and may fail again (up to ``max_attempts``).  A drop costs
+  latency, never accuracy.
 * **delivered with errors** (tolerant modes): payload flips are handed to the application;
   in ``unequal`` mode, flips on sign/exponent bits are removed first.
 * **delivered clean**.
@@ -35,17 +37,33 @@ class RetransmitConfig:
 
     ``rtt_ns``: time from a drop to the resent frame's arrival (NAK + resend; 2 us is a typical
     same-rack RoCE figure [I], configurable).  ``max_attempts``: sends per frame before the frame
-    is counted lost.
+    is counted lost.  ``link_rtt_ns``: the same for a mode that resends at link level (``llr``:
+    one link round trip); ``None`` (default) takes ``retry_ns`` of
+    :func:`protocol.latency.added_latency` for the message's rate and code (465.2 ns for KP4 at
+    400G with the default :class:`protocol.latency.LatencyConfig`).
     """
 
     rtt_ns: float = 2000.0
     max_attempts: int = 8
+    link_rtt_ns: float | None = None
 
     def __post_init__(self) -> None:
         if self.rtt_ns < 0:
             raise ValueError(f"RetransmitConfig.rtt_ns must be >= 0, got {self.rtt_ns!r}")
+        if self.link_rtt_ns is not None and not self.link_rtt_ns >= 0:
+            raise ValueError(f"RetransmitConfig.link_rtt_ns must be >= 0 or None, got {self.link_rtt_ns!r}")
         if not isinstance(self.max_attempts, int) or self.max_attempts < 1:
             raise ValueError(f"RetransmitConfig.max_attempts must be an int >= 1, got {self.max_attempts!r}")
+
+    def resend_ns(self, mode: str | FecMode, rate: str = "400G", code: str = "kp4") -> float:
+        """Time one resend costs in ``mode``: the link round trip for ``llr``, else ``rtt_ns``."""
+        if get_mode(mode).retry != "link":
+            return float(self.rtt_ns)
+        if self.link_rtt_ns is not None:
+            return float(self.link_rtt_ns)
+        from .latency import added_latency
+
+        return float(added_latency("llr", rate, code=code).retry_ns)
 
 
 @dataclass(frozen=True)
@@ -118,8 +136,13 @@ def deliver(
     framing: FramingConfig = FramingConfig(),
     retransmit: RetransmitConfig = RetransmitConfig(),
     float_format: str = "float32",
+    code: str = "kp4",
 ) -> Delivery:
-    """Send one message of ``payload_octets`` over ``source`` in ``mode`` and return what arrives."""
+    """Send one message of ``payload_octets`` over ``source`` in ``mode`` and return what arrives.
+
+    ``code`` (kp4, kr4, rs272, none) sets the PHY overhead in ``line_bits`` and, for ``llr``, the
+    link round trip of a resend (:meth:`RetransmitConfig.resend_ns`); the error source already
+    carries the code's post-FEC errors."""
     m = get_mode(mode)
     get_rate(rate)
     lay = layout(payload_octets, framing)
@@ -177,6 +200,6 @@ def deliver(
         lost_ranges=np.asarray(lost, dtype=np.int64).reshape(-1, 2),
         protected_removed=removed,
         stream_bits=int(used),
-        line_bits=line_bits_of_stream(int(used), rate),
-        retransmit_ns=float((attempts.max() - 1) * retransmit.rtt_ns),
+        line_bits=line_bits_of_stream(int(used), rate, code),
+        retransmit_ns=float((attempts.max() - 1) * retransmit.resend_ns(m, rate, code)),
     )

@@ -636,15 +636,16 @@ class LiveSource:
 
     Parameters
     ----------
-    rate, fec, ber, burst_pb, lane_weights : as :class:`~protocol.tracegen.GeneratorConfig` (pre-FEC line BER).
+    rate, fec, ber, burst_pb, lane_weights, code : as :class:`~protocol.tracegen.GeneratorConfig`
+        (pre-FEC line BER; ``code`` kp4, rs272 or none).
     seed : explicit seed.
     """
 
     def __init__(self, rate: str = "400G", fec: str = "bypass", ber: float = 1e-5, *, seed, chunk_pairs: int = 4096,
-                 burst_pb: float | None = None, lane_weights=None) -> None:
+                 burst_pb: float | None = None, lane_weights=None, code: str = "kp4") -> None:
         from .tracegen import FastGenerator, GeneratorConfig
 
-        self.cfg = GeneratorConfig(rate, fec, ber, burst_pb, lane_weights)
+        self.cfg = GeneratorConfig(rate, fec, ber, burst_pb, lane_weights, code)
         self.gen = FastGenerator(self.cfg, seed)
         self.cursor = 0
         self._chunk_pairs = int(chunk_pairs)
@@ -742,7 +743,8 @@ def _join_first(cfg, first, carry, stats):
 
     a, b, off, ln, fl, hdr, mark_pairs = first
     geom = cfg.geometry
-    old_marks = chunk_marks(mark_pairs, hdr, geom)
+    split = 2 if getattr(cfg, "code", "kp4") == "rs272" else 1  # rs272: marks name rs272 pairs
+    old_marks = chunk_marks(mark_pairs, hdr, geom, split)
     key, klane, kflag = carry
     if key.size:
         m = 3 * key.size + 3
@@ -763,7 +765,7 @@ def _join_first(cfg, first, carry, stats):
         stats.payload_flips += off2.size - off.size
         stats.header_errors += hdr2.size - hdr.size
         off, ln, fl, hdr = off2, ln2, fl2, hdr2
-    marks = chunk_marks(mark_pairs, hdr, geom)
+    marks = chunk_marks(mark_pairs, hdr, geom, split)
     if key.size:
         bits = lambda mk: int((mk[:, 1] - mk[:, 0]).sum()) if mk.size else 0  # noqa: E731
         stats.marked_bits += bits(marks) - bits(old_marks)
@@ -803,9 +805,11 @@ def generate_trace(
     scheduler: str | None = None,
     executor=None,
     progress: bool = False,
+    code: str = "kp4",
 ) -> dict:
     """Simulate ``line_bits`` line bits (rounded up to whole codeword pairs) and write a trace.
 
+    ``code``: ``kp4`` (default), ``rs272`` or ``none`` (:class:`protocol.tracegen.GeneratorConfig`).
     The pairs are cut into shards of ``shard_pairs`` (default 16 chunks of ``chunk_pairs``), shard
     ``j`` generated from :func:`shard_seed` ``(seed, j)`` starting at its own first pair; the
     descrambler copies of a shard's last errors are XORed into the next shard's first chunk.  The
@@ -820,7 +824,7 @@ def generate_trace(
     from .framing import PAIR_LINE_BITS
     from .tracegen import FastGenerator, GeneratorConfig, TraceStats
 
-    cfg = GeneratorConfig(rate, fec, ber, burst_pb, lane_weights)
+    cfg = GeneratorConfig(rate, fec, ber, burst_pb, lane_weights, code)
     lb = float(line_bits)
     if not (lb > 0 and math.isfinite(lb)):
         raise ValueError(f"line_bits must be a positive number, got {line_bits!r}")
@@ -849,7 +853,9 @@ def generate_trace(
         "fec": mode.name,
         "fec_mode": {"decoder": mode.decoder, "indicate": mode.indicate, "tolerant": mode.tolerant,
                      "protected": mode.protected},
-        "code": "RS(544,514) t=15",
+        "code": cfg.code,
+        "code_params": {"kp4": "RS(544,514) t=15", "rs272": "RS(272,257+1) t=7, pad last = 0",
+                        "none": "no FEC sublayer (KP4 layout, nothing decoded)"}[cfg.code],
         "channel": ({"model": "independent line bit errors (BSC)", "ber": cfg.ber} if cfg.burst_pb is None else
                     {"model": "lane_dfe: 2-state chain per PCS-lane bit (G->B pe, B->B pb)", "ber": cfg.ber,
                      "pb": cfg.burst_pb, "pe": cfg.burst_pe, "mean_burst_bits": 1 / (1 - cfg.burst_pb)}),
@@ -874,7 +880,8 @@ def generate_trace(
 
     ex = owned = None
     with TraceWriter(path, meta, threaded=True) as w, \
-            bar(total=n_pairs * PAIR_LINE_BITS, desc=f"line bits ({len(bounds)} shards)", enable=progress) as pb:
+            bar(total=n_pairs * PAIR_LINE_BITS, desc=f"trace generate: line ({len(bounds)} shards)", unit="bit",
+                enable=progress) as pb:
 
         def put(res) -> None:
             nonlocal carry
@@ -938,8 +945,16 @@ def generate_trace(
             "line_bits": st.line_bits,
             "pre_fec": {"bit_errors": st.line_bit_errors, "bits": st.line_bits, "ber": st.pre_fec_ber,
                         "ber_ci95": ci(st.line_bit_errors, st.line_bits)},
+            # two post-FEC BERs (README "Two post-FEC BERs"): ``ber`` = payload flips after the
+            # descrambler (what the trace replays); ``decoder_output`` = message bits wrong at the
+            # decoder output, before the descrambler's x3 (what ``phy802 sweep`` calls post-FEC BER)
             "post_fec": {"bit_errors": st.payload_flips, "bits": st.stream_bits, "ber": st.post_fec_ber,
-                         "ber_ci95": ci(st.payload_flips, st.stream_bits), "marked_bits": st.marked_bits},
+                         "ber_ci95": ci(st.payload_flips, st.stream_bits), "marked_bits": st.marked_bits,
+                         "definition": "payload BER after the descrambler (flips / payload-stream bits)",
+                         "decoder_output": {"bit_errors": st.decoder_bit_errors, "bits": st.decoder_bits,
+                                            "ber": st.decoder_ber, "ber_ci95": ci(st.decoder_bit_errors, st.decoder_bits),
+                                            "definition": "post-FEC BER at the decoder output (257b-block bits "
+                                                          "before the descrambler, AMs excluded)"}},
             "codewords": {"total": st.codewords, "with_errors": st.codewords_with_errors,
                           "corrected": st.corrected_codewords, "uncorrectable": st.uncorrectable_codewords,
                           "miscorrected": st.miscorrected_codewords, "undetected": st.undetected_codewords,

@@ -27,6 +27,19 @@ What a trace includes (both generators)
   removed before descrambling; lane lock is assumed to survive), counted separately.
 All data blocks are treated as all-data 257b blocks (x<0> = 1): long tensor frames are almost
 entirely data; a control block's header/nibble errors are covered by the header mark.
+
+Codes (``GeneratorConfig.code``, issue 10): ``kp4`` (default), ``rs272`` and ``none``.
+``rs272`` (RS(272,257+1), t = 7): a trace *pair* is then two rs272 codeword pairs -- the same 40
+257b blocks and 10880 line bits, so the stream coordinate, the AM spacing and every count per
+pair are unchanged -- with pair-space positions ``P * 10880 + 5440 s + 20 t + 10 c + b`` (rs272
+pair ``2 P + s``, codeword ``c``, symbol ``t`` of 272, bit ``b``): ten 257b blocks per codeword
+dealt 10-bit round robin, the pad symbol last (t = 257, value 0; ``phy802.link`` and
+``phy802.pcs`` make it configurable), and the 119.2.4.7 interleave generalised to n = 272.  The
+fast generator draws the line errors in the KP4 lane layout (lane, row, bit) and maps them to the
+rs272 symbols on the same lane and row, so per-lane bursts stay on their lane; it groups and
+decodes them in numpy (not the fused kernels).  ``none``: no FEC sublayer, the KP4 layout with
+nothing decoded whatever the mode (``fec`` still sets what delivery tolerates).  ``kr4`` has no
+Clause 119 framing here (40 blocks would take 10560 line bits) and is refused.
 """
 
 from __future__ import annotations
@@ -69,8 +82,12 @@ T_KP4 = 15
 HIST_BINS = 64
 
 
-def lane_of_symbol(rate: str | RateGeometry) -> np.ndarray:
-    """int8[2, 544]: PCS lane of symbol ``t`` (time order) of codeword A (row 0) / B (row 1).
+TRACE_CODES = ("kp4", "rs272", "none")
+N_272, K_272, T_272 = 272, 257, 7  # rs272: codeword symbols, data symbols (pad excluded), t
+
+
+def lane_of_symbol(rate: str | RateGeometry, n: int = RS_N) -> np.ndarray:
+    """int8[2, n]: PCS lane of symbol ``t`` (time order) of codeword A (row 0) / B (row 1).
 
     119.2.4.7: for t = J k + j (J = lanes / 2), k even: lane 2j <- A_t, lane 2j+1 <- B_t;
     k odd: swapped.  Computed here from the formula; the tests cross-check it against
@@ -78,8 +95,8 @@ def lane_of_symbol(rate: str | RateGeometry) -> np.ndarray:
     """
     g = get_rate(rate)
     J = g.n_lanes // 2
-    t = np.arange(RS_N)
-    out = np.empty((2, RS_N), dtype=np.int8)
+    t = np.arange(n)
+    out = np.empty((2, n), dtype=np.int8)
     for c in (0, 1):
         out[c] = 2 * (t % J) + (c ^ ((t // J) & 1))
     return out
@@ -105,6 +122,7 @@ class GeneratorConfig:
         PCS lane (normalised to mean 1, so ``ber`` stays the average), or ``"pam4_gray"``: 2/3 on
         even and 4/3 on odd lanes, the MSB/LSB asymmetry of Gray PAM4 one-level errors under the
         default 2:1 bit-mux (cross-checked against ``phy802.link`` in the statistical tests).
+    code : ``"kp4"`` (default), ``"rs272"`` or ``"none"`` (module docstring).
     """
 
     rate: str = "400G"
@@ -112,9 +130,15 @@ class GeneratorConfig:
     ber: float = 1e-5
     burst_pb: float | None = None
     lane_weights: tuple[float, ...] | str | None = None
+    code: str = "kp4"
 
     def __post_init__(self) -> None:
         g = get_rate(self.rate)
+        if self.code == "kr4":
+            raise ValueError("GeneratorConfig.code: 'kr4' has no Clause 119 framing in the trace generators "
+                             "(use phy802.link at codeword level); choose kp4, rs272 or none")
+        if self.code not in TRACE_CODES:
+            raise ValueError(f"GeneratorConfig.code must be one of {', '.join(TRACE_CODES)}, got {self.code!r}")
         if self.lane_weights is not None:
             w = self.lane_weights
             if isinstance(w, str):
@@ -178,6 +202,11 @@ class GeneratorConfig:
     def mode(self) -> FecMode:
         return get_mode(self.fec)
 
+    @property
+    def phy_mode(self) -> FecMode:
+        """What the PHY does: :attr:`mode`, or ``bypass`` without a code (``code="none"``)."""
+        return get_mode("bypass") if self.code == "none" else self.mode
+
 
 @dataclass
 class TraceStats:
@@ -198,6 +227,8 @@ class TraceStats:
     marked_pairs: int = 0
     header_errors: int = 0
     payload_flips: int = 0
+    decoder_bit_errors: int = 0  # message bits wrong at the decoder output, before the descrambler
+    decoder_bits: int = 0  # scrambled 257b-block bits (message bits less AMs) they are counted over
     marked_bits: int = 0
     lane_errors: np.ndarray = field(default_factory=lambda: np.zeros(16, np.int64))
     symbol_hist: np.ndarray = field(default_factory=lambda: np.zeros(HIST_BINS, np.int64))
@@ -226,6 +257,11 @@ class TraceStats:
                 setattr(self, k, a + getattr(other, k))
         return self
 
+    @property
+    def decoder_ber(self) -> float:
+        """Post-FEC BER at the decoder output (before the descrambler's x3; README "Two post-FEC BERs")."""
+        return self.decoder_bit_errors / self.decoder_bits if self.decoder_bits else float("nan")
+
     def histogram(self) -> np.ndarray:
         """Per-codeword symbol-error-count histogram including the error-free codewords."""
         h = self.symbol_hist.copy()
@@ -238,6 +274,7 @@ class TraceStats:
         d["symbol_hist"] = self.histogram().tolist()
         d["pre_fec_ber"] = self.pre_fec_ber
         d["post_fec_ber"] = self.post_fec_ber
+        d["decoder_ber"] = self.decoder_ber
         return d
 
 
@@ -278,9 +315,24 @@ def merge_ranges(r: np.ndarray) -> np.ndarray:
     return np.stack([r[idx, 0], ends], axis=1)
 
 
-def chunk_marks(mark_pairs: np.ndarray, hdr: np.ndarray, geom: RateGeometry) -> np.ndarray:
-    """Marks of a chunk: the data blocks of the marked pairs and the blocks whose header bit flipped."""
-    ranges = [_pair_ranges(mark_pairs, geom)]
+def _half_pair_ranges(ids: np.ndarray, geom: RateGeometry) -> np.ndarray:
+    """Payload ranges of rs272 pairs ``ids`` (pair ``2 P + s`` = blocks ``20 s .. 20 s + 19`` of
+    trace pair ``P``; an AM group takes the first ``am_blocks`` of ``s = 0``)."""
+    ids = np.unique(np.asarray(ids, dtype=np.int64))
+    if not ids.size:
+        return np.empty((0, 2), np.int64)
+    P, sub = np.divmod(ids, 2)
+    first = BLOCKS_PER_PAIR // 2 - np.where(P % geom.am_period_pairs == 0, geom.am_blocks, 0)
+    lo = data_blocks_before(P, geom) + sub * first
+    hi = lo + np.where(sub == 0, first, BLOCKS_PER_PAIR // 2)
+    return np.stack([lo * BLOCK_PAYLOAD_BITS, hi * BLOCK_PAYLOAD_BITS], axis=1)
+
+
+def chunk_marks(mark_pairs: np.ndarray, hdr: np.ndarray, geom: RateGeometry, split: int = 1) -> np.ndarray:
+    """Marks of a chunk: the data blocks of the marked pairs and the blocks whose header bit flipped.
+
+    ``split = 2`` (rs272): ``mark_pairs`` are rs272 pairs ``2 P + s`` (:func:`_half_pair_ranges`)."""
+    ranges = [(_pair_ranges if split == 1 else _half_pair_ranges)(mark_pairs, geom)]
     if hdr.size:
         ranges.append(np.stack([hdr * BLOCK_PAYLOAD_BITS, (hdr + 1) * BLOCK_PAYLOAD_BITS], axis=1))
     return merge_ranges(np.concatenate(ranges)) if sum(r.shape[0] for r in ranges) else np.empty((0, 2), np.int64)
@@ -345,7 +397,8 @@ class _Base:
             raise ValueError(f"start_pair must be >= 0, got {start_pair!r}")
         self.cfg = cfg
         self.geom = cfg.geometry
-        self.mode = cfg.mode
+        self.mode = cfg.phy_mode
+        self._split = 2 if cfg.code == "rs272" else 1  # rs272 codeword pairs per trace pair
         self.pair = int(start_pair)
         self.stats = TraceStats(n_lanes=self.geom.n_lanes)
         self._scratch = _Scratch()
@@ -359,23 +412,25 @@ class _Base:
             order = np.argsort(s, kind="stable")
             s, lane, flag = s[order], lane[order], flag[order]
         off, ln, fl, hdr = self._expander.run(s, lane, flag, s_end)
+        self.stats.decoder_bit_errors += int(s.size)
         return self._finish_chunk(P0, P1, off, ln, fl, hdr, mark_pairs)
 
     def _finish_chunk(self, P0, P1, off, ln, fl, hdr, mark_pairs) -> GenChunk:
         """Counters and marks of pairs [P0, P1) (shared by the fast and the bit-exact generator)."""
         geom = self.geom
         self.last_raw = (off, ln, fl, hdr, mark_pairs)  # for joining shards (protocol.trace)
-        marks = chunk_marks(mark_pairs, hdr, geom)
+        marks = chunk_marks(mark_pairs, hdr, geom, self._split)
         st = self.stats
         st.pairs += P1 - P0
         st.line_bits += (P1 - P0) * PAIR_LINE_BITS
         lo = data_blocks_before(P0, geom) * BLOCK_PAYLOAD_BITS
         hi = data_blocks_before(P1, geom) * BLOCK_PAYLOAD_BITS
         st.stream_bits += hi - lo
-        st.codewords += 2 * (P1 - P0)
+        st.codewords += 2 * self._split * (P1 - P0)
         st.marked_pairs += int(np.unique(mark_pairs).size)
         st.header_errors += int(hdr.size)
         st.payload_flips += int(off.size)
+        st.decoder_bits += (hi - lo) // BLOCK_PAYLOAD_BITS * BLOCK_BITS
         st.marked_bits += int((marks[:, 1] - marks[:, 0]).sum()) if marks.size else 0
         self.pair = P1
         return GenChunk(P0, P1, int(lo), int(hi), off, ln, fl, marks)
@@ -543,9 +598,121 @@ class FastGenerator(_Base):
         if n_pairs <= 0:
             raise ValueError(f"n_pairs must be > 0, got {n_pairs}")
         P0, P1 = self.pair, self.pair + n_pairs
+        if self.cfg.code == "rs272":
+            return self._process_rs272(P0, P1, self._rs272_positions(self._positions(P1 * PAIR_LINE_BITS)))
         if self._decoder == 0 and self._scale != math.inf and self.fused and not self.cfg.per_lane:
             return self._bypass_chunk(P0, P1)
         return self._process(P0, P1, self._positions(P1 * PAIR_LINE_BITS))
+
+    def _rs272_positions(self, pos: np.ndarray) -> np.ndarray:
+        """KP4-layout pair-space positions (lane L, row k, bit b of trace pair P) -> the rs272
+        symbol on the same lane, row and bit (module docstring), sorted."""
+        J = self.geom.n_lanes // 2
+        R = self.geom.rows_per_pair // 2  # rows per rs272 pair: 34 (400G) / 68 (200G)
+        P, u = np.divmod(np.asarray(pos, np.int64), PAIR_LINE_BITS)
+        t, c, b = u // 20, (u // 10) & 1, u % 10
+        k = t // J
+        L = 2 * (t % J) + (c ^ (k & 1))
+        s, k2 = np.divmod(k, R)
+        t2 = J * k2 + (L >> 1)
+        c2 = (L & 1) ^ (k2 & 1)
+        out = P * PAIR_LINE_BITS + s * (PAIR_LINE_BITS // 2) + 20 * t2 + 10 * c2 + b
+        out.sort()
+        return out
+
+    def _process_rs272(self, P0: int, P1: int, pos: np.ndarray) -> GenChunk:
+        """Group rs272 line errors (rs272 pair-space, sorted) per codeword, decide each by the
+        mode (bounded distance, t = 7; words with more errors decoded as error patterns) and pass
+        the surviving data-bit errors on (numpy path, see the module docstring)."""
+        from phy802.fec import RS272, decode
+
+        geom, st, mode = self.geom, self.stats, self.mode
+        J = geom.n_lanes // 2
+        half = PAIR_LINE_BITS // 2
+        st.line_bit_errors += int(pos.size)
+        P, u = np.divmod(pos, PAIR_LINE_BITS)
+        sub, v = np.divmod(u, half)
+        t, c, b = v // 20, (v // 10) & 1, v % 10
+        lane = (2 * (t % J) + (c ^ ((t // J) & 1))).astype(np.int8)
+        st.lane_errors += np.bincount(lane, minlength=geom.n_lanes).astype(np.int64)
+        word = (2 * P + sub) * 2 + c  # global rs272 codeword index: 2 * (rs272 pair) + c
+        key = np.sort((word * N_272 + t) << 4 | b)
+        skey, sbit = key >> 4, np.int64(1) << (key & 15)
+        if skey.size:
+            first = np.flatnonzero(np.concatenate(([True], skey[1:] != skey[:-1])))
+            ukey = skey[first]
+            uval = np.bitwise_or.reduceat(sbit, first)
+        else:
+            ukey = uval = np.empty(0, np.int64)
+        uw, ut = np.divmod(ukey, N_272)
+        words, w_first, w_cnt = (np.empty(0, np.int64),) * 3
+        if uw.size:
+            w_first = np.flatnonzero(np.concatenate(([True], uw[1:] != uw[:-1])))
+            words = uw[w_first]
+            w_cnt = np.diff(np.append(w_first, uw.size))
+        np.add.at(st.symbol_hist, np.minimum(w_cnt, HIST_BINS - 1), 1)
+        st.codewords_with_errors += int(words.size)
+        flag_of = np.zeros(words.size, np.uint8)
+        keep = np.ones(ukey.size, bool)  # which error symbols survive the decoder
+        extra_k, extra_v = [], []  # miscorrection symbols the decoder adds
+        marked = np.zeros(words.size, bool)
+        heavy = np.flatnonzero(w_cnt > (T_272 if mode.decoder == "correct" else 2 * T_272))
+        rows = np.empty((heavy.size, N_272), np.uint16)
+        if mode.decoder != "none" and heavy.size:
+            rows[:] = 0
+            for r, wi in enumerate(heavy):
+                sl = slice(w_first[wi], w_first[wi] + w_cnt[wi])
+                rows[r, ut[sl]] = uval[sl]
+        if mode.decoder == "correct":
+            light = w_cnt <= T_272
+            st.corrected_codewords += int(light.sum())
+            keep = np.repeat(~light, w_cnt)  # light words are corrected exactly
+            if heavy.size:
+                dec, ncorr = decode(RS272, rows, mode="correct")
+                fail = ncorr < 0
+                st.uncorrectable_codewords += int(fail.sum())
+                misc = ~fail  # more than t errors: a success is a miscorrection (bounded distance)
+                st.miscorrected_codewords += int(misc.sum())
+                flag_of[heavy[misc]] = FLAG_MISCORRECTED
+                marked[heavy[fail]] = mode.indicate
+                for r in np.flatnonzero(misc):
+                    wi = heavy[r]
+                    keep[w_first[wi]:w_first[wi] + w_cnt[wi]] = False
+                    res = np.flatnonzero(dec[r])
+                    extra_k.append(words[wi] * N_272 + res)
+                    extra_v.append(dec[r, res].astype(np.int64))
+        elif mode.decoder == "detect":
+            marked[:] = True
+            if heavy.size:
+                _, ncorr = decode(RS272, rows, mode="detect")
+                und = ncorr >= 0
+                st.undetected_codewords += int(und.sum())
+                marked[heavy[und]] = False
+                flag_of[heavy[und]] = FLAG_UNDETECTED
+        rk, rv = ukey[keep], uval[keep]
+        rf = np.repeat(flag_of, w_cnt)[keep]
+        if extra_k:
+            rk = np.concatenate([rk] + extra_k)
+            rv = np.concatenate([rv] + extra_v)
+            rf = np.concatenate([rf] + [np.full(x.size, FLAG_MISCORRECTED, np.uint8) for x in extra_k])
+        mark_ids = words[marked] // 2
+        rw, rt = np.divmod(rk, N_272)
+        data = rt < K_272  # the pad (t = 257) and the parity carry no payload
+        rw, rt, rv, rf = rw[data], rt[data], rv[data], rf[data]
+        bits = (rv[:, None] >> np.arange(10)) & 1
+        ri, bb = np.nonzero(bits)
+        rw, rt, rf = rw[ri], rt[ri], rf[ri]
+        rc, rsub, rP = rw & 1, (rw >> 1) & 1, rw >> 2
+        m = rsub * (PAIR_MESSAGE_BITS // 2) + 20 * rt + 10 * rc + bb
+        am_bits = np.where(rP % geom.am_period_pairs == 0, geom.am_blocks * BLOCK_BITS, 0)
+        in_am = m < am_bits
+        st.am_bit_errors += int(in_am.sum())
+        ok = ~in_am
+        s_pos = data_blocks_before(rP[ok], geom) * BLOCK_BITS - am_bits[ok] + m[ok]
+        r_lane = (2 * (rt[ok] % J) + (rc[ok] ^ ((rt[ok] // J) & 1))).astype(np.int8)
+        order = np.argsort(s_pos, kind="stable")
+        return self._finish(P0, P1, np.asarray(s_pos, np.int64)[order], r_lane[order],
+                            rf[ok].astype(np.uint8)[order], mark_ids)
 
     def _bypass_chunk(self, P0: int, P1: int) -> GenChunk:
         """The fused bypass kernel (same output as ``_process`` on the same positions)."""
@@ -576,6 +743,7 @@ class FastGenerator(_Base):
         st.line_bit_errors += int(counters[0])
         st.codewords_with_errors += int(counters[1])
         st.am_bit_errors += int(counters[3])
+        st.decoder_bit_errors += int(counters[0] - counters[2] - counters[3])  # message bits, AMs excluded
         off, ln, fl, hdr, nk, nl, nf = bufs
         ex.key, ex.lane, ex.flag = nk[:nn].copy(), nl[:nn].copy(), nf[:nn].copy()
         return self._finish_chunk(P0, P1, off[:no].copy(), ln[:no].copy(), fl[:no].copy(), hdr[:nh].copy(),
@@ -639,15 +807,20 @@ class BitExactGenerator(_Base):
         self._tx_state = np.zeros(58, np.uint8)
         self._rx_state = np.zeros(58, np.uint8)
         self._lane_of = lane_of_symbol(self.geom)
+        self._lane_of_272 = lane_of_symbol(self.geom, N_272)
 
     def next_chunk(self, n_pairs: int, line_errors: np.ndarray | None = None) -> GenChunk:
         """Simulate the next ``n_pairs`` pairs.
 
         ``line_errors`` (optional) replaces the Bernoulli channel by an explicit error pattern:
         absolute pair-space positions ``P * 10880 + 20 t + 10 c + b`` (see :mod:`protocol._kernels`)
-        inside the chunk, each flipping bit ``b`` of symbol ``t`` of codeword ``c`` on its lane.
+        inside the chunk, each flipping bit ``b`` of symbol ``t`` of codeword ``c`` on its lane
+        (``rs272``: ``P * 10880 + 5440 s + 20 t + 10 c + b``, module docstring).
         """
         from phy802.fec.rs import KP4, decode, encode
+
+        if self.cfg.code == "rs272":
+            return self._next_chunk_rs272(int(n_pairs), line_errors)
 
         n_pairs = int(n_pairs)
         if n_pairs <= 0:
@@ -753,6 +926,13 @@ class BitExactGenerator(_Base):
         u = np.arange(PAIR_MESSAGE_BITS)
         lane_u = self._lane_of[(u // 10) & 1, u // 20]
         flag_u = cwflag.reshape(n_pairs, 2)[:, (u // 10) & 1]
+        return self._tail_and_finish(P0, P1, has_am, am_bits, msg, rx_msg, scr, blocks, lane_u, flag_u, mark_pairs)
+
+    def _tail_and_finish(self, P0, P1, has_am, am_bits, msg, rx_msg, scr, blocks, lane_u, flag_u, mark_pairs):
+        """Shared receive tail: remove AMs, descramble, attribute each payload error to the lane and
+        flag of its scrambled-domain origin, count AM-bit errors, finish the chunk."""
+        geom, st = self.geom, self.stats
+        n_pairs = P1 - P0
         parts, lparts, fparts = [], [], []
         for q in range(n_pairs):
             a = am_bits if has_am[q] else 0
@@ -767,6 +947,7 @@ class BitExactGenerator(_Base):
         diff = np.nonzero(rx_blocks != blocks)[0]
         # lane/flag attribution: origin at v, else v-39, else v-58 among scrambled-domain errors
         scr_err = (rx_scr != scr)
+        st.decoder_bit_errors += int(scr_err.sum())
         # the previous chunk's tail can be the origin of this chunk's first errors
         tail = getattr(self, "_tail", None)
         if tail is None:
@@ -794,3 +975,100 @@ class BitExactGenerator(_Base):
             if has_am[q]:
                 st.am_bit_errors += int((rx_msg[q, :am_bits] != msg[q, :am_bits]).sum())
         return self._finish_chunk(P0, P1, off[~hdr].astype(np.int64), lanes[~hdr], flags[~hdr], hdr_blocks, mark_pairs)
+
+    def _next_chunk_rs272(self, n_pairs: int, line_errors) -> GenChunk:
+        """:meth:`next_chunk` for ``code="rs272"``: each trace pair is two rs272 pairs ``s = 0, 1``
+        (20 257b blocks each: 5140 message bits dealt 10-bit round robin to A/B, 257 data symbols
+        + the pad (0, last) per codeword, RS(272,258) encode, 119.2.4.7 rows ``34 s + t // J``)."""
+        from phy802.fec.rs import RS272, decode, encode
+
+        if n_pairs <= 0:
+            raise ValueError(f"n_pairs must be > 0, got {n_pairs}")
+        geom, mode, st, rng = self.geom, self.mode, self.stats, self._rng
+        P0, P1 = self.pair, self.pair + n_pairs
+        pairs = np.arange(P0, P1)
+        has_am = pairs % geom.am_period_pairs == 0
+        n_data = int(BLOCKS_PER_PAIR * n_pairs - geom.am_blocks * has_am.sum())
+        payload = rng.integers(0, 2, size=(n_data, BLOCK_PAYLOAD_BITS), dtype=np.uint8)
+        blocks = np.concatenate([np.ones((n_data, 1), np.uint8), payload], axis=1).reshape(-1)
+        scr = K.scramble_bits(blocks, self._tx_state)
+        msg = np.empty((n_pairs, PAIR_MESSAGE_BITS), np.uint8)
+        am_bits = geom.am_blocks * BLOCK_BITS
+        cursor = 0
+        for q in range(n_pairs):
+            a = am_bits if has_am[q] else 0
+            if a:
+                msg[q, :a] = rng.integers(0, 2, a, dtype=np.uint8)
+            take = PAIR_MESSAGE_BITS - a
+            msg[q, a:] = scr[cursor:cursor + take]
+            cursor += take
+        # per rs272 pair s: bit 20 i + 10 c + b of its 5140 -> bit b of data symbol i of codeword c
+        w = (1 << np.arange(10, dtype=np.uint16))
+        sym = (msg.reshape(n_pairs, 2, K_272, 2, 10).astype(np.uint16) * w).sum(axis=4, dtype=np.uint16)
+        m = np.zeros((n_pairs, 2, 2, K_272 + 1), np.uint16)  # [P, s, c, 258], pad (last) = 0
+        m[..., :K_272] = sym.transpose(0, 1, 3, 2)
+        cw = encode(RS272, m.reshape(-1, K_272 + 1)).reshape(n_pairs, 2, 2, N_272)
+        J = geom.n_lanes // 2
+        R = geom.rows_per_pair // 2
+        t = np.arange(N_272)
+        lane_of = self._lane_of_272
+        rows = geom.rows_per_pair
+        lanes_sym = np.empty((n_pairs, rows, geom.n_lanes), np.uint16)
+        for sub in (0, 1):
+            for c in (0, 1):
+                lanes_sym[:, sub * R + t // J, lane_of[c]] = cw[:, sub, c, :]
+        line = ((lanes_sym[..., None] >> np.arange(10, dtype=np.uint16)) & 1).astype(np.uint8)
+        if line_errors is None:
+            if self.cfg.per_lane:
+                raise ValueError("the bit-exact rs272 generator supports independent errors (no burst_pb/lane_weights)")
+            err = (rng.random(line.shape) < self.cfg.ber).astype(np.uint8)
+        else:
+            le = np.asarray(line_errors, dtype=np.int64)
+            if le.size and (le.min() < P0 * PAIR_LINE_BITS or le.max() >= P1 * PAIR_LINE_BITS):
+                raise ValueError("line_errors must lie inside the chunk's pairs")
+            err = np.zeros(line.shape, np.uint8)
+            q, u = np.divmod(le - P0 * PAIR_LINE_BITS, PAIR_LINE_BITS)
+            sub_, v = np.divmod(u, PAIR_LINE_BITS // 2)
+            c_, t_, b_ = (v // 10) & 1, v // 20, v % 10
+            err[q, sub_ * R + t_ // J, lane_of[c_, t_], b_] ^= 1
+        st.line_bit_errors += int(err.sum())
+        np.add.at(st.lane_errors, np.nonzero(err)[2], 1)
+        rx_lanes = ((line ^ err).astype(np.uint16) << np.arange(10, dtype=np.uint16)).sum(axis=3, dtype=np.uint16)
+        rx_cw = np.empty((n_pairs, 2, 2, N_272), np.uint16)
+        for sub in (0, 1):
+            for c in (0, 1):
+                rx_cw[:, sub, c, :] = rx_lanes[:, sub * R + t // J, lane_of[c]]
+        flat = rx_cw.reshape(-1, N_272)
+        sent = cw.reshape(-1, N_272)
+        wts = (flat != sent).sum(axis=1)
+        np.add.at(st.symbol_hist, np.minimum(wts[wts > 0], HIST_BINS - 1), 1)
+        st.codewords_with_errors += int((wts > 0).sum())
+        marked_cw = np.zeros(flat.shape[0], bool)
+        cwflag = np.zeros(flat.shape[0], np.uint8)
+        out = flat
+        if mode.decoder == "correct":
+            dec, ncorr = decode(RS272, flat, mode="correct")
+            fail = ncorr < 0
+            out = np.where(fail[:, None], flat, dec)
+            resid = out ^ sent
+            st.corrected_codewords += int(((wts > 0) & (wts <= T_272)).sum())
+            st.uncorrectable_codewords += int(fail.sum())
+            misc = (wts > T_272) & ~fail & (resid != 0).any(axis=1)
+            st.miscorrected_codewords += int(misc.sum())
+            marked_cw = fail if mode.indicate else marked_cw
+            cwflag = np.where((wts > T_272) & ~fail, FLAG_MISCORRECTED, 0).astype(np.uint8)
+        elif mode.decoder == "detect":
+            _, ncorr = decode(RS272, flat, mode="detect")
+            marked_cw = ncorr < 0
+            und = (wts > 0) & (ncorr >= 0)
+            st.undetected_codewords += int(und.sum())
+            cwflag = np.where(und, FLAG_UNDETECTED, 0).astype(np.uint8)
+        mark_ids = (2 * pairs[:, None] + np.arange(2)[None, :])[marked_cw.reshape(n_pairs, 2, 2).any(axis=2)]
+        msg_sym = out.reshape(n_pairs, 2, 2, N_272)[..., :K_272]  # [P, s, c, i]
+        rx_msg = ((msg_sym.transpose(0, 1, 3, 2)[..., None] >> np.arange(10, dtype=np.uint16)) & 1).astype(np.uint8)
+        rx_msg = rx_msg.reshape(n_pairs, PAIR_MESSAGE_BITS)
+        u = np.arange(PAIR_MESSAGE_BITS)
+        su, vu = np.divmod(u, PAIR_MESSAGE_BITS // 2)
+        lane_u = lane_of[(vu // 10) & 1, vu // 20]
+        flag_u = cwflag.reshape(n_pairs, 4)[:, 2 * su + ((vu // 10) & 1)]
+        return self._tail_and_finish(P0, P1, has_am, am_bits, msg, rx_msg, scr, blocks, lane_u, flag_u, mark_ids)

@@ -172,8 +172,11 @@ def _measured(rows: list[dict], meta_fec: str, parallel: str, fec: str, ber: flo
 def tradeoff_rows(meta: dict, rows: list[dict], *, modes=DEFAULT_MODES, ranks=(8, 64, 512),
                   cluster: Cluster = Cluster(), time_model: TimeModel = TimeModel(),
                   target_loss: float | None = None, target_rel: float = 0.01,
-                  on_row: Callable[[dict], None] | None = None) -> list[dict]:
-    """The joined table (module docstring); ``on_row`` is called with each row as it is made."""
+                  on_row: Callable[[dict], None] | None = None, skipped: list | None = None) -> list[dict]:
+    """The joined table (module docstring); ``on_row`` is called with each row as it is made.
+
+    ``skipped`` (a list) receives ``(parallel, mode, ber)`` of the combinations the results have
+    no loss curve for (e.g. ``unequal`` without an ``exponent_protection`` run)."""
     meta_fec = str(meta.get("fec", "bypass"))
     out: list[dict] = []
     for par in sorted({r["parallel"] for r in rows}, key=["ddp", "pp"].index):
@@ -193,6 +196,8 @@ def tradeoff_rows(meta: dict, rows: list[dict], *, modes=DEFAULT_MODES, ranks=(8
                     else:
                         loss_rows = _measured(rows, meta_fec, par, fec, ber)
                     if not loss_rows:
+                        if skipped is not None and (par, f"{code}/{fec}", ber) not in skipped:
+                            skipped.append((par, f"{code}/{fec}", ber))
                         continue
                     st = time_model.step(par, cluster.with_(ranks=n, code=code, fec=fec, ber=ber))
                     for lr in loss_rows:
@@ -231,8 +236,11 @@ def pareto_front(points: list[tuple[float, float]]) -> list[int]:
 _MARKERS = "o^sv<>DPXh*p"
 
 
-def plot_pareto(rows: list[dict], path: str | os.PathLike) -> None:
-    """Step time vs loss penalty, one marker per mode, one panel per (parallel, ranks); PNG written atomically."""
+def plot_pareto(rows: list[dict], path: str | os.PathLike, clip_rel: float = 0.05) -> None:
+    """Step time vs loss penalty, one marker per mode, one panel per (parallel, ranks); PNG written atomically.
+
+    Each panel is zoomed to ``[fastest, reference x (1 + clip_rel)]``; slower points sit on the
+    top edge labelled with their step time."""
     import io
 
     import matplotlib
@@ -254,15 +262,25 @@ def plot_pareto(rows: list[dict], path: str | os.PathLike) -> None:
             ax = axes[i][j]
             mine = [r for r in rows if r["parallel"] == par and r["ranks"] == n]
             hidden = 0
+            ref = [r for r in mine if r["mode"] == "/".join(REFERENCE) and r["ber"] == 0.0]
+            ys = [r["step_ms"] for r in mine if math.isfinite(r["step_ms"]) and math.isfinite(r["loss_penalty"])]
+            # zoom on the reference: points far above it are drawn on the top edge with their value
+            top = ref[0]["step_ms"] * (1 + clip_rel) if ref and ys and max(ys) > ref[0]["step_ms"] * (1 + clip_rel) else None
             for k, mode in enumerate(modes):
                 for r in (r for r in mine if r["mode"] == mode):
                     x, y = r["loss_penalty"], r["step_ms"]
                     if not (math.isfinite(x) and math.isfinite(y)):
                         hidden += 1
                         continue
-                    ax.scatter(x, y, marker=_MARKERS[k % len(_MARKERS)], color=color[r["ber"]], s=38,
-                               edgecolor="black", linewidth=0.4, zorder=3)
-            ref = [r for r in mine if r["mode"] == "/".join(REFERENCE) and r["ber"] == 0.0]
+                    clipped = top is not None and y > top
+                    ax.scatter(x, min(y, top) if clipped else y, marker=_MARKERS[k % len(_MARKERS)],
+                               color=color[r["ber"]], s=38, edgecolor="black", linewidth=0.4, zorder=3,
+                               clip_on=False)
+                    if clipped:
+                        ax.annotate(f"{y:.3g} ms", (x, top), xytext=(4, -10), textcoords="offset points", fontsize=7)
+            if top is not None:
+                lo = min(ys)
+                ax.set_ylim(lo - 0.05 * (top - lo), top)
             if ref:
                 ax.scatter(ref[0]["loss_penalty"], ref[0]["step_ms"], marker="*", s=260, facecolor="none",
                            edgecolor="red", linewidth=1.4, zorder=4, label="error-free KP4 (reference)")

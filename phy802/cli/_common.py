@@ -213,8 +213,9 @@ def add_force(parser: argparse.ArgumentParser, what: str = "work beyond the safe
     parser.add_argument("--force", action="store_true", help=f"allow {what} (default: refuse)")
 
 
-def require_together(args: argparse.Namespace, option: str, needs: str, given: bool, needed: bool) -> None:
-    """Raise :class:`CliError` when ``option`` was given without ``needs``."""
+def require_together(option: str, needs: str, given: bool, needed: bool) -> None:
+    """Raise :class:`CliError` when ``option`` was given (``given``) without ``needs`` (``needed``),
+    e.g. ``require_together("--fault-ber", "--fault-lane", a.fault_ber is not None, a.fault_lane is not None)``."""
     if given and not needed:
         raise CliError(f"{option} only makes sense with {needs}")
 

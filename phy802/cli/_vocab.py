@@ -16,7 +16,7 @@ from __future__ import annotations
 import argparse
 
 __all__ = ["CODES", "MODES", "OLD_FEC", "add_code_fec", "code_name", "fec_name", "code_list", "fec_list",
-           "old_fec_message"]
+           "old_fec_message", "float_list", "rs_code_name"]
 
 CODES: tuple[str, ...] = ("kp4", "kr4", "rs272", "none")
 MODES: tuple[str, ...] = ("ieee", "correct_no_indication", "detect_only", "bypass", "unequal", "llr")
@@ -68,6 +68,23 @@ def _split(text: str, one, what: str) -> tuple[str, ...]:
     if len(set(out)) != len(out):
         raise argparse.ArgumentTypeError(f"{what}: repeated value in {text!r}")
     return out
+
+
+def rs_code_name(text: str) -> str:
+    """argparse type of ``--code`` where an RS code is needed (``none`` is refused)."""
+    v = code_name(text)
+    if v == "none":
+        raise argparse.ArgumentTypeError("--code none has no RS code to compute; choose kp4, kr4 or rs272")
+    return v
+
+
+def float_list(text: str) -> tuple[float, ...]:
+    """argparse type of a comma-separated number list: ``"1e-4,2e-4"`` -> ``(1e-4, 2e-4)``."""
+    parts = str(text).split(",")
+    try:
+        return tuple(float(x) for x in parts)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated numbers (no spaces), got {text!r}") from None
 
 
 def code_list(text: str) -> tuple[str, ...]:

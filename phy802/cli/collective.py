@@ -9,83 +9,16 @@ expected cost of resending dropped frames at the given pre-FEC BER.  ``--code``,
 from __future__ import annotations
 
 import argparse
-import math
-from typing import Callable
 
-from phy802.cli._common import add_json, emit
+from phy802.cli._common import add_json, count_arg, emit, float_arg, int_arg, list_arg
 
-__all__ = ["add_arguments", "run", "add_cluster_arguments", "cluster_from_args", "comma_list"]
-
-
-def comma_list(conv: Callable[[str], object], flag: str, check: Callable[[object], bool] | None = None,
-               what: str = "") -> Callable[[str], list]:
-    """An argparse type: a comma-separated list of ``conv`` values, each passing ``check``."""
-
-    def parse(text: str) -> list:
-        items = [x.strip() for x in str(text).split(",") if x.strip()]
-        if not items:
-            raise argparse.ArgumentTypeError(f"{flag}: empty list {text!r}")
-        out = []
-        for x in items:
-            try:
-                v = conv(x)
-            except (TypeError, ValueError):
-                raise argparse.ArgumentTypeError(f"{flag}: bad value {x!r} in {text!r}") from None
-            if check is not None and not check(v):
-                raise argparse.ArgumentTypeError(f"{flag}: {x!r} {what or 'is out of range'}")
-            out.append(v)
-        return out
-
-    return parse
-
-
-_OLD_FEC = {"kp4": "--code kp4 --fec ieee", "kr4": "--code kr4 --fec ieee", "detect": "--fec detect_only",
-            "none": "--code none --fec bypass"}
-
-
-def _choice_list(flag: str, choices) -> Callable[[str], list]:
-    parse = comma_list(str, flag, lambda v: v in choices, f"is not one of {', '.join(choices)}")
-    if flag != "--fec":
-        return parse
-
-    def fec(text: str) -> list:
-        for x in str(text).split(","):
-            if x.strip() in _OLD_FEC:
-                raise argparse.ArgumentTypeError(f"--fec {x.strip()} is now {_OLD_FEC[x.strip()]}")
-        return parse(text)
-
-    return fec
-
-
-def _nonneg(flag: str) -> Callable[[str], float]:
-    def parse(text: str) -> float:
-        try:
-            v = float(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{flag}: not a number: {text!r}") from None
-        if not (math.isfinite(v) and v >= 0):
-            raise argparse.ArgumentTypeError(f"{flag}: must be a finite number >= 0, got {text!r}")
-        return v
-
-    return parse
-
-
-def _pos_int(flag: str) -> Callable[[str], int]:
-    def parse(text: str) -> int:
-        try:
-            v = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{flag}: not an integer: {text!r}") from None
-        if v < 1:
-            raise argparse.ArgumentTypeError(f"{flag}: must be >= 1, got {text!r}")
-        return v
-
-    return parse
+__all__ = ["add_arguments", "run", "add_cluster_arguments", "cluster_from_args"]
 
 
 def add_cluster_arguments(p: argparse.ArgumentParser, *, code: bool = True) -> None:
     """Cluster flags shared by ``collective`` and ``tradeoff`` (defaults from :class:`Cluster`)."""
-    from protocol.collective import CODE_NAMES, Cluster, TOPOLOGIES
+    from phy802.cli._vocab import CODE_HELP, code_list
+    from protocol.collective import Cluster, TOPOLOGIES
 
     d = Cluster()
     p.add_argument("--rate", choices=("400G", "200G"), default=d.rate, help=f"link rate (default {d.rate})")
@@ -93,23 +26,26 @@ def add_cluster_arguments(p: argparse.ArgumentParser, *, code: bool = True) -> N
                    help=f"network: single-switch (2 links per path), leaf-spine (4 across leaves), "
                         f"three-tier (6 across pods) (default {d.topology})")
     if code:
-        p.add_argument("--code", type=_choice_list("--code", CODE_NAMES), default=[d.code],
-                       help=f"RS code on every link, comma-separated list (default {d.code})")
-    p.add_argument("--switch-ns", type=_nonneg("--switch-ns"), default=d.switch_ns,
+        p.add_argument("--code", type=code_list, default=(d.code,), metavar="CODE[,CODE...]",
+                       help=f"{CODE_HELP}; on every link, comma list (default {d.code})")
+    p.add_argument("--switch-ns", type=float_arg(0, 1e9), default=d.switch_ns,
                    help=f"latency of one switch, ns (default {d.switch_ns:g})")
-    p.add_argument("--nic-ns", type=_nonneg("--nic-ns"), default=d.nic_ns,
+    p.add_argument("--nic-ns", type=float_arg(0, 1e9), default=d.nic_ns,
                    help=f"latency of one NIC traversal (two per path), ns (default {d.nic_ns:g})")
-    p.add_argument("--fiber-m", type=_nonneg("--fiber-m"), default=d.fiber_m,
+    p.add_argument("--fiber-m", type=float_arg(0, 1e7), default=d.fiber_m,
                    help=f"fibre length of each link, metres, {d.fiber_ns_per_m:g} ns/m (default {d.fiber_m:g})")
-    p.add_argument("--step-ns", type=_nonneg("--step-ns"), default=d.step_ns,
+    p.add_argument("--step-ns", type=float_arg(0, 1e12), default=d.step_ns,
                    help=f"fixed software cost per collective step, ns (default {d.step_ns:g})")
-    p.add_argument("--link-gbps", type=_nonneg("--link-gbps"), default=None,
+    p.add_argument("--link-gbps", type=float_arg(0, 1e6, lo_open=True), default=None,
                    help="payload (MAC) rate of a link in Gb/s (default: 400 at 400G, 200 at 200G)")
-    p.add_argument("--path-links", type=_pos_int("--path-links"), default=None,
+    p.add_argument("--path-links", type=int_arg(1, 64), default=None,
                    help="override the PHY traversals per path (default: from --topology and --ranks)")
-    p.add_argument("--ranks-per-leaf", type=_pos_int("--ranks-per-leaf"), default=d.ranks_per_leaf,
+    p.add_argument("--ranks-per-leaf", type=int_arg(1, 10**7), default=d.ranks_per_leaf,
                    help=f"ranks under one leaf switch (default {d.ranks_per_leaf})")
-    p.add_argument("--ranks-per-pod", type=_pos_int("--ranks-per-pod"), default=d.ranks_per_pod,
+    p.add_argument("--header-fallback", action="store_true",
+                   help="bypass/unequal frames whose header is hit wait for the corrected path instead of being "
+                        "dropped and resent (SPEC D3 reading; default: dropped, as protocol.delivery)")
+    p.add_argument("--ranks-per-pod", type=int_arg(1, 10**7), default=d.ranks_per_pod,
                    help=f"ranks under one pod, three-tier (default {d.ranks_per_pod})")
 
 
@@ -121,26 +57,28 @@ def cluster_from_args(args: argparse.Namespace, **over):
         raise ValueError(f"--link-gbps must be > 0, got {args.link_gbps}")
     kw = dict(rate=args.rate, topology=args.topology, switch_ns=args.switch_ns, nic_ns=args.nic_ns,
               fiber_m=args.fiber_m, step_ns=args.step_ns, link_gbps=args.link_gbps, path_links=args.path_links,
-              ranks_per_leaf=args.ranks_per_leaf, ranks_per_pod=args.ranks_per_pod)
+              ranks_per_leaf=args.ranks_per_leaf, ranks_per_pod=args.ranks_per_pod,
+              header_fallback=args.header_fallback)
     kw.update(over)
     return Cluster(**kw)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from protocol.collective import FEC_NAMES, OPS
+    from phy802.cli._vocab import FEC_HELP, fec_list
+    from protocol.collective import OPS
 
     p.add_argument("--op", default="allreduce", choices=OPS, help="collective (default allreduce)")
-    p.add_argument("--algo", default=None, help="algorithm: ring or tree (allreduce, broadcast); "
+    p.add_argument("--algo", default=None, choices=("ring", "tree", "direct"),
+                   help="algorithm: ring or tree (allreduce, broadcast), direct (sendrecv); "
                    "default ring (direct for sendrecv)")
-    p.add_argument("--ranks", type=comma_list(int, "--ranks", lambda v: v >= 1, "must be >= 1"), default=[64],
+    p.add_argument("--ranks", type=list_arg(int_arg(1, 10**7)), default=(64,),
                    help="ranks, comma-separated list (default 64)")
-    p.add_argument("--bytes", type=comma_list(float, "--bytes", lambda v: math.isfinite(v) and v >= 0,
-                                              "must be a finite number >= 0"), default=[25e6],
-                   help="message size in bytes, comma-separated list (default 25e6: a 25 MB DDP bucket)")
-    p.add_argument("--fec", type=_choice_list("--fec", FEC_NAMES), default=["ieee"],
-                   help=f"receive mode, comma-separated list of {', '.join(FEC_NAMES)} (default ieee)")
-    p.add_argument("--ber", type=comma_list(float, "--ber", lambda v: 0 <= v < 0.5, "must lie in [0, 0.5)"),
-                   default=[0.0], help="pre-FEC line BER of every link, comma-separated list (default 0)")
+    p.add_argument("--bytes", type=list_arg(count_arg(0, 10**15)), default=(25_000_000,),
+                   help="message size in bytes, comma-separated list; 1e6 is fine (default 25e6: a 25 MB DDP bucket)")
+    p.add_argument("--fec", type=fec_list, default=("ieee",), metavar="MODE[,MODE...]",
+                   help=f"{FEC_HELP}; comma list (default ieee)")
+    p.add_argument("--ber", type=list_arg(float_arg(0.0, 0.5, hi_open=True)),
+                   default=(0.0,), help="pre-FEC line BER of every link, in [0, 0.5), comma-separated list (default 0)")
     add_cluster_arguments(p)
     add_json(p)
 
@@ -163,12 +101,12 @@ def run(args: argparse.Namespace) -> int:
         out = [f"{r0.op} ({r0.algo}), {args.rate}, {args.topology}; path: 2 NICs x {first.nic_ns:g} ns, "
                f"switch {first.switch_ns:g} ns, fibre {first.fiber_m:g} m per link",
                f"{'ranks':>6} {'bytes':>10} {'code':<6} {'fec':<22} {'ber':>8} {'time us':>11} {'bw us':>10} "
-               f"{'lat us':>9} {'resend us':>10} {'phy us':>8} {'links':>6} {'busbw Gb/s':>10}"]
+               f"{'lat us':>9} {'resend us':>10} {'fallbk us':>9} {'phy us':>8} {'links':>6} {'busbw Gb/s':>10}"]
         for c, r in rows:
             out.append(f"{r.ranks:>6} {r.bytes:>10.4g} {r.code:<6} {r.fec:<22} {r.ber:>8.2g} {r.time_s * 1e6:>11.3f} "
-                       f"{r.bandwidth_s * 1e6:>10.3f} {r.latency_s * 1e6:>9.3f} {r.resend_s * 1e6:>10.3f} "
+                       f"{r.bandwidth_s * 1e6:>10.3f} {r.latency_s * 1e6:>9.3f} {r.resend_s * 1e6:>10.3f} {r.fallback_s * 1e6:>9.3f} "
                        f"{r.phy_s * 1e6:>8.3f} {r.link_traversals:>6} {r.bus_gbps:>10.1f}")
-        out.append("time = bandwidth + latency + resends; phy = FEC receive latency inside latency "
+        out.append("time = bandwidth + latency + resends + header fallbacks (--header-fallback); phy = FEC receive latency inside latency "
                    "(link traversals x per-link PHY ns); model and sources: protocol/collective.py")
         return "\n".join(out)
 

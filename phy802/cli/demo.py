@@ -63,14 +63,14 @@ def _fmt(x: float) -> str:
 def run_demo(cfg: DemoConfig) -> dict:
     """Run every step; returns a summary dict (also written as ``summary.json``)."""
     from phy802 import vectors
-    from phy802.sweep import SweepConfig, plot_ber_fer, plot_latency, run_sweep
+    from phy802.plots import plot_ber_fer, plot_latency
+    from phy802.sweep import SweepConfig, run_sweep
     from phy802.cli.sweep import latency_function
 
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
     summary: dict = {"out": str(out), "seed": cfg.seed, "steps": {}}
-    md = ["# phy802 demo report", "",
-          f"Seed {cfg.seed}. Every number below was measured by this run; intervals are 95% Clopper-Pearson.", ""]
+    md = ["# phy802 demo report", "", f"Seed {cfg.seed}; `summary.json` holds every number of this report.", ""]
 
     # 1. vectors ---------------------------------------------------------------------------
     t0 = time.perf_counter()
@@ -92,25 +92,32 @@ def run_demo(cfg: DemoConfig) -> dict:
                      target_errors=cfg.sweep_target_errors, max_codewords=cfg.sweep_max_codewords,
                      max_seconds=cfg.sweep_seconds, seed=cfg.seed)
     _say(cfg, f"sweep: {len(sc.tasks())} points (KP4 vs bypass), up to {cfg.sweep_seconds:g} s each")
-    res = run_sweep(sc, executor="process" if (cfg.workers or os.cpu_count() or 1) > 1 else None,
-                    workers=cfg.workers)
+    from phy802._output import progress
+
+    with progress(total=len(sc.tasks()), desc="demo sweep: points", unit="point", enable=cfg.progress) as bar:
+        res = run_sweep(sc, executor="process" if (cfg.workers or os.cpu_count() or 1) > 1 else None,
+                        workers=cfg.workers, callback=lambda p: bar.update(1))
     lat = latency_function("400G")
     plot_ber_fer(res, out / "ber_fer.png")
     if lat is not None:
         plot_latency(res, lat, out / "latency.png")
     summary["sweep"] = res.rows()
+    summary["latency_ns"] = {m: lat(m) for m in sc.modes} if lat is not None else {}
     summary["steps"]["sweep_s"] = time.perf_counter() - t0
     md += ["## 2. Pre-FEC vs post-FEC BER, KP4 vs bypass, and the latency each costs", "",
            "400GBASE-R, PAM4 AWGN set by pre-FEC BER, codeword-level error-pattern simulator.", "",
-           "| mode | added latency (ns) | pre-FEC BER | codewords | FER [95% CI] | post-FEC BER [95% CI] | theory post-FEC BER |",
-           "|---|---|---|---|---|---|---|"]
+           "| mode | added latency, ns (model) | pre-FEC BER (measured) | codewords | FER [95% CI] (measured) "
+           "| post-FEC BER at the decoder output [95% CI] (measured) | payload BER after the descrambler (model: 3x) "
+           "| theory post-FEC BER (model) |",
+           "|---|---|---|---|---|---|---|---|"]
     for p in res.points:
         r = p.rates()
-        fer, post = r["fer"], r["post_fec_ber"]
         th = p.theory()["post_fec_ber"]
         latency = _fmt(lat(p.mode)) if lat else "-"
-        md.append(f"| {p.mode} | {latency} | {_fmt(p.x)} | {p.counters.codewords} | {_fmt(fer.value)} "
-                  f"[{_fmt(fer.lo)}, {_fmt(fer.hi)}] | {_fmt(post.value)} [{_fmt(post.lo)}, {_fmt(post.hi)}] | {_fmt(th)} |")
+        pay, _, pay_hi, _ = p.payload_ber()
+        pay_txt = f"< {_fmt(pay_hi)}" if r["post_fec_ber"].events == 0 else _fmt(pay)
+        md.append(f"| {p.mode} | {latency} | {_fmt(r['pre_fec_ber'].value)} | {p.counters.codewords} | {_ci(r['fer'])} "
+                  f"| {_ci(r['post_fec_ber'])} | {pay_txt} | {_fmt(th)} |")
     md += ["", "![BER and FER](ber_fer.png)", ""]
     if lat is not None:
         md += ["![latency vs post-FEC BER](latency.png)", ""]
@@ -143,9 +150,9 @@ def run_demo(cfg: DemoConfig) -> dict:
         args = p.parse_args([
             "--out", str(out / "training"), "--bers", f"{cfg.trace_ber:g}", "--parallel", "ddp",
             "--guards", ",".join(cfg.train_guards), "--steps", str(cfg.train_steps), "--seed", str(cfg.seed),
-            "--source", "trace", "--trace", str(trace_path), "--n-layer", str(cfg.train_layers),
+            "--source", "trace", "--trace", str(trace_path), "--fec", "bypass", "--n-layer", str(cfg.train_layers),
             "--n-embd", str(cfg.train_embd), "--eval-interval", str(max(1, cfg.train_steps // 6)),
-            "--timeout", "1800",
+            "--timeout", "1800", *([] if cfg.progress else ["--no-progress"]),
         ])
         _say(cfg, f"training: 2-rank DDP, {cfg.train_steps} steps, error-free + guards {', '.join(cfg.train_guards)}")
         rows = exp_sweep(args)
@@ -155,8 +162,10 @@ def run_demo(cfg: DemoConfig) -> dict:
         _say(cfg, f"training done in {summary['steps']['training_s']:.1f} s")
         md += ["## 4. 2-rank DDP training with the trace's errors in the gradient all-reduce", "",
                "A small char-level GPT on the King James Bible. The error-free run is the shadow: every run "
-               "with errors uses the same seed, data order and initial weights, so `weight_noise` = "
-               "||w - w_shadow|| / ||w_shadow|| is the noise the link injected.", "",
+               "with errors uses the same seed, data order and initial weights. `injected_noise` = "
+               "||delivered - clean|| / ||clean|| of the received gradients is what the link injected; "
+               "`weight_dist_shadow` = ||w - w_shadow|| / ||w_shadow|| also counts the training that went "
+               "differently afterwards.", "",
                _table_md(rows), "![loss curves](training/loss_ddp.png)", ""]
 
     # 5. tradeoff: the loss side above joined with the modelled time side ---------------------
@@ -164,12 +173,21 @@ def run_demo(cfg: DemoConfig) -> dict:
         md += _tradeoff_step(cfg, out, summary)
 
     md += ["## Reproduce", "", "```", f"phy802 demo --seed {cfg.seed} --out {cfg.out}", "```", ""]
-    atomic_write_text(out / "report.md", "\n".join(md))
+    from phy802.cli._narrative import narrative
+
+    atomic_write_text(out / "report.md", "\n".join(md[:4] + narrative(summary) + md[4:]))
     from phy802._output import to_jsonable
     import json
 
     atomic_write_text(out / "summary.json", json.dumps(to_jsonable(summary), indent=1))
     return summary
+
+
+def _ci(est) -> str:
+    """A measured rate with its 95% interval; with no events, the one-sided upper bound."""
+    if est.events == 0:
+        return f"0 (< {_fmt(est.hi)})"
+    return f"{_fmt(est.value)} [{_fmt(est.lo)}, {_fmt(est.hi)}]"
 
 
 def _tradeoff_step(cfg: DemoConfig, out: Path, summary: dict) -> list[str]:

@@ -1,40 +1,38 @@
-"""``phy802 experiment``: sweep BER x {DDP, PP} x guard and report what link errors do to training.
+"""``phy802 experiment``: sweep BER x parallelism x guard over seeds; table, JSON and loss plots.
 
-For each parallelism one error-free run (the wrapper at BER 0, bit-identical to plain gloo, see
-the tests) is the *shadow*: every run with errors uses the same seed, data order and initial
-weights, so the difference of its final weights from the shadow's is the weight noise the link
-injected. Outputs, written into ``--out`` (staged in a temporary folder, then renamed):
-
-* ``table.csv`` / ``table.md``: final validation loss and its change vs the error-free run,
-  relative weight-noise norm ``||w - w_shadow|| / ||w_shadow||``, replica divergence (DDP), flips
-  injected, non-finite events and steps, skipped / overflowed steps, step time;
-* ``results.json``: everything, including loss curves and per-class metrics;
-* ``loss_<parallel>.png``: validation-loss curves, one panel per guard, one line per BER.
+A thin layer over :mod:`integration.experiment` (the sweep, the statistics over seeds, the
+report and its safe writing). ``--out`` is never a folder of someone else's files: a non-empty
+folder that this command did not write is refused unless ``--force`` (which only adds/replaces
+the output set's own file names in it).
 """
 
 from __future__ import annotations
 
 import argparse
-import csv
-import io
-import json
-import math
-import os
-import shutil
-import tempfile
+import sys
 
-from phy802.cli._common import add_json, add_seed, emit, to_jsonable
+from phy802.cli._common import add_json, add_seed, emit
 
-__all__ = ["add_arguments", "run", "sweep", "write_report"]
+__all__ = ["add_arguments", "run", "sweep", "write_report", "spec_from_args"]
 
 
 def _floats(text: str) -> list[float]:
     try:
-        vals = [float(x) for x in text.split(",") if x.strip()]
+        vals = [float(x) for x in text.split(",")]
     except ValueError:
-        raise argparse.ArgumentTypeError(f"--bers: not a comma-separated list of numbers: {text!r}") from None
+        raise argparse.ArgumentTypeError(f"not a comma-separated list of numbers: {text!r}") from None
     if not vals or any(not (0 < v < 1) for v in vals):
-        raise argparse.ArgumentTypeError(f"--bers: values must lie in (0, 1), got {text!r}")
+        raise argparse.ArgumentTypeError(f"values must lie in (0, 1), got {text!r}")
+    return vals
+
+
+def _seeds(text: str) -> list[int]:
+    try:
+        vals = [int(x) for x in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a comma-separated list of integers: {text!r}") from None
+    if any(v < 0 for v in vals) or len(set(vals)) != len(vals):
+        raise argparse.ArgumentTypeError(f"seeds must be distinct integers >= 0, got {text!r}")
     return vals
 
 
@@ -50,152 +48,100 @@ def _names(allowed):
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from phy802.cli.train import add_model_arguments
     from integration.replay import GUARDS
+    from integration.train import PARALLEL
+    from phy802.cli.train import add_model_arguments, pos_int
 
-    p.add_argument("--out", required=True, help="output folder (replaced atomically)")
+    p.add_argument("--out", required=True,
+                   help="output folder: created, or updated if an earlier 'phy802 experiment' wrote it; a "
+                        "non-empty folder of other files is refused unless --force")
+    p.add_argument("--force", action="store_true",
+                   help="write into a non-empty --out that this command did not create: only the output files "
+                        "(table.csv, table.md, results.json, loss_*.png, .phy802-experiment) are added or "
+                        "replaced, nothing else is touched (default off)")
     p.add_argument("--bers", type=_floats, default=[1e-7, 1e-6, 1e-5],
                    help="comma-separated BERs with errors (the error-free run is added; default 1e-7,1e-6,1e-5)")
-    p.add_argument("--parallel", type=_names(("ddp", "pp")), default=["ddp", "pp"], help="ddp,pp (default both)")
+    p.add_argument("--parallel", type=_names(PARALLEL), default=["ddp", "pp"],
+                   help=f"comma-separated, from {','.join(PARALLEL)} (default ddp,pp)")
     p.add_argument("--guards", type=_names(GUARDS), default=list(GUARDS), help=f"default {','.join(GUARDS)}")
-    p.add_argument("--steps", type=int, default=300, help="training steps per run (default 300)")
+    p.add_argument("--steps", type=pos_int, default=300, help="training steps per run (default 300)")
+    p.add_argument("--seeds", type=_seeds, default=None,
+                   help="comma-separated seeds; every cell is the mean with a 95%% interval over them "
+                        "(default: the one --seed)")
+    p.add_argument("--no-progress", action="store_true", help="no progress display on stderr (default: shown)")
     add_model_arguments(p)
     add_seed(p)
     add_json(p)
 
 
+def spec_from_args(args: argparse.Namespace):
+    """The :class:`~integration.experiment.ExperimentSpec` of the options."""
+    from integration.experiment import ExperimentSpec
+    from phy802.cli.train import check_args, config_from_args
+
+    check_args(args)
+    seeds = tuple(args.seeds) if args.seeds else (args.seed,)
+    base = config_from_args(args, parallel=args.parallel[0], ber=0.0, guard="none", steps=args.steps, seed=seeds[0])
+    if args.trace or args.source != base.replay.source.kind:  # BER 0 dropped the trace: keep it for the noisy runs
+        from dataclasses import replace
+
+        kind = "trace" if (args.trace and args.source in ("auto", "trace")) else args.source
+        base = replace(base, replay=replace(base.replay, source=replace(base.replay.source, kind=kind,
+                                                                         trace=args.trace)))
+    return ExperimentSpec(base=base, bers=tuple(args.bers), parallel=tuple(args.parallel), guards=tuple(args.guards),
+                          seeds=seeds)
+
+
 def sweep(args: argparse.Namespace) -> list[dict]:
-    """Run the sweep; returns one row dict per run (the error-free shadow first per parallelism)."""
-    import torch
+    """Run the sweep of the options; one aggregated row per cell (library: ``run_experiment``)."""
+    from integration.experiment import run_experiment
 
-    from phy802.cli.train import config_from_args
-    from integration.train import run_many
+    from phy802._output import progress
 
-    rows: list[dict] = []
-    work = tempfile.mkdtemp(prefix="phy802-exp-")
-    for par in args.parallel:
-        cfgs = [config_from_args(args, parallel=par, ber=0.0, guard="none", steps=args.steps)]
-        keys = [(0.0, "none")]
-        for ber in args.bers:
-            for guard in args.guards:
-                cfgs.append(config_from_args(args, parallel=par, ber=ber, guard=guard, steps=args.steps))
-                keys.append((ber, guard))
-        results = run_many(cfgs, timeout_s=args.timeout, out_dir=os.path.join(work, par))
-        shadow = torch.load(os.path.join(results[0]["out_dir"], "params.pt"))
-        base_loss = results[0]["final_val_loss"]
-        for (ber, guard), r in zip(keys, results):
-            w = torch.load(os.path.join(r["out_dir"], "params.pt"))
-            noise = float((w - shadow).norm() / shadow.norm())
-            m = r["metrics"]
-            rows.append({
-                "parallel": par, "ber": ber, "guard": guard if ber > 0 else "-",
-                "final_val_loss": r["final_val_loss"],
-                "delta_val_loss": r["final_val_loss"] - base_loss,
-                "weight_noise": noise,
-                "replica_divergence": r["final_divergence"],
-                "flips": int(sum(m.get("errors_injected", {}).values())),
-                "nonfinite_events": int(sum(m.get("nonfinite_events", {}).values())),
-                "nonfinite_steps": r["nonfinite_steps"],
-                "overflow_steps": r["overflow_steps"],
-                "skipped_steps": r["skipped_steps"],
-                "step_ms": r["step_time_ms"],
-                "evals": r["evals"],
-                "train_loss": r["train_loss"],
-                "metrics": m,
-                "source_kind": r.get("source_kind"),
-            })
-    shutil.rmtree(work, ignore_errors=True)
-    return rows
+    spec = spec_from_args(args)
+    n_runs = len(spec.parallel) * len(spec.seeds) * (1 + len(spec.bers) * len(spec.guards))
+    bar = progress(total=n_runs, desc="experiment: training runs", unit="run", delay=0,
+                   enable=not getattr(args, "no_progress", False))
+
+    def done(par: str, seed: int, ber: float, guard: str) -> None:
+        bar.set_postfix_str(f"last: {par} seed {seed} ber {ber:g} guard {guard}")
+        bar.update(1)
+
+    try:
+        return run_experiment(spec, timeout_s=args.timeout, on_run=done)
+    finally:
+        bar.close()
 
 
-_COLS = ("parallel", "ber", "guard", "final_val_loss", "delta_val_loss", "weight_noise", "replica_divergence",
-         "flips", "nonfinite_events", "nonfinite_steps", "overflow_steps", "skipped_steps", "step_ms")
+def write_report(rows: list[dict], out: str, meta: dict, force: bool = False) -> list[str]:
+    """:func:`integration.experiment.write_report` (kept here for the demo and tradeoff commands)."""
+    from integration.experiment import write_report as _write
 
-
-def _fmt(v) -> str:
-    if isinstance(v, float):
-        if math.isnan(v):
-            return "nan"
-        return f"{v:.4g}"
-    return str(v)
+    return _write(rows, out, meta, force=force)
 
 
 def _table_md(rows: list[dict]) -> str:
-    out = io.StringIO()
-    out.write("| " + " | ".join(_COLS) + " |\n")
-    out.write("|" + "---|" * len(_COLS) + "\n")
-    for r in rows:
-        out.write("| " + " | ".join(_fmt(r[c]) for c in _COLS) + " |\n")
-    return out.getvalue()
+    from integration.experiment import table_md
 
-
-def _plot(rows: list[dict], par: str, path: str) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    mine = [r for r in rows if r["parallel"] == par]
-    guards = sorted({r["guard"] for r in mine if r["guard"] != "-"}) or ["-"]
-    base = [r for r in mine if r["ber"] == 0.0]
-    fig, axes = plt.subplots(1, len(guards), figsize=(4.2 * len(guards), 3.6), sharey=True, squeeze=False)
-    for ax, guard in zip(axes[0], guards):
-        for r in base:
-            s, v = zip(*r["evals"])
-            ax.plot(s, v, color="black", lw=2, label="error-free")
-        for r in [r for r in mine if r["guard"] == guard]:
-            s, v = zip(*r["evals"])
-            label = f"BER {r['ber']:g}"
-            bad = [st for st, x in zip(s, v) if not math.isfinite(x)]
-            if bad:
-                label += f" (NaN from step {bad[0]})"
-            ax.plot(s, [x if math.isfinite(x) else float("nan") for x in v], marker="o", ms=3, label=label)
-        ax.set_title(f"{par.upper()}  guard: {guard}")
-        ax.set_xlabel("step")
-        ax.grid(alpha=0.3)
-    axes[0][0].set_ylabel("validation loss")
-    axes[0][-1].legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-
-
-def write_report(rows: list[dict], out: str, meta: dict) -> None:
-    """Write table, JSON and plots into a temporary sibling of ``out``, then swap it in."""
-    parent = os.path.dirname(os.path.abspath(out)) or "."
-    os.makedirs(parent, exist_ok=True)
-    stage = tempfile.mkdtemp(prefix=f".{os.path.basename(out)}.", dir=parent)
-    try:
-        with open(os.path.join(stage, "table.csv"), "w", newline="", encoding="utf-8") as fh:
-            w = csv.writer(fh)
-            w.writerow(_COLS)
-            for r in rows:
-                w.writerow([_fmt(r[c]) for c in _COLS])
-        with open(os.path.join(stage, "table.md"), "w", encoding="utf-8") as fh:
-            fh.write(_table_md(rows))
-        with open(os.path.join(stage, "results.json"), "w", encoding="utf-8") as fh:
-            json.dump(to_jsonable({"meta": meta, "rows": rows}), fh)
-        for par in sorted({r["parallel"] for r in rows}):
-            _plot(rows, par, os.path.join(stage, f"loss_{par}.png"))
-        old = None
-        if os.path.exists(out):
-            old = tempfile.mkdtemp(prefix=f".{os.path.basename(out)}.old.", dir=parent)
-            os.replace(out, os.path.join(old, "x"))
-        os.replace(stage, out)
-        if old:
-            shutil.rmtree(old, ignore_errors=True)
-    except BaseException:
-        shutil.rmtree(stage, ignore_errors=True)
-        raise
+    return table_md(rows)
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.steps < 1:
-        raise ValueError(f"--steps must be >= 1, got {args.steps}")
-    rows = sweep(args)
+    from integration.experiment import COLUMNS, check_out, table_md
+    from integration.train import TrainingTimeout
+
+    check_out(args.out, args.force)  # refuse before hours of training, not after
+    try:
+        rows = sweep(args)
+    except (TrainingTimeout, RuntimeError) as exc:
+        print(f"phy802 experiment: {exc}", file=sys.stderr)
+        return 1
     meta = {k: v for k, v in vars(args).items() if k not in ("json",)}
-    write_report(rows, args.out, meta)
-    brief = [{c: r[c] for c in _COLS} for r in rows]
+    write_report(rows, args.out, meta, force=args.force)
+    brief = [{c: r[c] for c in COLUMNS if c != "step_ms"}
+             | {c + "_ci95": r.get(c + "_ci95") for c in COLUMNS[4:] if c != "step_ms"} for r in rows]
+    timing = {"step_ms": [[r["parallel"], r["ber"], r["guard"], r["step_ms"]] for r in rows]}
     emit(args, {"out": args.out, "rows": brief},
-         lambda: _table_md(brief) + f"\nwritten to {args.out}/ (table.csv, table.md, results.json, loss_*.png)")
+         lambda: table_md(rows) + f"\nwritten to {args.out}/ (table.csv, table.md, results.json, loss_*.png)",
+         timing=timing)
     return 0

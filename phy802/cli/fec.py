@@ -16,13 +16,13 @@ from typing import Iterable
 
 import numpy as np
 
-from phy802.cli._common import add_seed, choice_list, int_arg, json_document, probability
+from phy802.cli._common import MAX_SEED, choice_list, int_arg, json_document, probability
 from phy802.fec.counters import FecCounters
-from phy802.fec.rs import KP4, KR4, RSCode, decode, encode
+from phy802.fec.rs import CODES, RSCode, decode, encode
 
 __all__ = ["add_arguments", "run", "parse_symbol_lines", "format_symbols"]
 
-_CODES = {"kp4": KP4, "kr4": KR4}
+_CODES = dict(CODES)  # kp4, kr4, rs272
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -34,7 +34,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         p = sub.add_parser(action, help=text, description=text)
         p.add_argument("file", nargs="?", default="-", metavar="FILE", help="input file ('-' = stdin, default)")
         p.add_argument("--code", choices=sorted(_CODES), default="kp4",
-                       help="kp4 = RS(544,514) t=15, kr4 = RS(528,514) t=7 (default kp4)")
+                       help="kp4 = RS(544,514) t=15, kr4 = RS(528,514) t=7, rs272 = RS(272,258) t=7 "
+                            "(low-latency RS(272,257+1), pad included) (default kp4)")
         p.add_argument("--n", type=int_arg(2, 1023), help="custom code length in symbols, 2..1023 "
                        "(with --k; overrides --code; default: from --code)")
         p.add_argument("--k", type=int_arg(1, 1022), help="custom message length in symbols, < --n "
@@ -72,9 +73,9 @@ def _add_tail(sub) -> None:
                    help="comma-separated models to fit: binomial, dfe, ge (default binomial,dfe,ge)")
     p.add_argument("--target-fer", type=probability(), default=1e-13,
                    help="codeword error ratio the margin is measured to, in (0, 1) (default 1e-13)")
-    p.add_argument("--bootstrap", type=int_arg(0, 100000), default=200,
-                   help="parametric bootstrap replicates for the dfe/ge intervals, 0..100000 (default 200; 0 = none)")
-    add_seed(p)
+    p.add_argument("--bootstrap", type=int_arg(0, 10**6), default=200,
+                   help="parametric bootstrap replicates for the dfe/ge intervals, 0..1000000 (default 200; 0 = none)")
+    p.add_argument("--seed", type=int_arg(0, MAX_SEED), default=1, help="seed of the bootstrap, an integer >= 0 (default 1)")
     p.add_argument("--out", metavar="FIT.json", help="write the fit (JSON) to this file, atomically (default: none, print only)")
     p.add_argument("--json", action="store_true", help="print the fit as JSON on stdout")
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from phy802.cli._common import (CliError, add_force, add_json, add_seed, check_budget, count_arg, emit, float_arg,
-                                int_arg, probability)
+from phy802.cli._common import (add_force, add_json, add_seed, check_budget, count_arg, emit, float_arg, int_arg,
+                                probability, require_together)
 from phy802.cli._hist import add_hist_arguments, histogram_from_counts, print_ethtool, wants_ethtool
 from phy802.cli._vocab import add_code_fec
 
@@ -83,10 +83,8 @@ def _channels(args, n_lanes: int):
 
 def _check_args(args) -> None:
     """Meaningless combinations and work too big for the machine (issue 12)."""
-    if args.fault_ber is not None and args.fault_lane is None:
-        raise CliError("--fault-ber only makes sense with --fault-lane (which lane is faulty?)")
-    if args.precoder_init is not None and not args.precoding:
-        raise CliError("--precoder-init only makes sense with --precoding")
+    require_together("--fault-ber", "--fault-lane", args.fault_ber is not None, args.fault_lane is not None)
+    require_together("--precoder-init", "--precoding", args.precoder_init is not None, args.precoding)
     from phy802 import theory
 
     ber = args.ber if args.ber is not None else (float(theory.pam4_ber(args.snr_db)) if args.snr_db is not None else 0.0)
@@ -153,8 +151,10 @@ def run(args: argparse.Namespace) -> int:
             lines.append(f"LANE LOCK: {c.lock_failures} of {batches} batches dropped (no lane lock); the counts "
                          f"above cover only the {batches - c.lock_failures} batches that locked")
         lines += ["", f"FEC codeword histogram (pre-FEC symbol errors per codeword; t = {fh.t}):", fh.format_text(), ""]
+        notes = {"post_fec_ber": "  decoder output", "payload_ber": "  after the descrambler (README: two post-FEC BERs)"}
         for k, v in rates.items():
-            lines.append(f"{k:<13} {v.value:.3e}  95% CI [{v.lo:.3e}, {v.hi:.3e}]  ({v.events}/{v.trials})")
+            lines.append(f"{k:<13} {v.value:.3e}  95% CI [{v.lo:.3e}, {v.hi:.3e}]  ({v.events}/{v.trials})"
+                         + notes.get(k, ""))
         return "\n".join(lines)
 
     emit(args, out, text)

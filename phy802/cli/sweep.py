@@ -98,14 +98,6 @@ def _check_budget(args) -> None:
                  force=args.force, hint="lower --max-codewords / --max-seconds or use fewer points")
 
 
-def _float_list(text: str) -> tuple[float, ...]:
-    """argparse type: ``"1e-4,2e-4"`` -> ``(1e-4, 2e-4)``."""
-    try:
-        return tuple(float(x) for x in str(text).split(","))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated numbers, got {text!r}") from None
-
-
 def latency_function(rate: str):
     """``mode -> added latency (ns)`` from :mod:`protocol.latency`, or ``None`` when absent."""
     try:
@@ -140,7 +132,8 @@ def _executor(args):
 
 
 def run(args: argparse.Namespace) -> int:
-    from phy802.sweep import SweepConfig, SweepResult, format_header, format_row, plot_ber_fer, plot_latency, run_sweep
+    from phy802.plots import plot_ber_fer, plot_latency
+    from phy802.sweep import SweepConfig, SweepResult, format_header, format_row, run_sweep
 
     ethtool = wants_ethtool(args)
     show = not args.no_progress

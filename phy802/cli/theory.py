@@ -2,9 +2,9 @@
 
 Examples::
 
-    phy802 theory pam4 --snr-db 14 16 18          # SER/BER vs SNR (SNR = Es / sigma^2)
-    phy802 theory pam4 --ber 1e-3 2.4e-4          # the SNR for a target pre-FEC BER
-    phy802 theory rs --ber 1e-4 2.4e-4 --code kp4  # FER and post-FEC BER, independent errors
+    phy802 theory pam4 --snr-db 14,16,18          # SER/BER vs SNR (SNR = Es / sigma^2)
+    phy802 theory pam4 --ber 1e-3,2.4e-4          # the SNR for a target pre-FEC BER
+    phy802 theory rs --ber 1e-4,2.4e-4 --code rs272  # FER and post-FEC BER, independent errors
     phy802 theory burst --pe 1e-4 --pb 0.5 --precoded
     phy802 theory rare --ber 2.4e-4 --json         # conditional Monte-Carlo vs the binomial
 """
@@ -13,8 +13,12 @@ from __future__ import annotations
 
 import argparse
 
-from phy802.cli._common import (MAX_SEED, add_force, add_json, check_budget, count_arg, emit, float_arg, int_arg,
+from phy802.cli._common import (MAX_SEED, add_force, add_json, check_budget, count_arg, emit, float_arg, int_arg, list_arg,
                                 probability)
+from phy802.cli._vocab import rs_code_name
+
+_CODE_HELP = ("RS code: kp4 = RS(544,514) t=15, kr4 = RS(528,514) t=7, rs272 = low-latency RS(272,257+1) t=7 "
+              "(default kp4)")
 
 __all__ = ["add_arguments", "run"]
 
@@ -23,35 +27,37 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
     p = sub.add_parser("pam4", help="PAM4 SER/BER on AWGN (SNR = average symbol energy / noise variance)")
     g = p.add_mutually_exclusive_group(required=True)
-    g.add_argument("--snr-db", type=float_arg(-20.0, 80.0), nargs="+", help="SNR values in dB (no default)")
-    g.add_argument("--ber", type=probability(hi=0.375), nargs="+",
-                   help="target pre-FEC BERs in (0, 0.375); the SNR is solved for (no default)")
+    g.add_argument("--snr-db", type=list_arg(float_arg(-20.0, 80.0)), metavar="DB[,DB...]",
+                   help="SNR values in dB, comma list (no default)")
+    g.add_argument("--ber", type=list_arg(probability(hi=0.375)), metavar="BER[,BER...]",
+                   help="target pre-FEC BERs in (0, 0.375), comma list; the SNR is solved for (no default)")
     add_json(p)
 
     r = sub.add_parser("rs", help="RS codeword error ratio and post-FEC BER for independent bit errors")
-    r.add_argument("--ber", type=probability(hi=0.5), nargs="+", required=True, help="pre-FEC BERs in (0, 0.5); required")
-    r.add_argument("--code", choices=["kp4", "kr4"], default="kp4", help="RS(544,514) or RS(528,514) (default kp4)")
+    r.add_argument("--ber", type=list_arg(probability(hi=0.5)), required=True, metavar="BER[,BER...]",
+                   help="pre-FEC BERs in (0, 0.5), comma list; required")
+    r.add_argument("--code", type=rs_code_name, default="kp4", help=_CODE_HELP)
     add_json(r)
 
     b = sub.add_parser("burst", help="exact FER of the 1-tap DFE burst model (Markov DP)")
-    b.add_argument("--pe", type=probability(one_ok=True), nargs="+", required=True,
-                   help="G->B probabilities per PAM4 symbol, in (0, 1]; required")
+    b.add_argument("--pe", type=list_arg(probability(one_ok=True)), required=True, metavar="PE[,PE...]",
+                   help="G->B probabilities per PAM4 symbol, in (0, 1], comma list; required")
     b.add_argument("--pb", type=probability(zero_ok=True), default=0.5,
                    help="error propagation probability B->B, in [0, 1) (default 0.5)")
     b.add_argument("--precoded", action="store_true", help="count errors after the 1/(1+D) decoder (default off)")
     b.add_argument("--random-signs", action="store_true", help="random (not alternating) error signs (default off)")
-    b.add_argument("--code", choices=["kp4", "kr4"], default="kp4", help="RS(544,514) or RS(528,514) (default kp4)")
+    b.add_argument("--code", type=rs_code_name, default="kp4", help=_CODE_HELP)
     add_json(b)
 
     q = sub.add_parser("rare", help="rare-event (conditional Monte-Carlo) FER estimate")
-    q.add_argument("--ber", type=probability(hi=0.25), required=True,
-                   help="pre-FEC BER in (0, 0.25) (independent bit errors); required")
+    q.add_argument("--ber", type=probability(hi=0.25), default=2.4e-4,
+                   help="pre-FEC BER in (0, 0.25) (independent bit errors; default 2.4e-4, the README's KP4 design point)")
     q.add_argument("--dfe-pb", type=probability(zero_ok=True), default=None,
                    help="use the DFE burst model on PAM4 symbols with this pb in [0, 1) (SER = 2 * BER; default: iid)")
     q.add_argument("--precoded", action="store_true", help="count errors after the 1/(1+D) decoder; needs --dfe-pb")
     q.add_argument("--samples-per-k", type=count_arg(1, 10**15), default=2000,
                    help="Monte-Carlo samples per number of symbol errors k (default 2000)")
-    q.add_argument("--code", choices=["kp4", "kr4"], default="kp4", help="RS(544,514) or RS(528,514) (default kp4)")
+    q.add_argument("--code", type=rs_code_name, default="kp4", help=_CODE_HELP)
     q.add_argument("--seed", type=int_arg(0, MAX_SEED), default=1, help="random seed, an integer >= 0 (default 1)")
     add_force(q, "runs estimated to take over an hour")
     add_json(q)
@@ -60,7 +66,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def _code(name):
     from phy802 import theory as th
 
-    return th.KP4 if name == "kp4" else th.KR4
+    return th.rs_code(name)
 
 
 def _table(header: list[str], rows: list[list]) -> str:

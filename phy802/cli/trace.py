@@ -3,6 +3,7 @@
 Examples::
 
     phy802 trace generate --rate 400G --fec bypass --ber 1e-5 --bits 1e10 --seed 1 --out t.npz
+    phy802 trace generate --code rs272 --fec ieee --ber 1e-4 --bits 1e9 --out ll.npz
     phy802 trace info t.npz --json
 """
 
@@ -13,9 +14,9 @@ import argparse
 from phy802.cli._common import (CliError, add_force, add_json, add_seed, check_budget, check_disk, count_arg, emit,
                                 int_arg, probability)
 from phy802.cli._hist import add_hist_arguments, histogram_from_counts, print_ethtool, wants_ethtool
+from phy802.cli._vocab import add_code_fec
 
 from protocol.framing import RATES
-from protocol.modes import MODE_NAMES
 
 __all__ = ["add_arguments", "run"]
 
@@ -24,7 +25,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
     g = sub.add_parser("generate", help="simulate a link and write its payload error trace")
     g.add_argument("--rate", default="400G", choices=list(RATES), help="line rate (default 400G)")
-    g.add_argument("--fec", default="bypass", help=f"FEC mode: {', '.join(MODE_NAMES)} (default bypass)")
+    add_code_fec(g)  # --code kp4|rs272|none (kr4 has no Cl.119 framing here), --fec MODE
     g.add_argument("--ber", type=probability(hi=0.5), default=1e-5,
                    help="pre-FEC line bit error ratio, in (0, 0.5) (default 1e-5)")
     g.add_argument("--burst-pb", type=probability(zero_ok=True), default=None,
@@ -78,14 +79,16 @@ def _check_size(args) -> None:
     from phy802 import theory
 
     fec = str(getattr(args, "fec", "bypass"))
-    correcting = fec in ("ieee", "correct_no_indication", "llr", "kp4", "kr4") and args.burst_pb is None
+    code = str(getattr(args, "code", "kp4"))
+    correcting = (fec in ("ieee", "correct_no_indication", "llr") and code in ("kp4", "rs272")
+                  and args.burst_pb is None)
     rate = args.ber
     if correcting:
-        rate = min(args.ber, 100 * float(theory.post_fec_ber(args.ber)) + 1e-18)
+        rate = min(args.ber, 100 * float(theory.post_fec_ber(args.ber, theory.rs_code(code))) + 1e-18)
     nbytes = args.bits * rate * 10.0 + (1 << 20)
     check_disk(args.out, nbytes, f"trace generate --bits {args.bits:.3g}", force=args.force,
                hint="use fewer --bits")
-    speed = 1e9 if args.generator == "bitexact" else 4e11  # line bits/s, and ~2e6 line errors/s
+    speed = 1e9 if args.generator == "bitexact" else (1e11 if code == "rs272" else 4e11)  # line bits/s, ~2e6 errors/s
     check_budget(f"trace generate --bits {args.bits:.3g}", seconds=args.bits / speed + args.bits * args.ber / 2e6,
                  force=args.force, hint="use fewer --bits")
 
@@ -94,7 +97,8 @@ def _summary(meta: dict) -> str:
     pre, post, cw = meta.get("pre_fec", {}), meta.get("post_fec", {}), meta.get("codewords", {})
     lines = [
         f"trace      {meta.get('format')} v{meta.get('version')} (phy802 {meta.get('project_version')})",
-        f"link       {meta.get('rate')} {meta.get('n_lanes')} PCS lanes, fec={meta.get('fec')}, "
+        f"link       {meta.get('rate')} {meta.get('n_lanes')} PCS lanes, code={meta.get('code', 'kp4')}, "
+        f"fec={meta.get('fec')}, "
         f"channel={meta.get('channel', {}).get('model')} ber={meta.get('channel', {}).get('ber')}"
         + (f" pb={meta['channel']['pb']}" if "pb" in meta.get("channel", {}) else ""),
         f"generator  {meta.get('generator')} seed={meta.get('seed')}",
@@ -106,8 +110,13 @@ def _summary(meta: dict) -> str:
         lines.append(f"pre-FEC    {pre['bit_errors']} bit errors, BER {pre['ber']:.4g} (95% CI {lo:.3g}..{hi:.3g})")
     if post:
         lo, hi = post.get("ber_ci95", [float("nan")] * 2)
-        lines.append(f"post-FEC   {post['bit_errors']} payload flips, BER {post['ber']:.4g} (95% CI {lo:.3g}..{hi:.3g}); "
-                     f"{post.get('marked_bits', 0)} bits in error blocks")
+        dec = post.get("decoder_output")
+        if dec:
+            dlo, dhi = dec.get("ber_ci95", [float("nan")] * 2)
+            lines.append(f"post-FEC   BER at the decoder output {dec['ber']:.4g} (95% CI {dlo:.3g}..{dhi:.3g}; "
+                         f"{dec['bit_errors']} bit errors, before the descrambler)")
+        lines.append(f"payload    BER after the descrambler {post['ber']:.4g} (95% CI {lo:.3g}..{hi:.3g}; "
+                     f"{post['bit_errors']} payload flips); {post.get('marked_bits', 0)} bits in error blocks")
     if cw:
         lines.append(f"codewords  {cw['total']} total, {cw['with_errors']} with errors, {cw['corrected']} corrected, "
                      f"{cw['uncorrectable']} uncorrectable, {cw['miscorrected']} miscorrected, "
@@ -139,6 +148,7 @@ def run(args: argparse.Namespace) -> int:
             args.out,
             rate=args.rate,
             fec=args.fec,
+            code=args.code,
             ber=args.ber,
             burst_pb=args.burst_pb,
             lane_weights=weights,

@@ -16,8 +16,8 @@ import math
 import os
 import sys
 
-from phy802.cli._common import add_json, add_seed, emit, to_jsonable
-from phy802.cli.collective import add_cluster_arguments, cluster_from_args, comma_list
+from phy802.cli._common import add_json, add_seed, emit, float_arg, int_arg, list_arg, probability, to_jsonable
+from phy802.cli.collective import add_cluster_arguments, cluster_from_args
 
 __all__ = ["add_arguments", "run", "run_tradeoff"]
 
@@ -41,24 +41,25 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--modes", type=_modes, default=None,
                    help="CODE:FEC list (default kp4:ieee,kr4:ieee,rs272:ieee,kp4:llr,rs272:llr,kp4:detect_only,"
                         "kp4:correct_no_indication,kp4:bypass,kp4:unequal)")
-    p.add_argument("--ranks", type=comma_list(int, "--ranks", lambda v: v >= 1, "must be >= 1"), default=[8, 64, 512],
+    p.add_argument("--ranks", type=list_arg(int_arg(1, 10**7)), default=(8, 64, 512),
                    help="cluster sizes, comma-separated (default 8,64,512)")
     p.add_argument("--model", choices=list(MODEL_PRESETS), default="gpt2-124m",
                    help="model size of the time side (default gpt2-124m: 124M parameters, 0.5M tokens per step)")
-    p.add_argument("--tflops", type=float, default=989.0,
+    p.add_argument("--tflops", type=float_arg(0, 1e7, lo_open=True), default=989.0,
                    help="peak accelerator throughput, TFLOP/s (default 989: H100 SXM dense BF16)")
-    p.add_argument("--mfu", type=float, default=0.4, help="model FLOPs utilisation (default 0.4)")
+    p.add_argument("--mfu", type=float_arg(0, 1, lo_open=True), default=0.4, help="model FLOPs utilisation (default 0.4)")
     p.add_argument("--measured-compute", action="store_true",
                    help="with --comm-log: use the log's measured step time as compute (default: --tflops x --mfu)")
-    p.add_argument("--comm-log", default=None,
-                   help="a communication log ('phy802 train --comm-log') to replay instead of the --model preset")
-    p.add_argument("--pp-stages", type=int, default=None,
+    p.add_argument("--comm-log", default=None, metavar="FILE",
+                   help="a communication log ('phy802 train --comm-log') to replay instead of the --model preset "
+                        "(default: none)")
+    p.add_argument("--pp-stages", type=int_arg(2, 4096), default=None,
                    help="pipeline stages of the time side (default: the experiment's world size)")
-    p.add_argument("--target-loss", type=float, default=None,
+    p.add_argument("--target-loss", type=float_arg(0, None, lo_open=True), default=None,
                    help="target validation loss (default: the error-free final loss x (1 + --target-rel))")
-    p.add_argument("--target-rel", type=float, default=0.01, help="relative target margin (default 0.01)")
-    p.add_argument("--steps", type=int, default=60, help="without --results: training steps (default 60)")
-    p.add_argument("--bers", default="1e-6,1e-5",
+    p.add_argument("--target-rel", type=float_arg(0, 10), default=0.01, help="relative target margin (default 0.01)")
+    p.add_argument("--steps", type=int_arg(1, 100_000), default=60, help="without --results: training steps (default 60)")
+    p.add_argument("--bers", type=list_arg(probability()), default=(1e-6, 1e-5),
                    help="without --results: comma-separated BERs of the small experiment (default 1e-6,1e-5)")
     add_cluster_arguments(p, code=False)
     add_seed(p)
@@ -67,15 +68,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def _small_experiment(args: argparse.Namespace, out: str) -> str:
     """Run a small DDP experiment (bypass, two guards) into ``out``; returns the folder."""
+    if args.steps < 1:
+        raise ValueError(f"--steps must be >= 1, got {args.steps}")
     from phy802.cli.experiment import add_arguments as exp_args, sweep as exp_sweep, write_report
 
     p = argparse.ArgumentParser()
     exp_args(p)
-    a = p.parse_args(["--out", out, "--bers", args.bers, "--parallel", "ddp",
+    bers = ",".join(f"{b:g}" for b in args.bers)
+    a = p.parse_args(["--out", out, "--bers", bers, "--parallel", "ddp",
                       "--guards", "nan_to_zero_clamp,exponent_protection", "--steps", str(args.steps),
                       "--seed", str(args.seed), "--fec", "bypass", "--n-layer", "2", "--n-embd", "64",
                       "--eval-interval", str(max(1, args.steps // 6)), "--eval-iters", "4", "--timeout", "900"])
-    print(f"[tradeoff] no --results: running a small experiment (2-rank DDP, {args.steps} steps, BER 0,{args.bers}, "
+    print(f"[tradeoff] no --results: running a small experiment (2-rank DDP, {args.steps} steps, BER 0,{bers}, "
           f"bypass) into {out}", file=sys.stderr, flush=True)
     rows = exp_sweep(a)
     write_report(rows, out, {k: v for k, v in vars(a).items() if k != "json"})
@@ -123,8 +127,10 @@ def run_tradeoff(args: argparse.Namespace, live: bool = True) -> dict:
             print("  ".join(f"{_fmt(r[c]):>12}" if i > 1 else f"{r[c]:<24}" if i == 1 else f"{r[c]:<8}"
                             for i, c in enumerate(_SHOW)), file=sys.stderr, flush=True)
 
+    skipped: list = []
     table = tradeoff_rows(meta, rows, modes=modes, ranks=tuple(args.ranks), cluster=cluster_from_args(args),
-                          time_model=tm, target_loss=args.target_loss, target_rel=args.target_rel, on_row=show)
+                          time_model=tm, target_loss=args.target_loss, target_rel=args.target_rel, on_row=show,
+                          skipped=skipped)
     buf = io.StringIO()
     w = csv.writer(buf)
     w.writerow(COLUMNS)
@@ -134,7 +140,9 @@ def run_tradeoff(args: argparse.Namespace, live: bool = True) -> dict:
     doc = {"results": os.path.abspath(results), "out": os.path.abspath(out), "model": args.model,
            "tflops": tm.tflops, "mfu": args.mfu, "comm_log": args.comm_log, "cluster": to_jsonable(cluster_from_args(args)),
            "rows": [{k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in r.items()}
-                    for r in table]}
+                    for r in table],
+           "not_measured": [{"parallel": p, "mode": m, "ber": b} for p, m, b in skipped],
+           "results_fec": str(meta.get("fec", "bypass"))}
     atomic_write_text(os.path.join(out, "tradeoff.json"), json.dumps(to_jsonable(doc), indent=1))
     plot_pareto(table, os.path.join(out, "pareto.png"))
     return doc
@@ -146,13 +154,18 @@ def run(args: argparse.Namespace) -> int:
     def text() -> str:
         best: dict = {}
         for r in doc["rows"]:
-            key, v = (r["parallel"], r["ranks"]), r["vs_ref"]
+            key, v = (r["parallel"], r["ranks"], r["ber"]), r["vs_ref"]
             if v is not None and (key not in best or v < best[key]["vs_ref"]):
                 best[key] = r
-        lines = [f"written to {doc['out']}/ (tradeoff.csv, tradeoff.json, pareto.png)"]
-        for (par, n), r in sorted(best.items()):
-            lines.append(f"  {par} x{n}: fastest to the target loss: {r['mode']} at BER {r['ber']:g} "
-                         f"(guard {r['guard']}): {r['time_to_target_s']:.4g} s = {r['vs_ref']:.4f} x error-free KP4")
+        lines = [f"written to {doc['out']}/ (tradeoff.csv, tradeoff.json, pareto.png)",
+                 "fastest to the target loss (vs_ref = time to target / error-free KP4's):"]
+        for (par, n, ber), r in sorted(best.items()):
+            lines.append(f"  {par} x{n:<5} BER {ber:<7g} {r['mode']:<26} guard {r['guard']:<20} "
+                         f"{r['time_to_target_s']:.4g} s  vs_ref {r['vs_ref']:.4f}")
+        if doc["not_measured"]:
+            lines.append("no loss curve in the results for: " + ", ".join(
+                f"{x['parallel']} {x['mode']} at BER {x['ber']:g}" for x in doc["not_measured"])
+                + f" (the experiment ran fec={doc['results_fec']}; unequal needs an exponent_protection run)")
         return "\n".join(lines)
 
     emit(args, doc, text)

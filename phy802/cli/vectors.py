@@ -19,6 +19,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     text = "regenerate the known-answer files into a folder"
     g = sub.add_parser("generate", help=text, description=text)
     g.add_argument("--out", required=True, help="output folder (created; files written atomically); required")
+    g.add_argument("--no-progress", action="store_true", help="no progress display on stderr (default: shown)")
     add_json(g)
 
 
@@ -39,7 +40,12 @@ def _table(reports: list[FileReport]) -> str:
 
 def run(args: argparse.Namespace) -> int:
     if args.action == "generate":
-        written = generate(args.out)
+        from phy802._output import progress
+        from phy802.vectors import generate_steps
+
+        with progress(total=generate_steps(), desc="vectors generate", unit="step",
+                      enable=not args.no_progress) as bar:
+            written = generate(args.out, on_step=lambda name: bar.update(1))
         emit(args, {"written": [str(p) for p in written]}, "\n".join(f"wrote {p}" for p in written))
         return 0
     paths = args.paths or [default_dir()]

@@ -28,8 +28,9 @@ Code and receive mode (issue 15: ``LinkConfig(code=..., fec=...)``):
 ``kp4``     RS(544,514), t = 15 (Cl.119)
 ``kr4``     RS(528,514), t = 7, codeword level only (see above)
 ``rs272``   RS(272,257+1), t = 7, the Ethernet Consortium low-latency code: ten 257b blocks + one
-            pad symbol per codeword (``pad_position``/``pad_value``), codeword level (see above;
-            the 119.2.4.7 rule generalised to n = 272: 34 symbols per PCS lane and pair at 400G)
+            pad symbol per codeword (``pad_position``/``pad_value``), at the ``pcs`` level through
+            :class:`phy802.pcs.PcsConfig` ``fec="rs272"`` (the 119.2.4.7 rule generalised to
+            n = 272: 34 symbols per PCS lane and pair at 400G) or at the ``codeword`` level
 ``none``    no FEC sublayer.  Clause 119 has no FEC-less format, so the line keeps the 544-symbol
             layout (parity as filler) and the receiver does not decode whatever ``fec`` says:
             statistically identical to ``kp4`` + ``bypass`` on the message bits

@@ -20,6 +20,7 @@ from phy802.pcs import (
     PcsTransmitter,
     SYNC_DATA,
     frames_to_blocks,
+    idle_blocks,
     payload_bit_errors,
 )
 from phy802.pma import gray_demap, gray_map, precode, precode_decode
@@ -209,6 +210,10 @@ class Link(_Base):
             per = 3 + (cfg.frame_bytes + 4) // 8
             frames_sent = max(1, (4 * pcs.data_blocks_257(P) - 3) // per)
             blocks = frames_to_blocks([drng.bytes(cfg.frame_bytes) for _ in range(frames_sent)])
+            short = 4 * pcs.data_blocks_257(P - 1) + 1 - len(blocks) if P > 1 else 0
+            if short > 0:  # whole frames left more than a pair empty (rs272's 20-block pairs): idle up to P pairs
+                idle = idle_blocks(short)
+                blocks = Blocks66(np.concatenate([blocks.sync, idle.sync]), np.concatenate([blocks.payload, idle.payload]))
         tx = self._tx.transmit(blocks)
         out = ctr
         ctr = self._new_counters()  # merged into ``out`` only once the receiver has locked

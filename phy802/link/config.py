@@ -32,7 +32,7 @@ OLD_FEC_SPELLINGS: dict[str, tuple[str, str]] = {
 }
 _POP10 = np.array([bin(i).count("1") for i in range(1024)], dtype=np.int64)
 K_MSG = 514
-_CODEWORD_ONLY = ("kr4", "rs272")  # no Clause 119 PCS framing (rs272 framing: phy802.pcs, issue 10)
+_CODEWORD_ONLY = ("kr4",)  # no Clause 119 PCS framing (rs272's is in phy802.pcs, issue 10)
 
 
 def old_spelling_message(fec: str, where: str = "fec") -> str:
@@ -66,8 +66,8 @@ class LinkConfig:
     n_lanes : physical lanes (default 8 for 400G, 4 for 200G); PCS lanes are bit-muxed onto them.
     lane_order : ``lane_order[i]`` = PCS lanes interleaved on physical lane ``i`` (see
         :class:`phy802.pma.BitMux`; default consecutive groups, [?] implementation specific).
-    level : ``"pcs"`` (full Clause 119) or ``"codeword"``; default ``"pcs"``, except ``kr4``
-        (codeword level only).
+    level : ``"pcs"`` (full Clause 119; for ``rs272`` its framing of ten 257b blocks + pad per
+        codeword) or ``"codeword"``; default ``"pcs"``, except ``kr4`` (codeword level only).
     payload : ``"data"`` (random 64b data blocks, fastest) or ``"frames"`` (random Ethernet frames
         of ``frame_bytes`` octets + FCS, so FCS errors and frame counts are meaningful).
     frame_bytes : MAC frame length without FCS (default 1514).
@@ -77,7 +77,8 @@ class LinkConfig:
         has a single AM group, and a lock failure raises :class:`phy802.pcs.LockError`).
     pad_position, pad_value : ``rs272`` only: where its one 10-bit pad symbol sits in each
         258-symbol message (``"last"``, default: after the ten 257b blocks, just before the parity;
-        or ``"first"``) and its value (default 0).  [?] in the notes; our choice.
+        or ``"first"``, codeword level only: it would push the AMs off the PCS lane starts, see
+        :class:`phy802.pcs.PcsConfig`) and its value (default 0).  [?] in the notes; our choice.
     """
 
     rate: Literal["400G", "200G"] = "400G"
@@ -126,7 +127,8 @@ class LinkConfig:
         except ValueError as exc:
             raise ValueError(f"LinkConfig.lane_order: {exc}") from None
         if self.level is None:
-            object.__setattr__(self, "level", "codeword" if self.code in _CODEWORD_ONLY else "pcs")
+            codeword = self.code in _CODEWORD_ONLY or (self.code == "rs272" and self.pad_position == "first")
+            object.__setattr__(self, "level", "codeword" if codeword else "pcs")
         if self.level not in ("pcs", "codeword"):
             raise ValueError(f"LinkConfig.level must be 'pcs' or 'codeword', got {self.level!r}")
         if self.code in _CODEWORD_ONLY and self.level != "codeword":
@@ -194,8 +196,9 @@ class LinkConfig:
     def pcs_config(self) -> PcsConfig:
         mode = {"correct": "correct", "detect": "detect", None: "bypass"}[self.decoder]
         marking = self.error_marking if self.indicate else "none"
-        return PcsConfig(rate=self.rate, decode_mode=mode, am_spacing=self.am_spacing,
-                         error_marking=marking, am_lock_tolerance=self.am_lock_tolerance)
+        return PcsConfig(rate=self.rate, fec="rs272" if self.code == "rs272" else "kp4", decode_mode=mode,
+                         am_spacing=self.am_spacing, error_marking=marking, am_lock_tolerance=self.am_lock_tolerance,
+                         pad_position=self.pad_position, pad_value=int(self.pad_value))
 
 
 # ------------------------------------------------------------------------------------- geometry

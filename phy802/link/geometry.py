@@ -43,31 +43,12 @@ class LinkGeometry:
         return self.K * 5 * self.r
 
 
-def _interleave_maps(n: int, n_pcsl: int):
-    """119.2.4.7 with ``h = n_pcsl / 2``, ``t = h k + j``: k even -> lane 2j <- A_t, 2j+1 <- B_t,
-    k odd swapped; generalised to any n divisible by h (n = 528 for the kr4 model)."""
-    h = n_pcsl // 2
-    K = n // h
-    t = np.arange(n)
-    k, j = t // h, t % h
-    lane = np.empty((2, n), np.intp)
-    lane[0] = 2 * j + (k & 1)
-    lane[1] = 2 * j + 1 - (k & 1)
-    slot = np.stack([k, k]).astype(np.intp)
-    gather = np.empty((n_pcsl, K), np.intp)
-    for X in (0, 1):
-        gather[lane[X], slot[X]] = X * n + t
-    return lane, slot, gather
-
-
 @functools.lru_cache(maxsize=None)
 def _geometry(rate: str, n: int, n_phys: int, order: tuple) -> LinkGeometry:
     n_pcsl = 16 if rate == "400G" else 8
-    if n == 544:  # the PCS package's own tables (119.2.4.7)
-        la, lb, sa, sb = _pcs_lane_of_symbol(rate)
-        lane, slot, gather = np.stack([la, lb]), np.stack([sa, sb]), np.array(pair_gather_index(rate))
-    else:
-        lane, slot, gather = _interleave_maps(n, n_pcsl)
+    # the PCS package's own tables (119.2.4.7, generalised to n = 528 / 272)
+    la, lb, sa, sb = _pcs_lane_of_symbol(rate, n)
+    lane, slot, gather = np.stack([la, lb]), np.stack([sa, sb]), np.array(pair_gather_index(rate, n))
     g = LinkGeometry(n, n_pcsl, n_phys, n // (n_pcsl // 2), np.array(lane), np.array(slot), np.array(gather),
                      np.array(order, dtype=np.int64))
     for a in (g.lane_of, g.slot_of, g.gather, g.order):

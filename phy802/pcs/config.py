@@ -18,12 +18,17 @@ class PcsConfig:
     Parameters
     ----------
     rate : ``"400G"`` (16 PCS lanes) or ``"200G"`` (8 PCS lanes).
-    fec : only ``"kp4"`` (RS(544,514)); Clause 119 has no other code.
+    fec : the RS code: ``"kp4"`` (RS(544,514), Clause 119, default) or ``"rs272"`` (the Ethernet
+        Consortium low-latency RS(272,257+1), t = 7; issue 10): each codeword carries ten 257b
+        blocks (257 symbols, dealt 10-bit round robin A/B as in 119.2.4.5 over a 20-block pair)
+        plus one 10-bit pad symbol, and the 119.2.4.7 interleave takes n = 272 (34 / 68 symbols
+        per lane and pair).  Everything else (257b, scrambler, AM groups every ``am_spacing``
+        blocks, lane lock) is unchanged.
     decode_mode : ``"correct"`` (default), ``"detect"`` (syndrome check only, data passed
         uncorrected, codewords with errors counted as uncorrected and marked), ``"bypass"`` (no
         decoding at all: parity ignored, nothing marked).
     am_spacing : 257b blocks from one AM group to the next, AM blocks included; must be a multiple
-        of 40 (one codeword pair).  Default 163840 (400G, [C]) or 81920 (200G, [I]).
+        of 40 (one KP4 codeword pair, two rs272 pairs).  Default 163840 (400G, [C]) or 81920 (200G, [I]).
     scrambler_seed : 58-bit initial scrambler state (see :mod:`phy802.pcs.scrambler`); the receiver
         uses the same value as its initial descrambler history.
     prbs9_seed : initial state of the AM pad PRBS9 (default all ones, [?]).
@@ -36,10 +41,16 @@ class PcsConfig:
     am_table : optional explicit marker table (rows of 15 octets); overrides the built-in one.
     am_lock_tolerance : receiver lane lock accepts a marker with up to this many of its 12
         symbols in error (0..5; [?] the standard's exact match rule is not modelled).
+    pad_position, pad_value : ``rs272`` only ([?] in the notes, our choice): the pad symbol is the
+        last message symbol of each codeword (after the ten blocks, just before the parity), with
+        value ``pad_value`` (default 0; the receiver ignores it).  ``"first"`` is refused here: a
+        pad among the first 96 message symbols would push the alignment markers off the start of
+        the PCS lanes (119.2.4.7 puts message symbols 0..95 of A and B first on every lane), so
+        lane lock would fail; :class:`phy802.link.LinkConfig` accepts it at the codeword level.
     """
 
     rate: Literal["400G", "200G"] = "400G"
-    fec: Literal["kp4"] = "kp4"
+    fec: Literal["kp4", "rs272"] = "kp4"
     decode_mode: Literal["correct", "detect", "bypass"] = "correct"
     am_spacing: int | None = None
     scrambler_seed: int = DEFAULT_SEED
@@ -49,12 +60,22 @@ class PcsConfig:
     am_lanes_200g: tuple[int, ...] = tuple(range(8))
     am_table: tuple[bytes, ...] | None = None
     am_lock_tolerance: int = 3
+    pad_position: Literal["first", "last"] = "last"
+    pad_value: int = 0
 
     def __post_init__(self) -> None:
         if self.rate not in ("400G", "200G"):
             raise ValueError(f"PcsConfig.rate must be '400G' or '200G', got {self.rate!r}")
-        if self.fec != "kp4":
-            raise ValueError(f"PcsConfig.fec: Clause 119 uses RS(544,514) only ('kp4'), got {self.fec!r}")
+        if self.fec not in ("kp4", "rs272"):
+            raise ValueError(f"PcsConfig.fec must be 'kp4' (RS(544,514), Clause 119) or 'rs272' (RS(272,257+1)), "
+                             f"got {self.fec!r}")
+        if self.pad_position == "first":
+            raise ValueError("PcsConfig.pad_position='first' would move the alignment markers off the start of "
+                             "the PCS lanes (the first 96 message symbols of A and B lead every lane); use 'last'")
+        if self.pad_position != "last":
+            raise ValueError(f"PcsConfig.pad_position must be 'last', got {self.pad_position!r}")
+        if isinstance(self.pad_value, bool) or not isinstance(self.pad_value, int) or not 0 <= self.pad_value < 1024:
+            raise ValueError(f"PcsConfig.pad_value must be a 10-bit int (0..1023), got {self.pad_value!r}")
         if self.decode_mode not in ("correct", "detect", "bypass"):
             raise ValueError(f"PcsConfig.decode_mode must be correct|detect|bypass, got {self.decode_mode!r}")
         if self.error_marking not in ("pair", "none"):
@@ -84,9 +105,33 @@ class PcsConfig:
         return 163840 if self.rate == "400G" else 81920
 
     @property
+    def code(self):
+        """The :class:`phy802.fec.RSCode` (KP4 or RS272)."""
+        from phy802.fec import code_by_name
+
+        return code_by_name(self.fec)
+
+    @property
+    def blocks_per_pair(self) -> int:
+        """257b blocks per codeword pair: 40 (KP4), 20 (rs272)."""
+        return 40 if self.fec == "kp4" else 20
+
+    @property
+    def data_symbols(self) -> int:
+        """Message symbols per codeword that carry the 257b stream: 514, or 257 (rs272)."""
+        return self.blocks_per_pair * 257 // 20
+
+    @property
+    def pad_index(self) -> int | None:
+        """Message position of the rs272 pad symbol (None for KP4)."""
+        if self.fec == "kp4":
+            return None
+        return self.data_symbols if self.pad_position == "last" else 0
+
+    @property
     def period_pairs(self) -> int:
         """Codeword pairs from one AM group to the next."""
-        return self.spacing // 40
+        return self.spacing // self.blocks_per_pair
 
     @property
     def am_blocks(self) -> int:
@@ -103,8 +148,8 @@ class PcsConfig:
 
     @property
     def symbols_per_pair(self) -> int:
-        """Symbols each PCS lane carries per codeword pair (68 or 136)."""
-        return 1088 // self.n_lanes
+        """Symbols each PCS lane carries per codeword pair (68 or 136; rs272: 34 or 68)."""
+        return 2 * self.code.n // self.n_lanes
 
     @property
     def markers(self) -> tuple[bytes, ...]:
@@ -113,15 +158,16 @@ class PcsConfig:
     def data_blocks_257(self, n_pairs: int) -> int:
         """257b data blocks carried by the first ``n_pairs`` pairs (pair 0 starts with an AM group)."""
         n_am = -(-n_pairs // self.period_pairs)
-        return 40 * n_pairs - self.am_blocks * n_am
+        return self.blocks_per_pair * n_pairs - self.am_blocks * n_am
 
     def pairs_for_blocks66(self, n66: int) -> int:
         """Smallest number of pairs that carries ``n66`` 66b blocks."""
         need = -(-n66 // 4)
-        per = 40 * self.period_pairs - self.am_blocks
+        bpp = self.blocks_per_pair
+        per = bpp * self.period_pairs - self.am_blocks
         full = need // per
         rem = need - full * per
         p = full * self.period_pairs
         if rem:
-            p += -(-(rem + self.am_blocks) // 40)
+            p += -(-(rem + self.am_blocks) // bpp)
         return max(p, 1)

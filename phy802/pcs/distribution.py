@@ -8,6 +8,8 @@
   j = 0..h-1): for even k lane 2j gets ``cA[t]`` and lane 2j+1 ``cB[t]``; for odd k swapped.  PCS
   lane L sends ``out[n_lanes k + L]`` as its k-th symbol of the pair, bit 0 first.  Each lane gets
   68 (400G) or 136 (200G) symbols per pair.  The 200G form (h = 4) is [I] in the notes.
+* Other code lengths (``n`` argument; issue 10): the same rule with ``k = 0..n/h - 1``, e.g. the
+  low-latency RS(272,257+1) ("rs272"): 34 (400G) or 68 (200G) symbols per lane per pair [I].
 """
 
 from __future__ import annotations
@@ -19,7 +21,8 @@ from numpy.typing import NDArray
 
 from phy802.pcs import _kernels as _k
 
-__all__ = ["lane_of_symbol", "pair_gather_index", "interleave", "deinterleave", "n_lanes_of",
+__all__ = ["lane_of_symbol", "pair_gather_index", "interleave", "deinterleave", "n_lanes_of", "interleave_n",
+           "deinterleave_n",
            "symbols_to_bits", "bits_to_symbols", "round_robin", "round_robin_inverse"]
 
 N = 544
@@ -33,8 +36,10 @@ def n_lanes_of(rate: str) -> int:
 
 
 @lru_cache(maxsize=None)
-def _maps(n_lanes: int):
+def _maps(n_lanes: int, N: int = N):
     h = n_lanes // 2
+    if N % h:
+        raise ValueError(f"codeword length {N} is not a multiple of {h} (half the {n_lanes} PCS lanes)")
     K = N // h
     lane = np.empty((2, N), np.intp)
     slot = np.empty((2, N), np.intp)
@@ -52,17 +57,45 @@ def _maps(n_lanes: int):
     return lane, slot, gather
 
 
-def lane_of_symbol(rate: str = "400G") -> tuple[NDArray[np.intp], NDArray[np.intp], NDArray[np.intp], NDArray[np.intp]]:
-    """For each codeword symbol position t (0..543, FEC index = temporal order):
+def lane_of_symbol(rate: str = "400G", n: int = N) -> tuple[NDArray[np.intp], NDArray[np.intp], NDArray[np.intp], NDArray[np.intp]]:
+    """For each codeword symbol position t (0..n-1, FEC index = temporal order):
     ``(laneA[t], laneB[t], slotA[t], slotB[t])``: the PCS lane carrying ``cA[t]`` / ``cB[t]`` and
-    its slot among that lane's 68 (400G) or 136 (200G) symbols of the pair.  Read-only arrays."""
-    lane, slot, _ = _maps(n_lanes_of(rate))
+    its slot among that lane's 68 (400G) or 136 (200G) symbols of the pair (n = 544).  Read-only."""
+    lane, slot, _ = _maps(n_lanes_of(rate), int(n))
     return lane[0], lane[1], slot[0], slot[1]
 
 
-def pair_gather_index(rate: str = "400G") -> NDArray[np.intp]:
+def pair_gather_index(rate: str = "400G", n: int = N) -> NDArray[np.intp]:
     """``[n_lanes, K]`` index into ``concat(cA, cB)`` of the symbol PCS lane L sends k-th."""
-    return _maps(n_lanes_of(rate))[2]
+    return _maps(n_lanes_of(rate), int(n))[2]
+
+
+def interleave_n(codewords: NDArray[np.uint16], rate: str = "400G") -> NDArray[np.uint16]:
+    """:func:`interleave` for any codeword length n (``uint16[P, 2, n]``, n a multiple of
+    ``n_lanes / 2``), numpy gather (the 544 path has its own kernel)."""
+    cw = np.asarray(codewords)
+    if cw.ndim != 3 or cw.shape[1] != 2:
+        raise ValueError(f"codewords must have shape [pairs, 2, n], got {cw.shape}")
+    n = cw.shape[2]
+    g = pair_gather_index(rate, n)
+    L, K = g.shape
+    out = cw.reshape(cw.shape[0], 2 * n)[:, g]  # [P, L, K]
+    return np.ascontiguousarray(out.transpose(1, 0, 2).reshape(L, -1), dtype=np.uint16)
+
+
+def deinterleave_n(lanes: NDArray[np.uint16], rate: str, n: int) -> NDArray[np.uint16]:
+    """Inverse of :func:`interleave_n`: ``uint16[n_lanes, P*K]`` -> ``uint16[P, 2, n]``."""
+    g = pair_gather_index(rate, n)
+    L, K = g.shape
+    x = np.asarray(lanes)
+    if x.ndim != 2 or x.shape[0] != L or x.shape[1] % K:
+        raise ValueError(f"lanes must have shape [{L}, multiple of {K}], got {x.shape}")
+    if x.dtype.kind not in "ui" or (x.size and (x.min() < 0 or x.max() > 1023)):
+        raise ValueError("lane symbols must be integers 0..1023")
+    P = x.shape[1] // K
+    out = np.empty((P, 2 * n), np.uint16)
+    out[:, g] = x.reshape(L, P, K).transpose(1, 0, 2)
+    return out.reshape(P, 2, n)
 
 
 def interleave(codewords: NDArray[np.uint16], rate: str = "400G") -> NDArray[np.uint16]:

@@ -6,6 +6,10 @@ Per-lane counters follow 119.3 / 45.2.3: symbol errors are charged to the PCS la
 each corrected symbol (a deterministic map, :func:`phy802.pcs.distribution.lane_of_symbol`).
 In ``detect`` mode corrected symbols are not known, so per-lane symbol errors stay 0 and every
 codeword with errors counts as uncorrected.
+
+``PcsConfig(fec="rs272")``: RS(272,258) words (34 / 68 symbols per lane and pair), the pad
+symbol ignored, the stream rebuilt in units of two rs272 pairs (see :mod:`phy802.pcs.transmit`);
+error marking covers the 20 blocks of an rs272 pair.
 """
 
 from __future__ import annotations
@@ -15,13 +19,13 @@ from dataclasses import dataclass, field, fields
 import numpy as np
 from numpy.typing import NDArray
 
-from phy802.fec import KP4, decode
+from phy802.fec import decode
 from phy802.pcs import _kernels as _k
 from phy802.pcs._scratch import Scratch
 from phy802.pcs.alignment import LaneLock, am_bits, am_mapping, am_symbols, lock_lanes
 from phy802.pcs.codec66 import Blocks66, DecodedFrames, blocks_to_frames
 from phy802.pcs.config import PcsConfig
-from phy802.pcs.distribution import deinterleave, lane_of_symbol
+from phy802.pcs.distribution import deinterleave, deinterleave_n, lane_of_symbol
 from phy802.pcs.scrambler import seed_to_history
 from phy802.pcs.transcode257 import decode_257, words_for_bits
 from phy802.pcs.transmit import am_pair_flags
@@ -76,7 +80,7 @@ class PcsCounters:
 @dataclass(frozen=True)
 class RxResult:
     """Receiver output: the 66b ``blocks`` (from the first AM group found), ``counters``, the
-    ``frames`` (when requested), the decoded ``codewords`` ``uint16[P, 2, 544]`` and the lane
+    ``frames`` (when requested), the decoded ``codewords`` ``uint16[P, 2, n]`` and the lane
     ``lock``."""
 
     blocks: Blocks66
@@ -105,8 +109,8 @@ class PcsReceiver:
         cfg = self.config
         self._am_syms = am_symbols(cfg.markers)
         self._am_field = am_bits(cfg.markers).ravel()[am_mapping(cfg.n_lanes)]
-        la, lb, _, _ = lane_of_symbol(cfg.rate)
-        self._lane_of_pos = np.ascontiguousarray(np.stack([la, lb]), np.int64)  # [2, 544]
+        la, lb, _, _ = lane_of_symbol(cfg.rate, cfg.code.n)
+        self._lane_of_pos = np.ascontiguousarray(np.stack([la, lb]), np.int64)  # [2, n]
         # reused internal buffers (received codewords before decoding, the 257b stream): repeated
         # calls do not page-fault fresh memory in for them; nothing returned points into them
         self._scratch = Scratch()
@@ -119,17 +123,21 @@ class PcsReceiver:
                                    _view_ok=True)
         ctr = PcsCounters(n_lanes=L, lane_of_input=lock.lane_of_input, skew=lock.skew,
                           skew_unit=lock.unit, symbol_errors=np.zeros(L, np.int64))
-        # the decoder copies its input, so outside bypass the received words can be scratch
-        scratch = (None if cfg.decode_mode == "bypass"
-                   else self._scratch.get("rx_cw", (aligned.shape[1] // K, 2, 544), np.uint16))
-        rx_cw = deinterleave(aligned, cfg.rate, _out=scratch)
+        code = cfg.code
+        if cfg.fec == "rs272":
+            rx_cw = deinterleave_n(aligned, cfg.rate, code.n)
+        else:
+            # the decoder copies its input, so outside bypass the received words can be scratch
+            scratch = (None if cfg.decode_mode == "bypass"
+                       else self._scratch.get("rx_cw", (aligned.shape[1] // K, 2, 544), np.uint16))
+            rx_cw = deinterleave(aligned, cfg.rate, _out=scratch)
         P = rx_cw.shape[0]
         ctr.pairs, ctr.codewords = P, 2 * P
         # 119.2.5.3 / 91.5.3.3: RS decoding
         if cfg.decode_mode == "bypass":
             dec, ncorr = rx_cw, np.zeros((P, 2), np.int16)
         else:
-            dec, ncorr = decode(KP4, rx_cw, mode=cfg.decode_mode)
+            dec, ncorr = decode(code, rx_cw, mode=cfg.decode_mode)
             ncorr = np.asarray(ncorr, np.int16)
             ctr.uncorrected_codewords = int((ncorr < 0).sum())
             ctr.corrected_codewords = int((ncorr > 0).sum())
@@ -140,9 +148,19 @@ class PcsReceiver:
         am = am_pair_flags(cfg, P)
         n_groups = int(am.sum())
         n257 = cfg.data_blocks_257(P)
-        data = self._scratch.get("data", (words_for_bits(257 * n257),), np.uint64)  # fully written below
         am_words = np.zeros((n_groups, words_for_bits(cfg.am_bits)), np.uint64)
-        _k.messages_to_data(dec, am, cfg.am_bits, data, am_words)
+        if cfg.fec == "rs272":  # units of two rs272 pairs in the KP4 message layout (transmit.py)
+            Q, k = -(-P // 2), cfg.data_symbols
+            d0 = 0 if cfg.pad_position == "last" else 1
+            half = np.zeros((2 * Q, 2, k), np.uint16)
+            half[:P] = dec[:, :, d0:d0 + k]
+            unit = np.ascontiguousarray(half.reshape(Q, 2, 2, k).transpose(0, 2, 1, 3).reshape(Q, 2, 2 * k))
+            n_words = words_for_bits(257 * (n257 + 20 * (P % 2)))
+            data = self._scratch.get("data", (n_words,), np.uint64)
+            _k.messages_to_data(unit, am[::2], cfg.am_bits, data, am_words)
+        else:
+            data = self._scratch.get("data", (words_for_bits(257 * n257),), np.uint64)  # fully written below
+            _k.messages_to_data(dec, am, cfg.am_bits, data, am_words)
         ctr.am_groups = n_groups
         if n_groups:
             gb = np.unpackbits(am_words.view(np.uint8), axis=1, bitorder="little")
@@ -158,7 +176,7 @@ class PcsReceiver:
         if cfg.decode_mode != "bypass" and cfg.error_marking == "pair":
             bad_pair = (ncorr < 0).any(axis=1)
             if bad_pair.any():
-                nblk = 4 * (40 - cfg.am_blocks * am.astype(np.int64))
+                nblk = 4 * (cfg.blocks_per_pair - cfg.am_blocks * am.astype(np.int64))
                 mask = np.repeat(bad_pair, nblk)
                 blocks.sync[mask] = 3
                 ctr.marked_pairs = int(bad_pair.sum())

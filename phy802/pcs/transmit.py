@@ -5,6 +5,13 @@ One call transmits one stream from a fresh start: the stream begins with an AM g
 scrambler starts from ``config.scrambler_seed`` and the pad PRBS9 from ``config.prbs9_seed``.
 There is no rate matching: every input block is sent and the input is padded with idle blocks to
 fill the last codeword pair (the emulator's lane rate is set by the input, not a clock).
+
+``PcsConfig(fec="rs272")`` (issue 10): the stream is built exactly as for KP4 in units of two
+rs272 pairs (40 blocks, an AM group at the start of every ``period_pairs``-th rs272 pair); rs272
+pair ``2q + s`` takes the 10-bit symbols ``257 s .. 257 s + 256`` of the KP4-style A/B messages of
+unit ``q`` (the round robin of 119.2.4.5 over its own 5140 bits), plus its pad symbol, then
+RS(272,258) and the 119.2.4.7 interleave with n = 272.  An odd number of rs272 pairs ends with
+half a unit, whose other half (idle blocks) is never sent.
 """
 
 from __future__ import annotations
@@ -14,13 +21,13 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from phy802.fec import KP4, encode
+from phy802.fec import KP4, RS272, encode
 from phy802.pcs import _kernels as _k
 from phy802.pcs._scratch import Scratch
 from phy802.pcs.alignment import am_group_bits
 from phy802.pcs.codec66 import BLOCK_TYPES, IDLE_PAYLOAD, Blocks66, check_blocks
 from phy802.pcs.config import PcsConfig
-from phy802.pcs.distribution import interleave
+from phy802.pcs.distribution import interleave, interleave_n
 from phy802.pcs.scrambler import seed_to_history
 from phy802.pcs.transcode257 import words_for_bits
 
@@ -31,7 +38,8 @@ __all__ = ["PcsTransmitter", "TxResult", "am_pair_flags", "pack_am_groups"]
 class TxResult:
     """Everything the transmitter produced.
 
-    ``lanes``: ``uint16[n_lanes, P * K]``; ``codewords``: ``uint16[P, 2, 544]`` (A, B);
+    ``lanes``: ``uint16[n_lanes, P * K]``; ``codewords``: ``uint16[P, 2, n]`` (A, B; n = 544, or
+    272 for rs272);
     ``n_input_blocks`` 66b blocks were given and ``n_pad_blocks`` idle blocks appended.
     """
 
@@ -112,8 +120,44 @@ class PcsTransmitter:
         return self.transmit(blocks).lanes
 
     def messages(self, blocks: Blocks66 | tuple) -> tuple[NDArray[np.uint16], int, int]:
-        """Stages up to 119.2.4.5: returns ``(msgs uint16[P, 2, 514], n_input, n_pad)``."""
+        """Stages up to 119.2.4.5: returns ``(msgs uint16[P, 2, k], n_input, n_pad)`` (k = 514, or
+        258 with the pad for rs272)."""
+        if self.config.fec == "rs272":
+            return self._messages_rs272(blocks)
         return self._messages(blocks, scratch=False)
+
+    def _messages_rs272(self, blocks) -> tuple[NDArray[np.uint16], int, int]:
+        """:meth:`messages` for rs272 (module docstring): KP4-style units of two pairs, split."""
+        cfg = self.config
+        b = _fast_blocks(blocks)
+        if b is None:
+            b = check_blocks(blocks, on_invalid=self.on_invalid)
+        n_in = len(b.sync)
+        P = cfg.pairs_for_blocks66(n_in)
+        n257 = cfg.data_blocks_257(P)
+        Q = -(-P // 2)
+        n257_q = n257 + 20 * (P % 2)  # the unsent half unit: 20 idle data blocks (never an AM)
+        data = np.zeros(words_for_bits(257 * n257_q), np.uint64)
+        hist = seed_to_history(cfg.scrambler_seed)
+        n_bad, smax = _k.tx_transcode_scramble(b.sync, b.payload, n257_q, _VALID_TYPE, IDLE_PAYLOAD, hist, data)
+        if n_bad or smax > 3:
+            b = check_blocks(blocks, on_invalid=self.on_invalid)
+            n_bad, smax = _k.tx_transcode_scramble(b.sync, b.payload, n257_q, _VALID_TYPE, IDLE_PAYLOAD, hist, data)
+            assert n_bad == 0 and smax <= 3
+        am = (np.arange(Q) % (cfg.period_pairs // 2)) == 0  # AM group at rs272 pair 2q, q = 0, period/2, ..
+        n_groups = int(am.sum())
+        if n_groups > self._am_words.shape[0]:
+            self._am_words = pack_am_groups(cfg, n_groups)
+            self._am_words.setflags(write=False)
+        group_of = np.cumsum(am) - 1
+        unit = np.empty((Q, 2, 514), np.uint16)
+        _k.data_to_messages(data, self._am_words[:n_groups], am, group_of, cfg.am_bits, unit)  # 119.2.4.5
+        k = cfg.data_symbols
+        msgs = np.empty((2 * Q, 2, k + 1), np.uint16)
+        d0 = 0 if cfg.pad_position == "last" else 1
+        msgs[:, :, d0:d0 + k] = unit.reshape(Q, 2, 2, k).transpose(0, 2, 1, 3).reshape(2 * Q, 2, k)
+        msgs[:, :, cfg.pad_index] = cfg.pad_value
+        return np.ascontiguousarray(msgs[:P]), n_in, 4 * n257 - n_in
 
     def _messages(self, blocks: Blocks66 | tuple, scratch: bool) -> tuple[NDArray[np.uint16], int, int]:
         """:meth:`messages`; with ``scratch`` the messages land in a reused buffer (for
@@ -150,6 +194,10 @@ class PcsTransmitter:
         return msgs, n_in, n_pad
 
     def transmit(self, blocks: Blocks66 | tuple) -> TxResult:
+        if self.config.fec == "rs272":
+            msgs, n_in, n_pad = self._messages_rs272(blocks)
+            cw = encode(RS272, msgs)  # RS(272,258), same field and generator form as 119.2.4.6
+            return TxResult(interleave_n(cw, self.config.rate), cw, n_in, n_pad)
         msgs, n_in, n_pad = self._messages(blocks, scratch=True)
         cw = encode(KP4, msgs)  # 119.2.4.6
         return TxResult(interleave(cw, self.config.rate), cw, n_in, n_pad)  # 119.2.4.7

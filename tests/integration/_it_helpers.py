@@ -165,3 +165,116 @@ def _pg_worker(rank, n, store, mode, ber, seed, out_dir):
         json.dump(out, fh)
     dist.barrier()
     dist.destroy_process_group()
+
+
+def spawn_tolerant(fn, n: int, *args, timeout_s: float = 120.0) -> str:
+    """Like :func:`spawn`, but ranks may die (a killed peer is the point of the test); waits for rank 0."""
+    import torch.multiprocessing as mp
+
+    out_dir = tempfile.mkdtemp(prefix="phy802-it-")
+    store = os.path.join(tempfile.mkdtemp(prefix="phy802-store-"), "s")
+    ctx = mp.start_processes(fn, args=(n, store, *args, out_dir), nprocs=n, join=False, start_method="spawn")
+    p0 = ctx.processes[0]
+    p0.join(timeout_s)
+    alive = p0.is_alive()
+    for p in ctx.processes:
+        if p.is_alive():
+            p.kill()
+        p.join(5)
+    if alive:
+        raise AssertionError(f"rank 0 did not finish within {timeout_s} s (hang)")
+    return out_dir
+
+
+def dead_peer_worker(rank: int, n: int, store: str, mode: str, ber: float, out_dir: str) -> None:
+    """Rank 1 dies (SIGKILL) after one all-reduce; rank 0 keeps calling all_reduce on the phy802 group."""
+    import signal
+    from datetime import timedelta
+
+    torch.set_num_threads(1)
+    from integration.process_group import register
+    from integration.replay import ReplayConfig
+    from integration.sources import SourceConfig
+
+    register(ReplayConfig(source=SourceConfig(ber=ber, seed=1, kind="independent"), mode=mode,
+                          guard="nan_to_zero_clamp"))
+    timeout = timedelta(seconds=5)
+    dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=n, timeout=timeout)
+    g = dist.new_group(backend="phy802", timeout=timeout)
+    t = torch.ones(4096)
+    dist.all_reduce(t, group=g)
+    dist.barrier()
+    if rank == 1:
+        os.kill(os.getpid(), signal.SIGKILL)
+    time.sleep(0.5)
+    out = {"calls": 0, "raised": None, "seconds": None, "stale_results": 0}
+    t0 = time.monotonic()
+    try:
+        for _ in range(2000):
+            t = torch.ones(4096)
+            dist.all_reduce(t, group=g)
+            out["calls"] += 1
+            if torch.equal(t, torch.ones(4096)):
+                out["stale_results"] += 1
+            if time.monotonic() - t0 > 30:
+                break
+    except Exception as exc:  # noqa: BLE001 - what the test checks
+        out["raised"] = f"{type(exc).__name__}: {exc}"[:300]
+    out["seconds"] = time.monotonic() - t0
+    with open(os.path.join(out_dir, "rank0.json"), "w") as fh:
+        json.dump(out, fh)
+    os._exit(0)
+
+
+def noncontig_worker(rank: int, n: int, store: str, mode: str, ber: float, out_dir: str) -> None:
+    """Ops on non-contiguous tensors: the wrapper's result differs from gloo's exactly at the logged flips."""
+    torch.set_num_threads(1)
+    from integration.process_group import register
+    from integration.replay import ReplayConfig
+    from integration.sources import SourceConfig
+
+    register(ReplayConfig(source=SourceConfig(ber=ber, seed=2, kind="independent"), mode=mode, classes=ALL_FLOAT))
+    dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=n)
+    g = dist.new_group(backend="phy802")
+    x = _inputs(rank, n, 64 * 96).view(64, 96)
+    res: dict = {}
+
+    def check(name, fn):
+        before = len(g.log.records())
+        a = fn(None)
+        b = fn(g)
+        recs = g.log.records()[before:]
+        diff = set(torch.nonzero((a.contiguous().view(-1).view(torch.int32)
+                                  != b.contiguous().view(-1).view(torch.int32))).flatten().tolist())
+        res[name] = {"noncontig": not b.is_contiguous() or (name == "send_recv" and rank == 0), "diff": sorted(diff),
+                     "logged": sorted({r["element"] for r in recs}), "n_logged": len(recs)}
+
+    # the reference (plain gloo) gets contiguous copies: gloo refuses non-contiguous send/recv and
+    # its CPU allreduce of a non-contiguous tensor silently reduces the wrong elements (torch 2.13)
+    def ar(grp):
+        fix = (lambda u: u.contiguous()) if grp is None else (lambda u: u)
+        t = fix(x.clone()[:, ::2])
+        dist.all_reduce(t, group=grp)
+        return t
+
+    def bc(grp):
+        fix = (lambda u: u.contiguous()) if grp is None else (lambda u: u)
+        t = fix(x.clone().t())
+        dist.broadcast(t, src=1, group=grp)
+        return t
+
+    def p2p(grp):
+        fix = (lambda u: u.contiguous()) if grp is None else (lambda u: u)
+        if rank == 0:
+            dist.send(fix(x.clone().t()), 1, group=grp)
+            return torch.zeros(96, 64).t()
+        t = fix(torch.zeros(64, 96).t())
+        dist.recv(t, 0, group=grp)
+        return t
+
+    for name, fn in (("allreduce", ar), ("broadcast", bc), ("send_recv", p2p)):
+        check(name, fn)
+    with open(os.path.join(out_dir, f"rank{rank}.json"), "w") as fh:
+        json.dump(res, fh)
+    dist.barrier()
+    dist.destroy_process_group()

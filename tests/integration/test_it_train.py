@@ -35,7 +35,11 @@ def ddp2():
             dataclasses.replace(base, replay=ReplayConfig(mode="ring"))]
     cfgs += [dataclasses.replace(base, replay=_errors(3e-4, g, mode=m))
              for g, m in zip(GUARDS, ("endpoint", "ring", "endpoint", "ring"))]
-    return run_many(cfgs, timeout_s=240)
+    # every guard at BER 0 (endpoint and ring): must not change a clean run (regression: the clamp did)
+    cfgs += [dataclasses.replace(base, replay=ReplayConfig(guard=g, mode=m))
+             for g, m in zip(GUARDS[1:], ("endpoint", "ring", "endpoint"))]
+    cfgs += [dataclasses.replace(base, replay=ReplayConfig(guard="nan_to_zero_clamp", mode="ring"))]
+    return run_many(cfgs, timeout_s=300)
 
 
 @pytest.fixture(scope="module")
@@ -50,6 +54,8 @@ def pp2():
     # ~0.3 flips per fp32 element: many elements take several flips, so Inf/NaN are certain
     cfgs.append(dataclasses.replace(base, replay=_errors(1e-2, "none")))
     cfgs.append(dataclasses.replace(base, schedule="1f1b", replay=ReplayConfig(mode="ring")))
+    # the p2p queue (what CUDA tensors use: sends/recvs issued as one batch at the first wait), on gloo
+    cfgs.append(dataclasses.replace(base, schedule="1f1b", replay=ReplayConfig(batch_p2p="always")))
     return run_many(cfgs, timeout_s=240)
 
 
@@ -59,8 +65,62 @@ def test_ddp_ber0_bit_identical_to_gloo_endpoint_and_ring(ddp2):
     assert endpoint["metrics"]["errors_injected"] == {} and endpoint["metrics"]["payload_bits"]["gradients"] > 0
 
 
+def test_every_guard_leaves_a_clean_run_bit_identical(ddp2):
+    plain = ddp2[0]
+    for r in ddp2[7:]:
+        assert r["config"]["replay"]["source"]["ber"] == 0.0 and r["config"]["replay"]["guard"] != "none"
+        assert _same(plain, r), r["config"]["replay"]["guard"]
+        assert r["metrics"]["guard_elements"] == {}
+
+
+@pytest.fixture(scope="module")
+def amp_fsdp():
+    """fp16 GradScaler and bf16 autocast under DDP with every guard; FSDP2 clean and with errors."""
+    ddp = TrainConfig(parallel="ddp", world_size=2, **TINY)
+    cfgs = []
+    for prec in ("fp16", "bf16"):
+        b = dataclasses.replace(ddp, precision=prec)
+        cfgs.append(dataclasses.replace(b, wrapper=False))
+        cfgs += [dataclasses.replace(b, replay=ReplayConfig(guard=g)) for g in GUARDS]
+        cfgs.append(dataclasses.replace(b, replay=_errors(3e-4, "nan_to_zero_clamp")))
+    fsdp = TrainConfig(parallel="fsdp", world_size=2, **TINY)
+    err = ReplayConfig(source=SourceConfig(ber=3e-4, seed=3, kind="independent"), guard="nan_to_zero_clamp",
+                       classes=("gradients", "params"))
+    cfgs += [dataclasses.replace(fsdp, wrapper=False), fsdp, dataclasses.replace(fsdp, replay=ReplayConfig(mode="ring")),
+             dataclasses.replace(fsdp, replay=err)]
+    return run_many(cfgs, timeout_s=400)
+
+
+@pytest.mark.parametrize("k,prec", [(0, "fp16"), (6, "bf16")])
+def test_guards_bit_identical_under_amp(amp_fsdp, k, prec):
+    plain = amp_fsdp[k]
+    assert plain["config"]["precision"] == prec and not plain["config"]["wrapper"]
+    for r in amp_fsdp[k + 1:k + 1 + len(GUARDS)]:
+        assert _same(plain, r), (prec, r["config"]["replay"]["guard"])
+    noisy = amp_fsdp[k + 1 + len(GUARDS)]
+    assert sum(noisy["metrics"]["errors_injected"].values()) > 0
+    assert all(math.isfinite(x) for x in noisy["train_loss"]) and math.isfinite(noisy["param_norm"])
+
+
+def test_fsdp_ber0_bit_identical_and_errors_reach_both_collectives(amp_fsdp):
+    plain, endpoint, ring, noisy = amp_fsdp[12:16]
+    assert plain["config"]["parallel"] == "fsdp"
+    assert _same(plain, endpoint) and _same(plain, ring)
+    bits = endpoint["metrics"]["payload_bits"]
+    assert bits["gradients"] > 0 and bits["params"] > 0  # reduce-scatter and all-gather traffic
+    inj = noisy["metrics"]["errors_injected"]
+    assert inj.get("gradients", 0) > 0 and inj.get("params", 0) > 0
+    assert noisy["injected_noise"] > 0 and not _same(plain, noisy)
+
+
+def test_injected_noise_is_zero_without_errors_and_positive_with(ddp2):
+    assert ddp2[1]["injected_noise"] in (0.0,) or math.isnan(ddp2[1]["injected_noise"])
+    r = ddp2[4]  # clamp guard, BER 3e-4: bounded perturbation
+    assert 0 < r["injected_noise"] < math.inf and len(r["injected_noise_steps"]) == TINY["steps"]
+
+
 def test_pp_ber0_bit_identical_to_gloo_gpipe_and_1f1b(pp2):
-    assert _same(pp2[0], pp2[1]) and _same(pp2[2], pp2[3]) and _same(pp2[2], pp2[9])
+    assert _same(pp2[0], pp2[1]) and _same(pp2[2], pp2[3]) and _same(pp2[2], pp2[9]) and _same(pp2[2], pp2[10])
     m = pp2[1]["metrics"]["payload_bits"]
     assert m["activations"] > 0 and m["activation_grads"] > 0
 
@@ -99,3 +159,17 @@ def test_ring3_ddp_ber0_bit_identical_and_errors_diverge_replicas():
                                   timeout_s=240)
     assert _same(plain, ring) and ring["final_divergence"] == 0.0
     assert noisy["final_divergence"] > 0.0  # all-gather hop errors make replicas differ
+
+
+@pytest.mark.slow
+def test_gpt2_small_two_ddp_steps_on_cpu():
+    """The gpt2-small preset (12 x 12 x 768, byte vocabulary) trains 2 DDP steps with a short context."""
+    from integration.train import build_config
+
+    cfg = build_config(model="gpt2-small", block_size=32, parallel="ddp", steps=2, batch_size=2, eval_interval=100,
+                       eval_iters=1, corpus="stdlib", ber=1e-6, source="independent", fec="bypass",
+                       guard="nan_to_zero_clamp", comm_timeout_s=300.0)
+    assert (cfg.n_layer, cfg.n_head, cfg.n_embd, cfg.tokenizer) == (12, 12, 768, "byte")
+    (r,) = run_many([cfg], timeout_s=900)
+    assert len(r["train_loss"]) == 2 and all(math.isfinite(x) for x in r["train_loss"])
+    assert r["metrics"]["payload_bits"]["gradients"] > 8 * 4 * 80e6  # ~85 M trainable parameters x fp32

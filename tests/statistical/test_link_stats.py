@@ -18,7 +18,7 @@ from phy802.link import FastLink, Link, LinkConfig
 from phy802.sweep import SweepConfig, run_sweep
 
 
-@pytest.mark.parametrize("mode, code", [("kp4", theory.KP4), ("kr4", theory.KR4)])
+@pytest.mark.parametrize("mode, code", [("kp4", theory.KP4), ("kr4", theory.KR4), ("rs272", theory.RS272)])
 def test_sweep_fer_matches_binomial(mode, code):
     # pre-FEC BERs where the binomial FER is 1e-3 .. 1e-1: measurable in seconds
     bers = tuple(theory.pre_fec_ber_for_fer(f, code) for f in (3e-3, 3e-2, 1.5e-1))
@@ -61,15 +61,18 @@ def _hist_p(h1: np.ndarray, h2: np.ndarray) -> float:
     return float(st.chi2_contingency(np.stack([a[keep], b[keep]]))[1])
 
 
-@pytest.mark.parametrize("precoding", [False, True])
-def test_fast_path_agrees_with_bit_exact_link(precoding):
+@pytest.mark.parametrize("precoding, code", [(False, "kp4"), (True, "kp4"), (False, "rs272")])
+def test_fast_path_agrees_with_bit_exact_link(precoding, code):
     # same channel, independent seeds: FER, post-FEC BER, the per-codeword symbol-error histogram
-    # and the per-PCS-lane corrected-symbol counts must be the same process
-    ber = theory.pre_fec_ber_for_fer(2e-2) / (1.6 if precoding else 1.0)
-    cfg = LinkConfig(code="kp4", fec="ieee", precoding=precoding)
+    # and the per-PCS-lane corrected-symbol counts must be the same process (rs272: its own PCS
+    # framing on the bit-exact side)
+    tcode = theory.rs_code(code)
+    ber = theory.pre_fec_ber_for_fer(2e-2, tcode) / (1.6 if precoding else 1.0)
+    cfg = LinkConfig(code=code, fec="ieee", precoding=precoding)
     ch = Pam4Awgn.from_ber(ber)
-    a = Link(cfg, ch).run(3072, seed=21, batch_pairs=256).counters
-    b = FastLink(cfg, ch).run(24576, seed=22).counters
+    scale = 2 if code == "rs272" else 1  # rs272 pairs are half as long
+    a = Link(cfg, ch).run(3072 * scale, seed=21, batch_pairs=256 * scale).counters
+    b = FastLink(cfg, ch).run(24576 * scale, seed=22).counters
     assert a.codeword_errors >= 50 and b.codeword_errors >= 400
     assert _two_sample_p(a.codeword_errors, a.codewords, b.codeword_errors, b.codewords) > 0.01
     assert _two_sample_p(a.bit_errors, a.line_bits, b.bit_errors, b.line_bits) > 0.01
@@ -78,7 +81,7 @@ def test_fast_path_agrees_with_bit_exact_link(precoding):
     ra, rb = a.rates()["post_fec_ber"], b.rates()["post_fec_ber"]
     assert ra.lo <= rb.hi and rb.lo <= ra.hi  # overlapping intervals
     if not precoding:
-        fer = theory.rs_codeword_error_ratio(theory.symbol_error_prob(ber))
+        fer = theory.rs_codeword_error_ratio(theory.symbol_error_prob(ber), tcode)
         assert a.rates(0.975)["fer"].contains(fer) and b.rates(0.975)["fer"].contains(fer)
 
 
@@ -98,7 +101,7 @@ def test_fast_path_agrees_with_bit_exact_link_on_dfe_bursts(precoding):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("mode, code", [("kp4", theory.KP4), ("kr4", theory.KR4)])
+@pytest.mark.parametrize("mode, code", [("kp4", theory.KP4), ("kr4", theory.KR4), ("rs272", theory.RS272)])
 def test_sweep_fer_matches_binomial_down_to_1e6(mode, code):
     # the low end of "measurable": FER 1e-4 .. 1e-6 (tens of millions of codewords, fast path)
     bers = tuple(theory.pre_fec_ber_for_fer(f, code) for f in (1e-4, 1e-5, 1e-6))

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from phy802.cli import main
-from phy802.fec import KP4, KR4, encode
+from phy802.fec import KP4, KR4, RS272, encode
 
 
 def _lines(arr, fmt="dec"):
@@ -40,6 +40,22 @@ def test_encode_decode_round_trip_through_files(tmp_path, capsys, rng):
     assert main(["fec", "decode", "--code", "kr4", str(tmp_path / "d.txt"), "--json"]) == 0
     obj = json.loads(capsys.readouterr().out)
     assert [w["status"] for w in obj["words"]] == ["ok", "uncorrectable", "ok", "ok"]
+
+
+def test_rs272_encode_decode(tmp_path, capsys, rng):
+    msgs = rng.integers(0, 1024, size=(2, RS272.k))
+    (tmp_path / "m.txt").write_text(_lines(msgs))
+    assert main(["fec", "encode", "--code", "rs272", str(tmp_path / "m.txt"), "--out", str(tmp_path / "c.txt")]) == 0
+    cw = np.loadtxt(tmp_path / "c.txt", dtype=np.int64, ndmin=2)
+    assert cw.shape == (2, 272) and np.array_equal(cw, encode(RS272, msgs))
+    rx = cw.copy()
+    rx[0, :7] ^= 3  # t = 7: corrected
+    rx[1, :8] ^= 3  # 8 errors: uncorrectable (d = 15)
+    (tmp_path / "r.txt").write_text(_lines(rx))
+    capsys.readouterr()
+    assert main(["fec", "decode", "--code", "rs272", str(tmp_path / "r.txt")]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].endswith("# corrected 7") and lines[1].endswith("# uncorrectable -1")
 
 
 def test_stdin_hex_json_and_detect(monkeypatch, capsys, rng):

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from phy802.fec import KP4, KR4, RSCode, decode, encode, is_codeword, syndromes
+from phy802.fec import CODES, KP4, KR4, RS272, RSCode, code_by_name, decode, encode, is_codeword, syndromes
 
 from fec_helpers import add_errors, galois_rs
 
@@ -14,7 +14,18 @@ KP4_GENERATOR = [1, 575, 552, 187, 230, 552, 1, 108, 565, 282, 249, 593, 132, 94
 
 # Shortened codes exercising both LFSR kernels (2t <= 32: scalar words; 2t > 32: array version)
 # and odd message lengths (k mod 4 = 1, 2, 3 hits the virtual-zero alignment of the first step).
-CODES = [KP4, KR4, RSCode(300, 200, "t50"), RSCode(37, 3, "k3"), RSCode(1023, 1021, "full")]
+ALL = [KP4, KR4, RS272, RSCode(300, 200, "t50"), RSCode(37, 3, "k3"), RSCode(1023, 1021, "full")]
+
+
+def test_code_vocabulary():
+    assert CODES == {"kp4": KP4, "kr4": KR4, "rs272": RS272}
+    assert code_by_name("RS272") is RS272 and (RS272.n, RS272.k, RS272.t, RS272.nparity) == (272, 258, 7, 14)
+    # same field and generator form as KP4 with 2t = 14 roots: g(x) is KR4's
+    assert np.array_equal(RS272.generator_poly, KR4.generator_poly)
+    with pytest.raises(ValueError, match="no FEC sublayer"):
+        code_by_name("none")
+    with pytest.raises(ValueError, match="unknown RS code"):
+        code_by_name("kp5")
 
 
 def test_kp4_generator_matches_the_notes():
@@ -22,12 +33,12 @@ def test_kp4_generator_matches_the_notes():
     assert KP4.t == 15 and KR4.t == 7
 
 
-@pytest.mark.parametrize("code", [KP4, KR4, RSCode(300, 200)], ids=str)
+@pytest.mark.parametrize("code", [KP4, KR4, RS272, RSCode(300, 200)], ids=str)
 def test_generator_matches_galois(code):
     assert code.generator_poly.tolist() == np.asarray(galois_rs(code.nparity).generator_poly.coeffs).tolist()
 
 
-@pytest.mark.parametrize("code", CODES, ids=str)
+@pytest.mark.parametrize("code", ALL, ids=str)
 def test_parity_matches_galois(code, rng):
     msgs = rng.integers(0, 1024, size=(40, code.k))
     msgs[0] = 0
@@ -50,7 +61,7 @@ def test_known_answer_message_of_the_notes():
     assert not np.any(syndromes(KP4, cw))
 
 
-@pytest.mark.parametrize("code", [KP4, KR4, RSCode(300, 200)], ids=str)
+@pytest.mark.parametrize("code", [KP4, KR4, RS272, RSCode(300, 200)], ids=str)
 def test_syndromes_match_polynomial_evaluation(code, rng):
     import galois
     GF = galois_rs(code.nparity).field
@@ -62,7 +73,7 @@ def test_syndromes_match_polynomial_evaluation(code, rng):
 
 
 # RS(1023,923): t*(n-1) is beyond the biased-log Chien form, so it takes the modulo path.
-@pytest.mark.parametrize("code", [KP4, KR4, RSCode(300, 200), RSCode(1023, 923)], ids=str)
+@pytest.mark.parametrize("code", [KP4, KR4, RS272, RSCode(300, 200), RSCode(1023, 923)], ids=str)
 def test_decode_matches_galois_up_to_t(code, rng):
     rs = galois_rs(code.nparity)
     per = 3 if code.t < 50 else 1
@@ -81,7 +92,7 @@ def test_decode_matches_galois_up_to_t(code, rng):
     assert np.array_equal(nc, np.asarray(ref_n))
 
 
-@pytest.mark.parametrize("code", [KP4, KR4], ids=str)
+@pytest.mark.parametrize("code", [KP4, KR4, RS272], ids=str)
 def test_beyond_t_is_reported_and_agrees_with_galois(code, rng):
     # Many words with t+1..t+5 errors: each result is a failure (-1, word unchanged) or, rarely, a
     # different codeword; for these codes a miscorrection has probability < 1e-5 per word.
@@ -114,7 +125,7 @@ def test_designed_miscorrection_lands_on_the_other_codeword(rng):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("code", [KP4, KR4], ids=str)
+@pytest.mark.parametrize("code", [KP4, KR4, RS272], ids=str)
 def test_decode_matches_galois_on_a_larger_mixed_batch(code, rng):
     # 0..t+5 errors, 12 words each, one galois call per error count (slow: galois decodes ~600 words/s).
     rs = galois_rs(code.nparity)

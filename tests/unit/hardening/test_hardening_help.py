@@ -11,7 +11,8 @@ import pytest
 from phy802.cli import COMMANDS
 from phy802.cli._common import Parser
 
-CHECKED = ("fec", "pcs", "pma", "link", "sweep", "theory", "latency", "trace", "vectors", "demo")
+CHECKED = ("fec", "pcs", "pma", "link", "sweep", "theory", "latency", "trace", "vectors", "demo", "collective",
+           "tradeoff")
 
 
 def _parsers(name: str):

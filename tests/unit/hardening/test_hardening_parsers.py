@@ -6,7 +6,6 @@ from __future__ import annotations
 import copy
 import io
 import json
-import zipfile
 
 import numpy as np
 import pytest
@@ -87,7 +86,7 @@ def test_vector_records_reject_unknown_fields(tmp_path_factory, kind, extra):
     p = tmp_path_factory.mktemp("v") / "v.txt"
     fields = " ".join(f"{k}=1" for k in _REQ[kind])
     p.write_text(f"# c\nkind={kind} {fields}\nkind={kind} {fields} {extra}=0\n")
-    with pytest.raises(VectorError, match=rf"v\.txt:3: .*unknown field"):
+    with pytest.raises(VectorError, match=r"v\.txt:3: .*unknown field"):
         read_records(p, _REQ)
 
 

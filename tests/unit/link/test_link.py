@@ -9,7 +9,6 @@ import pytest
 
 from phy802.channel import Noiseless, Pam4Awgn, SymbolErrors, lane_fault
 from phy802.link import FastLink, Link, LinkConfig, LinkCounters, geometry
-from phy802.link.geometry import _interleave_maps
 from phy802.pcs.distribution import lane_of_symbol, pair_gather_index
 from phy802.pma import BitMux, gray_demap, gray_map
 
@@ -126,15 +125,26 @@ def test_lane_fault_shows_on_its_lanes_only():
         assert c.codeword_errors == 0
 
 
-def test_generalised_interleave_matches_the_pcs_tables():
+def test_generalised_interleave_follows_119_2_4_7():
+    """The PCS tables for n = 544 / 528 / 272: t = h k + j, k even: lane 2j <- A_t, 2j+1 <- B_t,
+    k odd swapped (written out here independently)."""
     for rate, L in (("400G", 16), ("200G", 8)):
-        lane, slot, gather = _interleave_maps(544, L)
-        la, lb, sa, sb = lane_of_symbol(rate)
-        np.testing.assert_array_equal(lane, np.stack([la, lb]))
-        np.testing.assert_array_equal(slot, np.stack([sa, sb]))
-        np.testing.assert_array_equal(gather, pair_gather_index(rate))
+        h = L // 2
+        for n in (544, 528, 272):
+            t = np.arange(n)
+            k, j = t // h, t % h
+            la, lb, sa, sb = lane_of_symbol(rate, n)
+            np.testing.assert_array_equal(la, 2 * j + (k & 1))
+            np.testing.assert_array_equal(lb, 2 * j + 1 - (k & 1))
+            np.testing.assert_array_equal(sa, k)
+            np.testing.assert_array_equal(sb, k)
+            g = pair_gather_index(rate, n)
+            assert g.shape == (L, n // h) and sorted(g.ravel()) == list(range(2 * n))
+            assert all(g[la[x], sa[x]] == x and g[lb[x], sb[x]] == n + x for x in range(0, n, 7))
     g = geometry(LinkConfig(code="kr4"))
     assert g.K == 66 and g.n == 528 and sorted(g.gather.ravel()) == list(range(1056))
+    g = geometry(LinkConfig(code="rs272"))
+    assert g.K == 34 and g.n == 272 and g.line_symbols_per_pair == 34 * 5 * 2
 
 
 def test_geometry_matches_bitmux():
@@ -170,6 +180,7 @@ def test_fast_noiseless_and_counters_merge():
     (dict(fec="kr4"), "code='kr4', fec='ieee'"),
     (dict(code="rs272", pad_value=1024), "pad_value"),
     (dict(code="rs272", pad_position="middle"), "pad_position"),
+    (dict(code="rs272", pad_position="first", level="pcs"), "alignment markers"),
     (dict(n_lanes=3), "n_lanes"),
     (dict(lane_order=((0, 1),)), "lane_order"),
     (dict(precoder_init=4), "precoder_init"),
@@ -250,8 +261,8 @@ def test_all_simulators_agree_on_a_fixed_error_pattern(code, fec):
     P = 8 if code == "rs272" else 4  # rs272 pairs are half as long: the pattern needs 8
     runs = [FastLink(LinkConfig(code=code, fec=fec), chans).run(P, seed=1, batch_pairs=P).counters,
             Link(LinkConfig(code=code, fec=fec, level="codeword"), chans).run(P, seed=2, batch_pairs=P).counters]
-    if code not in ("kr4", "rs272"):
-        runs.append(Link(LinkConfig(code=code, fec=fec), chans).run(4, seed=3, batch_pairs=4).counters)
+    if code != "kr4":  # kr4 has no Clause 119 framing; rs272 runs its own PCS framing too
+        runs.append(Link(LinkConfig(code=code, fec=fec), chans).run(P, seed=3, batch_pairs=P).counters)
     ref = runs[0].as_dict()
     for c in runs[1:]:
         d = c.as_dict()
@@ -271,3 +282,11 @@ def test_all_simulators_agree_on_a_fixed_error_pattern(code, fec):
     assert c.llr_retries == (1 if fec == "llr" else 0)  # one pair with a flagged codeword
     if code == "kp4" and fec in ("ieee", "llr", "correct_no_indication"):
         assert c.corrected_codewords == 1 and c.corrected_symbols == 3 and c.post_fec_bit_errors == 18
+
+
+def test_rs272_frames_payload_sends_the_pairs_asked_for():
+    """Whole frames can leave more than one 20-block rs272 pair empty: the link idles up to P pairs
+    (at least one frame is sent, so a single pair rounds up: a 1514-octet frame spans 3 pairs)."""
+    for P in (1, 7, 64):
+        c = Link(LinkConfig(code="rs272", fec="llr", payload="frames")).run(P, seed=2, batch_pairs=P).counters
+        assert c.pairs == max(P, 3) and c.frames > 0 and c.frames_ok == c.frames and c.llr_retries == 0

@@ -68,6 +68,8 @@ def test_payload_rate_is_the_mac_rate():
     assert Cluster().payload_gbps == pytest.approx(425.0 / g.line_per_stream)
     assert abs(Cluster().payload_gbps - 400.0) < 0.05
     assert abs(Cluster(rate="200G").payload_gbps - 200.0) < 0.05
+    for code in ("kr4", "rs272", "none"):  # the MAC rate does not depend on the code
+        assert Cluster(code=code).payload_gbps == pytest.approx(Cluster().payload_gbps, rel=1e-4)
 
 
 def test_bus_factor():
@@ -118,6 +120,7 @@ def test_latency_ordering_of_the_modes():
         "kr4": ("kr4", "ieee"), "kp4": ("kp4", "ieee")}.items()}
     assert lat["bypass"] <= lat["unequal"] <= lat["rs272"] <= lat["kr4"] <= lat["kp4"]
     assert lat["kp4"] == pytest.approx(57.6) and lat["bypass"] == 0.0
+    assert lat["rs272"] == pytest.approx(30.8) and lat["kr4"] == pytest.approx(47.6)  # protocol.latency per code
     assert phy_latency_ns("kp4", "llr") == pytest.approx(lat["kp4"])  # llr decodes like ieee
 
 
@@ -142,9 +145,14 @@ def test_frame_loss_ieee_and_detect_from_binomial():
     assert frame_loss_probability("kp4", "llr", P, 4096) == pytest.approx(want, rel=1e-6)
     fer_d = 1 - (1 - ps) ** 544
     assert frame_loss_probability("kp4", "detect_only", P, 4096) == pytest.approx(1 - (1 - fer_d) ** (2 * pairs), rel=1e-9)
-    fer7 = stats.binom.sf(7, 272, ps)  # rs272: t = 7, pairs of 2 x 2720 bits
+    fer7 = stats.binom.sf(7, 272, ps)  # rs272: t = 7, pairs of 2 x 2720 bits (same line bits per stream bit)
     want7 = 1 - (1 - fer7) ** (2 * (LINE / 5440 + 1))
     assert frame_loss_probability("rs272", "ieee", P, 4096) == pytest.approx(want7, rel=1e-6)
+    # kr4: t = 7, n = 528; its line carries 528/544 of KP4's bits per stream bit
+    fer_kr4 = stats.binom.sf(7, 528, ps)
+    line_kr4 = LINE * 528 / 544
+    want_kr4 = 1 - (1 - fer_kr4) ** (2 * (line_kr4 / 10560 + 1))
+    assert frame_loss_probability("kr4", "ieee", P, 4096) == pytest.approx(want_kr4, rel=1e-6)
 
 
 def test_frame_loss_without_fec_is_any_checked_bit():
@@ -167,7 +175,9 @@ def test_resend_cost_by_hand_transport_and_llr():
     t, l = collective_time("sendrecv", 1e6, hi), collective_time("sendrecv", 1e6, hi.with_(fec="llr"))
     assert t.frame_loss == l.frame_loss > 0
     assert l.recovery_ns < t.recovery_ns and 0 < l.resend_s < t.resend_s
-    assert l.recovery_ns == pytest.approx(2 * hi.link_ns + min(math.ceil(2 * hi.link_ns / frame), 245) * frame, rel=1e-9)
+    # protocol.latency's retry round trip with the cluster's 10 m: 2 (50 + 100 + 57.6) + 50 = 465.2 ns
+    assert hi.llr_rtt_ns == pytest.approx(465.2)
+    assert l.recovery_ns == pytest.approx(465.2 + min(math.ceil(465.2 / frame), 245) * frame, rel=1e-9)
 
 
 def test_a_dropped_frame_is_never_free():
@@ -190,3 +200,27 @@ def test_bad_op_and_algo_and_trivial_cases():
         collective_time("allgather", 1, Cluster(), "tree")
     assert collective_time("allreduce", 0, Cluster(ranks=8)).time_s == 0.0
     assert collective_time("allreduce", 1e6, Cluster(ranks=1)).time_s == 0.0
+
+
+def test_header_fallback_turns_bypass_drops_into_one_fec_latency_per_step():
+    c = Cluster(ranks=64, fec="bypass", ber=1e-5)
+    drop = collective_time("allreduce", 25e6, c)
+    fb = collective_time("allreduce", 25e6, c.with_(header_fallback=True))
+    assert drop.resend_s > 0 and drop.fallback_s == 0.0
+    ieee = collective_time("allreduce", 25e6, c.with_(fec="ieee"))
+    assert fb.frame_loss == ieee.frame_loss and fb.resend_s < 1e-20  # only what the corrected path loses
+    # every step has a header hit at 1e-5 (P_step = 1 - (1 - q_path)^(64 x 96) ~ 1): 126 x 57.6 ns
+    assert fb.fallback_s == pytest.approx(126 * 57.6e-9, rel=1e-9)
+    assert fb.time_s == pytest.approx(fb.bandwidth_s + fb.latency_s + fb.resend_s + fb.fallback_s, rel=1e-12)
+    assert collective_time("allreduce", 25e6, c.with_(ber=0.0, header_fallback=True)).fallback_s == 0.0
+
+
+def test_serialisation_matches_the_frame_layout_and_scales():
+    from protocol.collective import _stream_bits, serialization_ns
+    from protocol.framing import FramingConfig, layout
+
+    f = FramingConfig()
+    for n in (1, 50, 4095, 4096, 4097, 3 * 4096, 1_000_003):
+        assert _stream_bits(n, f) == layout(n, f).stream_bits
+    c = Cluster(**ZERO)
+    assert serialization_ns(10**13, c) == pytest.approx(10**13 / 4096 * FRAME_BITS / 400.0, rel=1e-9)  # no arrays

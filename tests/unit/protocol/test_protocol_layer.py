@@ -163,11 +163,35 @@ def test_delivery_fates():
     assert d.frames_lost == 1 and d.lost_ranges.tolist() == [[0, 32768]] and d.frames_resent == 2
 
 
+def test_llr_resends_at_link_level():
+    L = F.layout(10_000)
+    p0 = int(L.payload_start[0])
+    d = deliver(10_000, FixedSource([([p0 + 3], [])]), "llr")  # not tolerant: frame 0 dropped, resent
+    assert d.payload_flips.size == 0 and d.frames_resent == 1
+    assert d.retransmit_ns == pytest.approx(465.2)  # one link round trip (latency model default)
+    d = deliver(10_000, FixedSource([([p0 + 3], [])]), "llr", code="rs272")
+    assert d.retransmit_ns == pytest.approx(added_latency("llr", code="rs272").retry_ns)
+    d = deliver(10_000, FixedSource([([p0 + 3], [])]), "llr", retransmit=RetransmitConfig(link_rtt_ns=100.0))
+    assert d.retransmit_ns == 100.0
+    d = deliver(10_000, FixedSource([([p0 + 3], [])]), "ieee")
+    assert d.retransmit_ns == 2000.0  # the transport's round trip
+    kr4 = deliver(10_000, FixedSource([]), "ieee", code="kr4")
+    assert kr4.line_bits < deliver(10_000, FixedSource([]), "ieee").line_bits
+    with pytest.raises(ValueError, match="link_rtt_ns"):
+        RetransmitConfig(link_rtt_ns=-1.0)
+
+
 def test_delivery_with_plain_take_source():
     from protocol.trace import LiveSource
 
     d = deliver(1 << 20, LiveSource("400G", "ieee", 1e-5, seed=1), "ieee")
     assert d.frames == 256 and d.payload_flips.size == 0 and d.line_bits > d.stream_bits
+    # rs272 errors through the same delivery (llr: failed frames cost a link round trip each)
+    src = LiveSource("400G", "llr", 1.5e-3, seed=2, code="rs272")
+    d = deliver(1 << 20, src, "llr", code="rs272")
+    assert d.frames_resent > 0 and d.payload_flips.size == 0
+    rounds = d.retransmit_ns / added_latency("llr", code="rs272").retry_ns  # whole link round trips
+    assert rounds >= 1 and rounds == pytest.approx(round(rounds))
 
 
 @pytest.mark.parametrize("code, rate, mode, acc, dec", [
@@ -252,3 +276,13 @@ def test_cli_latency_and_trace(tmp_path, capsys):
     assert "pre-FEC" in capsys.readouterr().out
     assert main(["trace", "info", str(tmp_path / "nope.npz")]) == 2
     assert "nope.npz" in capsys.readouterr().err
+    ll = tmp_path / "ll.npz"
+    assert main(["trace", "generate", "--code", "rs272", "--fec", "llr", "--ber", "2e-3", "--bits", "5e6",
+                 "--out", str(ll), "--no-progress", "--json"]) == 0
+    gen = json.loads(capsys.readouterr().out)
+    assert gen["code"] == "rs272" and gen["fec"] == "llr" and gen["codewords"]["total"] == 4 * gen["pairs"]
+    assert main(["trace", "generate", "--code", "kr4", "--out", str(tmp_path / "k.npz"), "--no-progress"]) == 2
+    assert "kr4" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as e:
+        main(["trace", "generate", "--fec", "kp4", "--out", str(tmp_path / "k.npz")])
+    assert e.value.code == 2 and "--fec kp4 is now --code kp4 --fec ieee" in capsys.readouterr().err

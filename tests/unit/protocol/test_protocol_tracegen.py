@@ -221,3 +221,84 @@ def test_reference_scrambler_matches_the_pcs_and_multiplies_errors_by_three():
     r[1000] ^= 1
     d = K.descramble_bits(r, np.zeros(58, np.uint8))
     assert np.flatnonzero(d != bits).tolist() == [1000, 1039, 1058]
+
+
+# --- rs272 (issue 10): a trace pair = two rs272 codeword pairs ---------------------------------
+@pytest.mark.parametrize("rate", ["400G", "200G"])
+@pytest.mark.parametrize("fec", MODES)
+def test_rs272_fast_equals_bit_exact_on_the_same_line_errors(rate, fec):
+    g = get_rate(rate)
+    P = g.am_period_pairs - 3
+    cfg = GeneratorConfig(rate, fec, 0.0, code="rs272")
+    fast, exact = FastGenerator(cfg, 1, start_pair=P), BitExactGenerator(cfg, 2, start_pair=P)
+    rng = np.random.default_rng(12)
+    for n_pairs, ber in [(2, 2e-3), (4, 5e-3), (3, 3e-4), (5, 3e-3)]:
+        pos = _pos(P, n_pairs, ber, rng)
+        _same(fast._process_rs272(P, P + n_pairs, pos), exact.next_chunk(n_pairs, line_errors=pos))
+        P += n_pairs
+    a, b = fast.stats.as_dict(), exact.stats.as_dict()
+    assert {k: (a[k], b[k]) for k in a if a[k] != b[k]} == {}
+    assert a["codewords"] == 4 * 14  # four rs272 codewords per trace pair
+    if fec in ("ieee", "correct_no_indication"):
+        assert fast.stats.uncorrectable_codewords > 0 and fast.stats.corrected_codewords > 0
+    if fec == "detect_only":
+        assert fast.stats.marked_pairs > 0
+
+
+def test_rs272_decisions_by_hand():
+    """8 symbol errors in codeword A of rs272 pair 2 P + 1: t = 7 fails and only that rs272 pair's
+    20 blocks are marked (ieee); 7 errors are corrected; the pad and parity carry no payload."""
+    P = 5
+    base = P * PAIR_LINE_BITS + PAIR_LINE_BITS // 2  # rs272 pair s = 1 of trace pair P
+
+    def errs(ts):
+        return np.array([base + 20 * t for t in ts], np.int64)  # bit 0 of symbol t of codeword A
+
+    gen = FastGenerator(GeneratorConfig("400G", "ieee", 0.0, code="rs272"), 1, start_pair=P)
+    ch = gen._process_rs272(P, P + 1, errs(range(0, 240, 30)))  # 8 symbols > t = 7
+    g = get_rate("400G")
+    lo = (data_blocks_before(P, g) + 20) * 256
+    assert ch.marks.tolist() == [[lo, lo + 20 * 256]] and gen.stats.uncorrectable_codewords == 1
+    gen = FastGenerator(GeneratorConfig("400G", "ieee", 0.0, code="rs272"), 1, start_pair=P)
+    ch = gen._process_rs272(P, P + 1, errs(range(0, 210, 30)))  # 7 symbols: corrected
+    assert ch.offsets.size == 0 and ch.marks.size == 0 and gen.stats.corrected_codewords == 1
+    gen = FastGenerator(GeneratorConfig("400G", "bypass", 0.0, code="rs272"), 1, start_pair=P)
+    ch = gen._process_rs272(P, P + 1, errs([257, 258, 271]))  # pad + parity only
+    assert ch.offsets.size == 0 and gen.stats.line_bit_errors == 3
+    ch = gen._process_rs272(P + 1, P + 2, errs([3]) + PAIR_LINE_BITS)  # one data bit -> 3 flips
+    assert ch.offsets.size == 3
+
+
+def test_rs272_and_none_generate_at_the_expected_rates():
+    from phy802 import theory
+    from phy802.stats import rate
+
+    ber = theory.pre_fec_ber_for_fer(5e-3, theory.RS272)  # ~1.5e-3: ~400 failures in 80000 words
+    a = FastGenerator(GeneratorConfig("400G", "ieee", ber, code="rs272"), 3)
+    a.next_chunk(20000)
+
+    st = a.stats
+    fer = rate(st.uncorrectable_codewords + st.miscorrected_codewords, st.codewords, 0.999)
+    expect = theory.rs_codeword_error_ratio(theory.symbol_error_prob(ber), theory.RS272)
+    assert fer.contains(expect) and st.uncorrectable_codewords > 200, (fer, expect)
+    assert fer.hi - fer.lo < 0.5 * fer.value  # power: the interval is narrow enough to fail
+    n = FastGenerator(GeneratorConfig("400G", "ieee", ber, code="none"), 3)  # nothing decoded
+    ch = n.next_chunk(200)
+    assert n.stats.uncorrectable_codewords == n.stats.corrected_codewords == 0
+    assert ch.offsets.size > 0 and ch.marks.shape[0] < n.stats.header_errors + 1
+    with pytest.raises(ValueError, match="kr4"):
+        GeneratorConfig("400G", "ieee", ber, code="kr4")
+
+
+def test_rs272_sharded_trace_does_not_depend_on_workers(tmp_path):
+    from protocol.trace import TraceReader, generate_trace
+
+    kw = dict(fec="ieee", code="rs272", ber=1.5e-3, line_bits=2e7, seed=3, chunk_pairs=100, shard_pairs=300)
+    a = generate_trace(tmp_path / "a.npz", workers=1, **kw)
+    b = generate_trace(tmp_path / "b.npz", workers=2, **kw)
+    assert a["code"] == "rs272" and a["codewords"] == b["codewords"] and a["codewords"]["total"] == 4 * a["pairs"]
+    with TraceReader(tmp_path / "a.npz") as ra, TraceReader(tmp_path / "b.npz") as rb:
+        xs, ys = list(ra.iter_chunks()), list(rb.iter_chunks())
+    off = [np.concatenate([c.offsets for c in z]) for z in (xs, ys)]
+    marks = [np.concatenate([c.marks for c in z]) for z in (xs, ys)]
+    assert off[0].size > 1000 and np.array_equal(*off) and np.array_equal(*marks)

@@ -96,6 +96,19 @@ def test_cli_on_a_synthetic_folder(results, tmp_path, capsys):
     assert not [p for p in out.iterdir() if p.name.startswith(".")]
 
 
+def test_combinations_without_a_loss_curve_are_reported(tmp_path, capsys):
+    rows = [r for r in _rows() if r["guard"] != "exponent_protection"]
+    d = tmp_path / "r"
+    d.mkdir()
+    (d / "results.json").write_text(json.dumps({"meta": {"fec": "bypass"}, "rows": rows}))
+    assert main(["tradeoff", "--results", str(d), "--out", str(tmp_path / "o"), "--ranks", "8",
+                 "--modes", "kp4:ieee,kp4:unequal"]) == 0
+    out = capsys.readouterr().out
+    assert "no loss curve in the results for: ddp kp4/unequal at BER 1e-06, ddp kp4/unequal at BER 1e-05" in out
+    doc = json.loads((tmp_path / "o" / "tradeoff.json").read_text())
+    assert {(x["mode"], x["ber"]) for x in doc["not_measured"]} == {("kp4/unequal", 1e-6), ("kp4/unequal", 1e-5)}
+
+
 def test_cli_json_and_bad_inputs(results, tmp_path, capsys):
     assert main(["tradeoff", "--results", str(results), "--out", str(tmp_path / "j"), "--ranks", "8",
                  "--modes", "kp4:ieee", "--json"]) == 0

@@ -202,3 +202,26 @@ def test_theory_cli(capsys):
     with pytest.raises(SystemExit) as e:  # rejected by the option's type: a usage error, exit 2
         main(["theory", "rs", "--ber", "0.7"])
     assert e.value.code == 2
+    # rs272 (t = 7, n = 272) and comma lists
+    assert main(["theory", "rs", "--ber", "1e-4,2.4e-4", "--code", "rs272", "--json"]) == 0
+    obj = json.loads(capsys.readouterr().out)
+    assert obj["code"] == "rs272" and len(obj["rows"]) == 2
+    ps = th.symbol_error_prob(2.4e-4)
+    assert obj["rows"][1]["fer"] == pytest.approx(stats.binom.sf(7, 272, ps), rel=1e-9)
+    for argv in (["theory", "rs", "--ber", "1e-4", "--code", "none"], ["theory", "rs", "--ber", "1e-4", "2e-4"]):
+        with pytest.raises(SystemExit) as e:
+            main(argv)
+        assert e.value.code == 2
+    capsys.readouterr()
+
+
+def test_rs272_closed_forms():
+    assert th.rs_code("rs272") is th.RS272 and (th.RS272.n, th.RS272.k, th.RS272.t) == (272, 258, 7)
+    for p in (1e-4, 1e-3, 1e-2):
+        assert th.rs_codeword_error_ratio(p, th.RS272) == pytest.approx(stats.binom.sf(7, 272, p), rel=1e-9)
+    # half the codeword, same t as KR4: at one symbol error probability FER(rs272) < FER(kr4)
+    assert th.rs_codeword_error_ratio(1e-3, th.RS272) < th.rs_codeword_error_ratio(1e-3, th.KR4)
+    # but a post-FEC BER of 1e-13 needs a cleaner line than KP4 (t = 15 over 544)
+    assert th.pre_fec_ber_for_fer(1e-10, th.RS272) < th.pre_fec_ber_for_fer(1e-10, th.KP4)
+    with pytest.raises(ValueError, match="unknown RS code"):
+        th.rs_code("none")

@@ -1,0 +1,346 @@
+"""BER x parallelism x guard sweeps over seeds, what link errors do to training, and their report.
+
+For each parallelism and seed, one error-free run (the wrapper at BER 0, bit-identical to the
+plain backend, see the tests) is the *shadow*: every run with errors of that seed uses the same
+data order and initial weights. Each cell (parallelism, BER, guard) is reported as the mean
+over seeds with a 95% Student-t interval (``nan`` with one seed). Two noise measures, which are
+different things:
+
+* ``injected_noise``: what the link put into the received float payload,
+  ``||delivered - clean|| / ||clean||`` over every received message of the corrupted classes
+  (after the receive guard), summed over the run and all ranks (the wrapper knows each flip's
+  old and new value). ``injected_noise_step`` is the median over steps of the same ratio per
+  step on rank 0 (per-step perturbation of the gradients/activations feeding the update).
+  ``inf`` means a flip delivered an Inf/NaN that nothing removed.
+* ``weight_dist_shadow``: ``||w - w_shadow|| / ||w_shadow||`` of the final weights. This is
+  *not* injected noise: it also counts the training the run did differently afterwards, and for
+  a run that never learned it is the distance from the initial weights to the trained shadow.
+
+Outputs (:func:`write_report`): ``table.csv``, ``table.md``, ``results.json`` (rows with loss
+curves and per-class metrics; per-seed rows under ``seeds``), ``loss_<parallel>.png``.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable
+
+import numpy as np
+
+from integration.replay import GUARDS
+from integration.train import TrainConfig, run_many
+
+__all__ = ["ExperimentSpec", "run_experiment", "aggregate", "write_report", "table_md", "plot_losses", "COLUMNS",
+           "MARKER", "OutputExists"]
+
+#: numeric columns aggregated over seeds (mean and 95% interval)
+_NUMERIC = ("final_val_loss", "delta_val_loss", "injected_noise", "injected_noise_step", "weight_dist_shadow",
+            "replica_divergence", "flips", "nonfinite_events", "nonfinite_steps", "overflow_steps", "skipped_steps",
+            "step_ms")
+COLUMNS = ("parallel", "ber", "guard", "seeds") + _NUMERIC
+#: written into every output folder this module creates; lists the files it wrote
+MARKER = ".phy802-experiment"
+
+
+class OutputExists(ValueError):
+    """``--out`` names something this program did not create (refused unless forced)."""
+
+
+@dataclass(frozen=True)
+class ExperimentSpec:
+    """What to sweep. ``base`` is a configuration (any BER/guard/seed) giving everything else."""
+
+    base: TrainConfig
+    bers: tuple[float, ...] = (1e-7, 1e-6, 1e-5)
+    parallel: tuple[str, ...] = ("ddp", "pp")
+    guards: tuple[str, ...] = GUARDS
+    seeds: tuple[int, ...] = (1,)
+    extra_classes_fsdp: tuple[str, ...] = field(default=("params",))
+
+    def __post_init__(self) -> None:
+        if not self.bers or any(not (0 < b < 1) for b in self.bers):
+            raise ValueError(f"ExperimentSpec.bers must be non-empty values in (0, 1), got {self.bers!r}")
+        if not self.seeds or any(int(s) < 0 for s in self.seeds) or len(set(self.seeds)) != len(self.seeds):
+            raise ValueError(f"ExperimentSpec.seeds must be distinct integers >= 0, got {self.seeds!r}")
+        bad = [g for g in self.guards if g not in GUARDS]
+        if bad or not self.guards:
+            raise ValueError(f"ExperimentSpec.guards: unknown guard {bad[0] if bad else self.guards!r}")
+
+    def config(self, parallel: str, ber: float, guard: str, seed: int) -> TrainConfig:
+        """One run of the sweep (BER 0 is the error-free shadow: no trace is replayed)."""
+        b = self.base
+        src = b.replay.source
+        kind, trace = (src.kind, src.trace) if ber > 0 else ("independent", None)
+        classes = b.replay.classes
+        if parallel == "fsdp":
+            classes = tuple(dict.fromkeys(classes + self.extra_classes_fsdp))
+        replay = replace(b.replay, source=replace(src, ber=ber, seed=seed, kind=kind, trace=trace), guard=guard,
+                         classes=classes)
+        return replace(b, parallel=parallel, seed=seed, replay=replay, wrapper=True)
+
+
+def _row(par: str, ber: float, guard: str, seed: int, r: dict, shadow: dict, shadow_w, w) -> dict:
+    m = r["metrics"]
+    return {
+        "parallel": par, "ber": ber, "guard": guard if ber > 0 else "-", "seed": seed,
+        "final_val_loss": r["final_val_loss"],
+        "delta_val_loss": r["final_val_loss"] - shadow["final_val_loss"],
+        "injected_noise": r.get("injected_noise", 0.0) if ber > 0 else 0.0,
+        "injected_noise_step": r.get("injected_noise_step_median", 0.0) if ber > 0 else 0.0,
+        "weight_dist_shadow": float((w - shadow_w).norm() / shadow_w.norm()),
+        "replica_divergence": r["final_divergence"],
+        "flips": int(sum(m.get("errors_injected", {}).values())),
+        "nonfinite_events": int(sum(m.get("nonfinite_events", {}).values())),
+        "nonfinite_steps": r["nonfinite_steps"],
+        "overflow_steps": r["overflow_steps"],
+        "skipped_steps": r["skipped_steps"],
+        "step_ms": r["step_time_ms"],
+        "first_nonfinite_loss_step": r.get("first_nonfinite_loss_step"),
+        "evals": r["evals"],
+        "train_loss": r["train_loss"],
+        "metrics": m,
+        "source_kind": r.get("source_kind"),
+    }
+
+
+def run_experiment(spec: ExperimentSpec, *, timeout_s: float = 3600.0,
+                   say: Callable[[str], None] | None = None,
+                   on_run: Callable[[str, int, float, str], None] | None = None) -> list[dict]:
+    """Run the sweep; returns one aggregated row per cell (each shadow first per parallelism).
+
+    Runs of one (parallelism, seed) share a set of processes (:func:`run_many`); its temporary
+    folder is removed on every exit path. ``on_run(parallel, seed, ber, guard)`` is called as each
+    run finishes (progress display).
+    """
+    import torch
+
+    per_seed: list[dict] = []
+    work = tempfile.mkdtemp(prefix="phy802-exp-")
+    try:
+        for par in spec.parallel:
+            for seed in spec.seeds:
+                keys = [(0.0, "none")] + [(b, g) for b in spec.bers for g in spec.guards]
+                cfgs = [spec.config(par, b, g, seed) for b, g in keys]
+                if say:
+                    say(f"{par} seed {seed}: {len(cfgs)} runs (error-free shadow + {len(cfgs) - 1})")
+                def done(i: int, par=par, seed=seed, keys=keys) -> None:
+                    if on_run is not None:
+                        on_run(par, seed, *keys[i])
+
+                results = run_many(cfgs, timeout_s=timeout_s, out_dir=os.path.join(work, f"{par}-{seed}"),
+                                   on_done=done)
+                shadow = results[0]
+                shadow_w = torch.load(os.path.join(shadow["out_dir"], "params.pt"))
+                for (ber, guard), r in zip(keys, results):
+                    w = torch.load(os.path.join(r["out_dir"], "params.pt"))
+                    per_seed.append(_row(par, ber, guard, seed, r, shadow, shadow_w, w))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return aggregate(per_seed)
+
+
+def _interval(vals: list[float]) -> tuple[float, float]:
+    """Mean and 95% Student-t half-width (``nan`` for fewer than two values; ``inf``/``nan`` propagate)."""
+    a = np.asarray(vals, dtype=float)
+    if len(a) == 0:
+        return math.nan, math.nan
+    with np.errstate(all="ignore"):
+        mean = float(np.mean(a))
+        if len(a) < 2 or not np.isfinite(a).all():
+            return mean, math.nan
+        from scipy.stats import t
+
+        return mean, float(t.ppf(0.975, len(a) - 1) * np.std(a, ddof=1) / math.sqrt(len(a)))
+
+
+def aggregate(per_seed: list[dict]) -> list[dict]:
+    """One row per (parallel, ber, guard): mean and ``<col>_ci95`` half-width over seeds.
+
+    ``evals`` is the seed-mean validation curve; ``died`` lists ``(seed, step)`` of runs whose
+    training loss went non-finite; the per-seed rows are kept under ``seeds``.
+    """
+    cells: dict[tuple, list[dict]] = {}
+    for r in per_seed:
+        cells.setdefault((r["parallel"], r["ber"], r["guard"]), []).append(r)
+    out = []
+    for (par, ber, guard), rs in cells.items():
+        row: dict[str, Any] = {"parallel": par, "ber": ber, "guard": guard, "seeds": len(rs)}
+        for c in _NUMERIC:
+            row[c], row[c + "_ci95"] = _interval([float(r[c]) for r in rs])
+        steps = [s for s, _ in rs[0]["evals"]]
+        with np.errstate(all="ignore"):
+            curve = np.mean(np.array([[float(v) for _, v in r["evals"]] for r in rs]), axis=0)
+        row["evals"] = [[s, float(v)] for s, v in zip(steps, curve)]
+        row["train_loss"] = list(np.mean(np.array([r["train_loss"] for r in rs], dtype=float), axis=0))
+        # a run died when its final validation loss is not finite (a skipped NaN step is not a death);
+        # the step is where its training loss first went non-finite (None: not seen in training)
+        row["died"] = [[r["seed"], r["first_nonfinite_loss_step"]] for r in rs if not math.isfinite(r["final_val_loss"])]
+        row["metrics"] = rs[0]["metrics"] if len(rs) == 1 else None
+        row["source_kind"] = rs[0]["source_kind"]
+        row["seeds_detail"] = [{k: v for k, v in r.items() if k not in ("train_loss",)} for r in rs]
+        out.append(row)
+    return out
+
+
+def _fmt(v, hw=None) -> str:
+    if isinstance(v, float):
+        if math.isnan(v):
+            return "nan"
+        if math.isinf(v):
+            return "inf" if v > 0 else "-inf"
+        s = f"{v:.4g}"
+        if hw is not None and math.isfinite(hw):
+            s += f" ± {hw:.2g}"
+        return s
+    return str(v)
+
+
+def _cell(r: dict, c: str) -> str:
+    if c == "final_val_loss" and r.get("died"):
+        died = r["died"]
+        if r["seeds"] == 1:
+            return f"NaN (step {died[0][1]})" if died[0][1] is not None else "NaN"
+        return f"NaN in {len(died)}/{r['seeds']} seeds"
+    return _fmt(r[c], r.get(c + "_ci95"))
+
+
+def table_md(rows: list[dict]) -> str:
+    """The result table in Markdown (``mean ± 95% half-width`` where there are several seeds)."""
+    out = io.StringIO()
+    out.write("| " + " | ".join(COLUMNS) + " |\n")
+    out.write("|" + "---|" * len(COLUMNS) + "\n")
+    for r in rows:
+        out.write("| " + " | ".join(_cell(r, c) for c in COLUMNS) + " |\n")
+    return out.getvalue()
+
+
+def plot_losses(rows: list[dict], par: str, path: str) -> None:
+    """Validation loss per guard panel (none -> clamp -> skip -> protection), one line per BER.
+
+    A run whose loss went non-finite is drawn up to its last finite point and marked with an
+    ``x`` at the step it died (the seed-mean curve stops where any seed died).
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    mine = [r for r in rows if r["parallel"] == par]
+    guards = [g for g in GUARDS if any(r["guard"] == g for r in mine)] or ["-"]
+    base = [r for r in mine if r["ber"] == 0.0]
+    fig, axes = plt.subplots(1, len(guards), figsize=(4.2 * len(guards), 3.6), sharey=True, squeeze=False)
+    for ax, guard in zip(axes[0], guards):
+        for r in base:
+            s, v = zip(*r["evals"])
+            ax.plot(s, v, color="black", lw=2, label="error-free")
+        for r in [r for r in mine if r["guard"] == guard]:
+            s, v = zip(*r["evals"])
+            v = [x if math.isfinite(x) else float("nan") for x in v]
+            label = f"BER {r['ber']:g}"
+            (line,) = ax.plot(s, v, marker="o", ms=3, label=label)
+            for seed, step in r.get("died") or []:
+                fin = [(a, b) for a, b in zip(s, v) if math.isfinite(b) and (step is None or a <= step)]
+                if fin:
+                    at = step if step is not None else fin[-1][0]
+                    ax.plot([at], [fin[-1][1]], marker="x", ms=10, mew=2.5, color=line.get_color(),
+                            label=f"BER {r['ber']:g}: NaN at step {at}" + (f" (seed {seed})" if r["seeds"] > 1 else ""))
+        ax.set_title(f"{par.upper()}  guard: {guard}")
+        ax.set_xlabel("step")
+        ax.grid(alpha=0.3)
+    axes[0][0].set_ylabel("validation loss")
+    for ax in axes[0]:
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def _umask() -> int:
+    m = os.umask(0)
+    os.umask(m)
+    return m
+
+
+def _owned(out: str) -> list[str] | None:
+    """The files a previous run of this module wrote into ``out`` (None: not ours)."""
+    try:
+        with open(os.path.join(out, MARKER), encoding="utf-8") as fh:
+            doc = json.load(fh)
+        files = doc.get("files")
+        return [f for f in files if isinstance(f, str) and os.path.basename(f) == f] if isinstance(files, list) else None
+    except (OSError, ValueError):
+        return None
+
+
+def check_out(out: str, force: bool = False) -> None:
+    """Refuse an ``out`` that this program may not write: a non-folder, or a non-empty foreign folder.
+
+    A folder holding :data:`MARKER` was made by this module and is updated in place; a non-empty
+    folder without it is only written with ``force`` (then only files of the output set's names
+    are replaced; nothing else in it is touched).
+    """
+    if os.path.lexists(out) and not os.path.isdir(out):
+        raise OutputExists(f"--out {out}: exists and is not a folder (refusing to replace it)")
+    if os.path.isdir(out) and os.listdir(out) and _owned(out) is None and not force:
+        raise OutputExists(f"--out {out}: folder is not empty and was not written by 'phy802 experiment' "
+                           "(choose another folder, or --force to add the output files into it)")
+
+
+def write_report(rows: list[dict], out: str, meta: dict, *, force: bool = False) -> list[str]:
+    """Write the output set into ``out``; returns the file names.
+
+    The set is built in a temporary sibling folder. A new ``out`` is that folder renamed into
+    place (normal permissions); an existing one gets each file moved in by an atomic rename, and
+    files that an earlier run of this module wrote there but this run did not are removed. No
+    other file is deleted or replaced (see :func:`check_out`).
+    """
+    from phy802._output import to_jsonable
+
+    check_out(out, force)
+    out = os.path.abspath(out)
+    parent = os.path.dirname(out)
+    os.makedirs(parent, exist_ok=True)
+    stage = tempfile.mkdtemp(prefix=f".{os.path.basename(out)}.", dir=parent)
+    try:
+        names = ["table.csv", "table.md", "results.json"]
+        with open(os.path.join(stage, "table.csv"), "w", newline="", encoding="utf-8") as fh:
+            w = csv.writer(fh)
+            w.writerow(list(COLUMNS) + [c + "_ci95" for c in _NUMERIC])
+            for r in rows:
+                w.writerow([_fmt(r[c]) for c in COLUMNS] + [_fmt(r.get(c + "_ci95", math.nan)) for c in _NUMERIC])
+        with open(os.path.join(stage, "table.md"), "w", encoding="utf-8") as fh:
+            fh.write(table_md(rows))
+        with open(os.path.join(stage, "results.json"), "w", encoding="utf-8") as fh:
+            json.dump(to_jsonable({"meta": meta, "rows": rows}), fh)
+        for par in sorted({r["parallel"] for r in rows}):
+            _plot_name = f"loss_{par}.png"
+            plot_losses(rows, par, os.path.join(stage, _plot_name))
+            names.append(_plot_name)
+        with open(os.path.join(stage, MARKER), "w", encoding="utf-8") as fh:
+            json.dump({"files": names}, fh)
+        mode_f, mode_d = 0o666 & ~_umask(), 0o777 & ~_umask()
+        for n in names + [MARKER]:
+            os.chmod(os.path.join(stage, n), mode_f)
+        if not os.path.lexists(out):
+            os.chmod(stage, mode_d)
+            os.rename(stage, out)  # the whole set appears at once
+            return names
+        previous = _owned(out) or []
+        for n in names:
+            os.replace(os.path.join(stage, n), os.path.join(out, n))
+        for n in previous:  # ours from an earlier run, not part of this set
+            if n not in names and os.path.isfile(os.path.join(out, n)):
+                os.unlink(os.path.join(out, n))
+        os.replace(os.path.join(stage, MARKER), os.path.join(out, MARKER))
+        os.rmdir(stage)
+        return names
+    except BaseException:
+        shutil.rmtree(stage, ignore_errors=True)
+        raise

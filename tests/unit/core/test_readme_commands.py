@@ -1,0 +1,102 @@
+"""Every command in the README's ```bash blocks runs as written and exits 0 (issue 15).
+
+The commands run in README order in one scratch folder (so ``trace info t.npz`` finds the trace the
+line before wrote), with ``phy802`` = ``python -m phy802`` and ``python X.py`` = this interpreter on
+the repository's ``X.py``.  The files a user brings (``capture.txt``, ``messages.txt``,
+``my_dump.txt``) are made first, in the formats the README describes.  Installing (``pip``) and the
+test run itself (``pytest``) are not re-run; training, the demo and the benchmarks take minutes and
+are marked slow (``pytest -m slow``).  Nothing is shortened: a command too slow for the default run
+is marked slow instead.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parents[3]
+README = ROOT / "README.md"
+
+#: commands not re-run by this test (installation, the test run itself)
+NOT_RUN = ("pip ", "pytest")
+#: commands that take minutes: run only with ``-m slow``
+SLOW = ("phy802 demo", "phy802 train", "phy802 experiment", "phy802 tradeoff", "python benchmarks/")
+#: wall-clock limit per command (s)
+TIMEOUT = {"phy802 demo": 3600, "phy802 experiment": 7200, "phy802 train": 1800, "phy802 tradeoff": 1800,
+           "python benchmarks/": 1800}
+
+
+def readme_commands(text: str) -> list[str]:
+    """Shell commands of the ```bash blocks of ``text``: continuation lines joined, comments dropped."""
+    cmds: list[str] = []
+    for block in re.findall(r"^```bash\n(.*?)^```", text, re.S | re.M):
+        joined = re.sub(r"\\\n\s*", " ", block)
+        for line in joined.splitlines():
+            words = shlex.split(line, comments=True)
+            if words:
+                cmds.append(shlex.join(words))
+    return cmds
+
+
+def _argv(cmd: str) -> list[str]:
+    words = shlex.split(cmd)
+    if words[0] == "phy802":
+        return [sys.executable, "-m", "phy802", *words[1:]]
+    if words[0] == "python":
+        return [sys.executable, str(ROOT / words[1]), *words[2:]]
+    raise AssertionError(f"README command of an unknown program: {cmd!r} (teach tests/unit/core/"
+                         "test_readme_commands.py how to run it, or add it to NOT_RUN)")
+
+
+def _limit(cmd: str) -> float:
+    return next((t for k, t in TIMEOUT.items() if cmd.startswith(k)), 300.0)
+
+
+COMMANDS = [c for c in readme_commands(README.read_text(encoding="utf-8")) if not c.startswith(NOT_RUN)]
+
+
+def _params():
+    out = []
+    for i, c in enumerate(COMMANDS):
+        marks = [pytest.mark.slow] if c.startswith(SLOW) else []
+        out.append(pytest.param(c, id=f"{i:02d}-{' '.join(shlex.split(c)[:3])}", marks=marks))
+    return out
+
+
+def test_readme_has_the_commands_this_test_knows():
+    assert len(COMMANDS) >= 15
+    assert any(c.startswith("phy802 theory rare") and "--ber" not in c for c in COMMANDS)
+    assert readme_commands("```bash\na --x 1 \\\n   --y 2   # note\n# only a comment\nb 'c d'\n```\n") == [
+        "a --x 1 --y 2", "b 'c d'"]
+
+
+@pytest.fixture(scope="module")
+def user_dir(tmp_path_factory) -> Path:
+    """A scratch folder holding the files the README's user brings."""
+    from phy802.fec import KP4, encode
+
+    d = tmp_path_factory.mktemp("readme")
+    rng = np.random.default_rng(15)
+    msgs = rng.integers(0, 1024, size=(3, KP4.k), dtype=np.uint16)
+    (d / "messages.txt").write_text("\n".join(" ".join(map(str, m)) for m in msgs) + "\n")
+    cws = np.asarray(encode(KP4, msgs))
+    cws[0, [3, 100, 400]] ^= np.array([1, 0x3FF, 0x155], np.uint16)  # a correctable capture
+    (d / "capture.txt").write_text("\n".join(" ".join(f"{int(s):03X}" for s in w) for w in cws) + "\n")
+    shutil.copy(ROOT / "vectors" / "pma" / "gray_map.txt", d / "my_dump.txt")
+    return d
+
+
+@pytest.mark.parametrize("cmd", _params())
+def test_readme_command_runs(cmd: str, user_dir: Path):
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep),
+               NUMBA_NUM_THREADS=os.environ.get("NUMBA_NUM_THREADS", "1"))
+    r = subprocess.run(_argv(cmd), cwd=user_dir, env=env, capture_output=True, text=True, timeout=_limit(cmd))
+    assert r.returncode == 0, f"`{cmd}` exited {r.returncode}\nstdout:\n{r.stdout[-3000:]}\nstderr:\n{r.stderr[-3000:]}"

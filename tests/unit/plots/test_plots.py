@@ -1,0 +1,118 @@
+"""Sweep plots (phy802.plots) and the two post-FEC BER definitions (decoder output vs payload after
+the descrambler) in sweep rows and trace metadata."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from phy802 import plots
+from phy802.sweep import DESCRAMBLER_FACTOR, SweepConfig, run_sweep
+
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.fixture(scope="module")
+def sweep_result():
+    # kp4 at 1e-4 sees no codeword error in 2e4 words (a zero-error point = an upper bound);
+    # bypass and none are the same process (their points coincide: the plots must spread them)
+    cfg = SweepConfig(points=(1e-4, 2e-3, 3e-3), code=("kp4", "none"), fec=("ieee", "bypass"), target_errors=20,
+                      max_codewords=20_000, max_seconds=20, seed=3)
+    return run_sweep(cfg)
+
+
+def test_plots_write_pngs_atomically(sweep_result, tmp_path):
+    assert sweep_result.point("kp4/ieee", 1e-4).rates()["fer"].events == 0  # the bound case is exercised
+    assert sweep_result.config.modes == ("kp4/ieee", "kp4/bypass", "none")
+    plots.plot_ber_fer(sweep_result, tmp_path / "ber_fer.png")
+    lat = {"kp4/ieee": 57.6, "kp4/bypass": 0.0, "none": 0.0}
+    plots.plot_latency(sweep_result, lat.__getitem__, tmp_path / "latency.png")
+    for name in ("ber_fer.png", "latency.png"):
+        data = (tmp_path / name).read_bytes()
+        assert data[:8] == PNG and len(data) > 20_000
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ber_fer.png", "latency.png"]  # no temp files left
+
+
+def test_latency_rows_keep_equal_latencies_apart():
+    lat = {"kp4": 57.6, "kr4": 56.8, "detect": 29.6, "bypass": 0.0, "none": 0.0}
+    y = plots._latency_rows(list(lat), lat)
+    span = 57.6
+    ys = sorted(y.values())
+    assert min(np.diff(ys)) >= 0.06 * span  # every mode on its own row
+    for m in lat:
+        assert abs(y[m] - lat[m]) <= 0.08 * span  # and close to its true latency
+    assert y["kp4"] > y["kr4"] > y["detect"] > max(y["bypass"], y["none"])
+
+
+def test_mode_styles_distinct():
+    styles = [plots.mode_style(i) for i in range(6)]
+    assert len({s.marker for s in styles}) == 6 and len({s.color for s in styles}) == 6
+
+
+def test_ber_ticks_nice_and_spaced():
+    ticks = plots._ber_ticks(15.4, 18.3, min_gap=0.25)
+    bers = [b for _, b in ticks]
+    assert 1e-3 in bers and 1e-4 in bers
+    snrs = [s for s, _ in ticks]
+    assert all(b - a >= 0.25 for a, b in zip(snrs, snrs[1:]))
+
+
+def test_log_limits_show_the_data():
+    lo, hi = plots._log_limits([1e-9, 2e-3, 0.0, float("nan")], pad=2)
+    assert lo == pytest.approx(5e-10) and hi == pytest.approx(4e-3)
+
+
+def test_sweep_rows_carry_both_post_fec_bers(sweep_result):
+    for p in sweep_result.points:
+        row = p.row()
+        assert row["payload_ber_source"] == "model"
+        assert row["payload_ber"] == pytest.approx(min(1.0, DESCRAMBLER_FACTOR * row["post_fec_ber"]))
+        assert row["payload_ber_lo"] <= row["payload_ber"] <= row["payload_ber_hi"]
+
+
+def test_bitexact_link_measures_payload_ber():
+    cfg = SweepConfig(points=(2e-3,), code="kp4", fec="bypass", simulator="link", target_errors=20, max_codewords=400,
+                      max_seconds=20, seed=2)
+    p = run_sweep(cfg).points[0]
+    v, lo, hi, src = p.payload_ber()
+    assert src == "measured"
+    post = p.rates()["post_fec_ber"].value
+    # the descrambler triples each error; 257b header hits spoil whole blocks (a bit more than 3x)
+    assert 2.7 * post < v < 3.6 * post and lo <= v <= hi
+
+
+@pytest.mark.parametrize("fec,ber", [("bypass", 1e-4), ("ieee", 2e-3), ("detect_only", 1e-4)])
+def test_trace_meta_carries_both_post_fec_bers(tmp_path, fec, ber):
+    from protocol.trace import generate_trace
+
+    meta = generate_trace(tmp_path / "t.npz", fec=fec, ber=ber, line_bits=1e7, seed=4)
+    post = meta["post_fec"]
+    dec = post["decoder_output"]
+    assert dec["bit_errors"] > 100 and dec["bits"] > post["bits"]  # 257 vs 256 bits per block
+    # payload flips ~= 3 x decoder-output errors (cancellations are rare; header hits are marks)
+    assert 2.8 < post["bit_errors"] / dec["bit_errors"] < 3.05
+    lo, hi = dec["ber_ci95"]
+    assert lo <= dec["ber"] <= hi
+
+
+def test_trace_decoder_errors_same_on_fused_and_general_bypass_paths():
+    from protocol.tracegen import FastGenerator, GeneratorConfig
+
+    counts = []
+    for fused in (True, False):
+        g = FastGenerator(GeneratorConfig("400G", "bypass", 3e-4), 7)
+        g.fused = fused
+        g.next_chunk(3000)
+        counts.append((g.stats.decoder_bit_errors, g.stats.decoder_bits, g.stats.payload_flips))
+    assert counts[0] == counts[1] and counts[0][0] > 0
+
+
+def test_trace_decoder_errors_bitexact_matches_bypass_identity():
+    from protocol.tracegen import BitExactGenerator, GeneratorConfig
+
+    g = BitExactGenerator(GeneratorConfig("400G", "bypass", 2e-4), 5)
+    g.next_chunk(300)
+    st = g.stats
+    # bypass: every line error on a message bit outside the AMs is a decoder-output error
+    assert st.decoder_bit_errors > 0 and st.decoder_bits == st.stream_bits // 256 * 257
+    assert 2.8 < st.payload_flips / st.decoder_bit_errors < 3.05
