@@ -11,6 +11,19 @@ simulated per second of wall time (Gb/s; the real 400GBASE-R link runs at 425 Gb
 * ``bitexact``: :class:`protocol.tracegen.BitExactGenerator`, the reference link on real bits.
 
 Single-threaded (``NUMBA_NUM_THREADS=1``); medians over ``--repeats``.
+
+``--written`` (issue 13) measures instead, side by side in one run, at pre-FEC BER 1e-4 bypass:
+
+* ``written``: :func:`protocol.trace.generate_trace` to a file (format v2, one worker: generation
+  in this thread, encoding + writing in the writer thread), wall and process CPU time;
+* ``in-memory``: the same generator and chunk size without any file (the upper bound);
+* ``v1 write``: the same generator and chunks written the version-1 way (raw int64/int8/uint8
+  arrays in an uncompressed zip, chunk by chunk, no thread, fsync at the end): the old
+  ``trace generate`` loop;
+* bytes per flip of both formats;
+* 1 vs 2 local workers: ``trace generate`` (shards on a process pool of 1 and of 2) and a sharded
+  sweep point (``phy802.sweep`` with ``shard_pairs``), wall-time ratio;
+* the 1-minute load average before and after (the machine's 2 vCPUs are shared).
 """
 
 from __future__ import annotations
@@ -85,6 +98,111 @@ def bench_bitexact(fec: str, ber: float, seconds: float, seed: int) -> tuple[flo
     return rate_of(one, seconds)
 
 
+def _v1_write(path, gen, n_pairs: int, step: int) -> None:
+    """Generate and write chunk by chunk the version-1 way (raw .npy members in an uncompressed zip):
+    the old ``generate_trace`` loop, as the baseline."""
+    import zipfile
+
+    with open(path, "wb") as fh, zipfile.ZipFile(fh, "w", compression=zipfile.ZIP_STORED, allowZip64=True) as z:
+        done = i = 0
+        while done < n_pairs:
+            k = min(step, n_pairs - done)
+            ch = gen.next_chunk(k)
+            done += k
+            for what, arr in (("offsets", ch.offsets), ("lanes", ch.lanes), ("flags", ch.flags), ("marks", ch.marks)):
+                with z.open(f"c{i:06d}_{what}.npy", "w", force_zip64=True) as f:
+                    np.lib.format.write_array(f, np.ascontiguousarray(arr), allow_pickle=False)
+            i += 1
+    with open(path, "rb+") as fh:  # the old writer ended with fsync (atomic_open), as v2 does
+        os.fsync(fh.fileno())
+
+
+def bench_written(bits: float, repeats: int, tmp: str, seed: int) -> dict:
+    import tempfile
+
+    from protocol.trace import _default_chunk_pairs, generate_trace
+
+    ber = 1e-4
+    step = _default_chunk_pairs(ber)
+    n_pairs = int(bits // PAIR_LINE_BITS)
+    load0 = os.getloadavg()[0]
+    rows = {"written": [], "in_memory": [], "v1_write": []}
+    with tempfile.TemporaryDirectory(dir=tmp) as d:
+        path = os.path.join(d, "t.trace")
+        generate_trace(path, fec="bypass", ber=ber, line_bits=1e9, seed=seed)  # compile / load caches
+        meta = None
+        for r in range(repeats):
+            t0, c0 = time.perf_counter(), time.process_time()
+            meta = generate_trace(path, fec="bypass", ber=ber, line_bits=n_pairs * PAIR_LINE_BITS, seed=seed + r)
+            rows["written"].append((time.perf_counter() - t0, time.process_time() - c0))
+            size = os.path.getsize(path)
+            os.unlink(path)
+            gen = FastGenerator(GeneratorConfig("400G", "bypass", ber), seed + r)
+            done = 0
+            t0, c0 = time.perf_counter(), time.process_time()
+            while done < n_pairs:  # the same chunks, kept nowhere
+                k = min(step, n_pairs - done)
+                gen.next_chunk(k)
+                done += k
+            rows["in_memory"].append((time.perf_counter() - t0, time.process_time() - c0))
+            gen = FastGenerator(GeneratorConfig("400G", "bypass", ber), seed + r)
+            t0, c0 = time.perf_counter(), time.process_time()
+            _v1_write(os.path.join(d, "v1.npz"), gen, n_pairs, step)  # generate + write as version 1 did
+            rows["v1_write"].append((time.perf_counter() - t0, time.process_time() - c0))
+            v1_size = os.path.getsize(os.path.join(d, "v1.npz"))
+            os.unlink(os.path.join(d, "v1.npz"))
+    line = n_pairs * PAIR_LINE_BITS
+    out = {"ber": ber, "fec": "bypass", "line_bits": line, "chunk_pairs": step, "repeats": repeats,
+           "load_avg_1min_before": load0}
+    for k, v in rows.items():
+        out[f"{k}_gbps"] = statistics.median(line / w / 1e9 for w, _ in v)
+        out[f"{k}_cpu_gbps"] = statistics.median(line / c / 1e9 for _, c in v)
+    out["written_over_in_memory"] = out["written_gbps"] / out["in_memory_gbps"]
+    out["written_over_v1"] = out["written_gbps"] / out["v1_write_gbps"]
+    out["bytes_per_flip"] = size / meta["n_flips"]
+    out["v1_bytes_per_flip"] = v1_size / meta["n_flips"]
+    out["flips"] = meta["n_flips"]
+    return out
+
+
+def bench_workers(bits: float, tmp: str, seed: int, sweep_codewords: int) -> dict:
+    """1 vs 2 local worker processes: trace shards and a sharded sweep point, wall time each."""
+    import tempfile
+
+    from phy802.sweep import SweepConfig, run_sweep
+    from protocol.trace import generate_trace
+
+    out = {}
+    with tempfile.TemporaryDirectory(dir=tmp) as d:
+        t = {}
+        for w in (1, 2, 1, 2):  # interleaved, the better of two each
+            path = os.path.join(d, f"w{w}.trace")
+            with _pool(w) as ex:  # same process-pool path for 1 and 2 (pool start-up included in both)
+                t0 = time.perf_counter()
+                generate_trace(path, fec="bypass", ber=1e-4, line_bits=bits, seed=seed, workers=w, executor=ex,
+                               shard_pairs=1 << 20)
+                t[w] = min(t.get(w, 1e30), time.perf_counter() - t0)
+            os.unlink(path)
+        out["trace_1_worker_s"], out["trace_2_workers_s"] = t[1], t[2]
+        out["trace_speedup_2_over_1"] = t[1] / t[2]
+    cfg = SweepConfig(points=(1.3e-3,), code="kp4", fec="ieee", target_errors=None, max_codewords=sweep_codewords,
+                      max_seconds=None, shard_pairs=sweep_codewords // 16, seed=seed)
+    t = {}
+    for w in (1, 2, 1, 2):
+        t0 = time.perf_counter()
+        run_sweep(cfg, executor="process", workers=w)
+        t[w] = min(t.get(w, 1e30), time.perf_counter() - t0)
+    out["sweep_1_worker_s"], out["sweep_2_workers_s"] = t[1], t[2]
+    out["sweep_speedup_2_over_1"] = t[1] / t[2]
+    return out
+
+
+def _pool(n: int):
+    import concurrent.futures as cf
+
+    return cf.ProcessPoolExecutor(max_workers=n)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--seconds", type=float, default=2.0, help="time per measurement (default 2)")
@@ -92,7 +210,40 @@ def main(argv=None) -> int:
     ap.add_argument("--ber", type=float, action="append", help="pre-FEC BER (repeatable; default 1e-4, 1e-5, 2.4e-4)")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--written", action="store_true",
+                    help="issue-13 mode: written vs in-memory rate, bytes per flip, 1 vs 2 workers")
+    ap.add_argument("--bits", type=float, default=3e11, help="line bits per written measurement (default 3e11)")
+    ap.add_argument("--worker-bits", type=float, default=2e12, help="line bits of the 1-vs-2-worker trace run (default 2e12)")
+    ap.add_argument("--sweep-codewords", type=int, default=4_000_000,
+                    help="codewords of the 1-vs-2-worker sweep point (default 4e6)")
+    ap.add_argument("--tmp", default=None, help="folder for the temporary trace files (default: the system temp dir)")
     args = ap.parse_args(argv)
+    if args.written:
+        res = bench_written(args.bits, args.repeats, args.tmp, args.seed)
+        res.update(bench_workers(args.worker_bits, args.tmp, args.seed, args.sweep_codewords))
+        res["load_avg_1min_after"] = os.getloadavg()[0]
+        res["machine_note"] = ("2 vCPUs shared with other sessions: wall rates and the 2-worker speed-up drop with "
+                               "load; CPU-time rates are what one core delivers when not descheduled")
+        if args.json:
+            json.dump(res, sys.stdout, indent=2)
+            print()
+        else:
+            print(f"pre-FEC BER {res['ber']:.0e} {res['fec']}, {res['line_bits']:.3g} line bits, "
+                  f"chunks of {res['chunk_pairs']} pairs, median of {res['repeats']}")
+            print(f"{'':<12} {'wall Gb/s':>10} {'cpu Gb/s':>10}")
+            for k in ("in_memory", "written", "v1_write"):
+                print(f"{k:<12} {res[k + '_gbps']:>10.1f} {res[k + '_cpu_gbps']:>10.1f}")
+            print(f"written / in-memory {res['written_over_in_memory']:.2f}; written / v1 write "
+                  f"{res['written_over_v1']:.2f}; x 425G line {res['written_gbps'] / 425:.2f} "
+                  f"(cpu {res['written_cpu_gbps'] / 425:.2f})")
+            print(f"bytes per flip: v2 {res['bytes_per_flip']:.3f}, v1 {res['v1_bytes_per_flip']:.3f}")
+            print(f"trace generate 1 vs 2 workers: {res['trace_1_worker_s']:.2f} s vs {res['trace_2_workers_s']:.2f} s "
+                  f"= {res['trace_speedup_2_over_1']:.2f}x")
+            print(f"sharded sweep point 1 vs 2 workers: {res['sweep_1_worker_s']:.2f} s vs {res['sweep_2_workers_s']:.2f} s "
+                  f"= {res['sweep_speedup_2_over_1']:.2f}x")
+            print(f"load average (1 min) before {res['load_avg_1min_before']:.2f}, after {res['load_avg_1min_after']:.2f}; "
+                  + res["machine_note"])
+        return 0
     bers = args.ber or [1e-4, 1e-5, 2.4e-4]
     rows = []
 

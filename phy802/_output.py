@@ -66,7 +66,8 @@ class LogProgress:
         self._closed = False
         self.postfix = ""
 
-    def set_postfix_str(self, text: str) -> None:
+    def set_postfix_str(self, text: str, refresh: bool = True) -> None:
+        """What the next progress line names as the current item (``refresh`` as in tqdm; unused)."""
         self.postfix = str(text)
 
     def _count(self, n: float) -> str:
@@ -122,7 +123,7 @@ class _Off:
     def update(self, n=1) -> None:
         self.n += n
 
-    def set_postfix_str(self, text: str) -> None:
+    def set_postfix_str(self, text: str, refresh: bool = True) -> None:
         pass
 
     def write(self, text: str, file=None) -> None:  # the caller's table lines still go out

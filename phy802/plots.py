@@ -32,7 +32,7 @@ from phy802 import theory
 
 __all__ = ["plot_ber_fer", "plot_latency", "mode_style", "MARKERS"]
 
-MARKERS = ("o", "s", "^", "D", "v", "P", "X", "h", "<", ">")
+MARKERS = ("o", "s", "^", "D", "v", "P", "X", "h", "<", ">", "p", "*", "d")  # 13: coprime with the 10 colours
 _LINESTYLES = ("-", "--", ":", "-.")
 _ARROW_PT = 16  # length of an upper-bound arrow, in points
 
@@ -148,12 +148,16 @@ def plot_ber_fer(result, path) -> None:
     s_lo, s_hi = min(snrs), max(snrs)
     span = max(s_hi - s_lo, 0.5)
     xlim = (s_lo - 0.06 * span - 0.1, s_hi + 0.06 * span + 0.1)
-    offs = dict(zip(modes, _dodge(len(modes), 0.02 * (xlim[1] - xlim[0]))))
+    width = 0.02 * (xlim[1] - xlim[0]) * min(1.0, 4.0 / max(1, len(modes) - 1))  # all modes within ~8%
+    offs = dict(zip(modes, _dodge(len(modes), width)))
+    half = (len(modes) - 1) * width / 2
+    xlim = (xlim[0] - half, xlim[1] + half)
     show_theory = not cfg.precoding and cfg.burst_pb is None
     grid = np.linspace(*xlim, 240)
     handles: dict[str, object] = {}
     for ax, key, title in zip(axes, ("post_fec_ber", "fer"),
-                              ("post-FEC BER (message bits at the decoder output)", "codeword error ratio (FER)")):
+                              ("post-FEC BER at the decoder output (payload BER after the descrambler: ~3x)",
+                               "codeword error ratio (FER)")):
         yvals: list[float] = []
         theory_handles = []
         if show_theory:
@@ -222,23 +226,30 @@ def plot_ber_fer(result, path) -> None:
 
 
 def _latency_rows(modes: list[str], lat: dict[str, float]) -> dict[str, float]:
-    """y position per mode: its latency, with modes closer than 7% of the span spread apart
-    (7% each, around their mean) so that no marker or label sits on another's."""
+    """y position per mode: as close to its latency as possible with rows at least 7% of the span
+    apart, so that no marker or label sits on another's (1-D label placement: runs of rows that
+    would overlap are centred on their mean latency and merged until none overlap)."""
     order = sorted(modes, key=lambda m: (lat[m], modes.index(m)))
     vals = [lat[m] for m in order]
-    span = max(max(vals) - min(vals), 1.0)
-    thr, sep = 0.07 * span, 0.07 * span
-    clusters: list[list[str]] = []
-    for m in order:
-        if clusters and lat[m] - lat[clusters[-1][-1]] < thr:
-            clusters[-1].append(m)
-        else:
-            clusters.append([m])
+    sep = 0.07 * max(max(vals) - min(vals), 1.0)
+    runs: list[list[int]] = [[i] for i in range(len(order))]  # indices into order
+
+    def start(run: list[int]) -> float:
+        return float(np.mean([vals[i] for i in run])) - (len(run) - 1) * sep / 2
+
+    merged = True
+    while merged:
+        merged = False
+        for k in range(len(runs) - 1):
+            if start(runs[k]) + (len(runs[k]) - 1) * sep + sep > start(runs[k + 1]) + 1e-12:
+                runs[k:k + 2] = [runs[k] + runs[k + 1]]
+                merged = True
+                break
     ypos: dict[str, float] = {}
-    for c in clusters:
-        centre = float(np.mean([lat[m] for m in c]))
-        for m, d in zip(c, _dodge(len(c), sep)):
-            ypos[m] = centre + d
+    for run in runs:
+        y0 = start(run)
+        for j, i in enumerate(run):
+            ypos[order[i]] = y0 + j * sep
     return ypos
 
 

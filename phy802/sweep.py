@@ -12,6 +12,14 @@ runs batches of growing size until one stopping rule holds (checked between batc
 * ``max_seconds`` of wall time,
 * (bit-exact link only) ``no_lock``: most batches were dropped because a lane never locked.
 
+Sharded points (``shard_pairs``, issue 13): a point is cut into shards of ``shard_pairs`` pairs
+(shard ``j`` seeded by the ``j``-th child of the point's seed) that run in parallel on the
+executor, ``2 x workers`` in flight.  Results are taken in shard order and the stopping rule is
+applied to the shortest prefix ``0..k`` that meets it (shards finished beyond it are dropped), so
+for a seed and shard size the counts are the same for any number of workers.  ``max_seconds``
+is the exception: it stops a point at the prefix finished when the time is up, which depends on
+speed (the worker-count tests run with ``max_seconds=None``).
+
 Every rate gets a 95% Clopper-Pearson interval (:mod:`phy802.stats`); raw counts are kept so that
 two runs of the same sweep merge (:meth:`SweepResult.merge`).  Channel: PAM4 AWGN on every lane
 (:class:`phy802.channel.Pam4Awgn`), set by SNR (dB) or by its closed-form pre-FEC BER, or

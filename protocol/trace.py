@@ -5,21 +5,19 @@ stream (:mod:`protocol.source`) were delivered flipped, the PCS lane each came f
 flags, the ranges the MAC received as error blocks, and metadata (rate, FEC mode, channel, seed,
 bits simulated, measured pre-/post-FEC BER with counts, project version).
 
-File format (version 1; see ``protocol/TRACE_FORMAT.md``)
+File format (version 2; see ``protocol/TRACE_FORMAT.md``)
 ---------------------------------------------------------
-An uncompressed ``.npz`` (zip of ``.npy`` members, readable by ``numpy.load``), written
-atomically, with members
+One file: a 16-byte header (``PHY802TR`` + version), the chunks (one varint-coded byte string
+each: delta offsets with descrambler triples and a lane/flag byte only when it changes, then the
+marks; ~1.5 bytes per flip), the index int64[n_chunks, 7] = ``(stream_start, stream_end,
+n_flips, n_marks, byte_offset, byte_len, crc32)``, the UTF-8 JSON ``meta`` and a 48-byte trailer.
+Written atomically; index, meta and trailer last, so a file cut short is reported as truncated.
+Chunks are read one at a time (CRC-checked, then decoded and validated in one kernel pass), so a
+trace of 1e15 bits never has to fit in memory.  Version-1 files (uncompressed ``.npz`` of raw
+arrays) are still read, and validated by a kernel with the same rules.
 
-* ``meta``: uint8 JSON (UTF-8) with ``"format": "phy802-trace"`` and ``"version": 1``;
-* ``index``: int64[n_chunks, 4] = ``(stream_start, stream_end, n_flips, n_marks)`` per chunk;
-  chunks tile ``[0, meta["stream_bits"])`` contiguously;
-* per chunk ``i`` (``c{i:06d}_...``): ``offsets`` int64[k] (absolute, sorted, inside the chunk),
-  ``lanes`` int8[k], ``flags`` uint8[k] (``protocol.source.FLAG_*``), ``marks`` int64[m, 2]
-  (absolute ``[start, end)``, sorted, disjoint, inside the chunk).
-
-Chunks are read one at a time (each zip member is CRC-checked), so a trace of 1e12 bits never
-has to fit in memory.  ``meta`` and ``index`` are written last: a file cut short has no central
-directory and is reported as truncated.
+Generation is sharded (:func:`generate_trace`): shards with their own seeds, joined through the
+descrambler's carry, on local processes, Dask or any executor, identical for any worker count.
 """
 
 from __future__ import annotations
@@ -370,7 +368,7 @@ class TraceReader:
     def _open_v2(self, head: bytes) -> None:
         self._zip = None
         ver = int(np.frombuffer(head[8:16], "<u8")[0]) if len(head) == 16 else -1
-        if ver not in READ_VERSIONS:
+        if ver != VERSION:  # this container is version 2; version 1 is a zip
             raise TraceError(f"{self.path}: trace format version {ver} is not supported (this reader: "
                              f"{', '.join(map(str, READ_VERSIONS))})")
         size = os.fstat(self._fh.fileno()).st_size
@@ -781,7 +779,10 @@ def _make_executor(workers: int | None, scheduler: str | None):
             from distributed import Client
         except ImportError as exc:  # pragma: no cover - distributed is a declared dependency
             raise ValueError(f"--scheduler needs the 'distributed' package ({exc})") from None
-        client = Client(scheduler)
+        try:
+            client = Client(scheduler, timeout="10s")
+        except (OSError, TimeoutError) as exc:
+            raise ValueError(f"scheduler {scheduler}: cannot connect ({exc})") from None
         n = max(1, sum(client.nthreads().values()))
         return client.get_executor(), client, n
     n = int(workers) if workers else (os.cpu_count() or 1)
@@ -879,9 +880,11 @@ def generate_trace(
     from phy802._output import progress as bar
 
     ex = owned = None
-    with TraceWriter(path, meta, threaded=True) as w, \
-            bar(total=n_pairs * PAIR_LINE_BITS, desc=f"trace generate: line ({len(bounds)} shards)", unit="bit",
-                enable=progress) as pb:
+    # one worker: encoding and writing overlap generation in the writer thread; with worker
+    # processes the workers encode, and no thread runs while the pool forks them
+    with TraceWriter(path, meta, threaded=not parallel) as w, \
+            bar(total=n_pairs * PAIR_LINE_BITS, desc=f"trace generate: line ({len(bounds)} shards)",
+                unit="bit", enable=progress) as pb:
 
         def put(res) -> None:
             nonlocal carry

@@ -3,7 +3,8 @@ from the run's own numbers (nothing canned), and which numbers are measured and 
 
 Input is the demo's summary dict (``summary.json``): ``vectors``, ``sweep`` (rows of
 :meth:`phy802.sweep.PointResult.row`), ``latency_ns`` (mode -> added latency, model), ``trace``
-(the trace metadata) and, when training ran, ``training`` (rows of ``phy802 experiment``).
+(the trace metadata) and, when training ran, ``training`` (rows of ``phy802 experiment``) and
+``tradeoff.rows_64_ranks`` (rows of ``phy802 tradeoff``).
 """
 
 from __future__ import annotations
@@ -18,8 +19,9 @@ MEASURED_VS_MODEL = (
     "(95% Clopper-Pearson intervals; an interval of a point with no errors is a one-sided upper "
     "bound, written `< x`). *Model* values are marked as such: the added receive latency "
     "(`protocol.latency`: documented pipeline cycle counts at 1 GHz), the closed-form `theory` "
-    "columns (independent errors), and the payload BER of the codeword-level sweep (3 x the "
-    "decoder-output BER; the trace measures it)."
+    "columns (independent errors), the payload BER of the codeword-level sweep (3 x the "
+    "decoder-output BER; the trace measures it) and the step times of the tradeoff section "
+    "(`protocol.collective`, `protocol.steptime`), which it joins with the measured losses."
 )
 
 
@@ -107,6 +109,32 @@ def _training_sentences(rows: list[dict]) -> list[str]:
     return out
 
 
+def _tradeoff_sentences(rows: list[dict]) -> list[str]:
+    """The fastest ways to the target loss among the tradeoff rows (modelled time x measured loss):
+    on an error-free line and at each BER with errors."""
+    def ok(r: dict) -> bool:
+        return isinstance(r.get("vs_ref"), (int, float)) and math.isfinite(r["vs_ref"])
+
+    if not any(ok(r) for r in rows):
+        return []
+    bits = []
+    for ber in sorted({r["ber"] for r in rows}):
+        at = [r for r in rows if r["ber"] == ber and ok(r)]
+        if not at:
+            continue
+        best = min(at, key=lambda r: r["vs_ref"])
+        guard = f" with guard `{best['guard']}`" if ber and best.get('guard') not in (None, '', '-') else ""
+        bits.append(f"{'error-free' if not ber else f'at BER {_g(ber)}'}: **{best['mode']}**{guard}, "
+                    f"{best['vs_ref']:.3f}x the time of error-free KP4")
+    failed = [r for r in rows if not ok(r)]
+    txt = ("Joining the measured losses with modelled step times (64 ranks, GPT-2 small, section 5), the fastest "
+           "way to the target loss is, " + "; ".join(bits) + " (model x measured)")
+    if failed:
+        names = ", ".join(f"{r['mode']} `{r['guard']}` at {_g(r['ber'])}" for r in failed[:3])
+        txt += f"; {len(failed)} of {len(rows)} settings never reach it ({names}{', ...' if len(failed) > 3 else ''})"
+    return [txt + "."]
+
+
 def narrative(summary: dict[str, Any]) -> list[str]:
     """Markdown lines: the report's opening section (what this run shows + measured vs model)."""
     lines = ["## What this run shows", ""]
@@ -126,6 +154,8 @@ def narrative(summary: dict[str, Any]) -> list[str]:
     for s in _trace_sentence(meta, bool(summary.get("training"))):
         lines.append(f"- {s}")
     for s in _training_sentences(summary.get("training") or []):
+        lines.append(f"- {s}")
+    for s in _tradeoff_sentences((summary.get("tradeoff") or {}).get("rows_64_ranks") or []):
         lines.append(f"- {s}")
     lines += ["", MEASURED_VS_MODEL, ""]
     return lines

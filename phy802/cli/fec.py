@@ -16,7 +16,7 @@ from typing import Iterable
 
 import numpy as np
 
-from phy802.cli._common import MAX_SEED, choice_list, int_arg, json_document, probability
+from phy802.cli._common import add_seed, choice_list, int_arg, json_document, probability
 from phy802.fec.counters import FecCounters
 from phy802.fec.rs import CODES, RSCode, decode, encode
 
@@ -73,9 +73,9 @@ def _add_tail(sub) -> None:
                    help="comma-separated models to fit: binomial, dfe, ge (default binomial,dfe,ge)")
     p.add_argument("--target-fer", type=probability(), default=1e-13,
                    help="codeword error ratio the margin is measured to, in (0, 1) (default 1e-13)")
-    p.add_argument("--bootstrap", type=int_arg(0, 10**6), default=200,
-                   help="parametric bootstrap replicates for the dfe/ge intervals, 0..1000000 (default 200; 0 = none)")
-    p.add_argument("--seed", type=int_arg(0, MAX_SEED), default=1, help="seed of the bootstrap, an integer >= 0 (default 1)")
+    p.add_argument("--bootstrap", type=int_arg(0, 100000), default=200,
+                   help="parametric bootstrap replicates for the dfe/ge intervals, 0..100000 (default 200; 0 = none)")
+    add_seed(p)
     p.add_argument("--out", metavar="FIT.json", help="write the fit (JSON) to this file, atomically (default: none, print only)")
     p.add_argument("--json", action="store_true", help="print the fit as JSON on stdout")
 

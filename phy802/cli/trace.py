@@ -2,9 +2,10 @@
 
 Examples::
 
-    phy802 trace generate --rate 400G --fec bypass --ber 1e-5 --bits 1e10 --seed 1 --out t.npz
-    phy802 trace generate --code rs272 --fec ieee --ber 1e-4 --bits 1e9 --out ll.npz
-    phy802 trace info t.npz --json
+    phy802 trace generate --rate 400G --fec bypass --ber 1e-5 --bits 1e10 --seed 1 --out t.trace
+    phy802 trace generate --code rs272 --fec ieee --ber 1e-4 --bits 1e9 --out ll.trace
+    phy802 trace generate --ber 1e-4 --bits 1e12 --workers 2 --out big.trace      # shards on 2 processes
+    phy802 trace info t.trace --check --json
 """
 
 from __future__ import annotations
@@ -45,13 +46,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    help="fast event sampler (default) or the slow bit-exact reference link")
     g.add_argument("--chunk-pairs", type=int_arg(1, 1 << 30), default=None,
                    help="codeword pairs per stored chunk (default: auto)")
-    g.add_argument("--out", required=True, help="output trace file (.npz)")
+    g.add_argument("--shard-pairs", type=int_arg(1, 1 << 40), default=None,
+                   help="codeword pairs per shard, each with its own seed (default: 16 chunks); the trace depends on "
+                        "the seed, --chunk-pairs and --shard-pairs, never on --workers/--scheduler")
+    g.add_argument("--workers", type=int_arg(1, 4096), default=1,
+                   help="local worker processes generating shards in parallel (default 1: this process, with "
+                        "encoding and writing in a background thread)")
+    g.add_argument("--scheduler", metavar="ADDRESS", default=None,
+                   help="Dask scheduler address (e.g. tcp://host:8786): generate the shards on that cluster "
+                        "(default: none, local)")
+    g.add_argument("--out", required=True, help="output trace file (format v2, e.g. t.trace)")
     g.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     add_force(g, "traces estimated to exceed the free disk or to take over an hour")
     add_seed(g)
     add_json(g)
     i = sub.add_parser("info", help="print a trace's metadata and measured error rates")
     i.add_argument("path", help="trace file")
+    i.add_argument("--check", action="store_true",
+                   help="read and validate every chunk (CRC and content); exit 1 if any is unreadable")
     add_json(i)
     add_hist_arguments(i)
 
@@ -85,7 +97,7 @@ def _check_size(args) -> None:
     rate = args.ber
     if correcting:
         rate = min(args.ber, 100 * float(theory.post_fec_ber(args.ber, theory.rs_code(code))) + 1e-18)
-    nbytes = args.bits * rate * 10.0 + (1 << 20)
+    nbytes = args.bits * rate * 4.0 + (1 << 20)  # format v2: ~1.5 bytes per flip, <= ~4 without triples
     check_disk(args.out, nbytes, f"trace generate --bits {args.bits:.3g}", force=args.force,
                hint="use fewer --bits")
     speed = 1e9 if args.generator == "bitexact" else (1e11 if code == "rs272" else 4e11)  # line bits/s, ~2e6 errors/s
@@ -156,6 +168,9 @@ def run(args: argparse.Namespace) -> int:
             seed=args.seed,
             generator=args.generator,
             chunk_pairs=args.chunk_pairs,
+            shard_pairs=args.shard_pairs,
+            workers=args.workers,
+            scheduler=args.scheduler,
             progress=not args.no_progress,
         )
         if from_fit is not None:
@@ -166,9 +181,22 @@ def run(args: argparse.Namespace) -> int:
                                                 f"ber={from_fit['ber']:.4g} burst_pb={from_fit['burst_pb']}\n")
              + _summary(meta))
         return 0
+    import sys
+
+    from protocol.trace import TraceError
+
     ethtool = wants_ethtool(args)
+    check = None
     with TraceReader(args.path) as r:
         meta = dict(r.meta)
+        if args.check:
+            try:
+                check = {"ok": True, **r.check()}
+            except TraceError as exc:
+                check = {"ok": False, "error": str(exc)}
+    if check is not None and not check["ok"]:
+        print(f"phy802 trace info: check failed: {check['error']}", file=sys.stderr)
+        return 1
     counts = meta.get("codewords", {}).get("symbol_error_hist")
     fh = None
     if counts:  # the trace's last count collects every weight >= its index (all > t)
@@ -184,7 +212,10 @@ def run(args: argparse.Namespace) -> int:
     obj = {"path": str(args.path), **meta}
     if fh is not None:
         obj["fec_histogram"] = fh.as_dict()
-    emit(args, obj, lambda: _summary(meta) + ("" if fh is None else
-                                             "\nFEC codeword histogram (pre-FEC symbol errors per codeword):\n"
-                                             + fh.format_text()))
+    if check is not None:
+        obj["check"] = check
+    emit(args, obj, lambda: _summary(meta)
+         + ("" if check is None else f"\ncheck      ok: {check['chunks']} chunks, {check['flips']} flips, "
+                                     f"{check['marks']} marks valid")
+         + ("" if fh is None else "\nFEC codeword histogram (pre-FEC symbol errors per codeword):\n" + fh.format_text()))
     return 0

@@ -301,8 +301,9 @@ class Link(_Base):
         ctr = self._new_counters()
         t0 = time.perf_counter()
         errs, offset, done = [], 0, 0
-        n_batches = -(-int(n_pairs) // int(batch_pairs))
-        for j, child in enumerate(ss.spawn(n_batches)):
+        while done < int(n_pairs):
+            # one child at a time (= ss.spawn(n_batches)[j]): memory does not grow with n_pairs
+            child = ss.spawn(1)[0]
             P = min(int(batch_pairs), int(n_pairs) - done)
             done += P
             e, used = self.run_batch(P, child, ctr, offset)

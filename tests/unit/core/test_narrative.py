@@ -50,3 +50,13 @@ def test_narrative_follows_other_numbers():
     assert "**2 of 16 known-answer vector files FAILED** (a.txt, b.txt)" in text
     assert "saves 40.0 ns" in text and "training" not in text.lower().replace("training below", "")
     assert "`phy802 train --source trace` replays" in text
+
+
+def test_narrative_names_the_fastest_tradeoff_setting():
+    rows = [{"mode": "kp4/ieee", "ber": 0.0, "guard": "-", "vs_ref": 1.0},
+            {"mode": "kp4/bypass", "ber": 1e-5, "guard": "nan_to_zero_clamp", "vs_ref": 0.912},
+            {"mode": "kp4/bypass", "ber": 1e-5, "guard": "none", "vs_ref": float("nan")}]
+    text = "\n".join(narrative(_summary(tradeoff={"out": "x", "rows_64_ranks": rows})))
+    assert ("fastest way to the target loss is, error-free: **kp4/ieee**, 1.000x the time of error-free KP4; "
+            "at BER 1e-5: **kp4/bypass** with guard `nan_to_zero_clamp`, 0.912x") in text
+    assert "1 of 3 settings never reach it (kp4/bypass `none` at 1e-5)" in text

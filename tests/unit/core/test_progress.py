@@ -31,7 +31,7 @@ def test_log_progress_has_no_zero_line_and_ends_with_a_summary():
     bar.update(1)
     assert f.getvalue() == ""  # within the interval: quiet
     clock.t = 12.0
-    bar.set_postfix_str("last: kp4")
+    bar.set_postfix_str("last: kp4", refresh=True)  # tqdm's signature
     bar.update(1)
     assert f.getvalue() == "points: 2/4 (50%) after 12 s (last: kp4)\n"
     bar.write("a table row")
@@ -67,6 +67,6 @@ def test_disabled_progress_prints_nothing_but_writes():
     f = io.StringIO()
     bar = progress(total=3, desc="x", enable=False, file=f)
     bar.update(3)
-    bar.set_postfix_str("y")
+    bar.set_postfix_str("y", refresh=True)
     bar.close()
     assert f.getvalue() == ""

@@ -116,3 +116,17 @@ def test_trace_decoder_errors_bitexact_matches_bypass_identity():
     # bypass: every line error on a message bit outside the AMs is a decoder-output error
     assert st.decoder_bit_errors > 0 and st.decoder_bits == st.stream_bits // 256 * 257
     assert 2.8 < st.payload_flips / st.decoder_bit_errors < 3.05
+
+
+def test_latency_rows_never_overlap_in_crowded_sets():
+    # 13 modes as in a sweep of kp4,rs272,none x all six receive modes: many rows near 0 and 4.6 ns
+    lat = {"kp4/ieee": 57.6, "kp4/correct_no_indication": 49.6, "kp4/detect_only": 29.6, "kp4/bypass": 0.0,
+           "kp4/unequal": 4.6, "kp4/llr": 57.6, "rs272/ieee": 30.8, "rs272/correct_no_indication": 26.8,
+           "rs272/detect_only": 16.8, "rs272/bypass": 0.0, "rs272/unequal": 4.6, "rs272/llr": 30.8, "none": 0.0}
+    y = plots._latency_rows(list(lat), lat)
+    ys = sorted(y.values())
+    assert min(np.diff(ys)) >= 0.07 * 57.6 - 1e-9
+    order = sorted(lat, key=lambda m: y[m])
+    assert [lat[m] for m in order] == sorted(lat.values())  # rows keep the latency order
+    assert max(abs(y[m] - lat[m]) for m in lat) < 0.25 * 57.6
+    assert len({(s.marker, s.color) for s in map(plots.mode_style, range(13))}) == 13
