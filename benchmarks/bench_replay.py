@@ -187,12 +187,18 @@ def main() -> None:
     args = p.parse_args()
     if args.flip_density is None:
         args.flip_density = 3 * args.ber
-    out = os.path.join(tempfile.mkdtemp(prefix="phy802-bench-"), "res.json")
-    store = os.path.join(tempfile.mkdtemp(prefix="phy802-store-"), "s")
-    os.environ["OMP_NUM_THREADS"] = str(args.threads)
-    mp.start_processes(_worker, args=(args, store, out), nprocs=args.world_size, start_method="spawn")
-    with open(out) as fh:
-        res = json.load(fh)
+    import shutil
+
+    work = tempfile.mkdtemp(prefix="phy802-bench-")
+    try:
+        out = os.path.join(work, "res.json")
+        store = os.path.join(work, "store")
+        os.environ["OMP_NUM_THREADS"] = str(args.threads)
+        mp.start_processes(_worker, args=(args, store, out), nprocs=args.world_size, start_method="spawn")
+        with open(out) as fh:
+            res = json.load(fh)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
     res.update(ber=args.ber, guard=args.guard, classes=args.classes, mode=args.mode, source=args.source, world_size=args.world_size, steps=args.steps)
     if args.json:
         print(json.dumps(res, indent=2))

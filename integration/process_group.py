@@ -410,11 +410,13 @@ class ReplayProcessGroup(dist.ProcessGroup):
         key = (src, self._rank)
         link = self._links.get(key, False)
         if link is False:
-            link = self._links[key] = (BufferedLink(source, self._fec, rate=self.config.source.rate)
+            link = self._links[key] = (BufferedLink(source, self._fec, rate=self.config.source.rate,
+                                                    code=self.config.source.code)
                                        if BufferedLink.supports(source) else None)
         if link is not None:
             return link.deliver(octets, fmt)
-        return deliver(octets, source, self._fec, rate=self.config.source.rate, float_format=fmt)
+        return deliver(octets, source, self._fec, rate=self.config.source.rate, float_format=fmt,
+                       code=self.config.source.code)
 
     # ------------------------------------------------------------------ core: reserve and apply
     def _classify(self, default: str, t: torch.Tensor) -> str:
@@ -472,7 +474,7 @@ class ReplayProcessGroup(dist.ProcessGroup):
             from protocol.framing import line_bits_of_stream, stream_bits
 
             sb = stream_bits(8 * octets) if octets else 0
-            c = self._cost_cache[octets] = (sb, line_bits_of_stream(sb, self.config.source.rate))
+            c = self._cost_cache[octets] = (sb, line_bits_of_stream(sb, self.config.source.rate, self.config.source.code))
         return c
 
     def _apply(self, pending: tuple, t: torch.Tensor, elem_base: int = 0) -> None:

@@ -222,7 +222,8 @@ class BufferedLink:
     not be read elsewhere once wrapped.
     """
 
-    def __init__(self, source: ErrorSource, mode, *, rate: str = "400G", prefetch_bits: int = 1 << 25) -> None:
+    def __init__(self, source: ErrorSource, mode, *, rate: str = "400G", prefetch_bits: int = 1 << 25,
+                 code: str = "kp4") -> None:
         from protocol.delivery import RetransmitConfig
         from protocol.framing import FramingConfig, get_rate
         from protocol.modes import get_mode
@@ -231,12 +232,14 @@ class BufferedLink:
         self.mode = get_mode(mode)
         get_rate(rate)
         self.rate = rate
+        self.code = code
         self.cursor = 0  # stream bits delivered (what ``source.cursor`` would be without read-ahead)
         self._prefetch = int(prefetch_bits)
         self._min_prefetch = min(1 << 22, self._prefetch)
         self.redone = 0  # messages redone after reading further (resends past the read-ahead)
         self._framing = FramingConfig()
         self._retx = RetransmitConfig()
+        self._resend_ns = float(self._retx.resend_ns(self.mode, rate, code))
         self._end = 0  # stream position the buffer covers up to (the source's own cursor)
         self._off = np.empty(0, np.int64)  # absolute error offsets
         self._marks = np.empty((0, 2), np.int64)  # absolute error-block ranges
@@ -336,9 +339,9 @@ class BufferedLink:
         if lb is None:
             from protocol.framing import line_bits_of_stream
 
-            lb = line_bits_of_stream(int(used), self.rate)
+            lb = line_bits_of_stream(int(used), self.rate, self.code)
             if len(self._line) < 4096:
                 self._line[used] = lb
         return Delivery(payload_flips=out, frames=int(fs.size), frames_resent=int(resent), frames_lost=int(nl),
                         lost_ranges=lost[:nl].copy(), protected_removed=removed, stream_bits=int(used),
-                        line_bits=int(lb), retransmit_ns=float(maxr * self._retx.rtt_ns))
+                        line_bits=int(lb), retransmit_ns=float(maxr * self._resend_ns))

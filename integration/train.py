@@ -341,7 +341,8 @@ def _train_worker(rank: int, cfg: TrainConfig, init_method: str, out_dir: str) -
         else:
             from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe
 
-            stage_mod = split_stages(gpt, world)[rank].to(dev)
+            gpt.to(dev)  # the whole model on the device: rank 0 evaluates it after gathering the stages
+            stage_mod = split_stages(gpt, world)[rank]
             stage = PipelineStage(stage_mod, rank, world, dev, group=group)
 
             def loss_fn(logits, target):

@@ -41,6 +41,13 @@ Replay rules (documented model, [I] where marked):
   ``ranks > p`` the cluster runs ``ranks // p`` data-parallel pipelines: each stage's gradients
   (``4 P / p`` bytes, or the log's ``gradients`` all-reduces) are all-reduced over the
   ``ranks // p`` replicas after the flush, not overlapped [I].  Other ops run serially.
+* **FSDP** (``parallel == "fsdp"``, FSDP2 ``fully_shard``): parameters are all-gathered per
+  unit before its forward and again before its backward, gradients reduce-scattered per unit in
+  backward.  FSDP prefetches the next unit's all-gather during the current unit's compute and
+  reduce-scatters during the next unit's backward (Zhao et al., "PyTorch FSDP", VLDB 2023), so
+  with the network running one collective at a time all but the first all-gather and the last
+  reduce-scatter overlap compute [I]:
+  ``step = T_first_ag + max(C, T_all - T_first_ag - T_last_rs) + T_last_rs + sum T_other``.
 * A log recorded at one world size replays at any ``ranks``: per-rank bytes are kept
   (weak scaling: the per-rank batch is fixed), collectives are re-timed at ``ranks``.
 """
@@ -68,19 +75,27 @@ __all__ = [
     "compute_from_flops",
     "synthetic_ddp_log",
     "synthetic_pp_log",
+    "synthetic_fsdp_log",
+    "PARALLEL",
     "StepTime",
     "step_time",
 ]
 
 FORMAT = "phy802-commlog"
 VERSION = 1
+PARALLEL = ("ddp", "fsdp", "pp")
 _OPS = ("allreduce", "reduce_scatter", "allgather", "broadcast", "alltoall", "send", "recv", "barrier")
 
-#: Named model sizes.  ``gpt2-124m``: GPT-2 small (12 layers, d = 768, 124,439,808 parameters with
-#: tied embeddings), 524,288 tokens per step (nanoGPT's GPT-2 recipe: 0.5 M tokens), bf16 activations.
+#: Named model sizes.  ``gpt2-124m``: GPT-2 small as published (12 layers, d = 768, 50,257-token
+#: vocabulary, tied embeddings: 124,439,808 parameters); ``gpt2-small``: the training preset of the
+#: same name (``integration.train.MODEL_PRESETS``: byte vocabulary, untied head: 86,235,648
+#: parameters, checked against the model by test).  Both at 524,288 tokens per step (nanoGPT's
+#: GPT-2 recipe, 0.5 M tokens), fp32 gradients, bf16 activations.
 MODEL_PRESETS: dict[str, dict[str, Any]] = {
     "gpt2-124m": dict(params=124_439_808, tokens_per_step=524_288, d_model=768, n_layer=12, seq_len=1024,
                       grad_dtype_bytes=4, act_dtype_bytes=2),
+    "gpt2-small": dict(params=86_235_648, tokens_per_step=524_288, d_model=768, n_layer=12, seq_len=1024,
+                       grad_dtype_bytes=4, act_dtype_bytes=2),
 }
 
 
@@ -169,8 +184,8 @@ def read_commlog(path: str | os.PathLike) -> CommLogData:
         raise ValueError(f"{p}: not a phy802 communication log (header 'format' must be {FORMAT!r})")
     if int(header.get("version", 0)) > VERSION:
         raise ValueError(f"{p}: communication log version {header.get('version')} is newer than {VERSION}")
-    if header.get("parallel", "ddp") not in ("ddp", "pp"):
-        raise ValueError(f"{p}: header parallel must be 'ddp' or 'pp', got {header.get('parallel')!r}")
+    if header.get("parallel", "ddp") not in PARALLEL:
+        raise ValueError(f"{p}: header parallel must be one of {', '.join(PARALLEL)}, got {header.get('parallel')!r}")
     return CommLogData(header, [_check_record(r, w) for r, w in zip(recs, where)])
 
 
@@ -205,6 +220,26 @@ def synthetic_ddp_log(params: int, *, world_size: int = 2, bucket_bytes: int = 2
                  for b in sizes]
         recs.append(dict(rank=0, step=s, op="allreduce", bytes=4, dtype="int32", cls="control", peers="all"))
     header = {"format": FORMAT, "version": VERSION, "parallel": "ddp", "world_size": world_size,
+              "params": int(params), "synthetic": True}
+    if tokens_per_step is not None:
+        header["tokens_per_step"] = int(tokens_per_step)
+    return CommLogData(header, recs)
+
+
+def synthetic_fsdp_log(params: int, *, units: int, world_size: int = 2, dtype_bytes: int = 4,
+                       tokens_per_step: int | None = None) -> CommLogData:
+    """The log of one FSDP2 step with ``units`` equal ``fully_shard`` units (one per block): per
+    unit an all-gather before forward and before backward (the unit's full parameters), a
+    reduce-scatter of its gradients in backward (reverse order), then the control all-reduce."""
+    per = -(-int(params) // units) * int(dtype_bytes)
+    recs = [dict(rank=0, step=0, op="allgather", bytes=per, dtype="float32", cls="params", peers="all")
+            for _ in range(units)]
+    for _ in range(units):
+        recs.append(dict(rank=0, step=0, op="allgather", bytes=per, dtype="float32", cls="params", peers="all"))
+        recs.append(dict(rank=0, step=0, op="reduce_scatter", bytes=per, dtype="float32", cls="gradients",
+                         peers="all"))
+    recs.append(dict(rank=0, step=0, op="allreduce", bytes=4, dtype="int32", cls="control", peers="all"))
+    header = {"format": FORMAT, "version": VERSION, "parallel": "fsdp", "world_size": world_size,
               "params": int(params), "synthetic": True}
     if tokens_per_step is not None:
         header["tokens_per_step"] = int(tokens_per_step)
@@ -258,22 +293,22 @@ class StepTime:
 
 
 @functools.lru_cache(maxsize=4096)
-def _op_time(op: str, nbytes: int, cluster: Cluster):
-    return collective_time(op, nbytes, cluster)
+def _op_time(op: str, nbytes: int, cluster: Cluster, algo: str = "ring"):
+    return collective_time(op, nbytes, cluster, algo if op in ("allreduce", "broadcast") else None)
 
 
-def _replay_op(r: dict, cluster: Cluster):
+def _replay_op(r: dict, cluster: Cluster, algo: str = "ring"):
     op = r["op"]
     if op in ("recv",):
         return None
     if op == "send":
         return _op_time("sendrecv", int(r["bytes"]), cluster)
     if op == "barrier":
-        return _op_time("allreduce", 4, cluster)  # a barrier costs a one-int all-reduce's latency [I]
+        return _op_time("allreduce", 4, cluster, algo)  # a barrier costs a one-int all-reduce's latency [I]
     if op == "alltoall":
         # N-1 messages of S/N per rank, one per step [I]: like a ring all-gather's traffic
         return _op_time("allgather", int(r["bytes"]), cluster)
-    return _op_time(op, int(r["bytes"]), cluster)
+    return _op_time(op, int(r["bytes"]), cluster, algo)
 
 
 def _pick_step(log: CommLogData, rank: int = 0) -> list[dict]:
@@ -286,11 +321,14 @@ def _pick_step(log: CommLogData, rank: int = 0) -> list[dict]:
     return [r for r in mine if int(r["step"]) == last]
 
 
-def step_time(log: CommLogData, cluster: Cluster, *, compute_s: float | None = None) -> StepTime:
+def step_time(log: CommLogData, cluster: Cluster, *, compute_s: float | None = None, algo: str = "ring") -> StepTime:
     """Replay one step of ``log`` over ``cluster`` (module docstring for the rules).
 
-    ``compute_s``: compute per step and rank; default the log's measured step time.
+    ``compute_s``: compute per step and rank; default the log's measured step time.  ``algo``:
+    the all-reduce and broadcast algorithm (``ring`` or ``tree``, :mod:`protocol.collective`).
     """
+    if algo not in ("ring", "tree"):
+        raise ValueError(f"algo must be 'ring' or 'tree', got {algo!r}")
     if compute_s is None:
         compute_s = log.measured_step_s()
         if compute_s is None:
@@ -301,7 +339,9 @@ def step_time(log: CommLogData, cluster: Cluster, *, compute_s: float | None = N
     if not (math.isfinite(compute_s) and compute_s >= 0):
         raise ValueError(f"compute_s must be a finite number >= 0, got {compute_s!r}")
     if log.parallel == "pp":
-        return _pp_step(log, cluster, compute_s)
+        return _pp_step(log, cluster, compute_s, algo)
+    if log.parallel == "fsdp":
+        return _fsdp_step(log, cluster, compute_s, algo)
     recs = _pick_step(log)
     grads = [r for r in recs if r.get("cls") == "gradients" and r["op"] in ("allreduce", "reduce_scatter")]
     others = [r for r in recs if r not in grads]
@@ -309,7 +349,7 @@ def step_time(log: CommLogData, cluster: Cluster, *, compute_s: float | None = N
     fwd, bwd = compute_s / 3.0, 2.0 * compute_s / 3.0
     end, done, comm, phy, res = 0.0, 0, 0.0, 0.0, 0.0
     for r in grads:
-        t = _replay_op(r, cluster)
+        t = _replay_op(r, cluster, algo)
         done += int(r["bytes"])
         ready = fwd + bwd * done / total
         end = max(ready, end) + t.time_s
@@ -317,7 +357,7 @@ def step_time(log: CommLogData, cluster: Cluster, *, compute_s: float | None = N
     step = max(compute_s, end)
     n = len(grads)
     for r in others:
-        t = _replay_op(r, cluster)
+        t = _replay_op(r, cluster, algo)
         if t is None:
             continue
         step += t.time_s
@@ -326,7 +366,30 @@ def step_time(log: CommLogData, cluster: Cluster, *, compute_s: float | None = N
                     comm, phy, res, 0.0, n)
 
 
-def _pp_step(log: CommLogData, cluster: Cluster, compute_s: float) -> StepTime:
+def _fsdp_step(log: CommLogData, cluster: Cluster, compute_s: float, algo: str) -> StepTime:
+    recs = _pick_step(log)
+    ag = [r for r in recs if r["op"] == "allgather" and r.get("cls") != "control"]
+    rs = [r for r in recs if r["op"] == "reduce_scatter" and r.get("cls") != "control"]
+    others = [r for r in recs if r not in ag and r not in rs]
+    t_ag = [_replay_op(r, cluster, algo) for r in ag]
+    t_rs = [_replay_op(r, cluster, algo) for r in rs]
+    first = t_ag[0].time_s if t_ag else 0.0
+    last = t_rs[-1].time_s if t_rs else 0.0
+    ts = t_ag + t_rs
+    total = sum(t.time_s for t in ts)
+    step = first + max(compute_s, total - first - last) + last
+    comm, phy, res, n = total, sum(t.phy_s for t in ts), sum(t.resend_s for t in ts), len(ts)
+    for r in others:
+        t = _replay_op(r, cluster, algo)
+        if t is None:
+            continue
+        step += t.time_s
+        comm, phy, res, n = comm + t.time_s, phy + t.phy_s, res + t.resend_s, n + 1
+    return StepTime("fsdp", cluster.ranks, cluster.code, cluster.fec, cluster.ber, step, compute_s,
+                    step - compute_s, comm, phy, res, 0.0, n)
+
+
+def _pp_step(log: CommLogData, cluster: Cluster, compute_s: float, algo: str = "ring") -> StepTime:
     p = log.world_size
     m = int(log.header.get("microbatches", 1))
     if p < 2 or m < 1:
@@ -357,13 +420,13 @@ def _pp_step(log: CommLogData, cluster: Cluster, compute_s: float) -> StepTime:
         gb = [int(r["bytes"]) for r in recs if r.get("cls") == "gradients" and r["op"] == "allreduce"
               and int(r.get("rank", 0)) == 0]
         stage_bytes = sum(gb) if gb else int(log.header.get("params", 0)) * 4 // p
-        t = _op_time("allreduce", stage_bytes, cluster.with_(ranks=dp))
+        t = _op_time("allreduce", stage_bytes, cluster.with_(ranks=dp), algo)
         step += t.time_s
         comm, phy, res, n = comm + t.time_s, phy + t.phy_s, res + t.resend_s, n + 1
     ctrl = [r for r in recs if r["op"] != "send" and r["op"] != "recv" and r.get("cls") != "gradients"
             and int(r.get("rank", 0)) == 0]
     for r in ctrl:
-        t = _replay_op(r, cluster.with_(ranks=max(p, cluster.ranks)))
+        t = _replay_op(r, cluster.with_(ranks=max(p, cluster.ranks)), algo)
         step += t.time_s
         comm, phy, res, n = comm + t.time_s, phy + t.phy_s, res + t.resend_s, n + 1
     return StepTime("pp", cluster.ranks, cluster.code, cluster.fec, cluster.ber, step, m * c,

@@ -33,8 +33,8 @@ from dataclasses import dataclass
 from typing import Callable, Iterable
 
 from .collective import Cluster
-from .steptime import (CommLogData, compute_from_flops, model_preset, step_time, synthetic_ddp_log,
-                       synthetic_pp_log)
+from .steptime import (PARALLEL, CommLogData, compute_from_flops, model_preset, step_time, synthetic_ddp_log,
+                       synthetic_fsdp_log, synthetic_pp_log)
 
 __all__ = ["DEFAULT_MODES", "REFERENCE", "CLEAN_POST_FEC_BER", "TimeModel", "load_results", "steps_to_target",
            "tradeoff_rows", "COLUMNS", "pareto_front", "plot_pareto", "parse_modes"]
@@ -73,7 +73,8 @@ class TimeModel:
 
     ``log``: a communication log (its ``parallel`` rows use it; compute measured unless
     ``tflops`` is set).  Otherwise synthetic DDP / pipeline logs of ``model``; the pipeline
-    has ``pp_stages`` stages and ``microbatches`` microbatches.
+    has ``pp_stages`` stages and ``microbatches`` microbatches.  ``algo``: all-reduce algorithm
+    (``ring`` or ``tree``).
     """
 
     model: str = "gpt2-124m"
@@ -82,6 +83,7 @@ class TimeModel:
     log: CommLogData | None = None
     pp_stages: int = 2
     microbatches: int = 4
+    algo: str = "ring"
 
     def step(self, parallel: str, cluster: Cluster):
         if self.log is not None and self.log.parallel == parallel:
@@ -89,18 +91,22 @@ class TimeModel:
             comp = None
             if self.tflops is not None and h.get("params") and h.get("tokens_per_step"):
                 comp = compute_from_flops(h["params"], h["tokens_per_step"], cluster.ranks, self.tflops, self.mfu)
-            return step_time(self.log, cluster, compute_s=comp)
+            return step_time(self.log, cluster, compute_s=comp, algo=self.algo)
         pr = model_preset(self.model)
         if self.tflops is None:
             raise ValueError(f"TimeModel: model preset {self.model!r} needs tflops")
         comp = compute_from_flops(pr["params"], pr["tokens_per_step"], cluster.ranks, self.tflops, self.mfu)
+        if parallel == "fsdp":
+            return step_time(synthetic_fsdp_log(pr["params"], units=pr["n_layer"], world_size=cluster.ranks),
+                             cluster, compute_s=comp, algo=self.algo)
         if parallel == "ddp":
-            return step_time(synthetic_ddp_log(pr["params"], world_size=cluster.ranks), cluster, compute_s=comp)
+            return step_time(synthetic_ddp_log(pr["params"], world_size=cluster.ranks), cluster, compute_s=comp,
+                             algo=self.algo)
         p = self.pp_stages
         dp = max(1, cluster.ranks // p)
         act = pr["tokens_per_step"] // dp // self.microbatches * pr["d_model"] * pr["act_dtype_bytes"]
         log = synthetic_pp_log(pr["params"], stages=p, microbatches=self.microbatches, act_bytes=max(1, act))
-        return step_time(log, cluster.with_(ranks=max(cluster.ranks, p)), compute_s=comp)
+        return step_time(log, cluster.with_(ranks=max(cluster.ranks, p)), compute_s=comp, algo=self.algo)
 
 
 def load_results(folder: str | os.PathLike) -> tuple[dict, list[dict]]:
@@ -121,8 +127,8 @@ def load_results(folder: str | os.PathLike) -> tuple[dict, list[dict]]:
         for k in ("parallel", "ber", "guard", "evals", "final_val_loss"):
             if k not in r:
                 raise ValueError(f"{path}: row {i} has no field {k!r}")
-        if r["parallel"] not in ("ddp", "pp"):
-            raise ValueError(f"{path}: row {i}: parallel must be 'ddp' or 'pp', got {r['parallel']!r}")
+        if r["parallel"] not in PARALLEL:
+            raise ValueError(f"{path}: row {i}: parallel must be one of {', '.join(PARALLEL)}, got {r['parallel']!r}")
         if not isinstance(r["evals"], list) or not all(isinstance(e, (list, tuple)) and len(e) == 2 for e in r["evals"]):
             raise ValueError(f"{path}: row {i}: evals must be a list of [step, val_loss] pairs")
     return dict(doc.get("meta") or {}), doc["rows"]
@@ -179,7 +185,7 @@ def tradeoff_rows(meta: dict, rows: list[dict], *, modes=DEFAULT_MODES, ranks=(8
     no loss curve for (e.g. ``unequal`` without an ``exponent_protection`` run)."""
     meta_fec = str(meta.get("fec", "bypass"))
     out: list[dict] = []
-    for par in sorted({r["parallel"] for r in rows}, key=["ddp", "pp"].index):
+    for par in sorted({r["parallel"] for r in rows}, key=PARALLEL.index):
         base = [r for r in rows if r["parallel"] == par and float(r["ber"]) == 0.0]
         if not base:
             raise ValueError(f"results have no error-free (ber 0) row for {par}: the reference is missing")
@@ -250,7 +256,7 @@ def plot_pareto(rows: list[dict], path: str | os.PathLike, clip_rel: float = 0.0
 
     from phy802._io import atomic_write_bytes
 
-    pars = sorted({r["parallel"] for r in rows}, key=["ddp", "pp"].index)
+    pars = sorted({r["parallel"] for r in rows}, key=PARALLEL.index)
     sizes = sorted({r["ranks"] for r in rows})
     modes = list(dict.fromkeys(r["mode"] for r in rows))
     bers = sorted({r["ber"] for r in rows})

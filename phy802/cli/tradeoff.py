@@ -44,7 +44,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--ranks", type=list_arg(int_arg(1, 10**7)), default=(8, 64, 512),
                    help="cluster sizes, comma-separated (default 8,64,512)")
     p.add_argument("--model", choices=list(MODEL_PRESETS), default="gpt2-124m",
-                   help="model size of the time side (default gpt2-124m: 124M parameters, 0.5M tokens per step)")
+                   help="model size of the time side: gpt2-124m (GPT-2 small as published, 124M parameters) or "
+                        "gpt2-small (the training preset: byte vocabulary, 86M); 0.5M tokens per step "
+                        "(default gpt2-124m)")
     p.add_argument("--tflops", type=float_arg(0, 1e7, lo_open=True), default=989.0,
                    help="peak accelerator throughput, TFLOP/s (default 989: H100 SXM dense BF16)")
     p.add_argument("--mfu", type=float_arg(0, 1, lo_open=True), default=0.4, help="model FLOPs utilisation (default 0.4)")
@@ -53,6 +55,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--comm-log", default=None, metavar="FILE",
                    help="a communication log ('phy802 train --comm-log') to replay instead of the --model preset "
                         "(default: none)")
+    p.add_argument("--algo", choices=("ring", "tree"), default="ring",
+                   help="all-reduce algorithm of the time side: ring (2(N-1) steps) or tree (2 log2 N steps) "
+                        "(default ring)")
     p.add_argument("--pp-stages", type=int_arg(2, 4096), default=None,
                    help="pipeline stages of the time side (default: the experiment's world size)")
     p.add_argument("--target-loss", type=float_arg(0, None, lo_open=True), default=None,
@@ -115,7 +120,8 @@ def run_tradeoff(args: argparse.Namespace, live: bool = True) -> dict:
     log = read_commlog(args.comm_log) if args.comm_log else None
     stages = args.pp_stages or int(meta.get("world_size", 2))
     tm = TimeModel(model=args.model, tflops=None if (log is not None and args.measured_compute) else args.tflops,
-                   mfu=args.mfu, log=log, pp_stages=max(2, stages), microbatches=int(meta.get("microbatches", 4)))
+                   mfu=args.mfu, log=log, pp_stages=max(2, stages), microbatches=int(meta.get("microbatches", 4)),
+                   algo=args.algo)
     modes = args.modes or list(DEFAULT_MODES)
 
     if live:
@@ -137,7 +143,7 @@ def run_tradeoff(args: argparse.Namespace, live: bool = True) -> dict:
     for r in table:
         w.writerow([_fmt(r[c]) for c in COLUMNS])
     atomic_write_text(os.path.join(out, "tradeoff.csv"), buf.getvalue())
-    doc = {"results": os.path.abspath(results), "out": os.path.abspath(out), "model": args.model,
+    doc = {"results": os.path.abspath(results), "out": os.path.abspath(out), "model": args.model, "algo": args.algo,
            "tflops": tm.tflops, "mfu": args.mfu, "comm_log": args.comm_log, "cluster": to_jsonable(cluster_from_args(args)),
            "rows": [{k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in r.items()}
                     for r in table],

@@ -217,6 +217,10 @@ def run(args: argparse.Namespace) -> int:
         return 0
     cfg = config_from_args(args, parallel=args.parallel, ber=args.ber, guard=args.guard, steps=args.steps,
                            wrapper=not args.plain)
+    if cfg.wrapper and cfg.replay.source.ber > 0:  # build one link's source here: a refusal is exit 2, not a rank crash
+        from integration.sources import make_link_source
+
+        make_link_source(cfg.replay.source, 0, 1)
     tmp = None if args.out else tempfile.mkdtemp(prefix="phy802-train-")
     try:
         r = run_training(cfg, timeout_s=args.timeout, out_dir=args.out or tmp)

@@ -12,14 +12,26 @@ import torch
 import torch.distributed as dist
 
 ALL_FLOAT = ("gradients", "activations", "activation_grads", "params")
+_ROOT: list[str] = []
+
+
+def _scratch(prefix: str) -> str:
+    """A folder under one per-process root that is removed when the test process exits."""
+    if not _ROOT:
+        import atexit
+        import shutil
+
+        _ROOT.append(tempfile.mkdtemp(prefix="phy802-it-"))
+        atexit.register(shutil.rmtree, _ROOT[0], True)
+    return tempfile.mkdtemp(prefix=prefix, dir=_ROOT[0])
 
 
 def spawn(fn, n: int, *args, timeout_s: float = 120.0) -> str:
     """Run ``fn(rank, n, store, *args, out_dir)`` on ``n`` spawned ranks; return ``out_dir``."""
     import torch.multiprocessing as mp
 
-    out_dir = tempfile.mkdtemp(prefix="phy802-it-")
-    store = os.path.join(tempfile.mkdtemp(prefix="phy802-store-"), "s")
+    out_dir = _scratch("out-")
+    store = os.path.join(_scratch("store-"), "s")
     ctx = mp.start_processes(fn, args=(n, store, *args, out_dir), nprocs=n, join=False, start_method="spawn")
     deadline = time.monotonic() + timeout_s
     while not ctx.join(timeout=1.0):
@@ -171,8 +183,8 @@ def spawn_tolerant(fn, n: int, *args, timeout_s: float = 120.0) -> str:
     """Like :func:`spawn`, but ranks may die (a killed peer is the point of the test); waits for rank 0."""
     import torch.multiprocessing as mp
 
-    out_dir = tempfile.mkdtemp(prefix="phy802-it-")
-    store = os.path.join(tempfile.mkdtemp(prefix="phy802-store-"), "s")
+    out_dir = _scratch("out-")
+    store = os.path.join(_scratch("store-"), "s")
     ctx = mp.start_processes(fn, args=(n, store, *args, out_dir), nprocs=n, join=False, start_method="spawn")
     p0 = ctx.processes[0]
     p0.join(timeout_s)

@@ -98,6 +98,15 @@ BAD_TRAIN = [
     (["--trace", "MISSING"], "no such trace"), (["--trace", "CORRUPT"], "CORRUPT"), (["--parallel", "tp"], "--parallel"),
     (["--device", "cuda"], "cuda"), (["--precision", "bf16", "--parallel", "pp"], "pp"),
 ]
+try:  # a generator without --code support refuses other codes up front
+    import inspect
+
+    from protocol.trace import LiveSource
+
+    if "code" not in inspect.signature(LiveSource).parameters:
+        BAD_TRAIN.append((["--code", "kr4", "--source", "generator"], "kp4 only"))
+except ImportError:  # pragma: no cover
+    pass
 
 
 @pytest.mark.parametrize("extra,needle", BAD_TRAIN, ids=[" ".join(e) for e, _ in BAD_TRAIN])

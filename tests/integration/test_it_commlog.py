@@ -160,3 +160,14 @@ def test_tradeoff_runs_its_own_small_experiment(tmp_path):
     assert {"kp4/ieee", "kp4/bypass", "kp4/unequal", "rs272/ieee", "kp4/llr"} <= modes
     ref = [r for r in doc["rows"] if r["mode"] == "kp4/ieee" and r["ber"] == 0.0]
     assert all(r["vs_ref"] == pytest.approx(1.0) for r in ref)
+
+
+def test_gpt2_small_time_preset_matches_the_training_preset():
+    from integration.model import GPT, GPTConfig
+    from integration.train import MODEL_PRESETS as TRAIN
+    from protocol.steptime import model_preset
+
+    t, m = TRAIN["gpt2-small"], model_preset("gpt2-small")
+    assert t["tokenizer"] == "byte" and (t["n_layer"], t["n_embd"], t["block_size"]) == (m["n_layer"], m["d_model"], m["seq_len"])
+    gpt = GPT(GPTConfig(256, t["block_size"], t["n_layer"], t["n_head"], t["n_embd"]))
+    assert sum(p.numel() for p in gpt.parameters()) == m["params"]

@@ -83,12 +83,14 @@ def test_non_contiguous_tensors_get_their_flips(mode):
 
 def test_clamp_guard_acts_only_on_flipped_elements():
     # a clean Inf (fp16 loss-scaling overflow) and a clean large value must reach the caller
-    t = torch.tensor([float("inf"), 50.0, 1.0, 1.0, 0.25])
-    offs = np.array([2 * 32 + 30, 3 * 32 + 22])  # elem 2: exponent MSB (1 -> inf); elem 3: mantissa
+    t = torch.tensor([float("inf"), 50.0, 1.0, 0.25, 0.5])
+    # elem 2: exponent MSB (1 -> inf); elem 3: mantissa MSB (0.25 -> 0.375); elem 4: 0.5 -> 2^127
+    offs = np.array([2 * 32 + 30, 3 * 32 + 22, 4 * 32 + 30])
     elem, bit, old, new, idx, _ = corrupt_received(t, offs)
     n, final = guard_flipped(t, np.unique(elem), 1.0)
-    assert n == 1 and final.tolist() == [0.0, 1.0]
-    assert math.isinf(t[0].item()) and t[1].item() == 50.0 and t[2].item() == 0.0 and t[3].item() == 1.0
+    assert n == 2 and final.tolist() == [0.0, 0.375, 1.0]
+    assert math.isinf(t[0].item()) and t[1].item() == 50.0  # clean values, even out of bounds, stay
+    assert t[2:].tolist() == [0.0, 0.375, 1.0]
     h = torch.tensor([float("inf"), 3.0, 1.0], dtype=torch.float16)
     corrupt_received(h, np.array([2 * 16 + 14]))
     n, _ = guard_flipped(h, np.array([2]), 1.0)

@@ -16,10 +16,10 @@ _FIELDS = ("frames", "frames_resent", "frames_lost", "protected_removed", "strea
 
 def _compare(cfg: SourceConfig, sizes, fmt: str, prefetch: int) -> dict:
     ref = make_link_source(cfg, 1, 0)
-    fast = BufferedLink(make_link_source(cfg, 1, 0), cfg.fec, rate=cfg.rate, prefetch_bits=prefetch)
+    fast = BufferedLink(make_link_source(cfg, 1, 0), cfg.fec, rate=cfg.rate, prefetch_bits=prefetch, code=cfg.code)
     seen = dict(resent=0, lost=0, flips=0, protected=0)
     for s in sizes:
-        d, e = deliver(int(s), ref, cfg.fec, rate=cfg.rate, float_format=fmt), fast.deliver(int(s), fmt)
+        d, e = deliver(int(s), ref, cfg.fec, rate=cfg.rate, float_format=fmt, code=cfg.code), fast.deliver(int(s), fmt)
         for k in _FIELDS:
             assert getattr(d, k) == getattr(e, k), (k, int(s))
         assert np.array_equal(d.payload_flips, e.payload_flips), int(s)
@@ -33,7 +33,7 @@ def _compare(cfg: SourceConfig, sizes, fmt: str, prefetch: int) -> dict:
     return seen
 
 
-@pytest.mark.parametrize("fec", ["bypass", "unequal", "ieee", "detect_only", "correct_no_indication"])
+@pytest.mark.parametrize("fec", ["bypass", "unequal", "ieee", "detect_only", "correct_no_indication", "llr"])
 @pytest.mark.parametrize("kind", ["generator", "independent"])
 def test_buffered_link_equals_deliver(fec, kind):
     sizes = list(np.random.default_rng(0).integers(1, 200_000, 25)) + [4, 1 << 20, 3, 100]
@@ -75,3 +75,11 @@ def test_flip_kernel_matches_torch_path(dtype, protect):
     for u, v in zip(ra[:5], rb[:5]):
         assert np.asarray(u).dtype == np.asarray(v).dtype
         assert np.array_equal(u, v, equal_nan=True) if np.asarray(u).dtype.kind == "f" else np.array_equal(u, v)
+
+
+@pytest.mark.parametrize("code", ["rs272", "none"])
+def test_buffered_link_equals_deliver_for_other_codes(code):
+    cfg = SourceConfig(ber=3e-3 if code == "rs272" else 2e-4, seed=4, fec="llr" if code == "rs272" else "bypass",
+                       kind="generator", code=code)
+    seen = _compare(cfg, [1 << 16, 3000, 1 << 20] * 2, "float32", prefetch=1 << 22)
+    assert seen["resent"] > 0

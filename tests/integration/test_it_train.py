@@ -28,7 +28,7 @@ def _same(a, b):
 
 
 @pytest.fixture(scope="module")
-def ddp2():
+def ddp2(tmp_path_factory):
     base = TrainConfig(parallel="ddp", world_size=2, **TINY)
     cfgs = [dataclasses.replace(base, wrapper=False),
             base,
@@ -39,11 +39,11 @@ def ddp2():
     cfgs += [dataclasses.replace(base, replay=ReplayConfig(guard=g, mode=m))
              for g, m in zip(GUARDS[1:], ("endpoint", "ring", "endpoint"))]
     cfgs += [dataclasses.replace(base, replay=ReplayConfig(guard="nan_to_zero_clamp", mode="ring"))]
-    return run_many(cfgs, timeout_s=300)
+    return run_many(cfgs, timeout_s=300, out_dir=str(tmp_path_factory.mktemp("ddp2")))
 
 
 @pytest.fixture(scope="module")
-def pp2():
+def pp2(tmp_path_factory):
     base = TrainConfig(parallel="pp", world_size=2, **TINY)
     cfgs = [dataclasses.replace(base, wrapper=False),
             base,
@@ -56,7 +56,7 @@ def pp2():
     cfgs.append(dataclasses.replace(base, schedule="1f1b", replay=ReplayConfig(mode="ring")))
     # the p2p queue (what CUDA tensors use: sends/recvs issued as one batch at the first wait), on gloo
     cfgs.append(dataclasses.replace(base, schedule="1f1b", replay=ReplayConfig(batch_p2p="always")))
-    return run_many(cfgs, timeout_s=240)
+    return run_many(cfgs, timeout_s=240, out_dir=str(tmp_path_factory.mktemp("pp2")))
 
 
 def test_ddp_ber0_bit_identical_to_gloo_endpoint_and_ring(ddp2):
@@ -74,7 +74,7 @@ def test_every_guard_leaves_a_clean_run_bit_identical(ddp2):
 
 
 @pytest.fixture(scope="module")
-def amp_fsdp():
+def amp_fsdp(tmp_path_factory):
     """fp16 GradScaler and bf16 autocast under DDP with every guard; FSDP2 clean and with errors."""
     ddp = TrainConfig(parallel="ddp", world_size=2, **TINY)
     cfgs = []
@@ -88,7 +88,7 @@ def amp_fsdp():
                        classes=("gradients", "params"))
     cfgs += [dataclasses.replace(fsdp, wrapper=False), fsdp, dataclasses.replace(fsdp, replay=ReplayConfig(mode="ring")),
              dataclasses.replace(fsdp, replay=err)]
-    return run_many(cfgs, timeout_s=400)
+    return run_many(cfgs, timeout_s=400, out_dir=str(tmp_path_factory.mktemp("amp_fsdp")))
 
 
 @pytest.mark.parametrize("k,prec", [(0, "fp16"), (6, "bf16")])
@@ -151,18 +151,18 @@ def test_nan_without_guard_is_reported(pp2):
     assert r["nonfinite_loss_steps"] > 0 and not math.isfinite(r["final_val_loss"])
 
 
-def test_ring3_ddp_ber0_bit_identical_and_errors_diverge_replicas():
+def test_ring3_ddp_ber0_bit_identical_and_errors_diverge_replicas(tmp_path):
     base = TrainConfig(parallel="ddp", world_size=3, **dict(TINY, batch_size=6, eval_interval=2))
     plain, ring, noisy = run_many([dataclasses.replace(base, wrapper=False),
                                    dataclasses.replace(base, replay=ReplayConfig(mode="ring")),
                                    dataclasses.replace(base, replay=_errors(1e-4, "nan_to_zero_clamp", "ring"))],
-                                  timeout_s=240)
+                                  timeout_s=240, out_dir=str(tmp_path))
     assert _same(plain, ring) and ring["final_divergence"] == 0.0
     assert noisy["final_divergence"] > 0.0  # all-gather hop errors make replicas differ
 
 
 @pytest.mark.slow
-def test_gpt2_small_two_ddp_steps_on_cpu():
+def test_gpt2_small_two_ddp_steps_on_cpu(tmp_path):
     """The gpt2-small preset (12 x 12 x 768, byte vocabulary) trains 2 DDP steps with a short context."""
     from integration.train import build_config
 
@@ -170,6 +170,6 @@ def test_gpt2_small_two_ddp_steps_on_cpu():
                        eval_iters=1, corpus="stdlib", ber=1e-6, source="independent", fec="bypass",
                        guard="nan_to_zero_clamp", comm_timeout_s=300.0)
     assert (cfg.n_layer, cfg.n_head, cfg.n_embd, cfg.tokenizer) == (12, 12, 768, "byte")
-    (r,) = run_many([cfg], timeout_s=900)
+    (r,) = run_many([cfg], timeout_s=900, out_dir=str(tmp_path))
     assert len(r["train_loss"]) == 2 and all(math.isfinite(x) for x in r["train_loss"])
     assert r["metrics"]["payload_bits"]["gradients"] > 8 * 4 * 80e6  # ~85 M trainable parameters x fp32

@@ -5,8 +5,10 @@ line before wrote), with ``phy802`` = ``python -m phy802`` and ``python X.py`` =
 the repository's ``X.py``.  The files a user brings (``capture.txt``, ``messages.txt``,
 ``my_dump.txt``) are made first, in the formats the README describes.  Installing (``pip``) and the
 test run itself (``pytest``) are not re-run; training, the demo and the benchmarks take minutes and
-are marked slow (``pytest -m slow``).  Nothing is shortened: a command too slow for the default run
-is marked slow instead.
+are marked slow (``pytest -m slow``), and so are the ``--scheduler`` commands, run against a local
+Dask cluster whose address replaces the README's placeholder.  Nothing is shortened: a command too
+slow for the default run is marked slow instead, and one too big for a machine (TOO_BIG) is skipped
+with its reason.
 """
 
 from __future__ import annotations
@@ -29,6 +31,11 @@ README = ROOT / "README.md"
 NOT_RUN = ("pip ", "pytest")
 #: commands that take minutes: run only with ``-m slow``
 SLOW = ("phy802 demo", "phy802 train", "phy802 experiment", "phy802 tradeoff", "python benchmarks/")
+#: commands that need a Dask scheduler: run (slow) against a LocalCluster whose address replaces the
+#: README's placeholder (``tcp://127.0.0.1:36001``, ``tcp://HOST:8786``)
+CLUSTER = "--scheduler"
+#: commands too big for one machine, whatever the marks: (README text, reason)
+TOO_BIG = (("--bits 1e15", "a 1e15-bit trace is hours of cluster work"),)
 #: wall-clock limit per command (s)
 TIMEOUT = {"phy802 demo": 3600, "phy802 experiment": 7200, "phy802 train": 1800, "phy802 tradeoff": 1800,
            "python benchmarks/": 1800}
@@ -60,13 +67,18 @@ def _limit(cmd: str) -> float:
     return next((t for k, t in TIMEOUT.items() if cmd.startswith(k)), 300.0)
 
 
-COMMANDS = [c for c in readme_commands(README.read_text(encoding="utf-8")) if not c.startswith(NOT_RUN)]
+#: commands that need a running Dask scheduler at the README's address (a LocalCluster run of the
+#: same sharded point is tests/unit/sweep/test_sweep_shards.py)
+NEEDS_CLUSTER = "--scheduler"
+
+COMMANDS = [c for c in readme_commands(README.read_text(encoding="utf-8"))
+            if not c.startswith(NOT_RUN) and NEEDS_CLUSTER not in shlex.split(c)]
 
 
 def _params():
     out = []
     for i, c in enumerate(COMMANDS):
-        marks = [pytest.mark.slow] if c.startswith(SLOW) else []
+        marks = [pytest.mark.slow] if c.startswith(SLOW) or CLUSTER in c else []
         out.append(pytest.param(c, id=f"{i:02d}-{' '.join(shlex.split(c)[:3])}", marks=marks))
     return out
 
@@ -94,8 +106,24 @@ def user_dir(tmp_path_factory) -> Path:
     return d
 
 
+@pytest.fixture(scope="module")
+def scheduler_address():
+    """A local Dask cluster for the README's ``--scheduler`` commands (started only when one runs)."""
+    from distributed import LocalCluster
+
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
+        yield cluster.scheduler_address
+
+
 @pytest.mark.parametrize("cmd", _params())
-def test_readme_command_runs(cmd: str, user_dir: Path):
+def test_readme_command_runs(cmd: str, user_dir: Path, request):
+    for text, reason in TOO_BIG:
+        if text in cmd:
+            pytest.skip(reason)
+    if CLUSTER in cmd:
+        words = shlex.split(cmd)
+        words[words.index(CLUSTER) + 1] = request.getfixturevalue("scheduler_address")
+        cmd = shlex.join(words)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep),
                NUMBA_NUM_THREADS=os.environ.get("NUMBA_NUM_THREADS", "1"))
     r = subprocess.run(_argv(cmd), cwd=user_dir, env=env, capture_output=True, text=True, timeout=_limit(cmd))

@@ -27,7 +27,7 @@ COMMANDS = [
     ("sweep", ["sweep", "--ber", "2e-3,3e-3", "--max-codewords", "400", "--max-seconds", "0", "--workers", "1",
                "--no-progress"]),
     ("theory-rare", ["theory", "rare", "--ber", "1e-3", "--samples-per-k", "100"]),
-    ("theory-pam4", ["theory", "pam4", "--snr-db", "14", "16"]),
+    ("theory-pam4", ["theory", "pam4", "--snr-db", "14,16"]),
     ("latency", ["latency"]),
     ("trace", ["trace", "generate", "--ber", "1e-4", "--bits", "2e8", "--no-progress", "--out", "{d}/t.npz"]),
     ("vectors", ["vectors", "verify"]),

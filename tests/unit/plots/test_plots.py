@@ -81,11 +81,12 @@ def test_bitexact_link_measures_payload_ber():
     assert 2.7 * post < v < 3.6 * post and lo <= v <= hi
 
 
-@pytest.mark.parametrize("fec,ber", [("bypass", 1e-4), ("ieee", 2e-3), ("detect_only", 1e-4)])
-def test_trace_meta_carries_both_post_fec_bers(tmp_path, fec, ber):
+@pytest.mark.parametrize("code,fec,ber", [("kp4", "bypass", 1e-4), ("kp4", "ieee", 2e-3), ("kp4", "detect_only", 1e-4),
+                                          ("rs272", "ieee", 1e-3), ("none", "bypass", 1e-4)])
+def test_trace_meta_carries_both_post_fec_bers(tmp_path, code, fec, ber):
     from protocol.trace import generate_trace
 
-    meta = generate_trace(tmp_path / "t.npz", fec=fec, ber=ber, line_bits=1e7, seed=4)
+    meta = generate_trace(tmp_path / "t.npz", code=code, fec=fec, ber=ber, line_bits=1e7, seed=4)
     post = meta["post_fec"]
     dec = post["decoder_output"]
     assert dec["bit_errors"] > 100 and dec["bits"] > post["bits"]  # 257 vs 256 bits per block

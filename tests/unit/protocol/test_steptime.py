@@ -6,7 +6,7 @@ import pytest
 
 from protocol.collective import Cluster, collective_time
 from protocol.steptime import (compute_from_flops, model_preset, read_commlog, step_time, synthetic_ddp_log,
-                               synthetic_pp_log, write_commlog)
+                               synthetic_fsdp_log, synthetic_pp_log, write_commlog)
 
 HEADER = {"format": "phy802-commlog", "version": 1, "parallel": "ddp", "world_size": 2,
           "timing": {"step_s": [0.5, 0.010, 0.011, 0.012]}}
@@ -146,3 +146,31 @@ def test_bypass_saves_exactly_the_phy_latency_at_ber0_when_comm_is_exposed():
     b = step_time(log, Cluster(ranks=64, fec="bypass"), compute_s=1e-6)
     assert a.step_s - b.step_s == pytest.approx(a.phy_s, rel=1e-9)
     assert b.phy_s == 0.0
+
+
+def test_tree_algo_replays_every_allreduce_as_a_tree(tmp_path):
+    log = read_commlog(_write(tmp_path, HEADER, _ddp_records()))
+    t = [collective_time("allreduce", b, C, "tree").time_s for b in (1_000_000, 3_000_000, 4)]
+    st = step_time(log, C, compute_s=1e-9, algo="tree")  # communication-bound: the sum of the three
+    assert st.step_s == pytest.approx(max(1e-9, 1e-9 / 3 + 2e-9 / 3 * 0.25 + t[0]) + t[1] + t[2], rel=1e-9)
+    with pytest.raises(ValueError, match="algo"):
+        step_time(log, C, compute_s=1.0, algo="butterfly")
+
+
+def test_fsdp_overlap_rule_by_hand(tmp_path):
+    recs = [{"rank": 0, "step": 0, "op": "allgather", "bytes": 2_000_000, "dtype": "float32", "cls": "params", "peers": "all"},
+            {"rank": 0, "step": 0, "op": "allgather", "bytes": 2_000_000, "dtype": "float32", "cls": "params", "peers": "all"},
+            {"rank": 0, "step": 0, "op": "reduce_scatter", "bytes": 2_000_000, "dtype": "float32", "cls": "gradients", "peers": "all"},
+            {"rank": 0, "step": 0, "op": "reduce_scatter", "bytes": 1_000_000, "dtype": "float32", "cls": "gradients", "peers": "all"},
+            {"rank": 0, "step": 0, "op": "allreduce", "bytes": 4, "dtype": "int32", "cls": "control", "peers": "all"}]
+    log = read_commlog(_write(tmp_path, dict(HEADER, parallel="fsdp"), recs))
+    ag = collective_time("allgather", 2_000_000, C).time_s
+    rs2, rs1 = collective_time("reduce_scatter", 2_000_000, C).time_s, collective_time("reduce_scatter", 1_000_000, C).time_s
+    ctl = collective_time("allreduce", 4, C).time_s
+    total = 2 * ag + rs2 + rs1
+    for comp in (0.050, 1e-6):  # compute-bound, then communication-bound
+        st = step_time(log, C, compute_s=comp)
+        assert st.step_s == pytest.approx(ag + max(comp, total - ag - rs1) + rs1 + ctl, rel=1e-12)
+        assert st.comm_s == pytest.approx(total + ctl, rel=1e-12)
+    syn = synthetic_fsdp_log(1200, units=3)
+    assert [r["op"] for r in syn.records].count("allgather") == 6 and syn.records[0]["bytes"] == 1600

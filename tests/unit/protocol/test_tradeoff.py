@@ -123,3 +123,11 @@ def test_cli_json_and_bad_inputs(results, tmp_path, capsys):
     (bad / "results.json").write_text(json.dumps({"rows": [{"parallel": "ddp"}]}))
     assert main(["tradeoff", "--results", str(bad), "--out", str(tmp_path / "y")]) == 2
     assert "has no field" in capsys.readouterr().err
+
+
+def test_fsdp_rows_use_the_fsdp_time_model(tmp_path):
+    rows = _rows() + [dict(r, parallel="fsdp") for r in _rows()]
+    table = tradeoff_rows({"fec": "bypass"}, rows, modes=parse_modes("kp4:ieee,kp4:bypass"), ranks=(64,))
+    st = {(r["parallel"], r["mode"], r["ber"]): r["step_ms"] for r in table}
+    assert st[("fsdp", "kp4/ieee", 0.0)] > st[("ddp", "kp4/ieee", 0.0)]  # 1.5x the traffic of DDP
+    assert st[("fsdp", "kp4/bypass", 0.0)] < st[("fsdp", "kp4/ieee", 0.0)]
