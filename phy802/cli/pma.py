@@ -26,7 +26,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
     text = "print the first COUNT symbols of a PRBSxQ pattern (120.5.11.2)"
     p = sub.add_parser("prbs", help=text, description=text)
-    p.add_argument("--pattern", default="prbs9q", type=str.lower, choices=("prbs9q", "prbs13q", "prbs31q"),
+    p.add_argument("--pattern", default="prbs9q", type=str.lower, metavar="PATTERN",
                    help="prbs9q | prbs13q | prbs31q (default prbs9q)")
     p.add_argument("--count", type=count_arg(0, MAX_COUNT), default=511,
                    help="number of PAM4 symbols, e.g. 511 or 1e6 (default 511)")

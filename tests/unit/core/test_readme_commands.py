@@ -67,12 +67,7 @@ def _limit(cmd: str) -> float:
     return next((t for k, t in TIMEOUT.items() if cmd.startswith(k)), 300.0)
 
 
-#: commands that need a running Dask scheduler at the README's address (a LocalCluster run of the
-#: same sharded point is tests/unit/sweep/test_sweep_shards.py)
-NEEDS_CLUSTER = "--scheduler"
-
-COMMANDS = [c for c in readme_commands(README.read_text(encoding="utf-8"))
-            if not c.startswith(NOT_RUN) and NEEDS_CLUSTER not in shlex.split(c)]
+COMMANDS = [c for c in readme_commands(README.read_text(encoding="utf-8")) if not c.startswith(NOT_RUN)]
 
 
 def _params():

@@ -231,3 +231,17 @@ def test_per_lane_histograms_are_fitted_per_lane_and_stdin_works(monkeypatch, ca
         assert r["pre_fec_ber"]["lo"] <= ber <= r["pre_fec_ber"]["hi"]
     worst = max(per, key=lambda r: r["pre_fec_ber"]["value"])
     assert worst["lane"] == 2
+
+
+def test_shipped_example_histogram_supports_the_readme_walkthrough():
+    """vectors/fec_hist/example_kp4_dfe.json (SIMULATED by phy802) and the README's reading of it."""
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[3] / "vectors" / "fec_hist" / "example_kp4_dfe.json"
+    assert "SIMULATED" in json.loads(path.read_text())["generated_by"]
+    fit = fit_histogram(read_histogram(path, 15), "kp4", models=("binomial", "dfe"), bootstrap=0)
+    assert fit.fits["binomial"].gof["g2_p"] < 1e-6 and fit.fits["dfe"].gof["g2_p"] > 0.1
+    assert fit.best == "dfe"
+    assert fit.fits["binomial"].predicted["fer"]["value"] == pytest.approx(2e-17, rel=0.1)
+    assert fit.fits["dfe"].predicted["fer"]["value"] == pytest.approx(1.7e-13, rel=0.05)
+    assert fit.fits["dfe"].predicted["margin_factor"]["value"] == pytest.approx(0.95, abs=0.01)
