@@ -26,7 +26,6 @@ os.environ.setdefault("NUMBA_NUM_THREADS", "1")
 
 import numpy as np  # noqa: E402
 
-from phy802 import theory as th  # noqa: E402
 from phy802.channel import DfeBurst, Pam4Awgn  # noqa: E402
 from phy802.pma.pam4 import symbol_bit_errors  # noqa: E402
 

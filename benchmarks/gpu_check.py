@@ -32,7 +32,6 @@ os.environ.setdefault("NUMBA_NUM_THREADS", "1")
 
 import argparse  # noqa: E402
 import json  # noqa: E402
-import math  # noqa: E402
 import statistics  # noqa: E402
 import tempfile  # noqa: E402
 import time  # noqa: E402

@@ -22,7 +22,7 @@ import shutil
 import tempfile
 import time
 import traceback
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from datetime import timedelta
 from typing import Any, Callable
 

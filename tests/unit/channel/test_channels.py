@@ -14,7 +14,7 @@ from phy802.channel import (
     run_lengths,
     signs_to_values,
 )
-from phy802.theory import pam4_ber, pam4_ser
+from phy802.theory import pam4_ser
 
 
 def test_from_ber_round_trip():

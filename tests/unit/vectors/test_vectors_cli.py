@@ -4,7 +4,6 @@ import json
 import shutil
 from pathlib import Path
 
-import pytest
 
 from phy802.cli import main
 from phy802.vectors import default_dir, family_of, verify_paths
