@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from phy802.cli._common import add_json, emit
 from phy802.vectors import FileReport, default_dir, generate, verify_paths
@@ -18,7 +19,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_json(v)
     text = "regenerate the known-answer files into a folder"
     g = sub.add_parser("generate", help=text, description=text)
-    g.add_argument("--out", required=True, help="output folder (created; files written atomically); required")
+    g.add_argument("--out", required=True, help="output folder, written as a whole: it must be absent, empty or an earlier output of this command (a folder of other files is refused); required")
     g.add_argument("--no-progress", action="store_true", help="no progress display on stderr (default: shown)")
     add_json(g)
 
@@ -43,9 +44,15 @@ def run(args: argparse.Namespace) -> int:
         from phy802._output import progress
         from phy802.vectors import generate_steps
 
-        with progress(total=generate_steps(), desc="vectors generate", unit="step",
-                      enable=not args.no_progress) as bar:
-            written = generate(args.out, on_step=lambda name: bar.update(1))
+        from phy802._io import output_set
+
+        out = Path(args.out)
+        # the set is built beside --out and swapped in whole: an existing folder is replaced only
+        # if it is empty or an earlier phy802 output set, never a folder of the user's files
+        with output_set(out) as tmp, progress(total=generate_steps(), desc="vectors generate", unit="step",
+                                              enable=not args.no_progress) as bar:
+            rel = [p.relative_to(tmp) for p in generate(tmp, on_step=lambda name: bar.update(1))]
+        written = [out / r for r in rel]
         emit(args, {"written": [str(p) for p in written]}, "\n".join(f"wrote {p}" for p in written))
         return 0
     paths = args.paths or [default_dir()]

@@ -73,3 +73,13 @@ def test_generate_reproduces_checked_in_records(tmp_path):
         assert old.exists(), f"generate wrote {new.name}, which is not checked in"
         strip = lambda p: [ln for ln in p.read_text().splitlines() if ln and not ln.startswith("#")]  # noqa: E731
         assert strip(new) == strip(old), f"{old} differs from its regenerated copy"
+
+
+def test_generate_never_replaces_a_folder_of_other_files(tmp_path, capsys):
+    from phy802.cli import main as cli
+
+    mine = tmp_path / "notes.txt"
+    mine.write_text("the user's own file\n")
+    assert cli(["vectors", "generate", "--no-progress", "--out", str(tmp_path)]) == 2
+    assert "notes.txt" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"] and mine.read_text() == "the user's own file\n"
