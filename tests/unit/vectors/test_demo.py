@@ -41,8 +41,10 @@ def test_demo_quick_with_training(tmp_path, capsys):
     assert main(["demo", "--quick", "--no-progress", "--json", "--out", str(out)]) == 0
     s = json.loads(capsys.readouterr().out)
     shadow, noisy = s["training"][0], s["training"][1]
-    assert shadow["ber"] == 0 and shadow["flips"] == 0 and shadow["weight_noise"] == 0
-    assert noisy["flips"] > 0 and noisy["weight_noise"] > 0
+    assert shadow["ber"] == 0 and shadow["flips"] == 0
+    assert shadow["injected_noise"] == 0 and shadow["weight_dist_shadow"] == 0
+    # what the link injected into the received payload, and where the weights ended up
+    assert noisy["flips"] > 0 and noisy["injected_noise"] > 0 and noisy["weight_dist_shadow"] > 0
     assert (out / "training" / "loss_ddp.png").stat().st_size > 0
     # step 5: the tradeoff of those runs (modelled step time x measured loss), table and Pareto plot
     assert s["tradeoff"]["rows"] > 0 and (out / "tradeoff" / "pareto.png").stat().st_size > 0
