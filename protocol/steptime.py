@@ -356,14 +356,23 @@ def step_time(log: CommLogData, cluster: Cluster, *, compute_s: float | None = N
         comm, phy, res = comm + t.time_s, phy + t.phy_s, res + t.resend_s
     step = max(compute_s, end)
     n = len(grads)
-    for r in others:
+    s, p, q, k = _serial(others, cluster, algo)
+    step, comm, phy, res, n = step + s, comm + s, phy + p, res + q, n + k
+    return StepTime("ddp", cluster.ranks, cluster.code, cluster.fec, cluster.ber, step, compute_s, step - compute_s,
+                    comm, phy, res, 0.0, n)
+
+
+def _serial(records: list[dict], cluster: Cluster, algo: str) -> tuple[float, float, float, int]:
+    """Ops outside a parallelism's overlap rule (control traffic, odd collectives) run one after
+    the other on the critical path: ``(time_s, phy_s, resend_s, ops)`` summed over them."""
+    tot = phy = res = 0.0
+    n = 0
+    for r in records:
         t = _replay_op(r, cluster, algo)
         if t is None:
             continue
-        step += t.time_s
-        comm, phy, res, n = comm + t.time_s, phy + t.phy_s, res + t.resend_s, n + 1
-    return StepTime("ddp", cluster.ranks, cluster.code, cluster.fec, cluster.ber, step, compute_s, step - compute_s,
-                    comm, phy, res, 0.0, n)
+        tot, phy, res, n = tot + t.time_s, phy + t.phy_s, res + t.resend_s, n + 1
+    return tot, phy, res, n
 
 
 def _fsdp_step(log: CommLogData, cluster: Cluster, compute_s: float, algo: str) -> StepTime:
@@ -379,12 +388,8 @@ def _fsdp_step(log: CommLogData, cluster: Cluster, compute_s: float, algo: str) 
     total = sum(t.time_s for t in ts)
     step = first + max(compute_s, total - first - last) + last
     comm, phy, res, n = total, sum(t.phy_s for t in ts), sum(t.resend_s for t in ts), len(ts)
-    for r in others:
-        t = _replay_op(r, cluster, algo)
-        if t is None:
-            continue
-        step += t.time_s
-        comm, phy, res, n = comm + t.time_s, phy + t.phy_s, res + t.resend_s, n + 1
+    s, p, q, k = _serial(others, cluster, algo)
+    step, comm, phy, res, n = step + s, comm + s, phy + p, res + q, n + k
     return StepTime("fsdp", cluster.ranks, cluster.code, cluster.fec, cluster.ber, step, compute_s,
                     step - compute_s, comm, phy, res, 0.0, n)
 
