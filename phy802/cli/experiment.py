@@ -11,40 +11,14 @@ from __future__ import annotations
 import argparse
 import sys
 
-from phy802.cli._common import add_json, add_seed, emit
+from phy802.cli._common import MAX_SEED, add_json, add_seed, choice_list, emit, int_arg, list_arg, probability
 
 __all__ = ["add_arguments", "run", "sweep", "write_report", "spec_from_args"]
 
 
-def _floats(text: str) -> list[float]:
-    try:
-        vals = [float(x) for x in text.split(",")]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a comma-separated list of numbers: {text!r}") from None
-    if not vals or any(not (0 < v < 1) for v in vals):
-        raise argparse.ArgumentTypeError(f"values must lie in (0, 1), got {text!r}")
-    return vals
-
-
-def _seeds(text: str) -> list[int]:
-    try:
-        vals = [int(x) for x in text.split(",")]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a comma-separated list of integers: {text!r}") from None
-    if any(v < 0 for v in vals) or len(set(vals)) != len(vals):
-        raise argparse.ArgumentTypeError(f"seeds must be distinct integers >= 0, got {text!r}")
-    return vals
-
-
-def _names(allowed):
-    def parse(text: str) -> list[str]:
-        out = [x.strip() for x in text.split(",") if x.strip()]
-        bad = [x for x in out if x not in allowed]
-        if bad or not out:
-            raise argparse.ArgumentTypeError(f"unknown value {bad[0] if bad else text!r} (choose from {', '.join(allowed)})")
-        return out
-
-    return parse
+#: comma lists through the project's one set of validators (phy802.cli._common)
+_floats = list_arg(probability())
+_seeds = list_arg(int_arg(0, MAX_SEED))
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -61,9 +35,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "replaced, nothing else is touched (default off)")
     p.add_argument("--bers", type=_floats, default=[1e-7, 1e-6, 1e-5],
                    help="comma-separated BERs with errors (the error-free run is added; default 1e-7,1e-6,1e-5)")
-    p.add_argument("--parallel", type=_names(PARALLEL), default=["ddp", "pp"],
+    p.add_argument("--parallel", type=choice_list(PARALLEL), default=["ddp", "pp"],
                    help=f"comma-separated, from {','.join(PARALLEL)} (default ddp,pp)")
-    p.add_argument("--guards", type=_names(GUARDS), default=list(GUARDS), help=f"default {','.join(GUARDS)}")
+    p.add_argument("--guards", type=choice_list(GUARDS), default=list(GUARDS), help=f"default {','.join(GUARDS)}")
     p.add_argument("--steps", type=pos_int, default=300, help="training steps per run (default 300)")
     p.add_argument("--seeds", type=_seeds, default=None,
                    help="comma-separated seeds; every cell is the mean with a 95%% interval over them "

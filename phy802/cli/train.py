@@ -8,48 +8,22 @@ A thin layer: options -> :func:`integration.train.build_config` -> :func:`integr
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import shutil
 import sys
 import tempfile
 
-from phy802.cli._common import add_json, add_seed, emit
+from phy802.cli._common import add_json, add_seed, emit, float_arg, int_arg, probability
 from phy802.cli._vocab import add_code_fec
 
 __all__ = ["add_arguments", "run", "add_model_arguments", "config_from_args", "check_args", "pos_int", "pos_float"]
 
 
-def pos_int(text: str) -> int:
-    """argparse type: an integer >= 1."""
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {text!r}")
-    return v
-
-
-def pos_float(text: str) -> float:
-    """argparse type: a finite number > 0."""
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not (math.isfinite(v) and v > 0):
-        raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text!r}")
-    return v
-
-
-def _ber(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not (0 <= v < 1):
-        raise argparse.ArgumentTypeError(f"must be in [0, 1), got {text!r}")
-    return v
+#: argparse types of this command, from the project's one set of validators (phy802.cli._common):
+#: strict ASCII decimals, no NaN/inf, no ``1_0`` or ``+5``
+pos_int = int_arg(1, 10**9)
+pos_float = float_arg(0.0, None, lo_open=True)
+_ber = probability(zero_ok=True)
 
 
 def _classes(text: str) -> tuple[str, ...]:
