@@ -41,6 +41,16 @@ def _setup(d: Path) -> None:
 
 # (id, argv) -- paths are relative to the test's working folder
 CASES = [
+    # train / experiment options: the same strict validators as every other command (parsed before
+    # torch or any process is started)
+    ("train-lr-nan", ["train", "--lr", "nan"]),
+    ("train-lr-negative", ["train", "--lr", "-1"]),
+    ("train-steps-plus", ["train", "--steps", "+5"]),
+    ("train-batch-zero", ["train", "--batch-size", "0"]),
+    ("train-ber-underscore", ["train", "--ber", "1_0e-5"]),
+    ("experiment-bers-underscore", ["experiment", "--out", "newdir", "--bers", "1_0"]),
+    ("experiment-seeds-repeat", ["experiment", "--out", "newdir", "--seeds", "1,1"]),
+    ("experiment-guard-unknown", ["experiment", "--out", "newdir", "--guards", "none,foo"]),
     # fec codeword files: lenient parsing, empty and binary input, bad options
     ("fec-underscore", ["fec", "decode", "underscore.txt"]),
     ("fec-plus", ["fec", "decode", "plus.txt"]),
