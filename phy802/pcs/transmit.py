@@ -126,32 +126,44 @@ class PcsTransmitter:
             return self._messages_rs272(blocks)
         return self._messages(blocks, scratch=False)
 
+    def _blocks(self, blocks: Blocks66 | tuple) -> Blocks66:
+        """The input as Blocks66: as given when it already has the right dtypes, else checked."""
+        b = _fast_blocks(blocks)
+        return b if b is not None else check_blocks(blocks, on_invalid=self.on_invalid)
+
+    def _transcode_scramble(self, blocks, b: Blocks66, n257: int, data: NDArray[np.uint64]) -> None:
+        """119.2.4.2 transcode (idle padding appended to ``n257`` blocks) + 119.2.4.3 scramble into
+        ``data``, one pass; the kernel also validates the input and stops at a bad block, which the
+        checked path then reports or replaces (``on_invalid``)."""
+        hist = seed_to_history(self.config.scrambler_seed)
+        n_bad, smax = _k.tx_transcode_scramble(b.sync, b.payload, n257, _VALID_TYPE, IDLE_PAYLOAD, hist, data)
+        if n_bad or smax > 3:
+            b = check_blocks(blocks, on_invalid=self.on_invalid)
+            n_bad, smax = _k.tx_transcode_scramble(b.sync, b.payload, n257, _VALID_TYPE, IDLE_PAYLOAD, hist, data)
+            assert n_bad == 0 and smax <= 3
+
+    def _am_words_for(self, am: NDArray[np.bool_]) -> NDArray[np.uint64]:
+        """Packed 119.2.4.4 AM groups for the ``am.sum()`` groups of this stream (cached, grown)."""
+        n_groups = int(am.sum())
+        if n_groups > self._am_words.shape[0]:
+            self._am_words = pack_am_groups(self.config, n_groups)
+            self._am_words.setflags(write=False)
+        return self._am_words[:n_groups]
+
     def _messages_rs272(self, blocks) -> tuple[NDArray[np.uint16], int, int]:
         """:meth:`messages` for rs272 (module docstring): KP4-style units of two pairs, split."""
         cfg = self.config
-        b = _fast_blocks(blocks)
-        if b is None:
-            b = check_blocks(blocks, on_invalid=self.on_invalid)
+        b = self._blocks(blocks)
         n_in = len(b.sync)
         P = cfg.pairs_for_blocks66(n_in)
         n257 = cfg.data_blocks_257(P)
         Q = -(-P // 2)
         n257_q = n257 + 20 * (P % 2)  # the unsent half unit: 20 idle data blocks (never an AM)
         data = np.zeros(words_for_bits(257 * n257_q), np.uint64)
-        hist = seed_to_history(cfg.scrambler_seed)
-        n_bad, smax = _k.tx_transcode_scramble(b.sync, b.payload, n257_q, _VALID_TYPE, IDLE_PAYLOAD, hist, data)
-        if n_bad or smax > 3:
-            b = check_blocks(blocks, on_invalid=self.on_invalid)
-            n_bad, smax = _k.tx_transcode_scramble(b.sync, b.payload, n257_q, _VALID_TYPE, IDLE_PAYLOAD, hist, data)
-            assert n_bad == 0 and smax <= 3
+        self._transcode_scramble(blocks, b, n257_q, data)
         am = (np.arange(Q) % (cfg.period_pairs // 2)) == 0  # AM group at rs272 pair 2q, q = 0, period/2, ..
-        n_groups = int(am.sum())
-        if n_groups > self._am_words.shape[0]:
-            self._am_words = pack_am_groups(cfg, n_groups)
-            self._am_words.setflags(write=False)
-        group_of = np.cumsum(am) - 1
         unit = np.empty((Q, 2, 514), np.uint16)
-        _k.data_to_messages(data, self._am_words[:n_groups], am, group_of, cfg.am_bits, unit)  # 119.2.4.5
+        _k.data_to_messages(data, self._am_words_for(am), am, np.cumsum(am) - 1, cfg.am_bits, unit)  # 119.2.4.5
         k = cfg.data_symbols
         msgs = np.empty((2 * Q, 2, k + 1), np.uint16)
         d0 = 0 if cfg.pad_position == "last" else 1
@@ -163,30 +175,16 @@ class PcsTransmitter:
         """:meth:`messages`; with ``scratch`` the messages land in a reused buffer (for
         :meth:`transmit`, which only feeds them to the encoder)."""
         cfg = self.config
-        b = _fast_blocks(blocks)
-        if b is None:
-            b = check_blocks(blocks, on_invalid=self.on_invalid)
+        b = self._blocks(blocks)
         n_in = len(b.sync)
         P = cfg.pairs_for_blocks66(n_in)
         n257 = cfg.data_blocks_257(P)
         n_pad = 4 * n257 - n_in
         data = self._scratch.get("data", (words_for_bits(257 * n257),), np.uint64)
         data[-1] = 0
-        hist = seed_to_history(cfg.scrambler_seed)
-        # 119.2.4.2 transcode (idle padding appended) + 119.2.4.3 scramble, one pass; it also
-        # validates the input and stops at a bad block, which the checked path then reports or
-        # replaces (on_invalid)
-        n_bad, smax = _k.tx_transcode_scramble(b.sync, b.payload, n257, _VALID_TYPE, IDLE_PAYLOAD, hist, data)
-        if n_bad or smax > 3:
-            b = check_blocks(blocks, on_invalid=self.on_invalid)
-            n_bad, smax = _k.tx_transcode_scramble(b.sync, b.payload, n257, _VALID_TYPE, IDLE_PAYLOAD, hist, data)
-            assert n_bad == 0 and smax <= 3
+        self._transcode_scramble(blocks, b, n257, data)
         am = am_pair_flags(cfg, P)
-        n_groups = int(am.sum())
-        if n_groups > self._am_words.shape[0]:
-            self._am_words = pack_am_groups(cfg, n_groups)  # 119.2.4.4
-            self._am_words.setflags(write=False)
-        am_words = self._am_words[:n_groups]
+        am_words = self._am_words_for(am)
         group_of = np.cumsum(am) - 1
         # stream symbol 2i -> A[i], 2i + 1 -> B[i]
         msgs = self._scratch.get("msgs", (P, 2, 514), np.uint16) if scratch else np.empty((P, 2, 514), np.uint16)
