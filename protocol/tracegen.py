@@ -823,30 +823,8 @@ class BitExactGenerator(_Base):
             return self._next_chunk_rs272(int(n_pairs), line_errors)
 
         n_pairs = int(n_pairs)
-        if n_pairs <= 0:
-            raise ValueError(f"n_pairs must be > 0, got {n_pairs}")
         geom, mode, st, rng = self.geom, self.mode, self.stats, self._rng
-        P0, P1 = self.pair, self.pair + n_pairs
-        pairs = np.arange(P0, P1)
-        has_am = pairs % geom.am_period_pairs == 0
-        n_data = int(BLOCKS_PER_PAIR * n_pairs - geom.am_blocks * has_am.sum())
-        # TX: payload -> 257b (x<0> = 1) -> scramble
-        payload = rng.integers(0, 2, size=(n_data, BLOCK_PAYLOAD_BITS), dtype=np.uint8)
-        blocks = np.concatenate([np.ones((n_data, 1), np.uint8), payload], axis=1).reshape(-1)
-        scr = K.scramble_bits(blocks, self._tx_state)
-        # AM insertion: message bits per pair
-        msg = np.empty((n_pairs, PAIR_MESSAGE_BITS), np.uint8)
-        am_bits = geom.am_blocks * BLOCK_BITS
-        cursor = 0
-        for q in range(n_pairs):
-            if has_am[q]:
-                msg[q, :am_bits] = rng.integers(0, 2, am_bits, dtype=np.uint8)
-                take = PAIR_MESSAGE_BITS - am_bits
-                msg[q, am_bits:] = scr[cursor:cursor + take]
-            else:
-                take = PAIR_MESSAGE_BITS
-                msg[q] = scr[cursor:cursor + take]
-            cursor += take
+        P0, P1, pairs, has_am, am_bits, blocks, scr, msg = self._tx_messages(n_pairs)
         # 119.2.4.5: bit 20 i + 10 c + b -> bit b of message symbol i (time order) of codeword c
         w = (1 << np.arange(10, dtype=np.uint16))
         sym = (msg.reshape(n_pairs, RS_K, 2, 10).astype(np.uint16) * w).sum(axis=3, dtype=np.uint16)
@@ -976,15 +954,14 @@ class BitExactGenerator(_Base):
                 st.am_bit_errors += int((rx_msg[q, :am_bits] != msg[q, :am_bits]).sum())
         return self._finish_chunk(P0, P1, off[~hdr].astype(np.int64), lanes[~hdr], flags[~hdr], hdr_blocks, mark_pairs)
 
-    def _next_chunk_rs272(self, n_pairs: int, line_errors) -> GenChunk:
-        """:meth:`next_chunk` for ``code="rs272"``: each trace pair is two rs272 pairs ``s = 0, 1``
-        (20 257b blocks each: 5140 message bits dealt 10-bit round robin to A/B, 257 data symbols
-        + the pad (0, last) per codeword, RS(272,258) encode, 119.2.4.7 rows ``34 s + t // J``)."""
-        from phy802.fec.rs import RS272, decode, encode
-
+    def _tx_messages(self, n_pairs: int):
+        """The TX side every code shares, for the next ``n_pairs`` pairs: random payload -> 257b
+        (x<0> = 1) -> scramble, AM blocks (random bits) at the start of AM pairs.  Returns
+        ``(P0, P1, pairs, has_am, am_bits, blocks, scr, msg)`` with ``msg[q]`` the message bits of
+        pair ``P0 + q``."""
         if n_pairs <= 0:
             raise ValueError(f"n_pairs must be > 0, got {n_pairs}")
-        geom, mode, st, rng = self.geom, self.mode, self.stats, self._rng
+        geom, rng = self.geom, self._rng
         P0, P1 = self.pair, self.pair + n_pairs
         pairs = np.arange(P0, P1)
         has_am = pairs % geom.am_period_pairs == 0
@@ -995,13 +972,23 @@ class BitExactGenerator(_Base):
         msg = np.empty((n_pairs, PAIR_MESSAGE_BITS), np.uint8)
         am_bits = geom.am_blocks * BLOCK_BITS
         cursor = 0
-        for q in range(n_pairs):
+        for q in range(n_pairs):  # per pair (AM insertion), not per symbol
             a = am_bits if has_am[q] else 0
             if a:
                 msg[q, :a] = rng.integers(0, 2, a, dtype=np.uint8)
             take = PAIR_MESSAGE_BITS - a
             msg[q, a:] = scr[cursor:cursor + take]
             cursor += take
+        return P0, P1, pairs, has_am, am_bits, blocks, scr, msg
+
+    def _next_chunk_rs272(self, n_pairs: int, line_errors) -> GenChunk:
+        """:meth:`next_chunk` for ``code="rs272"``: each trace pair is two rs272 pairs ``s = 0, 1``
+        (20 257b blocks each: 5140 message bits dealt 10-bit round robin to A/B, 257 data symbols
+        + the pad (0, last) per codeword, RS(272,258) encode, 119.2.4.7 rows ``34 s + t // J``)."""
+        from phy802.fec.rs import RS272, decode, encode
+
+        geom, mode, st, rng = self.geom, self.mode, self.stats, self._rng
+        P0, P1, pairs, has_am, am_bits, blocks, scr, msg = self._tx_messages(n_pairs)
         # per rs272 pair s: bit 20 i + 10 c + b of its 5140 -> bit b of data symbol i of codeword c
         w = (1 << np.arange(10, dtype=np.uint16))
         sym = (msg.reshape(n_pairs, 2, K_272, 2, 10).astype(np.uint16) * w).sum(axis=4, dtype=np.uint16)
