@@ -69,23 +69,23 @@ def _put_fast(out, n, v):
 
 
 @njit(cache=True, nogil=True)
-def encode_chunk(off, lane, flag, marks, start, end, n_lanes, out):
-    """Encode one chunk into ``out`` (capacity >= 10 * (off.size + 2 * marks.shape[0]) + 16),
-    validating it on the way.  Returns the byte count, or ``-(code * 2**40 + index)`` on bad
-    content (``index`` = the flip or mark that broke the rule)."""
-    n = 0
+def encode_flips(off, lane, flag, end, n_lanes, out, n, prev, plf):
+    """Append the flip records of ``off``/``lane``/``flag`` to ``out[n:]``, continuing after a
+    record that ended at offset ``prev`` with lane/flag byte ``plf`` (``start - 1`` and ``-1`` at
+    the start of a chunk), validating on the way.  Returns the new byte count, or
+    ``-(code * 2**40 + index)`` on bad content (``index`` = the flip that broke the rule).
+
+    Encoding a chunk's flips in two parts, split before a flip more than ``TRIPLE_2`` bits after
+    its predecessor (no triple spans the split), gives the same bytes as encoding them at once:
+    worker processes encode all but a shard's first block that way (``protocol.trace``)."""
     k = 0
     nf = off.size
-    prev = start - 1
-    plf = -1
-    if nf and (off[0] < start):
-        return -(E_OFFSET_RANGE * (1 << 40))
     if nf and off[nf - 1] >= end:
         return -(E_OFFSET_RANGE * (1 << 40) + nf - 1)
     while k < nf:
         o = off[k]
         if o <= prev:
-            return -(E_OFFSET_ORDER * (1 << 40) + k)
+            return -((E_OFFSET_RANGE if k == 0 and plf < 0 else E_OFFSET_ORDER) * (1 << 40) + k)
         ln = np.int64(lane[k])
         fl = np.int64(flag[k])
         if ln < 0 or ln >= n_lanes or ln > 15 or fl > MAX_FLAGS:
@@ -109,6 +109,13 @@ def encode_chunk(off, lane, flag, marks, start, end, n_lanes, out):
         plf = lf
         prev = o + tri * TRIPLE_2
         k += 1 + 2 * tri
+    return n
+
+
+@njit(cache=True, nogil=True)
+def encode_marks(marks, start, end, out, n):
+    """Append the mark records (after all flips of the chunk) to ``out[n:]``; the new byte count
+    or ``-(code * 2**40 + index)``."""
     pe = start
     for j in range(marks.shape[0]):
         a = marks[j, 0]
@@ -121,6 +128,17 @@ def encode_chunk(off, lane, flag, marks, start, end, n_lanes, out):
         n = _put(out, n, b - a - 1)
         pe = b
     return n
+
+
+@njit(cache=True, nogil=True)
+def encode_chunk(off, lane, flag, marks, start, end, n_lanes, out):
+    """Encode one chunk into ``out`` (capacity >= 10 * (off.size + 2 * marks.shape[0]) + 16),
+    validating it on the way.  Returns the byte count, or ``-(code * 2**40 + index)`` on bad
+    content (``index`` = the flip or mark that broke the rule)."""
+    n = encode_flips(off, lane, flag, end, n_lanes, out, 0, start - 1, -1)
+    if n < 0:
+        return n
+    return encode_marks(marks, start, end, out, n)
 
 
 @njit(cache=True, nogil=True, inline="always")

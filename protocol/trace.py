@@ -128,17 +128,39 @@ def encode_chunk(stream_start: int, stream_end: int, offsets, lanes, flags, mark
           else np.ascontiguousarray(np.asarray(marks, dtype=np.int64).reshape(-1, 2)))
     if not (off.ndim == ln.ndim == fl.ndim == 1 and off.size == ln.size == fl.size):
         raise ValueError("offsets, lanes and flags must be 1-D of equal length")
-    need = 10 * (off.size + 2 * mk.shape[0]) + 16
-    if scratch is None:
-        out = np.empty(need, np.uint8)
-    else:
-        if scratch[0] is None or scratch[0].size < need:
-            scratch[0] = np.empty(max(need, 2 * (0 if scratch[0] is None else scratch[0].size)), np.uint8)
-        out = scratch[0]
+    out = _out_buffer(scratch, 10 * (off.size + 2 * mk.shape[0]) + 16)
     n = TK.encode_chunk(off, ln, fl, mk, np.int64(stream_start), np.int64(stream_end), np.int64(n_lanes), out)
     if n < 0:
         field, rule, where = _kernel_error(n)
         raise ValueError(f"chunk [{stream_start}, {stream_end}): field {field!r} entry {where}: {rule}")
+    return out[:n]
+
+
+def _out_buffer(scratch: list | None, need: int) -> np.ndarray:
+    if scratch is None:
+        return np.empty(need, np.uint8)
+    if scratch[0] is None or scratch[0].size < need:
+        scratch[0] = np.empty(max(need, 2 * (0 if scratch[0] is None else scratch[0].size)), np.uint8)
+    return scratch[0]
+
+
+def _encode_flips(off, ln, fl, end: int, n_lanes: int, scratch: list | None, *, prev: int, plf: int) -> np.ndarray:
+    """The flip records alone (no marks), continuing after ``prev``/``plf`` (:func:`TK.encode_flips`)."""
+    out = _out_buffer(scratch, 10 * off.size + 16)
+    n = TK.encode_flips(off, ln, fl, np.int64(end), np.int64(n_lanes), out, np.int64(0), np.int64(prev), np.int64(plf))
+    if n < 0:
+        field, rule, where = _kernel_error(n)
+        raise ValueError(f"chunk ending at {end}: field {field!r} entry {where}: {rule}")
+    return out[:n]
+
+
+def _encode_marks(marks, start: int, end: int) -> np.ndarray:
+    out = np.empty(20 * marks.shape[0] + 16, np.uint8)
+    n = TK.encode_marks(np.ascontiguousarray(marks, dtype=np.int64).reshape(-1, 2), np.int64(start), np.int64(end),
+                        out, np.int64(0))
+    if n < 0:
+        field, rule, where = _kernel_error(n)
+        raise ValueError(f"chunk [{start}, {end}): field {field!r} entry {where}: {rule}")
     return out[:n]
 
 
@@ -702,12 +724,35 @@ def _new_generator(cfg, generator: str, seed, start_pair: int):
     return (FastGenerator if generator == "fast" else BitExactGenerator)(cfg, seed, start_pair=start_pair)
 
 
+HEAD_BITS = 256  # a shard's first 257b block: the previous shard's descrambler carry lands in its first 58 bits
+
+
+def _split_head(off: np.ndarray, a: int) -> int:
+    """Index ``m`` splitting a shard's first chunk into a raw head ``[0, m)`` and a tail the worker
+    encodes: the first flip with ``off[m - 1] >= a + HEAD_BITS`` (the previous shard's carry, the
+    copies ``n + 39``, ``n + 58`` (49.2.6) of its last errors, lands below ``a + 58`` and cannot
+    change ``off[m - 1]``) and ``off[m] - off[m - 1] > 58`` (no descrambler triple record spans the
+    split, so the tail's bytes do not depend on the head).  ``off.size`` when there is none."""
+    i = int(np.searchsorted(off, a + HEAD_BITS))
+    w = 64
+    while i + 1 < off.size:
+        seg = off[i:i + w + 1]
+        hit = np.flatnonzero(np.diff(seg) > TK.TRIPLE_2)
+        if hit.size:
+            return i + int(hit[0]) + 1
+        i += w
+        w *= 4
+    return int(off.size)
+
+
 def _run_shard(cfg, generator: str, seed: int, j: int, p0: int, p1: int, step: int, n_lanes: int) -> dict:
     """Generate pairs ``[p0, p1)`` as shard ``j`` (picklable entry point for worker processes).
 
-    Returns the first chunk raw (so that the previous shard's descrambler carry can be joined to
-    it), the other chunks encoded (``encode``) or raw, the shard's carry (descrambler copies past
-    its end) and its counters.  The same chunks as the in-process path of :func:`generate_trace`.
+    Returns the chunks encoded, except the first chunk's head (:func:`_split_head`, kept raw so
+    that the previous shard's descrambler carry can be joined to it; its tail is encoded), the
+    shard's carry (descrambler copies past its end) and its counters.  The main process only
+    joins the small heads and writes: the bytes equal those of the in-process path of
+    :func:`generate_trace`.
     """
     gen = _new_generator(cfg, generator, shard_seed(seed, j), p0)
     chunks = []
@@ -719,7 +764,14 @@ def _run_shard(cfg, generator: str, seed: int, j: int, p0: int, p1: int, step: i
         ch = gen.next_chunk(k)
         done += k
         if first is None:
-            first = (ch.stream_start, ch.stream_end, *gen.last_raw)
+            off, ln, fl, hdr, mark_pairs = gen.last_raw
+            m = _split_head(off, ch.stream_start)
+            tail = np.empty(0, np.uint8)
+            if m < off.size:
+                tail = _encode_flips(off[m:], ln[m:], fl[m:], ch.stream_end, n_lanes, scratch,
+                                     prev=int(off[m - 1]), plf=int(ln[m - 1]) | int(fl[m - 1]) << 4).copy()
+            first = (ch.stream_start, ch.stream_end, off[:m].copy(), ln[:m].copy(), fl[:m].copy(), hdr, mark_pairs,
+                     tail, int(off.size - m))
         else:
             blob = encode_chunk(ch.stream_start, ch.stream_end, ch.offsets, ch.lanes, ch.flags, ch.marks,
                                 n_lanes=n_lanes, scratch=scratch).copy()
@@ -727,6 +779,16 @@ def _run_shard(cfg, generator: str, seed: int, j: int, p0: int, p1: int, step: i
     ex = gen._expander
     return {"j": j, "first": first, "chunks": chunks, "carry": (ex.key.copy(), ex.lane.copy(), ex.flag.copy()),
             "stats": gen.stats}
+
+
+def _join_encoded_first(cfg, first, carry, stats, n_lanes: int) -> tuple:
+    """:func:`_join_first` on a worker's split first chunk: ``write_encoded`` arguments (the joined
+    head's records, the worker's tail bytes, the marks)."""
+    *raw, tail, n_tail = first
+    a, b, off, ln, fl, marks = _join_first(cfg, tuple(raw), carry, stats)
+    head = _encode_flips(off, ln, fl, b, n_lanes, None, prev=a - 1, plf=-1)
+    mk = _encode_marks(marks, a, b)
+    return a, b, int(off.size) + n_tail, int(marks.shape[0]), np.concatenate([head, tail, mk])
 
 
 def _join_first(cfg, first, carry, stats):
@@ -889,7 +951,7 @@ def generate_trace(
         def put(res) -> None:
             nonlocal carry
             st = res["stats"]
-            w.write_chunk(*_join_first(cfg, res["first"], carry, st))
+            w.write_encoded(*_join_encoded_first(cfg, res["first"], carry, st, n_lanes))
             for c in res["chunks"]:
                 w.write_encoded(*c)
             carry = res["carry"]

@@ -101,6 +101,35 @@ def test_encoding_is_compact_and_round_trips(sharded, tmp_path):
     assert blob.tobytes() == sharded.read_bytes()[pos:pos + size]
 
 
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(0, 2**31), st.integers(2, 400), st.integers(0, 300))
+def test_split_encoding_equals_whole_encoding(seed, n, head_shift):
+    """A worker encodes a shard's first chunk after the split point (``_split_head``) without the
+    head; head records + tail bytes + marks must equal the whole chunk's bytes, whatever the head
+    holds: dense triples (the descrambler copies), lane changes and gaps just above 58 bits."""
+    from protocol.trace import _encode_flips, _encode_marks, _split_head
+
+    rng = np.random.default_rng(seed)
+    a = 1000 + head_shift
+    gaps = rng.choice([1, 19, 39, 58, 59, 60, 200], size=n)
+    base = a + np.cumsum(gaps)
+    trip = rng.random(n) < 0.5  # some entries become o, o + 39, o + 58
+    off = np.unique(np.concatenate([base, base[trip] + 39, base[trip] + 58]))
+    ln = rng.integers(0, 3, off.size).astype(np.int8)
+    fl = (rng.random(off.size) < 0.1).astype(np.uint8)
+    b = int(off[-1]) + 500
+    marks = np.array([[a, a + 256], [b - 256, b]], np.int64)
+    whole = encode_chunk(a, b, off, ln, fl, marks).tobytes()
+    m = _split_head(off, a)
+    assert m == off.size or (off[m - 1] >= a + 256 and off[m] - off[m - 1] > 58)
+    if 0 < m < off.size:
+        assert not np.any((off[1:m] - off[:m - 1] > 58) & (off[:m - 1] >= a + 256))  # the first such point
+    tail = (_encode_flips(off[m:], ln[m:], fl[m:], b, 16, None, prev=int(off[m - 1]),
+                          plf=int(ln[m - 1]) | int(fl[m - 1]) << 4).tobytes() if m < off.size else b"")
+    head = _encode_flips(off[:m], ln[:m], fl[:m], b, 16, None, prev=a - 1, plf=-1).tobytes()
+    assert head + tail + _encode_marks(marks, a, b).tobytes() == whole
+
+
 # --------------------------------------------------------------------------- version 1 files
 
 
