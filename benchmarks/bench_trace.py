@@ -15,8 +15,12 @@ Single-threaded (``NUMBA_NUM_THREADS=1``); medians over ``--repeats``.
 ``--written`` (issue 13) measures instead, side by side in one run, at pre-FEC BER 1e-4 bypass:
 
 * ``written``: :func:`protocol.trace.generate_trace` to a file (format v2, one worker: generation
-  in this thread, encoding + writing in the writer thread), wall and process CPU time;
-* ``in-memory``: the same generator and chunk size without any file (the upper bound);
+  and encoding in this thread, CRC + writing in the writer thread), wall and process CPU time;
+* ``in-memory``: the same generator and chunk size without any file, chunks as flip arrays
+  (``next_chunk``, what a live replay source consumes);
+* ``encoded``: the same chunks as trace records without any file (``next_encoded``: the fused
+  kernel writes the version-2 records itself; what ``written`` adds on top is the CRC, the write
+  and each shard's first chunk, kept as arrays to join the previous shard's descrambler carry);
 * ``v1 write``: the same generator and chunks written the version-1 way (raw int64/int8/uint8
   arrays in an uncompressed zip, chunk by chunk, no thread, fsync at the end): the old
   ``trace generate`` loop;
@@ -126,7 +130,7 @@ def bench_written(bits: float, repeats: int, tmp: str, seed: int) -> dict:
     step = _default_chunk_pairs(ber)
     n_pairs = int(bits // PAIR_LINE_BITS)
     load0 = os.getloadavg()[0]
-    rows = {"written": [], "in_memory": [], "v1_write": []}
+    rows = {"written": [], "in_memory": [], "encoded": [], "v1_write": []}
     with tempfile.TemporaryDirectory(dir=tmp) as d:
         path = os.path.join(d, "t.trace")
         generate_trace(path, fec="bypass", ber=ber, line_bits=1e9, seed=seed)  # compile / load caches
@@ -145,6 +149,14 @@ def bench_written(bits: float, repeats: int, tmp: str, seed: int) -> dict:
                 gen.next_chunk(k)
                 done += k
             rows["in_memory"].append((time.perf_counter() - t0, time.process_time() - c0))
+            gen = FastGenerator(GeneratorConfig("400G", "bypass", ber), seed + r)
+            done = 0
+            t0, c0 = time.perf_counter(), time.process_time()
+            while done < n_pairs:  # the same chunks as trace records (the fused kernel), kept nowhere
+                k = min(step, n_pairs - done)
+                gen.next_encoded(k)
+                done += k
+            rows["encoded"].append((time.perf_counter() - t0, time.process_time() - c0))
             gen = FastGenerator(GeneratorConfig("400G", "bypass", ber), seed + r)
             t0, c0 = time.perf_counter(), time.process_time()
             _v1_write(os.path.join(d, "v1.npz"), gen, n_pairs, step)  # generate + write as version 1 did
@@ -231,7 +243,7 @@ def main(argv=None) -> int:
             print(f"pre-FEC BER {res['ber']:.0e} {res['fec']}, {res['line_bits']:.3g} line bits, "
                   f"chunks of {res['chunk_pairs']} pairs, median of {res['repeats']}")
             print(f"{'':<12} {'wall Gb/s':>10} {'cpu Gb/s':>10}")
-            for k in ("in_memory", "written", "v1_write"):
+            for k in ("in_memory", "encoded", "written", "v1_write"):
                 print(f"{k:<12} {res[k + '_gbps']:>10.1f} {res[k + '_cpu_gbps']:>10.1f}")
             print(f"written / in-memory {res['written_over_in_memory']:.2f}; written / v1 write "
                   f"{res['written_over_v1']:.2f}; x 425G line {res['written_gbps'] / 425:.2f} "

@@ -18,6 +18,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from ._trace_kernels import TRIPLE_2, _put, _put_fast, encode_records
+
 __all__: list[str] = []  # private module
 
 PAIR_BITS = 10880
@@ -313,10 +315,35 @@ def sample_positions(rng, scale, nxt, end, out):
     return n, nxt
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _record(enc, n, o, lf, tri, prev, plf):
+    """One version-2 flip record (a triple when ``tri``): ``(bytes, prev, plf)`` after it."""
+    newlf = np.int64(lf != plf)
+    x = ((o - prev - 1) << 2) | newlf | (tri << 1)
+    if x < 268435456:
+        n = _put_fast(enc, n, x)
+    else:
+        n = _put(enc, n, x)
+    enc[n] = lf
+    return n + newlf, o + tri * TRIPLE_2, lf
+
+
+@njit(cache=True, nogil=True)
+def _encode_staged(off, lane, flag, no, final, n_lanes, enc, nbytes, prev, plf, nfl):
+    """Run the greedy encoder over the staged flips; keep the (at most two) that still wait for
+    their lookahead at the front.  Returns ``(no, nbytes, prev, plf, nfl)``."""
+    k, nbytes, prev, plf = encode_records(off, lane, flag, 0, no, final, n_lanes, enc, nbytes, prev, plf)
+    for i in range(no - k):
+        off[i] = off[k + i]
+        lane[i] = lane[k + i]
+        flag[i] = flag[k + i]
+    return no - k, nbytes, prev, plf, nfl + k
+
+
 @njit(cache=True, nogil=True)
 def bypass_run(rng, scale, nxt, end, half_lanes, period, am_blocks, s_end, hist_out, lane_out,
                pend_key, pend_lane, pend_flag, out_off, out_lane, out_flag, hdr_block,
-               new_key, new_lane, new_flag, counters):
+               new_key, new_lane, new_flag, counters, enc, enc_state):
     """Fused fast path of the ``bypass`` mode: sample, count, multiply and map in one pass.
 
     Equivalent to :func:`sample_positions` + :func:`group_pairs` (decoder 0) +
@@ -328,7 +355,23 @@ def bypass_run(rng, scale, nxt, end, half_lanes, period, am_blocks, s_end, hist_
     small (3 per error plus the pending entries); then nothing is valid and the caller must
     restore the Generator state and retry with larger arrays.  ``counters`` in place: [line
     errors, codewords with errors, parity-bit errors, AM-bit errors] (only on success).
+
+    With a non-empty ``enc`` (uint8) the flips are written as version-2 trace records
+    (``protocol/TRACE_FORMAT.md``) instead of ``out_*`` (then a small staging area, n_out = 0):
+    ``enc_state`` = [bytes written, ``prev``, ``plf``, flips encoded] in and out, starting at
+    ``[0, stream_start - 1, -1, 0]``.  The bytes equal ``encode_chunk`` of the raw output (a test
+    checks): an isolated primary whose three copies fall inside one 257b block (77% of them) is
+    one triple record; the copies of another isolated primary wait in the staging area until
+    the next primary's lane is known (a triple record needs three flips on one lane, so staged
+    flips on other lanes than the newcomer's are single records); clusters and same-lane
+    neighbours go through :func:`protocol._trace_kernels.encode_records`, the greedy encoder.
     """
+    encode = enc.size > 0
+    nbytes = enc_state[0]
+    eprev = enc_state[1]
+    eplf = enc_state[2]
+    nfl = enc_state[3]
+    n_lanes = 2 * half_lanes
     jm = half_lanes - 1
     js = 0
     while (1 << js) < half_lanes:
@@ -337,29 +380,26 @@ def bypass_run(rng, scale, nxt, end, half_lanes, period, am_blocks, s_end, hist_
     while (1 << ps) < period:
         ps += 1
     pm = period - 1
-    hist = np.zeros(hist_out.size, np.int64)
+    H = hist_out.size
+    hist = np.zeros(H + 1, np.int64)  # bin H discards (branch-free pair change below)
     lane_count = np.zeros(lane_out.size, np.int64)
-    H = hist.size
     no = 0
     nh = 0
     nn = 0
-    # cluster buffer: keys 4 * value + rank
+    # cluster buffer: keys 4 * value + rank (rank = which of the copies n, n + 39, n + 58)
     cap = 192 + pend_key.size
     bk = np.empty(cap, np.int64)
     bl = np.empty(cap, np.int8)
     bf = np.empty(cap, np.uint8)
-    nb = 0
-    nprim = 0  # primaries in the buffer
     bmax = -1  # largest value in the buffer
     for a in range(pend_key.size):
         bk[a] = pend_key[a]
         bl[a] = pend_lane[a]
         bf[a] = pend_flag[a]
-        v = pend_key[a] >> 2
-        if v > bmax:
-            bmax = v
+        bmax = max(bmax, pend_key[a] >> 2)
     nb = pend_key.size
-    has_pend = nb > 0
+    iso = np.int64(-1)  # a lone primary (scrambled-stream position), not yet written
+    iso_l = np.int64(0)
     curP = -1
     base = 0
     am_bits = 0
@@ -375,26 +415,31 @@ def bypass_run(rng, scale, nxt, end, half_lanes, period, am_blocks, s_end, hist_
     limit = out_off.size - pend_key.size - 3
     while True:
         done = nxt >= end
+        s = np.int64(0)
+        lane = np.int64(0)
         if not done:
-            if 3 * (n_err + 1) > limit:
+            if 3 * (n_err + 1) > limit or (encode and nbytes + 10 * no + 96 > enc.size):
                 return np.int64(-1), 0, 0, 0  # outputs could overflow: the caller retries larger
             g = nxt
             nxt += 1 + np.int64(rng.standard_exponential() * scale)
             n_err += 1
             P = g // PAIR_BITS
-            if P != curP:
-                if curP >= 0:
-                    hist[min(w0, H - 1)] += 1
-                    hist[min(w1, H - 1)] += 1
-                    cw_err += (1 if w0 > 0 else 0) + (1 if w1 > 0 else 0)
-                curP = P
-                base = P * PAIR_BITS
-                am_bits = am_blocks * BLOCK_BITS if (P & pm) == 0 else 0
-                s0 = (P * BLOCKS_PER_PAIR - ((P + pm) >> ps) * am_blocks) * BLOCK_BITS - am_bits
-                w0 = 0
-                w1 = 0
-                last0 = -1
-                last1 = -1
+            # a new pair closes the previous pair's two codewords; branch-free, since the pair
+            # changes at an unpredictable ~2/3 of the errors at BER 1e-4
+            newp = np.int64(P != curP)
+            fl = newp & np.int64(curP >= 0)
+            hist[fl * min(w0, H - 1) + (1 - fl) * H] += 1
+            hist[fl * min(w1, H - 1) + (1 - fl) * H] += 1
+            cw_err += fl * (np.int64(w0 > 0) + np.int64(w1 > 0))
+            curP = P
+            base = P * PAIR_BITS
+            am_bits = am_blocks * BLOCK_BITS * np.int64((P & pm) == 0)
+            s0 = (P * BLOCKS_PER_PAIR - ((P + pm) >> ps) * am_blocks) * BLOCK_BITS - am_bits
+            keep = 1 - newp
+            w0 *= keep
+            w1 *= keep
+            last0 = keep * (last0 + 1) - 1
+            last1 = keep * (last1 + 1) - 1
             u = g - base
             sym = u // 10
             c = sym & 1
@@ -406,24 +451,13 @@ def bypass_run(rng, scale, nxt, end, half_lanes, period, am_blocks, s_end, hist_
             w1 += c * (sym != last1)
             last0 += nc * (sym - last0)
             last1 += c * (sym - last1)
-            if u >= 10280:
-                par_err += 1
-                continue  # parity
-            if u < am_bits:
-                am_err += 1
+            if u >= 10280 or u < am_bits:
+                par_err += np.int64(u >= 10280)  # parity
+                am_err += np.int64(u < 10280)  # alignment marker
                 continue
             s = s0 + u
             if nb > 0 and s <= bmax:
-                if nprim == 1 and not has_pend:
-                    # materialise the lone primary's other two copies before merging
-                    v0 = bk[0] >> 2
-                    bk[1] = 4 * (v0 + 39) + 1
-                    bk[2] = 4 * (v0 + 58) + 2
-                    bl[1] = bl[0]
-                    bl[2] = bl[0]
-                    bf[1] = 0
-                    bf[2] = 0
-                # interacts with the buffer: append its three copies
+                # interacts with the cluster: append its three copies
                 if nb + 3 > bk.size:
                     k2 = np.empty(2 * bk.size, np.int64)
                     l2 = np.empty(2 * bk.size, np.int8)
@@ -433,64 +467,99 @@ def bypass_run(rng, scale, nxt, end, half_lanes, period, am_blocks, s_end, hist_
                     f2[:nb] = bf[:nb]
                     bk, bl, bf = k2, l2, f2
                 for r in range(3):
-                    d = 0 if r == 0 else (39 if r == 1 else 58)
-                    bk[nb] = 4 * (s + d) + r
+                    bk[nb] = 4 * (s + (0 if r == 0 else (39 if r == 1 else 58))) + r
                     bl[nb] = lane
                     bf[nb] = 0
                     nb += 1
-                nprim += 1
                 bmax = s + 58
                 continue
-        # flush the buffer (a new isolated primary arrived, or the chunk ended)
+            if iso >= 0 and s <= iso + 58:
+                # the lone primary and this one interact: both become a cluster
+                for q in range(2):
+                    v = iso if q == 0 else s
+                    for r in range(3):
+                        bk[3 * q + r] = 4 * (v + (0 if r == 0 else (39 if r == 1 else 58))) + r
+                        bl[3 * q + r] = iso_l if q == 0 else lane
+                        bf[3 * q + r] = 0
+                nb = 6
+                bmax = s + 58
+                iso = -1
+                continue
+        if iso >= 0 and done and iso + 58 >= s_end:
+            # the chunk ends within the lone primary's reach: its late copies are carried
+            for r in range(3):
+                bk[r] = 4 * (iso + (0 if r == 0 else (39 if r == 1 else 58))) + r
+                bl[r] = iso_l
+                bf[r] = 0
+            nb = 3
+            iso = -1
         if nb > 0:
-            if nprim == 1 and not has_pend and (bk[0] >> 2) + 58 < s_end:
-                v0 = bk[0] >> 2
-                ln = bl[0]
+            no, nh, nn = _expand_cluster(bk[:nb], bl[:nb], bf[:nb], s_end, out_off, out_lane, out_flag,
+                                         hdr_block, new_key, new_lane, new_flag, no, nh, nn)
+            nb = 0
+            if encode:
+                no, nbytes, eprev, eplf, nfl = _encode_staged(out_off, out_lane, out_flag, no, False, n_lanes, enc,
+                                                              nbytes, eprev, eplf, nfl)
+                if nbytes < 0:
+                    return np.int64(-2), 0, 0, 0  # internal: the flips broke the format's rules
+        elif iso >= 0:
+            # write the lone primary's copies n, n + 39, n + 58 (49.2.6) in payload offsets
+            blk0 = np.int64(np.uint64(iso) // np.uint64(BLOCK_BITS))
+            rem0 = iso - blk0 * BLOCK_BITS
+            clean = rem0 != 0 and rem0 + 58 < BLOCK_BITS  # all three inside one block's payload
+            greedy = False
+            if encode and no > 0:
+                for i in range(no):  # can a staged flip start a triple with this primary's copies?
+                    greedy |= np.int64(out_lane[i]) == iso_l
+                if not greedy:  # no (a triple is three flips on one lane): single records
+                    for i in range(no):
+                        lf = np.int64(out_lane[i]) | (np.int64(out_flag[i]) << 4)
+                        nbytes, eprev, eplf = _record(enc, nbytes, out_off[i], lf, 0, eprev, eplf)
+                    nfl += no
+                    no = 0
+            if encode and no == 0 and clean:
+                nbytes, eprev, eplf = _record(enc, nbytes, blk0 * 256 + rem0 - 1, iso_l, 1, eprev, eplf)
+                nfl += 3
+            else:  # branch-free: a copy on a 257b header bit goes to hdr_block instead
                 for r in range(3):
-                    v = v0 + (0 if r == 0 else (39 if r == 1 else 58))
+                    v = iso + (0 if r == 0 else (39 if r == 1 else 58))
                     blk = np.int64(np.uint64(v) // np.uint64(BLOCK_BITS))
                     rem = v - blk * BLOCK_BITS
-                    if rem == 0:
-                        hdr_block[nh] = blk
-                        nh += 1
-                    else:
-                        out_off[no] = blk * 256 + rem - 1
-                        out_lane[no] = ln
-                        out_flag[no] = 0
-                        no += 1
-            else:
-                if nprim == 1 and not has_pend:
-                    v0 = bk[0] >> 2
-                    bk[1] = 4 * (v0 + 39) + 1
-                    bk[2] = 4 * (v0 + 58) + 2
-                    bl[1] = bl[0]
-                    bl[2] = bl[0]
-                    bf[1] = 0
-                    bf[2] = 0
-                no, nh, nn = _expand_cluster(bk[:nb], bl[:nb], bf[:nb], s_end, out_off, out_lane, out_flag,
-                                             hdr_block, new_key, new_lane, new_flag, no, nh, nn)
-            nb = 0
-            nprim = 0
-            has_pend = False
+                    out_off[no] = blk * 256 + rem - 1
+                    out_lane[no] = iso_l
+                    out_flag[no] = 0
+                    hdr_block[nh] = blk
+                    h = np.int64(rem == 0)
+                    no += 1 - h
+                    nh += h
+            if greedy:
+                no, nbytes, eprev, eplf, nfl = _encode_staged(out_off, out_lane, out_flag, no, False, n_lanes, enc,
+                                                              nbytes, eprev, eplf, nfl)
+                if nbytes < 0:
+                    return np.int64(-2), 0, 0, 0
+            iso = -1
         if done:
+            if encode and no > 0:
+                no, nbytes, eprev, eplf, nfl = _encode_staged(out_off, out_lane, out_flag, no, True, n_lanes, enc,
+                                                              nbytes, eprev, eplf, nfl)
+                if nbytes < 0:
+                    return np.int64(-2), 0, 0, 0
             break
-        # start a new buffer with this primary (only its first key is needed unless another
-        # primary joins it, which then writes the other two)
-        bk[0] = 4 * s
-        bl[0] = lane
-        bf[0] = 0
-        nb = 3
-        nprim = 1
-        bmax = s + 58
+        iso = s
+        iso_l = lane
+    hist[min(w0, H - 1) if curP >= 0 else H] += 1
+    hist[min(w1, H - 1) if curP >= 0 else H] += 1
     if curP >= 0:
-        hist[min(w0, H - 1)] += 1
-        hist[min(w1, H - 1)] += 1
         cw_err += (1 if w0 > 0 else 0) + (1 if w1 > 0 else 0)
+    enc_state[0] = nbytes
+    enc_state[1] = eprev
+    enc_state[2] = eplf
+    enc_state[3] = nfl
     counters[0] += n_err
     counters[1] += cw_err
     counters[2] += par_err
     counters[3] += am_err
-    hist_out += hist
+    hist_out += hist[:H]
     lane_out += lane_count
     return nxt, no, nh, nn
 

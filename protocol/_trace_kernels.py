@@ -68,30 +68,21 @@ def _put_fast(out, n, v):
     return n + nb
 
 
-@njit(cache=True, nogil=True)
-def encode_flips(off, lane, flag, end, n_lanes, out, n, prev, plf):
-    """Append the flip records of ``off``/``lane``/``flag`` to ``out[n:]``, continuing after a
-    record that ended at offset ``prev`` with lane/flag byte ``plf`` (``start - 1`` and ``-1`` at
-    the start of a chunk), validating on the way.  Returns the new byte count, or
-    ``-(code * 2**40 + index)`` on bad content (``index`` = the flip that broke the rule).
-
-    Encoding a chunk's flips in two parts, split before a flip more than ``TRIPLE_2`` bits after
-    its predecessor (no triple spans the split), gives the same bytes as encoding them at once:
-    worker processes encode all but a shard's first block that way (``protocol.trace``)."""
-    k = 0
-    nf = off.size
-    if nf and off[nf - 1] >= end:
-        return -(E_OFFSET_RANGE * (1 << 40) + nf - 1)
-    while k < nf:
+@njit(cache=True, nogil=True, inline="always")
+def encode_records(off, lane, flag, k, nf, final, n_lanes, out, n, prev, plf):
+    """Greedy record encoder over entries ``[k, nf)``, streaming: continues after a record that
+    ended at offset ``prev`` with lane/flag byte ``plf``.  Unless ``final``, it stops at the first
+    entry that lacks two entries of lookahead (a triple needs them), so that encoding a stream in
+    pieces gives the bytes of encoding it at once.  Returns ``(k, n, prev, plf)`` = first entry
+    not encoded, byte count, state; ``n`` = ``-(code * 2**40 + index)`` on bad content."""
+    while k < nf and (final or k + 2 < nf):
         o = off[k]
         if o <= prev:
-            return -((E_OFFSET_RANGE if k == 0 and plf < 0 else E_OFFSET_ORDER) * (1 << 40) + k)
+            return k, -((E_OFFSET_RANGE if plf < 0 else E_OFFSET_ORDER) * (1 << 40) + k), prev, plf
         ln = np.int64(lane[k])
         fl = np.int64(flag[k])
         if ln < 0 or ln >= n_lanes or ln > 15 or fl > MAX_FLAGS:
-            if fl > MAX_FLAGS:
-                return -(E_FLAGS * (1 << 40) + k)
-            return -(E_LANE * (1 << 40) + k)
+            return k, -((E_FLAGS if fl > MAX_FLAGS else E_LANE) * (1 << 40) + k), prev, plf
         lf = ln | (fl << 4)
         newlf = np.int64(lf != plf)
         tri = np.int64(0)
@@ -109,6 +100,23 @@ def encode_flips(off, lane, flag, end, n_lanes, out, n, prev, plf):
         plf = lf
         prev = o + tri * TRIPLE_2
         k += 1 + 2 * tri
+    return k, n, prev, plf
+
+
+@njit(cache=True, nogil=True)
+def encode_flips(off, lane, flag, end, n_lanes, out, n, prev, plf):
+    """Append the flip records of ``off``/``lane``/``flag`` to ``out[n:]``, continuing after a
+    record that ended at offset ``prev`` with lane/flag byte ``plf`` (``start - 1`` and ``-1`` at
+    the start of a chunk), validating on the way.  Returns the new byte count, or
+    ``-(code * 2**40 + index)`` on bad content (``index`` = the flip that broke the rule).
+
+    Encoding a chunk's flips in two parts, split before a flip more than ``TRIPLE_2`` bits after
+    its predecessor (no triple spans the split), gives the same bytes as encoding them at once:
+    worker processes encode all but a shard's first block that way (``protocol.trace``)."""
+    nf = off.size
+    if nf and off[nf - 1] >= end:
+        return -(E_OFFSET_RANGE * (1 << 40) + nf - 1)
+    _, n, _, _ = encode_records(off, lane, flag, 0, nf, True, n_lanes, out, n, prev, plf)
     return n
 
 
@@ -232,6 +240,51 @@ def decode_chunk(buf, start, end, n_lanes, off, lane, flag, marks):
     if p != buf.size:
         return -(E_TRAILING * (1 << 40) + p)
     return 0
+
+
+@njit(cache=True, nogil=True)
+def split_head(buf, start, nf, head_end, off, lane, flag):
+    """Decode a chunk's leading flip records up to the first record that starts more than
+    ``TRIPLE_2`` bits after the flip before it, that flip lying at or after ``head_end``.  No
+    triple record spans that point, so the bytes from there on do not depend on what precedes
+    (``protocol.trace`` re-encodes only the head when it joins a descrambler carry).  Returns
+    ``(k, p)``: flips decoded into ``off``/``lane``/``flag`` and the byte position of that record
+    (``k = nf`` and ``p`` = the end of the flip records when there is none); ``(-1, at)`` on a
+    malformed record."""
+    p = 0
+    k = 0
+    prev = start - 1
+    plf = -1
+    while k < nf:
+        at = p
+        v, p = _get(buf, p)
+        if p < 0:
+            return -1, at
+        d = v >> 2
+        if k > 0 and prev >= head_end and d >= TRIPLE_2:
+            return k, at
+        if v & 1:
+            plf = np.int64(buf[p])
+            p += 1
+        elif plf < 0:
+            return -1, at
+        o = prev + 1 + d
+        if v & 2:
+            if k + 3 > nf:
+                return -1, at
+            for r in range(3):
+                off[k + r] = o + (0 if r == 0 else (TRIPLE_1 if r == 1 else TRIPLE_2))
+                lane[k + r] = plf & 15
+                flag[k + r] = plf >> 4
+            k += 3
+            prev = o + TRIPLE_2
+        else:
+            off[k] = o
+            lane[k] = plf & 15
+            flag[k] = plf >> 4
+            k += 1
+            prev = o
+    return k, p
 
 
 @njit(cache=True, nogil=True)

@@ -727,109 +727,72 @@ def _new_generator(cfg, generator: str, seed, start_pair: int):
 HEAD_BITS = 256  # a shard's first 257b block: the previous shard's descrambler carry lands in its first 58 bits
 
 
-def _split_head(off: np.ndarray, a: int) -> int:
-    """Index ``m`` splitting a shard's first chunk into a raw head ``[0, m)`` and a tail the worker
-    encodes: the first flip with ``off[m - 1] >= a + HEAD_BITS`` (the previous shard's carry, the
-    copies ``n + 39``, ``n + 58`` (49.2.6) of its last errors, lands below ``a + 58`` and cannot
-    change ``off[m - 1]``) and ``off[m] - off[m - 1] > 58`` (no descrambler triple record spans the
-    split, so the tail's bytes do not depend on the head).  ``off.size`` when there is none."""
-    i = int(np.searchsorted(off, a + HEAD_BITS))
-    w = 64
-    while i + 1 < off.size:
-        seg = off[i:i + w + 1]
-        hit = np.flatnonzero(np.diff(seg) > TK.TRIPLE_2)
-        if hit.size:
-            return i + int(hit[0]) + 1
-        i += w
-        w *= 4
-    return int(off.size)
-
-
 def _run_shard(cfg, generator: str, seed: int, j: int, p0: int, p1: int, step: int, n_lanes: int) -> dict:
     """Generate pairs ``[p0, p1)`` as shard ``j`` (picklable entry point for worker processes).
 
-    Returns the chunks encoded, except the first chunk's head (:func:`_split_head`, kept raw so
-    that the previous shard's descrambler carry can be joined to it; its tail is encoded), the
-    shard's carry (descrambler copies past its end) and its counters.  The main process only
-    joins the small heads and writes: the bytes equal those of the in-process path of
-    :func:`generate_trace`.
+    Returns its chunks as trace records (:meth:`~protocol.tracegen.FastGenerator.next_encoded`),
+    the shard's carry (descrambler copies past its end) and its counters.  The process that
+    writes joins the previous shard's carry into the first chunk (:func:`_join_first`).
     """
     gen = _new_generator(cfg, generator, shard_seed(seed, j), p0)
     chunks = []
-    first = None
-    scratch: list = [None]
     done = p0
     while done < p1:
         k = min(step, p1 - done)
-        ch = gen.next_chunk(k)
         done += k
-        if first is None:
-            off, ln, fl, hdr, mark_pairs = gen.last_raw
-            m = _split_head(off, ch.stream_start)
-            tail = np.empty(0, np.uint8)
-            if m < off.size:
-                tail = _encode_flips(off[m:], ln[m:], fl[m:], ch.stream_end, n_lanes, scratch,
-                                     prev=int(off[m - 1]), plf=int(ln[m - 1]) | int(fl[m - 1]) << 4).copy()
-            first = (ch.stream_start, ch.stream_end, off[:m].copy(), ln[:m].copy(), fl[:m].copy(), hdr, mark_pairs,
-                     tail, int(off.size - m))
-        else:
-            blob = encode_chunk(ch.stream_start, ch.stream_end, ch.offsets, ch.lanes, ch.flags, ch.marks,
-                                n_lanes=n_lanes, scratch=scratch).copy()
-            chunks.append((ch.stream_start, ch.stream_end, ch.offsets.size, ch.marks.shape[0], blob))
+        chunks.append(gen.next_encoded(k))
     ex = gen._expander
-    return {"j": j, "first": first, "chunks": chunks, "carry": (ex.key.copy(), ex.lane.copy(), ex.flag.copy()),
-            "stats": gen.stats}
+    return {"j": j, "chunks": chunks, "carry": (ex.key.copy(), ex.lane.copy(), ex.flag.copy()), "stats": gen.stats}
 
 
-def _join_encoded_first(cfg, first, carry, stats, n_lanes: int) -> tuple:
-    """:func:`_join_first` on a worker's split first chunk: ``write_encoded`` arguments (the joined
-    head's records, the worker's tail bytes, the marks)."""
-    *raw, tail, n_tail = first
-    a, b, off, ln, fl, marks = _join_first(cfg, tuple(raw), carry, stats)
-    head = _encode_flips(off, ln, fl, b, n_lanes, None, prev=a - 1, plf=-1)
-    mk = _encode_marks(marks, a, b)
-    return a, b, int(off.size) + n_tail, int(marks.shape[0]), np.concatenate([head, tail, mk])
-
-
-def _join_first(cfg, first, carry, stats):
-    """The first chunk of a shard with the previous shard's descrambler carry XORed in.
+def _join_first(cfg, e, carry, stats, n_lanes: int) -> tuple:
+    """``write_encoded`` arguments of a shard's first chunk ``e`` (an ``EncodedChunk``) with the
+    previous shard's descrambler carry XORed in.
 
     The carry is the copies ``n + 39``, ``n + 58`` (49.2.6) of the previous shard's last
     scrambled-stream errors that fall past its end.  They flip payload bits (or the first block's
-    header bit) of this chunk; a bit hit from both sides is restored (XOR).  Counters are fixed.
+    header bit) in the chunk's first 58 bits; a bit hit from both sides is restored (XOR).  Only
+    the head (:func:`TK.split_head`: up to the first gap of more than 58 bits after the first
+    block, where no triple record spans) is decoded, merged and re-encoded; the rest of the bytes
+    are kept, and the result equals :func:`encode_chunk` of the joined chunk.  Counters are fixed.
     """
     from . import _kernels as K
     from .tracegen import chunk_marks
 
-    a, b, off, ln, fl, hdr, mark_pairs = first
+    a, b = e.stream_start, e.stream_end
+    key, klane, kflag = carry
+    if not key.size:
+        return a, b, e.n_flips, e.n_marks, e.blob
     geom = cfg.geometry
     split = 2 if getattr(cfg, "code", "kp4") == "rs272" else 1  # rs272: marks name rs272 pairs
-    old_marks = chunk_marks(mark_pairs, hdr, geom, split)
-    key, klane, kflag = carry
-    if key.size:
-        m = 3 * key.size + 3
-        bufs = [np.empty(m, np.int64), np.empty(m, np.int8), np.empty(m, np.uint8), np.empty(m, np.int64),
-                np.empty(m, np.int64), np.empty(m, np.int8), np.empty(m, np.uint8)]
-        no, nh, _ = K.descramble_expand(np.empty(0, np.int64), np.empty(0, np.int8), np.empty(0, np.uint8),
-                                        key, klane, kflag, np.int64(1) << 62, *bufs)
-        c_off, c_ln, c_fl, c_hdr = bufs[0][:no], bufs[1][:no], bufs[2][:no], bufs[3][:nh]
-        both = np.intersect1d(off, c_off)
-        keep_own = ~np.isin(off, both)
-        keep_c = ~np.isin(c_off, both)
-        off2 = np.concatenate([off[keep_own], c_off[keep_c]])
-        order = np.argsort(off2, kind="stable")
-        ln2 = np.concatenate([ln[keep_own], c_ln[keep_c]])[order]
-        fl2 = np.concatenate([fl[keep_own], c_fl[keep_c]])[order]
-        off2 = off2[order]
-        hdr2 = np.setxor1d(hdr, c_hdr)
-        stats.payload_flips += off2.size - off.size
-        stats.header_errors += hdr2.size - hdr.size
-        off, ln, fl, hdr = off2, ln2, fl2, hdr2
-    marks = chunk_marks(mark_pairs, hdr, geom, split)
-    if key.size:
-        bits = lambda mk: int((mk[:, 1] - mk[:, 0]).sum()) if mk.size else 0  # noqa: E731
-        stats.marked_bits += bits(marks) - bits(old_marks)
-    return a, b, off, ln, fl, marks
+    m = 3 * key.size + 3
+    bufs = [np.empty(m, np.int64), np.empty(m, np.int8), np.empty(m, np.uint8), np.empty(m, np.int64),
+            np.empty(m, np.int64), np.empty(m, np.int8), np.empty(m, np.uint8)]
+    no, nh, _ = K.descramble_expand(np.empty(0, np.int64), np.empty(0, np.int8), np.empty(0, np.uint8),
+                                    key, klane, kflag, np.int64(1) << 62, *bufs)
+    c_off, c_ln, c_fl, c_hdr = bufs[0][:no], bufs[1][:no], bufs[2][:no], bufs[3][:nh]
+    off, ln, fl = np.empty(e.n_flips, np.int64), np.empty(e.n_flips, np.int8), np.empty(e.n_flips, np.uint8)
+    k, pos = TK.split_head(e.blob, np.int64(a), np.int64(e.n_flips), np.int64(a + HEAD_BITS), off, ln, fl)
+    if k < 0:
+        raise RuntimeError(f"internal: chunk [{a}, {b}) has a malformed record at byte {pos}")
+    off, ln, fl = off[:k], ln[:k], fl[:k]
+    both = np.intersect1d(off, c_off)
+    keep_own, keep_c = ~np.isin(off, both), ~np.isin(c_off, both)
+    off2 = np.concatenate([off[keep_own], c_off[keep_c]])
+    order = np.argsort(off2, kind="stable")
+    ln2 = np.concatenate([ln[keep_own], c_ln[keep_c]])[order]
+    fl2 = np.concatenate([fl[keep_own], c_fl[keep_c]])[order]
+    off2 = off2[order]
+    hdr2 = np.setxor1d(e.hdr, c_hdr)
+    marks = chunk_marks(e.mark_pairs, hdr2, geom, split)
+    stats.payload_flips += off2.size - k
+    stats.header_errors += hdr2.size - e.hdr.size
+    old_marks = chunk_marks(e.mark_pairs, e.hdr, geom, split)
+    bits = lambda mk: int((mk[:, 1] - mk[:, 0]).sum()) if mk.size else 0  # noqa: E731
+    stats.marked_bits += bits(marks) - bits(old_marks)
+    blob = np.concatenate([_encode_flips(off2, ln2, fl2, b, n_lanes, None, prev=a - 1, plf=-1),
+                           e.blob[pos:e.flips_nbytes], _encode_marks(marks, a, b)])
+    return a, b, int(off2.size) + e.n_flips - k, int(marks.shape[0]), blob
 
 
 def _make_executor(workers: int | None, scheduler: str | None):
@@ -942,8 +905,8 @@ def generate_trace(
     from phy802._output import progress as bar
 
     ex = owned = None
-    # one worker: encoding and writing overlap generation in the writer thread; with worker
-    # processes the workers encode, and no thread runs while the pool forks them
+    # one worker: the CRC and the writes overlap generation in the writer thread; with worker
+    # processes no thread runs while the pool forks them
     with TraceWriter(path, meta, threaded=not parallel) as w, \
             bar(total=n_pairs * PAIR_LINE_BITS, desc=f"trace generate: line ({len(bounds)} shards)",
                 unit="bit", enable=progress) as pb:
@@ -951,9 +914,10 @@ def generate_trace(
         def put(res) -> None:
             nonlocal carry
             st = res["stats"]
-            w.write_encoded(*_join_encoded_first(cfg, res["first"], carry, st, n_lanes))
-            for c in res["chunks"]:
-                w.write_encoded(*c)
+            chunks = res["chunks"]
+            w.write_encoded(*_join_first(cfg, chunks[0], carry, st, n_lanes))
+            for c in chunks[1:]:
+                w.write_encoded(c.stream_start, c.stream_end, c.n_flips, c.n_marks, c.blob)
             carry = res["carry"]
             total.add(st)
             pb.update(st.pairs * PAIR_LINE_BITS)
@@ -965,12 +929,11 @@ def generate_trace(
                     done = p0
                     while done < p1:
                         k = min(step, p1 - done)
-                        ch = gen.next_chunk(k)
+                        e = gen.next_encoded(k)  # straight to trace records (the fused kernel, in the bypass mode)
                         if done == p0:
-                            w.write_chunk(*_join_first(cfg, (ch.stream_start, ch.stream_end, *gen.last_raw), carry,
-                                                       gen.stats))
+                            w.write_encoded(*_join_first(cfg, e, carry, gen.stats, n_lanes))
                         else:
-                            w.write_chunk(ch.stream_start, ch.stream_end, ch.offsets, ch.lanes, ch.flags, ch.marks)
+                            w.write_encoded(e.stream_start, e.stream_end, e.n_flips, e.n_marks, e.blob)
                         done += k
                         pb.update(k * PAIR_LINE_BITS)
                     ex_ = gen._expander

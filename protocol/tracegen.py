@@ -52,6 +52,7 @@ import numpy as np
 from phy802._rng import as_generator
 
 from . import _kernels as K
+from . import _trace_kernels as TK
 from .framing import (
     BLOCK_BITS,
     BLOCK_PAYLOAD_BITS,
@@ -296,6 +297,25 @@ class GenChunk:
     marks: np.ndarray
 
 
+@dataclass(frozen=True)
+class EncodedChunk:
+    """A :class:`GenChunk` as version-2 trace bytes: ``blob`` is the chunk's record string
+    (``protocol/TRACE_FORMAT.md``) with ``n_flips`` flips (the first ``flips_nbytes`` bytes) and
+    ``n_marks`` marks.  ``hdr`` (257b blocks whose header bit flipped) and ``mark_pairs``
+    (decoder-marked pairs) are what the marks are made of, kept for joining a shard's carry."""
+
+    pair_start: int
+    pair_end: int
+    stream_start: int
+    stream_end: int
+    n_flips: int
+    n_marks: int
+    blob: np.ndarray
+    flips_nbytes: int
+    hdr: np.ndarray
+    mark_pairs: np.ndarray
+
+
 def _lane_generators(rng: np.random.Generator, n: int) -> list[np.random.Generator]:
     """Independent per-lane child generators (so lane streams do not depend on chunking)."""
     return list(rng.spawn(n))
@@ -417,8 +437,13 @@ class _Base:
 
     def _finish_chunk(self, P0, P1, off, ln, fl, hdr, mark_pairs) -> GenChunk:
         """Counters and marks of pairs [P0, P1) (shared by the fast and the bit-exact generator)."""
+        self.last_raw = (off, ln, fl, hdr, mark_pairs)  # what next_encoded keeps beside the bytes
+        lo, hi, marks = self._count_chunk(P0, P1, int(off.size), hdr, mark_pairs)
+        return GenChunk(P0, P1, lo, hi, off, ln, fl, marks)
+
+    def _count_chunk(self, P0, P1, n_flips: int, hdr, mark_pairs) -> tuple[int, int, np.ndarray]:
+        """Update the counters for pairs [P0, P1); return the chunk's stream window and marks."""
         geom = self.geom
-        self.last_raw = (off, ln, fl, hdr, mark_pairs)  # for joining shards (protocol.trace)
         marks = chunk_marks(mark_pairs, hdr, geom, self._split)
         st = self.stats
         st.pairs += P1 - P0
@@ -429,11 +454,28 @@ class _Base:
         st.codewords += 2 * self._split * (P1 - P0)
         st.marked_pairs += int(np.unique(mark_pairs).size)
         st.header_errors += int(hdr.size)
-        st.payload_flips += int(off.size)
+        st.payload_flips += n_flips
         st.decoder_bits += (hi - lo) // BLOCK_PAYLOAD_BITS * BLOCK_BITS
         st.marked_bits += int((marks[:, 1] - marks[:, 0]).sum()) if marks.size else 0
         self.pair = P1
-        return GenChunk(P0, P1, int(lo), int(hi), off, ln, fl, marks)
+        return int(lo), int(hi), marks
+
+    def next_encoded(self, n_pairs: int) -> EncodedChunk:
+        """:meth:`next_chunk` as version-2 trace bytes (``protocol/TRACE_FORMAT.md``, what
+        ``protocol.trace.encode_chunk`` gives for the chunk): the same stream, counters and
+        Generator state.  ``last_raw`` is not kept."""
+        ch = self.next_chunk(n_pairs)
+        _, _, _, hdr, mark_pairs = self.last_raw
+        self.last_raw = None
+        out = np.empty(10 * (ch.offsets.size + 2 * ch.marks.shape[0]) + 16, np.uint8)
+        nf = TK.encode_flips(ch.offsets, ch.lanes, ch.flags, np.int64(ch.stream_end), np.int64(self.geom.n_lanes),
+                             out, np.int64(0), np.int64(ch.stream_start - 1), np.int64(-1))
+        n = TK.encode_marks(np.ascontiguousarray(ch.marks, np.int64), np.int64(ch.stream_start),
+                            np.int64(ch.stream_end), out, np.int64(nf)) if nf >= 0 else nf
+        if n < 0:
+            raise RuntimeError(f"internal: chunk [{ch.stream_start}, {ch.stream_end}) not encodable (code {n})")
+        return EncodedChunk(ch.pair_start, ch.pair_end, ch.stream_start, ch.stream_end, int(ch.offsets.size),
+                            int(ch.marks.shape[0]), out[:n], int(nf), hdr, mark_pairs)
 
     def _decode_heavy(self, P_list, c_list, t_list, v_list):
         """Decode the error words of the listed pairs; return residual primaries and marked pairs.
@@ -600,8 +642,8 @@ class FastGenerator(_Base):
         P0, P1 = self.pair, self.pair + n_pairs
         if self.cfg.code == "rs272":
             return self._process_rs272(P0, P1, self._rs272_positions(self._positions(P1 * PAIR_LINE_BITS)))
-        if self._decoder == 0 and self._scale != math.inf and self.fused and not self.cfg.per_lane:
-            return self._bypass_chunk(P0, P1)
+        if self._fused_bypass():
+            return self._bypass_chunk(P0, P1)[0]
         return self._process(P0, P1, self._positions(P1 * PAIR_LINE_BITS))
 
     def _rs272_positions(self, pos: np.ndarray) -> np.ndarray:
@@ -714,31 +756,39 @@ class FastGenerator(_Base):
         return self._finish(P0, P1, np.asarray(s_pos, np.int64)[order], r_lane[order],
                             rf[ok].astype(np.uint8)[order], mark_ids)
 
-    def _bypass_chunk(self, P0: int, P1: int) -> GenChunk:
-        """The fused bypass kernel (same output as ``_process`` on the same positions)."""
+    def _bypass_chunk(self, P0: int, P1: int, encode: bool = False):
+        """The fused bypass kernel (same output as ``_process`` on the same positions); with
+        ``encode`` the flips come out as version-2 records: ``(GenChunk or None, EncodedChunk or None)``."""
         geom, st, ex = self.geom, self.stats, self._expander
         end = P1 * PAIR_LINE_BITS
         if self._nxt is None:
             self._nxt = self._last + 1 + int(self._rng.standard_exponential() * self._scale)
         s_end = data_blocks_before(P1, geom) * BLOCK_BITS
+        lo = int(data_blocks_before(P0, geom)) * BLOCK_PAYLOAD_BITS
         expect = (end - self._nxt) / self._scale if end > self._nxt else 0.0
         cap = 3 * int(expect + 8 * math.sqrt(expect) + 64) + ex.key.size + 3
+        ecap = 4 * cap + 64  # ~1.5 bytes per flip expected; a rare overflow is redone larger
         g = self._scratch.get
         while True:
             state = self._rng.bit_generator.state
             bufs = [g("b_off", cap, np.int64), g("b_lane", cap, np.int8), g("b_flag", cap, np.uint8),
                     g("b_hdr", cap, np.int64), g("b_nk", cap, np.int64), g("b_nl", cap, np.int8),
                     g("b_nf", cap, np.uint8)]
+            enc = np.empty(ecap if encode else 0, np.uint8)  # fresh: the bytes leave with the chunk, uncopied
+            enc_state = np.array([0, lo - 1, -1, 0], np.int64)
             counters = np.zeros(4, np.int64)
             nxt, no, nh, nn = K.bypass_run(
                 self._rng, self._scale, np.int64(self._nxt), np.int64(end), geom.n_lanes // 2,
                 geom.am_period_pairs, geom.am_blocks, np.int64(s_end), st.symbol_hist, st.lane_errors,
-                ex.key, ex.lane, ex.flag, *bufs, counters,
+                ex.key, ex.lane, ex.flag, *bufs, counters, enc, enc_state,
             )
             if nxt >= 0:
                 break
+            if nxt == -2:
+                raise RuntimeError("internal: the fused bypass kernel produced flips the trace format cannot hold")
             self._rng.bit_generator.state = state  # rare: more errors than room, redo larger
             cap *= 2
+            ecap *= 2
         self._nxt = int(nxt)
         st.line_bit_errors += int(counters[0])
         st.codewords_with_errors += int(counters[1])
@@ -746,8 +796,36 @@ class FastGenerator(_Base):
         st.decoder_bit_errors += int(counters[0] - counters[2] - counters[3])  # message bits, AMs excluded
         off, ln, fl, hdr, nk, nl, nf = bufs
         ex.key, ex.lane, ex.flag = nk[:nn].copy(), nl[:nn].copy(), nf[:nn].copy()
-        return self._finish_chunk(P0, P1, off[:no].copy(), ln[:no].copy(), fl[:no].copy(), hdr[:nh].copy(),
-                                     np.empty(0, np.int64))
+        mark_pairs = np.empty(0, np.int64)
+        if not encode:
+            return self._finish_chunk(P0, P1, off[:no].copy(), ln[:no].copy(), fl[:no].copy(), hdr[:nh].copy(),
+                                      mark_pairs), None
+        self.last_raw = None
+        n_flips = int(enc_state[3])
+        hdr = hdr[:nh].copy()
+        lo_, hi, marks = self._count_chunk(P0, P1, n_flips, hdr, mark_pairs)
+        nb = int(enc_state[0])
+        blob = enc
+        if nb + 20 * marks.shape[0] + 16 > enc.size:
+            blob = np.empty(nb + 20 * marks.shape[0] + 16, np.uint8)
+            blob[:nb] = enc[:nb]
+        n = TK.encode_marks(marks, np.int64(lo_), np.int64(hi), blob, np.int64(nb))
+        if n < 0:
+            raise RuntimeError(f"internal: marks of chunk [{lo_}, {hi}) not encodable (code {n})")
+        return None, EncodedChunk(P0, P1, lo_, hi, n_flips, int(marks.shape[0]), blob[:n], nb, hdr, mark_pairs)
+
+    def next_encoded(self, n_pairs: int) -> EncodedChunk:
+        """:meth:`next_chunk` as version-2 trace bytes (the bytes ``protocol.trace.encode_chunk``
+        gives for the chunk, the same counters and Generator state).  The bypass mode encodes in
+        its fused kernel, with no intermediate flip arrays."""
+        n_pairs = int(n_pairs)
+        if n_pairs > 0 and self._fused_bypass():
+            return self._bypass_chunk(self.pair, self.pair + n_pairs, encode=True)[1]
+        return super().next_encoded(n_pairs)
+
+    def _fused_bypass(self) -> bool:
+        return (self.cfg.code != "rs272" and self._decoder == 0 and self._scale != math.inf and self.fused
+                and not self.cfg.per_lane)
 
     def _process(self, P0: int, P1: int, pos: np.ndarray) -> GenChunk:
         geom, st = self.geom, self.stats

@@ -204,6 +204,43 @@ def test_fused_bypass_kernel_equals_general_path(rate):
     assert a.stats.as_dict() == b.stats.as_dict()
 
 
+def test_fused_bypass_kernel_equals_general_path_at_low_ber():
+    """The same at BER 1e-4 (isolated primaries: the kernel's straight path, clean and
+    block-straddling descrambler copies, header hits) over ~5e3 AM periods."""
+    cfg = GeneratorConfig("400G", "bypass", 1e-4)
+    a, b = FastGenerator(cfg, 5), FastGenerator(cfg, 5)
+    b.fused = False
+    for n in (30_000, 1, 70_001, 4097):
+        _same(a.next_chunk(n), b.next_chunk(n))
+    assert a.stats.as_dict() == b.stats.as_dict()
+
+
+@pytest.mark.parametrize("rate,ber,steps", [("400G", 1e-4, (30_000, 7, 20_000)), ("400G", 5e-3, (50, 1, 300)),
+                                            ("200G", 2e-3, (300, 33, 1000)), ("400G", 2e-2, (5, 60, 2))])
+def test_encoded_chunks_equal_encode_chunk_of_the_raw_chunks(rate, ber, steps):
+    """``next_encoded`` (the fused kernel writing trace records, with its staging and lane
+    shortcut) gives the bytes ``encode_chunk`` gives for ``next_chunk``'s arrays, the same counts
+    and counters, chunk after chunk (descrambler copies carried across chunk ends)."""
+    from protocol.trace import encode_chunk
+
+    cfg = GeneratorConfig(rate, "bypass", ber)
+    a, b = FastGenerator(cfg, 9), FastGenerator(cfg, 9)
+    for n in steps * 2:
+        ca, eb = a.next_chunk(n), b.next_encoded(n)
+        assert (eb.pair_start, eb.pair_end, eb.stream_start, eb.stream_end) == \
+            (ca.pair_start, ca.pair_end, ca.stream_start, ca.stream_end)
+        assert (eb.n_flips, eb.n_marks) == (ca.offsets.size, ca.marks.shape[0])
+        ref = encode_chunk(ca.stream_start, ca.stream_end, ca.offsets, ca.lanes, ca.flags, ca.marks,
+                           n_lanes=a.geom.n_lanes)
+        assert eb.blob.tobytes() == ref.tobytes()
+    assert a.stats.as_dict() == b.stats.as_dict()
+    # the other modes encode next_chunk's arrays (no fused kernel)
+    c, d = FastGenerator(GeneratorConfig(rate, "ieee", ber), 2), FastGenerator(GeneratorConfig(rate, "ieee", ber), 2)
+    cc, ed = c.next_chunk(steps[0]), d.next_encoded(steps[0])
+    assert ed.blob.tobytes() == encode_chunk(cc.stream_start, cc.stream_end, cc.offsets, cc.lanes, cc.flags, cc.marks,
+                                             n_lanes=c.geom.n_lanes).tobytes()
+
+
 def test_reference_scrambler_matches_the_pcs_and_multiplies_errors_by_three():
     """The bit-exact link's scrambler equals phy802.pcs's (49.2.6, all 257 bits of each block),
     and one flipped scrambled bit descrambles to flips at n, n+39, n+58."""
@@ -302,3 +339,42 @@ def test_rs272_sharded_trace_does_not_depend_on_workers(tmp_path):
     off = [np.concatenate([c.offsets for c in z]) for z in (xs, ys)]
     marks = [np.concatenate([c.marks for c in z]) for z in (xs, ys)]
     assert off[0].size > 1000 and np.array_equal(*off) and np.array_equal(*marks)
+
+
+@pytest.mark.parametrize("pend_lane,expect_triple", [(8, True), (3, False)])
+def test_fused_encoder_joins_a_staged_flip_to_a_triple_only_on_the_same_lane(pend_lane, expect_triple):
+    """The kernel's encoding shortcut, on a hand-made chunk where it matters: a carried
+    descrambler copy at the last payload bit of block 32 and one primary on block 33's 257b
+    header bit (so its copies land 39 and 58 payload bits after the carried one).  On the same
+    lane the three flips are one triple record (what the greedy encoder writes); on another lane
+    they are three single records; either way the bytes equal ``encode_chunk`` of the raw output."""
+    from protocol import _kernels as K
+    from protocol.trace import encode_chunk
+
+    geom = get_rate("400G")
+    P = 1  # pair 1: no AM; its data starts at scrambled-stream block 32 (pair 0 carries 8 AM blocks)
+    u = 257  # line bit 257 of the pair -> symbol 25: lane 8, scrambled-stream bit 33 * 257 (a header)
+    s_end = int(data_blocks_before(P + 1, geom)) * 257
+    stream_start = int(data_blocks_before(P, geom)) * 256
+
+    def run(encode):
+        cap = 64
+        bufs = [np.empty(cap, np.int64), np.empty(cap, np.int8), np.empty(cap, np.uint8), np.empty(cap, np.int64),
+                np.empty(cap, np.int64), np.empty(cap, np.int8), np.empty(cap, np.uint8)]
+        enc = np.empty(4096 if encode else 0, np.uint8)
+        state = np.array([0, stream_start - 1, -1, 0], np.int64)
+        hist, lanes, counters = np.zeros(41, np.int64), np.zeros(16, np.int64), np.zeros(4, np.int64)
+        pend = (np.array([4 * (33 * 257 - 1) + 1], np.int64), np.array([pend_lane], np.int8), np.zeros(1, np.uint8))
+        nxt, no, nh, nn = K.bypass_run(np.random.default_rng(0), 1e15, np.int64(P * PAIR_LINE_BITS + u),
+                                       np.int64((P + 1) * PAIR_LINE_BITS), 8, geom.am_period_pairs, geom.am_blocks,
+                                       np.int64(s_end), hist, lanes, *pend, *bufs, counters, enc, state)
+        assert nxt > (P + 1) * PAIR_LINE_BITS and counters[0] == 1 and lanes[8] == 1
+        return bufs[0][:no], bufs[1][:no], bufs[3][:nh], enc[:state[0]], state
+
+    off, ln, hdr, _, _ = run(False)
+    assert off.tolist() == [33 * 256 - 1, 33 * 256 + 38, 33 * 256 + 57] and hdr.tolist() == [33]
+    assert ln.tolist() == [pend_lane, 8, 8]
+    ref = encode_chunk(stream_start, stream_start + 40 * 256, off, ln, np.zeros(3, np.uint8), n_lanes=16)
+    _, _, _, blob, state = run(True)
+    assert blob.tobytes() == ref.tobytes() and state[3] == 3
+    assert (blob[0] & 2 == 2) == expect_triple  # the first record is a triple iff the lanes agree

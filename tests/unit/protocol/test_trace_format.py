@@ -15,6 +15,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from phy802.cli import main
 from protocol import _kernels as K
+from protocol import _trace_kernels as TK
 from protocol.trace import TraceCursor, TraceError, TraceReader, TraceWriter, encode_chunk, generate_trace
 
 # high BER and short shards: most shard boundaries carry descrambler copies into the next shard
@@ -101,33 +102,75 @@ def test_encoding_is_compact_and_round_trips(sharded, tmp_path):
     assert blob.tobytes() == sharded.read_bytes()[pos:pos + size]
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.integers(0, 2**31), st.integers(2, 400), st.integers(0, 300))
-def test_split_encoding_equals_whole_encoding(seed, n, head_shift):
-    """A worker encodes a shard's first chunk after the split point (``_split_head``) without the
-    head; head records + tail bytes + marks must equal the whole chunk's bytes, whatever the head
-    holds: dense triples (the descrambler copies), lane changes and gaps just above 58 bits."""
-    from protocol.trace import _encode_flips, _encode_marks, _split_head
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(0, 2**31), st.integers(1, 300), st.integers(0, 4), st.integers(1, 16))
+def test_join_on_encoded_chunk_equals_encoding_the_joined_flips(seed, n, n_carry, n_lanes):
+    """Joining a shard's carry re-encodes only the head of the first chunk's bytes; the result
+    must equal ``encode_chunk`` of the joined flips computed here from scratch: the symmetric
+    difference of the chunk's flips and the carried copies (a bit hit twice is restored), header
+    hits likewise, marks from the header hits.  Dense triples, lane changes, gaps around 58 bits
+    and carried copies on the first block's header bit included; with few lanes, carried copies
+    can change how the greedy encoder groups the head's flips into triples."""
+    from protocol.trace import _encode_flips, _join_first
+    from protocol.tracegen import EncodedChunk, GeneratorConfig, TraceStats, chunk_marks
 
+    cfg = GeneratorConfig("400G", "bypass", 1e-4)
     rng = np.random.default_rng(seed)
-    a = 1000 + head_shift
-    gaps = rng.choice([1, 19, 39, 58, 59, 60, 200], size=n)
-    base = a + np.cumsum(gaps)
-    trip = rng.random(n) < 0.5  # some entries become o, o + 39, o + 58
+    blk0 = int(rng.integers(100, 1000))
+    a = blk0 * 256
+    base = a + np.cumsum(rng.choice([1, 19, 39, 58, 59, 60, 200], size=n)) - 1
+    trip = rng.random(n) < 0.5  # some flips become o, o + 39, o + 58
     off = np.unique(np.concatenate([base, base[trip] + 39, base[trip] + 58]))
-    ln = rng.integers(0, 3, off.size).astype(np.int8)
-    fl = (rng.random(off.size) < 0.1).astype(np.uint8)
-    b = int(off[-1]) + 500
-    marks = np.array([[a, a + 256], [b - 256, b]], np.int64)
-    whole = encode_chunk(a, b, off, ln, fl, marks).tobytes()
-    m = _split_head(off, a)
-    assert m == off.size or (off[m - 1] >= a + 256 and off[m] - off[m - 1] > 58)
-    if 0 < m < off.size:
-        assert not np.any((off[1:m] - off[:m - 1] > 58) & (off[:m - 1] >= a + 256))  # the first such point
-    tail = (_encode_flips(off[m:], ln[m:], fl[m:], b, 16, None, prev=int(off[m - 1]),
-                          plf=int(ln[m - 1]) | int(fl[m - 1]) << 4).tobytes() if m < off.size else b"")
-    head = _encode_flips(off[:m], ln[:m], fl[:m], b, 16, None, prev=a - 1, plf=-1).tobytes()
-    assert head + tail + _encode_marks(marks, a, b).tobytes() == whole
+    ln = rng.integers(0, n_lanes, off.size).astype(np.int8)  # few lanes: many would-be triples
+    ln[np.searchsorted(off, base[trip] + 39)] = ln[np.searchsorted(off, base[trip])]  # triples on one lane
+    ln[np.searchsorted(off, base[trip] + 58)] = ln[np.searchsorted(off, base[trip])]
+    fl = np.zeros(off.size, np.uint8)
+    b = (int(off[-1]) // 256 + 2) * 256
+    hdr = np.unique(rng.integers(blk0, b // 256, 2))
+    mark_pairs = np.empty(0, np.int64)
+    # carried copies: scrambled-stream positions in the first 58 bits of the chunk (block blk0)
+    cv = np.sort(rng.integers(blk0 * 257, blk0 * 257 + 58, n_carry))
+    key, klane, kflag = 4 * cv + 1, rng.integers(0, n_lanes, n_carry).astype(np.int8), np.zeros(n_carry, np.uint8)
+    # the oracle: XOR the carried copies into the flips (payload offset 256 k + r - 1) or headers
+    flips = {int(o): int(x) for o, x in zip(off, ln)}
+    hdrs = set(hdr.tolist())
+    carried: dict = {}  # the carried copies cancel in pairs among themselves first (lane of the first)
+    for v, x in zip(cv.tolist(), klane.tolist()):
+        if v in carried and carried[v][1]:
+            carried[v] = (carried[v][0], False)
+        elif v in carried:
+            carried[v] = (carried[v][0], True)
+        else:
+            carried[v] = (x, True)
+    for v, (x, odd) in carried.items():
+        if not odd:
+            continue
+        blk, r = divmod(v, 257)
+        if r == 0:
+            hdrs ^= {blk}
+        elif blk * 256 + r - 1 in flips:
+            del flips[blk * 256 + r - 1]
+        else:
+            flips[blk * 256 + r - 1] = x
+    e_off = np.array(sorted(flips), np.int64)
+    e_ln = np.array([flips[o] for o in e_off.tolist()], np.int8)
+    e_marks = chunk_marks(mark_pairs, np.array(sorted(hdrs), np.int64), cfg.geometry)
+    want = encode_chunk(a, b, e_off, e_ln, np.zeros(e_off.size, np.uint8), e_marks)
+    marks = chunk_marks(mark_pairs, hdr, cfg.geometry)
+    blob = encode_chunk(a, b, off, ln, fl, marks)
+    e = EncodedChunk(0, 1, a, b, int(off.size), int(marks.shape[0]), blob,
+                     int(_encode_flips(off, ln, fl, b, 16, None, prev=a - 1, plf=-1).size), hdr, mark_pairs)
+    # the head ends where no triple record can span: after the first block, before a gap > 58
+    ho, hl, hf = np.empty(off.size, np.int64), np.empty(off.size, np.int8), np.empty(off.size, np.uint8)
+    k, _ = TK.split_head(blob, np.int64(a), np.int64(off.size), np.int64(a + 256), ho, hl, hf)
+    assert np.array_equal(ho[:k], off[:k]) and np.array_equal(hl[:k], ln[:k])
+    assert k == off.size or (off[k - 1] >= a + 256 and off[k] - off[k - 1] > 58)
+    assert not np.any((np.diff(off[:k]) > 58) & (off[:k - 1] >= a + 256))  # the first such place
+    st = TraceStats(n_lanes=16)
+    a2, b2, nf, nm, got = _join_first(cfg, e, (key, klane, kflag), st, 16)
+    assert (a2, b2, nf, nm) == (a, b, e_off.size, e_marks.shape[0])
+    assert got.tobytes() == want.tobytes()
+    assert st.payload_flips == e_off.size - off.size and st.header_errors == len(hdrs) - hdr.size
 
 
 # --------------------------------------------------------------------------- version 1 files
