@@ -203,8 +203,8 @@ class TraceWriter:
             self._thread.start()
 
     # -- the writing end (this thread or the background one)
-    def _emit(self, a: int, b: int, nf: int, nm: int, blob: np.ndarray) -> None:
-        crc = zlib.crc32(blob)
+    def _emit(self, a: int, b: int, nf: int, nm: int, blob: np.ndarray, crc: int | None = None) -> None:
+        crc = zlib.crc32(blob) if crc is None else crc
         self._fh.write(memoryview(blob))
         self._index.append((a, b, nf, nm, self._pos, int(blob.size), crc))
         self._pos += int(blob.size)
@@ -265,14 +265,16 @@ class TraceWriter:
             self._emit(a, b, int(off.size), int(mk.shape[0]), blob)
         self._end = b
 
-    def write_encoded(self, stream_start: int, stream_end: int, n_flips: int, n_marks: int, blob: np.ndarray) -> None:
-        """Append a chunk already encoded by :func:`encode_chunk` (e.g. by a worker process)."""
+    def write_encoded(self, stream_start: int, stream_end: int, n_flips: int, n_marks: int, blob: np.ndarray,
+                      crc: int | None = None) -> None:
+        """Append a chunk already encoded by :func:`encode_chunk` (e.g. by a worker process, which
+        may also pass the blob's ``zlib.crc32``)."""
         a, b = self._continue(stream_start, stream_end)
         blob = np.ascontiguousarray(blob, dtype=np.uint8)
         if self._thread is not None:
-            self._q.put(("enc", (a, b, int(n_flips), int(n_marks), blob)))
+            self._q.put(("enc", (a, b, int(n_flips), int(n_marks), blob, crc)))
         else:
-            self._emit(a, b, int(n_flips), int(n_marks), blob)
+            self._emit(a, b, int(n_flips), int(n_marks), blob, crc)
         self._end = b
 
     def _join(self) -> None:
@@ -735,14 +737,16 @@ def _run_shard(cfg, generator: str, seed: int, j: int, p0: int, p1: int, step: i
     writes joins the previous shard's carry into the first chunk (:func:`_join_first`).
     """
     gen = _new_generator(cfg, generator, shard_seed(seed, j), p0)
-    chunks = []
+    chunks, crcs = [], []
     done = p0
     while done < p1:
         k = min(step, p1 - done)
         done += k
         chunks.append(gen.next_encoded(k))
+        crcs.append(zlib.crc32(chunks[-1].blob))  # here, not in the process that writes
     ex = gen._expander
-    return {"j": j, "chunks": chunks, "carry": (ex.key.copy(), ex.lane.copy(), ex.flag.copy()), "stats": gen.stats}
+    return {"j": j, "chunks": chunks, "crcs": crcs, "carry": (ex.key.copy(), ex.lane.copy(), ex.flag.copy()),
+            "stats": gen.stats}
 
 
 def _join_first(cfg, e, carry, stats, n_lanes: int) -> tuple:
@@ -914,10 +918,11 @@ def generate_trace(
         def put(res) -> None:
             nonlocal carry
             st = res["stats"]
-            chunks = res["chunks"]
-            w.write_encoded(*_join_first(cfg, chunks[0], carry, st, n_lanes))
-            for c in chunks[1:]:
-                w.write_encoded(c.stream_start, c.stream_end, c.n_flips, c.n_marks, c.blob)
+            chunks, crcs = res["chunks"], res["crcs"]
+            first = _join_first(cfg, chunks[0], carry, st, n_lanes)
+            w.write_encoded(*first, crc=crcs[0] if first[4] is chunks[0].blob else None)
+            for c, crc in zip(chunks[1:], crcs[1:]):
+                w.write_encoded(c.stream_start, c.stream_end, c.n_flips, c.n_marks, c.blob, crc=crc)
             carry = res["carry"]
             total.add(st)
             pb.update(st.pairs * PAIR_LINE_BITS)
