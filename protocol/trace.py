@@ -64,6 +64,7 @@ READ_VERSIONS = (1, 2)
 MAGIC = b"PHY802TR"
 TRAILER_MAGIC = b"PHY802TE"
 _HEADER = MAGIC + np.uint64(VERSION).tobytes()
+_WRITEBACK_BYTES = 64 << 20  # start the write-back every 64 MiB written
 _TRAILER_WORDS = 5  # index_offset, n_chunks, meta_offset, meta_len, crc32(index + meta)
 _TRAILER_BYTES = 8 + 8 * _TRAILER_WORDS
 INDEX_COLUMNS = ("stream_start", "stream_end", "n_flips", "n_marks", "byte_offset", "byte_len", "crc32")
@@ -188,6 +189,7 @@ class TraceWriter:
         self._fh = self._ctx.__enter__()
         self._fh.write(_HEADER)
         self._pos = len(_HEADER)
+        self._flushed = 0  # bytes whose write-back has been started
         self._index: list[tuple[int, ...]] = []
         self._end = 0
         self._closed = False
@@ -208,6 +210,13 @@ class TraceWriter:
         self._fh.write(memoryview(blob))
         self._index.append((a, b, nf, nm, self._pos, int(blob.size), crc))
         self._pos += int(blob.size)
+        if self._pos - self._flushed >= _WRITEBACK_BYTES and hasattr(os, "posix_fadvise"):
+            # start the disk write-back of what is written so far without waiting for it (Linux:
+            # DONTNEED on dirty pages queues them), so that the fsync at close, which makes the
+            # file durable before it is renamed into place, has little left to wait for
+            self._fh.flush()
+            os.posix_fadvise(self._fh.fileno(), self._flushed, self._pos - self._flushed, os.POSIX_FADV_DONTNEED)
+            self._flushed = self._pos
 
     def _drain(self) -> None:
         while True:
