@@ -520,6 +520,19 @@ def bypass_run(rng, scale, nxt, end, half_lanes, period, am_blocks, s_end, hist_
             if encode and no == 0 and clean:
                 nbytes, eprev, eplf = _record(enc, nbytes, blk0 * 256 + rem0 - 1, iso_l, 1, eprev, eplf)
                 nfl += 3
+            elif encode and no == 0 and (done or lane != iso_l):
+                # no triple of its own, and none with the next primary's copies (another lane, or
+                # none): single records now; the newcomer's flips come more than 58 bits later
+                for r in range(3):
+                    v = iso + (0 if r == 0 else (39 if r == 1 else 58))
+                    blk = np.int64(np.uint64(v) // np.uint64(BLOCK_BITS))
+                    rem = v - blk * BLOCK_BITS
+                    if rem == 0:
+                        hdr_block[nh] = blk
+                        nh += 1
+                    else:
+                        nbytes, eprev, eplf = _record(enc, nbytes, blk * 256 + rem - 1, iso_l, 0, eprev, eplf)
+                        nfl += 1
             else:  # branch-free: a copy on a 257b header bit goes to hdr_block instead
                 for r in range(3):
                     v = iso + (0 if r == 0 else (39 if r == 1 else 58))
