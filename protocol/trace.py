@@ -853,8 +853,10 @@ def generate_trace(
     ``j`` generated from :func:`shard_seed` ``(seed, j)`` starting at its own first pair; the
     descrambler copies of a shard's last errors are XORed into the next shard's first chunk.  The
     trace therefore depends on the seed, ``chunk_pairs`` and ``shard_pairs`` only, never on
-    ``workers`` (1 = in this process, with encoding and writing in a background thread), a
-    Dask ``scheduler`` address, or an ``executor`` (anything with ``submit``).  The bit-exact
+    ``workers`` (1 = in this process: the generator writes trace records, a background thread
+    the CRCs and the file), a Dask ``scheduler`` address, or an ``executor`` (anything with
+    ``submit``; workers return encoded chunks and their CRCs, this process joins the shards'
+    first blocks and writes).  The bit-exact
     generator runs as one shard in this process.  Returns the metadata written (including the
     measured counters; ``wall_s`` = generation + writing, ``timing`` too).
     """
