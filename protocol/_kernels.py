@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from ._trace_kernels import TRIPLE_2, _put, _put_fast, encode_records
+from ._trace_kernels import encode_records, put_record
 
 __all__: list[str] = []  # private module
 
@@ -315,19 +315,6 @@ def sample_positions(rng, scale, nxt, end, out):
     return n, nxt
 
 
-@njit(cache=True, nogil=True, inline="always")
-def _record(enc, n, o, lf, tri, prev, plf):
-    """One version-2 flip record (a triple when ``tri``): ``(bytes, prev, plf)`` after it."""
-    newlf = np.int64(lf != plf)
-    x = ((o - prev - 1) << 2) | newlf | (tri << 1)
-    if x < 268435456:
-        n = _put_fast(enc, n, x)
-    else:
-        n = _put(enc, n, x)
-    enc[n] = lf
-    return n + newlf, o + tri * TRIPLE_2, lf
-
-
 @njit(cache=True, nogil=True)
 def _encode_staged(off, lane, flag, no, final, n_lanes, enc, nbytes, prev, plf, nfl):
     """Run the greedy encoder over the staged flips; keep the (at most two) that still wait for
@@ -514,11 +501,11 @@ def bypass_run(rng, scale, nxt, end, half_lanes, period, am_blocks, s_end, hist_
                 if not greedy:  # no (a triple is three flips on one lane): single records
                     for i in range(no):
                         lf = np.int64(out_lane[i]) | (np.int64(out_flag[i]) << 4)
-                        nbytes, eprev, eplf = _record(enc, nbytes, out_off[i], lf, 0, eprev, eplf)
+                        nbytes, eprev, eplf = put_record(enc, nbytes, out_off[i], lf, 0, eprev, eplf)
                     nfl += no
                     no = 0
             if encode and no == 0 and clean:
-                nbytes, eprev, eplf = _record(enc, nbytes, blk0 * 256 + rem0 - 1, iso_l, 1, eprev, eplf)
+                nbytes, eprev, eplf = put_record(enc, nbytes, blk0 * 256 + rem0 - 1, iso_l, 1, eprev, eplf)
                 nfl += 3
             elif encode and no == 0 and (done or lane != iso_l):
                 # no triple of its own, and none with the next primary's copies (another lane, or
@@ -531,7 +518,7 @@ def bypass_run(rng, scale, nxt, end, half_lanes, period, am_blocks, s_end, hist_
                         hdr_block[nh] = blk
                         nh += 1
                     else:
-                        nbytes, eprev, eplf = _record(enc, nbytes, blk * 256 + rem - 1, iso_l, 0, eprev, eplf)
+                        nbytes, eprev, eplf = put_record(enc, nbytes, blk * 256 + rem - 1, iso_l, 0, eprev, eplf)
                         nfl += 1
             else:  # branch-free: a copy on a 257b header bit goes to hdr_block instead
                 for r in range(3):

@@ -69,6 +69,21 @@ def _put_fast(out, n, v):
 
 
 @njit(cache=True, nogil=True, inline="always")
+def put_record(out, n, o, lf, tri, prev, plf):
+    """Write one flip record at ``out[n]``: offset ``o`` after a record that ended at ``prev``,
+    lane/flag byte ``lf`` (written only when it differs from ``plf``), a triple when ``tri``.
+    Returns ``(n, prev, plf)`` after it."""
+    newlf = np.int64(lf != plf)
+    v = ((o - prev - 1) << 2) | newlf | (tri << 1)
+    if v < 268435456:
+        n = _put_fast(out, n, v)
+    else:
+        n = _put(out, n, v)
+    out[n] = lf
+    return n + newlf, o + tri * TRIPLE_2, lf
+
+
+@njit(cache=True, nogil=True, inline="always")
 def encode_records(off, lane, flag, k, nf, final, n_lanes, out, n, prev, plf):
     """Greedy record encoder over entries ``[k, nf)``, streaming: continues after a record that
     ended at offset ``prev`` with lane/flag byte ``plf``.  Unless ``final``, it stops at the first
@@ -83,22 +98,12 @@ def encode_records(off, lane, flag, k, nf, final, n_lanes, out, n, prev, plf):
         fl = np.int64(flag[k])
         if ln < 0 or ln >= n_lanes or ln > 15 or fl > MAX_FLAGS:
             return k, -((E_FLAGS if fl > MAX_FLAGS else E_LANE) * (1 << 40) + k), prev, plf
-        lf = ln | (fl << 4)
-        newlf = np.int64(lf != plf)
         tri = np.int64(0)
         if k + 2 < nf:
             tri = np.int64((off[k + 1] == o + TRIPLE_1) & (off[k + 2] == o + TRIPLE_2)
                            & (lane[k + 1] == lane[k]) & (lane[k + 2] == lane[k])
                            & (flag[k + 1] == flag[k]) & (flag[k + 2] == flag[k]))
-        v = ((o - prev - 1) << 2) | newlf | (tri << 1)
-        if v < 268435456:
-            n = _put_fast(out, n, v)
-        else:
-            n = _put(out, n, v)
-        out[n] = lf
-        n += newlf
-        plf = lf
-        prev = o + tri * TRIPLE_2
+        n, prev, plf = put_record(out, n, o, ln | (fl << 4), tri, prev, plf)
         k += 1 + 2 * tri
     return k, n, prev, plf
 
@@ -168,9 +173,16 @@ def _get(buf, p):
 
 
 @njit(cache=True, nogil=True)
-def decode_chunk(buf, start, end, n_lanes, off, lane, flag, marks):
-    """Decode a chunk into ``off``/``lane``/``flag`` (size = the index's flip count) and ``marks``
-    ([m, 2]).  Returns 0, or ``-(code * 2**40 + byte position)``."""
+def decode_records(buf, start, end, n_lanes, off, lane, flag, head_end):
+    """Decode and validate a chunk's flip records into ``off``/``lane``/``flag`` (size = the
+    chunk's flip count).  Returns ``(k, p, err)``: flips decoded, byte position after them, and 0
+    or ``-(code * 2**40 + byte position)``.
+
+    It stops early, before the first record that starts more than ``TRIPLE_2`` bits after the
+    flip before it with that flip at or after ``head_end`` (``head_end >= end``: never).  No
+    triple record spans that point, so the bytes from there on do not depend on what precedes:
+    ``protocol.trace`` decodes and re-encodes only such a head when it joins a descrambler carry.
+    """
     nf = off.size
     p = 0
     k = 0
@@ -180,31 +192,33 @@ def decode_chunk(buf, start, end, n_lanes, off, lane, flag, marks):
         at = p
         v, p = _get(buf, p)
         if p < 0:
-            return -((E_VARINT_TRUNCATED if p == -1 else E_VARINT_LONG) * (1 << 40) + at)
+            return k, at, -((E_VARINT_TRUNCATED if p == -1 else E_VARINT_LONG) * (1 << 40) + at)
         kind = v & 3
         d = v >> 2
+        if k > 0 and prev >= head_end and d >= TRIPLE_2:
+            return k, at, 0
         if d >= end - prev - 1:
-            return -(E_OFFSET_RANGE * (1 << 40) + at)
+            return k, at, -(E_OFFSET_RANGE * (1 << 40) + at)
         o = prev + 1 + d
         if kind & 1:
             if p >= buf.size:
-                return -(E_VARINT_TRUNCATED * (1 << 40) + p)
+                return k, p, -(E_VARINT_TRUNCATED * (1 << 40) + p)
             lf = np.int64(buf[p])
             p += 1
             if lf >> 6:
-                return -(E_LANE_BYTE * (1 << 40) + p - 1)
+                return k, p, -(E_LANE_BYTE * (1 << 40) + p - 1)
             if (lf & 15) >= n_lanes:
-                return -(E_LANE * (1 << 40) + p - 1)
+                return k, p, -(E_LANE * (1 << 40) + p - 1)
             plf = lf
         elif plf < 0:
-            return -(E_NO_LANE * (1 << 40) + at)
+            return k, at, -(E_NO_LANE * (1 << 40) + at)
         ln = plf & 15
         fl = plf >> 4
         if kind & 2:
             if k + 3 > nf:
-                return -(E_COUNT * (1 << 40) + at)
+                return k, at, -(E_COUNT * (1 << 40) + at)
             if o + TRIPLE_2 >= end:
-                return -(E_OFFSET_RANGE * (1 << 40) + at)
+                return k, at, -(E_OFFSET_RANGE * (1 << 40) + at)
             off[k] = o
             off[k + 1] = o + TRIPLE_1
             off[k + 2] = o + TRIPLE_2
@@ -219,6 +233,16 @@ def decode_chunk(buf, start, end, n_lanes, off, lane, flag, marks):
             flag[k] = fl
             k += 1
             prev = o
+    return k, p, 0
+
+
+@njit(cache=True, nogil=True)
+def decode_chunk(buf, start, end, n_lanes, off, lane, flag, marks):
+    """Decode a chunk into ``off``/``lane``/``flag`` (size = the index's flip count) and ``marks``
+    ([m, 2]).  Returns 0, or ``-(code * 2**40 + byte position)``."""
+    _, p, err = decode_records(buf, start, end, n_lanes, off, lane, flag, end)
+    if err:
+        return err
     pe = start
     for j in range(marks.shape[0]):
         at = p
@@ -240,51 +264,6 @@ def decode_chunk(buf, start, end, n_lanes, off, lane, flag, marks):
     if p != buf.size:
         return -(E_TRAILING * (1 << 40) + p)
     return 0
-
-
-@njit(cache=True, nogil=True)
-def split_head(buf, start, nf, head_end, off, lane, flag):
-    """Decode a chunk's leading flip records up to the first record that starts more than
-    ``TRIPLE_2`` bits after the flip before it, that flip lying at or after ``head_end``.  No
-    triple record spans that point, so the bytes from there on do not depend on what precedes
-    (``protocol.trace`` re-encodes only the head when it joins a descrambler carry).  Returns
-    ``(k, p)``: flips decoded into ``off``/``lane``/``flag`` and the byte position of that record
-    (``k = nf`` and ``p`` = the end of the flip records when there is none); ``(-1, at)`` on a
-    malformed record."""
-    p = 0
-    k = 0
-    prev = start - 1
-    plf = -1
-    while k < nf:
-        at = p
-        v, p = _get(buf, p)
-        if p < 0:
-            return -1, at
-        d = v >> 2
-        if k > 0 and prev >= head_end and d >= TRIPLE_2:
-            return k, at
-        if v & 1:
-            plf = np.int64(buf[p])
-            p += 1
-        elif plf < 0:
-            return -1, at
-        o = prev + 1 + d
-        if v & 2:
-            if k + 3 > nf:
-                return -1, at
-            for r in range(3):
-                off[k + r] = o + (0 if r == 0 else (TRIPLE_1 if r == 1 else TRIPLE_2))
-                lane[k + r] = plf & 15
-                flag[k + r] = plf >> 4
-            k += 3
-            prev = o + TRIPLE_2
-        else:
-            off[k] = o
-            lane[k] = plf & 15
-            flag[k] = plf >> 4
-            k += 1
-            prev = o
-    return k, p
 
 
 @njit(cache=True, nogil=True)

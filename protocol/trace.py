@@ -765,7 +765,7 @@ def _join_first(cfg, e, carry, stats, n_lanes: int) -> tuple:
     The carry is the copies ``n + 39``, ``n + 58`` (49.2.6) of the previous shard's last
     scrambled-stream errors that fall past its end.  They flip payload bits (or the first block's
     header bit) in the chunk's first 58 bits; a bit hit from both sides is restored (XOR).  Only
-    the head (:func:`TK.split_head`: up to the first gap of more than 58 bits after the first
+    the head (:func:`TK.decode_records`: up to the first gap of more than 58 bits after the first
     block, where no triple record spans) is decoded, merged and re-encoded; the rest of the bytes
     are kept, and the result equals :func:`encode_chunk` of the joined chunk.  Counters are fixed.
     """
@@ -785,8 +785,9 @@ def _join_first(cfg, e, carry, stats, n_lanes: int) -> tuple:
                                     key, klane, kflag, np.int64(1) << 62, *bufs)
     c_off, c_ln, c_fl, c_hdr = bufs[0][:no], bufs[1][:no], bufs[2][:no], bufs[3][:nh]
     off, ln, fl = np.empty(e.n_flips, np.int64), np.empty(e.n_flips, np.int8), np.empty(e.n_flips, np.uint8)
-    k, pos = TK.split_head(e.blob, np.int64(a), np.int64(e.n_flips), np.int64(a + HEAD_BITS), off, ln, fl)
-    if k < 0:
+    k, pos, err = TK.decode_records(e.blob, np.int64(a), np.int64(b), np.int64(n_lanes), off, ln, fl,
+                                    np.int64(a + HEAD_BITS))
+    if err:
         raise RuntimeError(f"internal: chunk [{a}, {b}) has a malformed record at byte {pos}")
     off, ln, fl = off[:k], ln[:k], fl[:k]
     both = np.intersect1d(off, c_off)

@@ -162,7 +162,8 @@ def test_join_on_encoded_chunk_equals_encoding_the_joined_flips(seed, n, n_carry
                      int(_encode_flips(off, ln, fl, b, 16, None, prev=a - 1, plf=-1).size), hdr, mark_pairs)
     # the head ends where no triple record can span: after the first block, before a gap > 58
     ho, hl, hf = np.empty(off.size, np.int64), np.empty(off.size, np.int8), np.empty(off.size, np.uint8)
-    k, _ = TK.split_head(blob, np.int64(a), np.int64(off.size), np.int64(a + 256), ho, hl, hf)
+    k, _, err = TK.decode_records(blob, np.int64(a), np.int64(b), np.int64(16), ho, hl, hf, np.int64(a + 256))
+    assert err == 0
     assert np.array_equal(ho[:k], off[:k]) and np.array_equal(hl[:k], ln[:k])
     assert k == off.size or (off[k - 1] >= a + 256 and off[k] - off[k - 1] > 58)
     assert not np.any((np.diff(off[:k]) > 58) & (off[:k - 1] >= a + 256))  # the first such place
