@@ -400,17 +400,22 @@ def bypass_run(rng, scale, nxt, end, half_lanes, period, am_blocks, s_end, hist_
     am_err = 0
     par_err = 0
     limit = out_off.size - pend_key.size - 3
+    err_cap = limit // 3 - 1  # 3 copies per error must fit the outputs
+    # records: at most 10 bytes each.  Each error checks room for a lone primary's flush (its
+    # three copies and at most three staged flips); a cluster's flush checks for itself
+    enc_lim = enc.size - 160 if encode else np.int64(1) << 62
     while True:
         done = nxt >= end
         s = np.int64(0)
         lane = np.int64(0)
         if not done:
-            if 3 * (n_err + 1) > limit or (encode and nbytes + 10 * no + 96 > enc.size):
+            if n_err >= err_cap or nbytes > enc_lim:
                 return np.int64(-1), 0, 0, 0  # outputs could overflow: the caller retries larger
             g = nxt
             nxt += 1 + np.int64(rng.standard_exponential() * scale)
             n_err += 1
-            P = g // PAIR_BITS
+            gs = g // 10  # global symbol index: 1088 per pair, its parity = the codeword (119.2.4.5)
+            P = gs // 1088
             # a new pair closes the previous pair's two codewords; branch-free, since the pair
             # changes at an unpredictable ~2/3 of the errors at BER 1e-4
             newp = np.int64(P != curP)
@@ -423,21 +428,17 @@ def bypass_run(rng, scale, nxt, end, half_lanes, period, am_blocks, s_end, hist_
             am_bits = am_blocks * BLOCK_BITS * np.int64((P & pm) == 0)
             s0 = (P * BLOCKS_PER_PAIR - ((P + pm) >> ps) * am_blocks) * BLOCK_BITS - am_bits
             keep = 1 - newp
-            w0 *= keep
-            w1 *= keep
-            last0 = keep * (last0 + 1) - 1
-            last1 = keep * (last1 + 1) - 1
             u = g - base
-            sym = u // 10
-            c = sym & 1
-            t = sym >> 1
+            c = gs & 1
+            t = gs >> 1  # symbol time, counted globally: 544 per pair, a multiple of 2 * half_lanes
             lane = 2 * (t & jm) + (c ^ ((t >> js) & 1))
             lane_count[lane] += 1
             nc = 1 - c
-            w0 += nc * (sym != last0)
-            w1 += c * (sym != last1)
-            last0 += nc * (sym - last0)
-            last1 += c * (sym - last1)
+            # distinct symbols hit per codeword (global symbol ids: no reset needed at a new pair)
+            w0 = w0 * keep + nc * (gs != last0)
+            w1 = w1 * keep + c * (gs != last1)
+            last0 += nc * (gs - last0)
+            last1 += c * (gs - last1)
             if u >= 10280 or u < am_bits:
                 par_err += np.int64(u >= 10280)  # parity
                 am_err += np.int64(u < 10280)  # alignment marker
@@ -481,6 +482,8 @@ def bypass_run(rng, scale, nxt, end, half_lanes, period, am_blocks, s_end, hist_
             nb = 3
             iso = -1
         if nb > 0:
+            if encode and nbytes + 10 * (no + nb) + 160 > enc.size:
+                return np.int64(-1), 0, 0, 0
             no, nh, nn = _expand_cluster(bk[:nb], bl[:nb], bf[:nb], s_end, out_off, out_lane, out_flag,
                                          hdr_block, new_key, new_lane, new_flag, no, nh, nn)
             nb = 0

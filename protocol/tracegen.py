@@ -548,6 +548,8 @@ class FastGenerator(_Base):
     """
 
 
+    _enc_bytes_per_slot = 4.0  # record bytes reserved per flip slot (tests shrink it to force the retry)
+
     def __init__(self, cfg: GeneratorConfig, seed, *, start_pair: int = 0) -> None:
         super().__init__(cfg, start_pair)
         self._rng = as_generator(seed)
@@ -767,7 +769,7 @@ class FastGenerator(_Base):
         lo = int(data_blocks_before(P0, geom)) * BLOCK_PAYLOAD_BITS
         expect = (end - self._nxt) / self._scale if end > self._nxt else 0.0
         cap = 3 * int(expect + 8 * math.sqrt(expect) + 64) + ex.key.size + 3
-        ecap = 4 * cap + 64  # ~1.5 bytes per flip expected; a rare overflow is redone larger
+        ecap = int(self._enc_bytes_per_slot * cap) + 64  # ~1.5 bytes per flip expected; an overflow is redone larger
         g = self._scratch.get
         while True:
             state = self._rng.bit_generator.state

@@ -378,3 +378,18 @@ def test_fused_encoder_joins_a_staged_flip_to_a_triple_only_on_the_same_lane(pen
     _, _, _, blob, state = run(True)
     assert blob.tobytes() == ref.tobytes() and state[3] == 3
     assert (blob[0] & 2 == 2) == expect_triple  # the first record is a triple iff the lanes agree
+
+
+def test_encoded_chunk_retried_larger_when_the_record_buffer_is_too_small(monkeypatch):
+    """The fused kernel refuses to overrun its record buffer: it gives up, the generator restores
+    the Generator state and runs the chunk again with more room; the bytes, counts and the
+    stream afterwards are those of a run that never ran short."""
+    cfg = GeneratorConfig("400G", "bypass", 5e-3)
+    ref = FastGenerator(cfg, 4)
+    want = [ref.next_encoded(n) for n in (200, 3, 500)]
+    monkeypatch.setattr(FastGenerator, "_enc_bytes_per_slot", 0.001)
+    gen = FastGenerator(cfg, 4)
+    got = [gen.next_encoded(n) for n in (200, 3, 500)]
+    for a, b in zip(got, want):
+        assert (a.n_flips, a.n_marks, a.blob.tobytes()) == (b.n_flips, b.n_marks, b.blob.tobytes())
+    assert gen.stats.as_dict() == ref.stats.as_dict()
