@@ -396,7 +396,6 @@ def bypass_run(rng, scale, nxt, end, half_lanes, period, am_blocks, s_end, hist_
     last0 = -1
     last1 = -1
     n_err = 0
-    cw_err = 0
     am_err = 0
     par_err = 0
     limit = out_off.size - pend_key.size - 3
@@ -422,7 +421,6 @@ def bypass_run(rng, scale, nxt, end, half_lanes, period, am_blocks, s_end, hist_
             fl = newp & np.int64(curP >= 0)
             hist[fl * min(w0, H - 1) + (1 - fl) * H] += 1
             hist[fl * min(w1, H - 1) + (1 - fl) * H] += 1
-            cw_err += fl * (np.int64(w0 > 0) + np.int64(w1 > 0))
             curP = P
             base = P * PAIR_BITS
             am_bits = am_blocks * BLOCK_BITS * np.int64((P & pm) == 0)
@@ -552,8 +550,7 @@ def bypass_run(rng, scale, nxt, end, half_lanes, period, am_blocks, s_end, hist_
         iso_l = lane
     hist[min(w0, H - 1) if curP >= 0 else H] += 1
     hist[min(w1, H - 1) if curP >= 0 else H] += 1
-    if curP >= 0:
-        cw_err += (1 if w0 > 0 else 0) + (1 if w1 > 0 else 0)
+    cw_err = hist[1:H].sum()  # codewords with errors: every closed codeword with w >= 1
     enc_state[0] = nbytes
     enc_state[1] = eprev
     enc_state[2] = eplf
