@@ -190,9 +190,10 @@ def output_set(path: str | os.PathLike, names: Iterable[str] | None = None) -> I
 
 
 @contextlib.contextmanager
-def scratch_dir(prefix: str = "phy802-") -> Iterator[Path]:
-    """A temporary working folder, removed on every exit path (and at interpreter exit)."""
-    tmp = tempfile.mkdtemp(prefix=prefix)
+def scratch_dir(prefix: str = "phy802-", dir: str | os.PathLike | None = None) -> Iterator[Path]:
+    """A temporary working folder (in ``dir``, default the system's), removed on every exit path
+    (and at interpreter exit)."""
+    tmp = tempfile.mkdtemp(prefix=prefix, dir=dir)
     _track(tmp)
     try:
         yield Path(tmp)

@@ -22,6 +22,9 @@ descrambler's carry, on local processes, Dask or any executor, identical for any
 
 from __future__ import annotations
 
+import concurrent.futures as cf
+import contextlib
+import dataclasses
 import json
 import math
 import os
@@ -33,7 +36,7 @@ from typing import Iterator
 
 import numpy as np
 
-from phy802._io import atomic_open
+from phy802._io import atomic_open, scratch_dir
 
 from . import _trace_kernels as TK
 from .source import DetailedErrorSource, ErrorChunk, ErrorSource, empty_chunk
@@ -210,6 +213,9 @@ class TraceWriter:
         self._fh.write(memoryview(blob))
         self._index.append((a, b, nf, nm, self._pos, int(blob.size), crc))
         self._pos += int(blob.size)
+        self._writeback()
+
+    def _writeback(self) -> None:
         if self._pos - self._flushed >= _WRITEBACK_BYTES and hasattr(os, "posix_fadvise"):
             # start the disk write-back of what is written so far without waiting for it (Linux:
             # DONTNEED on dirty pages queues them), so that the fsync at close, which makes the
@@ -285,6 +291,34 @@ class TraceWriter:
         else:
             self._emit(a, b, int(n_flips), int(n_marks), blob, crc)
         self._end = b
+
+    def append_part(self, src: str | os.PathLike, offset: int, chunks) -> None:
+        """Append chunks already encoded into the file ``src`` from byte ``offset`` on, in the
+        kernel (``os.copy_file_range``; a worker process wrote them): ``chunks`` lists
+        ``(stream_start, stream_end, n_flips, n_marks, n_bytes, crc)`` in file order."""
+        if self._thread is not None:
+            raise ValueError(f"{self.path}: append_part needs an unthreaded writer")
+        total = 0
+        for a, b, nf, nm, nbytes, crc in chunks:
+            a, b = self._continue(a, b)
+            self._index.append((a, b, int(nf), int(nm), self._pos + total, int(nbytes), int(crc)))
+            total += int(nbytes)
+            self._end = b
+        self._fh.flush()
+        dst = self._fh.fileno()
+        with open(src, "rb") as fs:
+            done = 0
+            while done < total:
+                try:
+                    n = os.copy_file_range(fs.fileno(), dst, total - done, offset + done)
+                except (AttributeError, OSError):  # no copy_file_range here: through user space
+                    fs.seek(offset + done)
+                    n = os.write(dst, fs.read(min(total - done, 16 << 20)))
+                if n <= 0:
+                    raise OSError(f"{src}: {total - done} bytes short of the chunks it should hold")
+                done += n
+        self._pos += total
+        self._writeback()
 
     def _join(self) -> None:
         if self._thread is not None:
@@ -738,24 +772,38 @@ def _new_generator(cfg, generator: str, seed, start_pair: int):
 HEAD_BITS = 256  # a shard's first 257b block: the previous shard's descrambler carry lands in its first 58 bits
 
 
-def _run_shard(cfg, generator: str, seed: int, j: int, p0: int, p1: int, step: int, n_lanes: int) -> dict:
+def _run_shard(cfg, generator: str, seed: int, j: int, p0: int, p1: int, step: int, n_lanes: int,
+               part: str | None = None) -> dict:
     """Generate pairs ``[p0, p1)`` as shard ``j`` (picklable entry point for worker processes).
 
-    Returns its chunks as trace records (:meth:`~protocol.tracegen.FastGenerator.next_encoded`),
-    the shard's carry (descrambler copies past its end) and its counters.  The process that
-    writes joins the previous shard's carry into the first chunk (:func:`_join_first`).
+    Returns its chunks as trace records (:meth:`~protocol.tracegen.FastGenerator.next_encoded`)
+    and their CRCs, the shard's carry (descrambler copies past its end) and its counters.  With
+    ``part`` (a file path the caller owns, on the output's file system) the records go to that
+    file instead and the chunks come back without their bytes (``blob`` empty), so that they
+    cross no pipe.  The process that writes joins the previous shard's carry into the first chunk
+    (:func:`_join_first`).
     """
     gen = _new_generator(cfg, generator, shard_seed(seed, j), p0)
-    chunks, crcs = [], []
-    done = p0
-    while done < p1:
-        k = min(step, p1 - done)
-        done += k
-        chunks.append(gen.next_encoded(k))
-        crcs.append(zlib.crc32(chunks[-1].blob))  # here, not in the process that writes
+    chunks, crcs, sizes = [], [], []
+    fh = open(part, "wb") if part is not None else None
+    try:
+        done = p0
+        while done < p1:
+            k = min(step, p1 - done)
+            done += k
+            e = gen.next_encoded(k)
+            crcs.append(zlib.crc32(e.blob))  # here, not in the process that writes
+            sizes.append(int(e.blob.size))
+            if fh is not None:
+                fh.write(memoryview(e.blob))
+                e = dataclasses.replace(e, blob=np.empty(0, np.uint8))
+            chunks.append(e)
+    finally:
+        if fh is not None:
+            fh.close()
     ex = gen._expander
-    return {"j": j, "chunks": chunks, "crcs": crcs, "carry": (ex.key.copy(), ex.lane.copy(), ex.flag.copy()),
-            "stats": gen.stats}
+    return {"j": j, "chunks": chunks, "crcs": crcs, "sizes": sizes, "part": part,
+            "carry": (ex.key.copy(), ex.lane.copy(), ex.flag.copy()), "stats": gen.stats}
 
 
 def _join_first(cfg, e, carry, stats, n_lanes: int) -> tuple:
@@ -811,8 +859,6 @@ def _join_first(cfg, e, carry, stats, n_lanes: int) -> tuple:
 
 def _make_executor(workers: int | None, scheduler: str | None):
     """(executor, owned, n_slots): local processes (``workers``, default all cores) or Dask."""
-    import concurrent.futures as cf
-
     if scheduler is not None:
         try:
             from distributed import Client
@@ -920,7 +966,8 @@ def generate_trace(
     carry = (np.empty(0, np.int64), np.empty(0, np.int8), np.empty(0, np.uint8))
     from phy802._output import progress as bar
 
-    ex = owned = None
+    ex = owned = parts = None
+    stack = contextlib.ExitStack()
     # one worker: the CRC and the writes overlap generation in the writer thread; with worker
     # processes no thread runs while the pool forks them
     with TraceWriter(path, meta, threaded=not parallel) as w, \
@@ -930,11 +977,23 @@ def generate_trace(
         def put(res) -> None:
             nonlocal carry
             st = res["stats"]
-            chunks, crcs = res["chunks"], res["crcs"]
-            first = _join_first(cfg, chunks[0], carry, st, n_lanes)
-            w.write_encoded(*first, crc=crcs[0] if first[4] is chunks[0].blob else None)
-            for c, crc in zip(chunks[1:], crcs[1:]):
-                w.write_encoded(c.stream_start, c.stream_end, c.n_flips, c.n_marks, c.blob, crc=crc)
+            chunks, crcs, sizes, part = res["chunks"], res["crcs"], res["sizes"], res["part"]
+            k0 = 0  # chunks written from the part file from this one on
+            if part is None or carry[0].size:  # the first chunk may change: join it here
+                c0 = chunks[0]
+                if part is not None:
+                    with open(part, "rb") as fh:
+                        c0 = dataclasses.replace(c0, blob=np.frombuffer(fh.read(sizes[0]), np.uint8))
+                first = _join_first(cfg, c0, carry, st, n_lanes)
+                w.write_encoded(*first, crc=crcs[0] if first[4] is c0.blob else None)
+                k0 = 1
+            if part is None:
+                for c, crc in zip(chunks[1:], crcs[1:]):
+                    w.write_encoded(c.stream_start, c.stream_end, c.n_flips, c.n_marks, c.blob, crc=crc)
+            else:  # the worker wrote the records to a file: copied in the kernel, never through a pipe
+                w.append_part(part, sum(sizes[:k0]), [(c.stream_start, c.stream_end, c.n_flips, c.n_marks, n, crc)
+                                                      for c, n, crc in zip(chunks[k0:], sizes[k0:], crcs[k0:])])
+                os.unlink(part)
             carry = res["carry"]
             total.add(st)
             pb.update(st.pairs * PAIR_LINE_BITS)
@@ -961,21 +1020,27 @@ def generate_trace(
                     ex, owned, slots = executor, False, max(1, int(workers or os.cpu_count() or 1))
                 else:
                     ex, owned, slots = _make_executor(workers, scheduler)
+                if isinstance(ex, cf.ProcessPoolExecutor):  # local processes: shards travel as files
+                    parts = stack.enter_context(scratch_dir(prefix=f".{Path(path).name}.", dir=Path(path).parent))
                 pending: dict = {}
                 nxt = 0
                 for j, p0, p1 in bounds:
                     while len(pending) >= slots + 1:  # bounded memory: results wait for the writer in order
                         put(pending.pop(nxt).result())
                         nxt += 1
-                    pending[j] = ex.submit(_run_shard, cfg, generator, seed, j, p0, p1, step, n_lanes)
+                    part = str(parts / f"shard-{j}.part") if parts is not None else None
+                    pending[j] = ex.submit(_run_shard, cfg, generator, seed, j, p0, p1, step, n_lanes, part)
                 while pending:
                     put(pending.pop(nxt).result())
                     nxt += 1
         finally:
-            if owned is True:
-                ex.shutdown(wait=True, cancel_futures=True)
-            elif owned not in (None, False):
-                owned.close()
+            try:
+                if owned is True:
+                    ex.shutdown(wait=True, cancel_futures=True)
+                elif owned not in (None, False):
+                    owned.close()
+            finally:
+                stack.close()  # the shards' part files (after the workers that write them stopped)
         w._join()
         wall = time.perf_counter() - t0  # simulation + encoding + writing the chunks (not the final metadata)
         st = total

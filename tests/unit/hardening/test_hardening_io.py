@@ -116,11 +116,13 @@ def test_sigterm_removes_temporary_files(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
-def test_sigterm_during_trace_generate_leaves_nothing(tmp_path):
-    """End to end: ``phy802 trace generate`` killed by SIGTERM exits 143 and leaves no ``.tmp``."""
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_sigterm_during_trace_generate_leaves_nothing(tmp_path, workers):
+    """End to end: ``phy802 trace generate`` killed by SIGTERM exits 143 and leaves no ``.tmp``
+    (nor, with worker processes, the folder of the shards' part files)."""
     out = tmp_path / "t.npz"
     proc = subprocess.Popen([sys.executable, "-m", "phy802", "trace", "generate", "--fec", "bypass", "--ber", "1e-7",
-                             "--bits", "1e14", "--no-progress", "--out", str(out)],
+                             "--bits", "1e14", "--no-progress", "--workers", workers, "--out", str(out)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             env={**os.environ, "PYTHONPATH": str(REPO), "NUMBA_NUM_THREADS": "1"})
     deadline = time.monotonic() + 120

@@ -43,6 +43,7 @@ def test_sharded_trace_is_identical_for_any_worker_count(sharded, tmp_path):
     ref = _content(sharded)
     outs = {}
     outs["2 processes"] = generate_trace(tmp_path / "p2.trace", fec="bypass", workers=2, **KW)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["p2.trace"]  # the shards' part files are gone
     with cf.ThreadPoolExecutor(3) as ex:  # shards finishing out of order
         outs["3 threads"] = generate_trace(tmp_path / "t3.trace", fec="bypass", executor=ex, workers=3, **KW)
     for name in ("p2", "t3"):
