@@ -902,8 +902,9 @@ def generate_trace(
     trace therefore depends on the seed, ``chunk_pairs`` and ``shard_pairs`` only, never on
     ``workers`` (1 = in this process: the generator writes trace records, a background thread
     the CRCs and the file), a Dask ``scheduler`` address, or an ``executor`` (anything with
-    ``submit``; workers return encoded chunks and their CRCs, this process joins the shards'
-    first blocks and writes).  The bit-exact
+    ``submit``; workers return encoded chunks and their CRCs, local worker processes through
+    part files in a hidden folder beside the output that the kernel copies in; this process joins
+    the shards' first blocks and writes).  The bit-exact
     generator runs as one shard in this process.  Returns the metadata written (including the
     measured counters; ``wall_s`` = generation + writing, ``timing`` too).
     """
