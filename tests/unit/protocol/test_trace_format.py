@@ -380,3 +380,21 @@ def test_writer_rejects_bad_content_in_its_thread(tmp_path):
             w.write_chunk(100, 200, [], [], [])
     assert not p.exists()
     assert zlib.crc32(b"") == 0  # (the empty chunk's CRC, written for chunks without flips or marks)
+
+
+def test_part_files_copied_through_user_space_where_the_kernel_cannot(sharded, tmp_path, monkeypatch):
+    """``append_part`` falls back to read + write when ``os.copy_file_range`` is missing or refuses
+    (other file systems, other kernels): the same trace, no part files left."""
+    import errno
+    import os as _os
+
+    def refuse(*a, **k):
+        raise OSError(errno.EXDEV, "cross-device")
+
+    monkeypatch.setattr(_os, "copy_file_range", refuse)
+    out = tmp_path / "fallback.trace"
+    with cf.ProcessPoolExecutor(2) as ex:  # workers write part files; this process copies them in
+        generate_trace(out, fec="bypass", workers=2, executor=ex, **KW)
+    ref, got = _content(sharded), _content(out)
+    assert np.array_equal(got[0], ref[0]) and all(np.array_equal(a, b) for a, b in zip(got[1], ref[1]))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["fallback.trace"]
