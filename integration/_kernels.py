@@ -10,21 +10,28 @@ from numba import njit
 __all__ = ["guard_inplace", "guard_at", "deliver_frames", "flip_bits"]
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _guard(x, i, clamp):
+    """The receive guard on element ``i``: NaN/Inf -> 0, then clamp to [-clamp, clamp]; 1 if changed."""
+    v = x[i]
+    if not math.isfinite(v):
+        x[i] = 0.0
+        return 1
+    if v > clamp:
+        x[i] = clamp
+        return 1
+    if v < -clamp:
+        x[i] = -clamp
+        return 1
+    return 0
+
+
 @njit(cache=True, nogil=True)
 def guard_inplace(x, clamp):
     """One pass: NaN/Inf -> 0, then clamp to [-clamp, clamp]; returns the number of elements changed."""
     n = 0
     for i in range(x.shape[0]):
-        v = x[i]
-        if not math.isfinite(v):
-            x[i] = 0.0
-            n += 1
-        elif v > clamp:
-            x[i] = clamp
-            n += 1
-        elif v < -clamp:
-            x[i] = -clamp
-            n += 1
+        n += _guard(x, i, clamp)
     return n
 
 
@@ -188,16 +195,6 @@ def guard_at(x, elems, clamp, final):
     """
     n = 0
     for j in range(elems.shape[0]):
-        e = elems[j]
-        v = x[e]
-        if not math.isfinite(v):
-            x[e] = 0.0
-            n += 1
-        elif v > clamp:
-            x[e] = clamp
-            n += 1
-        elif v < -clamp:
-            x[e] = -clamp
-            n += 1
-        final[j] = x[e]
+        n += _guard(x, elems[j], clamp)
+        final[j] = x[elems[j]]
     return n
