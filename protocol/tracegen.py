@@ -365,6 +365,15 @@ def _pair_ranges(pairs: np.ndarray, geom: RateGeometry) -> np.ndarray:
     return np.stack([np.atleast_1d(lo), np.atleast_1d(hi)], axis=1) if pairs.size else np.empty((0, 2), np.int64)
 
 
+def _chunk_line_errors(line_errors, P0: int, P1: int) -> tuple[np.ndarray, np.ndarray]:
+    """Given line-error positions (pair-space) of the pairs ``[P0, P1)``: (pair within the chunk,
+    line bit within the pair); ``ValueError`` when one lies outside the chunk."""
+    le = np.asarray(line_errors, dtype=np.int64)
+    if le.size and (le.min() < P0 * PAIR_LINE_BITS or le.max() >= P1 * PAIR_LINE_BITS):
+        raise ValueError("line_errors must lie inside the chunk's pairs")
+    return np.divmod(le - P0 * PAIR_LINE_BITS, PAIR_LINE_BITS)
+
+
 class _Scratch:
     """Grow-only work buffers reused across chunks (fresh large arrays cost page faults)."""
 
@@ -899,10 +908,16 @@ class BitExactGenerator(_Base):
         """
         from phy802.fec.rs import KP4, decode, encode
 
-        if self.cfg.code == "rs272":
-            return self._next_chunk_rs272(int(n_pairs), line_errors)
-
         n_pairs = int(n_pairs)
+        if n_pairs <= 0:
+            raise ValueError(f"n_pairs must be > 0, got {n_pairs}")
+        # refuse bad input before any state (Generator, scrambler) moves
+        le = None if line_errors is None else _chunk_line_errors(line_errors, self.pair, self.pair + n_pairs)
+        if self.cfg.code == "rs272":
+            if le is None and self.cfg.per_lane:
+                raise ValueError("the bit-exact rs272 generator supports independent errors (no burst_pb/lane_weights)")
+            return self._next_chunk_rs272(n_pairs, le)
+
         geom, mode, st, rng = self.geom, self.mode, self.stats, self._rng
         P0, P1, pairs, has_am, am_bits, blocks, scr, msg = self._tx_messages(n_pairs)
         # 119.2.4.5: bit 20 i + 10 c + b -> bit b of message symbol i (time order) of codeword c
@@ -918,7 +933,7 @@ class BitExactGenerator(_Base):
             lanes_sym[:, t // J, self._lane_of[c]] = cw[:, c, :]
         line = ((lanes_sym[..., None] >> np.arange(10, dtype=np.uint16)) & 1).astype(np.uint8)  # bit 0 first
         # channel: independent bit errors on every line bit
-        if line_errors is None and self.cfg.per_lane:
+        if le is None and self.cfg.per_lane:
             err = np.zeros(line.shape, np.uint8)
             if self.cfg.ber > 0:
                 if not hasattr(self, "_lane_rngs"):
@@ -931,14 +946,11 @@ class BitExactGenerator(_Base):
                     else:
                         bits = (u_ < self.cfg.lane_ber(L)).astype(np.uint8)
                     err[:, :, L, :] = bits.reshape(n_pairs, rows, 10)
-        elif line_errors is None:
+        elif le is None:
             err = (rng.random(line.shape) < self.cfg.ber).astype(np.uint8)
         else:
-            le = np.asarray(line_errors, dtype=np.int64)
-            if le.size and (le.min() < P0 * PAIR_LINE_BITS or le.max() >= P1 * PAIR_LINE_BITS):
-                raise ValueError("line_errors must lie inside the chunk's pairs")
             err = np.zeros(line.shape, np.uint8)
-            q, u = np.divmod(le - P0 * PAIR_LINE_BITS, PAIR_LINE_BITS)
+            q, u = le
             c_, t_, b_ = (u // 10) & 1, u // 20, u % 10
             err[q, t_ // J, self._lane_of[c_, t_], b_] ^= 1
         st.line_bit_errors += int(err.sum())
@@ -1038,9 +1050,7 @@ class BitExactGenerator(_Base):
         """The TX side every code shares, for the next ``n_pairs`` pairs: random payload -> 257b
         (x<0> = 1) -> scramble, AM blocks (random bits) at the start of AM pairs.  Returns
         ``(P0, P1, pairs, has_am, am_bits, blocks, scr, msg)`` with ``msg[q]`` the message bits of
-        pair ``P0 + q``."""
-        if n_pairs <= 0:
-            raise ValueError(f"n_pairs must be > 0, got {n_pairs}")
+        pair ``P0 + q`` (``n_pairs > 0``, checked by :meth:`next_chunk`)."""
         geom, rng = self.geom, self._rng
         P0, P1 = self.pair, self.pair + n_pairs
         pairs = np.arange(P0, P1)
@@ -1061,10 +1071,11 @@ class BitExactGenerator(_Base):
             cursor += take
         return P0, P1, pairs, has_am, am_bits, blocks, scr, msg
 
-    def _next_chunk_rs272(self, n_pairs: int, line_errors) -> GenChunk:
-        """:meth:`next_chunk` for ``code="rs272"``: each trace pair is two rs272 pairs ``s = 0, 1``
-        (20 257b blocks each: 5140 message bits dealt 10-bit round robin to A/B, 257 data symbols
-        + the pad (0, last) per codeword, RS(272,258) encode, 119.2.4.7 rows ``34 s + t // J``)."""
+    def _next_chunk_rs272(self, n_pairs: int, le) -> GenChunk:
+        """:meth:`next_chunk` for ``code="rs272"`` (``le``: the checked line errors, or None): each
+        trace pair is two rs272 pairs ``s = 0, 1`` (20 257b blocks each: 5140 message bits dealt
+        10-bit round robin to A/B, 257 data symbols + the pad (0, last) per codeword, RS(272,258)
+        encode, 119.2.4.7 rows ``34 s + t // J``)."""
         from phy802.fec.rs import RS272, decode, encode
 
         geom, mode, st, rng = self.geom, self.mode, self.stats, self._rng
@@ -1085,16 +1096,11 @@ class BitExactGenerator(_Base):
             for c in (0, 1):
                 lanes_sym[:, sub * R + t // J, lane_of[c]] = cw[:, sub, c, :]
         line = ((lanes_sym[..., None] >> np.arange(10, dtype=np.uint16)) & 1).astype(np.uint8)
-        if line_errors is None:
-            if self.cfg.per_lane:
-                raise ValueError("the bit-exact rs272 generator supports independent errors (no burst_pb/lane_weights)")
+        if le is None:
             err = (rng.random(line.shape) < self.cfg.ber).astype(np.uint8)
         else:
-            le = np.asarray(line_errors, dtype=np.int64)
-            if le.size and (le.min() < P0 * PAIR_LINE_BITS or le.max() >= P1 * PAIR_LINE_BITS):
-                raise ValueError("line_errors must lie inside the chunk's pairs")
             err = np.zeros(line.shape, np.uint8)
-            q, u = np.divmod(le - P0 * PAIR_LINE_BITS, PAIR_LINE_BITS)
+            q, u = le
             sub_, v = np.divmod(u, PAIR_LINE_BITS // 2)
             c_, t_, b_ = (v // 10) & 1, v // 20, v % 10
             err[q, sub_ * R + t_ // J, lane_of[c_, t_], b_] ^= 1

@@ -393,3 +393,12 @@ def test_encoded_chunk_retried_larger_when_the_record_buffer_is_too_small(monkey
     for a, b in zip(got, want):
         assert (a.n_flips, a.n_marks, a.blob.tobytes()) == (b.n_flips, b.n_marks, b.blob.tobytes())
     assert gen.stats.as_dict() == ref.stats.as_dict()
+
+
+@pytest.mark.parametrize("code", ["kp4", "rs272"])
+def test_bit_exact_refuses_line_errors_outside_the_chunk(code):
+    gen = BitExactGenerator(GeneratorConfig("400G", "bypass", 0.0, code=code), 1, start_pair=3)
+    for bad in ([3 * PAIR_LINE_BITS - 1], [5 * PAIR_LINE_BITS]):  # before pair 3, after pair 4
+        with pytest.raises(ValueError, match="line_errors must lie inside the chunk's pairs"):
+            gen.next_chunk(2, line_errors=np.array(bad))
+    assert gen.next_chunk(2, line_errors=np.array([3 * PAIR_LINE_BITS, 5 * PAIR_LINE_BITS - 1])).pair_end == 5
