@@ -132,7 +132,13 @@ def encode_chunk(stream_start: int, stream_end: int, offsets, lanes, flags, mark
           else np.ascontiguousarray(np.asarray(marks, dtype=np.int64).reshape(-1, 2)))
     if not (off.ndim == ln.ndim == fl.ndim == 1 and off.size == ln.size == fl.size):
         raise ValueError("offsets, lanes and flags must be 1-D of equal length")
-    out = _out_buffer(scratch, 10 * (off.size + 2 * mk.shape[0]) + 16)
+    need = 10 * (off.size + 2 * mk.shape[0]) + 16
+    if scratch is None:
+        out = np.empty(need, np.uint8)
+    else:
+        if scratch[0] is None or scratch[0].size < need:
+            scratch[0] = np.empty(max(need, 2 * (0 if scratch[0] is None else scratch[0].size)), np.uint8)
+        out = scratch[0]
     n = TK.encode_chunk(off, ln, fl, mk, np.int64(stream_start), np.int64(stream_end), np.int64(n_lanes), out)
     if n < 0:
         field, rule, where = _kernel_error(n)
@@ -140,17 +146,9 @@ def encode_chunk(stream_start: int, stream_end: int, offsets, lanes, flags, mark
     return out[:n]
 
 
-def _out_buffer(scratch: list | None, need: int) -> np.ndarray:
-    if scratch is None:
-        return np.empty(need, np.uint8)
-    if scratch[0] is None or scratch[0].size < need:
-        scratch[0] = np.empty(max(need, 2 * (0 if scratch[0] is None else scratch[0].size)), np.uint8)
-    return scratch[0]
-
-
-def _encode_flips(off, ln, fl, end: int, n_lanes: int, scratch: list | None, *, prev: int, plf: int) -> np.ndarray:
+def _encode_flips(off, ln, fl, end: int, n_lanes: int, *, prev: int, plf: int) -> np.ndarray:
     """The flip records alone (no marks), continuing after ``prev``/``plf`` (:func:`TK.encode_flips`)."""
-    out = _out_buffer(scratch, 10 * off.size + 16)
+    out = np.empty(10 * off.size + 16, np.uint8)
     n = TK.encode_flips(off, ln, fl, np.int64(end), np.int64(n_lanes), out, np.int64(0), np.int64(prev), np.int64(plf))
     if n < 0:
         field, rule, where = _kernel_error(n)
@@ -852,7 +850,7 @@ def _join_first(cfg, e, carry, stats, n_lanes: int) -> tuple:
     old_marks = chunk_marks(e.mark_pairs, e.hdr, geom, split)
     bits = lambda mk: int((mk[:, 1] - mk[:, 0]).sum()) if mk.size else 0  # noqa: E731
     stats.marked_bits += bits(marks) - bits(old_marks)
-    blob = np.concatenate([_encode_flips(off2, ln2, fl2, b, n_lanes, None, prev=a - 1, plf=-1),
+    blob = np.concatenate([_encode_flips(off2, ln2, fl2, b, n_lanes, prev=a - 1, plf=-1),
                            e.blob[pos:e.flips_nbytes], _encode_marks(marks, a, b)])
     return a, b, int(off2.size) + e.n_flips - k, int(marks.shape[0]), blob
 

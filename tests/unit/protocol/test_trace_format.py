@@ -160,7 +160,7 @@ def test_join_on_encoded_chunk_equals_encoding_the_joined_flips(seed, n, n_carry
     marks = chunk_marks(mark_pairs, hdr, cfg.geometry)
     blob = encode_chunk(a, b, off, ln, fl, marks)
     e = EncodedChunk(0, 1, a, b, int(off.size), int(marks.shape[0]), blob,
-                     int(_encode_flips(off, ln, fl, b, 16, None, prev=a - 1, plf=-1).size), hdr, mark_pairs)
+                     int(_encode_flips(off, ln, fl, b, 16, prev=a - 1, plf=-1).size), hdr, mark_pairs)
     # the head ends where no triple record can span: after the first block, before a gap > 58
     ho, hl, hf = np.empty(off.size, np.int64), np.empty(off.size, np.int8), np.empty(off.size, np.uint8)
     k, _, err = TK.decode_records(blob, np.int64(a), np.int64(b), np.int64(16), ho, hl, hf, np.int64(a + 256))
