@@ -22,6 +22,15 @@ from protocol.trace import TraceCursor, TraceError, TraceReader, TraceWriter, en
 KW = dict(rate="400G", ber=5e-3, line_bits=1e7, seed=11, chunk_pairs=10, shard_pairs=20)
 
 
+def _assert_valid_chunk(c, a, b):
+    """What a chunk that read without an error must satisfy: sorted unique offsets in [a, b), 16
+    lanes, defined flags, non-empty sorted disjoint marks inside the chunk."""
+    assert np.all(np.diff(c.offsets) > 0) and np.all((c.offsets >= a) & (c.offsets < b))
+    assert np.all((c.lanes >= 0) & (c.lanes < 16)) and np.all(c.flags <= 3)
+    assert np.all(c.marks[:, 1] > c.marks[:, 0]) and np.all(c.marks[1:, 0] >= c.marks[:-1, 1])
+    assert np.all((c.marks >= a) & (c.marks <= b))
+
+
 def _content(path):
     with TraceReader(path) as r:
         cs = list(r.iter_chunks())
@@ -274,10 +283,7 @@ def test_version1_random_mutations_never_read_silently_wrong(tmp_path, data):
             assert "m.npz: chunk 0 field" in str(exc)
             return
     assert c.offsets.dtype == np.int64 and c.lanes.dtype == np.int8 and c.flags.dtype == np.uint8
-    assert np.all(np.diff(c.offsets) > 0) and np.all((c.offsets >= a) & (c.offsets < b))
-    assert np.all((c.lanes >= 0) & (c.lanes < 16)) and np.all(c.flags <= 3)
-    assert np.all(c.marks[:, 1] > c.marks[:, 0]) and np.all(c.marks[1:, 0] >= c.marks[:-1, 1])
-    assert np.all((c.marks >= a) & (c.marks <= b))
+    _assert_valid_chunk(c, a, b)
 
 
 def test_meta_fields_of_wrong_type_are_rejected(tmp_path):
@@ -346,10 +352,7 @@ def test_version2_random_chunks_never_read_silently_wrong(tmp_path, blob, nf, nm
             assert "r.trace: chunk 1 field" in str(exc)
             return
     assert c.offsets.size == nf and c.marks.shape == (nm, 2)
-    assert np.all(np.diff(c.offsets) > 0) and np.all((c.offsets >= 100) & (c.offsets < 1100))
-    assert np.all((c.lanes >= 0) & (c.lanes < 16)) and np.all(c.flags <= 3)
-    assert np.all(c.marks[:, 1] > c.marks[:, 0]) and np.all(c.marks[1:, 0] >= c.marks[:-1, 1])
-    assert np.all((c.marks >= 100) & (c.marks <= 1100))
+    _assert_valid_chunk(c, 100, 1100)
 
 
 def test_corrupt_bytes_fail_the_crc_and_info_check(sharded, tmp_path, capsys):
