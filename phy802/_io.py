@@ -85,7 +85,8 @@ def atomic_open(path: str | os.PathLike, mode: str = "w", **kwargs) -> Iterator[
     """Open a temporary file next to ``path``; on clean exit it replaces ``path`` atomically.
 
     A crash, exception, Ctrl-C or SIGTERM leaves any previous ``path`` untouched and removes the
-    temporary file.
+    temporary file.  The file's ``name`` is the temporary path (other processes may write into it,
+    e.g. :func:`protocol.trace.generate_trace`'s workers).
     """
     if mode not in ("w", "wb"):
         raise ValueError(f"atomic_open supports modes 'w' and 'wb', not {mode!r}")
@@ -96,7 +97,8 @@ def atomic_open(path: str | os.PathLike, mode: str = "w", **kwargs) -> Iterator[
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.{os.getpid()}.", suffix=".tmp", dir=target.parent)
     _track(tmp)
     try:
-        with os.fdopen(fd, mode, **kwargs) as fh:
+        os.close(fd)  # reopened by name, so that ``fh.name`` is the path
+        with open(tmp, mode, **kwargs) as fh:
             yield fh
             fh.flush()
             os.fsync(fh.fileno())

@@ -24,10 +24,10 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import contextlib
-import dataclasses
 import json
 import math
 import os
+import time
 import zipfile
 import zlib
 from dataclasses import dataclass
@@ -290,33 +290,26 @@ class TraceWriter:
             self._emit(a, b, int(n_flips), int(n_marks), blob, crc)
         self._end = b
 
-    def append_part(self, src: str | os.PathLike, offset: int, chunks) -> None:
-        """Append chunks already encoded into the file ``src`` from byte ``offset`` on, in the
-        kernel (``os.copy_file_range``; a worker process wrote them): ``chunks`` lists
-        ``(stream_start, stream_end, n_flips, n_marks, n_bytes, crc)`` in file order."""
+    @property
+    def temp_path(self) -> str:
+        """The file being written (renamed to ``path`` at :meth:`close`); other processes may write
+        chunks into it at the offsets :meth:`add_written` then indexes."""
+        return self._fh.name
+
+    def add_written(self, rows) -> None:
+        """Index chunks another process wrote into :attr:`temp_path`, right after the last chunk:
+        ``rows`` lists ``(stream_start, stream_end, n_flips, n_marks, byte_offset, byte_len, crc)``
+        in stream order, the first at the current end of the file, each following the last."""
         if self._thread is not None:
-            raise ValueError(f"{self.path}: append_part needs an unthreaded writer")
-        total = 0
-        for a, b, nf, nm, nbytes, crc in chunks:
+            raise ValueError(f"{self.path}: add_written needs an unthreaded writer")
+        for a, b, nf, nm, off, nbytes, crc in rows:
             a, b = self._continue(a, b)
-            self._index.append((a, b, int(nf), int(nm), self._pos + total, int(nbytes), int(crc)))
-            total += int(nbytes)
+            if int(off) != self._pos or int(nbytes) < 0:
+                raise ValueError(f"{self.path}: chunk [{a}, {b}) written at byte {off}, expected {self._pos}")
+            self._index.append((a, b, int(nf), int(nm), int(off), int(nbytes), int(crc)))
+            self._pos += int(nbytes)
             self._end = b
-        self._fh.flush()
-        dst = self._fh.fileno()
-        with open(src, "rb") as fs:
-            done = 0
-            while done < total:
-                try:
-                    n = os.copy_file_range(fs.fileno(), dst, total - done, offset + done)
-                except (AttributeError, OSError):  # no copy_file_range here: through user space
-                    fs.seek(offset + done)
-                    n = os.write(dst, fs.read(min(total - done, 16 << 20)))
-                if n <= 0:
-                    raise OSError(f"{src}: {total - done} bytes short of the chunks it should hold")
-                done += n
-        self._pos += total
-        self._writeback()
+        self._fh.seek(self._pos)  # the index and meta go after them (flushes the header first)
 
     def _join(self) -> None:
         if self._thread is not None:
@@ -771,37 +764,92 @@ HEAD_BITS = 256  # a shard's first 257b block: the previous shard's descrambler 
 
 
 def _run_shard(cfg, generator: str, seed: int, j: int, p0: int, p1: int, step: int, n_lanes: int,
-               part: str | None = None) -> dict:
+               direct: tuple[str, str] | None = None) -> dict:
     """Generate pairs ``[p0, p1)`` as shard ``j`` (picklable entry point for worker processes).
 
-    Returns its chunks as trace records (:meth:`~protocol.tracegen.FastGenerator.next_encoded`)
-    and their CRCs, the shard's carry (descrambler copies past its end) and its counters.  With
-    ``part`` (a file path the caller owns, on the output's file system) the records go to that
-    file instead and the chunks come back without their bytes (``blob`` empty), so that they
-    cross no pipe.  The process that writes joins the previous shard's carry into the first chunk
-    (:func:`_join_first`).
+    Without ``direct`` it returns its chunks as trace records
+    (:meth:`~protocol.tracegen.FastGenerator.next_encoded`) and their CRCs, the shard's carry
+    (descrambler copies past its end) and its counters; the process that writes joins the previous
+    shard's carry into the first chunk (:func:`_join_first`) and writes them.
+
+    With ``direct = (trace_file, baton_dir)`` (local worker processes, one file system) the shard
+    writes itself into the trace being written, so that its bytes cross no pipe and are copied by
+    no other process: it waits for shard ``j - 1``'s baton (:func:`_await_baton`: where that shard's
+    bytes end and its carry), joins the carry into its first chunk, passes its own baton on and
+    only then writes its chunks at their offset (``os.pwrite``, then starts their write-back), in
+    parallel with the next shard.  It returns the index rows and its counters.  The layout is the
+    one a single writer produces: the file is identical for any worker count.
     """
     gen = _new_generator(cfg, generator, shard_seed(seed, j), p0)
-    chunks, crcs, sizes = [], [], []
-    fh = open(part, "wb") if part is not None else None
-    try:
-        done = p0
-        while done < p1:
-            k = min(step, p1 - done)
-            done += k
-            e = gen.next_encoded(k)
-            crcs.append(zlib.crc32(e.blob))  # here, not in the process that writes
-            sizes.append(int(e.blob.size))
-            if fh is not None:
-                fh.write(memoryview(e.blob))
-                e = dataclasses.replace(e, blob=np.empty(0, np.uint8))
-            chunks.append(e)
-    finally:
-        if fh is not None:
-            fh.close()
+    chunks = []
+    done = p0
+    while done < p1:
+        k = min(step, p1 - done)
+        done += k
+        chunks.append(gen.next_encoded(k))
     ex = gen._expander
-    return {"j": j, "chunks": chunks, "crcs": crcs, "sizes": sizes, "part": part,
-            "carry": (ex.key.copy(), ex.lane.copy(), ex.flag.copy()), "stats": gen.stats}
+    carry = (ex.key.copy(), ex.lane.copy(), ex.flag.copy())
+    if direct is None:
+        return {"j": j, "chunks": chunks, "crcs": [zlib.crc32(e.blob) for e in chunks], "carry": carry,
+                "stats": gen.stats}
+    out, batons = direct
+    start, prev = _await_baton(batons, j)
+    first = _join_first(cfg, chunks[0], prev, gen.stats, n_lanes)
+    recs = [first] + [(c.stream_start, c.stream_end, c.n_flips, c.n_marks, c.blob) for c in chunks[1:]]
+    end = start + sum(int(x[4].size) for x in recs)
+    _pass_baton(batons, j, end, carry)
+    rows = []
+    fd = os.open(out, os.O_WRONLY)
+    try:
+        pos = start
+        for a, b, nf, nm, blob in recs:
+            mv = memoryview(blob)
+            n = 0
+            while n < len(mv):
+                k = os.pwrite(fd, mv[n:], pos + n)
+                if k <= 0:
+                    raise OSError(f"{out}: write at byte {pos + n} returned {k}")
+                n += k
+            rows.append((a, b, nf, nm, pos, len(mv), zlib.crc32(mv)))
+            pos += len(mv)
+        if hasattr(os, "posix_fadvise"):  # start the write-back here, in parallel (see TraceWriter._writeback)
+            os.posix_fadvise(fd, start, end - start, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
+    return {"j": j, "rows": rows, "stats": gen.stats}
+
+
+_BATON_POLL_S = 2e-4
+
+
+def _pass_baton(batons: str, j: int, end: int, carry) -> None:
+    """Publish shard ``j``'s end offset and carry for shard ``j + 1`` (written whole, then renamed)."""
+    key, lane, flag = carry
+    text = json.dumps({"end": int(end), "key": key.tolist(), "lane": lane.tolist(), "flag": flag.tolist()})
+    tmp = os.path.join(batons, f".baton-{j}")
+    with open(tmp, "w", encoding="utf-8") as fh:
+        fh.write(text)
+    os.replace(tmp, os.path.join(batons, f"baton-{j}"))
+
+
+def _await_baton(batons: str, j: int) -> tuple[int, tuple]:
+    """Shard ``j - 1``'s baton (the header's end and no carry for shard 0), waiting for it; gives
+    up as soon as the process that writes marks the trace abandoned (an ``abort`` file)."""
+    if j == 0:
+        return len(_HEADER), (np.empty(0, np.int64), np.empty(0, np.int8), np.empty(0, np.uint8))
+    path = os.path.join(batons, f"baton-{j - 1}")
+    while True:
+        try:
+            with open(path, encoding="utf-8") as fh:
+                d = json.load(fh)
+            break
+        except FileNotFoundError:
+            if os.path.exists(os.path.join(batons, "abort")) or not os.path.isdir(batons):
+                raise RuntimeError(f"shard {j}: trace abandoned before shard {j - 1} finished") from None
+            time.sleep(_BATON_POLL_S)
+    os.unlink(path)  # read once: the folder stays small however many shards
+    return int(d["end"]), (np.asarray(d["key"], np.int64), np.asarray(d["lane"], np.int8),
+                           np.asarray(d["flag"], np.uint8))
 
 
 def _join_first(cfg, e, carry, stats, n_lanes: int) -> tuple:
@@ -900,14 +948,12 @@ def generate_trace(
     trace therefore depends on the seed, ``chunk_pairs`` and ``shard_pairs`` only, never on
     ``workers`` (1 = in this process: the generator writes trace records, a background thread
     the CRCs and the file), a Dask ``scheduler`` address, or an ``executor`` (anything with
-    ``submit``; workers return encoded chunks and their CRCs, local worker processes through
-    part files in a hidden folder beside the output that the kernel copies in; this process joins
-    the shards' first blocks and writes).  The bit-exact
-    generator runs as one shard in this process.  Returns the metadata written (including the
+    ``submit``; workers return encoded chunks and their CRCs, and this process joins the shards'
+    first blocks and writes; local worker processes instead join and write their shards into the
+    file themselves, in order, handing each other batons through a hidden folder beside the
+    output: :func:`_run_shard`).  The bit-exact generator runs as one shard in this process.  Returns the metadata written (including the
     measured counters; ``wall_s`` = generation + writing, ``timing`` too).
     """
-    import time
-
     from .framing import PAIR_LINE_BITS
     from .tracegen import FastGenerator, GeneratorConfig, TraceStats
 
@@ -965,7 +1011,7 @@ def generate_trace(
     carry = (np.empty(0, np.int64), np.empty(0, np.int8), np.empty(0, np.uint8))
     from phy802._output import progress as bar
 
-    ex = owned = parts = None
+    ex = owned = batons = direct = None
     stack = contextlib.ExitStack()
     # one worker: the CRC and the writes overlap generation in the writer thread; with worker
     # processes no thread runs while the pool forks them
@@ -976,24 +1022,15 @@ def generate_trace(
         def put(res) -> None:
             nonlocal carry
             st = res["stats"]
-            chunks, crcs, sizes, part = res["chunks"], res["crcs"], res["sizes"], res["part"]
-            k0 = 0  # chunks written from the part file from this one on
-            if part is None or carry[0].size:  # the first chunk may change: join it here
-                c0 = chunks[0]
-                if part is not None:
-                    with open(part, "rb") as fh:
-                        c0 = dataclasses.replace(c0, blob=np.frombuffer(fh.read(sizes[0]), np.uint8))
-                first = _join_first(cfg, c0, carry, st, n_lanes)
-                w.write_encoded(*first, crc=crcs[0] if first[4] is c0.blob else None)
-                k0 = 1
-            if part is None:
+            if "rows" in res:  # the shard joined, wrote and indexed itself (local worker processes)
+                w.add_written(res["rows"])
+            else:
+                chunks, crcs = res["chunks"], res["crcs"]
+                first = _join_first(cfg, chunks[0], carry, st, n_lanes)
+                w.write_encoded(*first, crc=crcs[0] if first[4] is chunks[0].blob else None)
                 for c, crc in zip(chunks[1:], crcs[1:]):
                     w.write_encoded(c.stream_start, c.stream_end, c.n_flips, c.n_marks, c.blob, crc=crc)
-            else:  # the worker wrote the records to a file: copied in the kernel, never through a pipe
-                w.append_part(part, sum(sizes[:k0]), [(c.stream_start, c.stream_end, c.n_flips, c.n_marks, n, crc)
-                                                      for c, n, crc in zip(chunks[k0:], sizes[k0:], crcs[k0:])])
-                os.unlink(part)
-            carry = res["carry"]
+                carry = res["carry"]
             total.add(st)
             pb.update(st.pairs * PAIR_LINE_BITS)
 
@@ -1019,19 +1056,26 @@ def generate_trace(
                     ex, owned, slots = executor, False, max(1, int(workers or os.cpu_count() or 1))
                 else:
                     ex, owned, slots = _make_executor(workers, scheduler)
-                if isinstance(ex, cf.ProcessPoolExecutor):  # local processes: shards travel as files
-                    parts = stack.enter_context(scratch_dir(prefix=f".{Path(path).name}.", dir=Path(path).parent))
+                if isinstance(ex, cf.ProcessPoolExecutor):  # local processes: shards write themselves
+                    batons = stack.enter_context(scratch_dir(prefix=f".{Path(path).name}.", dir=Path(path).parent))
+                    direct = (w.temp_path, str(batons))
                 pending: dict = {}
                 nxt = 0
-                for j, p0, p1 in bounds:
-                    while len(pending) >= slots + 1:  # bounded memory: results wait for the writer in order
+                try:
+                    for j, p0, p1 in bounds:
+                        while len(pending) >= slots + 1:  # bounded memory: results wait for the writer in order
+                            put(pending.pop(nxt).result())
+                            nxt += 1
+                        pending[j] = ex.submit(_run_shard, cfg, generator, seed, j, p0, p1, step, n_lanes, direct)
+                    while pending:
                         put(pending.pop(nxt).result())
                         nxt += 1
-                    part = str(parts / f"shard-{j}.part") if parts is not None else None
-                    pending[j] = ex.submit(_run_shard, cfg, generator, seed, j, p0, p1, step, n_lanes, part)
-                while pending:
-                    put(pending.pop(nxt).result())
-                    nxt += 1
+                except BaseException:
+                    for f in pending.values():
+                        f.cancel()
+                    if batons is not None:  # shards waiting for a baton that will not come give up
+                        (batons / "abort").touch()
+                    raise
         finally:
             try:
                 if owned is True:
@@ -1039,7 +1083,7 @@ def generate_trace(
                 elif owned not in (None, False):
                     owned.close()
             finally:
-                stack.close()  # the shards' part files (after the workers that write them stopped)
+                stack.close()  # the batons' folder (after the workers that use it stopped)
         w._join()
         wall = time.perf_counter() - t0  # simulation + encoding + writing the chunks (not the final metadata)
         st = total

@@ -52,7 +52,7 @@ def test_sharded_trace_is_identical_for_any_worker_count(sharded, tmp_path):
     ref = _content(sharded)
     outs = {}
     outs["2 processes"] = generate_trace(tmp_path / "p2.trace", fec="bypass", workers=2, **KW)
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["p2.trace"]  # the shards' part files are gone
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["p2.trace"]  # the shards' batons are gone
     with cf.ThreadPoolExecutor(3) as ex:  # shards finishing out of order
         outs["3 threads"] = generate_trace(tmp_path / "t3.trace", fec="bypass", executor=ex, workers=3, **KW)
     for name in ("p2", "t3"):
@@ -385,19 +385,76 @@ def test_writer_rejects_bad_content_in_its_thread(tmp_path):
     assert zlib.crc32(b"") == 0  # (the empty chunk's CRC, written for chunks without flips or marks)
 
 
-def test_part_files_copied_through_user_space_where_the_kernel_cannot(sharded, tmp_path, monkeypatch):
-    """``append_part`` falls back to read + write when ``os.copy_file_range`` is missing or refuses
-    (other file systems, other kernels): the same trace, no part files left."""
-    import errno
-    import os as _os
+@pytest.mark.parametrize("pool", ["own", "caller's"])
+def test_a_failing_shard_reaches_the_caller_and_the_shards_waiting_on_it_give_up(tmp_path, monkeypatch, pool):
+    """Local worker processes write their shards themselves, each waiting for the previous shard's
+    baton.  A shard that fails must reach the caller, and the shard already waiting for its baton on
+    the other worker must give up (not wait forever: the pool ``generate_trace`` owns is shut down
+    waiting for its workers); nothing is left beside the output."""
+    import multiprocessing
+    import threading
 
-    def refuse(*a, **k):
-        raise OSError(errno.EXDEV, "cross-device")
+    import protocol.trace as T
 
-    monkeypatch.setattr(_os, "copy_file_range", refuse)
-    out = tmp_path / "fallback.trace"
-    with cf.ProcessPoolExecutor(2) as ex:  # workers write part files; this process copies them in
-        generate_trace(out, fec="bypass", workers=2, executor=ex, **KW)
-    ref, got = _content(sharded), _content(out)
-    assert np.array_equal(got[0], ref[0]) and all(np.array_equal(a, b) for a, b in zip(got[1], ref[1]))
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["fallback.trace"]
+    if multiprocessing.get_start_method() != "fork":
+        pytest.skip("the injected failure reaches worker processes only when they are forked")
+
+    real = T._new_generator
+
+    def failing(cfg, generator, seed, start_pair):
+        if start_pair == KW["shard_pairs"]:  # shard 1
+            raise RuntimeError("injected failure in shard 1")
+        return real(cfg, generator, seed, start_pair)
+
+    monkeypatch.setattr(T, "_new_generator", failing)  # before the pool forks its workers
+    out, box = tmp_path / "f.trace", {}
+
+    def run():
+        try:
+            if pool == "own":
+                generate_trace(out, fec="bypass", workers=2, **KW)
+            else:
+                with cf.ProcessPoolExecutor(2) as ex:
+                    generate_trace(out, fec="bypass", workers=2, executor=ex, **KW)
+        except BaseException as exc:  # noqa: BLE001 - checked below
+            box["exc"] = exc
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    t.join(120)
+    assert not t.is_alive(), "a shard waited forever for the failed shard's baton"
+    assert isinstance(box.get("exc"), RuntimeError) and "injected failure in shard 1" in str(box["exc"])
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_batons_pass_the_offset_and_carry_once_and_stop_when_abandoned(tmp_path):
+    from protocol.trace import _await_baton, _pass_baton
+
+    d = str(tmp_path)
+    start, carry = _await_baton(d, 0)  # shard 0 follows the header, with no carry
+    assert start == 16 and all(c.size == 0 for c in carry)
+    _pass_baton(d, 4, 12345, (np.array([7, 9], np.int64), np.array([3, 15], np.int8), np.array([0, 2], np.uint8)))
+    start, (key, lane, flag) = _await_baton(d, 5)
+    assert start == 12345 and key.tolist() == [7, 9] and lane.tolist() == [3, 15] and flag.tolist() == [0, 2]
+    assert key.dtype == np.int64 and lane.dtype == np.int8 and flag.dtype == np.uint8
+    assert list(tmp_path.iterdir()) == []  # read once, then removed
+    (tmp_path / "abort").touch()
+    with pytest.raises(RuntimeError, match="shard 5: trace abandoned before shard 4 finished"):
+        _await_baton(d, 5)
+
+
+def test_chunks_written_by_another_process_must_follow_the_last(tmp_path):
+    with TraceWriter(tmp_path / "x.trace", {"n_lanes": 16}) as w:
+        blob = encode_chunk(0, 100, [5], [1], [0])
+        with open(w.temp_path, "r+b") as fh:
+            fh.seek(16)
+            fh.write(blob.tobytes())
+        with pytest.raises(ValueError, match="written at byte 17, expected 16"):
+            w.add_written([(0, 100, 1, 0, 17, blob.size, zlib.crc32(blob))])
+        w.add_written([(0, 100, 1, 0, 16, blob.size, zlib.crc32(blob))])
+    with TraceReader(tmp_path / "x.trace") as r:
+        assert r.chunk(0).offsets.tolist() == [5] and r.meta["stream_bits"] == 100
+    with pytest.raises(ValueError, match="needs an unthreaded writer"):
+        with TraceWriter(tmp_path / "y.trace", {}, threaded=True) as w:
+            w.add_written([])
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["x.trace"]
