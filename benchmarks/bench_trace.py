@@ -26,8 +26,9 @@ Single-threaded (``NUMBA_NUM_THREADS=1``); medians over ``--repeats``.
   ``trace generate`` loop;
 * bytes per flip of both formats;
 * 1 vs 2 local workers: ``trace generate`` (shards on a process pool of 1 and of 2, each worker
-  writing its shard's records to a part file that the writing process copies in; timed once the
-  pool's processes are started, and with the start-up as the command line pays it) and a sharded
+  joining and writing its shards into the trace itself, at the offset the previous shard's baton
+  hands on; timed once the pool's processes are started, and with the start-up as the command
+  line pays it) and a sharded
   sweep point (``phy802.sweep`` with ``shard_pairs``), wall-time ratio;
 * the 1-minute load average before and after (the machine's 2 vCPUs are shared).
 """

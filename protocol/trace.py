@@ -55,6 +55,7 @@ __all__ = [
     "open_source",
     "generate_trace",
     "shard_seed",
+    "shard_layout",
     "ErrorSource",
     "DetailedErrorSource",
     "ErrorChunk",
@@ -749,6 +750,19 @@ def _default_chunk_pairs(ber: float) -> int:
 SHARD_CHUNKS = 16  # default shard = 16 chunks
 
 
+def shard_layout(ber: float, generator: str = "fast", chunk_pairs: int | None = None,
+                 shard_pairs: int | None = None) -> tuple[int, int]:
+    """``(chunk_pairs, shard_pairs)`` that :func:`generate_trace` uses: the given ones, or ~1e6
+    payload errors per fast chunk (512 pairs for the bit-exact generator) and 16 chunks a shard.
+    A worker holds one shard's records in memory until it writes them."""
+    step = int(chunk_pairs) if chunk_pairs else (_default_chunk_pairs(ber) if generator == "fast" else 512)
+    if step <= 0:
+        raise ValueError(f"chunk_pairs must be > 0, got {chunk_pairs!r}")
+    if shard_pairs is not None and (not isinstance(shard_pairs, (int, np.integer)) or shard_pairs <= 0):
+        raise ValueError(f"shard_pairs must be a positive int, got {shard_pairs!r}")
+    return step, int(shard_pairs) if shard_pairs else SHARD_CHUNKS * step
+
+
 def shard_seed(seed: int, j: int) -> np.random.SeedSequence:
     """Seed of shard ``j`` of a trace: ``SeedSequence(seed).spawn(n)[j]`` for any ``n > j``."""
     return np.random.SeedSequence(int(seed), spawn_key=(int(j),))
@@ -964,14 +978,9 @@ def generate_trace(
     n_pairs = int(math.ceil(lb / PAIR_LINE_BITS))
     if generator not in ("fast", "bitexact"):
         raise ValueError(f"generator must be 'fast' or 'bitexact', got {generator!r}")
-    step = int(chunk_pairs) if chunk_pairs else (_default_chunk_pairs(cfg.ber) if generator == "fast" else 512)
-    if step <= 0:
-        raise ValueError(f"chunk_pairs must be > 0, got {chunk_pairs!r}")
-    if shard_pairs is not None and (not isinstance(shard_pairs, (int, np.integer)) or shard_pairs <= 0):
-        raise ValueError(f"shard_pairs must be a positive int, got {shard_pairs!r}")
+    step, shard = shard_layout(cfg.ber, generator, chunk_pairs, shard_pairs)
     if workers is not None and (not isinstance(workers, (int, np.integer)) or workers <= 0):
         raise ValueError(f"workers must be a positive int, got {workers!r}")
-    shard = int(shard_pairs) if shard_pairs else SHARD_CHUNKS * step
     parallel = executor is not None or scheduler is not None or (workers or 0) > 1 or workers is None
     if generator == "bitexact":
         if parallel:

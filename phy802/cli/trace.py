@@ -57,7 +57,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "(default: none, local)")
     g.add_argument("--out", required=True, help="output trace file (format v2, e.g. t.trace)")
     g.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
-    add_force(g, "traces estimated to exceed the free disk or to take over an hour")
+    add_force(g, "traces estimated to exceed the free disk or memory or to take over an hour")
     add_seed(g)
     add_json(g)
     i = sub.add_parser("info", help="print a trace's metadata and measured error rates")
@@ -84,11 +84,14 @@ def _weights(text: str | None):
 
 
 def _check_size(args) -> None:
-    """Refuse traces that would not fit on the disk or take over an hour (issue 12): about 10 bytes
-    per stored flip (int64 offset, int8 lane, uint8 flags); the flip rate is the pre-FEC BER for
-    the modes that pass errors through and (x100 margin) the closed-form post-FEC BER for the
-    correcting modes on independent errors."""
+    """Refuse traces that would not fit on the disk or in memory, or take over an hour (issue 12):
+    at most ~4 bytes per stored flip (format v2, ~1.5 with descrambler triples); the flip rate is
+    the pre-FEC BER for the modes that pass errors through and (x100 margin) the closed-form
+    post-FEC BER for the correcting modes on independent errors.  In memory: one chunk, or with
+    workers one shard per worker plus those waiting to be written (:func:`protocol.trace.shard_layout`)."""
     from phy802 import theory
+    from protocol.framing import PAIR_LINE_BITS
+    from protocol.trace import shard_layout
 
     fec = str(getattr(args, "fec", "bypass"))
     code = str(getattr(args, "code", "kp4"))
@@ -100,6 +103,15 @@ def _check_size(args) -> None:
     nbytes = args.bits * rate * 4.0 + (1 << 20)  # format v2: ~1.5 bytes per flip, <= ~4 without triples
     check_disk(args.out, nbytes, f"trace generate --bits {args.bits:.3g}", force=args.force,
                hint="use fewer --bits")
+    try:
+        step, shard = shard_layout(args.ber, args.generator, args.chunk_pairs, args.shard_pairs)
+    except ValueError as exc:
+        raise CliError(str(exc).replace("chunk_pairs", "--chunk-pairs").replace("shard_pairs", "--shard-pairs")) from None
+    sharded = args.workers > 1 or args.scheduler is not None
+    held_pairs = shard * (args.workers + 2) if sharded else 2 * step
+    held = min(held_pairs * PAIR_LINE_BITS, args.bits) * rate * 4.0 * 2  # records + the generator's arrays
+    check_budget(f"trace generate --bits {args.bits:.3g}", memory_bytes=held, force=args.force,
+                 hint="use a smaller --shard-pairs / --chunk-pairs" if sharded else "use a smaller --chunk-pairs")
     speed = 1e9 if args.generator == "bitexact" else (1e11 if code == "rs272" else 4e11)  # line bits/s, ~2e6 errors/s
     check_budget(f"trace generate --bits {args.bits:.3g}", seconds=args.bits / speed + args.bits * args.ber / 2e6,
                  force=args.force, hint="use fewer --bits")

@@ -458,3 +458,26 @@ def test_chunks_written_by_another_process_must_follow_the_last(tmp_path):
         with TraceWriter(tmp_path / "y.trace", {}, threaded=True) as w:
             w.add_written([])
     assert sorted(p.name for p in tmp_path.iterdir()) == ["x.trace"]
+
+
+def test_shards_too_big_for_memory_are_refused_up_front(tmp_path, monkeypatch, capsys):
+    """Each worker holds one shard's records until it writes them: ``trace generate`` refuses a
+    ``--shard-pairs`` whose shards would not fit in the free memory, before writing anything."""
+    import argparse
+
+    import phy802.cli._common as common
+    from phy802.cli.trace import _check_size
+
+    monkeypatch.setattr(common, "_available_memory", lambda: 256 << 20)  # shards held: ~800 MB
+    argv = ["trace", "generate", "--ber", "1e-2", "--bits", "1e10", "--workers", "2", "--shard-pairs", str(1 << 30),
+            "--no-progress", "--out", str(tmp_path / "t.trace")]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "of memory" in err and "--shard-pairs" in err and len(err.strip().splitlines()) == 1
+    assert list(tmp_path.iterdir()) == []
+    ns = dict(ber=1e-2, bits=1e10, generator="fast", chunk_pairs=None, burst_pb=None, fec="bypass", code="kp4",
+              out=str(tmp_path / "t.trace"), force=False, scheduler=None)
+    _check_size(argparse.Namespace(**ns, workers=2, shard_pairs=None))  # default shards: ~16 MB each
+    _check_size(argparse.Namespace(**ns, workers=1, shard_pairs=1 << 30))  # one process streams chunk by chunk
+    with pytest.raises(common.CliError, match="of memory.*--chunk-pairs"):  # ... unless its chunks are huge
+        _check_size(argparse.Namespace(**{**ns, "chunk_pairs": 1 << 30}, workers=1, shard_pairs=None))
