@@ -778,7 +778,7 @@ HEAD_BITS = 256  # a shard's first 257b block: the previous shard's descrambler 
 
 
 def _run_shard(cfg, generator: str, seed: int, j: int, p0: int, p1: int, step: int, n_lanes: int,
-               direct: tuple[str, str] | None = None) -> dict:
+               direct: tuple[str, str, int] | None = None) -> dict:
     """Generate pairs ``[p0, p1)`` as shard ``j`` (picklable entry point for worker processes).
 
     Without ``direct`` it returns its chunks as trace records
@@ -786,7 +786,8 @@ def _run_shard(cfg, generator: str, seed: int, j: int, p0: int, p1: int, step: i
     (descrambler copies past its end) and its counters; the process that writes joins the previous
     shard's carry into the first chunk (:func:`_join_first`) and writes them.
 
-    With ``direct = (trace_file, baton_dir)`` (local worker processes, one file system) the shard
+    With ``direct = (trace_file, baton_dir, writer_pid)`` (local worker processes of the writing
+    process ``writer_pid``, one file system) the shard
     writes itself into the trace being written, so that its bytes cross no pipe and are copied by
     no other process: it waits for shard ``j - 1``'s baton (:func:`_await_baton`: where that shard's
     bytes end and its carry), joins the carry into its first chunk, passes its own baton on and
@@ -806,8 +807,8 @@ def _run_shard(cfg, generator: str, seed: int, j: int, p0: int, p1: int, step: i
     if direct is None:
         return {"j": j, "chunks": chunks, "crcs": [zlib.crc32(e.blob) for e in chunks], "carry": carry,
                 "stats": gen.stats}
-    out, batons = direct
-    start, prev = _await_baton(batons, j)
+    out, batons, writer = direct
+    start, prev = _await_baton(batons, j, writer)
     first = _join_first(cfg, chunks[0], prev, gen.stats, n_lanes)
     recs = [first] + [(c.stream_start, c.stream_end, c.n_flips, c.n_marks, c.blob) for c in chunks[1:]]
     end = start + sum(int(x[4].size) for x in recs)
@@ -833,7 +834,7 @@ def _run_shard(cfg, generator: str, seed: int, j: int, p0: int, p1: int, step: i
     return {"j": j, "rows": rows, "stats": gen.stats}
 
 
-_BATON_POLL_S = 2e-4
+_BATON_POLL_S = (1e-4, 2e-3)  # first and longest wait between looks for a baton
 
 
 def _pass_baton(batons: str, j: int, end: int, carry) -> None:
@@ -846,21 +847,24 @@ def _pass_baton(batons: str, j: int, end: int, carry) -> None:
     os.replace(tmp, os.path.join(batons, f"baton-{j}"))
 
 
-def _await_baton(batons: str, j: int) -> tuple[int, tuple]:
+def _await_baton(batons: str, j: int, writer: int) -> tuple[int, tuple]:
     """Shard ``j - 1``'s baton (the header's end and no carry for shard 0), waiting for it; gives
-    up as soon as the process that writes marks the trace abandoned (an ``abort`` file)."""
+    up as soon as the writing process (``writer``, this worker's parent) marks the trace abandoned
+    (an ``abort`` file, or the folder gone) or dies (this worker's parent is no longer ``writer``)."""
     if j == 0:
         return len(_HEADER), (np.empty(0, np.int64), np.empty(0, np.int8), np.empty(0, np.uint8))
     path = os.path.join(batons, f"baton-{j - 1}")
+    pause = _BATON_POLL_S[0]
     while True:
         try:
             with open(path, encoding="utf-8") as fh:
                 d = json.load(fh)
             break
         except FileNotFoundError:
-            if os.path.exists(os.path.join(batons, "abort")) or not os.path.isdir(batons):
+            if os.path.exists(os.path.join(batons, "abort")) or not os.path.isdir(batons) or os.getppid() != writer:
                 raise RuntimeError(f"shard {j}: trace abandoned before shard {j - 1} finished") from None
-            time.sleep(_BATON_POLL_S)
+            time.sleep(pause)
+            pause = min(2 * pause, _BATON_POLL_S[1])
     os.unlink(path)  # read once: the folder stays small however many shards
     return int(d["end"]), (np.asarray(d["key"], np.int64), np.asarray(d["lane"], np.int8),
                            np.asarray(d["flag"], np.uint8))
@@ -1067,7 +1071,7 @@ def generate_trace(
                     ex, owned, slots = _make_executor(workers, scheduler)
                 if isinstance(ex, cf.ProcessPoolExecutor):  # local processes: shards write themselves
                     batons = stack.enter_context(scratch_dir(prefix=f".{Path(path).name}.", dir=Path(path).parent))
-                    direct = (w.temp_path, str(batons))
+                    direct = (w.temp_path, str(batons), os.getpid())
                 pending: dict = {}
                 nxt = 0
                 try:

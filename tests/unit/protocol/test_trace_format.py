@@ -428,19 +428,22 @@ def test_a_failing_shard_reaches_the_caller_and_the_shards_waiting_on_it_give_up
 
 
 def test_batons_pass_the_offset_and_carry_once_and_stop_when_abandoned(tmp_path):
+    import os
+
     from protocol.trace import _await_baton, _pass_baton
 
     d = str(tmp_path)
-    start, carry = _await_baton(d, 0)  # shard 0 follows the header, with no carry
+    me = os.getppid()  # the "writer": this process's parent, alive while the test runs
+    start, carry = _await_baton(d, 0, me)  # shard 0 follows the header, with no carry
     assert start == 16 and all(c.size == 0 for c in carry)
     _pass_baton(d, 4, 12345, (np.array([7, 9], np.int64), np.array([3, 15], np.int8), np.array([0, 2], np.uint8)))
-    start, (key, lane, flag) = _await_baton(d, 5)
+    start, (key, lane, flag) = _await_baton(d, 5, me)
     assert start == 12345 and key.tolist() == [7, 9] and lane.tolist() == [3, 15] and flag.tolist() == [0, 2]
     assert key.dtype == np.int64 and lane.dtype == np.int8 and flag.dtype == np.uint8
     assert list(tmp_path.iterdir()) == []  # read once, then removed
     (tmp_path / "abort").touch()
     with pytest.raises(RuntimeError, match="shard 5: trace abandoned before shard 4 finished"):
-        _await_baton(d, 5)
+        _await_baton(d, 5, me)
 
 
 def test_chunks_written_by_another_process_must_follow_the_last(tmp_path):
@@ -481,3 +484,37 @@ def test_shards_too_big_for_memory_are_refused_up_front(tmp_path, monkeypatch, c
     _check_size(argparse.Namespace(**ns, workers=1, shard_pairs=1 << 30))  # one process streams chunk by chunk
     with pytest.raises(common.CliError, match="of memory.*--chunk-pairs"):  # ... unless its chunks are huge
         _check_size(argparse.Namespace(**{**ns, "chunk_pairs": 1 << 30}, workers=1, shard_pairs=None))
+
+
+def test_a_shard_waiting_for_a_baton_gives_up_when_its_parent_dies(tmp_path):
+    """A worker whose writing process was killed (no abort file, folder left behind) must not
+    wait for a baton for ever: an intermediate process starts a waiter and exits at once."""
+    import os
+    import subprocess
+    import sys
+    import textwrap
+    import time
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[3]
+    waiter = textwrap.dedent(f"""
+        import signal, sys
+        signal.alarm(90)  # a waiter that never gives up does not outlive a failed test by long
+        sys.path.insert(0, {str(repo)!r})
+        from protocol.trace import _await_baton
+        try:
+            _await_baton({str(tmp_path)!r}, 3, int(sys.argv[1]))
+            msg = "got a baton"
+        except RuntimeError as exc:
+            msg = str(exc)
+        open({str(tmp_path / 'result.txt')!r}, "w").write(msg)
+    """)
+    starter = (f"import os, subprocess, sys; subprocess.Popen([sys.executable, '-c', {waiter!r}, str(os.getpid())]); "
+               "print('started')")  # ... and exits: the waiter's writer is gone
+    out = subprocess.run([sys.executable, "-c", starter], capture_output=True, text=True, timeout=60)
+    assert out.stdout.strip() == "started", out.stderr
+    deadline = time.monotonic() + 60
+    while not (tmp_path / "result.txt").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert (tmp_path / "result.txt").read_text() == "shard 3: trace abandoned before shard 2 finished"
+    assert os.listdir(tmp_path) == ["result.txt"]
