@@ -778,7 +778,7 @@ HEAD_BITS = 256  # a shard's first 257b block: the previous shard's descrambler 
 
 
 def _run_shard(cfg, generator: str, seed: int, j: int, p0: int, p1: int, step: int, n_lanes: int,
-               direct: tuple[str, str, int] | None = None) -> dict:
+               direct: tuple[str, str] | None = None) -> dict:
     """Generate pairs ``[p0, p1)`` as shard ``j`` (picklable entry point for worker processes).
 
     Without ``direct`` it returns its chunks as trace records
@@ -786,14 +786,14 @@ def _run_shard(cfg, generator: str, seed: int, j: int, p0: int, p1: int, step: i
     (descrambler copies past its end) and its counters; the process that writes joins the previous
     shard's carry into the first chunk (:func:`_join_first`) and writes them.
 
-    With ``direct = (trace_file, baton_dir, writer_pid)`` (local worker processes of the writing
-    process ``writer_pid``, one file system) the shard
-    writes itself into the trace being written, so that its bytes cross no pipe and are copied by
-    no other process: it waits for shard ``j - 1``'s baton (:func:`_await_baton`: where that shard's
-    bytes end and its carry), joins the carry into its first chunk, passes its own baton on and
-    only then writes its chunks at their offset (``os.pwrite``, then starts their write-back), in
-    parallel with the next shard.  It returns the index rows and its counters.  The layout is the
-    one a single writer produces: the file is identical for any worker count.
+    With ``direct = (trace_file, baton_dir)`` (local worker processes of the writing process, one
+    file system) the shard writes itself into the trace being written, so that its
+    bytes cross no pipe and are copied by no other process: it waits for shard ``j - 1``'s baton
+    (:func:`_await_baton`: where that shard's bytes end and its carry), joins the carry into its
+    first chunk, passes its own baton on and only then writes its chunks at their offset
+    (``os.pwrite``, then starts their write-back), in parallel with the next shard.  It returns
+    the index rows and its counters.  The layout is the one a single writer produces: the file
+    is identical for any worker count.
     """
     gen = _new_generator(cfg, generator, shard_seed(seed, j), p0)
     chunks = []
@@ -807,8 +807,8 @@ def _run_shard(cfg, generator: str, seed: int, j: int, p0: int, p1: int, step: i
     if direct is None:
         return {"j": j, "chunks": chunks, "crcs": [zlib.crc32(e.blob) for e in chunks], "carry": carry,
                 "stats": gen.stats}
-    out, batons, writer = direct
-    start, prev = _await_baton(batons, j, writer)
+    out, batons = direct
+    start, prev = _await_baton(batons, j)
     first = _join_first(cfg, chunks[0], prev, gen.stats, n_lanes)
     recs = [first] + [(c.stream_start, c.stream_end, c.n_flips, c.n_marks, c.blob) for c in chunks[1:]]
     end = start + sum(int(x[4].size) for x in recs)
@@ -847,10 +847,43 @@ def _pass_baton(batons: str, j: int, end: int, carry) -> None:
     os.replace(tmp, os.path.join(batons, f"baton-{j}"))
 
 
-def _await_baton(batons: str, j: int, writer: int) -> tuple[int, tuple]:
+WRITER_LOCK = "writer.lock"  # in the batons' folder: locked by the writing process while it runs
+
+
+def _hold_writer_lock(batons: Path):
+    """Lock the batons' folder for this process (a POSIX record lock, released however the
+    process ends, and not inherited by forked workers); returns the open file to keep."""
+    fh = open(batons / WRITER_LOCK, "w")
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not POSIX: shards then rely on the abort file alone
+        return fh
+    fcntl.lockf(fh.fileno(), fcntl.LOCK_EX)
+    return fh
+
+
+def _writer_gone(batons: str) -> bool:
+    """True when no process holds :data:`WRITER_LOCK` (the writing process died, even unreaped)."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover
+        return False
+    try:
+        with open(os.path.join(batons, WRITER_LOCK)) as fh:
+            try:
+                fcntl.lockf(fh.fileno(), fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except OSError:
+                return False  # held
+            fcntl.lockf(fh.fileno(), fcntl.LOCK_UN)
+            return True
+    except FileNotFoundError:
+        return True
+
+
+def _await_baton(batons: str, j: int) -> tuple[int, tuple]:
     """Shard ``j - 1``'s baton (the header's end and no carry for shard 0), waiting for it; gives
-    up as soon as the writing process (``writer``, this worker's parent) marks the trace abandoned
-    (an ``abort`` file, or the folder gone) or dies (this worker's parent is no longer ``writer``)."""
+    up as soon as the writing process marks the trace abandoned (an ``abort`` file, or the folder
+    gone) or dies (it no longer holds :data:`WRITER_LOCK`)."""
     if j == 0:
         return len(_HEADER), (np.empty(0, np.int64), np.empty(0, np.int8), np.empty(0, np.uint8))
     path = os.path.join(batons, f"baton-{j - 1}")
@@ -861,7 +894,7 @@ def _await_baton(batons: str, j: int, writer: int) -> tuple[int, tuple]:
                 d = json.load(fh)
             break
         except FileNotFoundError:
-            if os.path.exists(os.path.join(batons, "abort")) or not os.path.isdir(batons) or os.getppid() != writer:
+            if os.path.exists(os.path.join(batons, "abort")) or _writer_gone(batons):
                 raise RuntimeError(f"shard {j}: trace abandoned before shard {j - 1} finished") from None
             time.sleep(pause)
             pause = min(2 * pause, _BATON_POLL_S[1])
@@ -969,8 +1002,9 @@ def generate_trace(
     ``submit``; workers return encoded chunks and their CRCs, and this process joins the shards'
     first blocks and writes; local worker processes instead join and write their shards into the
     file themselves, in order, handing each other batons through a hidden folder beside the
-    output: :func:`_run_shard`).  The bit-exact generator runs as one shard in this process.  Returns the metadata written (including the
-    measured counters; ``wall_s`` = generation + writing, ``timing`` too).
+    output: :func:`_run_shard`).  The bit-exact generator runs as one shard in this process.
+    Returns the metadata written (including the measured counters; ``wall_s`` = generation +
+    writing, ``timing`` too).
     """
     from .framing import PAIR_LINE_BITS
     from .tracegen import FastGenerator, GeneratorConfig, TraceStats
@@ -1071,7 +1105,8 @@ def generate_trace(
                     ex, owned, slots = _make_executor(workers, scheduler)
                 if isinstance(ex, cf.ProcessPoolExecutor):  # local processes: shards write themselves
                     batons = stack.enter_context(scratch_dir(prefix=f".{Path(path).name}.", dir=Path(path).parent))
-                    direct = (w.temp_path, str(batons), os.getpid())
+                    stack.callback((_hold_writer_lock(batons)).close)
+                    direct = (w.temp_path, str(batons))
                 pending: dict = {}
                 nxt = 0
                 try:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import concurrent.futures as cf
 import io
 import json
+import time
 import zipfile
 import zlib
 
@@ -55,7 +56,13 @@ def test_sharded_trace_is_identical_for_any_worker_count(sharded, tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["p2.trace"]  # the shards' batons are gone
     with cf.ThreadPoolExecutor(3) as ex:  # shards finishing out of order
         outs["3 threads"] = generate_trace(tmp_path / "t3.trace", fec="bypass", executor=ex, workers=3, **KW)
-    for name in ("p2", "t3"):
+    import multiprocessing
+
+    with cf.ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("forkserver")) as ex:
+        # workers that are not this process's children (Python 3.14's default start method)
+        outs["2 forkserver processes"] = generate_trace(tmp_path / "f2.trace", fec="bypass", executor=ex, workers=2,
+                                                        **KW)
+    for name in ("p2", "t3", "f2"):
         idx, cat, meta = _content(tmp_path / f"{name}.trace")
         assert np.array_equal(idx, ref[0]) and meta == ref[2], name
         for a, b in zip(cat, ref[1]):
@@ -428,22 +435,64 @@ def test_a_failing_shard_reaches_the_caller_and_the_shards_waiting_on_it_give_up
 
 
 def test_batons_pass_the_offset_and_carry_once_and_stop_when_abandoned(tmp_path):
-    import os
-
     from protocol.trace import _await_baton, _pass_baton
 
     d = str(tmp_path)
-    me = os.getppid()  # the "writer": this process's parent, alive while the test runs
-    start, carry = _await_baton(d, 0, me)  # shard 0 follows the header, with no carry
+    start, carry = _await_baton(d, 0)  # shard 0 follows the header, with no carry
     assert start == 16 and all(c.size == 0 for c in carry)
     _pass_baton(d, 4, 12345, (np.array([7, 9], np.int64), np.array([3, 15], np.int8), np.array([0, 2], np.uint8)))
-    start, (key, lane, flag) = _await_baton(d, 5, me)
+    start, (key, lane, flag) = _await_baton(d, 5)
     assert start == 12345 and key.tolist() == [7, 9] and lane.tolist() == [3, 15] and flag.tolist() == [0, 2]
     assert key.dtype == np.int64 and lane.dtype == np.int8 and flag.dtype == np.uint8
     assert list(tmp_path.iterdir()) == []  # read once, then removed
     (tmp_path / "abort").touch()
     with pytest.raises(RuntimeError, match="shard 5: trace abandoned before shard 4 finished"):
-        _await_baton(d, 5, me)
+        _await_baton(d, 5)
+
+
+def test_a_shard_waiting_for_a_baton_gives_up_when_the_writer_dies(tmp_path):
+    """A worker whose writing process was killed (no abort file, folder left behind, the dead
+    process maybe not reaped yet) must not wait for a baton for ever -- but it must wait while
+    the writer lives.  A writer process holds the lock, starts a waiter, sees it wait, and exits."""
+    import subprocess
+    import sys
+    import textwrap
+    from pathlib import Path
+
+    repo, d = Path(__file__).resolve().parents[3], tmp_path / "batons"
+    d.mkdir()
+    waiter = textwrap.dedent(f"""
+        import signal, sys
+        signal.alarm(90)  # a waiter that never gives up does not outlive a failed test by long
+        sys.path.insert(0, {str(repo)!r})
+        from protocol.trace import _await_baton
+        open({str(tmp_path / 'ready')!r}, "w").close()
+        try:
+            _await_baton({str(d)!r}, 3)
+            msg = "got a baton"
+        except RuntimeError as exc:
+            msg = str(exc)
+        open({str(tmp_path / 'result.txt')!r}, "w").write(msg)
+    """)
+    writer = textwrap.dedent(f"""
+        import os, subprocess, sys, time
+        from pathlib import Path
+        sys.path.insert(0, {str(repo)!r})
+        from protocol.trace import _hold_writer_lock
+        lock = _hold_writer_lock(Path({str(d)!r}))
+        subprocess.Popen([sys.executable, "-c", {waiter!r}], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        t = time.monotonic()
+        while not os.path.exists({str(tmp_path / 'ready')!r}) and time.monotonic() < t + 60:
+            time.sleep(0.01)
+        time.sleep(0.3)
+        print("waiting" if not os.path.exists({str(tmp_path / 'result.txt')!r}) else "gave up too early")
+    """)  # ... and exits without unlocking: its lock goes with it
+    out = subprocess.run([sys.executable, "-c", writer], capture_output=True, text=True, timeout=90)
+    assert out.stdout.strip() == "waiting", out.stdout + out.stderr
+    deadline = time.monotonic() + 60
+    while not (tmp_path / "result.txt").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert (tmp_path / "result.txt").read_text() == "shard 3: trace abandoned before shard 2 finished"
 
 
 def test_chunks_written_by_another_process_must_follow_the_last(tmp_path):
@@ -484,37 +533,3 @@ def test_shards_too_big_for_memory_are_refused_up_front(tmp_path, monkeypatch, c
     _check_size(argparse.Namespace(**ns, workers=1, shard_pairs=1 << 30))  # one process streams chunk by chunk
     with pytest.raises(common.CliError, match="of memory.*--chunk-pairs"):  # ... unless its chunks are huge
         _check_size(argparse.Namespace(**{**ns, "chunk_pairs": 1 << 30}, workers=1, shard_pairs=None))
-
-
-def test_a_shard_waiting_for_a_baton_gives_up_when_its_parent_dies(tmp_path):
-    """A worker whose writing process was killed (no abort file, folder left behind) must not
-    wait for a baton for ever: an intermediate process starts a waiter and exits at once."""
-    import os
-    import subprocess
-    import sys
-    import textwrap
-    import time
-    from pathlib import Path
-
-    repo = Path(__file__).resolve().parents[3]
-    waiter = textwrap.dedent(f"""
-        import signal, sys
-        signal.alarm(90)  # a waiter that never gives up does not outlive a failed test by long
-        sys.path.insert(0, {str(repo)!r})
-        from protocol.trace import _await_baton
-        try:
-            _await_baton({str(tmp_path)!r}, 3, int(sys.argv[1]))
-            msg = "got a baton"
-        except RuntimeError as exc:
-            msg = str(exc)
-        open({str(tmp_path / 'result.txt')!r}, "w").write(msg)
-    """)
-    starter = (f"import os, subprocess, sys; subprocess.Popen([sys.executable, '-c', {waiter!r}, str(os.getpid())]); "
-               "print('started')")  # ... and exits: the waiter's writer is gone
-    out = subprocess.run([sys.executable, "-c", starter], capture_output=True, text=True, timeout=60)
-    assert out.stdout.strip() == "started", out.stderr
-    deadline = time.monotonic() + 60
-    while not (tmp_path / "result.txt").exists() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert (tmp_path / "result.txt").read_text() == "shard 3: trace abandoned before shard 2 finished"
-    assert os.listdir(tmp_path) == ["result.txt"]
