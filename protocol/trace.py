@@ -852,38 +852,39 @@ WRITER_LOCK = "writer.lock"  # in the batons' folder: locked by the writing proc
 
 def _hold_writer_lock(batons: Path):
     """Lock the batons' folder for this process (a POSIX record lock, released however the
-    process ends, and not inherited by forked workers); returns the open file to keep."""
-    fh = open(batons / WRITER_LOCK, "w")
+    process ends, and not inherited by forked workers); returns the open file to keep.  Where
+    the file system has no locks the file is removed again: shards then rely on the abort file
+    and the folder alone."""
+    path = batons / WRITER_LOCK
+    fh = open(path, "w")
     try:
         import fcntl
-    except ImportError:  # pragma: no cover - not POSIX: shards then rely on the abort file alone
-        return fh
-    fcntl.lockf(fh.fileno(), fcntl.LOCK_EX)
+
+        fcntl.lockf(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except (ImportError, OSError):  # not POSIX, or no locks here (some network file systems)
+        fh.close()
+        path.unlink()
     return fh
 
 
 def _writer_gone(batons: str) -> bool:
-    """True when no process holds :data:`WRITER_LOCK` (the writing process died, even unreaped)."""
+    """True when nobody holds :data:`WRITER_LOCK` (the writing process died, even unreaped);
+    False while it is held, and when there is no lock to judge by."""
     try:
         import fcntl
-    except ImportError:  # pragma: no cover
-        return False
-    try:
+
         with open(os.path.join(batons, WRITER_LOCK)) as fh:
-            try:
-                fcntl.lockf(fh.fileno(), fcntl.LOCK_SH | fcntl.LOCK_NB)
-            except OSError:
-                return False  # held
+            fcntl.lockf(fh.fileno(), fcntl.LOCK_SH | fcntl.LOCK_NB)
             fcntl.lockf(fh.fileno(), fcntl.LOCK_UN)
             return True
-    except FileNotFoundError:
-        return True
+    except (ImportError, OSError):  # held (EACCES, EAGAIN), no locks here, or no lock file
+        return False
 
 
 def _await_baton(batons: str, j: int) -> tuple[int, tuple]:
     """Shard ``j - 1``'s baton (the header's end and no carry for shard 0), waiting for it; gives
     up as soon as the writing process marks the trace abandoned (an ``abort`` file, or the folder
-    gone) or dies (it no longer holds :data:`WRITER_LOCK`)."""
+    gone) or dies (:func:`_writer_gone`)."""
     if j == 0:
         return len(_HEADER), (np.empty(0, np.int64), np.empty(0, np.int8), np.empty(0, np.uint8))
     path = os.path.join(batons, f"baton-{j - 1}")
@@ -894,7 +895,7 @@ def _await_baton(batons: str, j: int) -> tuple[int, tuple]:
                 d = json.load(fh)
             break
         except FileNotFoundError:
-            if os.path.exists(os.path.join(batons, "abort")) or _writer_gone(batons):
+            if os.path.exists(os.path.join(batons, "abort")) or not os.path.isdir(batons) or _writer_gone(batons):
                 raise RuntimeError(f"shard {j}: trace abandoned before shard {j - 1} finished") from None
             time.sleep(pause)
             pause = min(2 * pause, _BATON_POLL_S[1])

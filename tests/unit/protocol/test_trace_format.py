@@ -495,6 +495,23 @@ def test_a_shard_waiting_for_a_baton_gives_up_when_the_writer_dies(tmp_path):
     assert (tmp_path / "result.txt").read_text() == "shard 3: trace abandoned before shard 2 finished"
 
 
+def test_shards_write_the_same_trace_where_the_file_system_has_no_locks(sharded, tmp_path, monkeypatch):
+    """Some network file systems refuse POSIX locks (ENOLCK): the writer then holds none, the
+    shards rely on the abort file and the folder, and the trace is the same."""
+    import errno
+    import fcntl
+
+    def refuse(*a, **k):
+        raise OSError(errno.ENOLCK, "no locks available")
+
+    monkeypatch.setattr(fcntl, "lockf", refuse)  # in this process and the workers it forks
+    out = tmp_path / "nolock.trace"
+    generate_trace(out, fec="bypass", workers=2, **KW)
+    ref, got = _content(sharded), _content(out)
+    assert np.array_equal(got[0], ref[0]) and all(np.array_equal(a, b) for a, b in zip(got[1], ref[1]))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["nolock.trace"]
+
+
 def test_chunks_written_by_another_process_must_follow_the_last(tmp_path):
     with TraceWriter(tmp_path / "x.trace", {"n_lanes": 16}) as w:
         blob = encode_chunk(0, 100, [5], [1], [0])
