@@ -167,6 +167,19 @@ def _encode_marks(marks, start: int, end: int) -> np.ndarray:
     return out[:n]
 
 
+def _start_writeback(fd: int, offset: int, length: int) -> None:
+    """Start the disk write-back of ``length`` bytes from ``offset`` without waiting for it (Linux:
+    DONTNEED on dirty pages queues them), so that the fsync at close, which makes the trace durable
+    before it is renamed into place, has little left to wait for."""
+    if hasattr(os, "posix_fadvise"):
+        os.posix_fadvise(fd, offset, length, os.POSIX_FADV_DONTNEED)
+
+
+def _no_flips() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Empty (offsets or keys, lanes, flags): e.g. no descrambler carry."""
+    return np.empty(0, np.int64), np.empty(0, np.int8), np.empty(0, np.uint8)
+
+
 class TraceWriter:
     """Write a version-2 trace chunk by chunk (atomically: the file appears only on :meth:`close`).
 
@@ -215,12 +228,9 @@ class TraceWriter:
         self._writeback()
 
     def _writeback(self) -> None:
-        if self._pos - self._flushed >= _WRITEBACK_BYTES and hasattr(os, "posix_fadvise"):
-            # start the disk write-back of what is written so far without waiting for it (Linux:
-            # DONTNEED on dirty pages queues them), so that the fsync at close, which makes the
-            # file durable before it is renamed into place, has little left to wait for
+        if self._pos - self._flushed >= _WRITEBACK_BYTES:
             self._fh.flush()
-            os.posix_fadvise(self._fh.fileno(), self._flushed, self._pos - self._flushed, os.POSIX_FADV_DONTNEED)
+            _start_writeback(self._fh.fileno(), self._flushed, self._pos - self._flushed)
             self._flushed = self._pos
 
     def _drain(self) -> None:
@@ -827,8 +837,7 @@ def _run_shard(cfg, generator: str, seed: int, j: int, p0: int, p1: int, step: i
                 n += k
             rows.append((a, b, nf, nm, pos, len(mv), zlib.crc32(mv)))
             pos += len(mv)
-        if hasattr(os, "posix_fadvise"):  # start the write-back here, in parallel (see TraceWriter._writeback)
-            os.posix_fadvise(fd, start, end - start, os.POSIX_FADV_DONTNEED)
+        _start_writeback(fd, start, end - start)  # here, in parallel with the other workers
     finally:
         os.close(fd)
     return {"j": j, "rows": rows, "stats": gen.stats}
@@ -886,7 +895,7 @@ def _await_baton(batons: str, j: int) -> tuple[int, tuple]:
     up as soon as the writing process marks the trace abandoned (an ``abort`` file, or the folder
     gone) or dies (:func:`_writer_gone`)."""
     if j == 0:
-        return len(_HEADER), (np.empty(0, np.int64), np.empty(0, np.int8), np.empty(0, np.uint8))
+        return len(_HEADER), _no_flips()
     path = os.path.join(batons, f"baton-{j - 1}")
     pause = _BATON_POLL_S[0]
     while True:
@@ -927,8 +936,7 @@ def _join_first(cfg, e, carry, stats, n_lanes: int) -> tuple:
     m = 3 * key.size + 3
     bufs = [np.empty(m, np.int64), np.empty(m, np.int8), np.empty(m, np.uint8), np.empty(m, np.int64),
             np.empty(m, np.int64), np.empty(m, np.int8), np.empty(m, np.uint8)]
-    no, nh, _ = K.descramble_expand(np.empty(0, np.int64), np.empty(0, np.int8), np.empty(0, np.uint8),
-                                    key, klane, kflag, np.int64(1) << 62, *bufs)
+    no, nh, _ = K.descramble_expand(*_no_flips(), key, klane, kflag, np.int64(1) << 62, *bufs)
     c_off, c_ln, c_fl, c_hdr = bufs[0][:no], bufs[1][:no], bufs[2][:no], bufs[3][:nh]
     off, ln, fl = np.empty(e.n_flips, np.int64), np.empty(e.n_flips, np.int8), np.empty(e.n_flips, np.uint8)
     k, pos, err = TK.decode_records(e.blob, np.int64(a), np.int64(b), np.int64(n_lanes), off, ln, fl,
@@ -1056,7 +1064,7 @@ def generate_trace(
     n_lanes = cfg.geometry.n_lanes
     total = TraceStats(n_lanes=n_lanes)
     t0 = time.perf_counter()
-    carry = (np.empty(0, np.int64), np.empty(0, np.int8), np.empty(0, np.uint8))
+    carry = _no_flips()
     from phy802._output import progress as bar
 
     ex = owned = batons = direct = None
@@ -1106,7 +1114,7 @@ def generate_trace(
                     ex, owned, slots = _make_executor(workers, scheduler)
                 if isinstance(ex, cf.ProcessPoolExecutor):  # local processes: shards write themselves
                     batons = stack.enter_context(scratch_dir(prefix=f".{Path(path).name}.", dir=Path(path).parent))
-                    stack.callback((_hold_writer_lock(batons)).close)
+                    stack.callback(_hold_writer_lock(batons).close)
                     direct = (w.temp_path, str(batons))
                 pending: dict = {}
                 nxt = 0

@@ -103,10 +103,7 @@ def _check_size(args) -> None:
     nbytes = args.bits * rate * 4.0 + (1 << 20)  # format v2: ~1.5 bytes per flip, <= ~4 without triples
     check_disk(args.out, nbytes, f"trace generate --bits {args.bits:.3g}", force=args.force,
                hint="use fewer --bits")
-    try:
-        step, shard = shard_layout(args.ber, args.generator, args.chunk_pairs, args.shard_pairs)
-    except ValueError as exc:
-        raise CliError(str(exc).replace("chunk_pairs", "--chunk-pairs").replace("shard_pairs", "--shard-pairs")) from None
+    step, shard = shard_layout(args.ber, args.generator, args.chunk_pairs, args.shard_pairs)  # sizes checked by argparse
     sharded = args.workers > 1 or args.scheduler is not None
     held_pairs = shard * (args.workers + 2) if sharded else 2 * step
     held = min(held_pairs * PAIR_LINE_BITS, args.bits) * rate * 4.0 * 2  # records + the generator's arrays
