@@ -135,5 +135,5 @@ def test_sigterm_during_trace_generate_leaves_nothing(tmp_path, workers):
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 143, err
-    assert list(tmp_path.iterdir()) == []
-    assert b"Traceback" not in err and len(err.decode().strip().splitlines()) == 1
+    assert list(tmp_path.iterdir()) == [], err
+    assert b"Traceback" not in err and len(err.decode().strip().splitlines()) == 1, err
