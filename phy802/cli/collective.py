@@ -1,6 +1,6 @@
 """``phy802 collective``: modelled time of one collective over a cluster of 400G/200G links.
 
-The alpha-beta model of :mod:`protocol.collective` (formulas and sources in its docstring):
+The alpha-beta model of :mod:`protocol.cluster.flat` (formulas and sources in its docstring):
 bandwidth, path latency (NIC, switches, fibre and the FEC receive path of every link) and the
 expected cost of resending dropped frames at the given pre-FEC BER.  ``--code``, ``--fec``,
 ``--ber`` and ``--ranks`` take comma-separated lists; one row per combination.
@@ -18,7 +18,7 @@ __all__ = ["add_arguments", "run", "add_cluster_arguments", "cluster_from_args"]
 def add_cluster_arguments(p: argparse.ArgumentParser, *, code: bool = True) -> None:
     """Cluster flags shared by ``collective`` and ``tradeoff`` (defaults from :class:`Cluster`)."""
     from phy802.cli._vocab import CODE_HELP, code_list
-    from protocol.collective import Cluster, TOPOLOGIES
+    from protocol.cluster.flat import Cluster, TOPOLOGIES
 
     d = Cluster()
     p.add_argument("--rate", choices=("400G", "200G"), default=d.rate, help=f"link rate (default {d.rate})")
@@ -50,8 +50,8 @@ def add_cluster_arguments(p: argparse.ArgumentParser, *, code: bool = True) -> N
 
 
 def cluster_from_args(args: argparse.Namespace, **over):
-    """A :class:`protocol.collective.Cluster` from the shared flags; ``over`` sets the rest."""
-    from protocol.collective import Cluster
+    """A :class:`protocol.cluster.flat.Cluster` from the shared flags; ``over`` sets the rest."""
+    from protocol.cluster.flat import Cluster
 
     if args.link_gbps is not None and args.link_gbps <= 0:
         raise ValueError(f"--link-gbps must be > 0, got {args.link_gbps}")
@@ -65,7 +65,7 @@ def cluster_from_args(args: argparse.Namespace, **over):
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     from phy802.cli._vocab import FEC_HELP, fec_list
-    from protocol.collective import OPS
+    from protocol.cluster.flat import OPS
 
     p.add_argument("--op", default="allreduce", choices=OPS, help="collective (default allreduce)")
     p.add_argument("--algo", default=None, choices=("ring", "tree", "direct"),
@@ -84,7 +84,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from protocol.collective import collective_time
+    from protocol.cluster.flat import collective_time
 
     rows = []
     for n in args.ranks:
@@ -107,7 +107,7 @@ def run(args: argparse.Namespace) -> int:
                        f"{r.bandwidth_s * 1e6:>10.3f} {r.latency_s * 1e6:>9.3f} {r.resend_s * 1e6:>10.3f} {r.fallback_s * 1e6:>9.3f} "
                        f"{r.phy_s * 1e6:>8.3f} {r.link_traversals:>6} {r.bus_gbps:>10.1f}")
         out.append("time = bandwidth + latency + resends + header fallbacks (--header-fallback); phy = FEC receive latency inside latency "
-                   "(link traversals x per-link PHY ns); model and sources: protocol/collective.py")
+                   "(link traversals x per-link PHY ns); model and sources: protocol/cluster/flat.py")
         return "\n".join(out)
 
     from dataclasses import asdict

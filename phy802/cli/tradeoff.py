@@ -1,8 +1,8 @@
 """``phy802 tradeoff``: step time vs loss penalty per FEC mode and BER, and time-to-target-loss.
 
 Joins an ``experiment`` results folder (``--results``; without it a small experiment is run
-first, which needs torch) with the modelled step time (:mod:`protocol.tradeoff`,
-:mod:`protocol.steptime`, :mod:`protocol.collective`).  The table goes to stderr as it is
+first, which needs torch) with the modelled step time (:mod:`protocol.cluster.tradeoff`,
+:mod:`protocol.cluster.steptime`, :mod:`protocol.cluster.flat`).  The table goes to stderr as it is
 made; ``tradeoff.csv``, ``tradeoff.json`` and ``pareto.png`` are written into ``--out``.
 """
 
@@ -23,7 +23,7 @@ __all__ = ["add_arguments", "run", "run_tradeoff"]
 
 
 def _modes(text: str):
-    from protocol.tradeoff import parse_modes
+    from protocol.cluster.tradeoff import parse_modes
 
     try:
         return parse_modes(text)
@@ -32,7 +32,7 @@ def _modes(text: str):
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from protocol.steptime import MODEL_PRESETS
+    from protocol.cluster.steptime import MODEL_PRESETS
 
     p.add_argument("--results", default=None,
                    help="an 'phy802 experiment --out' folder (results.json); default: run a small experiment "
@@ -108,8 +108,8 @@ _SHOW = ("parallel", "mode", "ber", "guard", "ranks", "step_ms", "exposed_ms", "
 def run_tradeoff(args: argparse.Namespace, live: bool = True) -> dict:
     """The whole command as a function (also used by ``phy802 demo``); returns the JSON document."""
     from phy802._io import atomic_write_text
-    from protocol.steptime import read_commlog
-    from protocol.tradeoff import COLUMNS, DEFAULT_MODES, TimeModel, load_results, plot_pareto, tradeoff_rows
+    from protocol.cluster.steptime import read_commlog
+    from protocol.cluster.tradeoff import COLUMNS, DEFAULT_MODES, TimeModel, load_results, plot_pareto, tradeoff_rows
 
     if not (args.tflops > 0 and 0 < args.mfu <= 1):
         raise ValueError(f"--tflops must be > 0 and --mfu in (0, 1], got {args.tflops}, {args.mfu}")

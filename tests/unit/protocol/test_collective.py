@@ -1,4 +1,4 @@
-"""protocol.collective: every formula against hand-computed values, and the BER-0 latency identity."""
+"""protocol.cluster.flat: every formula against hand-computed values, and the BER-0 latency identity."""
 
 import json
 import math
@@ -7,7 +7,7 @@ import pytest
 from scipy import stats
 
 from phy802.cli import main
-from protocol.collective import Cluster, bus_factor, collective_time, frame_loss_probability, phy_latency_ns
+from protocol.cluster.flat import Cluster, bus_factor, collective_time, frame_loss_probability, phy_latency_ns
 from protocol.framing import RATES
 
 # one RoCEv2 frame of 4096 payload octets: 8 preamble + 14 Eth + 20 IPv4 + 8 UDP + 12 BTH + 4096 + 4 ICRC
@@ -216,7 +216,7 @@ def test_header_fallback_turns_bypass_drops_into_one_fec_latency_per_step():
 
 
 def test_serialisation_matches_the_frame_layout_and_scales():
-    from protocol.collective import _stream_bits, serialization_ns
+    from protocol.cluster.flat import _stream_bits, serialization_ns
     from protocol.framing import FramingConfig, layout
 
     f = FramingConfig()

@@ -1,4 +1,4 @@
-"""protocol.tradeoff and ``phy802 tradeoff`` on a small synthetic experiment results folder."""
+"""protocol.cluster.tradeoff and ``phy802 tradeoff`` on a small synthetic experiment results folder."""
 
 import csv
 import json
@@ -7,8 +7,8 @@ import math
 import pytest
 
 from phy802.cli import main
-from protocol.collective import Cluster
-from protocol.tradeoff import (TimeModel, load_results, parse_modes, pareto_front, steps_to_target,
+from protocol.cluster.flat import Cluster
+from protocol.cluster.tradeoff import (TimeModel, load_results, parse_modes, pareto_front, steps_to_target,
                                tradeoff_rows)
 
 

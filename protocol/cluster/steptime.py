@@ -62,7 +62,7 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from .collective import Cluster, collective_time
+from .flat import Cluster, collective_time
 
 __all__ = [
     "FORMAT",
@@ -325,7 +325,7 @@ def step_time(log: CommLogData, cluster: Cluster, *, compute_s: float | None = N
     """Replay one step of ``log`` over ``cluster`` (module docstring for the rules).
 
     ``compute_s``: compute per step and rank; default the log's measured step time.  ``algo``:
-    the all-reduce and broadcast algorithm (``ring`` or ``tree``, :mod:`protocol.collective`).
+    the all-reduce and broadcast algorithm (``ring`` or ``tree``, :mod:`protocol.cluster.flat`).
     """
     if algo not in ("ring", "tree"):
         raise ValueError(f"algo must be 'ring' or 'tree', got {algo!r}")

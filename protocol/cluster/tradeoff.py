@@ -2,7 +2,7 @@
 
 Inputs: an ``experiment`` results folder (``results.json``: rows with ``parallel``, ``ber``,
 ``guard``, ``evals`` [(step, val_loss), ...], ``final_val_loss``; ``meta`` with the run's
-``fec``) and a time model (:mod:`protocol.steptime` over :mod:`protocol.collective`).
+``fec``) and a time model (:mod:`protocol.cluster.steptime` over :mod:`protocol.cluster.flat`).
 
 For each mode (code, FEC), BER, guard and cluster size:
 
@@ -32,7 +32,7 @@ import os
 from dataclasses import dataclass
 from typing import Callable, Iterable
 
-from .collective import Cluster
+from .flat import Cluster
 from .steptime import (PARALLEL, CommLogData, compute_from_flops, model_preset, step_time, synthetic_ddp_log,
                        synthetic_fsdp_log, synthetic_pp_log)
 
@@ -52,7 +52,7 @@ COLUMNS = ("parallel", "mode", "code", "fec", "ber", "guard", "ranks", "step_ms"
 
 def parse_modes(text: str | Iterable[str]) -> list[tuple[str, str]]:
     """``"kp4:ieee,rs272:llr"`` (or a list of ``code:fec``) -> ``[("kp4", "ieee"), ...]``."""
-    from .collective import CODE_NAMES, FEC_NAMES
+    from .flat import CODE_NAMES, FEC_NAMES
 
     items = [x.strip() for x in (text.split(",") if isinstance(text, str) else text) if x.strip()]
     out = []
@@ -160,7 +160,7 @@ def _clean(code: str, fec: str, ber: float) -> bool:
     if fec == "correct_no_indication" and code != "none":
         from phy802 import theory
 
-        from .collective import _rs_code
+        from .flat import _rs_code
 
         return float(theory.post_fec_ber(ber, _rs_code(code))) < CLEAN_POST_FEC_BER
     return False
