@@ -44,9 +44,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--ranks", type=list_arg(int_arg(1, 10**7)), default=(8, 64, 512),
                    help="cluster sizes, comma-separated (default 8,64,512)")
     p.add_argument("--model", choices=list(MODEL_PRESETS), default="gpt2-124m",
-                   help="model size of the time side: gpt2-124m (GPT-2 small as published, 124M parameters) or "
-                        "gpt2-small (the training preset: byte vocabulary, 86M); 0.5M tokens per step "
-                        "(default gpt2-124m)")
+                   help="model size of the time side: gpt2-124m (GPT-2 small as published, 124M parameters), "
+                        "gpt2-small (the training preset: byte vocabulary, 86M), llama3-8b, llama3-70b, mixtral-8x7b "
+                        "(protocol/cluster/steptime.py MODEL_PRESETS) (default gpt2-124m)")
     p.add_argument("--tflops", type=float_arg(0, 1e7, lo_open=True), default=989.0,
                    help="peak accelerator throughput, TFLOP/s (default 989: H100 SXM dense BF16)")
     p.add_argument("--mfu", type=float_arg(0, 1, lo_open=True), default=0.4, help="model FLOPs utilisation (default 0.4)")
@@ -55,9 +55,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--comm-log", default=None, metavar="FILE",
                    help="a communication log ('phy802 train --comm-log') to replay instead of the --model preset "
                         "(default: none)")
-    p.add_argument("--algo", choices=("ring", "tree"), default="ring",
-                   help="all-reduce algorithm of the time side: ring (2(N-1) steps) or tree (2 log2 N steps) "
-                        "(default ring)")
+    p.add_argument("--algo", choices=("ring", "tree", "nvls", "nvls_tree"), default=None,
+                   help="force the all-reduce algorithm of the time side (default: NCCL's choice per size; "
+                        "--cluster flat-ethernet: ring)")
+    p.add_argument("--workload", choices=("ddp", "fsdp", "tp", "moe", "pp", "decode"), default=None,
+                   help="time side of another workload on the same loss curves (protocol/cluster/workloads.py): "
+                        "tp (Megatron tensor-parallel all-reduces), moe (expert all-to-all), pp, decode (per token); "
+                        "default: the results' own parallelism")
+    p.add_argument("--tp", type=int_arg(1, 4096), default=None,
+                   help="tensor-parallel GPUs of --workload tp / decode (default: a node's; more spans nodes)")
+    p.add_argument("--trials", type=int_arg(0, 100_000), default=200,
+                   help="loss-recovery trials per collective at BER > 0 (cluster model; default 200)")
     p.add_argument("--pp-stages", type=int_arg(2, 4096), default=None,
                    help="pipeline stages of the time side (default: the experiment's world size)")
     p.add_argument("--target-loss", type=float_arg(0, None, lo_open=True), default=None,
@@ -102,7 +110,7 @@ def _fmt(v) -> str:
 
 
 _SHOW = ("parallel", "mode", "ber", "guard", "ranks", "step_ms", "exposed_ms", "phy_us", "resend_ms",
-         "loss_penalty", "steps_to_target", "time_to_target_s", "vs_ref")
+         "failure_rate", "loss_penalty", "steps_to_target", "time_to_target_s", "vs_ref")
 
 
 def run_tradeoff(args: argparse.Namespace, live: bool = True) -> dict:
@@ -111,17 +119,44 @@ def run_tradeoff(args: argparse.Namespace, live: bool = True) -> dict:
     from protocol.cluster.steptime import read_commlog
     from protocol.cluster.tradeoff import COLUMNS, DEFAULT_MODES, TimeModel, load_results, plot_pareto, tradeoff_rows
 
+    from phy802.cli._common import CliError
+    from phy802.cli.collective import is_flat
+    from protocol.cluster import steptime as _st
+
     if not (args.tflops > 0 and 0 < args.mfu <= 1):
         raise ValueError(f"--tflops must be > 0 and --mfu in (0, 1], got {args.tflops}, {args.mfu}")
+    if args.measured_compute and not args.comm_log:
+        raise CliError("--measured-compute needs --comm-log FILE (the measured step time is the log's)")
+    if args.comm_log and args.workload:
+        raise CliError("--workload and --comm-log do not go together (the log is the workload)")
+    if (args.workload or args.tp) and is_flat(args):
+        raise CliError("--workload / --tp need the cluster model, not --cluster flat-ethernet")
+    if args.tp and args.workload not in ("tp", "decode"):
+        raise CliError("--tp needs --workload tp or decode")
+    if args.algo in ("nvls", "nvls_tree") and is_flat(args):
+        raise CliError(f"--algo {args.algo}: the flat-ethernet model knows ring and tree")
+    log = read_commlog(args.comm_log) if args.comm_log else None
+    if log is not None:
+        mine = [r for r in log.records if int(r.get("rank", 0)) == 0]
+        if not log.records or (log.parallel != "pp" and not mine):
+            raise CliError(f"{args.comm_log}: the communication log has no records"
+                           + (" of rank 0" if log.records else " (header only)")
+                           + ": it would model zero communication")
     out = args.out
     os.makedirs(out, exist_ok=True)
     results = args.results or _small_experiment(args, os.path.join(out, "experiment"))
     meta, rows = load_results(results)
-    log = read_commlog(args.comm_log) if args.comm_log else None
+    if log is not None:
+        pars = sorted({r["parallel"] for r in rows})
+        if log.parallel not in pars or len(pars) > 1:
+            raise CliError(f"{args.comm_log}: the log was recorded with parallel {log.parallel!r}, the results in "
+                           f"{results} are {', '.join(pars)}: a log must come from the same parallelism as the results "
+                           "(it would otherwise be ignored)")
     stages = args.pp_stages or int(meta.get("world_size", 2))
+    _st.SIM_TRIALS, _st.SIM_SEED = int(args.trials), int(args.seed)
     tm = TimeModel(model=args.model, tflops=None if (log is not None and args.measured_compute) else args.tflops,
                    mfu=args.mfu, log=log, pp_stages=max(2, stages), microbatches=int(meta.get("microbatches", 4)),
-                   algo=args.algo)
+                   algo=args.algo, workload=args.workload, tp=args.tp)
     modes = args.modes or list(DEFAULT_MODES)
 
     if live:
@@ -143,7 +178,9 @@ def run_tradeoff(args: argparse.Namespace, live: bool = True) -> dict:
     for r in table:
         w.writerow([_fmt(r[c]) for c in COLUMNS])
     atomic_write_text(os.path.join(out, "tradeoff.csv"), buf.getvalue())
-    doc = {"results": os.path.abspath(results), "out": os.path.abspath(out), "model": args.model, "algo": args.algo,
+    doc = {"results": os.path.abspath(results), "out": os.path.abspath(out),
+           "model": f"comm-log {args.comm_log}" if log is not None else args.model, "algo": args.algo or "nccl",
+           "workload": args.workload, "trials": args.trials,
            "tflops": tm.tflops, "mfu": args.mfu, "comm_log": args.comm_log, "cluster": to_jsonable(cluster_from_args(args)),
            "rows": [{k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in r.items()}
                     for r in table],

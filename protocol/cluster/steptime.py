@@ -63,6 +63,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from .flat import Cluster, collective_time
+from .topology import ClusterSpec
 
 __all__ = [
     "FORMAT",
@@ -96,6 +97,17 @@ MODEL_PRESETS: dict[str, dict[str, Any]] = {
                       grad_dtype_bytes=4, act_dtype_bytes=2),
     "gpt2-small": dict(params=86_235_648, tokens_per_step=524_288, d_model=768, n_layer=12, seq_len=1024,
                        grad_dtype_bytes=4, act_dtype_bytes=2),
+    # Llama 3 8B / 70B as published (Meta, "The Llama 3 Herd of Models", 2024: 32 layers d 4096; 80 layers
+    # d 8192), 4M tokens per step at 8K sequence [I: the paper's 70B/405B batch sizes are of that order]
+    "llama3-8b": dict(params=8_030_261_248, tokens_per_step=4_194_304, d_model=4096, n_layer=32, seq_len=8192,
+                      grad_dtype_bytes=4, act_dtype_bytes=2),
+    "llama3-70b": dict(params=70_553_706_496, tokens_per_step=4_194_304, d_model=8192, n_layer=80, seq_len=8192,
+                       grad_dtype_bytes=4, act_dtype_bytes=2),
+    # Mixtral 8x7B (Mistral AI, 2024): 32 layers d 4096, 8 experts top-2, 46.7B parameters, 12.9B active;
+    # expert parameters 45.1B [I: 32 layers x 8 experts x 3 x 4096 x 14336]
+    "mixtral-8x7b": dict(params=46_702_792_704, tokens_per_step=4_194_304, d_model=4096, n_layer=32, seq_len=8192,
+                         grad_dtype_bytes=4, act_dtype_bytes=2, n_experts=8, top_k=2, active_params=12_879_921_152,
+                         expert_params=45_097_156_608),
 }
 
 
@@ -290,11 +302,54 @@ class StepTime:
     resend_s: float
     bubble_s: float
     ops: int
+    failure_rate: float = 0.0
+    p99_s: float = float("nan")
 
 
-@functools.lru_cache(maxsize=4096)
-def _op_time(op: str, nbytes: int, cluster: Cluster, algo: str = "ring"):
-    return collective_time(op, nbytes, cluster, algo if op in ("allreduce", "broadcast") else None)
+#: loss-recovery trials per collective on a :class:`ClusterSpec` with BER > 0, and their seed
+SIM_TRIALS = 200
+SIM_SEED = 0
+
+
+@dataclass(frozen=True)
+class OpTime:
+    """One collective of a step on a :class:`ClusterSpec`: the deterministic prediction plus the
+    simulated loss recovery (:mod:`protocol.cluster.transport`); ``time_s`` is the mean over the
+    trials that completed, ``p99_delay_s`` the 99th percentile of the delay."""
+
+    time_s: float
+    phy_s: float
+    resend_s: float
+    p99_delay_s: float
+    failure_rate: float
+    prediction: Any = None
+
+
+_TRACK: list | None = None
+
+
+@functools.lru_cache(maxsize=8192)
+def _op_time_cached(op: str, nbytes: int, cluster, algo: str | None, trials: int, seed: int):
+    if isinstance(cluster, Cluster):
+        return collective_time(op, nbytes, cluster, (algo or "ring") if op in ("allreduce", "broadcast") else None)
+    from .nccl import predict
+    from .transport import simulate
+
+    pr = predict(op, nbytes, cluster, algo=algo if op == "allreduce" else None)
+    if cluster.ber == 0 or trials <= 0:
+        return OpTime(pr.time_s, pr.phy_s, 0.0, 0.0, 0.0, pr)
+    res = simulate(pr, cluster, trials, seed=seed)
+    if not math.isfinite(res.mean_us):
+        return OpTime(math.inf, pr.phy_s, math.inf, math.inf, res.failure_rate, pr)
+    d = (res.mean_us - res.deterministic_us) * 1e-6
+    return OpTime(res.mean_us * 1e-6, pr.phy_s, d, (res.p99_us - res.deterministic_us) * 1e-6, res.failure_rate, pr)
+
+
+def _op_time(op: str, nbytes: int, cluster, algo: str | None = "ring"):
+    t = _op_time_cached(op, int(nbytes), cluster, algo, SIM_TRIALS, SIM_SEED)
+    if _TRACK is not None:
+        _TRACK.append(t)
+    return t
 
 
 def _replay_op(r: dict, cluster: Cluster, algo: str = "ring"):
@@ -306,6 +361,8 @@ def _replay_op(r: dict, cluster: Cluster, algo: str = "ring"):
     if op == "barrier":
         return _op_time("allreduce", 4, cluster, algo)  # a barrier costs a one-int all-reduce's latency [I]
     if op == "alltoall":
+        if isinstance(cluster, ClusterSpec):
+            return _op_time("alltoall", int(r["bytes"]), cluster)
         # N-1 messages of S/N per rank, one per step [I]: like a ring all-gather's traffic
         return _op_time("allgather", int(r["bytes"]), cluster)
     return _op_time(op, int(r["bytes"]), cluster, algo)
@@ -321,14 +378,42 @@ def _pick_step(log: CommLogData, rank: int = 0) -> list[dict]:
     return [r for r in mine if int(r["step"]) == last]
 
 
-def step_time(log: CommLogData, cluster: Cluster, *, compute_s: float | None = None, algo: str = "ring") -> StepTime:
+def step_time(log: CommLogData, cluster, *, compute_s: float | None = None, algo: str | None = None) -> StepTime:
     """Replay one step of ``log`` over ``cluster`` (module docstring for the rules).
 
+    ``cluster``: a flat :class:`~protocol.cluster.flat.Cluster` or a
+    :class:`~protocol.cluster.topology.ClusterSpec` (then every collective is NCCL's choice unless
+    ``algo`` forces one, and at BER > 0 its loss recovery is simulated: ``SIM_TRIALS`` trials,
+    seed ``SIM_SEED``; the step's ``failure_rate`` is that of any of its collectives, ``p99_s`` the
+    step plus the sum of the collectives' p99 - mean delays, an upper bound [I]).
     ``compute_s``: compute per step and rank; default the log's measured step time.  ``algo``:
-    the all-reduce and broadcast algorithm (``ring`` or ``tree``, :mod:`protocol.cluster.flat`).
+    the all-reduce and broadcast algorithm (flat: ``ring`` or ``tree``; cluster: any NCCL algorithm,
+    or None for NCCL's choice).
     """
-    if algo not in ("ring", "tree"):
-        raise ValueError(f"algo must be 'ring' or 'tree', got {algo!r}")
+    global _TRACK
+    if isinstance(cluster, Cluster):
+        algo = algo or "ring"
+        if algo not in ("ring", "tree"):
+            raise ValueError(f"algo must be 'ring' or 'tree', got {algo!r}")
+    prev, _TRACK = _TRACK, []
+    try:
+        st = _step_time(log, cluster, compute_s, algo)
+        ops = [t for t in _TRACK if isinstance(t, OpTime)]
+    finally:
+        _TRACK = prev
+    if not ops:
+        return st
+    ok = 1.0
+    extra = 0.0
+    for t in ops:
+        ok *= 1.0 - t.failure_rate
+        extra += t.p99_delay_s - t.resend_s if math.isfinite(t.p99_delay_s) else math.inf
+    import dataclasses
+
+    return dataclasses.replace(st, failure_rate=1.0 - ok, p99_s=st.step_s + extra)
+
+
+def _step_time(log: CommLogData, cluster, compute_s, algo) -> StepTime:
     if compute_s is None:
         compute_s = log.measured_step_s()
         if compute_s is None:
@@ -399,7 +484,10 @@ def _pp_step(log: CommLogData, cluster: Cluster, compute_s: float, algo: str = "
     m = int(log.header.get("microbatches", 1))
     if p < 2 or m < 1:
         raise ValueError(f"pipeline log needs world_size >= 2 and microbatches >= 1, got {p}, {m}")
-    hop = cluster.with_(ranks=2)  # a stage boundary: one sendrecv over one path
+    if isinstance(cluster, ClusterSpec):  # a stage boundary between two nodes (one inside a node on one node)
+        hop = cluster.with_(nodes=2) if cluster.nodes >= 2 else cluster.with_(gpus_per_node=max(2, cluster.gpus_per_node))
+    else:
+        hop = cluster.with_(ranks=2)  # a stage boundary: one sendrecv over one path
     last = max((int(r["step"]) for r in log.records), default=0)
     recs = [r for r in log.records if int(r["step"]) == last]
     grad_cls = ("activation_grads", "activation_gradients")  # the group's and protocol.modes' names

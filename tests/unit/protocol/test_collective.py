@@ -91,7 +91,7 @@ def test_ber0_modes_differ_by_traversals_times_latency_difference(topology, rank
 
 
 def test_cli_ber0_identity_with_zero_non_phy_latency(capsys):
-    base = ["collective", "--op", "allreduce", "--algo", "ring", "--ranks", "64", "--bytes", "25e6",
+    base = ["collective", "--cluster", "flat-ethernet", "--op", "allreduce", "--algo", "ring", "--ranks", "64", "--bytes", "25e6",
             "--ber", "0", "--topology", "single-switch", "--switch-ns", "0", "--nic-ns", "0", "--fiber-m", "0", "--json"]
     out = {}
     for code, fec in (("kp4", "ieee"), ("kp4", "detect_only")):
@@ -105,7 +105,7 @@ def test_cli_ber0_identity_with_zero_non_phy_latency(capsys):
 
 
 def test_cli_bad_input_exit_codes(capsys):
-    assert main(["collective", "--op", "reduce_scatter", "--algo", "tree"]) == 2
+    assert main(["collective", "--cluster", "flat-ethernet", "--op", "reduce_scatter", "--algo", "tree"]) == 2
     with pytest.raises(SystemExit) as ei:
         main(["collective", "--fec", "kp4"])
     assert ei.value.code == 2
