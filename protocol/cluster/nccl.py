@@ -250,6 +250,8 @@ def _gen_index(n: int) -> int:
 
 def _lat_us(op: str, a: str, p: str, c: ClusterSpec, T: dict, size: int) -> float:
     N, n, ppn = c.ranks, c.nodes, c.gpus_per_node
+    if a == "p2p":  # all-to-all, send/recv: one message's latency [I]
+        return T["p2p_latency_us"]["net" if n > 1 else c.intra_hw]
     hw = T["hw_latency_us"]
     base = T["base_latency_us"][a][p]
     intra = hw[c.intra_hw][a][p]
@@ -277,10 +279,7 @@ def _lat_us(op: str, a: str, p: str, c: ClusterSpec, T: dict, size: int) -> floa
         return base + 2 * (min(1, ppn - 1) * intra + (ppn - 1) * 0.4) + inter
     if a == "collnet_chain":
         return base + 2 * (ppn - 1) * intra + inter
-    if a == "pat":
-        return base + _log2i(n) * inter / 3.5 + N * 2.8
-    # p2p (all-to-all, send/recv): one message's latency [I]
-    return T["p2p_latency_us"]["net" if n > 1 else c.intra_hw]
+    return base + _log2i(n) * inter / 3.5 + N * 2.8  # pat
 
 
 def _nvls_bw(c: ClusterSpec, T: dict) -> float:

@@ -414,6 +414,10 @@ def step_time(log: CommLogData, cluster, *, compute_s: float | None = None, algo
 
 
 def _step_time(log: CommLogData, cluster, compute_s, algo) -> StepTime:
+    if not log.records:
+        raise ValueError("the communication log has no records (header only): it would model zero communication")
+    if log.parallel != "pp" and not _pick_step(log):
+        raise ValueError("the communication log has no records of rank 0: it would model zero communication")
     if compute_s is None:
         compute_s = log.measured_step_s()
         if compute_s is None:
