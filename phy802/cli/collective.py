@@ -256,7 +256,7 @@ def run(args: argparse.Namespace) -> int:
             out.append(line)
         out.append("time: NCCL's cost model (protocol/cluster/nccl_tuning.json, NCCL 2.30) + each inter-node hop's "
                    "links x (FEC latency - KP4's); FEC hops = link traversals on the critical path")
-        if rows[0][1]["phy_rate"] != rows[0][1].get("rate", first.rate) and first.rate != rows[0][1]["phy_rate"]:
+        if first.rate != rows[0][1]["phy_rate"]:
             out.append(f"note: protocol.latency has no {first.rate} model yet; FEC latency priced at "
                        f"{rows[0][1]['phy_rate']}")
         return "\n".join(out)
