@@ -20,7 +20,7 @@ from phy802.cli._common import CliError, add_json, add_seed, count_arg, emit, fl
 
 __all__ = ["add_arguments", "run", "add_cluster_arguments", "cluster_from_args", "spec_from_args", "is_flat"]
 
-_NEW_FLAGS = ("nodes", "gpus_per_node", "nics_per_node", "scale_up", "gpu", "radix", "oversubscription", "transport",
+_NEW_FLAGS = ("spine_code", "spine_fec", "spine_ber", "nodes", "gpus_per_node", "nics_per_node", "scale_up", "gpu", "radix", "oversubscription", "transport",
               "cpu", "channels", "nvls", "collnet", "net_efficiency", "latency_offset_us", "timeout", "retry_cnt")
 _FLAT_FLAGS = ("step_ns", "link_gbps", "path_links", "ranks_per_leaf", "ranks_per_pod", "header_fallback")
 
@@ -29,6 +29,8 @@ def add_cluster_arguments(p: argparse.ArgumentParser, *, code: bool = True) -> N
     """Cluster flags shared by ``collective`` and ``tradeoff``."""
     from phy802.cli._vocab import CODE_HELP, code_list
     from protocol.cluster.topology import GPUS, PRESET_NAMES, RATES_GBPS, SCALE_UP, TOPOLOGIES, TRANSPORTS
+    from protocol.framing import CODES
+    from protocol.modes import MODE_NAMES
 
     g = p.add_argument_group("cluster (protocol/cluster/topology.py; a preset, then any part overridden)")
     g.add_argument("--cluster", choices=PRESET_NAMES, default="dgx-h100-ib",
@@ -72,6 +74,12 @@ def add_cluster_arguments(p: argparse.ArgumentParser, *, code: bool = True) -> N
     if code:
         g.add_argument("--code", type=code_list, default=("kp4",), metavar="CODE[,CODE...]",
                        help=f"{CODE_HELP}; on every link, comma list (default kp4)")
+    g.add_argument("--spine-code", choices=tuple(CODES), default=None,
+                   help="code of the switch-switch links (default: --code, as the NIC links)")
+    g.add_argument("--spine-fec", choices=MODE_NAMES, default=None,
+                   help="receive mode of the switch-switch links (default: --fec)")
+    g.add_argument("--spine-ber", type=float_arg(0.0, 0.5, hi_open=True), default=None,
+                   help="pre-FEC BER of the switch-switch links (default: --ber)")
     g.add_argument("--switch-ns", type=float_arg(0, 1e9), default=None,
                    help="latency of one switch, ns (default: the preset's; flat-ethernet 500)")
     g.add_argument("--nic-ns", type=float_arg(0, 1e9), default=None,
@@ -149,6 +157,8 @@ def spec_from_args(args: argparse.Namespace, **over):
     ranks = over.pop("ranks", None)
     kw.update({k: v for k, v in over.items()})
     spec = preset(args.cluster, **kw)
+    if ranks is not None and args.gpus_per_node is not None and ranks < args.gpus_per_node:
+        raise CliError(f"--gpus-per-node {args.gpus_per_node} is more GPUs than --ranks {ranks}")
     if ranks is not None and ranks != spec.ranks:
         if args.nodes is not None:
             raise CliError(f"--ranks {ranks} disagrees with --nodes {args.nodes} x --gpus-per-node "

@@ -49,6 +49,7 @@ node 0 to node ``n-1``; send/recv: node 0 to node 1), with ``L`` links and ``L-1
 
     delta = L x (phy(code, fec) - phy(kp4, ieee)) + (L - 2) x fibre + (L - 2) x switch
 
+(links beyond the two NIC-leaf links use the spine PHY's ``phy``: ``ClusterSpec.spine``).
 ``phy`` is :func:`protocol.latency.added_latency` ``(fec, rate, code=code).total_ns``, so at BER 0
 two modes differ by exactly ``fec_traversals x (phy(a) - phy(b))`` with ``fec_traversals`` the
 links summed over those hops.  Rates that :mod:`protocol.latency` does not (yet) know (800G,
@@ -416,6 +417,8 @@ def predict(op: str, size_bytes: float, cluster: ClusterSpec, *, algo: str | Non
 def _predict(op: str, size: int, c: ClusterSpec, algo: str | None, proto: str | None, T: dict) -> Prediction:
     N = c.ranks
     phy, phy_rate = phy_latency_ns(c.code, c.fec, c.rate, c.latency)
+    sp = c.spine
+    phy_sp, _ = phy_latency_ns(sp.code, sp.fec, c.rate, c.latency)
     ref, _ = phy_latency_ns("kp4", "ieee", c.rate, c.latency)
     if (N <= 1 and op != "sendrecv") or size == 0:
         return Prediction(op, algo or "ring", proto or "Simple", c.nodes, c.gpus_per_node, N, size, c.code, c.fec,
@@ -431,13 +434,15 @@ def _predict(op: str, size: int, c: ClusterSpec, algo: str | None, proto: str | 
     total, lat, bwt = times[f"{a}/{p}"]
     hops = _hops(op, a, c)
     fibre = c.fiber_m * c.fiber_ns_per_m
-    path_ns = sum(L * (phy - ref) + max(0, L - 2) * (fibre + c.switch_ns) for L in hops)
+    # the two NIC-leaf links run (code, fec), the switch-switch links beyond them the spine's PHY
+    path_ns = sum(min(L, 2) * (phy - ref) + max(0, L - 2) * (phy_sp - ref + fibre + c.switch_ns) for L in hops)
     trav = int(sum(hops))
+    phy_total = sum(min(L, 2) * phy + max(0, L - 2) * phy_sp for L in hops)
     t_us = total + path_ns * 1e-3
     algbw = size / (1000.0 * t_us) if t_us > 0 else math.inf  # GB/s
     return Prediction(op=op, algo=a, proto=p, nodes=c.nodes, gpus_per_node=c.gpus_per_node, ranks=N, bytes=size,
                       code=c.code, fec=c.fec, ber=c.ber, time_s=t_us * 1e-6, latency_s=lat * 1e-6,
-                      bandwidth_s=bwt * 1e-6, path_s=path_ns * 1e-9, phy_s=trav * phy * 1e-9, phy_ns=phy,
+                      bandwidth_s=bwt * 1e-6, path_s=path_ns * 1e-9, phy_s=phy_total * 1e-9, phy_ns=phy,
                       phy_rate=phy_rate, fec_traversals=trav, hops=hops, algbw_GBps=algbw,
                       busbw_GBps=algbw * bus_factor(op, N), forced=algo is not None or proto is not None,
                       channels=c.n_channels, candidates={k: v[0] for k, v in times.items()})

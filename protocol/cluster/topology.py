@@ -28,6 +28,9 @@ Scale-up domains (per GPU, per direction; vendors' datasheets, [S]): ``nvlink3``
 (A100), ``nvlink4`` 450 GB/s (H100, 900 GB/s bidirectional), ``nvlink5`` 900 GB/s (B200),
 ``pcie`` 48 GB/s (Gen5 x16 as achieved [I]), ``none`` (one GPU per node).
 
+Each link has its own PHY: the two NIC-leaf links of a path run ``code``/``fec``/``ber``, the
+switch-switch links beyond them ``spine_code``/``spine_fec``/``spine_ber`` (default the same).
+
 Defaults tagged [I] are typical values; every one is a field.  Presets (:data:`PRESETS`) name
 common machines; ``flat-ethernet`` is the project's earlier flat model
 (:mod:`protocol.cluster.flat`), kept so that its numbers stay reproducible.
@@ -91,6 +94,9 @@ class ClusterSpec:
     code: str = "kp4"
     fec: str = "ieee"
     ber: float = 0.0
+    spine_code: str | None = None
+    spine_fec: str | None = None
+    spine_ber: float | None = None
     nvls: bool | None = None
     collnet: bool = False
     cpu: str = "intel"
@@ -144,6 +150,12 @@ class ClusterSpec:
             raise ValueError(f"--fec must be one of {', '.join(MODE_NAMES)}, got {self.fec!r}")
         if not (isinstance(self.ber, (int, float)) and 0.0 <= self.ber < 0.5):
             raise ValueError(f"--ber must be in [0, 0.5), got {self.ber!r}")
+        if self.spine_code is not None and self.spine_code not in CODES:
+            raise ValueError(f"--spine-code must be one of {', '.join(CODES)}, got {self.spine_code!r}")
+        if self.spine_fec is not None and self.spine_fec not in MODE_NAMES:
+            raise ValueError(f"--spine-fec must be one of {', '.join(MODE_NAMES)}, got {self.spine_fec!r}")
+        if self.spine_ber is not None and not (isinstance(self.spine_ber, (int, float)) and 0.0 <= self.spine_ber < 0.5):
+            raise ValueError(f"--spine-ber must be in [0, 0.5), got {self.spine_ber!r}")
         if not (isinstance(self.oversubscription, (int, float)) and math.isfinite(self.oversubscription)
                 and self.oversubscription >= 1.0):
             raise ValueError(f"--oversubscription must be >= 1 (down:up ports of a leaf), got {self.oversubscription!r}")
@@ -220,6 +232,14 @@ class ClusterSpec:
         return 6, 5
 
     # ---------------------------------------------------------------- derived
+    @property
+    def spine(self) -> "ClusterSpec":
+        """The same cluster with the switch-switch links' PHY (``spine_*``, default the NIC links')
+        as its ``code``/``fec``/``ber``: what a link beyond the two NIC-leaf links of a path runs."""
+        return replace(self, code=self.spine_code or self.code, fec=self.spine_fec or self.fec,
+                       ber=self.ber if self.spine_ber is None else self.spine_ber, spine_code=None, spine_fec=None,
+                       spine_ber=None)
+
     @property
     def ranks(self) -> int:
         return self.nodes * self.gpus_per_node

@@ -143,8 +143,20 @@ def _frame_ns(c: ClusterSpec, payload: int) -> float:
 
 def _rtt_ns(c: ClusterSpec, links: int) -> float:
     phy, _ = phy_latency_ns(c.code, c.fec, c.rate, c.latency)
-    one_way = 2 * c.nic_ns + (links - 1) * c.switch_ns + links * (phy + c.fiber_m * c.fiber_ns_per_m)
+    phy_sp, _ = phy_latency_ns(c.spine.code, c.spine.fec, c.rate, c.latency)
+    one_way = (2 * c.nic_ns + (links - 1) * c.switch_ns + links * c.fiber_m * c.fiber_ns_per_m
+               + min(links, 2) * phy + max(0, links - 2) * phy_sp)
     return 2.0 * one_way
+
+
+def path_loss(c: ClusterSpec, links: int, payload: int) -> tuple[float, float]:
+    """``(q of a NIC link, q of the path)``: ``1 - (1 - q)^min(L, 2) (1 - q_spine)^(L - 2)``."""
+    q = frame_loss(c, payload)
+    qs = frame_loss(c.spine, payload) if links > 2 else 0.0
+    if q >= 1 or qs >= 1:
+        return q, 1.0
+    lg = min(links, 2) * (math.log1p(-q) if q > 0 else 0.0) + max(0, links - 2) * (math.log1p(-qs) if qs > 0 else 0.0)
+    return q, -math.expm1(lg)
 
 
 def _llr_ns(c: ClusterSpec) -> float:
@@ -162,8 +174,7 @@ def _llr_ns(c: ClusterSpec) -> float:
 def estimate(pr: Prediction, c: ClusterSpec, trials: int) -> dict:
     """Expected lost frames, memory (bytes) and run time (s) of :func:`simulate`, before running it."""
     tr = traffic(pr, c)
-    q = frame_loss(c, min(c.framing.rdma_mtu, max(1, tr.flow_bytes)))
-    qp = -math.expm1(tr.links * math.log1p(-q)) if 0 < q < 1 else float(q >= 1)
+    _, qp = path_loss(c, tr.links, min(c.framing.rdma_mtu, max(1, tr.flow_bytes)))
     losses = trials * tr.frames_per_trial * qp
     # ~56 bytes per lost frame in flight (indices, keys, sort); ~2e7 lost frames per second [I]
     return {"losses": losses, "memory_bytes": 56.0 * losses + 16.0 * trials, "seconds": losses / 2e7 + trials * 2e-6}
@@ -184,10 +195,15 @@ def simulate(pr: Prediction, c: ClusterSpec, trials: int, *, seed: int | np.rand
     tr = traffic(pr, c)
     det = pr.time_us
     payload = min(c.framing.rdma_mtu, max(1, tr.flow_bytes))
-    q = frame_loss(c, payload) if q_override is None else float(q_override)
-    if not 0.0 <= q <= 1.0:
-        raise ValueError(f"frame loss probability must be in [0, 1], got {q!r}")
-    qp = 0.0 if q == 0 or tr.links == 0 else (1.0 if q >= 1 else -math.expm1(tr.links * math.log1p(-q)))
+    if q_override is None:
+        q, qp = path_loss(c, tr.links, payload)
+    else:
+        q = float(q_override)
+        if not 0.0 <= q <= 1.0:
+            raise ValueError(f"frame loss probability must be in [0, 1], got {q!r}")
+        qp = 0.0 if q == 0 else (1.0 if q >= 1 else -math.expm1(tr.links * math.log1p(-q)))
+    if tr.links == 0:
+        qp = 0.0
     samples = np.full(trials, det, dtype=np.float64)
     failed = np.zeros(trials, dtype=np.bool_)
     total_losses = 0

@@ -150,6 +150,8 @@ def test_cli_impossible_cluster_exit_2(capsys):
     assert "--radix" in capsys.readouterr().err
     assert main(["collective", "--nodes", "3", "--ranks", "4"]) == 2
     assert "--ranks" in capsys.readouterr().err
+    assert main(["collective", "--gpus-per-node", "8", "--ranks", "4"]) == 2
+    assert "more GPUs than --ranks" in capsys.readouterr().err
     assert main(["collective", "--cluster", "flat-ethernet", "--nodes", "3"]) == 2
     assert main(["collective", "--step-ns", "5"]) == 2
 
@@ -194,3 +196,19 @@ def test_spec_is_hashable_and_with_ranks():
     assert hash(c) == hash(ClusterSpec())
     assert math.isfinite(predict("sendrecv", 1e6, c).time_us)
     assert predict("alltoall", 1e6, preset("dgx-h100-ib", nodes=4)).busbw_GBps > 0
+
+
+def test_each_link_its_own_phy_spine_links():
+    # leaf-spine, 16 nodes: the ring's 7 leaf crossings have 2 spine links each
+    base = preset("dgx-h100-ib", nodes=16, topology="leaf-spine")
+    a = predict("allreduce", 1e6, base, algo="ring")
+    b = predict("allreduce", 1e6, base.with_(spine_fec="bypass"), algo="ring")
+    assert (a.time_s - b.time_s) * 1e9 == pytest.approx(7 * 2 * 57.6, rel=1e-9)
+    assert b.phy_s * 1e9 == pytest.approx((a.fec_traversals - 14) * 57.6, rel=1e-12)
+    # losses only on the spine links: the NIC links are clean
+    from protocol.cluster.transport import path_loss
+
+    c = base.with_(spine_fec="bypass", spine_ber=1e-5)
+    q, qp = path_loss(c, 4, 4096)
+    assert q == 0.0 and 0 < qp < 1
+    assert path_loss(c, 2, 4096) == (0.0, 0.0)
