@@ -20,7 +20,7 @@ from phy802.cli._common import CliError, add_json, add_seed, count_arg, emit, fl
 
 __all__ = ["add_arguments", "run", "add_cluster_arguments", "cluster_from_args", "spec_from_args", "is_flat"]
 
-_NEW_FLAGS = ("spine_code", "spine_fec", "spine_ber", "nodes", "gpus_per_node", "nics_per_node", "scale_up", "gpu", "radix", "oversubscription", "transport",
+_NEW_FLAGS = ("burst_pb", "spine_code", "spine_fec", "spine_ber", "nodes", "gpus_per_node", "nics_per_node", "scale_up", "gpu", "radix", "oversubscription", "transport",
               "cpu", "channels", "nvls", "collnet", "net_efficiency", "latency_offset_us", "timeout", "retry_cnt")
 _FLAT_FLAGS = ("step_ns", "link_gbps", "path_links", "ranks_per_leaf", "ranks_per_pod", "header_fallback")
 
@@ -80,6 +80,9 @@ def add_cluster_arguments(p: argparse.ArgumentParser, *, code: bool = True) -> N
                    help="receive mode of the switch-switch links (default: --fec)")
     g.add_argument("--spine-ber", type=float_arg(0.0, 0.5, hi_open=True), default=None,
                    help="pre-FEC BER of the switch-switch links (default: --ber)")
+    g.add_argument("--burst-pb", type=float_arg(0.0, 1.0, hi_open=True), default=None,
+                   help="burst errors: 1-tap DFE error propagation with this burst continuation probability per "
+                        "PAM4 symbol (phy802.theory ErrorChain.dfe; default: independent errors)")
     g.add_argument("--switch-ns", type=float_arg(0, 1e9), default=None,
                    help="latency of one switch, ns (default: the preset's; flat-ethernet 500)")
     g.add_argument("--nic-ns", type=float_arg(0, 1e9), default=None,

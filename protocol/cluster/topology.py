@@ -75,6 +75,10 @@ class ClusterSpec:
     * ``latency_offset_us``: added to every collective (``--calibrate`` fits it; default 0).
     * ``switch_ns``, ``nic_ns``, ``fiber_m``: the path beyond NCCL's reference path (one switch,
       two links, KP4 ``ieee``), whose latency NCCL's table already holds [I].
+    * ``burst_pb``: None for independent bit errors (the closed forms); else the link's errors come
+      from a 1-tap DFE error-propagation chain over PAM4 symbols (:meth:`phy802.theory.ErrorChain.dfe`,
+      burst continuation probability ``burst_pb``, the same BER), priced exactly by
+      :func:`phy802.theory.markov_codeword_error_ratio` (``transport.frame_loss``).
     * Transport: ``timeout`` (``NCCL_IB_TIMEOUT``, RTO = 4.096 us x 2^timeout, default 20),
       ``retry_cnt`` (``NCCL_IB_RETRY_CNT``, default 7), ``llr_retries`` (link-level replays before
       the loss reaches the transport, default 3 [I]), ``llr_buffer_frames`` (replay buffer, default
@@ -97,6 +101,7 @@ class ClusterSpec:
     spine_code: str | None = None
     spine_fec: str | None = None
     spine_ber: float | None = None
+    burst_pb: float | None = None
     nvls: bool | None = None
     collnet: bool = False
     cpu: str = "intel"
@@ -150,6 +155,8 @@ class ClusterSpec:
             raise ValueError(f"--fec must be one of {', '.join(MODE_NAMES)}, got {self.fec!r}")
         if not (isinstance(self.ber, (int, float)) and 0.0 <= self.ber < 0.5):
             raise ValueError(f"--ber must be in [0, 0.5), got {self.ber!r}")
+        if self.burst_pb is not None and not (isinstance(self.burst_pb, (int, float)) and 0.0 <= self.burst_pb < 1.0):
+            raise ValueError(f"--burst-pb must be in [0, 1), got {self.burst_pb!r}")
         if self.spine_code is not None and self.spine_code not in CODES:
             raise ValueError(f"--spine-code must be one of {', '.join(CODES)}, got {self.spine_code!r}")
         if self.spine_fec is not None and self.spine_fec not in MODE_NAMES:

@@ -36,13 +36,16 @@ lost again (geometric).  Per flow, with ``ft`` the frame time, ``rtt`` the path 
   transport; a frame lost more than ``llr_retries`` times, or a replay buffer smaller than one
   link round trip of frames, leaves the loss to the transport (go-back-N, as above).
 
-Errors are independent (the closed forms); burst channels are not simulated here.  The result
+Errors are independent (the closed forms) unless ``burst_pb`` is set: then each link's errors are
+DFE bursts (:func:`burst_frame_loss`, exact Markov codeword error ratios of :mod:`phy802.theory`);
+frames are still lost independently of each other.  The result
 (:class:`SimResult`) has the mean, p50, p99, p999 of the collective time over the trials that
 completed and the failure rate (trials in which some queue pair failed).
 """
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 from dataclasses import dataclass
@@ -102,17 +105,69 @@ def traffic(pr: Prediction, c: ClusterSpec) -> Traffic:
 
 
 def frame_loss(c: ClusterSpec, payload: int) -> float:
-    """Loss probability of one frame of ``payload`` octets on one link of ``c``."""
+    """Loss probability of one frame of ``payload`` octets on one link of ``c`` (independent errors:
+    :func:`protocol.cluster.flat.frame_loss_probability`; ``burst_pb``: :func:`burst_frame_loss`)."""
     from .flat import frame_loss_probability
 
     if c.ber == 0 or payload <= 0:
         return 0.0
+    if c.burst_pb is not None:
+        return burst_frame_loss(c.code, c.fec, float(c.ber), int(payload), float(c.burst_pb), c.framing)
     rate = c.rate
     try:
         return frame_loss_probability(c.code, c.fec, c.ber, payload, rate, c.framing)
     except ValueError:
         # protocol.framing does not know this rate yet (800G / 1.6T): the 400G geometry [I]
         return frame_loss_probability(c.code, c.fec, c.ber, payload, "400G", c.framing)
+
+
+@functools.lru_cache(maxsize=1024)
+def burst_frame_loss(code: str, fec: str, ber: float, payload: int, pb: float, framing=None) -> float:
+    """Frame loss on a link whose errors are DFE bursts over PAM4 symbols (Gray: one bit per wrong
+    symbol, so symbol error rate ``2 ber``; ``ErrorChain.dfe(pe, pb)`` with ``pe`` set to give it).
+
+    * ``ieee``, ``llr``: a codeword pair under the frame uncorrectable,
+      ``FER = markov_codeword_error_ratio(chain, code, 5 PAM4 symbols per RS symbol)``, the frame's
+      pairs independent [I] (bursts are far shorter than a pair);
+    * ``detect_only``: any symbol error in a codeword; ``code = none``: any error in the frame;
+    * ``bypass``, ``unequal``: a hit in the contiguous headers (no error over their PAM4 symbols:
+      ``pi_G (1 - pe)^(m - 1)``) or in a 257b block-header bit (isolated bits, at the BER);
+    * ``correct_no_indication``: an uncorrectable codeword under the headers (``1 - (1 - FER)^2``) [I].
+    Burst errors make one error event kill one frame where independent errors kill several, and
+    hit RS codewords harder: the closed forms assume independence.
+    """
+    from phy802 import theory
+
+    from ..framing import FramingConfig
+    from ..modes import get_mode
+
+    fr = framing if framing is not None else FramingConfig()
+    ser = min(0.999999, 2.0 * ber)
+    pe = ser * (1.0 - pb) / (1.0 - ser)
+    chain = theory.ErrorChain.dfe(min(1.0, pe), pb)
+    m = get_mode(fec)
+    stream_bits = 8 * int(fr.frame_octets(payload))
+
+    def clean(symbols: float) -> float:  # P(no error over `symbols` consecutive PAM4 symbols)
+        if symbols <= 0:
+            return 1.0
+        return (1.0 - ser) * math.exp((symbols - 1) * math.log1p(-pe)) if pe < 1 else 0.0
+
+    if code == "none":
+        if m.tolerant:
+            return 1.0 - clean(4 * fr.header_octets) * (1.0 - ber) ** math.ceil(stream_bits / 256)
+        return 1.0 - clean(stream_bits / 2)
+    rs = theory.rs_code(code)
+    if m.tolerant and m.decoder != "correct":
+        return 1.0 - clean(4 * fr.header_octets) * (1.0 - ber) ** math.ceil(stream_bits / 256)
+    if m.decoder == "detect":
+        fer = 1.0 - clean(rs.n * 5)
+    else:
+        fer = theory.markov_codeword_error_ratio(chain, rs, 5)
+    if m.tolerant:  # correct_no_indication
+        return -math.expm1(2 * math.log1p(-fer)) if fer < 1 else 1.0
+    pairs = stream_bits * 1.0625 / (2 * rs.n * rs.m) + 1  # line bits ~ stream x 544/512 [I]
+    return -math.expm1(2 * pairs * math.log1p(-fer)) if fer < 1 else 1.0
 
 
 @dataclass(frozen=True)

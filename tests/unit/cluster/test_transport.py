@@ -113,3 +113,18 @@ def test_cli_trials_json_and_refusal(capsys):
     assert main(["collective", "--nodes", "64", "--fec", "bypass", "--ber", "1e-3", "--bytes", "1e9",
                  "--trials", "1000000000"]) == 2
     assert "lost frames expected" in capsys.readouterr().err
+
+
+def test_burst_channel_frame_loss():
+    from protocol.cluster.transport import frame_loss
+
+    for fec in ("ieee", "bypass", "detect_only"):
+        c = preset("dgx-h100-ib", fec=fec, ber=1e-4)
+        # no propagation: the Markov chain reduces to independent errors (the closed forms)
+        assert frame_loss(c.with_(burst_pb=0.0), 4096) == pytest.approx(frame_loss(c, 4096), rel=0.05)
+    ieee, byp = preset("dgx-h100-ib", fec="ieee", ber=1e-5), preset("dgx-h100-ib", fec="bypass", ber=1e-5)
+    # bursts of the same BER break RS codewords far more often and headers less often
+    assert frame_loss(ieee.with_(burst_pb=0.9), 4096) > 1e10 * frame_loss(ieee, 4096)
+    assert frame_loss(byp.with_(burst_pb=0.9), 4096) < 0.5 * frame_loss(byp, 4096)
+    assert main(["collective", "--nodes", "4", "--fec", "ieee", "--ber", "1e-4", "--burst-pb", "0.9", "--trials", "20",
+                 "--bytes", "1e6"]) == 0
