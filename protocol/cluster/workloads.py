@@ -131,11 +131,12 @@ def workload_step(workload: str, model: str, cluster: ClusterSpec, *, tflops: fl
 
 
 def _st(name, cluster, step, comp, comm, phy, res, n, ops, base=None) -> StepTime:
-    ok = 1.0 - (base.failure_rate if base else 0.0)
-    extra = (base.p99_s - base.step_s) if base and math.isfinite(base.p99_s) else 0.0
-    for t in ops:
-        f = getattr(t, "failure_rate", 0.0)
-        ok *= 1.0 - f
-        extra += getattr(t, "p99_delay_s", 0.0) - getattr(t, "resend_s", 0.0)
+    from .steptime import step_distribution
+
+    fail, extra = step_distribution(ops)
+    if base is not None:  # the gradient all-reduce part, independent of the critical-path ops [I]
+        fail = 1.0 - (1.0 - fail) * (1.0 - base.failure_rate)
+        if math.isfinite(base.p99_s):
+            extra += base.p99_s - base.step_s
     return StepTime(name, cluster.ranks, cluster.code, cluster.fec, cluster.ber, step, comp, step - comp, comm, phy,
-                    res, 0.0, n, 1.0 - ok, step + extra)
+                    res, 0.0, n, fail, step + extra)
