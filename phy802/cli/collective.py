@@ -45,16 +45,17 @@ def add_cluster_arguments(p: argparse.ArgumentParser, *, code: bool = True) -> N
                    help="NIC / link rate (default: the preset's; flat-ethernet: 400G or 200G only)")
     g.add_argument("--scale-up", choices=tuple(SCALE_UP), default=None,
                    help="scale-up domain inside a node (default: the preset's)")
-    g.add_argument("--gpu", choices=GPUS, default=None, help="GPU generation (NCCL's per-generation constants)")
+    g.add_argument("--gpu", choices=GPUS, default=None, help="GPU generation (NCCL's per-generation constants) (default: the preset's, hopper)")
     g.add_argument("--topology", choices=TOPOLOGIES, default=None,
                    help="fabric: single-switch, rail-optimized (two-tier rails), leaf-spine, three-tier "
-                        "(flat-ethernet: single-switch, leaf-spine, three-tier)")
+                        "(flat-ethernet: single-switch, leaf-spine, three-tier) (default: the preset's; flat-ethernet "
+                        "single-switch)")
     g.add_argument("--radix", type=int_arg(2, 10**6), default=None, help="switch ports (default: the preset's)")
     g.add_argument("--oversubscription", type=float_arg(None, 1e6), default=None,
                    help="leaf down:up port ratio, >= 1 (default 1: non-blocking)")
     g.add_argument("--transport", choices=TRANSPORTS, default=None,
                    help="loss recovery: ib / roce (go-back-N, RC queue pairs), selective (selective repeat); "
-                        "--fec llr adds link-level retry below it")
+                        "--fec llr adds link-level retry below it (default: the preset's, ib for dgx-h100-ib)")
     g.add_argument("--cpu", choices=("intel", "amd"), default=None, help="host CPU (NCCL's LL caps; default intel)")
     g.add_argument("--channels", type=int_arg(1, 64), default=None, help="NCCL channels (default 2 per NIC, <= 32)")
     g.add_argument("--nvls", action=argparse.BooleanOptionalAction, default=None,
@@ -65,9 +66,10 @@ def add_cluster_arguments(p: argparse.ArgumentParser, *, code: bool = True) -> N
     g.add_argument("--latency-offset-us", type=float_arg(-1e6, 1e6), default=None,
                    help="added to every collective, us (default 0; --calibrate fits it)")
     g.add_argument("--calibration", default=None, metavar="FILE",
-                   help="apply a --calibrate output (net efficiency and latency offset)")
+                   help="apply a --calibrate output (net efficiency and latency offset) (default: none)")
     g.add_argument("--nccl-table", default=None, metavar="FILE",
-                   help="JSON overriding values of NCCL's cost table (keys of protocol/cluster/nccl_tuning.json)")
+                   help="JSON overriding values of NCCL's cost table (keys of protocol/cluster/nccl_tuning.json) "
+                        "(default: none, the built-in NCCL 2.30 table)")
     g.add_argument("--timeout", type=int_arg(0, 31), default=None,
                    help="NCCL_IB_TIMEOUT: RTO = 4.096 us x 2^timeout (default 20)")
     g.add_argument("--retry-cnt", type=int_arg(0, 7), default=None, help="NCCL_IB_RETRY_CNT (default 7)")
@@ -187,7 +189,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--algo", default=None, choices=ALGOS + ("direct",),
                    help="force an algorithm, like NCCL_ALGO (default: NCCL's choice, minimum time; flat-ethernet: "
                         "ring, tree or direct)")
-    p.add_argument("--proto", default=None, choices=PROTOS, help="force a protocol, like NCCL_PROTO")
+    p.add_argument("--proto", default=None, choices=PROTOS, help="force a protocol, like NCCL_PROTO (default: NCCL's choice)")
     p.add_argument("--ranks", type=list_arg(int_arg(1, 10**7)), default=None,
                    help="ranks, comma list (default: nodes x GPUs of the cluster; flat-ethernet 64)")
     p.add_argument("--bytes", type=list_arg(count_arg(0, 10**15)), default=(25_000_000,),
@@ -201,11 +203,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "(default 0: the deterministic time)")
     p.add_argument("--nccl-tests", default=None, metavar="FILE",
                    help="an nccl-tests output (text, or the CSV of shared/reference/nccl): measured vs predicted "
-                        "per size")
+                        "per size (default: none)")
     p.add_argument("--calibrate", default=None, metavar="OUT",
-                   help="with --nccl-tests: fit net efficiency and latency offset to the run, write them to OUT")
+                   help="with --nccl-tests: fit net efficiency and latency offset to the run, write them to OUT "
+                        "(default: no fit)")
     p.add_argument("--holdout", type=int_arg(2, 1000), default=None,
-                   help="with --calibrate: fit on all sizes but every K-th, and report the held-out ratios")
+                   help="with --calibrate: fit on all sizes but every K-th, and report the held-out ratios "
+                        "(default: fit on all)")
     p.add_argument("--force", action="store_true", help="run --trials beyond the memory / time estimate")
     add_cluster_arguments(p)
     add_seed(p)
