@@ -68,10 +68,11 @@ class ClusterSpec:
     * ``net_efficiency``: the share of a NIC's rate a collective gets (default 0.94: NVIDIA's
       "expect 46-48 GB/s per NDR NIC" of 50, nccl-tests issue 290 [S]); ``--calibrate`` fits it.
     * ``ring_intra_efficiency``: ring bus bandwidth inside a node over the scale-up rate (default
-      0.82, ~370 GB/s on 8 x H100 NVLink 4 [I]).
+      0.82: ~370 GB/s of H100's 450 GB/s NVLink 4 "with the protocol overhead (~20%)", NCCL's
+      maintainer in nccl-tests issue 212 [S]).
     * ``nvls_busbw_per_up``: NVLink SHARP all-reduce bus bandwidth over the scale-up rate on Hopper
-      (default 1.058: 476 GB/s single-node, nccl-tests issue 290 [S]); other generations scale by
-      NCCL's ``nvlsEfficiency``.
+      (default 1.058: 476 GB/s single-node in nccl-tests issue 290, "~480GB/s" peak in issue 212
+      [C]); other generations scale by NCCL's ``nvlsEfficiency``.
     * ``latency_offset_us``: added to every collective (``--calibrate`` fits it; default 0).
     * ``switch_ns``, ``nic_ns``, ``fiber_m``: the path beyond NCCL's reference path (one switch,
       two links, KP4 ``ieee``), whose latency NCCL's table already holds [I].
