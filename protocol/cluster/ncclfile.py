@@ -7,7 +7,8 @@ Two inputs are read:
   README and doc/PERFORMANCE.md of NVIDIA/nccl-tests): ``#`` header lines, one ``#  Rank  r Group g
   Pid p on HOST device d [bus] NAME`` line per rank (ranks = their count, nodes = distinct hosts),
   the column header ``# size count type redop root time algbw busbw #wrong ...`` (older versions
-  have no ``root``), one row per size with the out-of-place then the in-place columns, and
+  have no ``root``, and no ``Group`` in the rank lines; Open MPI's ``[1,0]<stdout>:`` line prefix
+  is stripped), one row per size with the out-of-place then the in-place columns, and
   ``# Avg bus bandwidth``.  The op comes from ``# Collective test starting: NAME`` where present,
   otherwise from ``op=`` (the caller's ``--op``);
 * the **CSV** form of ``../shared/reference/nccl/`` (``# key: value`` header lines with ``nodes``,
@@ -177,7 +178,9 @@ def _read_csv(path: str, lines: list[str]) -> NcclRun:
                    tuple(r[0] for r in rows), "csv", meta), rows
 
 
-_RANK = re.compile(r"^#\s*Rank\s+(\d+)\s+Group\s+\d+\s+Pid\s+\d+\s+on\s+(\S+)\s+device\s+(\d+)\s*(.*)$")
+_RANK = re.compile(r"^#\s*Rank\s+(\d+)\s+(?:Group\s+\d+\s+)?Pid\s+\d+\s+on\s+(\S+)\s+device\s+(\d+)\s*(.*)$")
+#: a launcher's per-line prefix (Open MPI ``--tag-output``: ``[1,0]<stdout>:``), stripped
+_PREFIX = re.compile(r"^\[\d+,\d+\]<std(?:out|err)>:")
 
 
 def _read_text(path: str, lines: list[str]) -> tuple[NcclRun, list]:
@@ -188,7 +191,7 @@ def _read_text(path: str, lines: list[str]) -> tuple[NcclRun, list]:
     avg = False
     redops: set[str] = set()
     for i, raw in enumerate(lines, 1):
-        s = raw.strip()
+        s = _PREFIX.sub("", raw.strip()).strip()
         if not s:
             continue
         if s.startswith("#"):

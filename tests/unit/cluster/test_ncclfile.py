@@ -54,6 +54,15 @@ def test_text_reader_ranks_nodes_op(tmp_path):
     assert run.bytes == tuple(s for s, _ in ROWS) and run.time_us[0] == 26.5
 
 
+def test_old_format_and_mpi_prefix(tmp_path):
+    text = _text(ROWS).replace(" Group  0 Pid", " Pid")
+    text = "\n".join("[1,0]<stdout>:" + ln for ln in text.splitlines()) + "\n"
+    f = tmp_path / "old.txt"
+    f.write_text(text)
+    run = read_nccl_tests(f)
+    assert (run.ranks, run.nodes, run.op) == (16, 2, "allreduce") and len(run.bytes) == len(ROWS)
+
+
 def test_healthy_h100_run_is_within_1_5x(tmp_path, capsys):
     # times of the order public healthy 2 x 8 H100 / 8 x 400G IB runs show (~25-32 us at 8 KB, ~4.5 ms at 1 GB)
     f = tmp_path / "ar.txt"
