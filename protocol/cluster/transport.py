@@ -211,7 +211,7 @@ def path_loss(c: ClusterSpec, links: int, payload: int) -> tuple[float, float]:
     if q >= 1 or qs >= 1:
         return q, 1.0
     lg = min(links, 2) * (math.log1p(-q) if q > 0 else 0.0) + max(0, links - 2) * (math.log1p(-qs) if qs > 0 else 0.0)
-    return q, -math.expm1(lg)
+    return q, max(0.0, -math.expm1(lg))
 
 
 def _llr_ns(c: ClusterSpec) -> float:
@@ -232,7 +232,8 @@ def estimate(pr: Prediction, c: ClusterSpec, trials: int) -> dict:
     _, qp = path_loss(c, tr.links, min(c.framing.rdma_mtu, max(1, tr.flow_bytes)))
     losses = trials * tr.frames_per_trial * qp
     # ~56 bytes per lost frame in flight (indices, keys, sort); ~2e7 lost frames per second [I]
-    return {"losses": losses, "memory_bytes": 56.0 * losses + 16.0 * trials, "seconds": losses / 2e7 + trials * 2e-6}
+    # per trial: samples, delays, failure flags and the sorted copy of the quantiles (~40 bytes)
+    return {"losses": losses, "memory_bytes": 56.0 * losses + 40.0 * trials, "seconds": losses / 2e7 + trials * 2e-6}
 
 
 def simulate(pr: Prediction, c: ClusterSpec, trials: int, *, seed: int | np.random.Generator = 0,
