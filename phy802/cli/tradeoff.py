@@ -181,6 +181,8 @@ def run_tradeoff(args: argparse.Namespace, live: bool = True) -> dict:
     doc = {"results": os.path.abspath(results), "out": os.path.abspath(out),
            "model": f"comm-log {args.comm_log}" if log is not None else args.model, "algo": args.algo or "nccl",
            "workload": args.workload, "trials": args.trials,
+           "time_side": (cluster_from_args(args).describe().rsplit(", links", 1)[0] if not is_flat(args)
+                         else "flat-ethernet (protocol/cluster/flat.py)"),
            "tflops": tm.tflops, "mfu": args.mfu, "comm_log": args.comm_log, "cluster": to_jsonable(cluster_from_args(args)),
            "rows": [{k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in r.items()}
                     for r in table],
@@ -201,6 +203,7 @@ def run(args: argparse.Namespace) -> int:
             if v is not None and (key not in best or v < best[key]["vs_ref"]):
                 best[key] = r
         lines = [f"written to {doc['out']}/ (tradeoff.csv, tradeoff.json, pareto.png)",
+                 f"time side: {doc['time_side']}" + (f", workload {doc['workload']}" if doc.get("workload") else ""),
                  "fastest to the target loss (vs_ref = time to target / error-free KP4's):"]
         for (par, n, ber), r in sorted(best.items()):
             lines.append(f"  {par} x{n:<5} BER {ber:<7g} {r['mode']:<26} guard {r['guard']:<20} "
