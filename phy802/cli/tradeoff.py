@@ -181,7 +181,7 @@ def run_tradeoff(args: argparse.Namespace, live: bool = True) -> dict:
     doc = {"results": os.path.abspath(results), "out": os.path.abspath(out),
            "model": f"comm-log {args.comm_log}" if log is not None else args.model, "algo": args.algo or "nccl",
            "workload": args.workload, "trials": args.trials,
-           "time_side": (cluster_from_args(args).describe().rsplit(", links", 1)[0] if not is_flat(args)
+           "time_side": (_describe(cluster_from_args(args)) if not is_flat(args)
                          else "flat-ethernet (protocol/cluster/flat.py)"),
            "tflops": tm.tflops, "mfu": args.mfu, "comm_log": args.comm_log, "cluster": to_jsonable(cluster_from_args(args)),
            "rows": [{k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in r.items()}
@@ -191,6 +191,12 @@ def run_tradeoff(args: argparse.Namespace, live: bool = True) -> dict:
     atomic_write_text(os.path.join(out, "tradeoff.json"), json.dumps(to_jsonable(doc), indent=1))
     plot_pareto(table, os.path.join(out, "pareto.png"))
     return doc
+
+
+def _describe(c) -> str:
+    """The cluster of the time side; its node count follows each row's ranks."""
+    text = c.describe().rsplit(", links", 1)[0]
+    return text.replace(f"{c.nodes} nodes x ", "ranks / " + str(c.gpus_per_node) + " nodes x ", 1)
 
 
 def run(args: argparse.Namespace) -> int:
