@@ -124,7 +124,7 @@ def slice_pam4(y, levels, bits):
 
 
 @njit(cache=True)
-def decode_soft(y, cols, pos_of, n_lrp, qstep, out, status, n_flips):
+def decode_soft(y, cols, pos_of, n_lrp, qstep, out, status, n_flips, sent):
     """Chase-2 decoding of blocks of 64 PAM4 samples ``y float64[N, 64]`` (level units, thresholds
     -2, 0, +2).
 
@@ -139,7 +139,11 @@ def decode_soft(y, cols, pos_of, n_lrp, qstep, out, status, n_flips):
     flips A when the nearest threshold is 0 (``|y| < 1``), else B: the symbol moves to the
     neighbour on the sample's side.  ``n_lrp = 0`` is hard decision with that exact symbol rule.
     ``status``: 0 no change, 1 corrected, 2 no candidate; ``n_flips``: code positions changed.
+    ``sent`` (``uint8[N, 128]`` or empty ``[0, 128]``): when given, the syndrome is taken of the
+    hard decision XOR ``sent`` (the error pattern alone: the link's data-free path, where the sent
+    levels need not form a codeword).
     """
+    use_sent = sent.shape[0] > 0
     N = y.shape[0]
     rel = np.empty(68, np.float64)
     lrp = np.empty(8, np.int64)
@@ -154,6 +158,9 @@ def decode_soft(y, cols, pos_of, n_lrp, qstep, out, status, n_flips):
             b = g & 1
             hard[2 * k] = a
             hard[2 * k + 1] = b
+            if use_sent:
+                a ^= sent[i, 2 * k]
+                b ^= sent[i, 2 * k + 1]
             av = abs(v)
             ra = av
             rb = abs(av - 2.0)

@@ -106,6 +106,7 @@ def _tables():
 
 
 _T, _POS_OF, _COLS = _tables()
+_NO_SENT = np.zeros((0, N_BITS), np.uint8)
 
 
 def _as_bits(a, length: int, what: str) -> NDArray[np.uint8]:
@@ -213,7 +214,7 @@ def decode_soft(samples, n_lrp: int = 2, qstep: float = 0.0):
     out = np.empty((y.shape[0], N_BITS), np.uint8)
     st = np.empty(y.shape[0], np.int8)
     nf = np.empty(y.shape[0], np.int64)
-    _k.decode_soft(y, _COLS, _POS_OF, int(n_lrp), float(qstep), out, st, nf)
+    _k.decode_soft(y, _COLS, _POS_OF, int(n_lrp), float(qstep), out, st, nf, _NO_SENT)
     shp = arr.shape[:-1]
     return out.reshape(shp + (N_BITS,)), st.reshape(shp), nf.reshape(shp)
 
