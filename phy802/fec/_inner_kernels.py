@@ -147,56 +147,62 @@ def decode_soft(y, cols, pos_of, n_lrp, qstep, out, status, n_flips, sent):
     N = y.shape[0]
     rel = np.empty(68, np.float64)
     lrp = np.empty(8, np.int64)
-    hard = np.empty(128, np.uint8)
     for i in range(N):
+        # pass 1: slicer bits straight into the output, and the syndrome of the error pattern
+        # branch-free: random PAM4 levels would mispredict every comparison
         s0 = 0
         for k in range(64):
             v = y[i, k]
-            lv = 0 if v < -2.0 else (1 if v < 0.0 else (2 if v < 2.0 else 3))
-            g = GRAY_BITS[lv]
-            a = (g >> 1) & 1
-            b = g & 1
-            hard[2 * k] = a
-            hard[2 * k + 1] = b
+            a = np.int64(v >= 0.0)  # Gray A (MSB): levels 2, 3
+            b = np.int64(v >= -2.0) - np.int64(v >= 2.0)  # Gray B: levels 1, 2
+            out[i, 2 * k] = a
+            out[i, 2 * k + 1] = b
             if use_sent:
                 a ^= sent[i, 2 * k]
                 b ^= sent[i, 2 * k + 1]
-            av = abs(v)
+            if k < 60:
+                s0 ^= cols[k] * (a ^ b)
+            else:
+                s0 ^= cols[60 + 2 * (k - 60)] * a
+                s0 ^= cols[61 + 2 * (k - 60)] * b
+        if s0 == 0:
+            # the hard decision is a codeword: metric 0, chosen by every test pattern set
+            status[i] = 0
+            n_flips[i] = 0
+            continue
+        # pass 2 (blocks with a nonzero syndrome only): reliabilities, n_lrp least reliable
+        m = 0
+        for k in range(64):
+            av = abs(y[i, k])
             ra = av
             rb = abs(av - 2.0)
+            if qstep > 0.0:
+                ra = np.floor(ra / qstep)
+                rb = np.floor(rb / qstep)
             if k < 60:
-                r = ra if ra < rb else rb
-                if qstep > 0.0:
-                    r = np.floor(r / qstep)
-                rel[k] = r
-                if a ^ b:
-                    s0 ^= cols[k]
+                rel[k] = ra if ra < rb else rb
+                first = k
+                last = k
             else:
-                j = 60 + 2 * (k - 60)
-                if qstep > 0.0:
-                    ra = np.floor(ra / qstep)
-                    rb = np.floor(rb / qstep)
-                rel[j] = ra
-                rel[j + 1] = rb
-                if a:
-                    s0 ^= cols[j]
-                if b:
-                    s0 ^= cols[j + 1]
-        # n_lrp least reliable positions (insertion into a short sorted list)
-        m = 0
-        for p in range(68 if n_lrp > 0 else 0):
-            r = rel[p]
-            if m < n_lrp:
-                q = m
-                m += 1
-            elif r < rel[lrp[m - 1]]:
-                q = m - 1
-            else:
-                continue
-            while q > 0 and rel[lrp[q - 1]] > r:
-                lrp[q] = lrp[q - 1]
-                q -= 1
-            lrp[q] = p
+                first = 60 + 2 * (k - 60)
+                last = first + 1
+                rel[first] = ra
+                rel[last] = rb
+            for p in range(first, last + 1):
+                if n_lrp == 0:
+                    break
+                r = rel[p]
+                if m < n_lrp:
+                    q = m
+                    m += 1
+                elif r < rel[lrp[m - 1]]:
+                    q = m - 1
+                else:
+                    continue
+                while q > 0 and rel[lrp[q - 1]] > r:
+                    lrp[q] = lrp[q - 1]
+                    q -= 1
+                lrp[q] = p
         best = -1.0
         best_mask = -1
         best_extra = -1
@@ -224,8 +230,6 @@ def decode_soft(y, cols, pos_of, n_lrp, qstep, out, status, n_flips, sent):
                 best = metric
                 best_mask = mask
                 best_extra = extra
-        for b in range(128):
-            out[i, b] = hard[b]
         if best_mask < 0:
             status[i] = 2
             n_flips[i] = 0
