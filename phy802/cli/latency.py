@@ -22,6 +22,7 @@ EXAMPLE = """examples:
   phy802 latency --rate 400G --code rs272 --fec ieee,llr --json
   phy802 latency --clock-ghz 2 --llr-fiber-m 100
   phy802 latency --rate 800G,1.6T --code kp4   # 802.3dj: X=4 KP4 interleave + Clause 177 inner FEC
+  phy802 latency --rate 800G --paths --hops 3 --snr-db 15.5   # path options: latency and FER side by side
 
 Added latency = accumulation (the codeword pair at the code's line rate) + decoder pipeline
 cycles (+ the inner FEC part at 800G/1.6T: 'inner ns', included in 'added ns'); 'retry ns' is the
@@ -60,7 +61,48 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "400G/200G have none (c177 with them exits 2)")
     parser.add_argument("--inner-decoder", choices=("hard", "chase"), default="chase",
                         help="inner decoder latency model: hard (2 cycles) or chase (Chase-2, 4 cycles; default)")
+    parser.add_argument("--paths", action="store_true",
+                        help="800G/1.6T: the path options (segmented, end_to_end, bypass_inner, bypass_outer) over "
+                             "--hops hops: FEC latency of the path and FER at --snr-db (closed form)")
+    parser.add_argument("--hops", type=int_arg(1, 16), default=1, help="--paths: optical hops (default 1)")
+    parser.add_argument("--snr-db", type=float_arg(-20.0, 80.0), default=None,
+                        help="--paths: line SNR in dB (Es/sigma^2) for the FER column (default: no FER)")
     add_json(parser)
+
+
+def _path_rows(args, cfg) -> list[dict]:
+    """Path options x rate: FEC latency over the path and the concatenated FER (theory)."""
+    import math
+
+    from protocol.latency import path_latency
+    from protocol.modes import PATH_OPTIONS
+
+    law = None
+    if args.snr_db is not None:
+        from phy802 import theory, theory_inner as T
+
+        if args.inner_decoder == "hard":
+            law = T.inner_law_bsc(*T.awgn_position_probs(args.snr_db))
+        else:
+            law = T.inner_law_monte_carlo(args.snr_db, 200_000, 1, n_lrp=2)
+        line_fer = float(theory.rs_codeword_error_ratio(theory.symbol_error_prob(float(theory.pam4_ber(args.snr_db)))))
+    rows = []
+    for rate in args.rate:
+        for opt in PATH_OPTIONS.values():
+            ns = path_latency(opt.mode, rate, args.hops, opt.outer, cfg, inner=opt.inner,
+                              inner_decoder=args.inner_decoder)
+            fer = None
+            if law is not None:
+                if opt.inner == "none":
+                    fer = -math.expm1(args.hops * math.log1p(-min(line_fer, 1 - 1e-16)))
+                elif opt.mode == "bypass":  # no outer decoding: any wrong symbol is a codeword error
+                    p0 = float(T.codeword_error_pgf(law)[0])
+                    fer = -math.expm1(args.hops * math.log(p0)) if p0 > 0 else 1.0
+                else:
+                    fer = T.concat_fer(law, hops=args.hops, outer=opt.outer)
+            rows.append({"rate": rate, "option": opt.name, "inner": opt.inner, "mode": opt.mode, "outer": opt.outer,
+                         "hops": args.hops, "path_fec_ns": ns, "fer": fer, "description": opt.description})
+    return rows
 
 
 def run(args: argparse.Namespace) -> int:
@@ -75,6 +117,25 @@ def run(args: argparse.Namespace) -> int:
     if all(r in INNER_RATES for r in args.rate) and not any(c in ("kp4", "none") for c in codes):
         raise ValueError(f"--code {','.join(codes)}: at {','.join(args.rate)} the outer code is kp4 (802.3dj); "
                          f"use --code kp4 or none")
+    if args.paths:
+        bad = [r for r in args.rate if r not in INNER_RATES]
+        if bad:
+            raise ValueError(f"--paths: rate {bad[0]} has no inner code (path options are for {', '.join(INNER_RATES)})")
+        prow = _path_rows(args, cfg)
+
+        def ptext() -> str:
+            out = [f"{'rate':<6} {'option':<13} {'inner':<5} {'mode':<7} {'outer':<11} {'hops':>4} {'path FEC ns':>11} "
+                   f"{'FER':>10}"]
+            for r in prow:
+                fer = f"{r['fer']:.3e}" if r["fer"] is not None else "-"
+                out.append(f"{r['rate']:<6} {r['option']:<13} {r['inner']:<5} {r['mode']:<7} {r['outer']:<11} "
+                           f"{r['hops']:>4} {r['path_fec_ns']:>11.2f} {fer:>10}")
+            out.append(f"FER: closed form at SNR {args.snr_db} dB per hop ({args.inner_decoder} inner decoding; "
+                       f"phy802/theory_inner.py)" if args.snr_db is not None else "FER: give --snr-db")
+            return "\n".join(out)
+
+        emit(args, {"config": cfg, "snr_db": args.snr_db, "paths": prow}, ptext)
+        return 0
     rows = latency_table(tuple(args.rate), tuple(args.fec), cfg, codes=codes, inner=args.inner,
                          inner_decoder=args.inner_decoder)
 

@@ -54,3 +54,15 @@ def test_latency_cli_800g(capsys):
     assert [(r["rate"], r["inner"]) for r in rows] == [("800G", "c177"), ("1.6T", "c177")]
     assert main(["latency", "--rate", "400G", "--inner", "c177"]) == 2
     assert "rate 400G has no inner code" in capsys.readouterr().err
+
+
+def test_latency_paths_frontier(capsys):
+    import json
+
+    assert main(["latency", "--rate", "800G", "--paths", "--hops", "2", "--snr-db", "16", "--inner-decoder", "hard",
+                 "--json"]) == 0
+    rows = {r["option"]: r for r in json.loads(capsys.readouterr().out)["paths"]}
+    seg, e2e = rows["segmented"], rows["end_to_end"]
+    assert e2e["path_fec_ns"] < seg["path_fec_ns"] and e2e["fer"] > seg["fer"]
+    assert rows["bypass_inner"]["fer"] > seg["fer"] and rows["bypass_outer"]["path_fec_ns"] < e2e["path_fec_ns"]
+    assert main(["latency", "--rate", "400G", "--paths"]) == 2
