@@ -240,9 +240,9 @@ def add_theory_parser(sub) -> None:
                                      "semi-analytic (Chase-2)")
     g = p.add_mutually_exclusive_group(required=True)
     g.add_argument("--snr-db", type=list_arg(float_arg(-20.0, 80.0)), metavar="DB[,DB...]",
-                   help="SNR values in dB (Es/sigma^2), comma list")
+                   help="SNR values in dB (Es/sigma^2), comma list (no default; this or --ber)")
     g.add_argument("--ber", type=list_arg(probability(hi=0.375)), metavar="BER[,BER...]",
-                   help="line (pre-inner) PAM4 BERs, comma list")
+                   help="line (pre-inner) PAM4 BERs, comma list (no default; this or --snr-db)")
     p.add_argument("--decoder", type=list_arg(lambda s: _choice(s, DECODERS)), default=("hard",),
                    metavar="DEC[,DEC]", help="hard (closed form, default) and/or chase (semi-analytic: block law "
                                              "measured on --blocks blocks)")

@@ -303,6 +303,10 @@ def parse_kat(text: str, source: str = "<string>") -> list[dict]:
             continue
         key, sep, val = line.partition(":")
         key, val = key.strip(), val.strip().replace(" ", "")
+        if key == "inner":
+            if val != "c177":
+                raise ValueError(f"{source}:{no}: inner code must be c177, got {val!r}")
+            continue
         if not sep or key not in (*want, "status"):
             raise ValueError(f"{source}:{no}: expected 'message|codeword|received|decoded|status: ...', got {raw[:40]!r}")
         if key == "status":
@@ -356,7 +360,7 @@ def generate_kat(seed: int, n_random: int = 8) -> str:
     lines = ["# Clause 177 (128,120) inner code, D0.1 construction (phy802.fec.inner).",
              "# Vector 0 is the draft's worked example (tv1_tp4 -> parity 01010001, see README.md);",
              f"# the rest: all-zero, all-one, alternating, then {n_random} random messages "
-             f"(numpy default_rng({seed})).", ""]
+             f"(numpy default_rng({seed})).", "", "inner: c177", ""]
     for m, c in zip(M, C):
         lines += [f"message: {_bitstr(m)}", f"codeword: {_bitstr(c)}", ""]
     recv = []
@@ -376,25 +380,30 @@ def generate_kat(seed: int, n_random: int = 8) -> str:
     return "\n".join(lines)
 
 
-def _main(argv: list[str] | None = None) -> int:
-    import sys
+def write_kat(folder) -> "Path":
+    """Write ``folder/c177.txt`` (:func:`generate_kat` with seed 177, self-checked) atomically."""
+    from pathlib import Path
 
     from phy802._io import atomic_write_text
+
+    path = Path(folder) / "c177.txt"
+    text = generate_kat(seed=177)
+    bad = check_kat(parse_kat(text, str(path)))
+    if bad:  # pragma: no cover
+        raise AssertionError("; ".join(bad))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(path, text)
+    return path
+
+
+def _main(argv: list[str] | None = None) -> int:
+    import sys
 
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 2 or args[0] != "regenerate":
         print("usage: python -m phy802.fec.inner regenerate FOLDER", file=sys.stderr)
         return 2
-    import os
-
-    path = os.path.join(args[1], "c177.txt")
-    text = generate_kat(seed=177)
-    bad = check_kat(parse_kat(text, path))
-    if bad:  # pragma: no cover
-        print("; ".join(bad), file=sys.stderr)
-        return 1
-    atomic_write_text(path, text)
-    print(f"wrote {path}")
+    print(f"wrote {write_kat(args[1])}")
     return 0
 
 
