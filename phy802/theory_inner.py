@@ -31,6 +31,10 @@ Model (what the Monte Carlo of :mod:`phy802.link.concat` is checked against):
   jump (flips the pair XOR), ``p_par`` = the mean of the Gray A and B bit error probabilities.
   Not modelled [I]: even (2-level) jumps, which leave the XOR alone and hit the RS symbol unseen
   (~Q(3 / sigma)), and corrections towards the wrong neighbour (noise beyond 2 level spacings).
+* **Erasure-aided KP4** (``concat_fer(..., erasure=True)``): blocks the inner decoder flags are
+  erased (their m symbols of each codeword), the others hand over their wrong symbols; a
+  bounded-distance errors-and-erasures decoder corrects iff ``2 e + v <= 30`` [C], so the FER is the
+  tail beyond 30 of the PGF of the per-block cost ``2 e + v`` (:func:`erasure_cost_pgf`).
 * **Soft decision** has no closed form here: :func:`inner_law_monte_carlo` measures the same
   per-block law with the Chase-2 kernel, and the generating function does the rest (semi-analytic).
 """
@@ -56,6 +60,9 @@ __all__ = [
     "inner_law_monte_carlo",
     "codeword_error_pgf",
     "concat_fer",
+    "erasure_cost_pgf",
+    "layout_pieces",
+    "layout_fer",
     "concat_point",
 ]
 
@@ -91,22 +98,25 @@ def awgn_position_probs(snr_db: float) -> tuple[float, float]:
 @functools.lru_cache(maxsize=4)
 def _patterns(max_weight: int, m: int):
     """Every position pattern of weight 1..max_weight with the decoder's outcome (p-independent):
-    ``(weights, n_msg_pos, counts[P, n_classes], failed, bit_errors)``."""
-    out_w, out_msg, out_cnt, out_fail, out_bits = [], [], [], [], []
+    ``(weights, n_msg_pos, counts[P, n_classes], failed, bit_errors, detected)``."""
+    out_w, out_msg, out_cnt, out_fail, out_bits, out_det, out_rsm = [], [], [], [], [], [], []
     for w in range(1, max_weight + 1):
         comb = np.array(list(itertools.combinations(range(N_POS), w)), dtype=np.int64)
-        cnt, fail, bits = _outcome(comb, m)
+        cnt, fail, bits, det, rsm = _outcome(comb, m)
+        out_det.append(det)
+        out_rsm.append(rsm)
         out_w.append(np.full(comb.shape[0], w))
         out_msg.append((comb < 60).sum(1))
         out_cnt.append(cnt)
         out_fail.append(fail)
         out_bits.append(bits)
     return (np.concatenate(out_w), np.concatenate(out_msg), np.concatenate(out_cnt),
-            np.concatenate(out_fail), np.concatenate(out_bits))
+            np.concatenate(out_fail), np.concatenate(out_bits), np.concatenate(out_det), np.concatenate(out_rsm))
 
 
 def _outcome(comb: NDArray[np.int64], m: int):
-    """Decoder outcome of position patterns ``comb[P, w]``: (class counts [P, 12 // m], failed, bits)."""
+    """Decoder outcome of position patterns ``comb[P, w]``: (class counts [P, 12 // m], failed, bits,
+    detected = flagged uncorrectable by the decoder)."""
     cols, pos_of = _inner._COLS, _inner._POS_OF
     n_classes = RS_PER_BLOCK // m
     cls_mask = [sum(1 << r for r in range(RS_PER_BLOCK) if r % n_classes == x) for x in range(n_classes)]
@@ -119,7 +129,7 @@ def _outcome(comb: NDArray[np.int64], m: int):
     msg = (allpos >= 0) & (allpos < 60)
     rs_mask = np.bitwise_or.reduce(np.where(msg, 1 << np.where(msg, allpos // 5, 0), 0), axis=1)
     cnt = np.stack([_POPCOUNT12[rs_mask & cm] for cm in cls_mask], axis=1)
-    return cnt, rs_mask != 0, msg.sum(1)
+    return cnt, rs_mask != 0, msg.sum(1), (syn != 0) & (extra < 0), rs_mask
 
 
 _POPCOUNT12 = np.array([bin(v).count("1") for v in range(1 << RS_PER_BLOCK)], dtype=np.int64)
@@ -129,13 +139,30 @@ _HEAVY_SAMPLES = 4000
 @functools.lru_cache(maxsize=64)
 def _heavy(m: int, w: int, a: int):
     """Conditional law of a weight-``w`` pattern with ``a`` message positions (fixed-seed sample):
-    ``(q[n_classes, m + 1], P(fail), mean bit errors)``."""
+    ``(q[n_classes, m + 1], P(fail), mean bit errors, cost[n_classes, 2m + 1])``."""
     rng = np.random.default_rng(1000 * w + a)
     msgp = np.argsort(rng.random((_HEAVY_SAMPLES, 60)), axis=1)[:, :a]
     parp = 60 + np.argsort(rng.random((_HEAVY_SAMPLES, 8)), axis=1)[:, : w - a]
-    cnt, fail, bits = _outcome(np.concatenate([msgp, parp], axis=1).astype(np.int64), m)
+    cnt, fail, bits, det, rsm = _outcome(np.concatenate([msgp, parp], axis=1).astype(np.int64), m)
+    outcome = np.bincount(rsm * 2 + det, minlength=_N_OUT) / _HEAVY_SAMPLES
     q = np.stack([np.bincount(cnt[:, x], minlength=m + 1)[: m + 1] / _HEAVY_SAMPLES for x in range(cnt.shape[1])])
-    return q, float(fail.mean()), float(bits.mean())
+    cost = _erasure_cost(cnt, det, np.full(cnt.shape[0], 1.0 / _HEAVY_SAMPLES), m)
+    return q, float(fail.mean()), float(bits.mean()), cost, outcome
+
+
+_N_OUT = 2 << RS_PER_BLOCK  # (12-bit mask of wrong RS symbols) * 2 + flagged
+
+
+def _erasure_cost(cnt, det, prob, m: int):
+    """``cost[x, c]``: probability that class ``x`` pays ``c = 2 e + v`` in an errors-and-erasures
+    decoder when every block the inner decoder flags is erased (its m symbols: v = m) and the others
+    hand over their wrong symbols as errors (cost 2 each)."""
+    n_classes = cnt.shape[1]
+    out = np.zeros((n_classes, 2 * m + 1))
+    for x in range(n_classes):
+        c = np.where(det, m, 2 * cnt[:, x])
+        out[x] = np.bincount(c, weights=prob, minlength=2 * m + 1)[: 2 * m + 1]
+    return out
 
 
 @dataclass(frozen=True)
@@ -146,7 +173,10 @@ class InnerLaw:
     (j = 0..m) from one block; ``p_fail``: a block's message differs after decoding; ``ber_out``:
     message bit error ratio after the inner decoder (= the KP4 input BER); ``ser_rs``: RS symbol
     error probability per symbol; ``remainder``: probability mass not enumerated (charged as all
-    symbols wrong); ``m``: symbols per codeword per block.
+    symbols wrong); ``m``: symbols per codeword per block; ``cost[x, c]``: the law of
+    ``c = 2 e + v`` per block when flagged blocks are erased (erasure-aided KP4); ``outcome[2 M + f]``:
+    probability of the block outcome "RS symbols ``M`` (12-bit mask) wrong, flagged ``f``", from
+    which any codeword layout's pieces follow (:func:`concat_fer` ``layout=``).
     """
 
     q: NDArray[np.float64]
@@ -155,6 +185,8 @@ class InnerLaw:
     ser_rs: float
     remainder: float
     m: int
+    cost: NDArray[np.float64] | None = None
+    outcome: NDArray[np.float64] | None = None
 
 
 def inner_law_bsc(p_msg: float, p_par: float | None = None, *, m: int = 3, max_weight: int = 4) -> InnerLaw:
@@ -167,7 +199,7 @@ def inner_law_bsc(p_msg: float, p_par: float | None = None, *, m: int = 3, max_w
     for name, v in (("p_msg", p_msg), ("p_par", p_par)):
         if not 0.0 <= v < 0.5:
             raise ValueError(f"{name} must be in [0, 0.5), got {v!r}")
-    w, nmsg, cnt, fail, bits = _patterns(max_weight, m)
+    w, nmsg, cnt, fail, bits, det, rsm = _patterns(max_weight, m)
     npar = w - nmsg
     log0 = 60 * math.log1p(-p_msg) + 8 * math.log1p(-p_par)
     lo_m = math.log(p_msg / (1 - p_msg)) if p_msg > 0 else -math.inf
@@ -181,6 +213,9 @@ def inner_law_bsc(p_msg: float, p_par: float | None = None, *, m: int = 3, max_w
         q[x] = np.bincount(cnt[:, x], weights=prob, minlength=m + 1)[: m + 1]
     p_fail = float(prob[fail].sum())
     nbits = float((prob * bits).sum())
+    cost = _erasure_cost(cnt, det, prob, m)
+    outcome = np.bincount(rsm * 2 + det, weights=prob, minlength=_N_OUT)
+    outcome[0] += math.exp(log0)
     covered = math.exp(log0) + float(prob.sum())
     for wt in range(max_weight + 1, 9):  # heavier patterns: sampled conditional laws
         for a in range(max(0, wt - 8), wt + 1):
@@ -188,16 +223,21 @@ def inner_law_bsc(p_msg: float, p_par: float | None = None, *, m: int = 3, max_w
                   * math.comb(8, wt - a) * p_par ** (wt - a) * (1 - p_par) ** (8 - wt + a))
             if pw == 0.0:
                 continue
-            hq, hf, hb = _heavy(m, wt, a)
+            hq, hf, hb, hc, ho = _heavy(m, wt, a)
             q += pw * hq
+            cost += pw * hc
+            outcome += pw * ho
             p_fail += pw * hf
             nbits += pw * hb
             covered += pw
     rem = max(0.0, 1.0 - covered)
     q[:, m] += rem
     q[:, 0] = 1.0 - q[:, 1:].sum(1)
+    cost[:, 2 * m] += rem
+    cost[:, 0] = 1.0 - cost[:, 1:].sum(1)
+    outcome[((1 << RS_PER_BLOCK) - 1) * 2] += rem  # worst case: every symbol wrong, not flagged
     ser = float(sum((q[x] * np.arange(m + 1)).sum() for x in range(n_classes)) / RS_PER_BLOCK)
-    return InnerLaw(q, p_fail + rem, (nbits + rem * 60) / 120.0, ser, rem, m)
+    return InnerLaw(q, p_fail + rem, (nbits + rem * 60) / 120.0, ser, rem, m, cost, outcome)
 
 
 def inner_law_monte_carlo(snr_db: float, n_blocks: int, seed, *, n_lrp: int = 2, m: int = 3) -> InnerLaw:
@@ -207,22 +247,29 @@ def inner_law_monte_carlo(snr_db: float, n_blocks: int, seed, *, n_lrp: int = 2,
     sigma = float(theory.sigma_from_snr_db(snr_db))
     n_classes = RS_PER_BLOCK // m
     counts = np.zeros((n_classes, m + 1))
+    cost = np.zeros((n_classes, 2 * m + 1))
+    outcome = np.zeros(_N_OUT)
     fails = bits = 0
     done = 0
     while done < n_blocks:
         B = min(200_000, n_blocks - done)
         c = _inner.encode(rng.integers(0, 2, (B, 120), dtype=np.uint8))
-        d, _, _ = _inner.decode_soft(_inner.pam4_samples(c, sigma, rng), n_lrp)
+        d, st, _ = _inner.decode_soft(_inner.pam4_samples(c, sigma, rng), n_lrp)
         e = (d[:, :120] != c[:, :120])
         bits += int(e.sum())
         rs = e.reshape(B, RS_PER_BLOCK, 10).any(2)
         fails += int(rs.any(1).sum())
+        cnt = np.stack([rs[:, x::n_classes].sum(1) for x in range(n_classes)], axis=1)
         for x in range(n_classes):
-            counts[x] += np.bincount(rs[:, x::n_classes].sum(1), minlength=m + 1)[: m + 1]
+            counts[x] += np.bincount(cnt[:, x], minlength=m + 1)[: m + 1]
+        cost += _erasure_cost(cnt, st == 2, np.ones(B), m)
+        rsm = (rs.astype(np.int64) << np.arange(RS_PER_BLOCK)).sum(1)
+        outcome += np.bincount(rsm * 2 + (st == 2), minlength=_N_OUT)
         done += B
     q = counts / n_blocks
     ser = float(sum((q[x] * np.arange(m + 1)).sum() for x in range(n_classes)) / RS_PER_BLOCK)
-    return InnerLaw(q, fails / n_blocks, bits / (120.0 * n_blocks), ser, 0.0, m)
+    return InnerLaw(q, fails / n_blocks, bits / (120.0 * n_blocks), ser, 0.0, m, cost / n_blocks,
+                    outcome / n_blocks)
 
 
 def _polypow(p: NDArray[np.float64], e: int, cap: int) -> NDArray[np.float64]:
@@ -249,8 +296,101 @@ def codeword_error_pgf(law: InnerLaw, x: int = 0, n: int = N_KP4) -> NDArray[np.
     return pgf
 
 
-def concat_fer(law: InnerLaw, *, hops: int = 1, outer: str = "segmented", t: int = T_KP4) -> float:
-    """KP4 codeword error ratio after the inner code (module docstring), averaged over the classes."""
+def erasure_cost_pgf(law: InnerLaw, x: int = 0, n: int = N_KP4) -> NDArray[np.float64]:
+    """PGF of ``2 e + v`` of one KP4 codeword of class ``x`` with flagged inner blocks erased (the
+    ``n mod m`` remainder symbols as independent errors with the per-symbol marginal)."""
+    if law.cost is None:
+        raise ValueError("this InnerLaw carries no erasure law")
+    m = law.m
+    full, rem = divmod(n, m)
+    cap = 2 * n + 1
+    pgf = _polypow(law.cost[x], full, cap)
+    if rem:
+        s = float((law.q[x] * np.arange(m + 1)).sum() / m)
+        tail = np.zeros(2 * rem + 1)
+        for j in range(rem + 1):
+            tail[2 * j] = math.comb(rem, j) * s ** j * (1 - s) ** (rem - j)
+        pgf = np.convolve(pgf, tail)[:cap]
+    return pgf
+
+
+@functools.lru_cache(maxsize=16)
+def layout_pieces(interleave: int = 4, n_lanes: int = 4, lane_rule: str = "interleaved") -> tuple:
+    """The exact layout of :mod:`phy802.link.concat`: for each codeword of a period of 3 interleave
+    groups (block boundaries repeat every 3 groups), the masks (12-bit, RS symbol r of the block)
+    of its pieces, one per inner block it touches, as ``((mask, count), ...)`` per codeword."""
+    from phy802.link.concat import _lane_index
+
+    idx = _lane_index(interleave, n_lanes, lane_rule)
+    L, S = idx.shape
+    G = 3
+    out = []
+    for g in range(G):
+        for x in range(interleave):
+            pieces: dict = {}
+            for lane in range(L):
+                j = np.flatnonzero(idx[lane] % interleave == x)
+                P = g * S + j
+                for blk, r in zip(P // RS_PER_BLOCK, P % RS_PER_BLOCK):
+                    pieces[(lane, int(blk))] = pieces.get((lane, int(blk)), 0) | (1 << int(r))
+            masks, counts = np.unique(np.array(list(pieces.values())), return_counts=True)
+            out.append(tuple(zip(masks.tolist(), counts.tolist())))
+    return tuple(out)
+
+
+def _piece_pgfs(outcome: NDArray[np.float64], mask: int, erasure: bool) -> NDArray[np.float64]:
+    keys = np.arange(_N_OUT)
+    j = _POPCOUNT12[(keys >> 1) & mask]
+    if erasure:
+        c = np.where(keys & 1, _POPCOUNT12[mask], 2 * j)
+        size = 2 * _POPCOUNT12[mask] + 1
+    else:
+        c = j
+        size = _POPCOUNT12[mask] + 1
+    return np.bincount(c, weights=outcome, minlength=size)[:size]
+
+
+def layout_fer(law: InnerLaw, layout: tuple, *, hops: int = 1, outer: str = "segmented", t: int = T_KP4,
+               erasure: bool = False) -> float:
+    """:func:`concat_fer` on the exact piece layout of :func:`layout_pieces` (mean over its codewords)."""
+    if law.outcome is None:
+        raise ValueError("this InnerLaw carries no block outcome law")
+    if erasure and hops > 1 and outer != "segmented":
+        raise ValueError("erasure-aided decoding is modelled for one hop or segmented hops")
+    thr = 2 * t if erasure else t
+    cache: dict = {}
+    tot = 0.0
+    for pieces in layout:
+        pgf = np.array([1.0])
+        for mask, count in pieces:
+            key = (mask, count)
+            if key not in cache:
+                cache[key] = _polypow(_piece_pgfs(law.outcome, mask, erasure), count, 2 * N_KP4 + 1)
+            pgf = np.convolve(pgf, cache[key])[: 2 * N_KP4 + 1]
+        if erasure or outer == "segmented" or hops == 1:
+            f = float(pgf[thr + 1:].sum())
+            f = -math.expm1(hops * math.log1p(-min(f, 1.0 - 1e-300))) if hops > 1 else f
+        else:
+            f = float(_polypow(pgf, hops, hops * N_KP4 + 1)[thr + 1:].sum())
+        tot += f
+    return tot / len(layout)
+
+
+def concat_fer(law: InnerLaw, *, hops: int = 1, outer: str = "segmented", t: int = T_KP4,
+               erasure: bool = False, layout: tuple | None = None) -> float:
+    """KP4 codeword error ratio after the inner code (module docstring), averaged over the classes.
+
+    ``erasure``: erasure-aided KP4 -- every block the inner decoder flags is erased, and a
+    bounded-distance errors-and-erasures decoder succeeds iff ``2 e + v <= 2 t`` (= 30); one hop,
+    or segmented hops (erasures are per hop).  ``layout`` (:func:`layout_pieces`): the exact pieces
+    of every codeword instead of the ``544 // m`` blocks + remainder approximation."""
+    if layout is not None:
+        return layout_fer(law, layout, hops=hops, outer=outer, t=t, erasure=erasure)
+    if erasure:
+        if hops > 1 and outer != "segmented":
+            raise ValueError("erasure-aided decoding is modelled for one hop or segmented hops")
+        f = sum(float(erasure_cost_pgf(law, x)[2 * t + 1:].sum()) for x in range(law.q.shape[0])) / law.q.shape[0]
+        return -math.expm1(hops * math.log1p(-min(f, 1.0 - 1e-300))) if hops > 1 else f
     if outer not in ("segmented", "end_to_end"):
         raise ValueError(f"outer must be 'segmented' or 'end_to_end', got {outer!r}")
     if not isinstance(hops, int) or hops < 1:
