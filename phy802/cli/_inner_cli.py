@@ -41,6 +41,9 @@ def _common(p: argparse.ArgumentParser, multi: bool) -> None:
     p.add_argument("--hops", type=int_arg(1, 16), default=1, help="optical hops on the path (default 1)")
     p.add_argument("--outer", choices=("segmented", "end_to_end"), default="segmented",
                    help="KP4 terminated per hop (segmented, default) or only at the far end (end_to_end)")
+    p.add_argument("--erasure", action="store_true",
+                   help="erasure-aided KP4: RS symbols of blocks the inner decoder flags are erased, 2e + v <= 30 "
+                        "(decision model; one hop or segmented; default off)")
     p.add_argument("--lane-rule", choices=("interleaved", "codeword"), default="interleaved",
                    help="800G/1.6T lane layout ([?] in the notes): interleaved (default: every lane carries all "
                         "4 codewords) or codeword (stream symbol s -> lane s mod L)")
@@ -75,7 +78,7 @@ def _config(args, decoder: str):
     if code != "kp4":
         raise CliError(f"--code {code}: 802.3dj keeps RS(544,514) (kp4) as the outer code at {args.rate}")
     return ConcatConfig(rate=args.rate, inner=args.inner or "c177", inner_decoder=decoder, n_lrp=args.lrp, fec=fec,
-                        lane_rule=args.lane_rule, hops=args.hops, outer=args.outer)
+                        lane_rule=args.lane_rule, hops=args.hops, outer=args.outer, erasure=args.erasure)
 
 
 def _channel(args, x=None, axis=None):
@@ -101,11 +104,13 @@ def _theory(cfg, snr_db: float, seed: int) -> dict:
         return {"fer": fer, "kind": "binomial (KP4 alone)"}
     if cfg.inner_decoder == "hard":
         law = T.inner_law_bsc(*T.awgn_position_probs(snr_db), m=cfg.symbols_per_block)
-        kind = "closed form (BSC enumeration + generating function)"
+        kind = "closed form (BSC enumeration + generating function on the exact layout)"
     else:
         law = T.inner_law_monte_carlo(snr_db, 200_000, seed, n_lrp=cfg.n_lrp, m=cfg.symbols_per_block)
-        kind = "semi-analytic (Chase-2 block law from 200000 blocks + generating function)"
-    fer = T.concat_fer(law, hops=cfg.hops, outer=cfg.outer) if cfg.fec == "ieee" else None
+        kind = "semi-analytic (Chase-2 block law from 200000 blocks + generating function on the exact layout)"
+    lay = T.layout_pieces(cfg.interleave, cfg.n_lanes, cfg.lane_rule)
+    fer = (T.concat_fer(law, hops=cfg.hops, outer=cfg.outer, erasure=cfg.erasure, layout=lay)
+           if cfg.fec == "ieee" else None)
     return {"fer": fer, "inner_block_failure": law.p_fail, "kp4_input_ber": law.ber_out, "kind": kind}
 
 
@@ -255,6 +260,8 @@ def add_theory_parser(sub) -> None:
     p.add_argument("--m", type=int, choices=(3, 12), default=3,
                    help="RS symbols of one codeword per inner block: 3 (interleaved lanes, default) or 12 "
                         "(one codeword per lane)")
+    p.add_argument("--erasure", action="store_true",
+                   help="also give the erasure-aided KP4 FER (flagged blocks erased, 2e + v <= 30; default off)")
     p.add_argument("--seed", type=int_arg(0, 2**63 - 1), default=1, help="seed of the Chase-2 law (default 1)")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
@@ -274,14 +281,19 @@ def run_theory(args) -> int:
                 law = T.inner_law_monte_carlo(snr, int(args.blocks), args.seed, n_lrp=args.lrp, m=args.m)
                 row = dict(base, decoder=f"chase{args.lrp}", inner_block_failure=law.p_fail, kp4_input_ber=law.ber_out,
                            kp4_input_ser=law.ser_rs, fer=T.concat_fer(law, hops=args.hops, outer=args.outer))
+            if args.erasure:
+                if dec == "hard":
+                    law = T.inner_law_bsc(*T.awgn_position_probs(snr), m=args.m)
+                row["fer_erasure"] = T.concat_fer(law, hops=args.hops, outer=args.outer, erasure=True)
             rows.append(row)
 
     def text() -> str:
         out = [f"{'SNR dB':>7} {'line BER':>9} {'decoder':<7} {'inner blk fail':>14} {'KP4-in BER':>10} "
-               f"{'FER concat':>10} {'FER KP4 alone':>13}"]
+               f"{'FER concat':>10} {'FER KP4 alone':>13}" + (f" {'FER erasure':>11}" if args.erasure else "")]
         for r in rows:
             out.append(f"{r['snr_db']:>7.2f} {r['line_ber']:>9.3e} {r['decoder']:<7} {r['inner_block_failure']:>14.3e} "
-                       f"{r['kp4_input_ber']:>10.3e} {r['fer']:>10.3e} {r['fer_kp4_alone']:>13.3e}")
+                       f"{r['kp4_input_ber']:>10.3e} {r['fer']:>10.3e} {r['fer_kp4_alone']:>13.3e}"
+                       + (f" {r['fer_erasure']:>11.3e}" if args.erasure else ""))
         out.append(f"hops {args.hops} ({args.outer}), m = {args.m}; hard: exact BSC enumeration + generating "
                    f"function; chase: block law measured (seed {args.seed}); model: phy802/theory_inner.py")
         return "\n".join(out)

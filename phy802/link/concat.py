@@ -264,10 +264,6 @@ class ConcatLink:
                             f"{type(channel).__name__}")
         if path not in ("exact", "fast"):
             raise ValueError(f"path must be 'exact' or 'fast', got {path!r}")
-        if config.erasure and path == "fast":
-            # the data-free path's erasure bookkeeping gave FERs below the closed form at 16 dB (not
-            # resolved in issue 26's time): only the exact path, which matches it, takes the option
-            raise ValueError("erasure-aided KP4 runs on path='exact' only")
         self.config, self.channel, self.path = config, channel, path
         self._idx = _lane_index(config.interleave, config.n_lanes, config.lane_rule)
         self._sigma = float(channel.sigma)

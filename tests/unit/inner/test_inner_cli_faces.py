@@ -43,3 +43,10 @@ def test_theory_inner(capsys):
     assert main(["theory", "inner", "--snr-db", "16", "--json"]) == 0
     row = json.loads(capsys.readouterr().out)["rows"][0]
     assert row["fer"] < row["fer_kp4_alone"] and row["decoder"] == "hard"
+
+
+def test_theory_inner_erasure_column(capsys):
+    assert main(["theory", "inner", "--snr-db", "16", "--erasure", "--json"]) == 0
+    row = json.loads(capsys.readouterr().out)["rows"][0]
+    assert row["fer_erasure"] > row["fer"]
+    assert main(["theory", "inner", "--snr-db", "16", "--erasure", "--hops", "2", "--outer", "end_to_end"]) == 2
