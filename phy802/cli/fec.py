@@ -52,23 +52,46 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     _add_tail(sub)
 
 
-TAIL_EPILOG = """Input: the kernel's FEC statistics JSON ({"stats": {"corrected", "uncorrectable", "hist":
-[{"bin-low", "bin-high", "bin-val", "bin-val-per-lane"}]}}, as the netlink tools or 'ethtool --json'
-print it), or CSV rows 'bin,count' / 'bin_low,bin_high,count' (a row 'uncorrectable,N' gives that count).
+TAIL_EPILOG = """Input (detected from the content, or --format): ethtool --json --include-statistics --show-fec
+DEV (a list of devices, statistics.hist[] of bin_low/bin_high/total/lanes) and its text form
+(fec_symbols_err_N: N), the kernel's YNL form (stats.hist[] of bin-low/bin-high/bin-val), SONiC
+'show interfaces counters fec-histogram' (BIN0..BIN15) and 'portstat -fh' (one row per port), or
+CSV rows 'bin,count' / 'bin_low,bin_high,count' (a row 'uncorrectable,N' gives that count).
+Counters are cumulative since link-up: --since OLD fits NEW - OLD and refuses a counter reset.
+Several ports (a switch) give a table ranked by margin, worst first; --ifname picks one port.
 Models: binomial (independent symbol errors), dfe (1-tap DFE error propagation), ge (Gilbert-Elliott).
 Intervals: profile likelihood (binomial) or parametric bootstrap (dfe, ge), 95%. Margin: how far the
-pre-FEC BER may grow (error shape held) before FER reaches --target-fer (default 1e-13).
+pre-FEC BER may grow (error shape held) before FER reaches --target-fer (default 1e-13). Beside the
+models: SONiC's predicted FLR (log-linear fit of bins 1..15 extrapolated to 16..20) and the observed
+FLR = CER x (1 + X x 8)/8 (X = --interleave).
 examples:
-  phy802 fec tail vectors/fec_hist/example_kp4_hist.json
-  phy802 fec tail capture.csv --code kp4 --models binomial,dfe --out FIT.json
+  phy802 fec tail vectors/fec_hist/example_kp4_dfe.json
+  phy802 fec tail vectors/fec_hist/example_kp4_ethtool.json --ifname eth0 --out FIT.json
+  phy802 fec tail vectors/fec_hist/example_switch64_portstat_t1.txt --since vectors/fec_hist/example_switch64_portstat_t0.txt
 """
+
+#: the files the examples above name (a test checks that each exists)
+TAIL_EXAMPLE_FILES = ("vectors/fec_hist/example_kp4_dfe.json", "vectors/fec_hist/example_kp4_ethtool.json",
+                      "vectors/fec_hist/example_switch64_portstat_t1.txt",
+                      "vectors/fec_hist/example_switch64_portstat_t0.txt")
+#: refuse a job estimated above this many CPU seconds (lower --bootstrap or pick a port)
+TAIL_MAX_CPU_S = 1800.0
+#: refuse per-lane counts for more lanes than this (a Clause 119 PHY has 16 PCS lanes, 8 physical)
+TAIL_MAX_LANES = 64
 
 
 def _add_tail(sub) -> None:
-    p = sub.add_parser("tail", help="fit channel models to a FEC bin histogram and extrapolate FER",
-                       description="Fit channel models to a FEC codeword histogram and extrapolate its tail.",
+    from phy802.fec.telemetry import FORMATS
+
+    p = sub.add_parser("tail", help="fit channel models to FEC bin histograms (ethtool, SONiC, CSV) and extrapolate FER",
+                       description="Fit channel models to FEC codeword histograms and extrapolate their tail.",
                        epilog=TAIL_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("file", metavar="FILE", help="histogram file (kernel JSON or CSV; '-' = stdin)")
+    p.add_argument("file", metavar="FILE", help="telemetry file (ethtool JSON/text, YNL, SONiC, CSV; '-' = stdin)")
+    p.add_argument("--since", metavar="OLD", help="an older snapshot of the same ports: fit FILE - OLD "
+                   "(refused when a counter went down: reset or wrap) (default: none, fit FILE as it is)")
+    p.add_argument("--format", dest="in_format", choices=("auto",) + FORMATS, default="auto",
+                   help="input format (default auto: detected from the content)")
+    p.add_argument("--ifname", metavar="NAME", help="fit only this device/port (default: every port in the file)")
     p.add_argument("--code", choices=("kp4", "kr4", "rs272"), default="kp4",
                    help="RS code of the link: kp4 = RS(544,514) t=15, kr4 = RS(528,514) t=7, "
                         "rs272 = RS(272,258) t=7 (default kp4)")
@@ -77,22 +100,66 @@ def _add_tail(sub) -> None:
     p.add_argument("--target-fer", type=probability(), default=1e-13,
                    help="codeword error ratio the margin is measured to, in (0, 1) (default 1e-13)")
     p.add_argument("--bootstrap", type=int_arg(0, 100000), default=200,
-                   help="parametric bootstrap replicates for the dfe/ge intervals, 0..100000 (default 200; 0 = none)")
+                   help="parametric bootstrap replicates for the dfe/ge intervals, 0..100000; a job estimated "
+                        f"above {TAIL_MAX_CPU_S:.0f} s of CPU is refused up front (default 200; 0 = none)")
+    p.add_argument("--interleave", type=int_arg(1, 16), default=2,
+                   help="codewords interleaved per frame, X in SONiC's FLR = CER x (1 + 8X)/8: 2 at 200G/400G, "
+                        "4 at 800G/1.6T (default 2)")
     add_seed(p)
-    p.add_argument("--out", metavar="FIT.json", help="write the fit (JSON) to this file, atomically (default: none, print only)")
-    p.add_argument("--json", action="store_true", help="print the fit as JSON on stdout")
+    p.add_argument("--out", metavar="FIT.json", help="write the fit (JSON; several ports: the table and every "
+                   "fit) to this file, atomically (default: none, print only)")
+    p.add_argument("--json", action="store_true", help="print the fit (or the table) as JSON on stdout")
+    p.add_argument("--csv", action="store_true", help="print the ports table as CSV on stdout")
+    p.add_argument("--no-progress", action="store_true", help="no progress lines on stderr for several ports")
 
 
 def _run_tail(args: argparse.Namespace) -> int:
-    from phy802.fec.bins import parse_histogram_text, read_histogram
-    from phy802.fec.tail import CODES, fit_histogram
+    from phy802.fec.tail import CODES, estimate_cpu_seconds, fit_histogram, rank_ports, ports_csv, ports_text
+    from phy802.fec.telemetry import difference, read_telemetry
 
     models = tuple(args.models)
-    t = CODES[args.code].t
-    hist = parse_histogram_text(sys.stdin.read(), "<stdin>", t) if args.file == "-" else read_histogram(args.file, t=t)
-    fit = fit_histogram(hist, args.code, models=models, target_fer=args.target_fer, bootstrap=args.bootstrap,
-                        seed=args.seed)
-    doc = json_document({**fit.as_dict(), "input": str(args.file)})
+    code = CODES[args.code]
+    fmt = None if args.in_format == "auto" else args.in_format
+    tel = read_telemetry(args.file, fmt=fmt, t=code.t, n=code.n)
+    if args.since:
+        tel = difference(tel, read_telemetry(args.since, fmt=fmt, t=code.t, n=code.n))
+    if args.ifname:
+        tel = tel.pick(args.ifname)
+    est = 0.0
+    for p in tel.ports:
+        if (p.hist.n_lanes or 0) > TAIL_MAX_LANES:
+            raise ValueError(f"{p.hist.source}: {p.hist.n_lanes} lanes of per-lane counts; at most {TAIL_MAX_LANES} "
+                             "are fitted (a 400G PHY has 16 PCS lanes)")
+        est += estimate_cpu_seconds(p.hist, models, args.bootstrap)
+    if est > TAIL_MAX_CPU_S:
+        raise ValueError(f"{tel.source}: estimated {est:.0f} s of CPU ({len(tel.ports)} port(s), --bootstrap "
+                         f"{args.bootstrap}, models {','.join(models)}), above the {TAIL_MAX_CPU_S:.0f} s limit: lower "
+                         "--bootstrap or pick a port with --ifname")
+    fits = {}
+    many = len(tel.ports) > 1
+    for k, p in enumerate(tel.ports):
+        if many and not args.no_progress:
+            print(f"phy802 fec tail: port {k + 1}/{len(tel.ports)} {p.name}", file=sys.stderr, flush=True)
+        if not p.hist.bins or p.hist.total == 0:
+            fits[p.name] = None
+            continue
+        fits[p.name] = fit_histogram(p.hist, code, models=models, target_fer=args.target_fer,
+                                     bootstrap=args.bootstrap, seed=args.seed, interleave=args.interleave)
+        fits[p.name].notes.extend(p.notes)
+    info = {"input": str(args.file), "format": tel.fmt, "since": args.since}
+    if not many and not args.csv:
+        fit = fits[tel.ports[0].name]
+        if fit is None:
+            raise ValueError(f"{tel.ports[0].hist.source}: no codewords counted"
+                             + (" between the snapshots" if args.since else ""))
+        doc = json_document({**fit.as_dict(), **info, "port": tel.ports[0].name})
+        text = fit.format_text()
+    else:
+        rows = rank_ports(tel, fits)
+        doc = json_document({"format": "phy802.fec_tail_ports", "version": 1, **info, "code": args.code,
+                             "target_fer": args.target_fer, "ports": rows,
+                             "fits": {k: (None if v is None else v.as_dict()) for k, v in fits.items()}})
+        text = ports_text(rows, args.target_fer, tel.fmt)
     payload = json.dumps(doc, indent=2, allow_nan=False) + "\n"
     if args.out:
         from phy802._io import atomic_write_text
@@ -100,8 +167,10 @@ def _run_tail(args: argparse.Namespace) -> int:
         atomic_write_text(args.out, payload)
     if args.json:
         sys.stdout.write(payload)
+    elif args.csv:
+        sys.stdout.write(ports_csv(rank_ports(tel, fits)))
     else:
-        sys.stdout.write(fit.format_text() + "\n")
+        sys.stdout.write(text + "\n")
         if args.out:
             sys.stdout.write(f"wrote {args.out}\n")
     return 0

@@ -187,7 +187,8 @@ def run(args: argparse.Namespace) -> int:
         emit(args, {"path": str(args.out), **meta},
              lambda: f"wrote {args.out}\n" + ("" if from_fit is None else
                                                 f"channel from {from_fit['path']}: {from_fit['model']} fit, "
-                                                f"ber={from_fit['ber']:.4g} burst_pb={from_fit['burst_pb']}\n")
+                                                f"ber={from_fit['ber']:.4g} burst_pb={from_fit['burst_pb']}"
+                                                + (f" ({from_fit['note']})" if from_fit.get("note") else "") + "\n")
              + _summary(meta))
         return 0
     import sys

@@ -20,26 +20,25 @@ Conventions
   histogram; their per-PCS-lane corrected *symbols* stay in ``LinkCounters.pcs_lane_corrected``.
 * ``corrected`` = codewords with 1..t corrected symbols (the kernel's ``corrected``).
 
-Input formats (:func:`read_histogram`): the kernel's JSON (``{"stats": {...}}``, the ``stats``
-object itself, or a one-element list of either, as ``ethtool --json`` prints), where ``corrected``
-/ ``uncorrectable`` (alias ``uncorr``) / ``corr-bits`` are a number, a list ``[total, lane0, ...]``
-(netlink: total first) or ``{"total": x, "lanes": [...]}``; or CSV text with rows ``bin,count``
-or ``bin_low,bin_high,count`` (an optional header line; ``#`` comments; a row whose bin is
-``uncorrectable`` gives that count).
+Input formats: every shape of :mod:`phy802.fec.telemetry` (ethtool JSON and text, the kernel's YNL
+form, SONiC ``fec-histogram`` and ``portstat -fh``, CSV); :func:`read_histogram` reads a one-port file.
 """
 
 from __future__ import annotations
 
-import csv
-import io
-import json
 import os
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 import numpy as np
 
-__all__ = ["FecBin", "FecHistogram", "parse_edges", "default_edges", "read_histogram", "parse_histogram_text"]
+__all__ = ["FecBin", "FecHistogram", "parse_edges", "default_edges", "read_histogram", "parse_histogram_text",
+           "U64_MAX", "I64_MAX"]
+
+#: the largest value of a kernel/SAI counter (unsigned 64-bit)
+U64_MAX = 2**64 - 1
+#: the most codewords one histogram may hold in all (its counts are fitted as int64)
+I64_MAX = 2**63 - 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +98,10 @@ class FecHistogram:
                     raise ValueError(f"{where}: hist[{i}]: bin-val-per-lane sums to {sum(b.per_lane)}, "
                                      f"bin-val is {b.count}")
             last = b.high
+        tot = sum(int(b.count) for b in self.bins) + int(self.uncorrectable or 0)
+        if tot > I64_MAX:
+            raise ValueError(f"{where}: the bins hold {tot} codewords in all, more than 2^63 - 1 "
+                             "(a counter wrapped or the values are not codeword counts)")
         lanes = {len(b.per_lane) for b in self.bins if b.per_lane is not None}
         if len(lanes) > 1:
             raise ValueError(f"{where}: bin-val-per-lane lists have different lengths {sorted(lanes)}")
@@ -243,145 +246,24 @@ def parse_edges(text: str, t: int) -> list[tuple[int, int]]:
 
 
 # ---------------------------------------------------------------------- reading
+# One reader for every format: phy802.fec.telemetry (these two keep the one-histogram API).
 
 
-def _total(v: Any, where: str, name: str) -> int | None:
-    if v is None:
-        return None
-    if isinstance(v, dict):
-        if "total" not in v:
-            raise ValueError(f"{where}: field {name!r}: an object needs a 'total' key")
-        v = v["total"]
-    if isinstance(v, list):
-        if not v:
-            return None
-        v = v[0]
-    if isinstance(v, bool) or not isinstance(v, int) or v < 0:
-        raise ValueError(f"{where}: field {name!r}: expected a non-negative integer, got {v!r}")
-    return int(v)
+def parse_histogram_text(text: str, where: str = "<text>", t: int | None = None, fmt: str | None = None) -> FecHistogram:
+    """The one histogram of ``text`` (any format of :mod:`phy802.fec.telemetry`); errors name ``where``
+    and the field. A file with several ports is refused (read it with
+    :func:`phy802.fec.telemetry.parse_telemetry`)."""
+    from phy802.fec.telemetry import TelemetryError, parse_telemetry
+
+    tel = parse_telemetry(text, where, fmt=fmt, t=t)
+    if len(tel.ports) != 1:
+        raise TelemetryError(f"{where}: {len(tel.ports)} ports ({', '.join(tel.names()[:6])}, ...): pick one")
+    return tel.ports[0].hist
 
 
-def _from_ethtool_obj(obj: Any, where: str, t: int | None) -> FecHistogram:
-    if isinstance(obj, list):
-        if len(obj) != 1:
-            raise ValueError(f"{where}: expected one device's FEC statistics, got a list of {len(obj)}")
-        obj = obj[0]
-    if not isinstance(obj, dict):
-        raise ValueError(f"{where}: expected a JSON object with 'stats' or 'hist', got {type(obj).__name__}")
-    stats = obj.get("stats", obj.get("statistics", obj))
-    if not isinstance(stats, dict):
-        raise ValueError(f"{where}: field 'stats' must be an object")
-    if "hist" not in stats:
-        raise ValueError(f"{where}: field 'stats.hist' is missing (no FEC bins in this file)")
-    hist = stats["hist"]
-    if not isinstance(hist, list):
-        raise ValueError(f"{where}: field 'stats.hist' must be a list of bins")
-    bins = []
-    for i, e in enumerate(hist):
-        if not isinstance(e, dict):
-            raise ValueError(f"{where}: field 'stats.hist[{i}]' must be an object")
-        for key in ("bin-low", "bin-high"):
-            if key not in e:
-                raise ValueError(f"{where}: field 'stats.hist[{i}].{key}' is missing")
-            v = e[key]
-            if isinstance(v, bool) or not isinstance(v, int) or v < 0:
-                raise ValueError(f"{where}: field 'stats.hist[{i}].{key}': expected a non-negative integer, got {v!r}")
-        lanes = e.get("bin-val-per-lane")
-        if lanes is not None:
-            if not isinstance(lanes, list) or any(isinstance(v, bool) or not isinstance(v, int) or v < 0 for v in lanes):
-                raise ValueError(f"{where}: field 'stats.hist[{i}].bin-val-per-lane' must be a list of "
-                                 "non-negative integers")
-            lanes = tuple(int(v) for v in lanes)
-        if "bin-val" in e:
-            val = e["bin-val"]
-            if isinstance(val, bool) or not isinstance(val, int) or val < 0:
-                raise ValueError(f"{where}: field 'stats.hist[{i}].bin-val': expected a non-negative integer, got {val!r}")
-        elif lanes is not None:
-            val = sum(lanes)  # the kernel core sums lanes when bin-val is absent
-        else:
-            raise ValueError(f"{where}: field 'stats.hist[{i}]' has neither bin-val nor bin-val-per-lane")
-        bins.append(FecBin(int(e["bin-low"]), int(e["bin-high"]), int(val), lanes))
-    unc = stats.get("uncorrectable", stats.get("uncorr"))
-    return FecHistogram(
-        tuple(bins),
-        uncorrectable=_total(unc, where, "uncorrectable"),
-        corrected=_total(stats.get("corrected"), where, "corrected"),
-        corr_bits=_total(stats.get("corr-bits"), where, "corr-bits"),
-        t=t, source=where,
-    )
+def read_histogram(path: str | os.PathLike, t: int | None = None, fmt: str | None = None) -> FecHistogram:
+    """Read a one-port histogram file (any format of :mod:`phy802.fec.telemetry`; ``'-'`` = stdin)."""
+    from phy802.fec.telemetry import read_text
 
-
-def _from_csv(text: str, where: str, t: int | None) -> FecHistogram:
-    bins: list[FecBin] = []
-    unc = None
-    ncols = None
-    reader = csv.reader(io.StringIO(text))
-    for lineno, row in enumerate(reader, start=1):
-        cells = [c.strip() for c in row]
-        if not cells or not any(cells) or cells[0].startswith("#"):
-            continue
-        if cells[-1] == "":
-            cells = cells[:-1]
-        if len(cells) not in (2, 3):
-            raise ValueError(f"{where}:{lineno}: expected 'bin,count' or 'bin_low,bin_high,count', got {len(cells)} fields")
-        if ncols is None and not cells[-1].lstrip("-").isdigit():
-            ncols = len(cells)  # header line
-            continue
-        if ncols is not None and len(cells) != ncols:
-            raise ValueError(f"{where}:{lineno}: expected {ncols} fields like the first line, got {len(cells)}")
-        ncols = len(cells)
-        if cells[0].lower() in ("uncorrectable", "uncorr", "uncorrected"):
-            try:
-                unc = int(cells[-1])
-            except ValueError:
-                raise ValueError(f"{where}:{lineno}: field count: {cells[-1]!r} is not an integer") from None
-            if unc < 0:
-                raise ValueError(f"{where}:{lineno}: field count: {unc} is negative")
-            continue
-        names = ("bin", "count") if len(cells) == 2 else ("bin_low", "bin_high", "count")
-        vals = []
-        for name, c in zip(names, cells):
-            try:
-                v = int(c)
-            except ValueError:
-                raise ValueError(f"{where}:{lineno}: field {name}: {c!r} is not an integer") from None
-            if v < 0:
-                raise ValueError(f"{where}:{lineno}: field {name}: {v} is negative")
-            vals.append(v)
-        lo, hi, cnt = (vals[0], vals[0], vals[1]) if len(vals) == 2 else vals
-        if hi < lo:
-            raise ValueError(f"{where}:{lineno}: field bin_high: {hi} < bin_low {lo}")
-        if bins and lo <= bins[-1].high:
-            raise ValueError(f"{where}:{lineno}: field bin_low: bin {lo}-{hi} overlaps or is out of order")
-        if t is not None and hi > t:
-            raise ValueError(f"{where}:{lineno}: field {'bin' if len(vals) == 2 else 'bin_high'}: {hi} exceeds t = {t}")
-        bins.append(FecBin(lo, hi, cnt))
-    if not bins:
-        raise ValueError(f"{where}: no histogram rows found")
-    return FecHistogram(tuple(bins), uncorrectable=unc, corrected=None, t=t, source=where)
-
-
-def parse_histogram_text(text: str, where: str = "<text>", t: int | None = None) -> FecHistogram:
-    """A histogram from JSON (kernel structure) or CSV text; errors name ``where`` and the field."""
-    s = text.lstrip()
-    if not s:
-        raise ValueError(f"{where}: empty file")
-    if s[0] in "[{":
-        try:
-            obj = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"{where}:{exc.lineno}: not valid JSON ({exc.msg})") from None
-        return _from_ethtool_obj(obj, where, t)
-    return _from_csv(text, where, t)
-
-
-def read_histogram(path: str | os.PathLike, t: int | None = None) -> FecHistogram:
-    """Read a histogram file (kernel JSON or CSV, see the module docstring)."""
-    name = os.fspath(path)
-    try:
-        with open(name, encoding="utf-8") as fh:
-            text = fh.read()
-    except UnicodeDecodeError:
-        raise ValueError(f"{name}: not a text file (UTF-8)") from None
-    return parse_histogram_text(text, name, t)
-
+    text, name = read_text(path)
+    return parse_histogram_text(text, name, t, fmt)

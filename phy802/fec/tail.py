@@ -68,7 +68,8 @@ from phy802 import theory
 from phy802.fec.bins import FecHistogram
 
 __all__ = ["CODES", "MODELS", "TailFit", "ModelFit", "fit_histogram", "model_pmf", "sample_histogram",
-           "generator_channel", "read_fit", "DEFAULT_TARGET_FER"]
+           "generator_channel", "read_fit", "DEFAULT_TARGET_FER", "sonic_baseline", "fmt_interval",
+           "estimate_cpu_seconds", "rank_ports", "ports_text", "ports_csv"]
 
 #: FER target of the margin (the 802.3 BER objective 1e-13 [C], used here per codeword)
 DEFAULT_TARGET_FER = 1e-13
@@ -319,6 +320,8 @@ class TailFit:
     observed: dict
     settings: dict = field(default_factory=dict)
     per_lane: list = field(default_factory=list)
+    baseline: dict = field(default_factory=dict)
+    notes: list = field(default_factory=list)
 
     def as_dict(self) -> dict:
         from phy802 import __version__
@@ -330,6 +333,7 @@ class TailFit:
             "histogram": self.histogram.as_dict(), "observed": self.observed,
             "models": {k: v.as_dict() for k, v in self.fits.items()}, "skipped": self.skipped,
             "comparison": self.comparison, "best": self.best, "per_lane_binomial": self.per_lane,
+            "baseline": self.baseline, "notes": self.notes,
             "channel": None if self.best is None else {"model": self.best, **self.fits[self.best].params,
                                                        "ber": self.fits[self.best].predicted["pre_fec_ber"]["value"]},
         }
@@ -341,7 +345,7 @@ class TailFit:
                  f"uncorrectable {self.observed['uncorrectable'] if self.observed['uncorrectable'] is not None else 'not reported'}"]
         if self.observed.get("fer"):
             f = self.observed["fer"]
-            lines.append(f"observed   FER {f['value']:.3e} (95% CI {f['lo']:.3e}..{f['hi']:.3e})")
+            lines.append(f"observed   FER {fmt_interval(f['value'], f['lo'], f['hi'])} (95% Clopper-Pearson)")
         lines.append(f"target     FER {self.target_fer:.0e} (margin: how far pre-FEC BER may grow, shape held)")
         lines.append("")
         hdr = f"{'model':<9} {'params':<44} {'X2 p':>8} {'G2 p':>8} {'AIC':>12}"
@@ -353,15 +357,29 @@ class TailFit:
         for name, why in self.skipped.items():
             lines.append(f"{name:<9} not fitted: {why}")
         lines.append("")
-        lines.append(f"{'model':<9} {'pre-FEC BER':<30} {'FER':<30} {'post-FEC BER':<30} margin (BER x, dB SNR)")
+        lines.append(f"{'model':<9} {'pre-FEC BER':<34} {'FER':<34} {'post-FEC BER':<34} margin (BER x, dB SNR)")
         for name, f in self.fits.items():
             p = f.predicted
-            iv = lambda r: f"{r['value']:.2e} [{_f(r['lo'], '.1e')},{_f(r['hi'], '.1e')}]" if r["value"] is not None else "-"
+            iv = lambda r: fmt_interval(r["value"], r["lo"], r["hi"])
             m = p["margin_factor"]
-            ms = "-" if m["value"] is None else (f"x{m['value']:.3g} [{_f(m['lo'], '.3g')},{_f(m['hi'], '.3g')}]"
+            ms = "-" if m["value"] is None else (f"x{fmt_interval(m['value'], m['lo'], m['hi'])}"
                                                  + ("" if p["snr_margin_db"]["value"] is None
                                                     else f", {p['snr_margin_db']['value']:+.2f} dB"))
-            lines.append(f"{name:<9} {iv(p['pre_fec_ber']):<30} {iv(p['fer']):<30} {iv(p['post_fec_ber']):<30} {ms}")
+            lines.append(f"{name:<9} {iv(p['pre_fec_ber']):<34} {iv(p['fer']):<34} {iv(p['post_fec_ber']):<34} {ms}")
+        bl = self.baseline
+        if bl:
+            lines.append("")
+            if bl.get("predicted_fer") is not None:
+                lines.append(f"SONiC baseline: predicted FLR {bl['predicted_fer']:.3e} (log-linear fit of bins "
+                             f"{','.join(map(str, bl['bins_used']))}, R^2 {bl['r2']:.4f}, extrapolated to "
+                             f"{bl['extrapolated_bins'][0]}..{bl['extrapolated_bins'][-1]}; no burst model, no interval)")
+            else:
+                lines.append(f"SONiC baseline: predicted FLR not available ({bl.get('why')})")
+            if bl.get("observed_cer") is not None:
+                o, fl = bl["observed_cer"], bl["observed_flr"]
+                lines.append(f"                observed CER {fmt_interval(o['value'], o['lo'], o['hi'])}, FLR = CER x "
+                             f"(1 + {bl['interleave']} x {bl['mfc']})/{bl['mfc']} = "
+                             f"{fmt_interval(fl['value'], fl['lo'], fl['hi'])}")
         lines.append("")
         for k, v in self.comparison.items():
             lines.append(f"{k}: LR {v['lr']:.3g}, p = {v['p_value']:.3g} ({v['reference']})")
@@ -373,8 +391,10 @@ class TailFit:
                     lines.append(f"  lane {r['lane']:>2}: no codewords")
                     continue
                 b, f = r["pre_fec_ber"], r["fer"]
-                lines.append(f"  lane {r['lane']:>2}: {r['codewords']} codewords, BER {b['value']:.3e} "
-                             f"[{_f(b['lo'], '.2e')},{_f(b['hi'], '.2e')}], FER {f['value']:.2e}, G2 p {_f(r['g2_p'], '.2g')}")
+                lines.append(f"  lane {r['lane']:>2}: {r['codewords']} codewords, BER "
+                             f"{fmt_interval(b['value'], b['lo'], b['hi'])}, FER {f['value']:.2e}, G2 p {_f(r['g2_p'], '.2g')}")
+        for note in self.notes:
+            lines.append(f"note: {note}")
         if self.best:
             lines.append(f"best (AIC): {self.best}; intervals: "
                          + "; ".join(f"{k} {v.interval_method}" for k, v in self.fits.items()))
@@ -521,6 +541,85 @@ def _bootstrap(model: str, d: _Data, code: theory.RsCode, x_hat: np.ndarray, tar
     return out, ok
 
 
+# ------------------------------------------------------------------------------ SONiC's baseline
+
+#: SONiC's FLR conversion: MFC = 8 for RS(544,514) (telemetry_notes, SONiC "port_fec_flr")
+SONIC_MFC = 8
+
+
+def sonic_baseline(hist: FecHistogram, code: theory.RsCode, interleave: int = 2) -> dict:
+    """What a SONiC switch shows today for this histogram (telemetry_notes.md, "port_fec_flr").
+
+    * ``predicted``: a least-squares line through ``log10(c_i / N)`` over the non-zero single-count
+      bins ``i = 1..t`` (``N`` = all codewords), extrapolated to ``i = t+1 .. t+5`` (16..20 for KP4)
+      and summed: a codeword error ratio with no burst structure and no interval; ``r2`` of the line.
+      Ranged bins (``4-7``) are not used (SONiC's bins are single counts).
+    * ``observed``: ``CER = uncorrectable / N`` (Clopper-Pearson 95%) and the observed frame loss
+      ratio ``FLR = CER x (1 + X x MFC) / MFC`` with ``MFC = 8`` and ``X = interleave`` (codewords
+      interleaved per frame: 2 at 200G/400G, 4 at 800G/1.6T).
+    """
+    from phy802.stats import rate
+
+    if interleave < 1:
+        raise ValueError(f"interleave must be >= 1, got {interleave}")
+    N = hist.total
+    out: dict = {"method": "SONiC port_fec_flr: log10-linear fit of bins 1..t, extrapolated to t+1..t+5",
+                 "interleave": int(interleave), "mfc": SONIC_MFC,
+                 "flr_factor": (1 + interleave * SONIC_MFC) / SONIC_MFC}
+    pts = [(b.low, b.count) for b in hist.bins if b.low == b.high and 1 <= b.low <= code.t and b.count > 0]
+    out["bins_used"] = [i for i, _ in pts]
+    if N == 0 or len(pts) < 2:
+        out.update(predicted_fer=None, predicted_flr=None, r2=None, slope=None,
+                   why=f"needs >= 2 non-zero single-count bins in 1..{code.t}, has {len(pts)}")
+    else:
+        x = np.array([i for i, _ in pts], float)
+        y = np.log10(np.array([c for _, c in pts], float) / N)
+        b, a = np.polyfit(x, y, 1)
+        resid = y - (a + b * x)
+        ss = float(np.sum((y - y.mean()) ** 2))
+        r2 = 1.0 - float(np.sum(resid ** 2)) / ss if ss > 0 else 1.0
+        ext = np.arange(code.t + 1, code.t + 6, dtype=float)
+        pred = float(np.sum(10.0 ** (a + b * ext)))
+        out.update(predicted_fer=pred, predicted_flr=pred, r2=r2, slope=float(b), intercept=float(a),
+                   extrapolated_bins=[int(v) for v in ext])
+    if hist.uncorrectable is None or N == 0:
+        out["observed_cer"] = None
+        out["observed_flr"] = None
+    else:
+        r = rate(int(hist.uncorrectable), N).as_dict()
+        f = out["flr_factor"]
+        out["observed_cer"] = r
+        out["observed_flr"] = {k: (v * f if k in ("value", "lo", "hi") and v is not None else v) for k, v in r.items()}
+    return out
+
+
+def fmt_interval(v, lo, hi, digits: int = 3) -> str:
+    """``v [lo,hi]`` with the same significant digits for all three, more while the ends print like the
+    value but differ from it (never ``1.57e-04 [1.6e-04,1.6e-04]``)."""
+    if v is None:
+        return "-"
+    d = digits
+    while True:
+        spec = f".{d - 1}e"
+        s = [format(v, spec), _f(lo, spec), _f(hi, spec)]
+        clash = any(x is not None and x != v and format(x, spec) == s[0] for x in (lo, hi))
+        if not clash or d >= 8:
+            return f"{s[0]} [{s[1]},{s[2]}]"
+        d += 1
+
+
+def estimate_cpu_seconds(hist: FecHistogram, models: Sequence[str] = MODELS, bootstrap: int = 200) -> float:
+    """A rough upper estimate of :func:`fit_histogram`'s CPU time (for refusing a job up front)."""
+    per_rep = {"binomial": 0.0, "dfe": _COST["dfe"], "ge": _COST["ge"]}
+    fixed = 0.05 + 0.2 * sum(m != "binomial" for m in models)
+    lanes = (hist.n_lanes or 0) * 0.02
+    return fixed + lanes + bootstrap * sum(per_rep.get(m, 0.0) for m in models)
+
+
+#: CPU seconds per bootstrap replicate (measured on a shared 2-vCPU machine, rounded up)
+_COST = {"dfe": 0.004, "ge": 0.02}
+
+
 # ------------------------------------------------------------------------------ entry point
 
 
@@ -533,8 +632,10 @@ def fit_histogram(
     bootstrap: int = 200,
     seed: int | np.random.Generator = 1,
     progress: Callable[[str], None] | None = None,
+    interleave: int = 2,
 ) -> TailFit:
-    """Fit ``models`` to ``hist`` and extrapolate (see the module docstring)."""
+    """Fit ``models`` to ``hist`` and extrapolate (see the module docstring); ``interleave``: the
+    codeword interleave X of SONiC's FLR baseline (:func:`sonic_baseline`)."""
     if isinstance(code, str):
         if code not in CODES:
             raise ValueError(f"unknown code {code!r} (choose from {', '.join(CODES)})")
@@ -609,9 +710,15 @@ def fit_histogram(
                                             "reference": "chi2_3 (approximate: boundary, unidentified under H0)"}
     best = min(fits, key=lambda k: fits[k].aic) if fits else None
     per_lane = _per_lane(hist, code, target_fer)
+    notes = []
+    if hist.n_lanes and not per_lane:
+        missing = [b.label() for b in hist.bins if b.per_lane is None]
+        notes.append(f"per-lane counts in only {len(hist.bins) - len(missing)} of {len(hist.bins)} bins "
+                     f"(none for {', '.join(missing[:6])}): no per-lane fit")
     settings = {"models": list(models), "bootstrap": bootstrap,
                 "seed": seed if isinstance(seed, int) else None, "units_per_rs_symbol": UNITS}
-    return TailFit(code, hist, float(target_fer), fits, skipped, comparison, best, observed, settings, per_lane)
+    return TailFit(code, hist, float(target_fer), fits, skipped, comparison, best, observed, settings, per_lane,
+                   sonic_baseline(hist, code, interleave), notes)
 
 
 def _per_lane(hist: FecHistogram, code: theory.RsCode, target: float) -> list[dict]:
@@ -638,6 +745,102 @@ def _per_lane(hist: FecHistogram, code: theory.RsCode, target: float) -> list[di
     return out
 
 
+# ------------------------------------------------------------------------------ a switch at a time
+
+
+def rank_ports(tel, fits: dict) -> list[dict]:
+    """One row per port, worst first: ranked by the best (AIC) model's margin factor to the target FER
+    (a port whose FER is already above the target has margin < 1; one the model never brings to the
+    target, and ports without codewords, come last)."""
+    rows = []
+    for p in tel.ports:
+        f = fits.get(p.name)
+        r: dict = {"port": p.name, "codewords": p.hist.total if p.hist.bins else 0, "model": None, "fer": None,
+                   "margin_factor": None, "margin_db": None, "pre_fec_ber": None, "binomial_g2_p": None,
+                   "sonic_predicted_fer": None, "sonic_r2": None, "observed_flr": None, "worst_lane": None,
+                   "notes": list(p.notes)}
+        if f is None or f.best is None:
+            r["notes"].append("no codewords counted" if f is None else "no model fitted")
+            r["_key"] = (2, 0.0)
+            rows.append(r)
+            continue
+        b = f.fits[f.best].predicted
+        r.update(model=f.best, fer=b["fer"], margin_factor=b["margin_factor"], margin_db=b["margin_db"]["value"],
+                 pre_fec_ber=b["pre_fec_ber"])
+        if "binomial" in f.fits:
+            r["binomial_g2_p"] = f.fits["binomial"].gof["g2_p"]
+        r["sonic_predicted_fer"] = f.baseline.get("predicted_fer")
+        r["sonic_r2"] = f.baseline.get("r2")
+        r["observed_flr"] = f.baseline.get("observed_flr")
+        if f.per_lane:
+            lanes = [x for x in f.per_lane if x.get("codewords")]
+            if lanes:
+                w = max(lanes, key=lambda x: x["pre_fec_ber"]["value"])
+                others = [x for x in lanes if x is not w]
+                apart = bool(others) and all(w["pre_fec_ber"]["lo"] > x["pre_fec_ber"]["hi"] for x in others)
+                r["worst_lane"] = {"lane": w["lane"], "pre_fec_ber": w["pre_fec_ber"], "separated": apart}
+        m = b["margin_factor"]["value"]
+        if m is not None:
+            r["_key"] = (0, m)
+        else:
+            r["_key"] = (0, 0.0) if (b["fer"]["value"] or 0) >= f.target_fer else (1, 0.0)
+        rows.append(r)
+    rows.sort(key=lambda r: r["_key"])
+    for i, r in enumerate(rows, start=1):
+        del r["_key"]
+        r["rank"] = i
+    return rows
+
+
+def ports_text(rows: list[dict], target: float, fmt: str = "") -> str:
+    """The switch table (worst port first)."""
+    lines = [f"{len(rows)} ports ({fmt}), ranked by margin to FER {target:.0e} (worst first); model = best by AIC",
+             f"{'#':>3} {'port':<14} {'codewords':>10} {'model':<8} {'FER [95%]':<34} {'margin x [95%]':<30} "
+             f"{'dB':>6} {'SONiC pred.':>11} {'R^2':>6}  note"]
+    for r in rows:
+        if r["model"] is None:
+            lines.append(f"{r['rank']:>3} {r['port']:<14} {r['codewords']:>10.3g} {'-':<8} {'-':<34} {'-':<30} "
+                         f"{'-':>6} {'-':>11} {'-':>6}  {'; '.join(r['notes'])}")
+            continue
+        fe, m = r["fer"], r["margin_factor"]
+        ms = "-" if m["value"] is None else fmt_interval(m["value"], m["lo"], m["hi"])
+        note = list(r["notes"])
+        if r["binomial_g2_p"] is not None and r["binomial_g2_p"] < 1e-3:
+            note.append("bursty (binomial rejected)")
+        wl = r["worst_lane"]
+        if wl and wl["separated"]:
+            note.append(f"lane {wl['lane']} worst (BER {wl['pre_fec_ber']['value']:.2e})")
+        sp = "-" if r["sonic_predicted_fer"] is None else f"{r['sonic_predicted_fer']:.2e}"
+        r2 = "-" if r["sonic_r2"] is None else f"{r['sonic_r2']:.3f}"
+        db = "-" if r["margin_db"] is None else f"{r['margin_db']:+.2f}"
+        lines.append(f"{r['rank']:>3} {r['port']:<14} {r['codewords']:>10.3g} {r['model']:<8} "
+                     f"{fmt_interval(fe['value'], fe['lo'], fe['hi']):<34} {ms:<30} {db:>6} {sp:>11} {r2:>6}  "
+                     f"{'; '.join(note)}")
+    return "\n".join(lines)
+
+
+def ports_csv(rows: list[dict]) -> str:
+    """The switch table as CSV (one row per port, worst first)."""
+    import csv
+    import io
+
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(["rank", "port", "codewords", "model", "fer", "fer_lo", "fer_hi", "margin_factor", "margin_lo",
+                "margin_hi", "margin_db", "pre_fec_ber", "binomial_g2_p", "sonic_predicted_fer", "sonic_r2",
+                "worst_lane", "notes"])
+    g = lambda d, k: "" if d is None or d.get(k) is None else repr(float(d[k]))
+    for r in rows:
+        w.writerow([r["rank"], r["port"], r["codewords"], r["model"] or "", g(r["fer"], "value"), g(r["fer"], "lo"),
+                    g(r["fer"], "hi"), g(r["margin_factor"], "value"), g(r["margin_factor"], "lo"),
+                    g(r["margin_factor"], "hi"), "" if r["margin_db"] is None else repr(r["margin_db"]),
+                    g(r["pre_fec_ber"], "value"), "" if r["binomial_g2_p"] is None else repr(r["binomial_g2_p"]),
+                    "" if r["sonic_predicted_fer"] is None else repr(r["sonic_predicted_fer"]),
+                    "" if r["sonic_r2"] is None else repr(r["sonic_r2"]),
+                    "" if not r["worst_lane"] else r["worst_lane"]["lane"], "; ".join(r["notes"])])
+    return buf.getvalue()
+
+
 # ------------------------------------------------------------------------------ helpers
 
 
@@ -655,12 +858,10 @@ def sample_histogram(model: str, params: dict, code: theory.RsCode | str, codewo
 
 def read_fit(path: str | os.PathLike) -> dict:
     """Read a FIT.json written by ``phy802 fec tail --out`` (checked for format and fields)."""
-    name = os.fspath(path)
-    try:
-        with open(name, encoding="utf-8") as fh:
-            obj = json.load(fh)
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"{name}:{exc.lineno}: not valid JSON ({exc.msg})") from None
+    from phy802.fec.telemetry import _load_json, read_text
+
+    text, name = read_text(path)
+    obj = _load_json(text, name)
     if not isinstance(obj, dict) or obj.get("format") != "phy802.fec_tail_fit":
         raise ValueError(f"{name}: field 'format' must be 'phy802.fec_tail_fit' (a file from 'phy802 fec tail --out')")
     if not isinstance(obj.get("models"), dict):
@@ -679,20 +880,29 @@ def generator_channel(fit: dict, model: str | None = None, where: str = "FIT.jso
     ``ge`` has no generator counterpart and is refused.
     """
     name = model or fit.get("best")
-    models = fit.get("models", {})
+    models = fit.get("models")
+    if not isinstance(models, dict):
+        raise ValueError(f"{where}: field 'models' is missing or not an object")
     if name is None or name not in models:
         raise ValueError(f"{where}: field 'models.{name}' is missing (fitted: {', '.join(models) or 'none'})")
     m = models[name]
+    if not isinstance(m, dict) or not isinstance(m.get("params"), dict):
+        raise ValueError(f"{where}: field 'models.{name}.params' is missing or not an object")
+    params = m["params"]
     try:
-        params = m["params"]
         ber = float(m["predicted"]["pre_fec_ber"]["value"])
     except (KeyError, TypeError, ValueError):
-        raise ValueError(f"{where}: field 'models.{name}.predicted.pre_fec_ber' is missing or not a number") from None
+        raise ValueError(f"{where}: field 'models.{name}.predicted.pre_fec_ber.value' is missing or not a number") from None
     if not 0 < ber < 0.5:
         raise ValueError(f"{where}: fitted pre-FEC BER {ber!r} of model {name!r} is not in (0, 0.5)")
     if name == "binomial":
-        return {"model": name, "params": params, "ber": ber, "burst_pb": None}
+        return {"model": name, "params": params, "ber": ber, "burst_pb": None, "note": ""}
     if name == "dfe":
-        pb = float(params["pb"])
-        return {"model": name, "params": params, "ber": ber, "burst_pb": (1.0 + pb) / 2.0}
+        pb = params.get("pb")
+        if isinstance(pb, bool) or not isinstance(pb, (int, float)) or not 0 <= pb < 1:
+            raise ValueError(f"{where}: field 'models.dfe.params.pb' is missing or not in [0, 1), got {pb!r}")
+        bp = (1.0 + float(pb)) / 2.0
+        return {"model": name, "params": params, "ber": ber, "burst_pb": bp,
+                "note": f"burst_pb {bp:.4g} converted from the fit's PAM4-symbol pb {float(pb):.4g} "
+                        "as (1 + pb) / 2 (same mean burst span in RS symbols on the generator's lane bits)"}
     raise ValueError(f"{where}: model {name!r} has no trace-generator channel; use --fit-model binomial or dfe")
