@@ -81,3 +81,344 @@ def markov_count_pmf(N, Y, init, n_symbols, kmax):  # pragma: no cover - compile
     for s in range(S):
         tot += m[s]
     return out, tot
+
+
+# ------------------------------------------------------------------------------ fast path (issue 25)
+# The same codeword law as markov_count_pmf, by repeated squaring of the symbol's polynomial
+# transfer matrix M(z) = N + z Y truncated at degree kmax (the last coefficient absorbs every count
+# >= kmax, and a matrix of E[W 1{W >= kmax}] rides along). Powers of one M commute, so the binary
+# powering is exact; every entry stays a sum of non-negative terms (no 1 - sum cancellation in the
+# tail). About 11 products of 2x2 polynomial matrices for n = 544 instead of 544 DP steps.
+
+
+@njit(cache=True)
+def _poly_mul(a, ma, b, mb, kmax):  # pragma: no cover - compiled
+    S = a.shape[1]
+    c = np.zeros_like(a)
+    mc = np.zeros_like(ma)
+    # suffix sums of B: SB[j] = sum_{l >= j} b[l] (b[kmax] included), MB[j] = sum_{j <= l < kmax} l b[l] + mb
+    SB = np.zeros_like(a)
+    MB = np.zeros_like(a)
+    SB[kmax] = b[kmax]
+    MB[kmax] = mb
+    for j in range(kmax - 1, -1, -1):
+        for r in range(S):
+            for s in range(S):
+                SB[j, r, s] = SB[j + 1, r, s] + b[j, r, s]
+                MB[j, r, s] = MB[j + 1, r, s] + j * b[j, r, s]
+    for k in range(kmax):
+        for i in range(k + 1):
+            ai = a[i]
+            bj = b[k - i]
+            for r in range(S):
+                for s in range(S):
+                    acc = 0.0
+                    for u in range(S):
+                        acc += ai[r, u] * bj[u, s]
+                    c[k, r, s] += acc
+    for r in range(S):
+        for s in range(S):
+            acc_c = 0.0
+            acc_m = 0.0
+            for u in range(S):
+                acc_c += a[kmax, r, u] * SB[0, u, s]
+                acc_m += ma[r, u] * SB[0, u, s] + a[kmax, r, u] * MB[0, u, s]
+            for i in range(kmax):
+                j = kmax - i
+                for u in range(S):
+                    x = a[i, r, u]
+                    if x != 0.0:
+                        acc_c += x * SB[j, u, s]
+                        acc_m += x * (i * SB[j, u, s] + MB[j, u, s])
+            c[kmax, r, s] = acc_c
+            mc[r, s] = acc_m
+    return c, mc
+
+
+@njit(cache=True)
+def markov_count_pmf_fast(N, Y, init, n_symbols, kmax):  # pragma: no cover - compiled
+    """Same result as :func:`markov_count_pmf` (to rounding), by binary powering."""
+    S = init.shape[0]
+    p = np.zeros((kmax + 1, S, S))
+    p[0] = N
+    p[1] = Y
+    mp = np.zeros((S, S))
+    r = np.zeros((kmax + 1, S, S))
+    mr = np.zeros((S, S))
+    have = False
+    e = n_symbols
+    while e > 0:
+        if e & 1:
+            if have:
+                r, mr = _poly_mul(r, mr, p, mp, kmax)
+            else:
+                r = p.copy()
+                mr = mp.copy()
+                have = True
+        e >>= 1
+        if e > 0:
+            p, mp = _poly_mul(p, mp, p, mp, kmax)
+    out = np.zeros(kmax + 1)
+    tot = 0.0
+    for k in range(kmax + 1):
+        for s0 in range(S):
+            for s1 in range(S):
+                out[k] += init[s0] * r[k, s0, s1]
+    for s0 in range(S):
+        for s1 in range(S):
+            tot += init[s0] * mr[s0, s1]
+    return out, tot
+
+
+@njit(cache=True)
+def _sigmoid(v):  # pragma: no cover - compiled
+    v = min(max(v, -30.0), 30.0)
+    return 1.0 / (1.0 + np.exp(-v))
+
+
+@njit(cache=True)
+def params_from_x(model, x):  # pragma: no cover - compiled
+    """``tail._from_x`` for model 1 = dfe (ser, pb) and 2 = ge (p_gb, p_bg, e_g, e_b); 4 slots."""
+    out = np.zeros(4)
+    if model == 1:
+        out[0] = 10.0 ** min(max(x[0], -20.0), -0.5)
+        out[1] = min(max(_sigmoid(x[1]), 0.0), 0.9999)
+        return out
+    eg = 10.0 ** min(max(x[0], -20.0), 0.0)
+    eb = 10.0 ** min(max(x[1], -20.0), 0.0)
+    pgb = 10.0 ** min(max(x[2], -20.0), 0.0)
+    pbg = 10.0 ** min(max(x[3], -20.0), 0.0)
+    if eg > eb:  # label the states so that B is the worse one
+        eg, eb, pgb, pbg = eb, eg, pbg, pgb
+    out[0] = pgb
+    out[1] = max(pbg, 1e-12)
+    out[2] = eg
+    out[3] = eb
+    return out
+
+
+@njit(cache=True)
+def chain_law(model, par, n, t, units):  # pragma: no cover - compiled
+    """``(q[0..t], fer, ew_fail, ber, bits_per_sym)`` of ``tail.model_pmf`` for dfe (1) / ge (2)."""
+    P = np.zeros((2, 2))
+    e = np.zeros(2)
+    pi = np.zeros(2)
+    if model == 1:
+        ser, pb = par[0], par[1]
+        pe = min(ser * (1.0 - pb) / (1.0 - ser), 1.0)
+        P[0, 0] = 1.0 - pe
+        P[0, 1] = pe
+        P[1, 0] = 1.0 - pb
+        P[1, 1] = pb
+        e[1] = 1.0
+        d = 1.0 - pb + pe
+        pi[0] = (1.0 - pb) / d
+        pi[1] = pe / d
+    else:
+        a, b = par[0], par[1]
+        P[0, 0] = 1.0 - a
+        P[0, 1] = a
+        P[1, 0] = b
+        P[1, 1] = 1.0 - b
+        e[0] = par[2]
+        e[1] = par[3]
+        pi[0] = b / (a + b)
+        pi[1] = a / (a + b)
+    Nm, Ym = block_transfer(P, e, units)
+    out, ew = markov_count_pmf_fast(Nm, Ym, pi, n, t + 1)
+    ser = pi[0] * e[0] + pi[1] * e[1]
+    v0 = pi[0] * (1.0 - e[0])
+    v1 = pi[1] * (1.0 - e[1])
+    for _ in range(units - 1):
+        w0 = (v0 * P[0, 0] + v1 * P[1, 0]) * (1.0 - e[0])
+        w1 = (v0 * P[0, 1] + v1 * P[1, 1]) * (1.0 - e[1])
+        v0, v1 = w0, w1
+    p_sym = 1.0 - (v0 + v1)
+    bps = (units * ser / p_sym / 10.0) if p_sym > 0 else 0.1
+    return out[: t + 1].copy(), out[t + 1], ew, ser / 2.0, bps
+
+
+@njit(cache=True)
+def nll_x(model, x, lows, highs, counts, has_fail, n, t, units):  # pragma: no cover - compiled
+    """Negative binned log-likelihood (``tail._loglik`` of ``tail._bin_probs``) at transformed ``x``."""
+    q, fer, _, _, _ = chain_law(model, params_from_x(model, x), n, t, units)
+    nb = lows.shape[0]
+    probs = np.zeros(counts.shape[0])
+    for i in range(nb):
+        acc = 0.0
+        for w in range(lows[i], highs[i] + 1):
+            acc += q[w]
+        probs[i] = acc
+    if has_fail:
+        probs[nb] = fer
+    Q = probs.sum()
+    if not Q > 0:
+        return 1e300
+    ll = 0.0
+    for i in range(counts.shape[0]):
+        if counts[i] > 0:
+            ll += counts[i] * np.log(max(probs[i], 1e-300) / Q)
+    return -ll
+
+
+@njit(cache=True)
+def nelder_mead(model, x0, step, lows, highs, counts, has_fail, n, t, units, xatol, fatol, maxiter, maxfev):  # pragma: no cover
+    """scipy.optimize.minimize(method="Nelder-Mead", initial_simplex = x0 + diag(step)) (standard
+    coefficients 1, 2, 0.5, 0.5, same stopping rule), compiled; returns ``(x, f, nfev)``."""
+    d = x0.shape[0]
+    sim = np.zeros((d + 1, d))
+    fs = np.zeros(d + 1)
+    sim[0] = x0
+    for i in range(d):
+        sim[i + 1] = x0
+        sim[i + 1, i] += step
+    for i in range(d + 1):
+        fs[i] = nll_x(model, sim[i], lows, highs, counts, has_fail, n, t, units)
+    nfev = d + 1
+    it = 1
+    while nfev < maxfev and it < maxiter:
+        order = np.argsort(fs)
+        sim = sim[order].copy()
+        fs = fs[order].copy()
+        xmax = 0.0
+        fmax = 0.0
+        for i in range(1, d + 1):
+            fmax = max(fmax, abs(fs[0] - fs[i]))
+            for j in range(d):
+                xmax = max(xmax, abs(sim[i, j] - sim[0, j]))
+        if xmax <= xatol and fmax <= fatol:
+            break
+        xbar = np.zeros(d)
+        for i in range(d):
+            xbar += sim[i]
+        xbar /= d
+        xr = 2.0 * xbar - sim[d]
+        fr = nll_x(model, xr, lows, highs, counts, has_fail, n, t, units)
+        nfev += 1
+        shrink = False
+        if fr < fs[0]:
+            xe = 3.0 * xbar - 2.0 * sim[d]
+            fe = nll_x(model, xe, lows, highs, counts, has_fail, n, t, units)
+            nfev += 1
+            if fe < fr:
+                sim[d] = xe
+                fs[d] = fe
+            else:
+                sim[d] = xr
+                fs[d] = fr
+        elif fr < fs[d - 1]:
+            sim[d] = xr
+            fs[d] = fr
+        else:
+            if fr < fs[d]:
+                xc = 1.5 * xbar - 0.5 * sim[d]
+                fc = nll_x(model, xc, lows, highs, counts, has_fail, n, t, units)
+                nfev += 1
+                if fc <= fr:
+                    sim[d] = xc
+                    fs[d] = fc
+                else:
+                    shrink = True
+            else:
+                xcc = 0.5 * xbar + 0.5 * sim[d]
+                fcc = nll_x(model, xcc, lows, highs, counts, has_fail, n, t, units)
+                nfev += 1
+                if fcc < fs[d]:
+                    sim[d] = xcc
+                    fs[d] = fcc
+                else:
+                    shrink = True
+            if shrink:
+                for i in range(1, d + 1):
+                    sim[i] = sim[0] + 0.5 * (sim[i] - sim[0])
+                    fs[i] = nll_x(model, sim[i], lows, highs, counts, has_fail, n, t, units)
+                nfev += d
+        it += 1
+    best = np.argmin(fs)
+    return sim[best].copy(), fs[best], nfev
+
+
+@njit(cache=True)
+def _scaled_par(model, par, s):  # pragma: no cover - compiled
+    """``tail._scaled``: error probabilities x s, shape held; ok = False when out of range."""
+    out = par.copy()
+    if model == 1:
+        out[0] = par[0] * s
+        return out, 0.0 < out[0] < 0.5
+    out[2] = par[2] * s
+    out[3] = min(par[3] * s, 1.0)
+    return out, out[2] < 1.0
+
+
+@njit(cache=True)
+def _g_margin(model, par, ls, n, t, units, log_target):  # pragma: no cover - compiled
+    sp, ok = _scaled_par(model, par, 10.0 ** ls)
+    if not ok:
+        return np.inf
+    _, fer, _, _, _ = chain_law(model, sp, n, t, units)
+    return (np.log(fer) if fer > 0 else -800.0) - log_target
+
+
+@njit(cache=True)
+def margin_factor(model, par, n, t, units, target):  # pragma: no cover - compiled
+    """``tail._margin`` compiled: the scale s of the error probabilities at which FER = target (root in
+    log10 s on [-12, 24], the upper end cut to the model's range by bisection); NaN when none."""
+    lt = np.log(target)
+    lo, hi = -12.0, 24.0
+    if not np.isfinite(_g_margin(model, par, hi, n, t, units, lt)):
+        a, b = lo, hi
+        for _ in range(40):
+            mid = 0.5 * (a + b)
+            if np.isfinite(_g_margin(model, par, mid, n, t, units, lt)):
+                a = mid
+            else:
+                b = mid
+        hi = a
+    glo = _g_margin(model, par, lo, n, t, units, lt)
+    ghi = _g_margin(model, par, hi, n, t, units, lt)
+    if not (glo < 0.0 < ghi):
+        return np.nan
+    # Illinois false position, bisection-guarded: |root - x| <= 1e-6 in log10 s (brentq's xtol)
+    a, fa, b, fb = lo, glo, hi, ghi
+    side = 0
+    x = a
+    for _ in range(200):
+        x = (a * fb - b * fa) / (fb - fa)
+        if not (a < x < b):
+            x = 0.5 * (a + b)
+        fx = _g_margin(model, par, x, n, t, units, lt)
+        if fx == 0.0:
+            break
+        if fx < 0:
+            a, fa = x, fx
+            if side == -1:
+                fb *= 0.5
+            side = -1
+        else:
+            b, fb = x, fx
+            if side == 1:
+                fa *= 0.5
+            side = 1
+        if b - a <= 2e-6:
+            x = 0.5 * (a + b)
+            break
+    return 10.0 ** x
+
+
+@njit(cache=True)
+def bootstrap_refits(model, draws, x_hat, step, lows, highs, has_fail, n, t, units, target, xatol, fatol,
+                     maxiter):  # pragma: no cover - compiled
+    """Refit every bootstrap draw (rows of ``draws``) from ``x_hat`` and predict: columns pre-FEC BER,
+    FER, post-FEC BER, margin factor (NaN when none) per replicate."""
+    R = draws.shape[0]
+    out = np.zeros((R, 4))
+    for k in range(R):
+        xb, _, _ = nelder_mead(model, x_hat, step, lows, highs, draws[k], has_fail, n, t, units, xatol, fatol,
+                               maxiter, maxiter * 2)
+        par = params_from_x(model, xb)
+        _, fer, ew, ber, bps = chain_law(model, par, n, t, units)
+        out[k, 0] = ber
+        out[k, 1] = fer
+        out[k, 2] = 0.0 if fer == 0 else ew / n * bps
+        out[k, 3] = margin_factor(model, par, n, t, units, target)
+    return out

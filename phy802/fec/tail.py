@@ -135,12 +135,31 @@ def model_pmf(model: str, params: dict, code: theory.RsCode) -> _Law:
         return _Law(q, fer, ew, ber, (ber / pr) if pr > 0 else 0.1, n)
     if model not in ("dfe", "ge"):
         raise ValueError(f"unknown model {model!r} (choose from {', '.join(MODELS)})")
+    from phy802.fec._tail_kernels import chain_law
+
+    q, fer, ew, ber, bps = chain_law(_MODEL_ID[model], _par_vec(model, params), n, t, UNITS)
+    return _Law(np.asarray(q), float(fer), float(ew), float(ber), float(bps), n)
+
+
+#: model ids of the compiled kernels (phy802.fec._tail_kernels)
+_MODEL_ID = {"dfe": 1, "ge": 2}
+
+
+def _par_vec(model: str, p: dict) -> np.ndarray:
+    if model == "dfe":
+        return np.array([float(p["ser"]), float(p["pb"]), 0.0, 0.0])
+    return np.array([float(p["p_gb"]), float(p["p_bg"]), float(p["e_g"]), float(p["e_b"])])
+
+
+def _reference_pmf(model: str, params: dict, code: theory.RsCode) -> _Law:
+    """The step-by-step DP (:func:`_tail_kernels.markov_count_pmf`): the oracle of the fast path."""
     from phy802.fec._tail_kernels import block_transfer, markov_count_pmf
 
+    n, t = code.n, code.t
     P, e, init = _chain_arrays(model, params)
     Nm, Ym = block_transfer(P, e, UNITS)
     out, ew = markov_count_pmf(Nm, Ym, init, n, t + 1)
-    ser = float(init @ e)  # the chain starts stationary, so this is the stationary SER
+    ser = float(init @ e)
     v = init * (1.0 - e)
     for _ in range(UNITS - 1):
         v = (v @ P) * (1.0 - e)
@@ -248,14 +267,15 @@ def _fit_x(model: str, d: _Data, code: theory.RsCode, starts: Sequence[np.ndarra
                                          options={"xatol": 1e-9})
             cand = (np.array([r.x]), float(r.fun))
         else:
+            from phy802.fec._tail_kernels import nelder_mead
+
             x0 = np.asarray(x0, float)
             # an explicit simplex: scipy's default (5% of each coordinate) is tiny where a coordinate is
-            # near 0 (logit pb ~ 0) and lets refits stop at their start, which narrows bootstrap intervals
-            simplex = np.vstack([x0, x0 + np.diag(np.full(x0.size, _SIMPLEX_STEP[model]))])
-            r = optimize.minimize(nll, x0, method="Nelder-Mead",
-                                  options={"xatol": 1e-6, "fatol": tol, "maxiter": maxiter, "maxfev": maxiter * 2,
-                                           "initial_simplex": simplex})
-            cand = (np.asarray(r.x), float(r.fun))
+            # near 0 (logit pb ~ 0) and lets refits stop at their start, which narrows bootstrap intervals.
+            # The compiled Nelder-Mead is scipy's algorithm (same coefficients and stopping rule).
+            xr, fr, _ = nelder_mead(_MODEL_ID[model], x0, _SIMPLEX_STEP[model], d.lows, d.highs, d.counts,
+                                    d.has_fail, code.n, code.t, UNITS, 1e-6, tol, maxiter, maxiter * 2)
+            cand = (np.asarray(xr), float(fr))
         if best is None or cand[1] < best[1]:
             best = cand
         if model == "binomial":
@@ -452,6 +472,15 @@ def _predict(model: str, params: dict, code: theory.RsCode, target: float) -> di
 
 
 def _margin(model: str, params: dict, code: theory.RsCode, target: float) -> float | None:
+    if model in _MODEL_ID:
+        from phy802.fec._tail_kernels import margin_factor
+
+        v = float(margin_factor(_MODEL_ID[model], _par_vec(model, params), code.n, code.t, UNITS, target))
+        return None if math.isnan(v) else v
+    return _margin_reference(model, params, code, target)
+
+
+def _margin_reference(model: str, params: dict, code: theory.RsCode, target: float) -> float | None:
     def g(ls):
         p = _scaled(model, params, 10.0**ls)
         if p is None:
@@ -520,17 +549,26 @@ def _bootstrap(model: str, d: _Data, code: theory.RsCode, x_hat: np.ndarray, tar
     probs = _bin_probs(model_pmf(model, params, code), d)
     probs = probs / probs.sum()
     N = d.total
-    draws = {k: [] for k in _PRED_KEYS}
-    ok = 0
-    for _ in range(reps):
-        counts = rng.multinomial(N, probs)
-        dd = _Data(d.lows, d.highs, counts, d.has_fail, d.labels)
-        xb, _ = _fit_x(model, dd, code, [x_hat], tol=1e-7, maxiter=1000)
-        pr = _predict(model, _from_x(model, xb), code, target)
-        ok += 1
-        for k in _PRED_KEYS:
-            if pr[k] is not None:
-                draws[k].append(pr[k])
+    from phy802.fec._tail_kernels import bootstrap_refits
+
+    counts = rng.multinomial(N, probs, size=reps).astype(np.int64)
+    res = bootstrap_refits(_MODEL_ID[model], counts, np.asarray(x_hat, float), _SIMPLEX_STEP[model], d.lows,
+                           d.highs, d.has_fail, code.n, code.t, UNITS, float(target), 1e-6, 1e-7, 1000)
+    ok = reps
+    draws = {"pre_fec_ber": res[:, 0], "fer": res[:, 1], "post_fec_ber": res[:, 2]}
+    mf = res[:, 3]
+    good = ~np.isnan(mf)
+    draws["margin_factor"] = mf[good]
+    draws["ber_at_target"] = (res[:, 0] * mf)[good]
+    draws["margin_db"] = 10 * np.log10(mf[good])
+    snr = []
+    for b, m in zip(res[good, 0], mf[good]):
+        if 0 < b < 0.5 and 0 < b * m < 0.5:
+            try:
+                snr.append(theory.snr_db_for_ber(b) - theory.snr_db_for_ber(b * m))
+            except ValueError:
+                pass
+    draws["snr_margin_db"] = snr
     out = {}
     for k in _PRED_KEYS:
         v = np.array(draws[k], float)
