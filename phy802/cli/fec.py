@@ -146,7 +146,7 @@ def _run_tail(args: argparse.Namespace) -> int:
         fits[p.name] = fit_histogram(p.hist, code, models=models, target_fer=args.target_fer,
                                      bootstrap=args.bootstrap, seed=args.seed, interleave=args.interleave)
         fits[p.name].notes.extend(p.notes)
-    info = {"input": str(args.file), "format": tel.fmt, "since": args.since}
+    info = {"input": str(args.file), "input_format": tel.fmt, "since": args.since}
     if not many and not args.csv:
         fit = fits[tel.ports[0].name]
         if fit is None:
