@@ -75,7 +75,7 @@ TAIL_EXAMPLE_FILES = ("vectors/fec_hist/example_kp4_dfe.json", "vectors/fec_hist
                       "vectors/fec_hist/example_switch64_portstat_t1.txt",
                       "vectors/fec_hist/example_switch64_portstat_t0.txt")
 #: refuse a job estimated above this many CPU seconds (lower --bootstrap or pick a port)
-TAIL_MAX_CPU_S = 1800.0
+TAIL_MAX_CPU_S = 600.0
 #: refuse per-lane counts for more lanes than this (a Clause 119 PHY has 16 PCS lanes, 8 physical)
 TAIL_MAX_LANES = 64
 
@@ -110,11 +110,13 @@ def _add_tail(sub) -> None:
                    "fit) to this file, atomically (default: none, print only)")
     p.add_argument("--json", action="store_true", help="print the fit (or the table) as JSON on stdout")
     p.add_argument("--csv", action="store_true", help="print the ports table as CSV on stdout")
+    p.add_argument("--workers", type=int_arg(1, 256), default=1,
+                   help="processes fitting ports in parallel (several ports only; same result for any value) (default 1)")
     p.add_argument("--no-progress", action="store_true", help="no progress lines on stderr for several ports")
 
 
 def _run_tail(args: argparse.Namespace) -> int:
-    from phy802.fec.tail import CODES, estimate_cpu_seconds, fit_histogram, rank_ports, ports_csv, ports_text
+    from phy802.fec.tail import CODES, estimate_cpu_seconds, fit_ports, ports_csv, ports_text, rank_ports
     from phy802.fec.telemetry import difference, read_telemetry
 
     models = tuple(args.models)
@@ -131,21 +133,16 @@ def _run_tail(args: argparse.Namespace) -> int:
             raise ValueError(f"{p.hist.source}: {p.hist.n_lanes} lanes of per-lane counts; at most {TAIL_MAX_LANES} "
                              "are fitted (a 400G PHY has 16 PCS lanes)")
         est += estimate_cpu_seconds(p.hist, models, args.bootstrap)
-    if est > TAIL_MAX_CPU_S:
+    if est / max(1, min(args.workers, len(tel.ports))) > TAIL_MAX_CPU_S:
         raise ValueError(f"{tel.source}: estimated {est:.0f} s of CPU ({len(tel.ports)} port(s), --bootstrap "
                          f"{args.bootstrap}, models {','.join(models)}), above the {TAIL_MAX_CPU_S:.0f} s limit: lower "
                          "--bootstrap or pick a port with --ifname")
-    fits = {}
     many = len(tel.ports) > 1
-    for k, p in enumerate(tel.ports):
-        if many and not args.no_progress:
-            print(f"phy802 fec tail: port {k + 1}/{len(tel.ports)} {p.name}", file=sys.stderr, flush=True)
-        if not p.hist.bins or p.hist.total == 0:
-            fits[p.name] = None
-            continue
-        fits[p.name] = fit_histogram(p.hist, code, models=models, target_fer=args.target_fer,
-                                     bootstrap=args.bootstrap, seed=args.seed, interleave=args.interleave)
-        fits[p.name].notes.extend(p.notes)
+    prog = None
+    if many and not args.no_progress:
+        prog = lambda msg: print(f"phy802 fec tail: {msg}", file=sys.stderr, flush=True)  # noqa: E731
+    fits = fit_ports(tel, code, workers=args.workers, progress=prog, models=models, target_fer=args.target_fer,
+                     bootstrap=args.bootstrap, seed=args.seed, interleave=args.interleave)
     info = {"input": str(args.file), "input_format": tel.fmt, "since": args.since}
     if not many and not args.csv:
         fit = fits[tel.ports[0].name]
@@ -187,6 +184,8 @@ def _code(args: argparse.Namespace) -> RSCode:
 
 
 _DEC_TOKEN = re.compile(r"[0-9]+\Z")
+#: whitespace/control characters other than ASCII space, tab, CR, LF
+_BAD_SEP = re.compile(r"[^\S \t\r\n]|[\x00-\x08\x0e-\x1f\x7f]")
 _HEX_TOKEN = re.compile(r"[0-9a-fA-F]+\Z")
 
 
@@ -217,6 +216,10 @@ def parse_symbol_lines(stream: Iterable[str], length: int, name: str, fmt: str =
         if "\x00" in raw:
             raise ValueError(f"{name}:{lineno}: binary data (NUL byte): expected {kind} symbols as text")
         text = raw.split("#", 1)[0]
+        bad = _BAD_SEP.search(text)
+        if bad:  # str.split() would take U+00A0, U+001F, U+000B, ... for separators (issue 28)
+            raise ValueError(f"{name}:{lineno}: character U+{ord(bad.group()):04X} is not allowed "
+                             f"(separate {kind} symbols with ASCII spaces or tabs)")
         toks = text.split()
         if not toks:
             continue
@@ -278,7 +281,12 @@ def run(args: argparse.Namespace) -> int:
     code = _code(args)
     length = code.k if args.action == "encode" else code.n
     if args.file == "-":
-        words, lines = parse_symbol_lines(sys.stdin, length, "<stdin>", args.format)
+        import io
+
+        # strict UTF-8 like a file (sys.stdin may decode with surrogateescape under a C locale)
+        stdin = io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="strict") \
+            if hasattr(sys.stdin, "buffer") else sys.stdin
+        words, lines = parse_symbol_lines(stdin, length, "<stdin>", args.format)
     else:
         with open(args.file, encoding="utf-8") as fh:
             words, lines = parse_symbol_lines(fh, length, args.file, args.format)

@@ -4,7 +4,7 @@ One known histogram -- 1e9 KP4 codewords drawn (seed 25) from phy802's exact cod
 1-tap DFE model (PAM4 SER 2e-4, pb 0.5), one bin per corrected-symbol count 0..15, split over 4
 lanes -- written in every shape ``phy802.fec.telemetry`` reads; and a 64-port SONiC switch (two
 ``portstat -fh`` snapshots, 600 s apart in the story) with a known channel per port.
-Run: ``python vectors/fec_hist/_gen/gen_fec_hist_vectors.py`` (tests check the files are reproduced).
+Run: ``python vectors/fec_hist/_gen/gen_fec_hist_vectors.py [OUTDIR]`` (tests check the files are reproduced).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ sys.path.insert(0, str(ROOT))
 from phy802 import theory  # noqa: E402
 from phy802.fec.tail import CODES, sample_histogram  # noqa: E402
 
-OUT = ROOT / "vectors" / "fec_hist"
+OUT = Path(sys.argv[1]) if len(sys.argv) > 1 else ROOT / "vectors" / "fec_hist"
 KP4 = CODES["kp4"]
 ORIGIN = ("SIMULATED by phy802 (not a measurement): vectors/fec_hist/_gen/gen_fec_hist_vectors.py, "
           "1e9 KP4 codewords from the DFE model ser=2e-4 pb=0.5, seed 25")
@@ -75,7 +75,7 @@ def shapes() -> None:
     hdr = ["IFACE", "STATE"] + [f"BIN{i}" for i in range(16)]
     write("example_kp4_portstat.txt", table([hdr, ["Ethernet0", "U"] + [commas(b.count) for b in h.bins]]))
     write("example_kp4_known.json", json.dumps({"generated_by": ORIGIN, **KNOWN,
-                                                "true_fer": float(theory_fer()), "bins": [b.count for b in h.bins],
+                                                "true_fer": float(f"{theory_fer():.12g}"), "bins": [b.count for b in h.bins],
                                                 "uncorrectable": unc}, indent=2) + "\n")
 
 
@@ -122,7 +122,7 @@ def switch() -> None:
         new_rows.append([name, "U"] + [commas(v) for v in new])
         from phy802.fec.tail import model_pmf
 
-        truth.append({"port": name, "model": m, "params": p, "true_fer": model_pmf(m, p, KP4).fer})
+        truth.append({"port": name, "model": m, "params": p, "true_fer": float(f"{model_pmf(m, p, KP4).fer:.12g}")})
     write("example_switch64_portstat_t0.txt", table(old_rows))
     write("example_switch64_portstat_t1.txt", table(new_rows))
     write("example_switch64_truth.json", json.dumps({"generated_by": "SIMULATED by phy802 (not a measurement): "
