@@ -225,7 +225,7 @@ def chain_law(model, par, n, t, units):  # pragma: no cover - compiled
         pi[0] = b / (a + b)
         pi[1] = a / (a + b)
     Nm, Ym = block_transfer(P, e, units)
-    out, ew = markov_count_pmf_fast(Nm, Ym, pi, n, t + 1)
+    out, ew = markov_count_pmf_fast2(Nm, Ym, pi, n, t + 1)
     ser = pi[0] * e[0] + pi[1] * e[1]
     v0 = pi[0] * (1.0 - e[0])
     v1 = pi[1] * (1.0 - e[1])
@@ -422,3 +422,86 @@ def bootstrap_refits(model, draws, x_hat, step, lows, highs, has_fail, n, t, uni
         out[k, 2] = 0.0 if fer == 0 else ew / n * bps
         out[k, 3] = margin_factor(model, par, n, t, units, target)
     return out
+
+
+# 2-state specialisation of the powering (both burst models have two states): 2x2 matrices as 4
+# scalars [00, 01, 10, 11], products unrolled, work arrays reused (no allocation per product).
+
+
+@njit(cache=True, inline="always")
+def _mm_acc(x, y, out):  # pragma: no cover - compiled
+    out[0] += x[0] * y[0] + x[1] * y[2]
+    out[1] += x[0] * y[1] + x[1] * y[3]
+    out[2] += x[2] * y[0] + x[3] * y[2]
+    out[3] += x[2] * y[1] + x[3] * y[3]
+
+
+@njit(cache=True)
+def _poly_mul2(a, ma, b, mb, kmax, c, mc, SB, MB):  # pragma: no cover - compiled
+    for q in range(4):
+        SB[kmax, q] = b[kmax, q]
+        MB[kmax, q] = mb[q]
+    for j in range(kmax - 1, -1, -1):
+        for q in range(4):
+            SB[j, q] = SB[j + 1, q] + b[j, q]
+            MB[j, q] = MB[j + 1, q] + j * b[j, q]
+    c[:, :] = 0.0
+    mc[:] = 0.0
+    for k in range(kmax):
+        ck = c[k]
+        for i in range(k + 1):
+            _mm_acc(a[i], b[k - i], ck)
+    ck = c[kmax]
+    _mm_acc(a[kmax], SB[0], ck)
+    _mm_acc(ma, SB[0], mc)
+    _mm_acc(a[kmax], MB[0], mc)
+    tmp = np.zeros(4)
+    for i in range(kmax):
+        ai = a[i]
+        if ai[0] == 0.0 and ai[1] == 0.0 and ai[2] == 0.0 and ai[3] == 0.0:
+            continue
+        j = kmax - i
+        _mm_acc(ai, SB[j], ck)
+        tmp[:] = 0.0
+        _mm_acc(ai, SB[j], tmp)
+        for q in range(4):
+            mc[q] += i * tmp[q]
+        _mm_acc(ai, MB[j], mc)
+
+
+@njit(cache=True)
+def markov_count_pmf_fast2(N, Y, init, n_symbols, kmax):  # pragma: no cover - compiled
+    """:func:`markov_count_pmf_fast` for two states (the burst models), about twice as fast."""
+    K1 = kmax + 1
+    p = np.zeros((K1, 4))
+    p[0, 0], p[0, 1], p[0, 2], p[0, 3] = N[0, 0], N[0, 1], N[1, 0], N[1, 1]
+    p[1, 0], p[1, 1], p[1, 2], p[1, 3] = Y[0, 0], Y[0, 1], Y[1, 0], Y[1, 1]
+    mp = np.zeros(4)
+    r = np.zeros((K1, 4))
+    mr = np.zeros(4)
+    c = np.zeros((K1, 4))
+    mc = np.zeros(4)
+    SB = np.zeros((K1, 4))
+    MB = np.zeros((K1, 4))
+    have = False
+    e = n_symbols
+    while e > 0:
+        if e & 1:
+            if have:
+                _poly_mul2(r, mr, p, mp, kmax, c, mc, SB, MB)
+                r, c = c, r
+                mr, mc = mc, mr
+            else:
+                r[:, :] = p
+                mr[:] = mp
+                have = True
+        e >>= 1
+        if e > 0:
+            _poly_mul2(p, mp, p, mp, kmax, c, mc, SB, MB)
+            p, c = c, p
+            mp, mc = mc, mp
+    out = np.zeros(K1)
+    for k in range(K1):
+        out[k] = init[0] * (r[k, 0] + r[k, 1]) + init[1] * (r[k, 2] + r[k, 3])
+    tot = init[0] * (mr[0] + mr[1]) + init[1] * (mr[2] + mr[3])
+    return out, tot
