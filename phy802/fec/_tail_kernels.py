@@ -407,14 +407,22 @@ def margin_factor(model, par, n, t, units, target):  # pragma: no cover - compil
 
 @njit(cache=True)
 def bootstrap_refits(model, draws, x_hat, step, lows, highs, has_fail, n, t, units, target, xatol, fatol,
-                     maxiter):  # pragma: no cover - compiled
+                     maxiter, use_lm):  # pragma: no cover - compiled
     """Refit every bootstrap draw (rows of ``draws``) from ``x_hat`` and predict: columns pre-FEC BER,
-    FER, post-FEC BER, margin factor (NaN when none) per replicate."""
+    FER, post-FEC BER, margin factor (NaN when none), refit method (1 = Fisher scoring, 0 = Nelder-Mead)
+    per replicate. ``use_lm``: try :func:`lm_refit` first (an interior ``x_hat``), Nelder-Mead when it
+    does not converge."""
     R = draws.shape[0]
-    out = np.zeros((R, 4))
+    out = np.zeros((R, 5))
     for k in range(R):
-        xb, _, _ = nelder_mead(model, x_hat, step, lows, highs, draws[k], has_fail, n, t, units, xatol, fatol,
-                               maxiter, maxiter * 2)
+        done = False
+        if use_lm:
+            xb, _, ok = lm_refit(model, x_hat, lows, highs, draws[k], has_fail, n, t, units, 60, 1e-4)
+            done = ok
+            out[k, 4] = 1.0 if ok else 0.0
+        if not done:
+            xb, _, _ = nelder_mead(model, x_hat, step, lows, highs, draws[k], has_fail, n, t, units, xatol, fatol,
+                                   maxiter, maxiter * 2)
         par = params_from_x(model, xb)
         _, fer, ew, ber, bps = chain_law(model, par, n, t, units)
         out[k, 0] = ber
@@ -505,3 +513,101 @@ def markov_count_pmf_fast2(N, Y, init, n_symbols, kmax):  # pragma: no cover - c
         out[k] = init[0] * (r[k, 0] + r[k, 1]) + init[1] * (r[k, 2] + r[k, 3])
     tot = init[0] * (mr[0] + mr[1]) + init[1] * (mr[2] + mr[3])
     return out, tot
+
+
+@njit(cache=True)
+def _cell_probs(model, x, lows, highs, m, has_fail, n, t, units):  # pragma: no cover - compiled
+    q, fer, _, _, _ = chain_law(model, params_from_x(model, x), n, t, units)
+    nb = lows.shape[0]
+    pr = np.zeros(m)
+    for i in range(nb):
+        acc = 0.0
+        for w in range(lows[i], highs[i] + 1):
+            acc += q[w]
+        pr[i] = acc
+    if has_fail:
+        pr[nb] = fer
+    s = pr.sum()
+    if s > 0:
+        pr /= s
+    return pr
+
+
+@njit(cache=True)
+def _nll_probs(pr, counts):  # pragma: no cover - compiled
+    ll = 0.0
+    for i in range(counts.shape[0]):
+        if counts[i] > 0:
+            ll += counts[i] * np.log(max(pr[i], 1e-300))
+    return -ll
+
+
+@njit(cache=True)
+def lm_refit(model, x0, lows, highs, counts, has_fail, n, t, units, maxit, h):  # pragma: no cover - compiled
+    """Levenberg-Marquardt / Fisher scoring for the binned multinomial likelihood from ``x0``:
+    Jacobian of the cell probabilities by central differences (step ``h``), information
+    ``N J' diag(1/pi) J``; stops when an accepted step gains < 1e-9 relative and < 1e-6 absolute.
+    Returns ``(x, nll, converged)``."""
+    p = x0.shape[0]
+    m = counts.shape[0]
+    Ntot = 0.0
+    for i in range(m):
+        Ntot += counts[i]
+    x = x0.copy()
+    pr = _cell_probs(model, x, lows, highs, m, has_fail, n, t, units)
+    f = _nll_probs(pr, counts)
+    lam = 1e-4
+    J = np.zeros((m, p))
+    converged = False
+    for _ in range(maxit):
+        for j in range(p):
+            xp = x.copy()
+            xm = x.copy()
+            xp[j] += h
+            xm[j] -= h
+            a = _cell_probs(model, xp, lows, highs, m, has_fail, n, t, units)
+            b = _cell_probs(model, xm, lows, highs, m, has_fail, n, t, units)
+            for i in range(m):
+                J[i, j] = (a[i] - b[i]) / (2 * h)
+        g = np.zeros(p)
+        info = np.zeros((p, p))
+        for i in range(m):
+            if pr[i] <= 0:
+                continue
+            w = counts[i] / pr[i]
+            wi = Ntot / pr[i]
+            for j in range(p):
+                g[j] += w * J[i, j]
+                for k in range(p):
+                    info[j, k] += wi * J[i, j] * J[i, k]
+        tr = 0.0
+        for j in range(p):
+            tr += info[j, j]
+        accepted = False
+        for _try in range(30):
+            A = info.copy()
+            for j in range(p):
+                A[j, j] += lam * info[j, j] + 1e-12 * tr + 1e-300
+            delta = np.linalg.solve(A, g)
+            xn = x + delta
+            prn = _cell_probs(model, xn, lows, highs, m, has_fail, n, t, units)
+            fn = _nll_probs(prn, counts)
+            if fn < f:
+                gain = f - fn
+                x = xn
+                pr = prn
+                f = fn
+                lam = max(lam * 0.1, 1e-9)
+                accepted = True
+                if gain < 1e-6 or gain < 1e-9 * abs(f):
+                    converged = True
+                break
+            lam *= 10.0
+            if lam > 1e12:
+                break
+        if not accepted:
+            converged = True  # no descent along any damped Fisher step: a (flat) minimum
+            break
+        if converged:
+            break
+    return x, f, converged

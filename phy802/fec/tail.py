@@ -542,6 +542,15 @@ def _profile_binomial(d: _Data, code: theory.RsCode, x_hat: float, ll_hat: float
     return out
 
 
+def _interior(model: str, x: np.ndarray, pad: float = 0.05) -> bool:
+    """``x`` strictly inside the transform's clip ranges (:func:`_from_x`): there the likelihood is
+    smooth in every coordinate and a bootstrap refit may use Fisher scoring (a clipped coordinate is
+    flat, which only Nelder-Mead explores)."""
+    if model == "dfe":
+        return bool(-20 + pad < x[0] < -0.5 - pad and -20 < x[1] < math.log(0.9999 / 0.0001) - pad)
+    return bool(np.all(x > -20 + pad) and np.all(x < -pad) and abs(x[0] - x[1]) > pad)
+
+
 def _bootstrap(model: str, d: _Data, code: theory.RsCode, x_hat: np.ndarray, target: float, reps: int,
                rng: np.random.Generator) -> tuple[dict, int]:
     params = _from_x(model, x_hat)
@@ -552,9 +561,10 @@ def _bootstrap(model: str, d: _Data, code: theory.RsCode, x_hat: np.ndarray, tar
     from phy802.fec._tail_kernels import bootstrap_refits
 
     counts = rng.multinomial(N, probs, size=reps).astype(np.int64)
+    use_lm = _interior(model, np.asarray(x_hat, float))
     res = bootstrap_refits(_MODEL_ID[model], counts, np.asarray(x_hat, float), _SIMPLEX_STEP[model], d.lows,
-                           d.highs, d.has_fail, code.n, code.t, UNITS, float(target), 1e-6, 1e-7, 1000)
-    ok = reps
+                           d.highs, d.has_fail, code.n, code.t, UNITS, float(target), 1e-6, 1e-7, 1000, use_lm)
+    ok = int(np.sum(res[:, 4]))  # replicates refitted by Fisher scoring (the rest by Nelder-Mead)
     draws = {"pre_fec_ber": res[:, 0], "fer": res[:, 1], "post_fec_ber": res[:, 2]}
     mf = res[:, 3]
     good = ~np.isnan(mf)
@@ -728,7 +738,8 @@ def fit_histogram(
                 progress(f"bootstrap {m} ({bootstrap} replicates)")
             if bootstrap:
                 pred, ok = _bootstrap(m, d, code, np.asarray(x_hat), target_fer, bootstrap, rng)
-                method = f"parametric bootstrap, {bootstrap} replicates, percentile"
+                method = (f"parametric bootstrap, {bootstrap} replicates, percentile (refits: {ok} Fisher "
+                          f"scoring, {bootstrap - ok} Nelder-Mead)")
             else:
                 c = _predict(m, params, code, target_fer)
                 pred = {k: _interval(c[k], None, None) for k in _PRED_KEYS}
