@@ -389,3 +389,14 @@ def test_library_errors_are_value_errors():
     assert issubclass(TelemetryError, ValueError)
     with pytest.raises(ValueError, match="2\\^63"):
         FecHistogram(tuple(FecBin(i, i, 2**62) for i in range(9)))
+
+
+def test_the_public_sonic_sample_reads_and_is_ranked_clean(capsys):
+    tel = read_telemetry(VEC / "sonic_public_sample.txt", t=15, n=544)
+    (p,) = tel.ports
+    assert tel.fmt == "sonic-hist" and p.name == "Ethernet0"
+    assert [b.count for b in p.hist.bins[:4]] == [77092897948028, 5529181, 85996, 217]
+    assert all(b.count == 0 for b in p.hist.bins[4:]) and p.hist.uncorrectable is None
+    f = fit_histogram(p.hist, "kp4", bootstrap=0)
+    assert f.fits["binomial"].predicted["margin_factor"]["value"] > 1e6  # a clean link: far from 1e-13
+    assert f.baseline["bins_used"] == [1, 2, 3]
