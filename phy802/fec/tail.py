@@ -542,6 +542,10 @@ def _profile_binomial(d: _Data, code: theory.RsCode, x_hat: float, ll_hat: float
     return out
 
 
+#: bootstrap refits of dfe by Fisher scoring where the fit is interior (False: Nelder-Mead only, the reference)
+REFIT_FISHER = True
+
+
 def _interior(model: str, x: np.ndarray, pad: float = 0.05) -> bool:
     """``x`` strictly inside the transform's clip ranges (:func:`_from_x`): there the likelihood is
     smooth in every coordinate and a bootstrap refit may use Fisher scoring (a clipped coordinate is
@@ -561,7 +565,9 @@ def _bootstrap(model: str, d: _Data, code: theory.RsCode, x_hat: np.ndarray, tar
     from phy802.fec._tail_kernels import bootstrap_refits
 
     counts = rng.multinomial(N, probs, size=reps).astype(np.int64)
-    use_lm = _interior(model, np.asarray(x_hat, float))
+    # Fisher scoring only for dfe: on ge it stopped short in flat directions and narrowed the upper FER
+    # end (coverage 9/20 against Nelder-Mead's 16/20 on a simulated GE channel, benchmarks/bench_tail.py)
+    use_lm = REFIT_FISHER and model == "dfe" and _interior(model, np.asarray(x_hat, float))
     res = bootstrap_refits(_MODEL_ID[model], counts, np.asarray(x_hat, float), _SIMPLEX_STEP[model], d.lows,
                            d.highs, d.has_fail, code.n, code.t, UNITS, float(target), 1e-6, 1e-7, 1000, use_lm)
     ok = int(np.sum(res[:, 4]))  # replicates refitted by Fisher scoring (the rest by Nelder-Mead)
