@@ -400,3 +400,28 @@ def test_the_public_sonic_sample_reads_and_is_ranked_clean(capsys):
     f = fit_histogram(p.hist, "kp4", bootstrap=0)
     assert f.fits["binomial"].predicted["margin_factor"]["value"] > 1e6  # a clean link: far from 1e-13
     assert f.baseline["bins_used"] == [1, 2, 3]
+
+
+def test_fisher_scoring_refits_reach_the_nelder_mead_optimum_for_dfe_and_ge_keeps_nelder_mead():
+    """The bootstrap's fast refit (dfe) lands where scipy's Nelder-Mead algorithm does, replicate by
+    replicate; ge (flat directions, where Fisher scoring narrowed the intervals) keeps Nelder-Mead."""
+    from phy802.fec import tail as T
+    from phy802.fec._tail_kernels import _cell_probs, _nll_probs, lm_refit, nelder_mead
+
+    h = sample_histogram("dfe", {"ser": 2e-4, "pb": 0.5}, KP4, 10**8, np.random.default_rng(8))
+    d = T._data(h, 15)
+    x, _ = T._fit_x("dfe", d, KP4, T._starts("dfe", 1e-3))
+    assert T._interior("dfe", x)
+    pr = T._bin_probs(T.model_pmf("dfe", T._from_x("dfe", x), KP4), d)
+    draws = np.random.default_rng(2).multinomial(d.total, pr / pr.sum(), size=8).astype(np.int64)
+    for c in draws:
+        xl, _, ok = lm_refit(1, x, d.lows, d.highs, c, d.has_fail, 544, 15, 5, 60, 1e-4)
+        xn, _, _ = nelder_mead(1, x, 0.3, d.lows, d.highs, c, d.has_fail, 544, 15, 5, 1e-6, 1e-7, 1000, 2000)
+        f = [_nll_probs(_cell_probs(1, v, d.lows, d.highs, c.size, d.has_fail, 544, 15, 5), c) for v in (xl, xn)]
+        assert ok and f[0] <= f[1] + 1e-5
+        assert model_pmf("dfe", T._from_x("dfe", xl), KP4).fer == pytest.approx(
+            model_pmf("dfe", T._from_x("dfe", xn), KP4).fer, rel=1e-4)
+    g = sample_histogram("ge", {"p_gb": 1e-3, "p_bg": 0.1, "e_g": 1e-5, "e_b": 0.02}, KP4, 10**6,
+                         np.random.default_rng(3))
+    fit = fit_histogram(g, "kp4", models=("binomial", "dfe", "ge"), bootstrap=10)
+    assert "0 Fisher scoring, 10 Nelder-Mead" in fit.fits["ge"].interval_method
