@@ -73,8 +73,8 @@ def speed(quick: bool) -> dict:
         t, f = _cpu(lambda: fit_histogram(h, "kp4", bootstrap=200, seed=1))
         out["one_port_s"][name] = {"cpu_s": t, "methods": {k: v.interval_method for k, v in f.fits.items()}}
     if not quick:
-        t1 = read_telemetry(ROOT / "vectors/fec_hist/example_switch64_portstat_t1.txt", t=15)
-        t0 = read_telemetry(ROOT / "vectors/fec_hist/example_switch64_portstat_t0.txt", t=15)
+        t1 = read_telemetry(ROOT / "vectors/fec_hist/example_switch64_portstat_t1.out", t=15)
+        t0 = read_telemetry(ROOT / "vectors/fec_hist/example_switch64_portstat_t0.out", t=15)
         w0 = time.perf_counter()
         t, fits = _cpu(lambda: fit_ports(difference(t1, t0), KP4, bootstrap=200, seed=1))
         out["switch64"] = {"cpu_s": t, "wall_s": time.perf_counter() - w0, "ports": len(fits), "bootstrap": 200}

@@ -67,13 +67,13 @@ FLR = CER x (1 + X x 8)/8 (X = --interleave).
 examples:
   phy802 fec tail vectors/fec_hist/example_kp4_dfe.json
   phy802 fec tail vectors/fec_hist/example_kp4_ethtool.json --ifname eth0 --out FIT.json
-  phy802 fec tail vectors/fec_hist/example_switch64_portstat_t1.txt --since vectors/fec_hist/example_switch64_portstat_t0.txt
+  phy802 fec tail vectors/fec_hist/example_switch64_portstat_t1.out --since vectors/fec_hist/example_switch64_portstat_t0.out
 """
 
 #: the files the examples above name (a test checks that each exists)
 TAIL_EXAMPLE_FILES = ("vectors/fec_hist/example_kp4_dfe.json", "vectors/fec_hist/example_kp4_ethtool.json",
-                      "vectors/fec_hist/example_switch64_portstat_t1.txt",
-                      "vectors/fec_hist/example_switch64_portstat_t0.txt")
+                      "vectors/fec_hist/example_switch64_portstat_t1.out",
+                      "vectors/fec_hist/example_switch64_portstat_t0.out")
 #: refuse a job estimated above this many CPU seconds (lower --bootstrap or pick a port)
 TAIL_MAX_CPU_S = 600.0
 #: refuse per-lane counts for more lanes than this (a Clause 119 PHY has 16 PCS lanes, 8 physical)

@@ -24,9 +24,9 @@ from phy802.fec.telemetry import (TelemetryError, detect_format, difference, par
 ROOT = Path(__file__).resolve().parents[3]
 VEC = ROOT / "vectors" / "fec_hist"
 KP4 = CODES["kp4"]
-SHAPES = {"example_kp4_ethtool.json": "ethtool-json", "example_kp4_ethtool.txt": "ethtool-text",
-          "example_kp4_ynl.json": "ynl", "example_kp4.csv": "csv", "example_kp4_sonic_hist.txt": "sonic-hist",
-          "example_kp4_portstat.txt": "portstat"}
+SHAPES = {"example_kp4_ethtool.json": "ethtool-json", "example_kp4_ethtool.out": "ethtool-text",
+          "example_kp4_ynl.json": "ynl", "example_kp4.csv": "csv", "example_kp4_sonic_hist.out": "sonic-hist",
+          "example_kp4_portstat.out": "portstat"}
 
 
 # ------------------------------------------------------------------------------ one histogram, every shape
@@ -77,7 +77,7 @@ def test_every_shape_gives_the_same_fit():
 
 
 def test_forcing_the_wrong_format_is_an_error(capsys):
-    p = VEC / "example_kp4_portstat.txt"
+    p = VEC / "example_kp4_portstat.out"
     assert main(["fec", "tail", str(p), "--format", "csv", "--bootstrap", "0"]) == 2
     assert str(p) in capsys.readouterr().err
     assert main(["fec", "tail", str(p), "--format", "portstat", "--bootstrap", "0", "--models", "binomial"]) == 0
@@ -131,7 +131,7 @@ def test_multi_device_ethtool_gives_a_ranked_table_and_ifname_picks(tmp_path, ca
 
 
 def test_switch_snapshots_difference_and_table(capsys):
-    t0, t1 = VEC / "example_switch64_portstat_t0.txt", VEC / "example_switch64_portstat_t1.txt"
+    t0, t1 = VEC / "example_switch64_portstat_t0.out", VEC / "example_switch64_portstat_t1.out"
     a, b = read_telemetry(t1, t=15), read_telemetry(t0, t=15)
     d = difference(a, b)
     # 1e9 codewords between them (less the few uncorrectable ones portstat does not show)
@@ -158,7 +158,7 @@ def test_switch_snapshots_difference_and_table(capsys):
 
 
 def test_since_refuses_a_reset_and_different_ports(tmp_path, capsys):
-    t0, t1 = VEC / "example_switch64_portstat_t0.txt", VEC / "example_switch64_portstat_t1.txt"
+    t0, t1 = VEC / "example_switch64_portstat_t0.out", VEC / "example_switch64_portstat_t1.out"
     assert main(["fec", "tail", str(t0), "--since", str(t1), "--bootstrap", "0"]) == 2
     err = capsys.readouterr().err
     assert "port Ethernet0" in err and "bin 0" in err and "went down" in err and "reset" in err
@@ -392,7 +392,7 @@ def test_library_errors_are_value_errors():
 
 
 def test_the_public_sonic_sample_reads_and_is_ranked_clean(capsys):
-    tel = read_telemetry(VEC / "sonic_public_sample.txt", t=15, n=544)
+    tel = read_telemetry(VEC / "sonic_public_sample.out", t=15, n=544)
     (p,) = tel.ports
     assert tel.fmt == "sonic-hist" and p.name == "Ethernet0"
     assert [b.count for b in p.hist.bins[:4]] == [77092897948028, 5529181, 85996, 217]

@@ -57,7 +57,7 @@ def shapes() -> None:
              "Statistics:", f"  corrected_blocks: {corr}", f"  uncorrectable_blocks: {unc}"]
     for b, ln in zip(h.bins, lanes):
         lines.append(f"  fec_symbols_err_{b.low}: {b.count} [ per_lane: {', '.join(map(str, ln))} ]")
-    write("example_kp4_ethtool.txt", "\n".join(lines) + "\n")
+    write("example_kp4_ethtool.out", "\n".join(lines) + "\n")
     # the kernel's YNL form (ynl --spec ethtool.yaml --do fec-get)
     ynl = {"header": {"dev-index": 2, "dev-name": "eth0"},
            "stats": {"corrected": [corr], "uncorr": [unc],
@@ -70,10 +70,10 @@ def shapes() -> None:
     # SONiC show interfaces counters fec-histogram Ethernet0 (no uncorrectable count in this table)
     rows = ["Symbol Errors Per Codeword    Codewords", "----------------------------  -----------"]
     rows += [f"{'BIN' + str(b.low):<28}  {b.count}" for b in h.bins]
-    write("example_kp4_sonic_hist.txt", "Ethernet0\n" + "\n".join(rows) + "\n")
+    write("example_kp4_sonic_hist.out", "Ethernet0\n" + "\n".join(rows) + "\n")
     # SONiC portstat -fh, one port
     hdr = ["IFACE", "STATE"] + [f"BIN{i}" for i in range(16)]
-    write("example_kp4_portstat.txt", table([hdr, ["Ethernet0", "U"] + [commas(b.count) for b in h.bins]]))
+    write("example_kp4_portstat.out", table([hdr, ["Ethernet0", "U"] + [commas(b.count) for b in h.bins]]))
     write("example_kp4_known.json", json.dumps({"generated_by": ORIGIN, **KNOWN,
                                                 "true_fer": float(f"{theory_fer():.12g}"), "bins": [b.count for b in h.bins],
                                                 "uncorrectable": unc}, indent=2) + "\n")
@@ -123,8 +123,8 @@ def switch() -> None:
         from phy802.fec.tail import model_pmf
 
         truth.append({"port": name, "model": m, "params": p, "true_fer": float(f"{model_pmf(m, p, KP4).fer:.12g}")})
-    write("example_switch64_portstat_t0.txt", table(old_rows))
-    write("example_switch64_portstat_t1.txt", table(new_rows))
+    write("example_switch64_portstat_t0.out", table(old_rows))
+    write("example_switch64_portstat_t1.out", table(new_rows))
     write("example_switch64_truth.json", json.dumps({"generated_by": "SIMULATED by phy802 (not a measurement): "
                                                      "vectors/fec_hist/_gen/gen_fec_hist_vectors.py; t1 - t0 = 1e9 "
                                                      "codewords per port", "ports": truth}, indent=2) + "\n")
