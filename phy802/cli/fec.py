@@ -43,6 +43,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         p.add_argument("--format", choices=("dec", "hex"), default="dec", help="symbol notation (default dec)")
         p.add_argument("--json", action="store_true", help="print a JSON object on stdout instead of text")
         p.add_argument("--out", metavar="PATH", help="write the output to PATH (atomically; default: stdout)")
+        p.add_argument("--force", action="store_true", help="let --out overwrite a file phy802 did not write, or write "
+                       "through a link / into a device (default: refuse)")
         if action == "decode":
             p.add_argument("--mode", choices=("correct", "detect"), default="correct",
                            help="correct errors (default) or only detect them (syndrome check)")
@@ -77,6 +79,8 @@ def _add_tail(sub) -> None:
                    help="parametric bootstrap replicates for the dfe/ge intervals, 0..100000 (default 200; 0 = none)")
     add_seed(p)
     p.add_argument("--out", metavar="FIT.json", help="write the fit (JSON) to this file, atomically (default: none, print only)")
+    p.add_argument("--force", action="store_true", help="let --out overwrite a file phy802 did not write, or write "
+                   "through a link / into a device (default: refuse)")
     p.add_argument("--json", action="store_true", help="print the fit as JSON on stdout")
 
 
@@ -84,6 +88,10 @@ def _run_tail(args: argparse.Namespace) -> int:
     from phy802.fec.bins import parse_histogram_text, read_histogram
     from phy802.fec.tail import CODES, fit_histogram
 
+    if args.out is not None:
+        from phy802._output import check_output_file
+
+        check_output_file(args.out)  # before the fit, not after it
     models = tuple(args.models)
     t = CODES[args.code].t
     hist = parse_histogram_text(sys.stdin.read(), "<stdin>", t) if args.file == "-" else read_histogram(args.file, t=t)
@@ -201,6 +209,10 @@ def run(args: argparse.Namespace) -> int:
         return _run_tail(args)
     code = _code(args)
     length = code.k if args.action == "encode" else code.n
+    if args.out is not None:
+        from phy802._output import check_output_file
+
+        check_output_file(args.out)  # a device/FIFO/link, the input itself, a file phy802 did not write
     if args.file == "-":
         words, lines = parse_symbol_lines(sys.stdin, length, "<stdin>", args.format)
     else:

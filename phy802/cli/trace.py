@@ -163,6 +163,9 @@ def run(args: argparse.Namespace) -> int:
             from_fit["path"] = str(args.from_fit)
         elif args.fit_model is not None:
             raise ValueError("--fit-model needs --from-fit FIT.json")
+        from phy802._output import check_output_file
+
+        check_output_file(args.out)  # before any work (the writer checks again when it opens)
         weights = _weights(args.lane_weights)
         _check_size(args)
         meta = generate_trace(
