@@ -530,12 +530,17 @@ def _scan(root: str) -> tuple[dict[str, list[int]], list[str], list[str]]:
     return files, sorted(dirs), sorted(odd)
 
 
-def _write_marker(folder: str, kind: str) -> None:
-    """Sign the listing of ``folder`` (every file with its identity) for this folder and this user."""
+def _write_marker(folder: str, kind: str, only: set[str] | None = None) -> None:
+    """Sign the listing of ``folder`` (every file with its identity; with ``only``, just those
+    paths and the folders above them) for this folder and this user."""
     key = _secret()
     if key is None:  # nothing to sign with: a later run will not replace this folder without --force
         return
     files, dirs, _ = _scan(folder)
+    if only is not None:
+        files = {r: i for r, i in files.items() if r in only}
+        above = {"/".join(r.split("/")[:k]) for r in files for k in range(1, r.count("/") + 1)}
+        dirs = [d for d in dirs if d in above]
     fst = os.lstat(folder)
     body = {"kind": kind, "files": files, "dirs": dirs}
     doc = {"format": _MARKER_FORMAT, "version": 2, **body, "mac": _mac(key, "set", [fst.st_dev, fst.st_ino], body)}
@@ -589,7 +594,9 @@ def _shown(names: Sequence[str]) -> str:
 
 
 def _folder_state(folder: str, kind: str | None) -> tuple[str, str, dict | None]:
-    """``("empty" | "ours" | "foreign", why, marker)`` of an existing folder."""
+    """``("empty" | "ours" | "update" | "foreign", why, marker)`` of an existing folder: ``ours`` --
+    every entry listed, unchanged, in a verified marker of this kind; ``update`` -- such a marker,
+    but the folder also holds entries it does not list (the user's, kept as they are)."""
     entries = os.listdir(folder)
     if not entries:
         return "empty", "", None
@@ -599,10 +606,12 @@ def _folder_state(folder: str, kind: str | None) -> tuple[str, str, dict | None]
     if kind is not None and m["kind"] != kind:
         return "foreign", f"it holds a phy802 '{m['kind']}' output, not a '{kind}' one", None
     files, dirs, odd = _scan(folder)
-    extra = (odd + [d for d in dirs if d not in set(m["dirs"])]
-             + [r for r, i in sorted(files.items()) if m["files"].get(r) != i])
+    changed = [r for r, i in sorted(files.items()) if r in m["files"] and m["files"][r] != i]
+    if changed:  # the user edited (or replaced) files phy802 wrote: theirs now
+        return "foreign", f"files phy802 wrote there were changed since ({_shown(changed)})", None
+    extra = odd + [d for d in dirs if d not in set(m["dirs"])] + [r for r in sorted(files) if r not in m["files"]]
     if extra:
-        return "foreign", f"it holds files phy802 did not write there or that changed since ({_shown(extra)})", None
+        return "update", f"it also holds files phy802 did not write ({_shown(extra)})", m
     return "ours", "", m
 
 
@@ -660,6 +669,8 @@ def _plan_set(target: str, kind: str, force: bool, inputs: Sequence[str]) -> tup
         return "empty", os.path.abspath(target)
     if how == "ours":
         return "swap", os.path.abspath(target)
+    if how == "update":  # ours, plus the user's own additions: ours replaced, theirs kept
+        return "update", os.path.abspath(target)
     if force:
         return "merge", os.path.abspath(target)
     raise OutputRefused(target, f"{why}; choose a new or empty folder (--force adds the new files into it and "
@@ -678,23 +689,55 @@ def check_output_dir(path: str | os.PathLike, kind: str = "output", *, force: bo
               [os.fspath(i) for i in (_POLICY["inputs"] if inputs is None else inputs)])
 
 
-def _merge_plan(src: str, dst: str, moves: list[tuple[str, str]]) -> None:
+def _merge_plan(src: str, dst: str, moves: list[tuple[str, str, str]], ours: dict, force: bool,
+                rel: str = "") -> None:
+    """The renames that put ``src``'s files into ``dst``; a same-named entry that phy802 did not
+    write (not in ``ours`` with its identity) is replaced only with ``force``, and never when it is
+    not a regular file."""
     for name in sorted(os.listdir(src)):
         s, d = os.path.join(src, name), os.path.join(dst, name)
+        r = f"{rel}/{name}" if rel else name
         try:
             st = os.lstat(d)
         except FileNotFoundError:
-            moves.append((s, d))
+            moves.append((s, d, r))
             continue
         if os.path.isdir(s) and not os.path.islink(s):
             if not stat.S_ISDIR(st.st_mode):
                 raise OutputRefused(d, f"is a {_kind_of(st.st_mode)} where the output has a folder; not replaced")
-            _merge_plan(s, d, moves)
+            _merge_plan(s, d, moves, ours, force, r)
         elif stat.S_ISREG(st.st_mode):
-            moves.append((s, d))  # --force: a same-named regular file is replaced
+            if not force and ours.get(r) != _ident(st):
+                raise OutputRefused(d, "exists and was not written by phy802 (or changed since); not overwritten "
+                                       "(--force to overwrite it)")
+            moves.append((s, d, r))
         else:
             raise OutputRefused(d, f"is a {_kind_of(st.st_mode)} where the output has a file; not replaced "
                                    "even with --force")
+
+
+def _place_into(tmp: str, real: str, kind: str, force: bool, marker: dict | None) -> None:
+    """Move the new set's files into the existing folder ``real`` (update / --force merge): only
+    files listed unchanged in its verified ``marker`` (or, with ``force``, same-named regular files)
+    are replaced; ``marker``'s files the new set does not have are deleted; nothing else is."""
+    ours = dict(marker["files"]) if marker else {}
+    new_files, _, _ = _scan(tmp)
+    moves: list[tuple[str, str, str]] = []
+    _merge_plan(tmp, real, moves, ours, force)
+    for a, b, _ in moves:
+        os.replace(a, b)
+    if marker:  # files of the earlier run that this one does not write: ours, unchanged -> removed
+        for rel, ident in ours.items():
+            if rel in new_files:
+                continue
+            p = os.path.join(real, *rel.split("/"))
+            with contextlib.suppress(OSError):
+                if _ident(os.lstat(p)) == ident:
+                    os.unlink(p)
+        for rel in sorted(marker["dirs"], key=lambda r: r.count("/"), reverse=True):
+            with contextlib.suppress(OSError):
+                os.rmdir(os.path.join(real, *rel.split("/")))
+    _write_marker(real, kind, only=set(new_files))
 
 
 @contextlib.contextmanager
@@ -746,13 +789,9 @@ def output_set(path: str | os.PathLike, kind: str = "output", *, force: bool | N
                 io_mod._untrack(old)
                 print(f"phy802: note: the previous {real} had entries it did not list; kept in {moved}",
                       file=sys.stderr)
-        else:  # merge (--force into a folder phy802 did not write): add and replace, delete nothing
-            moves: list[tuple[str, str]] = []
-            _merge_plan(tmp, real, moves)
-            for a, b in moves:
-                os.replace(a, b)
-                if os.path.isfile(b):
-                    _record_file(b)
+        else:  # update (ours + the user's additions) or merge (--force into a foreign folder)
+            m = _read_marker(real) if how == "update" else None
+            _place_into(tmp, real, kind, force, m if isinstance(m, dict) else None)
             io_mod._remove(tmp)
     except BaseException:
         io_mod._remove(tmp)

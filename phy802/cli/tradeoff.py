@@ -107,15 +107,25 @@ _SHOW = ("parallel", "mode", "ber", "guard", "ranks", "step_ms", "exposed_ms", "
 
 def run_tradeoff(args: argparse.Namespace, live: bool = True) -> dict:
     """The whole command as a function (also used by ``phy802 demo``); returns the JSON document."""
-    from phy802._io import atomic_write_text
-    from protocol.steptime import read_commlog
-    from protocol.tradeoff import COLUMNS, DEFAULT_MODES, TimeModel, load_results, plot_pareto, tradeoff_rows
+    from phy802._output import check_output_dir, output_set
 
     if not (args.tflops > 0 and 0 < args.mfu <= 1):
         raise ValueError(f"--tflops must be > 0 and --mfu in (0, 1], got {args.tflops}, {args.mfu}")
     out = args.out
-    os.makedirs(out, exist_ok=True)
-    results = args.results or _small_experiment(args, os.path.join(out, "experiment"))
+    check_output_dir(out, "tradeoff")  # before any work: never over the user's files (issue 28)
+    shown = getattr(args, "shown_out", None) or out  # where the set ends up (it is built beside it)
+    with output_set(out, "tradeoff") as stage:
+        results = args.results or _small_experiment(args, os.path.join(stage, "experiment"))
+        doc = _tradeoff_into(args, str(stage), results, shown, live)
+    return doc
+
+
+def _tradeoff_into(args, out: str, results: str, shown: str, live: bool) -> dict:
+    from phy802._io import atomic_write_text
+    from protocol.steptime import read_commlog
+    from protocol.tradeoff import COLUMNS, DEFAULT_MODES, TimeModel, load_results, plot_pareto, tradeoff_rows
+
+    shown_results = args.results or os.path.join(shown, "experiment")
     meta, rows = load_results(results)
     log = read_commlog(args.comm_log) if args.comm_log else None
     stages = args.pp_stages or int(meta.get("world_size", 2))
@@ -143,7 +153,7 @@ def run_tradeoff(args: argparse.Namespace, live: bool = True) -> dict:
     for r in table:
         w.writerow([_fmt(r[c]) for c in COLUMNS])
     atomic_write_text(os.path.join(out, "tradeoff.csv"), buf.getvalue())
-    doc = {"results": os.path.abspath(results), "out": os.path.abspath(out), "model": args.model, "algo": args.algo,
+    doc = {"results": os.path.abspath(shown_results), "out": os.path.abspath(shown), "model": args.model, "algo": args.algo,
            "tflops": tm.tflops, "mfu": args.mfu, "comm_log": args.comm_log, "cluster": to_jsonable(cluster_from_args(args)),
            "rows": [{k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in r.items()}
                     for r in table],
