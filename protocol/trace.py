@@ -977,7 +977,9 @@ def _make_executor(workers: int | None, scheduler: str | None):
         n = max(1, sum(client.nthreads().values()))
         return client.get_executor(), client, n
     n = int(workers) if workers else (os.cpu_count() or 1)
-    return cf.ProcessPoolExecutor(max_workers=n), True, n
+    from phy802._io import worker_pool
+
+    return worker_pool(n), True, n  # workers leave Ctrl-C to this process: no worker tracebacks
 
 
 def generate_trace(
@@ -1132,6 +1134,10 @@ def generate_trace(
                         f.cancel()
                     if batons is not None:  # shards waiting for a baton that will not come give up
                         (batons / "abort").touch()
+                    if owned is True:  # an interrupt or error: stop the workers now, not after their shard
+                        from phy802._io import stop_pool
+
+                        stop_pool(ex)
                     raise
         finally:
             try:
