@@ -111,12 +111,12 @@ def test_sighup_removes_temporary_files(tmp_path):
 
 
 def test_stdout_closed_is_not_an_internal_error(tmp_path):
-    """Item 11: stdout closed -> exit 3; now one line and exit 2."""
-    r = subprocess.run([sys.executable, "-c", "import os, sys; os.close(1); from phy802.cli import main; "
-                        "sys.exit(main(['theory', 'ser', '--snr-db', '15']))"], env=_env(tmp_path),
-                       capture_output=True)
+    """Item 11: started with stdout closed ('>&-': Python's sys.stdout is None) -> exit 3; now exit 2."""
+    r = subprocess.run([sys.executable, "-m", "phy802", "theory", "pam4", "--snr-db", "15"], env=_env(tmp_path),
+                       stderr=subprocess.PIPE, preexec_fn=lambda: os.close(1))
     assert r.returncode == 2, r.stderr
     assert b"Traceback" not in r.stderr and b"internal error" not in r.stderr
+    assert len(r.stderr.decode().strip().splitlines()) == 1, r.stderr
 
 
 def test_interrupt_surfacing_as_systemerror_maps_to_the_signal():
