@@ -329,6 +329,25 @@ def emit(args: argparse.Namespace, obj: Any, text: Callable[[], str] | str, *, t
         sys.stdout.write((text() if callable(text) else text).rstrip("\n") + "\n")
 
 
+MAX_LINE = 1 << 20  # characters; no phy802 text format has lines near this (a codeword is < 5 KiB)
+
+
+def bounded_lines(stream, name: str, max_line: int = MAX_LINE) -> Iterable[str]:
+    """The lines of a text ``stream``, each at most ``max_line`` characters: ``/dev/zero`` or a
+    file without newlines raises ``ValueError`` naming it instead of growing memory until it runs
+    out (issue 28 item 14)."""
+    lineno = 0
+    while True:
+        raw = stream.readline(max_line + 1)
+        if not raw:
+            return
+        lineno += 1
+        if len(raw) > max_line:
+            raise ValueError(f"{name}:{lineno}: line longer than {max_line} characters (binary data or no "
+                             "line breaks): not a text file of this format")
+        yield raw
+
+
 def read_text_lines(path: str, *, stdin_name: str = "<stdin>") -> Iterable[tuple[int, str]]:
     """``(line number, line)`` of a UTF-8 text file or ``-`` (stdin); a binary or non-UTF-8 file
     raises ``ValueError`` naming it."""
@@ -339,7 +358,7 @@ def read_text_lines(path: str, *, stdin_name: str = "<stdin>") -> Iterable[tuple
     try:
         lineno = 0
         try:
-            for lineno, raw in enumerate(stream, start=1):
+            for lineno, raw in enumerate(bounded_lines(stream, name), start=1):
                 if "\x00" in raw:
                     raise ValueError(f"{name}:{lineno}: binary data (NUL byte): not a text file")
                 yield lineno, raw

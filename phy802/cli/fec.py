@@ -16,7 +16,7 @@ from typing import Iterable
 
 import numpy as np
 
-from phy802.cli._common import add_seed, choice_list, int_arg, json_document, probability
+from phy802.cli._common import add_seed, bounded_lines, choice_list, int_arg, json_document, probability
 from phy802.fec.counters import FecCounters
 from phy802.fec.rs import CODES, RSCode, decode, encode
 
@@ -214,10 +214,10 @@ def run(args: argparse.Namespace) -> int:
 
         check_output_file(args.out)  # a device/FIFO/link, the input itself, a file phy802 did not write
     if args.file == "-":
-        words, lines = parse_symbol_lines(sys.stdin, length, "<stdin>", args.format)
+        words, lines = parse_symbol_lines(bounded_lines(sys.stdin, "<stdin>"), length, "<stdin>", args.format)
     else:
         with open(args.file, encoding="utf-8") as fh:
-            words, lines = parse_symbol_lines(fh, length, args.file, args.format)
+            words, lines = parse_symbol_lines(bounded_lines(fh, args.file), length, args.file, args.format)
 
     counters = None
     if args.action == "encode":

@@ -12,6 +12,7 @@ Examples::
 from __future__ import annotations
 
 import argparse
+import os
 
 import numpy as np
 
@@ -128,6 +129,11 @@ def _rx(args) -> int:
     from phy802.pcs import PcsConfig, PcsReceiver
     from phy802.pcs.lanesfile import read_lanes
 
+    import stat
+
+    st = os.stat(args.lanes)
+    if not stat.S_ISREG(st.st_mode):  # /dev/zero, a FIFO: refused, not read until memory runs out
+        raise ValueError(f"{args.lanes}: is not a regular file (a device, FIFO or folder); expected a lanes file")
     lanes, fields = read_lanes(args.lanes)
     cfg = PcsConfig(decode_mode=args.decode_mode, error_marking=args.error_marking, **fields)
     rx = PcsReceiver(cfg)(lanes)

@@ -114,6 +114,25 @@ def _check_size(args) -> None:
                  force=args.force, hint="use fewer --bits")
 
 
+def _code_t(meta: dict, path) -> int | None:
+    """The correction power t of the trace's own code (issue 28 item 9: an RS(272) trace, t = 7,
+    was counted with KP4's t = 15); ``None`` for a trace without FEC (code none)."""
+    import re
+
+    from phy802.fec.rs import CODES
+
+    code = meta.get("code", "kp4")  # traces from before the code field are KP4
+    m = re.search(r"t=(\d+)", code)
+    if m:
+        return int(m.group(1))
+    if code in CODES:
+        return int(CODES[code].t)
+    if code == "none":
+        return None
+    raise ValueError(f"{path}: trace meta field 'code' is {code!r:.40}, not a code phy802 knows "
+                     f"({', '.join(CODES)}, none)")
+
+
 def _summary(meta: dict) -> str:
     pre, post, cw = meta.get("pre_fec", {}), meta.get("post_fec", {}), meta.get("codewords", {})
     lines = [
@@ -211,11 +230,9 @@ def run(args: argparse.Namespace) -> int:
         return 1
     counts = meta.get("codewords", {}).get("symbol_error_hist")
     fh = None
-    if counts:  # the trace's last count collects every weight >= its index (all > t)
-        import re
-
-        m = re.search(r"t=(\d+)", str(meta.get("code", "")))
-        fh = histogram_from_counts(counts, int(m.group(1)) if m else 15, args.bins, str(args.path))
+    t = _code_t(meta, args.path)
+    if counts and t is not None:  # the trace's last count collects every weight >= its index (all > t)
+        fh = histogram_from_counts(counts, t, args.bins, str(args.path))
     if ethtool:
         if fh is None:
             raise ValueError(f"{args.path}: field 'codewords.symbol_error_hist' is missing (no histogram in this trace)")
