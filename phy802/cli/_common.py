@@ -30,7 +30,7 @@ from phy802._output import progress, to_jsonable
 
 __all__ = ["add_seed", "add_json", "add_force", "emit", "to_jsonable", "progress", "Parser", "CliError",
            "float_arg", "probability", "int_arg", "uint_arg", "count_arg", "list_arg", "choice_list",
-           "split_timing", "TIMING_KEYS", "check_budget", "check_disk", "require_together",
+           "split_timing", "TIMING_KEYS", "check_budget", "check_disk", "require_together", "calibrated_seconds",
            "MAX_SEED"]
 
 MAX_SEED = 2**63 - 1
@@ -253,6 +253,31 @@ def check_budget(what: str, *, memory_bytes: float = 0.0, seconds: float = 0.0, 
     if seconds > max_seconds:
         raise CliError(f"{what} would take about {seconds / 3600:.3g} h (limit {max_seconds / 3600:.3g} h){tail} "
                        f"(--force to run anyway)")
+
+
+def calibrated_seconds(total: float, run_small: Callable[[int], Any], small: int, *, assumed_rate: float,
+                       max_seconds: float = 3600.0) -> float:
+    """Run time of ``total`` units (bits, pairs, ...) estimated from a short measured run of the
+    same kernel on this machine (issue 28 item 14: constants were 4x-20x optimistic).
+
+    ``run_small(n)`` does ``n`` units of the real work.  When even ``assumed_rate`` (an upper
+    bound of the speed) gives over ``max_seconds``, or under 1/100 of it, no measurement is needed
+    (refused / clearly fine either way); otherwise ``run_small`` runs for ``small`` and ``4 small``
+    units (the first also loads the compiled kernels) and the rate is their difference."""
+    import time
+
+    optimistic = total / assumed_rate
+    if optimistic > max_seconds or optimistic < max_seconds / 100.0:
+        return optimistic
+    run_small(max(1, small // 4))  # compile / load the kernels outside the timing
+    t0 = time.perf_counter()
+    run_small(small)
+    t1 = time.perf_counter()
+    run_small(4 * small)
+    t2 = time.perf_counter()
+    dt = (t2 - t1) - (t1 - t0)
+    rate = 3 * small / dt if dt > 0 else 4 * small / max(t2 - t1, 1e-9)
+    return max(optimistic, total / rate)
 
 
 def check_disk(path: str | Path, nbytes: float, what: str, *, force: bool = False, hint: str = "") -> None:

@@ -145,3 +145,32 @@ def test_stdin_zero_bytes_is_refused(tmp_path):
         r = subprocess.run([sys.executable, "-m", "phy802", "fec", "decode"], stdin=zero, capture_output=True,
                            timeout=60, env={**os.environ, "PYTHONPATH": str(REPO)})
     assert r.returncode == 2, r.stderr
+
+
+# ----------------------------------------------------------------------------- item 14: estimates
+
+def test_calibrated_seconds_measures_the_real_kernel():
+    """The estimate comes from timing the work itself, not from a constant."""
+    import time
+
+    from phy802.cli._common import calibrated_seconds
+
+    def slow(n):  # 1e5 units/s, whatever the assumed rate says
+        time.sleep(n / 1e5)
+
+    est = calibrated_seconds(1e8, slow, 2000, assumed_rate=1e6)  # the constant would say 100 s
+    assert 500 < est < 2000  # ~1000 s measured
+    assert calibrated_seconds(1e12, slow, 2000, assumed_rate=1e6) == 1e6  # refused without measuring
+    assert calibrated_seconds(10, slow, 2000, assumed_rate=1e6) == 1e-5  # clearly quick: not measured
+
+
+@pytest.mark.parametrize("argv", [
+    ["trace", "generate", "--generator", "bitexact", "--bits", "3e12", "--out", "t.trace"],  # ~5e7 bits/s, not 1e9
+    ["link", "--pairs", "1e8", "--ber", "1e-4"],  # estimated ~4x too fast before
+])
+def test_too_long_runs_are_refused_up_front(tmp_path, capsys, monkeypatch, argv):
+    monkeypatch.chdir(tmp_path)
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "would take about" in err and "measured here" in err, err
+    assert os.listdir(tmp_path) == []
