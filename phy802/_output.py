@@ -381,28 +381,17 @@ def _registered(real: str, st: os.stat_result) -> bool:
 
 
 def is_ours(path: str | os.PathLike) -> bool:
-    """True when ``path`` is a regular file phy802 wrote and nobody changed since: recorded at
-    write time, or listed (with the same identity) in a verified output-set marker above it."""
+    """True when ``path`` is a regular file phy802 wrote as a single output file and nobody changed
+    since (recorded at write time)."""
     try:
         st = os.lstat(path)
     except OSError:
         return False
     if not stat.S_ISREG(st.st_mode):
         return False
-    real = os.path.realpath(path)
-    if _registered(real, st):
-        return True
-    root = os.path.dirname(real)
-    for _ in range(4):  # the file may sit in a sub-folder of a set (vectors/rs/...)
-        m = _read_marker(root)
-        if isinstance(m, dict):
-            rel = os.path.relpath(real, root).replace(os.sep, "/")
-            return m["files"].get(rel) == _ident(st)
-        up = os.path.dirname(root)
-        if up == root:
-            break
-        root = up
-    return False
+    # only the record of single files counts: a file of an output set belongs to its set (replacing
+    # it alone would leave a set that no longer matches its marker)
+    return _registered(os.path.realpath(path), st)
 
 
 # ------------------------------------------------------------------ single files: the checks
