@@ -124,7 +124,7 @@ def snapshot(root: Path) -> dict:
 # ----------------------------------------------------------------------------- the attacks
 
 def _spell(name: str, arena: Path) -> list[str]:
-    return [name, f"./{name}", str(arena / name)] if name not in ("", ".", "..") else [name]
+    return [name, f"./{name}", os.path.join(str(arena), name)] if name not in ("", ".", "..") else [name]
 
 
 def _trace_with_meta(arena: Path, name: str, edit) -> str:
@@ -175,7 +175,7 @@ def attacks(arena: Path, facts: dict) -> list[tuple[str, list[str]]]:
         "tradeoff": ["tradeoff", "--results", "nosuch"],
         "demo": ["demo", "--no-train", "--quick", "--no-progress"],
     }
-    ftargets = ["userdir", "linkdir", "fifo", "sock", "user.txt", "link", "vecs", "gen/thesis.tex", "victim_copied",
+    ftargets = ["userdir", "linkdir", "fifo", "sock", "user.txt", "link", "gen/thesis.tex", "victim_copied",
                 "victim_edited", "victim_old", "victim_exp", "s1_edited", ".", "..", ""] + (["dev"] if facts["dev"] else [])
     for f, argv in folders.items():
         for t in ftargets + (["vecs"] if f != "vectors" else ["s1"]) + (["s1", "s2"] if f == "sweep-merge" else []):
