@@ -14,7 +14,7 @@ previous step.  From Python::
 
 ``phy802 train --comm-log FILE`` sets :data:`ENV_VAR` so that every rank's log is gathered and
 rank 0 writes ``FILE``.  The file format (JSON lines, readable without torch) and the replay
-through the collective time model are in :mod:`protocol.steptime`.
+through the collective time model are in :mod:`protocol.cluster.steptime`.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ ENV_VAR = "PHY802_COMMLOG"
 
 
 class CommLog:
-    """Records of the operations one rank issued (dicts, see :mod:`protocol.steptime`)."""
+    """Records of the operations one rank issued (dicts, see :mod:`protocol.cluster.steptime`)."""
 
     def __init__(self, rank: int, world_size: int, limit: int = 2_000_000) -> None:
         self.rank, self.world_size, self.limit = int(rank), int(world_size), int(limit)
@@ -78,15 +78,15 @@ class CommLog:
         return h
 
     def save(self, path: str | os.PathLike, **meta: Any) -> None:
-        """Write this rank's log to ``path`` (atomically; :func:`protocol.steptime.write_commlog`)."""
-        from protocol.steptime import write_commlog
+        """Write this rank's log to ``path`` (atomically; :func:`protocol.cluster.steptime.write_commlog`)."""
+        from protocol.cluster.steptime import write_commlog
 
         write_commlog(path, self.header(**meta), self.records())
 
 
 def save_gathered(path: str | os.PathLike, parts: Iterable[dict], **meta: Any) -> None:
     """Write the logs of all ranks (``{"records": [...], "step_s": [...]}`` per rank) as one file."""
-    from protocol.steptime import write_commlog
+    from protocol.cluster.steptime import write_commlog
 
     parts = list(parts)
     recs = [r for p in parts for r in p.get("records", [])]

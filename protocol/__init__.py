@@ -10,10 +10,10 @@ Modules (imported on demand; this package imports nothing heavy at import time):
 * :mod:`protocol.source`: the ``ErrorSource`` protocol and ``ErrorChunk``;
 * :mod:`protocol.tracegen`: the fast event-driven generator and the bit-exact reference link;
 * :mod:`protocol.trace`: the trace file format, readers, cursors, sources (``phy802 trace``);
-* :mod:`protocol.collective`: alpha-beta time of collectives per (code, mode) (``phy802 collective``);
-* :mod:`protocol.steptime`: communication logs replayed into a training step time;
-* :mod:`protocol.tradeoff`: step time joined with measured loss (``phy802 tradeoff``).
+* :mod:`protocol.cluster`: the time side, a neighbour of the layer rather than part of it: the
+  cluster (nodes, scale-up domain, NICs, fabric), NCCL's cost model as data, transport loss
+  recovery, step time from communication logs, the trade-off (``phy802 collective``,
+  ``phy802 tradeoff``).
 """
 
-__all__ = ["modes", "framing", "delivery", "latency", "source", "tracegen", "trace", "collective", "steptime",
-           "tradeoff"]
+__all__ = ["modes", "framing", "delivery", "latency", "source", "tracegen", "trace", "cluster"]

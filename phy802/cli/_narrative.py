@@ -21,7 +21,7 @@ MEASURED_VS_MODEL = (
     "(`protocol.latency`: documented pipeline cycle counts at 1 GHz), the closed-form `theory` "
     "columns (independent errors), the payload BER of the codeword-level sweep (3 x the "
     "decoder-output BER; the trace measures it) and the step times of the tradeoff section "
-    "(`protocol.collective`, `protocol.steptime`), which it joins with the measured losses."
+    "(`protocol.cluster`: NCCL's cost model on a DGX H100 cluster, simulated loss recovery), which it joins with the measured losses."
 )
 
 

@@ -1,116 +1,349 @@
-"""``phy802 collective``: modelled time of one collective over a cluster of 400G/200G links.
+"""``phy802 collective``: time of one collective on a GPU cluster, per FEC mode; nccl-tests checks.
 
-The alpha-beta model of :mod:`protocol.collective` (formulas and sources in its docstring):
-bandwidth, path latency (NIC, switches, fibre and the FEC receive path of every link) and the
-expected cost of resending dropped frames at the given pre-FEC BER.  ``--code``, ``--fec``,
-``--ber`` and ``--ranks`` take comma-separated lists; one row per combination.
+The model (:mod:`protocol.cluster.nccl`, sources in its docstring): the cluster as it is built
+(nodes, NVLink inside, NICs and fabric between; :mod:`protocol.cluster.topology`), NCCL's cost
+table as data (``protocol/cluster/nccl_tuning.json``, NCCL 2.30), the (algorithm, protocol) NCCL
+would pick per size, and the FEC receive latency of every link an inter-node hop crosses.
+``--trials N`` simulates loss recovery (:mod:`protocol.cluster.transport`) and reports quantiles
+and the failure rate.  ``--nccl-tests FILE`` compares the model with a measured run, per size;
+``--calibrate OUT`` fits the effective inter-node bandwidth and a latency offset to it,
+``--calibration FILE`` applies such a fit.  ``--cluster flat-ethernet`` is the earlier flat
+alpha-beta model (:mod:`protocol.cluster.flat`) with its own flags (``--ranks``, ``--nic-ns``, ...).
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 
-from phy802.cli._common import add_json, count_arg, emit, float_arg, int_arg, list_arg
+from phy802.cli._common import CliError, add_json, add_seed, count_arg, emit, float_arg, int_arg, list_arg
 
-__all__ = ["add_arguments", "run", "add_cluster_arguments", "cluster_from_args"]
+__all__ = ["add_arguments", "run", "add_cluster_arguments", "cluster_from_args", "spec_from_args", "is_flat"]
+
+_NEW_FLAGS = ("burst_pb", "spine_code", "spine_fec", "spine_ber", "nodes", "gpus_per_node", "nics_per_node", "scale_up", "gpu", "radix", "oversubscription", "transport",
+              "cpu", "channels", "nvls", "collnet", "net_efficiency", "latency_offset_us", "timeout", "retry_cnt")
+_FLAT_FLAGS = ("step_ns", "link_gbps", "path_links", "ranks_per_leaf", "ranks_per_pod", "header_fallback")
 
 
 def add_cluster_arguments(p: argparse.ArgumentParser, *, code: bool = True) -> None:
-    """Cluster flags shared by ``collective`` and ``tradeoff`` (defaults from :class:`Cluster`)."""
+    """Cluster flags shared by ``collective`` and ``tradeoff``."""
     from phy802.cli._vocab import CODE_HELP, code_list
-    from protocol.collective import Cluster, TOPOLOGIES
+    from protocol.cluster.topology import GPUS, PRESET_NAMES, RATES_GBPS, SCALE_UP, TOPOLOGIES, TRANSPORTS
+    from protocol.framing import CODES
+    from protocol.modes import MODE_NAMES
 
-    d = Cluster()
-    p.add_argument("--rate", choices=("400G", "200G"), default=d.rate, help=f"link rate (default {d.rate})")
-    p.add_argument("--topology", choices=TOPOLOGIES, default=d.topology,
-                   help=f"network: single-switch (2 links per path), leaf-spine (4 across leaves), "
-                        f"three-tier (6 across pods) (default {d.topology})")
+    g = p.add_argument_group("cluster (protocol/cluster/topology.py; a preset, then any part overridden)")
+    g.add_argument("--cluster", choices=PRESET_NAMES, default="dgx-h100-ib",
+                   help="preset: dgx-h100-ib (8 x H100 NVLink 4, 8 x 400G IB, rail-optimized), hgx-b200-roce, "
+                        "hgx-a100-roce, flat-ethernet (the earlier flat model: one 400G link per rank, every step "
+                        "over the network) (default dgx-h100-ib)")
+    g.add_argument("--nodes", type=int_arg(1, 10**6), default=None, help="nodes (default: the preset's, 2)")
+    g.add_argument("--gpus-per-node", type=int_arg(1, 1024), default=None, help="GPUs per node (default 8)")
+    g.add_argument("--nics-per-node", type=int_arg(0, 1024), default=None,
+                   help="NICs per node (default 8: one per GPU, rail-optimized)")
+    g.add_argument("--rate", choices=tuple(RATES_GBPS), default=None,
+                   help="NIC / link rate (default: the preset's; flat-ethernet: 400G or 200G only)")
+    g.add_argument("--scale-up", choices=tuple(SCALE_UP), default=None,
+                   help="scale-up domain inside a node (default: the preset's)")
+    g.add_argument("--gpu", choices=GPUS, default=None, help="GPU generation (NCCL's per-generation constants) (default: the preset's, hopper)")
+    g.add_argument("--topology", choices=TOPOLOGIES, default=None,
+                   help="fabric: single-switch, rail-optimized (two-tier rails), leaf-spine, three-tier "
+                        "(flat-ethernet: single-switch, leaf-spine, three-tier) (default: the preset's; flat-ethernet "
+                        "single-switch)")
+    g.add_argument("--radix", type=int_arg(2, 10**6), default=None, help="switch ports (default: the preset's)")
+    g.add_argument("--oversubscription", type=float_arg(None, 1e6), default=None,
+                   help="leaf down:up port ratio, >= 1 (default 1: non-blocking)")
+    g.add_argument("--transport", choices=TRANSPORTS, default=None,
+                   help="loss recovery: ib / roce (go-back-N, RC queue pairs), selective (selective repeat); "
+                        "--fec llr adds link-level retry below it (default: the preset's, ib for dgx-h100-ib)")
+    g.add_argument("--cpu", choices=("intel", "amd"), default=None, help="host CPU (NCCL's LL caps; default intel)")
+    g.add_argument("--channels", type=int_arg(1, 64), default=None, help="NCCL channels (default 2 per NIC, <= 32)")
+    g.add_argument("--nvls", action=argparse.BooleanOptionalAction, default=None,
+                   help="NVLink SHARP available (default: on NVLink 4/5 Hopper/Blackwell)")
+    g.add_argument("--collnet", action="store_true", default=None, help="in-network reduction (SHARP) available")
+    g.add_argument("--net-efficiency", type=float_arg(0, 2, lo_open=True), default=None,
+                   help="share of the NIC rate a collective gets (default 0.94; --calibrate fits it)")
+    g.add_argument("--latency-offset-us", type=float_arg(-1e6, 1e6), default=None,
+                   help="added to every collective, us (default 0; --calibrate fits it)")
+    g.add_argument("--calibration", default=None, metavar="FILE",
+                   help="apply a --calibrate output (net efficiency and latency offset) (default: none)")
+    g.add_argument("--nccl-table", default=None, metavar="FILE",
+                   help="JSON overriding values of NCCL's cost table (keys of protocol/cluster/nccl_tuning.json) "
+                        "(default: none, the built-in NCCL 2.30 table)")
+    g.add_argument("--timeout", type=int_arg(0, 31), default=None,
+                   help="NCCL_IB_TIMEOUT: RTO = 4.096 us x 2^timeout (default 20)")
+    g.add_argument("--retry-cnt", type=int_arg(0, 7), default=None, help="NCCL_IB_RETRY_CNT (default 7)")
     if code:
-        p.add_argument("--code", type=code_list, default=(d.code,), metavar="CODE[,CODE...]",
-                       help=f"{CODE_HELP}; on every link, comma list (default {d.code})")
-    p.add_argument("--switch-ns", type=float_arg(0, 1e9), default=d.switch_ns,
-                   help=f"latency of one switch, ns (default {d.switch_ns:g})")
-    p.add_argument("--nic-ns", type=float_arg(0, 1e9), default=d.nic_ns,
-                   help=f"latency of one NIC traversal (two per path), ns (default {d.nic_ns:g})")
-    p.add_argument("--fiber-m", type=float_arg(0, 1e7), default=d.fiber_m,
-                   help=f"fibre length of each link, metres, {d.fiber_ns_per_m:g} ns/m (default {d.fiber_m:g})")
-    p.add_argument("--step-ns", type=float_arg(0, 1e12), default=d.step_ns,
-                   help=f"fixed software cost per collective step, ns (default {d.step_ns:g})")
-    p.add_argument("--link-gbps", type=float_arg(0, 1e6, lo_open=True), default=None,
+        g.add_argument("--code", type=code_list, default=("kp4",), metavar="CODE[,CODE...]",
+                       help=f"{CODE_HELP}; on every link, comma list (default kp4)")
+    g.add_argument("--spine-code", choices=tuple(CODES), default=None,
+                   help="code of the switch-switch links (default: --code, as the NIC links)")
+    g.add_argument("--spine-fec", choices=MODE_NAMES, default=None,
+                   help="receive mode of the switch-switch links (default: --fec)")
+    g.add_argument("--spine-ber", type=float_arg(0.0, 0.5, hi_open=True), default=None,
+                   help="pre-FEC BER of the switch-switch links (default: --ber)")
+    g.add_argument("--burst-pb", type=float_arg(0.0, 1.0, hi_open=True), default=None,
+                   help="burst errors: 1-tap DFE error propagation with this burst continuation probability per "
+                        "PAM4 symbol (phy802.theory ErrorChain.dfe; default: independent errors)")
+    g.add_argument("--switch-ns", type=float_arg(0, 1e9), default=None,
+                   help="latency of one switch, ns (default: the preset's; flat-ethernet 500)")
+    g.add_argument("--nic-ns", type=float_arg(0, 1e9), default=None,
+                   help="latency of one NIC traversal, ns (default 500)")
+    g.add_argument("--fiber-m", type=float_arg(0, 1e7), default=None,
+                   help="fibre length of each link, metres, 5 ns/m (default 10)")
+    f = p.add_argument_group("flat-ethernet only (protocol/cluster/flat.py)")
+    f.add_argument("--step-ns", type=float_arg(0, 1e12), default=None,
+                   help="fixed software cost per collective step, ns (default 0)")
+    f.add_argument("--link-gbps", type=float_arg(0, 1e6, lo_open=True), default=None,
                    help="payload (MAC) rate of a link in Gb/s (default: 400 at 400G, 200 at 200G)")
-    p.add_argument("--path-links", type=int_arg(1, 64), default=None,
+    f.add_argument("--path-links", type=int_arg(1, 64), default=None,
                    help="override the PHY traversals per path (default: from --topology and --ranks)")
-    p.add_argument("--ranks-per-leaf", type=int_arg(1, 10**7), default=d.ranks_per_leaf,
-                   help=f"ranks under one leaf switch (default {d.ranks_per_leaf})")
-    p.add_argument("--header-fallback", action="store_true",
+    f.add_argument("--ranks-per-leaf", type=int_arg(1, 10**7), default=None,
+                   help="ranks under one leaf switch (default 32)")
+    f.add_argument("--ranks-per-pod", type=int_arg(1, 10**7), default=None,
+                   help="ranks under one pod, three-tier (default 512)")
+    f.add_argument("--header-fallback", action="store_true", default=None,
                    help="bypass/unequal frames whose header is hit wait for the corrected path instead of being "
                         "dropped and resent (SPEC D3 reading; default: dropped, as protocol.delivery)")
-    p.add_argument("--ranks-per-pod", type=int_arg(1, 10**7), default=d.ranks_per_pod,
-                   help=f"ranks under one pod, three-tier (default {d.ranks_per_pod})")
+
+
+def is_flat(args: argparse.Namespace) -> bool:
+    return getattr(args, "cluster", "dgx-h100-ib") == "flat-ethernet"
+
+
+def _given(args: argparse.Namespace, names) -> list[str]:
+    return ["--" + n.replace("_", "-") for n in names if getattr(args, n, None) is not None]
 
 
 def cluster_from_args(args: argparse.Namespace, **over):
-    """A :class:`protocol.collective.Cluster` from the shared flags; ``over`` sets the rest."""
-    from protocol.collective import Cluster
+    """A :class:`protocol.cluster.flat.Cluster` (``--cluster flat-ethernet``) or a
+    :class:`protocol.cluster.topology.ClusterSpec` from the shared flags; ``over`` sets the rest."""
+    return _flat_from_args(args, **over) if is_flat(args) else spec_from_args(args, **over)
 
-    if args.link_gbps is not None and args.link_gbps <= 0:
-        raise ValueError(f"--link-gbps must be > 0, got {args.link_gbps}")
-    kw = dict(rate=args.rate, topology=args.topology, switch_ns=args.switch_ns, nic_ns=args.nic_ns,
-              fiber_m=args.fiber_m, step_ns=args.step_ns, link_gbps=args.link_gbps, path_links=args.path_links,
-              ranks_per_leaf=args.ranks_per_leaf, ranks_per_pod=args.ranks_per_pod,
-              header_fallback=args.header_fallback)
+
+def _flat_from_args(args: argparse.Namespace, **over):
+    from protocol.cluster.flat import TOPOLOGIES, Cluster
+
+    bad = _given(args, _NEW_FLAGS) + (["--calibration"] if getattr(args, "calibration", None) else [])
+    if bad:
+        raise CliError(f"{', '.join(bad)}: not part of --cluster flat-ethernet (one link per rank); drop them or "
+                       "choose another --cluster")
+    rate = args.rate or "400G"
+    if rate not in ("400G", "200G"):
+        raise CliError(f"--rate {rate}: the flat-ethernet model knows 400G and 200G only")
+    topo = args.topology or "single-switch"
+    if topo not in TOPOLOGIES:
+        raise CliError(f"--topology {topo}: the flat-ethernet model knows {', '.join(TOPOLOGIES)}")
+    d = Cluster()
+    kw = dict(rate=rate, topology=topo)
+    for name in ("switch_ns", "nic_ns", "fiber_m", "step_ns", "link_gbps", "path_links", "ranks_per_leaf",
+                 "ranks_per_pod", "header_fallback"):
+        v = getattr(args, name, None)
+        kw[name] = getattr(d, name) if v is None else v
     kw.update(over)
     return Cluster(**kw)
 
 
+def spec_from_args(args: argparse.Namespace, **over):
+    """The :class:`ClusterSpec` of ``--cluster`` with every given flag applied."""
+    from protocol.cluster.ncclfile import read_calibration
+    from protocol.cluster.topology import preset
+
+    bad = _given(args, _FLAT_FLAGS)
+    if bad:
+        raise CliError(f"{', '.join(bad)}: only with --cluster flat-ethernet (the cluster model has its own path "
+                       "per fabric)")
+    kw = {n: getattr(args, n, None) for n in _NEW_FLAGS + ("rate", "topology", "switch_ns", "nic_ns", "fiber_m")}
+    if getattr(args, "calibration", None):
+        cal = read_calibration(args.calibration)
+        for k, v in cal.items():
+            if kw.get(k) is None:
+                kw[k] = v
+    ranks = over.pop("ranks", None)
+    kw.update({k: v for k, v in over.items()})
+    spec = preset(args.cluster, **kw)
+    if ranks is not None and args.gpus_per_node is not None and ranks < args.gpus_per_node:
+        raise CliError(f"--gpus-per-node {args.gpus_per_node} is more GPUs than --ranks {ranks}")
+    if ranks is not None and ranks != spec.ranks:
+        if args.nodes is not None:
+            raise CliError(f"--ranks {ranks} disagrees with --nodes {args.nodes} x --gpus-per-node "
+                           f"{spec.gpus_per_node} = {spec.ranks}")
+        if ranks > spec.gpus_per_node and ranks % spec.gpus_per_node:
+            raise CliError(f"--ranks {ranks} is not a whole number of nodes of --gpus-per-node {spec.gpus_per_node}")
+        spec = spec.with_(ranks=ranks)
+    return spec
+
+
+def _table(args: argparse.Namespace):
+    from protocol.cluster.nccl import load_table
+
+    return load_table(getattr(args, "nccl_table", None))
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     from phy802.cli._vocab import FEC_HELP, fec_list
-    from protocol.collective import OPS
+    from protocol.cluster.nccl import ALGOS, OPS, PROTOS
 
-    p.add_argument("--op", default="allreduce", choices=OPS, help="collective (default allreduce)")
-    p.add_argument("--algo", default=None, choices=("ring", "tree", "direct"),
-                   help="algorithm: ring or tree (allreduce, broadcast), direct (sendrecv); "
-                   "default ring (direct for sendrecv)")
-    p.add_argument("--ranks", type=list_arg(int_arg(1, 10**7)), default=(64,),
-                   help="ranks, comma-separated list (default 64)")
+    p.add_argument("--op", default=None, choices=OPS,
+                   help="collective (default allreduce; with --nccl-tests: the file's, this must agree)")
+    p.add_argument("--algo", default=None, choices=ALGOS + ("direct",),
+                   help="force an algorithm, like NCCL_ALGO (default: NCCL's choice, minimum time; flat-ethernet: "
+                        "ring, tree or direct)")
+    p.add_argument("--proto", default=None, choices=PROTOS, help="force a protocol, like NCCL_PROTO (default: NCCL's choice)")
+    p.add_argument("--ranks", type=list_arg(int_arg(1, 10**7)), default=None,
+                   help="ranks, comma list (default: nodes x GPUs of the cluster; flat-ethernet 64)")
     p.add_argument("--bytes", type=list_arg(count_arg(0, 10**15)), default=(25_000_000,),
-                   help="message size in bytes, comma-separated list; 1e6 is fine (default 25e6: a 25 MB DDP bucket)")
+                   help="message size in bytes (nccl-tests' size), comma list; 1e6 is fine (default 25e6)")
     p.add_argument("--fec", type=fec_list, default=("ieee",), metavar="MODE[,MODE...]",
                    help=f"{FEC_HELP}; comma list (default ieee)")
     p.add_argument("--ber", type=list_arg(float_arg(0.0, 0.5, hi_open=True)),
-                   default=(0.0,), help="pre-FEC line BER of every link, in [0, 0.5), comma-separated list (default 0)")
+                   default=(0.0,), help="pre-FEC line BER of every link, in [0, 0.5), comma list (default 0)")
+    p.add_argument("--trials", type=int_arg(0, 10**9), default=0,
+                   help="simulate loss recovery over N seeded trials: mean, p50, p99, p999, failure rate "
+                        "(default 0: the deterministic time)")
+    p.add_argument("--nccl-tests", default=None, metavar="FILE",
+                   help="an nccl-tests output (text, or the CSV of shared/reference/nccl): measured vs predicted "
+                        "per size (default: none)")
+    p.add_argument("--calibrate", default=None, metavar="OUT",
+                   help="with --nccl-tests: fit net efficiency and latency offset to the run, write them to OUT "
+                        "(default: no fit)")
+    p.add_argument("--holdout", type=int_arg(2, 1000), default=None,
+                   help="with --calibrate: fit on all sizes but every K-th, and report the held-out ratios "
+                        "(default: fit on all)")
+    p.add_argument("--force", action="store_true", help="run --trials beyond the memory / time estimate")
     add_cluster_arguments(p)
+    add_seed(p)
     add_json(p)
 
 
-def run(args: argparse.Namespace) -> int:
-    from protocol.collective import collective_time
+def _fmt_us(v: float) -> str:
+    return "inf" if not math.isfinite(v) else f"{v:.4g}"
 
+
+def run(args: argparse.Namespace) -> int:
+    if args.nccl_tests:
+        return _run_nccl_tests(args)
+    if args.calibrate or args.holdout:
+        raise CliError("--calibrate / --holdout need --nccl-tests FILE")
+    if is_flat(args):
+        return _run_flat(args)
+    if args.algo == "direct":
+        raise CliError("--algo direct is the flat-ethernet model's; the cluster model calls it p2p")
+    from dataclasses import asdict
+
+    from protocol.cluster.nccl import predict
+
+    table = _table(args)
+    op = args.op or "allreduce"
     rows = []
-    for n in args.ranks:
+    ranks_list = args.ranks or (None,)
+    for n in ranks_list:
         for size in args.bytes:
             for code in args.code:
                 for fec in args.fec:
                     for ber in args.ber:
-                        c = cluster_from_args(args, ranks=n, code=code, fec=fec, ber=ber)
-                        rows.append((c, collective_time(args.op, size, c, args.algo)))
+                        over = dict(code=code, fec=fec, ber=ber)
+                        if n is not None:
+                            over["ranks"] = n
+                        c = spec_from_args(args, **over)
+                        pr = predict(op, size, c, algo=args.algo, proto=args.proto, table=table)
+                        row = {k: v for k, v in asdict(pr).items() if k != "candidates"}
+                        row["time_us"] = pr.time_us
+                        row["candidates_us"] = {k: v for k, v in pr.candidates.items()}
+                        if args.trials:
+                            row.update(_simulate(args, op, size, c, pr))
+                        rows.append((c, row))
+    first = rows[0][0]
+
+    def text() -> str:
+        out = [first.describe().rsplit(", links", 1)[0]]
+        hdr = (f"{'op':<10} {'ranks':>6} {'bytes':>10} {'algo/proto':<17} {'code':<6} {'fec':<22} {'ber':>8} "
+               f"{'time us':>10} {'busbw GB/s':>10} {'FEC hops':>8} {'phy us':>7}")
+        if args.trials:
+            hdr += f" {'mean us':>10} {'p50 us':>10} {'p99 us':>10} {'p999 us':>10} {'fail':>8}"
+        out.append(hdr)
+        for _, r in rows:
+            line = (f"{r['op']:<10} {r['ranks']:>6} {r['bytes']:>10.4g} {r['algo'] + '/' + r['proto']:<17} "
+                    f"{r['code']:<6} {r['fec']:<22} {r['ber']:>8.2g} {r['time_us']:>10.4g} {r['busbw_GBps']:>10.4g} "
+                    f"{r['fec_traversals']:>8} {r['phy_s'] * 1e6:>7.3g}")
+            if args.trials:
+                t = r["time_us_dist"]
+                line += (f" {_fmt_us(t['mean'])[:10]:>10} {_fmt_us(t['p50']):>10} {_fmt_us(t['p99']):>10} "
+                         f"{_fmt_us(t['p999']):>10} {r['failure_rate']:>8.3g}")
+            out.append(line)
+        out.append("time: NCCL's cost model (protocol/cluster/nccl_tuning.json, NCCL 2.30) + each inter-node hop's "
+                   "links x (FEC latency - KP4's); FEC hops = link traversals on the critical path")
+        if first.rate != rows[0][1]["phy_rate"]:
+            out.append(f"note: protocol.latency has no {first.rate} model yet; FEC latency priced at "
+                       f"{rows[0][1]['phy_rate']}")
+        return "\n".join(out)
+
+    def js(r: dict) -> dict:
+        r = dict(r)
+        if "time_us_dist" in r:
+            r["time_us"] = r.pop("time_us_dist")
+        return r
+
+    obj: dict = {"cluster": first.to_dict(), "rows": [js(r) for _, r in rows]}
+    if len(rows) == 1:
+        obj = {**js(rows[0][1]), **obj}
+    emit(args, obj, text)
+    return 0
+
+
+def _simulate(args: argparse.Namespace, op: str, size: int, c, pr) -> dict:
+    from phy802.cli._common import check_budget
+    from protocol.cluster.transport import estimate, simulate
+
+    est = estimate(pr, c, args.trials)
+    check_budget(f"--trials {args.trials}", memory_bytes=est["memory_bytes"], seconds=est["seconds"],
+                 force=args.force, hint=f"about {est['losses']:.3g} lost frames expected; fewer --trials")
+    res = simulate(pr, c, args.trials, seed=args.seed)
+    return {"time_us_dist": {"mean": res.mean_us, "p50": res.p50_us, "p99": res.p99_us, "p999": res.p999_us},
+            "failure_rate": res.failure_rate, "trials": res.trials, "frame_loss": res.frame_loss,
+            "expected_delay_us": res.mean_us - pr.time_us if math.isfinite(res.mean_us) else math.inf,
+            "sim_seconds": res.seconds}
+
+
+def _run_flat(args: argparse.Namespace) -> int:
+    from dataclasses import asdict
+
+    from protocol.cluster.flat import collective_time
+
+    if args.trials:
+        raise CliError("--trials needs the cluster model (the flat-ethernet model has expected resends only)")
+    if args.proto:
+        raise CliError("--proto is not part of the flat-ethernet model")
+    if args.op == "alltoall":
+        raise CliError("--op alltoall is not part of the flat-ethernet model")
+    op = args.op or "allreduce"
+    algo = args.algo
+    if algo is not None and algo not in ("ring", "tree", "direct"):
+        raise CliError(f"--algo {algo}: the flat-ethernet model knows ring, tree, direct")
+    rows = []
+    for n in args.ranks or (64,):
+        for size in args.bytes:
+            for code in args.code:
+                for fec in args.fec:
+                    for ber in args.ber:
+                        c = _flat_from_args(args, ranks=n, code=code, fec=fec, ber=ber)
+                        rows.append((c, collective_time(op, size, c, algo)))
     first = rows[0][0]
 
     def text() -> str:
         r0 = rows[0][1]
-        out = [f"{r0.op} ({r0.algo}), {args.rate}, {args.topology}; path: 2 NICs x {first.nic_ns:g} ns, "
-               f"switch {first.switch_ns:g} ns, fibre {first.fiber_m:g} m per link",
+        out = [f"{r0.op} ({r0.algo}), {first.rate}, {first.topology} [flat-ethernet]; path: 2 NICs x {first.nic_ns:g} "
+               f"ns, switch {first.switch_ns:g} ns, fibre {first.fiber_m:g} m per link",
                f"{'ranks':>6} {'bytes':>10} {'code':<6} {'fec':<22} {'ber':>8} {'time us':>11} {'bw us':>10} "
                f"{'lat us':>9} {'resend us':>10} {'fallbk us':>9} {'phy us':>8} {'links':>6} {'busbw Gb/s':>10}"]
         for c, r in rows:
             out.append(f"{r.ranks:>6} {r.bytes:>10.4g} {r.code:<6} {r.fec:<22} {r.ber:>8.2g} {r.time_s * 1e6:>11.3f} "
-                       f"{r.bandwidth_s * 1e6:>10.3f} {r.latency_s * 1e6:>9.3f} {r.resend_s * 1e6:>10.3f} {r.fallback_s * 1e6:>9.3f} "
-                       f"{r.phy_s * 1e6:>8.3f} {r.link_traversals:>6} {r.bus_gbps:>10.1f}")
-        out.append("time = bandwidth + latency + resends + header fallbacks (--header-fallback); phy = FEC receive latency inside latency "
-                   "(link traversals x per-link PHY ns); model and sources: protocol/collective.py")
+                       f"{r.bandwidth_s * 1e6:>10.3f} {r.latency_s * 1e6:>9.3f} {r.resend_s * 1e6:>10.3f} "
+                       f"{r.fallback_s * 1e6:>9.3f} {r.phy_s * 1e6:>8.3f} {r.link_traversals:>6} {r.bus_gbps:>10.1f}")
+        out.append("time = bandwidth + latency + resends + header fallbacks (--header-fallback); phy = FEC receive "
+                   "latency inside latency (link traversals x per-link PHY ns); model and sources: "
+                   "protocol/cluster/flat.py")
         return "\n".join(out)
-
-    from dataclasses import asdict
 
     cl = asdict(first)
     for k in ("ranks", "code", "fec", "ber"):
@@ -118,5 +351,81 @@ def run(args: argparse.Namespace) -> int:
     obj: dict = {"cluster": cl, "rows": [asdict(r) for _, r in rows]}
     if len(rows) == 1:
         obj = {**asdict(rows[0][1]), **obj}
+    emit(args, obj, text)
+    return 0
+
+
+def _run_nccl_tests(args: argparse.Namespace) -> int:
+    from dataclasses import replace
+
+    from protocol.cluster.ncclfile import calibrate, compare, diagnose, read_nccl_tests, write_calibration
+
+    if is_flat(args):
+        raise CliError("--nccl-tests compares with the cluster model; choose a --cluster other than flat-ethernet")
+    if args.trials:
+        raise CliError("--trials and --nccl-tests do not go together (a measured run has no BER)")
+    if args.holdout and not args.calibrate:
+        raise CliError("--holdout needs --calibrate OUT")
+    run_ = read_nccl_tests(args.nccl_tests, op=args.op)
+    over: dict = {"code": args.code[0], "fec": args.fec[0], "ber": args.ber[0]}
+    if run_.nodes is not None and args.nodes is None:
+        over["nodes"] = run_.nodes
+    if run_.gpus_per_node is not None and args.gpus_per_node is None:
+        over["gpus_per_node"] = run_.gpus_per_node
+    if run_.gpu is not None and args.gpu is None:
+        over["gpu"] = run_.gpu
+    c = spec_from_args(args, **over)
+    if run_.ranks is not None and run_.ranks != c.ranks:
+        raise CliError(f"{args.nccl_tests}: the run has {run_.ranks} ranks, the cluster {c.ranks} "
+                       f"(--nodes {c.nodes} x --gpus-per-node {c.gpus_per_node})")
+    table = _table(args)
+    rows = compare(run_, c, algo=args.algo, proto=args.proto, table=table)
+    notes = diagnose(run_, rows, c)
+    cal = None
+    held: list[int] = []
+    if args.calibrate:
+        k = args.holdout
+        use = [i for i in range(len(rows)) if not (k and i % k == k - 1)]
+        held = [i for i in range(len(rows)) if i not in use]
+        cal = calibrate(run_, c, algo=args.algo, proto=args.proto, table=table, use=use)
+        cal["diagnosis"] = notes
+        write_calibration(args.calibrate, cal)
+        cc = replace(c, net_efficiency=cal["net_efficiency"], latency_offset_us=cal["latency_offset_us"])
+        for r, r2 in zip(rows, compare(run_, cc, algo=args.algo, proto=args.proto, table=table)):
+            r["calibrated_us"] = r2["predicted_us"]
+            r["calibrated_ratio"] = r2["ratio"]
+    ratios = [r["ratio"] for r in rows]
+    summary = {"min_ratio": min(ratios), "max_ratio": max(ratios),
+               "worst_ratio": max(max(ratios), 1 / min(ratios))}
+    if held:
+        hr = [rows[i]["calibrated_ratio"] for i in held]
+        summary["held_out_worst_ratio"] = max(max(hr), 1 / min(hr))
+
+    def text() -> str:
+        out = [f"{args.nccl_tests}: {run_.op}, {run_.ranks} ranks on {run_.nodes} nodes ({run_.form})",
+               f"model: {c.describe().rsplit(', links', 1)[0]}",
+               f"{'size B':>12} {'measured us':>12} {'predicted us':>12} {'ratio':>6} {'meas busbw':>10} "
+               f"{'pred busbw':>10} {'algo/proto':<17}" + (f" {'calibrated':>10} {'ratio':>6}" if cal else "")]
+        for i, r in enumerate(rows):
+            line = (f"{r['bytes']:>12} {r['measured_us']:>12.4g} {r['predicted_us']:>12.4g} {r['ratio']:>6.2f} "
+                    f"{r['measured_busbw']:>10.4g} {r['predicted_busbw']:>10.4g} {r['algo'] + '/' + r['proto']:<17}")
+            if cal:
+                line += f" {r['calibrated_us']:>10.4g} {r['calibrated_ratio']:>6.2f}" + (" held out" if i in held else "")
+            out.append(line)
+        out.append(f"ratio = measured / predicted: {summary['min_ratio']:.2f} .. {summary['max_ratio']:.2f} "
+                   "(measured: nccl-tests; predicted: model values, before calibration)")
+        out += notes
+        if cal:
+            out.append(f"calibration written to {args.calibrate}: net efficiency {cal['net_efficiency']:.3g} "
+                       f"(default {0.94}), latency offset {cal['latency_offset_us']:.3g} us, rms log ratio "
+                       f"{cal['rms_log_ratio']:.3g}" + (f"; held-out worst ratio {summary['held_out_worst_ratio']:.2f}"
+                                                        if held else ""))
+            if notes:
+                out.append("the fit describes this run, not a healthy cluster (see above)")
+        return "\n".join(out)
+
+    obj = {"file": args.nccl_tests, "op": run_.op, "ranks": run_.ranks, "nodes": run_.nodes, "form": run_.form,
+           "cluster": c.to_dict(), "rows": rows, "diagnosis": notes, "underperforming": any(
+               n.startswith("UNDERPERFORMING") for n in notes), "summary": summary, "calibration": cal}
     emit(args, obj, text)
     return 0

@@ -216,7 +216,8 @@ def _tradeoff_step(cfg: DemoConfig, out: Path, summary: dict) -> list[str]:
     summary["tradeoff"]["rows_64_ranks"] = rows  # the report's opening sentence reads these
     md = ["## 5. Is skipping FEC worth it? Step time vs loss penalty", "",
           "Time side modelled for GPT-2 small (124M parameters, 0.5M tokens per step, H100 at 40% MFU) with DDP "
-          "ring all-reduce over 400G links (single switch; `protocol/collective.py`, `protocol/steptime.py`); "
+          "on DGX H100 nodes (8 GPUs on NVLink, 8 x 400G InfiniBand, rail-optimized), NCCL's algorithm choice and "
+          "simulated loss recovery (`protocol/cluster/`, docs/cluster.md); "
           "loss side measured above. Rows at 64 ranks; `vs_ref` = time to the target loss over error-free "
           "KP4's (< 1: faster). All sizes in `tradeoff/tradeoff.csv`.", "",
           "| mode | BER | guard | step (ms) | PHY (us) | resends (ms) | loss penalty | time to target (s) | vs_ref |",

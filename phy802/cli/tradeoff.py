@@ -1,8 +1,8 @@
 """``phy802 tradeoff``: step time vs loss penalty per FEC mode and BER, and time-to-target-loss.
 
 Joins an ``experiment`` results folder (``--results``; without it a small experiment is run
-first, which needs torch) with the modelled step time (:mod:`protocol.tradeoff`,
-:mod:`protocol.steptime`, :mod:`protocol.collective`).  The table goes to stderr as it is
+first, which needs torch) with the modelled step time (:mod:`protocol.cluster.tradeoff`,
+:mod:`protocol.cluster.steptime`, :mod:`protocol.cluster.flat`).  The table goes to stderr as it is
 made; ``tradeoff.csv``, ``tradeoff.json`` and ``pareto.png`` are written into ``--out``.
 """
 
@@ -23,7 +23,7 @@ __all__ = ["add_arguments", "run", "run_tradeoff"]
 
 
 def _modes(text: str):
-    from protocol.tradeoff import parse_modes
+    from protocol.cluster.tradeoff import parse_modes
 
     try:
         return parse_modes(text)
@@ -32,7 +32,7 @@ def _modes(text: str):
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from protocol.steptime import MODEL_PRESETS
+    from protocol.cluster.steptime import MODEL_PRESETS
 
     p.add_argument("--results", default=None,
                    help="an 'phy802 experiment --out' folder (results.json); default: run a small experiment "
@@ -55,9 +55,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--comm-log", default=None, metavar="FILE",
                    help="a communication log ('phy802 train --comm-log') to replay instead of the --model preset "
                         "(default: none)")
-    p.add_argument("--algo", choices=("ring", "tree"), default="ring",
-                   help="all-reduce algorithm of the time side: ring (2(N-1) steps) or tree (2 log2 N steps) "
-                        "(default ring)")
+    p.add_argument("--algo", choices=("ring", "tree", "nvls", "nvls_tree"), default=None,
+                   help="force the all-reduce algorithm of the time side (default: NCCL's choice per size; "
+                        "--cluster flat-ethernet: ring)")
+    p.add_argument("--workload", choices=("ddp", "fsdp", "tp", "moe", "pp", "decode"), default=None,
+                   help="time side of another workload on the same loss curves (protocol/cluster/workloads.py): "
+                        "tp (Megatron tensor-parallel all-reduces), moe (expert all-to-all), pp, decode (per token); "
+                        "default: the results' own parallelism")
+    p.add_argument("--tp", type=int_arg(1, 4096), default=None,
+                   help="tensor-parallel GPUs of --workload tp / decode (default: a node's; more spans nodes)")
+    p.add_argument("--trials", type=int_arg(0, 100_000), default=200,
+                   help="loss-recovery trials per collective at BER > 0 (cluster model; default 200)")
     p.add_argument("--pp-stages", type=int_arg(2, 4096), default=None,
                    help="pipeline stages of the time side (default: the experiment's world size)")
     p.add_argument("--target-loss", type=float_arg(0, None, lo_open=True), default=None,
@@ -102,36 +110,67 @@ def _fmt(v) -> str:
 
 
 _SHOW = ("parallel", "mode", "ber", "guard", "ranks", "step_ms", "exposed_ms", "phy_us", "resend_ms",
-         "loss_penalty", "steps_to_target", "time_to_target_s", "vs_ref")
+         "failure_rate", "loss_penalty", "steps_to_target", "time_to_target_s", "vs_ref")
 
 
 def run_tradeoff(args: argparse.Namespace, live: bool = True) -> dict:
     """The whole command as a function (also used by ``phy802 demo``); returns the JSON document."""
     from phy802._output import check_output_dir, output_set
+    from protocol.cluster.steptime import read_commlog
+
+    from phy802.cli._common import CliError
+    from phy802.cli.collective import is_flat
 
     if not (args.tflops > 0 and 0 < args.mfu <= 1):
         raise ValueError(f"--tflops must be > 0 and --mfu in (0, 1], got {args.tflops}, {args.mfu}")
+    if args.measured_compute and not args.comm_log:
+        raise CliError("--measured-compute needs --comm-log FILE (the measured step time is the log's)")
+    if args.comm_log and args.workload:
+        raise CliError("--workload and --comm-log do not go together (the log is the workload)")
+    if (args.workload or args.tp) and is_flat(args):
+        raise CliError("--workload / --tp need the cluster model, not --cluster flat-ethernet")
+    if args.tp and args.workload not in ("tp", "decode"):
+        raise CliError("--tp needs --workload tp or decode")
+    if args.algo in ("nvls", "nvls_tree") and is_flat(args):
+        raise CliError(f"--algo {args.algo}: the flat-ethernet model knows ring and tree")
+    log = read_commlog(args.comm_log) if args.comm_log else None
+    if log is not None:
+        mine = [r for r in log.records if int(r.get("rank", 0)) == 0]
+        if not log.records or (log.parallel != "pp" and not mine):
+            raise CliError(f"{args.comm_log}: the communication log has no records"
+                           + (" of rank 0" if log.records else " (header only)")
+                           + ": it would model zero communication")
     out = args.out
     check_output_dir(out, "tradeoff")  # before any work: never over the user's files (issue 28)
     shown = getattr(args, "shown_out", None) or out  # where the set ends up (it is built beside it)
     with output_set(out, "tradeoff") as stage:
         results = args.results or _small_experiment(args, os.path.join(stage, "experiment"))
-        doc = _tradeoff_into(args, str(stage), results, shown, live)
+        doc = _tradeoff_into(args, str(stage), results, shown, live, log)
     return doc
 
 
-def _tradeoff_into(args, out: str, results: str, shown: str, live: bool) -> dict:
+def _tradeoff_into(args, out: str, results: str, shown: str, live: bool, log) -> dict:
+    """The tradeoff written into ``out`` (the set being built); ``shown`` is where it ends up."""
     from phy802._io import atomic_write_text
-    from protocol.steptime import read_commlog
-    from protocol.tradeoff import COLUMNS, DEFAULT_MODES, TimeModel, load_results, plot_pareto, tradeoff_rows
+    from protocol.cluster.tradeoff import COLUMNS, DEFAULT_MODES, TimeModel, load_results, plot_pareto, tradeoff_rows
+
+    from phy802.cli._common import CliError
+    from phy802.cli.collective import is_flat
+    from protocol.cluster import steptime as _st
 
     shown_results = args.results or os.path.join(shown, "experiment")
     meta, rows = load_results(results)
-    log = read_commlog(args.comm_log) if args.comm_log else None
+    if log is not None:
+        pars = sorted({r["parallel"] for r in rows})
+        if log.parallel not in pars or len(pars) > 1:
+            raise CliError(f"{args.comm_log}: the log was recorded with parallel {log.parallel!r}, the results in "
+                           f"{results} are {', '.join(pars)}: a log must come from the same parallelism as the results "
+                           "(it would otherwise be ignored)")
     stages = args.pp_stages or int(meta.get("world_size", 2))
+    _st.SIM_TRIALS, _st.SIM_SEED = int(args.trials), int(args.seed)
     tm = TimeModel(model=args.model, tflops=None if (log is not None and args.measured_compute) else args.tflops,
                    mfu=args.mfu, log=log, pp_stages=max(2, stages), microbatches=int(meta.get("microbatches", 4)),
-                   algo=args.algo)
+                   algo=args.algo, workload=args.workload, tp=args.tp)
     modes = args.modes or list(DEFAULT_MODES)
 
     if live:
@@ -153,7 +192,11 @@ def _tradeoff_into(args, out: str, results: str, shown: str, live: bool) -> dict
     for r in table:
         w.writerow([_fmt(r[c]) for c in COLUMNS])
     atomic_write_text(os.path.join(out, "tradeoff.csv"), buf.getvalue())
-    doc = {"results": os.path.abspath(shown_results), "out": os.path.abspath(shown), "model": args.model, "algo": args.algo,
+    doc = {"results": os.path.abspath(shown_results), "out": os.path.abspath(shown),
+           "model": f"comm-log {args.comm_log}" if log is not None else args.model, "algo": args.algo or "nccl",
+           "workload": args.workload, "trials": args.trials,
+           "time_side": (_describe(cluster_from_args(args)) if not is_flat(args)
+                         else "flat-ethernet (protocol/cluster/flat.py)"),
            "tflops": tm.tflops, "mfu": args.mfu, "comm_log": args.comm_log, "cluster": to_jsonable(cluster_from_args(args)),
            "rows": [{k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in r.items()}
                     for r in table],
@@ -162,6 +205,12 @@ def _tradeoff_into(args, out: str, results: str, shown: str, live: bool) -> dict
     atomic_write_text(os.path.join(out, "tradeoff.json"), json.dumps(to_jsonable(doc), indent=1))
     plot_pareto(table, os.path.join(out, "pareto.png"))
     return doc
+
+
+def _describe(c) -> str:
+    """The cluster of the time side; its node count follows each row's ranks."""
+    text = c.describe().rsplit(", links", 1)[0]
+    return text.replace(f"{c.nodes} nodes x ", "ranks / " + str(c.gpus_per_node) + " nodes x ", 1)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -174,6 +223,7 @@ def run(args: argparse.Namespace) -> int:
             if v is not None and (key not in best or v < best[key]["vs_ref"]):
                 best[key] = r
         lines = [f"written to {doc['out']}/ (tradeoff.csv, tradeoff.json, pareto.png)",
+                 f"time side: {doc['time_side']}" + (f", workload {doc['workload']}" if doc.get("workload") else ""),
                  "fastest to the target loss (vs_ref = time to target / error-free KP4's):"]
         for (par, n, ber), r in sorted(best.items()):
             lines.append(f"  {par} x{n:<5} BER {ber:<7g} {r['mode']:<26} guard {r['guard']:<20} "

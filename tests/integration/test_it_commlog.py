@@ -11,8 +11,8 @@ import pytest
 import torch
 
 from integration.commlog import CommLog, instrument, save_gathered
-from protocol.collective import Cluster
-from protocol.steptime import read_commlog, step_time
+from protocol.cluster.flat import Cluster
+from protocol.cluster.steptime import read_commlog, step_time
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -87,7 +87,7 @@ def test_save_gathered_is_readable_without_torch(tmp_path):
     save_gathered(p, [{"records": g.commlog.records(), "step_s": [0.02, 0.02]}], parallel="ddp", params=250_000)
     code = textwrap.dedent(f"""
         import sys
-        from protocol.steptime import read_commlog
+        from protocol.cluster.steptime import read_commlog
         log = read_commlog({str(p)!r})
         assert "torch" not in sys.modules
         print(len(log.records), log.measured_step_s())
@@ -165,7 +165,7 @@ def test_tradeoff_runs_its_own_small_experiment(tmp_path):
 def test_gpt2_small_time_preset_matches_the_training_preset():
     from integration.model import GPT, GPTConfig
     from integration.train import MODEL_PRESETS as TRAIN
-    from protocol.steptime import model_preset
+    from protocol.cluster.steptime import model_preset
 
     t, m = TRAIN["gpt2-small"], model_preset("gpt2-small")
     assert t["tokenizer"] == "byte" and (t["n_layer"], t["n_embd"], t["block_size"]) == (m["n_layer"], m["d_model"], m["seq_len"])

@@ -1,4 +1,4 @@
-"""protocol.collective: every formula against hand-computed values, and the BER-0 latency identity."""
+"""protocol.cluster.flat: every formula against hand-computed values, and the BER-0 latency identity."""
 
 import json
 import math
@@ -7,7 +7,7 @@ import pytest
 from scipy import stats
 
 from phy802.cli import main
-from protocol.collective import Cluster, bus_factor, collective_time, frame_loss_probability, phy_latency_ns
+from protocol.cluster.flat import Cluster, bus_factor, collective_time, frame_loss_probability, phy_latency_ns
 from protocol.framing import RATES
 
 # one RoCEv2 frame of 4096 payload octets: 8 preamble + 14 Eth + 20 IPv4 + 8 UDP + 12 BTH + 4096 + 4 ICRC
@@ -91,7 +91,7 @@ def test_ber0_modes_differ_by_traversals_times_latency_difference(topology, rank
 
 
 def test_cli_ber0_identity_with_zero_non_phy_latency(capsys):
-    base = ["collective", "--op", "allreduce", "--algo", "ring", "--ranks", "64", "--bytes", "25e6",
+    base = ["collective", "--cluster", "flat-ethernet", "--op", "allreduce", "--algo", "ring", "--ranks", "64", "--bytes", "25e6",
             "--ber", "0", "--topology", "single-switch", "--switch-ns", "0", "--nic-ns", "0", "--fiber-m", "0", "--json"]
     out = {}
     for code, fec in (("kp4", "ieee"), ("kp4", "detect_only")):
@@ -105,7 +105,7 @@ def test_cli_ber0_identity_with_zero_non_phy_latency(capsys):
 
 
 def test_cli_bad_input_exit_codes(capsys):
-    assert main(["collective", "--op", "reduce_scatter", "--algo", "tree"]) == 2
+    assert main(["collective", "--cluster", "flat-ethernet", "--op", "reduce_scatter", "--algo", "tree"]) == 2
     with pytest.raises(SystemExit) as ei:
         main(["collective", "--fec", "kp4"])
     assert ei.value.code == 2
@@ -216,7 +216,7 @@ def test_header_fallback_turns_bypass_drops_into_one_fec_latency_per_step():
 
 
 def test_serialisation_matches_the_frame_layout_and_scales():
-    from protocol.collective import _stream_bits, serialization_ns
+    from protocol.cluster.flat import _stream_bits, serialization_ns
     from protocol.framing import FramingConfig, layout
 
     f = FramingConfig()

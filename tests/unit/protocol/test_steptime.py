@@ -1,11 +1,11 @@
-"""protocol.steptime: a hand-written communication log replayed through the collective model."""
+"""protocol.cluster.steptime: a hand-written communication log replayed through the collective model."""
 
 import json
 
 import pytest
 
-from protocol.collective import Cluster, collective_time
-from protocol.steptime import (compute_from_flops, model_preset, read_commlog, step_time, synthetic_ddp_log,
+from protocol.cluster.flat import Cluster, collective_time
+from protocol.cluster.steptime import (compute_from_flops, model_preset, read_commlog, step_time, synthetic_ddp_log,
                                synthetic_fsdp_log, synthetic_pp_log, write_commlog)
 
 HEADER = {"format": "phy802-commlog", "version": 1, "parallel": "ddp", "world_size": 2,

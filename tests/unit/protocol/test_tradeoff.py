@@ -1,4 +1,4 @@
-"""protocol.tradeoff and ``phy802 tradeoff`` on a small synthetic experiment results folder."""
+"""protocol.cluster.tradeoff and ``phy802 tradeoff`` on a small synthetic experiment results folder."""
 
 import csv
 import json
@@ -7,8 +7,8 @@ import math
 import pytest
 
 from phy802.cli import main
-from protocol.collective import Cluster
-from protocol.tradeoff import (TimeModel, load_results, parse_modes, pareto_front, steps_to_target,
+from protocol.cluster.flat import Cluster
+from protocol.cluster.tradeoff import (TimeModel, load_results, parse_modes, pareto_front, steps_to_target,
                                tradeoff_rows)
 
 
@@ -82,7 +82,7 @@ def test_pareto_front():
 
 def test_cli_on_a_synthetic_folder(results, tmp_path, capsys):
     out = tmp_path / "t"
-    assert main(["tradeoff", "--results", str(results), "--out", str(out), "--ranks", "8,64",
+    assert main(["tradeoff", "--cluster", "flat-ethernet", "--results", str(results), "--out", str(out), "--ranks", "8,64",
                  "--modes", "kp4:ieee,rs272:ieee,kp4:bypass"]) == 0
     cap = capsys.readouterr()
     assert "kp4/bypass" in cap.err and "time_to_target_s" in cap.err  # the live table
@@ -101,7 +101,7 @@ def test_combinations_without_a_loss_curve_are_reported(tmp_path, capsys):
     d = tmp_path / "r"
     d.mkdir()
     (d / "results.json").write_text(json.dumps({"meta": {"fec": "bypass"}, "rows": rows}))
-    assert main(["tradeoff", "--results", str(d), "--out", str(tmp_path / "o"), "--ranks", "8",
+    assert main(["tradeoff", "--cluster", "flat-ethernet", "--results", str(d), "--out", str(tmp_path / "o"), "--ranks", "8",
                  "--modes", "kp4:ieee,kp4:unequal"]) == 0
     out = capsys.readouterr().out
     assert "no loss curve in the results for: ddp kp4/unequal at BER 1e-06, ddp kp4/unequal at BER 1e-05" in out
@@ -110,7 +110,7 @@ def test_combinations_without_a_loss_curve_are_reported(tmp_path, capsys):
 
 
 def test_cli_json_and_bad_inputs(results, tmp_path, capsys):
-    assert main(["tradeoff", "--results", str(results), "--out", str(tmp_path / "j"), "--ranks", "8",
+    assert main(["tradeoff", "--cluster", "flat-ethernet", "--results", str(results), "--out", str(tmp_path / "j"), "--ranks", "8",
                  "--modes", "kp4:ieee", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["rows"][0]["mode"] == "kp4/ieee"

@@ -62,7 +62,8 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from .collective import Cluster, collective_time
+from .flat import Cluster, collective_time
+from .topology import ClusterSpec
 
 __all__ = [
     "FORMAT",
@@ -96,6 +97,17 @@ MODEL_PRESETS: dict[str, dict[str, Any]] = {
                       grad_dtype_bytes=4, act_dtype_bytes=2),
     "gpt2-small": dict(params=86_235_648, tokens_per_step=524_288, d_model=768, n_layer=12, seq_len=1024,
                        grad_dtype_bytes=4, act_dtype_bytes=2),
+    # Llama 3 8B / 70B as published (Meta, "The Llama 3 Herd of Models", 2024: 32 layers d 4096; 80 layers
+    # d 8192), 4M tokens per step at 8K sequence [I: the paper's 70B/405B batch sizes are of that order]
+    "llama3-8b": dict(params=8_030_261_248, tokens_per_step=4_194_304, d_model=4096, n_layer=32, seq_len=8192,
+                      grad_dtype_bytes=4, act_dtype_bytes=2),
+    "llama3-70b": dict(params=70_553_706_496, tokens_per_step=4_194_304, d_model=8192, n_layer=80, seq_len=8192,
+                       grad_dtype_bytes=4, act_dtype_bytes=2),
+    # Mixtral 8x7B (Mistral AI, 2024): 32 layers d 4096, 8 experts top-2, 46.7B parameters, 12.9B active;
+    # expert parameters 45.1B [I: 32 layers x 8 experts x 3 x 4096 x 14336]
+    "mixtral-8x7b": dict(params=46_702_792_704, tokens_per_step=4_194_304, d_model=4096, n_layer=32, seq_len=8192,
+                         grad_dtype_bytes=4, act_dtype_bytes=2, n_experts=8, top_k=2, active_params=12_879_921_152,
+                         expert_params=45_097_156_608),
 }
 
 
@@ -290,11 +302,62 @@ class StepTime:
     resend_s: float
     bubble_s: float
     ops: int
+    failure_rate: float = 0.0
+    p99_s: float = float("nan")
 
 
-@functools.lru_cache(maxsize=4096)
-def _op_time(op: str, nbytes: int, cluster: Cluster, algo: str = "ring"):
-    return collective_time(op, nbytes, cluster, algo if op in ("allreduce", "broadcast") else None)
+#: loss-recovery trials per collective on a :class:`ClusterSpec` with BER > 0, and their seed
+SIM_TRIALS = 200
+SIM_SEED = 0
+
+
+@dataclass(frozen=True)
+class OpTime:
+    """One collective of a step on a :class:`ClusterSpec`: the deterministic prediction plus the
+    simulated loss recovery (:mod:`protocol.cluster.transport`); ``time_s`` is the mean over the
+    trials that completed, ``p99_delay_s`` the 99th percentile of the delay."""
+
+    time_s: float
+    phy_s: float
+    resend_s: float
+    p99_delay_s: float
+    failure_rate: float
+    prediction: Any = None
+    delays_s: Any = None  # per-trial delay (s), inf where the trial failed; None without losses
+
+
+_TRACK: list | None = None
+
+
+@functools.lru_cache(maxsize=8192)
+def _op_time_cached(op: str, nbytes: int, cluster, algo: str | None, trials: int, seed: int):
+    if isinstance(cluster, Cluster):
+        return collective_time(op, nbytes, cluster, (algo or "ring") if op in ("allreduce", "broadcast") else None)
+    from .nccl import predict
+    from .transport import simulate
+
+    pr = predict(op, nbytes, cluster, algo=algo if op == "allreduce" else None)
+    if cluster.ber == 0 or trials <= 0:
+        return OpTime(pr.time_s, pr.phy_s, 0.0, 0.0, 0.0, pr)
+    res = simulate(pr, cluster, trials, seed=seed)
+    delays = (res.samples_us - res.deterministic_us) * 1e-6
+    if res.failure_rate > 0:
+        import numpy as np
+
+        delays = delays.copy()
+        delays[np.isinf(res.samples_us) | (res.failure_rate >= 1)] = math.inf
+    if not math.isfinite(res.mean_us):
+        return OpTime(math.inf, pr.phy_s, math.inf, math.inf, res.failure_rate, pr, delays)
+    d = (res.mean_us - res.deterministic_us) * 1e-6
+    return OpTime(res.mean_us * 1e-6, pr.phy_s, d, (res.p99_us - res.deterministic_us) * 1e-6, res.failure_rate, pr,
+                  delays)
+
+
+def _op_time(op: str, nbytes: int, cluster, algo: str | None = "ring"):
+    t = _op_time_cached(op, int(nbytes), cluster, algo, SIM_TRIALS, SIM_SEED)
+    if _TRACK is not None:
+        _TRACK.append(t)
+    return t
 
 
 def _replay_op(r: dict, cluster: Cluster, algo: str = "ring"):
@@ -306,6 +369,8 @@ def _replay_op(r: dict, cluster: Cluster, algo: str = "ring"):
     if op == "barrier":
         return _op_time("allreduce", 4, cluster, algo)  # a barrier costs a one-int all-reduce's latency [I]
     if op == "alltoall":
+        if isinstance(cluster, ClusterSpec):
+            return _op_time("alltoall", int(r["bytes"]), cluster)
         # N-1 messages of S/N per rank, one per step [I]: like a ring all-gather's traffic
         return _op_time("allgather", int(r["bytes"]), cluster)
     return _op_time(op, int(r["bytes"]), cluster, algo)
@@ -321,14 +386,66 @@ def _pick_step(log: CommLogData, rank: int = 0) -> list[dict]:
     return [r for r in mine if int(r["step"]) == last]
 
 
-def step_time(log: CommLogData, cluster: Cluster, *, compute_s: float | None = None, algo: str = "ring") -> StepTime:
+def step_time(log: CommLogData, cluster, *, compute_s: float | None = None, algo: str | None = None) -> StepTime:
     """Replay one step of ``log`` over ``cluster`` (module docstring for the rules).
 
+    ``cluster``: a flat :class:`~protocol.cluster.flat.Cluster` or a
+    :class:`~protocol.cluster.topology.ClusterSpec` (then every collective is NCCL's choice unless
+    ``algo`` forces one, and at BER > 0 its loss recovery is simulated: ``SIM_TRIALS`` trials,
+    seed ``SIM_SEED``; the step's ``failure_rate`` and ``p99_s`` come from the per-trial sum of its
+    collectives' delays, :func:`step_distribution`).
     ``compute_s``: compute per step and rank; default the log's measured step time.  ``algo``:
-    the all-reduce and broadcast algorithm (``ring`` or ``tree``, :mod:`protocol.collective`).
+    the all-reduce and broadcast algorithm (flat: ``ring`` or ``tree``; cluster: any NCCL algorithm,
+    or None for NCCL's choice).
     """
-    if algo not in ("ring", "tree"):
-        raise ValueError(f"algo must be 'ring' or 'tree', got {algo!r}")
+    global _TRACK
+    if isinstance(cluster, Cluster):
+        algo = algo or "ring"
+        if algo not in ("ring", "tree"):
+            raise ValueError(f"algo must be 'ring' or 'tree', got {algo!r}")
+    prev, _TRACK = _TRACK, []
+    try:
+        st = _step_time(log, cluster, compute_s, algo)
+        ops = [t for t in _TRACK if isinstance(t, OpTime)]
+    finally:
+        _TRACK = prev
+    if not ops:
+        return st
+    import dataclasses
+
+    fail, p99 = step_distribution(ops)
+    return dataclasses.replace(st, failure_rate=fail, p99_s=st.step_s + p99)
+
+
+def step_distribution(ops: list) -> tuple[float, float]:
+    """``(failure rate, p99 - mean of the step's summed delay)`` from the collectives' per-trial
+    delays.  Trials are i.i.d., so the k-th occurrence of a collective uses its trials rotated by
+    ``k x 7919`` (a fresh pairing; repeated identical collectives share one simulation) [I].  The
+    delays add (an upper bound: a delay hidden behind compute is counted too)."""
+    import numpy as np
+
+    arrays = [t.delays_s for t in ops if getattr(t, "delays_s", None) is not None]
+    if not arrays:
+        return 0.0, 0.0
+    n = min(len(a) for a in arrays)
+    total = np.zeros(n)
+    seen: dict[int, int] = {}
+    for a in arrays:
+        k = seen.get(id(a), 0)
+        seen[id(a)] = k + 1
+        total += np.roll(a[:n], (k * 7919) % n)
+    bad = ~np.isfinite(total)
+    ok = total[~bad]
+    if not ok.size:
+        return 1.0, math.inf
+    return float(bad.mean()), float(np.quantile(ok, 0.99, method="inverted_cdf") - ok.mean())
+
+
+def _step_time(log: CommLogData, cluster, compute_s, algo) -> StepTime:
+    if not log.records:
+        raise ValueError("the communication log has no records (header only): it would model zero communication")
+    if log.parallel != "pp" and not _pick_step(log):
+        raise ValueError("the communication log has no records of rank 0: it would model zero communication")
     if compute_s is None:
         compute_s = log.measured_step_s()
         if compute_s is None:
@@ -399,7 +516,10 @@ def _pp_step(log: CommLogData, cluster: Cluster, compute_s: float, algo: str = "
     m = int(log.header.get("microbatches", 1))
     if p < 2 or m < 1:
         raise ValueError(f"pipeline log needs world_size >= 2 and microbatches >= 1, got {p}, {m}")
-    hop = cluster.with_(ranks=2)  # a stage boundary: one sendrecv over one path
+    if isinstance(cluster, ClusterSpec):  # a stage boundary between two nodes (one inside a node on one node)
+        hop = cluster.with_(nodes=2) if cluster.nodes >= 2 else cluster.with_(gpus_per_node=max(2, cluster.gpus_per_node))
+    else:
+        hop = cluster.with_(ranks=2)  # a stage boundary: one sendrecv over one path
     last = max((int(r["step"]) for r in log.records), default=0)
     recs = [r for r in log.records if int(r["step"]) == last]
     grad_cls = ("activation_grads", "activation_gradients")  # the group's and protocol.modes' names

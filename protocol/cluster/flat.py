@@ -81,9 +81,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, replace
 
-from .framing import CODES, FramingConfig, get_code, get_rate
-from .latency import LatencyConfig, added_latency
-from .modes import MODE_NAMES, get_mode
+from ..framing import CODES, FramingConfig, get_code, get_rate
+from ..latency import LatencyConfig, added_latency
+from ..modes import MODE_NAMES, get_mode
 
 __all__ = [
     "OPS",

@@ -2,7 +2,7 @@
 
 Inputs: an ``experiment`` results folder (``results.json``: rows with ``parallel``, ``ber``,
 ``guard``, ``evals`` [(step, val_loss), ...], ``final_val_loss``; ``meta`` with the run's
-``fec``) and a time model (:mod:`protocol.steptime` over :mod:`protocol.collective`).
+``fec``) and a time model (:mod:`protocol.cluster.steptime` over :mod:`protocol.cluster.flat`).
 
 For each mode (code, FEC), BER, guard and cluster size:
 
@@ -32,7 +32,7 @@ import os
 from dataclasses import dataclass
 from typing import Callable, Iterable
 
-from .collective import Cluster
+from .flat import Cluster
 from .steptime import (PARALLEL, CommLogData, compute_from_flops, model_preset, step_time, synthetic_ddp_log,
                        synthetic_fsdp_log, synthetic_pp_log)
 
@@ -46,13 +46,14 @@ DEFAULT_MODES: tuple[tuple[str, str], ...] = (
 REFERENCE = ("kp4", "ieee")
 #: below this post-FEC BER, ``correct_no_indication`` is taken as error-free on the loss side
 CLEAN_POST_FEC_BER = 1e-18
-COLUMNS = ("parallel", "mode", "code", "fec", "ber", "guard", "ranks", "step_ms", "compute_ms", "exposed_ms",
-           "phy_us", "resend_ms", "final_val_loss", "loss_penalty", "steps_to_target", "time_to_target_s", "vs_ref")
+COLUMNS = ("parallel", "workload", "mode", "code", "fec", "ber", "guard", "ranks", "step_ms", "step_p99_ms",
+           "failure_rate", "compute_ms", "exposed_ms", "phy_us", "resend_ms", "final_val_loss", "loss_penalty",
+           "steps_to_target", "time_to_target_s", "vs_ref")
 
 
 def parse_modes(text: str | Iterable[str]) -> list[tuple[str, str]]:
     """``"kp4:ieee,rs272:llr"`` (or a list of ``code:fec``) -> ``[("kp4", "ieee"), ...]``."""
-    from .collective import CODE_NAMES, FEC_NAMES
+    from .flat import CODE_NAMES, FEC_NAMES
 
     items = [x.strip() for x in (text.split(",") if isinstance(text, str) else text) if x.strip()]
     out = []
@@ -72,9 +73,12 @@ class TimeModel:
     """Where step times come from: a named model size with a throughput, or a recorded log.
 
     ``log``: a communication log (its ``parallel`` rows use it; compute measured unless
-    ``tflops`` is set).  Otherwise synthetic DDP / pipeline logs of ``model``; the pipeline
-    has ``pp_stages`` stages and ``microbatches`` microbatches.  ``algo``: all-reduce algorithm
-    (``ring`` or ``tree``).
+    ``tflops`` is set; rows of another ``parallel`` are refused, never silently given the preset).
+    Otherwise synthetic DDP / pipeline logs of ``model``; the pipeline has ``pp_stages`` stages and
+    ``microbatches`` microbatches.  ``workload`` (:mod:`protocol.cluster.workloads`; a
+    :class:`~protocol.cluster.topology.ClusterSpec` only) replaces the results' ``parallel`` on the
+    time side: ``tp``, ``moe``, ``decode`` put collectives on the critical path.  ``algo``:
+    all-reduce algorithm (flat: ``ring`` or ``tree``; cluster: None = NCCL's choice).
     """
 
     model: str = "gpt2-124m"
@@ -83,9 +87,25 @@ class TimeModel:
     log: CommLogData | None = None
     pp_stages: int = 2
     microbatches: int = 4
-    algo: str = "ring"
+    algo: str | None = None
+    workload: str | None = None
+    tp: int | None = None
 
-    def step(self, parallel: str, cluster: Cluster):
+    def step(self, parallel: str, cluster):
+        if self.log is not None and self.log.parallel != parallel:
+            raise ValueError(f"the communication log is from parallel {self.log.parallel!r} but these rows are "
+                             f"{parallel!r}: record the log with the same --parallel as the results")
+        if self.workload is not None and self.log is None:
+            from .topology import ClusterSpec
+            from .workloads import WorkloadConfig, workload_step
+
+            if not isinstance(cluster, ClusterSpec):
+                raise ValueError(f"workload {self.workload!r} needs the cluster model (not --cluster flat-ethernet)")
+            if self.tflops is None:
+                raise ValueError(f"TimeModel: model preset {self.model!r} needs tflops")
+            return workload_step(self.workload, self.model, cluster, tflops=self.tflops, mfu=self.mfu,
+                                 cfg=WorkloadConfig(tp=self.tp, microbatches=self.microbatches), algo=self.algo,
+                                 pp_stages=self.pp_stages)
         if self.log is not None and self.log.parallel == parallel:
             h = self.log.header
             comp = None
@@ -160,7 +180,7 @@ def _clean(code: str, fec: str, ber: float) -> bool:
     if fec == "correct_no_indication" and code != "none":
         from phy802 import theory
 
-        from .collective import _rs_code
+        from .flat import _rs_code
 
         return float(theory.post_fec_ber(ber, _rs_code(code))) < CLEAN_POST_FEC_BER
     return False
@@ -210,8 +230,12 @@ def tradeoff_rows(meta: dict, rows: list[dict], *, modes=DEFAULT_MODES, ranks=(8
                         final = _num(lr["final_val_loss"])
                         s2t = steps_to_target(lr["evals"], target)
                         t2t = s2t * st.step_s if math.isfinite(s2t) else math.inf
-                        row = {"parallel": par, "mode": f"{code}/{fec}", "code": code, "fec": fec, "ber": ber,
+                        row = {"parallel": par, "workload": time_model.workload or par, "mode": f"{code}/{fec}",
+                               "code": code, "fec": fec, "ber": ber,
                                "guard": lr["guard"], "ranks": n, "step_ms": 1e3 * st.step_s,
+                               "step_p99_ms": 1e3 * (st.p99_s if math.isfinite(st.p99_s) or st.p99_s == math.inf
+                                                     else st.step_s),
+                               "failure_rate": st.failure_rate,
                                "compute_ms": 1e3 * st.compute_s, "exposed_ms": 1e3 * st.exposed_s,
                                "phy_us": 1e6 * st.phy_s, "resend_ms": 1e3 * st.resend_s,
                                "final_val_loss": final, "loss_penalty": final - shadow_loss,

@@ -1,0 +1,448 @@
+"""NCCL's cost structure over a :class:`~protocol.cluster.topology.ClusterSpec`, as data.
+
+The structure follows NCCL's own tuning model (``src/graph/tuning.cc``, NCCL 2.30; the numbers
+are in ``nccl_tuning.json`` beside this file, with the file, version and commit they come from,
+and can be overridden with :func:`load_table`).  For an operation, algorithm ``a`` and protocol
+``p`` (LL, LL128, Simple)::
+
+    time = lat(a, p) + bytes / algbw(a, p)        (ncclTopoGetAlgoTime)
+
+``lat`` is NCCL's base latency of (a, p) plus, per step, the hardware latency of the step's link
+class (NVLink, PCI, network; ``hw_latency_us``):
+
+=================  ===========================================================================
+ring all-reduce    ``base + (2(N-1) - 2(n-1)) max(intra, net overhead) + 2(n-1) net``, x 1.4 for
+                   Simple on several nodes above 64 bytes per rank and channel (the "plateau")
+ring RS / AG       the same with ``N-1`` steps, ``n-1`` of them between nodes
+ring broadcast     ``base + N x hop`` (Simple: the tree's hop latency)
+tree all-reduce    ``base + 2((ppn-1) intra + floor(log2 n) net)`` (double binary tree across
+                   nodes, chains inside)
+NVLS               ``intra(NVLS)`` (+ ``net`` across nodes, CollNet/SHARP only)
+NVLSTree           ``base + intra(NVLS) + 2 floor(log2 n) net(NVLSTree)``
+CollNet direct     ``base + 2(min(1, ppn-1) intra + 0.4 (ppn-1)) + net``; chain ``2 (ppn-1) intra + net``
+PAT (RS / AG)      ``base + floor(log2 n) net / 3.5 + 2.8 N`` (one GPU per node)
+=================  ===========================================================================
+
+with ``N`` ranks, ``n`` nodes, ``ppn`` GPUs per node.  ``algbw`` comes from the cluster's
+physical bandwidths (this is where the model is ours, not NCCL's: NCCL reads them from the
+topology it detects) and NCCL's protocol refinements (``protocol_factor``, the per-channel caps,
+``ll_max_busbw``, ``tree_correction``); bus bandwidths as nccl-tests report them:
+
+* ring: ``min(ring_intra_efficiency x scale-up, node NICs)`` (a ring crosses each node boundary
+  once per channel, so the node's NICs together are its inter-node limit);
+* tree: NCCL's ``busBw x 0.5`` with ``busBw = min(0.92 x node NICs, channels x per-channel cap)``
+  (NCCL's doubling on 2 nodes is left out [I], see ``_algbw``);
+* NVLS: ``nvls_busbw_per_up x scale-up`` (x ``nvlsEfficiency`` relative to Hopper);
+  NVLSTree: ``min(NVLS, node NICs x (2 on 2 nodes), channels x cap)``;
+* all-to-all: each rank's ``(N - ppn)/N`` share crosses its node's NICs (``/ oversubscription``
+  when leaves are crossed), the rest NVLink; send/recv: one NIC (``p2p_latency_us``, [I]).
+
+(algorithm, protocol) is chosen per size by minimum time, as NCCL does; ``algo=`` / ``proto=``
+force it (``NCCL_ALGO`` / ``NCCL_PROTO``).  The choice uses NCCL's table only: NCCL does not know
+the links' FEC mode.
+
+**FEC and the path.**  NCCL's network hop latency is measured on a reference path (one switch,
+two links, standard KP4 ``ieee`` FEC).  The model adds, for every inter-node hop on the critical
+path of the chosen algorithm (ring: the ``2(n-1)`` node crossings of one chunk's journey from
+node 0; tree / NVLSTree: the ``2 floor(log2 n)`` edges from node 0 to node ``2^l``; all-to-all:
+node 0 to node ``n-1``; send/recv: node 0 to node 1), with ``L`` links and ``L-1`` switches::
+
+    delta = L x (phy(code, fec) - phy(kp4, ieee)) + (L - 2) x fibre + (L - 2) x switch
+
+(links beyond the two NIC-leaf links use the spine PHY's ``phy``: ``ClusterSpec.spine``).
+``phy`` is :func:`protocol.latency.added_latency` ``(fec, rate, code=code).total_ns``, so at BER 0
+two modes differ by exactly ``fec_traversals x (phy(a) - phy(b))`` with ``fec_traversals`` the
+links summed over those hops.  Rates that :mod:`protocol.latency` does not (yet) know (800G,
+1.6T) take its 400G value and say so (``phy_rate``): an 802.3dj inner code plugs in there.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+import os
+from dataclasses import dataclass, field
+from importlib import resources
+
+from ..latency import added_latency
+from .topology import ClusterSpec
+
+__all__ = ["OPS", "ALGOS", "PROTOS", "load_table", "default_table", "Prediction", "predict", "candidates",
+           "bus_factor", "phy_latency_ns", "norm_op"]
+
+OPS: tuple[str, ...] = ("allreduce", "reduce_scatter", "allgather", "broadcast", "alltoall", "sendrecv")
+ALGOS: tuple[str, ...] = ("ring", "tree", "nvls", "nvls_tree", "collnet_direct", "collnet_chain", "pat", "p2p")
+PROTOS: tuple[str, ...] = ("LL", "LL128", "Simple")
+_OP_ALIASES = {"all_reduce": "allreduce", "all-reduce": "allreduce", "reduce-scatter": "reduce_scatter",
+               "reducescatter": "reduce_scatter", "all_gather": "allgather", "all-gather": "allgather",
+               "all_to_all": "alltoall", "all-to-all": "alltoall", "send": "sendrecv", "recv": "sendrecv",
+               "send_recv": "sendrecv", "p2p": "sendrecv"}
+_ALGO_ALIASES = {"nvlstree": "nvls_tree", "nvls-tree": "nvls_tree", "collnetdirect": "collnet_direct",
+                 "collnetchain": "collnet_chain", "collnet": "collnet_direct"}
+_PROTO_ALIASES = {"ll": "LL", "ll128": "LL128", "simple": "Simple"}
+
+
+def norm_op(op: str) -> str:
+    key = str(op).strip().lower()
+    key = _OP_ALIASES.get(key, key)
+    if key not in OPS:
+        raise ValueError(f"unknown collective op {op!r}; choose from {', '.join(OPS)}")
+    return key
+
+
+def _merge(base: dict, over: dict) -> dict:
+    out = dict(base)
+    for k, v in over.items():
+        out[k] = _merge(base[k], v) if isinstance(v, dict) and isinstance(base.get(k), dict) else v
+    return out
+
+
+@functools.lru_cache(maxsize=1)
+def _builtin() -> str:
+    return resources.files(__package__).joinpath("nccl_tuning.json").read_text(encoding="utf-8")
+
+
+class Table(dict):
+    """NCCL's constants (a dict read from JSON); hashable by identity so predictions can be cached."""
+
+    __hash__ = object.__hash__  # type: ignore[assignment]
+    __eq__ = object.__eq__  # type: ignore[assignment]
+
+
+_DEFAULT: Table | None = None
+
+
+def default_table() -> Table:
+    """The built-in table (``nccl_tuning.json``)."""
+    global _DEFAULT
+    if _DEFAULT is None:
+        _DEFAULT = Table(json.loads(_builtin()))
+    return _DEFAULT
+
+
+def load_table(path: str | os.PathLike | None = None) -> Table:
+    """The built-in table with the values of the JSON file ``path`` (same keys, any subset) on top."""
+    if path is None:
+        return default_table()
+    p = os.fspath(path)
+    try:
+        with open(p, encoding="utf-8") as fh:
+            over = json.load(fh)
+    except OSError as exc:
+        raise ValueError(f"{p}: cannot read the NCCL table: {exc.strerror}") from None
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{p}: not JSON: {exc}") from None
+    if not isinstance(over, dict):
+        raise ValueError(f"{p}: an NCCL table must be a JSON object")
+    base = default_table()
+    for k in over:
+        if k not in base:
+            raise ValueError(f"{p}: unknown key {k!r} (known: {', '.join(base)})")
+    return Table(_merge(base, over))
+
+
+@functools.lru_cache(maxsize=256)
+def phy_latency_ns(code: str, fec: str, rate: str, cfg=None) -> tuple[float, str]:
+    """``(added receive latency of one link in ns, the rate protocol.latency priced it at)``."""
+    from ..latency import LatencyConfig
+
+    cfg = cfg if cfg is not None else LatencyConfig()
+    try:
+        return float(added_latency(fec, rate, cfg, code=code).total_ns), rate
+    except ValueError:
+        # protocol.latency does not know this rate yet: 802.3df/dj 800G and 1.6T run 400G-style
+        # RS(544,514) flows, so a codeword pair takes about as long [I]; say so in the result
+        return float(added_latency(fec, "400G", cfg, code=code).total_ns), "400G"
+
+
+def bus_factor(op: str, ranks: int) -> float:
+    """nccl-tests ``busbw / algbw`` (doc/PERFORMANCE.md)."""
+    n = ranks
+    if n <= 1:
+        return 1.0
+    if op == "allreduce":
+        return 2 * (n - 1) / n
+    if op in ("reduce_scatter", "allgather", "alltoall"):
+        return (n - 1) / n
+    return 1.0
+
+
+def _log2i(x: int) -> int:
+    return int(math.floor(math.log2(x))) if x >= 1 else 0
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """Predicted time of one collective (deterministic, no losses), seconds unless named.
+
+    ``time_s = latency_s + bandwidth_s + path_s``: NCCL's latency term (with the calibration
+    offset), the bytes over the algorithm bandwidth, and the path beyond NCCL's reference path
+    (FEC mode, extra switches and fibre; module docstring).  ``phy_s``: all FEC receive latency on
+    the critical path (``fec_traversals x phy_ns``).  ``hops``: links of each inter-node hop on
+    the critical path.  ``resend_s`` is 0 here; :mod:`protocol.cluster.transport` simulates it.
+    """
+
+    op: str
+    algo: str
+    proto: str
+    nodes: int
+    gpus_per_node: int
+    ranks: int
+    bytes: int
+    code: str
+    fec: str
+    ber: float
+    time_s: float
+    latency_s: float
+    bandwidth_s: float
+    path_s: float
+    phy_s: float
+    phy_ns: float
+    phy_rate: str
+    fec_traversals: int
+    hops: tuple
+    algbw_GBps: float
+    busbw_GBps: float
+    forced: bool
+    channels: int
+    candidates: dict = field(default_factory=dict)
+    resend_s: float = 0.0
+
+    @property
+    def time_us(self) -> float:
+        return self.time_s * 1e6
+
+
+def _enabled(op: str, c: ClusterSpec) -> list[tuple[str, str]]:
+    ll128 = c.scale_up.startswith("nvlink")
+    protos = [p for p in PROTOS if p != "LL128" or ll128]
+    n = c.nodes
+    out: list[tuple[str, str]] = []
+    if op == "allreduce":
+        out += [("ring", p) for p in protos] + [("tree", p) for p in protos]
+        if c.has_nvls and c.gpus_per_node > 1 and (n == 1 or c.collnet):
+            out.append(("nvls", "Simple"))
+        if c.has_nvls and c.gpus_per_node > 1 and n > 1:
+            out.append(("nvls_tree", "Simple"))
+        if c.collnet and n > 1:
+            out += [("collnet_direct", "Simple"), ("collnet_chain", "Simple")]
+    elif op in ("reduce_scatter", "allgather"):
+        out += [("ring", p) for p in protos]
+        if c.has_nvls and c.gpus_per_node > 1 and n == 1:
+            out.append(("nvls", "Simple"))
+        if c.gpus_per_node == 1 and n > 1:
+            out.append(("pat", "Simple"))
+    elif op == "broadcast":
+        out += [("ring", p) for p in protos]
+    else:
+        out.append(("p2p", "Simple"))
+    return out
+
+
+def candidates(op: str, cluster: ClusterSpec) -> list[tuple[str, str]]:
+    """The (algorithm, protocol) pairs NCCL would consider for ``op`` on ``cluster``."""
+    return _enabled(norm_op(op), cluster)
+
+
+def _gen_index(n: int) -> int:
+    return 0 if n <= 1 else (1 if n == 2 else 2)
+
+
+def _lat_us(op: str, a: str, p: str, c: ClusterSpec, T: dict, size: int) -> float:
+    N, n, ppn = c.ranks, c.nodes, c.gpus_per_node
+    if a == "p2p":  # all-to-all, send/recv: one message's latency [I]
+        return T["p2p_latency_us"]["net" if n > 1 else c.intra_hw]
+    hw = T["hw_latency_us"]
+    base = T["base_latency_us"][a][p]
+    intra = hw[c.intra_hw][a][p]
+    inter = hw["net"]["tree" if ppn == 1 and a == "ring" else a][p] if n > 1 else intra
+    if a == "ring":
+        if op == "broadcast":
+            lat = hw["net" if n > 1 else c.intra_hw]["tree" if p == "Simple" else "ring"][p]
+            return base + N * lat
+        nsteps = 2 * (N - 1) if op == "allreduce" else N - 1
+        if n == 1:
+            return base + nsteps * intra
+        oh = T["net_overhead_us"][c.cpu] * (3.0 if p == "Simple" else 1.0)
+        ninter = 2 * (n - 1) if op == "allreduce" else n - 1
+        lat = base + (nsteps - ninter) * max(intra, oh) + ninter * inter
+        if op == "allreduce" and p == "Simple" and size / (c.n_channels * N) >= 64:
+            lat *= T["ring_plateau_factor"]["sm80_plus" if c.gpu in ("ampere", "hopper", "blackwell") else "older"]
+        return lat
+    if a == "tree":
+        return base + 2 * ((ppn - 1) * intra + _log2i(n) * inter)
+    if a == "nvls":
+        return intra + (inter if n > 1 else 0.0)
+    if a == "nvls_tree":
+        return base + intra + 2 * _log2i(n) * inter
+    if a == "collnet_direct":
+        return base + 2 * (min(1, ppn - 1) * intra + (ppn - 1) * 0.4) + inter
+    if a == "collnet_chain":
+        return base + 2 * (ppn - 1) * intra + inter
+    return base + _log2i(n) * inter / 3.5 + N * 2.8  # pat
+
+
+def _nvls_bw(c: ClusterSpec, T: dict) -> float:
+    eff = T["nvls_efficiency"]
+    rel = eff[c.gpu] / eff["hopper"] if eff["hopper"] > 0 else 0.0
+    return c.up_GBps * c.nvls_busbw_per_up * rel
+
+
+def _algbw(op: str, a: str, p: str, c: ClusterSpec, T: dict, size: int) -> float:
+    """Algorithm bandwidth, GB/s (module docstring)."""
+    N, n, ppn = c.ranks, c.nodes, c.gpus_per_node
+    nch = c.n_channels
+    gi = _gen_index(n)
+    pf = T["protocol_factor"]
+    capch = T["per_channel_max"]
+    ll_max = T["ll_max_busbw"]["single_node"][c.gpu] if n == 1 else T["ll_max_busbw"][c.cpu][gi]
+    intra_ring = c.up_GBps * c.ring_intra_efficiency if ppn > 1 else math.inf
+    net = c.node_net_GBps if n > 1 else math.inf
+    if a == "ring":
+        bus = min(intra_ring, net)
+        if p == "LL":
+            bus = min(ll_max, bus * pf["ring_LL"])
+        elif p == "LL128":
+            bus = min(bus * pf["ring_LL128"], nch * capch["ring_ll128"][c.gpu][gi])
+        if op == "allreduce":
+            return bus * N / (2 * (N - 1))
+        if op in ("reduce_scatter", "allgather"):
+            return bus * N / (N - 1)
+        return bus
+    if a == "tree":
+        # NCCL doubles the 2-node tree's network bandwidth; we do not [I]: NCCL's own choice of
+        # NVLSTree over Tree for large sizes on 2 x 8 H100 is only reproduced without it
+        phys = net if n > 1 else 2 * intra_ring
+        bus = min(phys * pf["tree"], nch * capch["tree"][c.gpu][gi])
+        if p == "LL":
+            bus = min(bus * pf["tree_LL"], ll_max)
+        elif p == "LL128":
+            f = pf["tree_LL128_single_node"] if n == 1 else pf["tree_LL128_multinode"]
+            bus = min(bus * f, nch * capch["tree_ll128"][c.gpu][gi])
+        bw = bus * 0.5
+        ls = _log2i(max(1, size >> 6))
+        corr = T["tree_correction"][p]
+        if size >= 64 and ls < len(corr):
+            bw *= corr[ls]
+        return bw
+    if a in ("nvls", "nvls_tree", "collnet_direct", "collnet_chain"):
+        nv = _nvls_bw(c, T) if a.startswith("nvls") else intra_ring
+        if a == "nvls_tree":
+            cap = nch * capch["nvls_tree"][c.gpu][gi] if capch["nvls_tree"][c.gpu][gi] > 0 else math.inf
+            bus = min(nv, net * (2.0 if n == 2 else 1.0), cap)
+        elif a == "nvls":
+            bus = nv if n == 1 else min(nv, net)
+            if op in ("reduce_scatter", "allgather"):
+                bus = c.up_GBps * T["nvls_efficiency"][c.gpu]
+                return bus * N / (N - 1)
+        else:
+            bus = min(nv, net) * 0.9
+        return bus * N / (2 * (N - 1))
+    if a == "pat":
+        return min(net, c.nic_GBps * c.nics_per_node) * 0.75 * N / (N - 1)
+    # p2p
+    if op == "sendrecv":
+        return c.nic_GBps if n > 1 else c.up_GBps * c.ring_intra_efficiency
+    # all-to-all: a rank sends (N-1)/N of its buffer, (N-ppn)/N of it across its node's NICs
+    share_net = (N - ppn) / N
+    share_up = (ppn - 1) / N
+    over = c.oversubscription if n > 1 and c.path(0, n - 1)[0] > 2 else 1.0
+    per_gpu_net = c.node_net_GBps / ppn / over if n > 1 else math.inf
+    t_net = share_net / per_gpu_net if share_net > 0 else 0.0
+    t_up = share_up / (c.up_GBps * c.ring_intra_efficiency) if share_up > 0 and c.up_GBps > 0 else 0.0
+    t = max(t_net, t_up)
+    return 1.0 / t if t > 0 else math.inf
+
+
+def _hops(op: str, a: str, c: ClusterSpec) -> tuple[int, ...]:
+    """Links of each inter-node hop on the critical path (module docstring)."""
+    n = c.nodes
+    if n <= 1:
+        return ()
+    if a == "ring":
+        k = 2 * (n - 1) if op == "allreduce" else n - 1
+        return tuple(c.path(i % n, (i + 1) % n)[0] for i in range(k))
+    if a in ("tree", "nvls_tree"):
+        levels = [c.path(0, 2 ** lv)[0] for lv in range(_log2i(n)) if 2 ** lv < n]
+        return tuple(levels + levels[::-1])
+    if a == "pat":
+        return tuple(c.path(0, 2 ** lv)[0] for lv in range(_log2i(n)) if 2 ** lv < n)
+    if op == "sendrecv":
+        return (c.path(0, 1)[0],)
+    return (c.path(0, n - 1)[0],)
+
+
+def _time_us(op: str, a: str, p: str, c: ClusterSpec, T: dict, size: int) -> tuple[float, float, float]:
+    lat = _lat_us(op, a, p, c, T, size) + c.latency_offset_us
+    bw = _algbw(op, a, p, c, T, size)
+    bwt = size / (1000.0 * bw) if bw > 0 and math.isfinite(bw) else (0.0 if bw == math.inf else math.inf)
+    return lat + bwt, lat, bwt
+
+
+def _norm_algo(algo: str | None) -> str | None:
+    if algo is None:
+        return None
+    k = str(algo).strip().lower()
+    k = _ALGO_ALIASES.get(k, k)
+    if k not in ALGOS:
+        raise ValueError(f"unknown algorithm {algo!r}; choose from {', '.join(ALGOS)}")
+    return k
+
+
+def _norm_proto(proto: str | None) -> str | None:
+    if proto is None:
+        return None
+    k = _PROTO_ALIASES.get(str(proto).strip().lower())
+    if k is None:
+        raise ValueError(f"unknown protocol {proto!r}; choose from {', '.join(PROTOS)}")
+    return k
+
+
+def predict(op: str, size_bytes: float, cluster: ClusterSpec, *, algo: str | None = None, proto: str | None = None,
+            table: dict | None = None) -> Prediction:
+    """Predicted time of ``op`` on ``size_bytes`` (nccl-tests' size: the full buffer) over ``cluster``.
+
+    ``algo`` / ``proto`` force a choice among :func:`candidates` (an impossible one is a
+    ValueError naming what is possible); default: minimum predicted time, as NCCL picks.
+    """
+    op = norm_op(op)
+    if not (isinstance(size_bytes, (int, float)) and math.isfinite(size_bytes) and size_bytes >= 0):
+        raise ValueError(f"size_bytes must be a finite number >= 0, got {size_bytes!r}")
+    return _predict(op, int(math.ceil(size_bytes)), cluster, _norm_algo(algo), _norm_proto(proto),
+                    table if table is not None else default_table())
+
+
+@functools.lru_cache(maxsize=8192)
+def _predict(op: str, size: int, c: ClusterSpec, algo: str | None, proto: str | None, T: dict) -> Prediction:
+    N = c.ranks
+    phy, phy_rate = phy_latency_ns(c.code, c.fec, c.rate, c.latency)
+    sp = c.spine
+    phy_sp, _ = phy_latency_ns(sp.code, sp.fec, c.rate, c.latency)
+    ref, _ = phy_latency_ns("kp4", "ieee", c.rate, c.latency)
+    if (N <= 1 and op != "sendrecv") or size == 0:
+        return Prediction(op, algo or "ring", proto or "Simple", c.nodes, c.gpus_per_node, N, size, c.code, c.fec,
+                          c.ber, 0.0, 0.0, 0.0, 0.0, 0.0, phy, phy_rate, 0, (), math.inf, math.inf, False,
+                          c.n_channels)
+    cands = _enabled(op, c)
+    pool = [(a, p) for a, p in cands if (algo is None or a == algo) and (proto is None or p == proto)]
+    if not pool:
+        raise ValueError(f"{op} with algo={algo or 'any'} proto={proto or 'any'} is not available on this cluster; "
+                         f"possible: {', '.join(f'{a}/{p}' for a, p in cands)}")
+    times = {f"{a}/{p}": _time_us(op, a, p, c, T, size) for a, p in cands}
+    a, p = min(pool, key=lambda ap: times[f"{ap[0]}/{ap[1]}"][0])
+    total, lat, bwt = times[f"{a}/{p}"]
+    hops = _hops(op, a, c)
+    fibre = c.fiber_m * c.fiber_ns_per_m
+    # the two NIC-leaf links run (code, fec), the switch-switch links beyond them the spine's PHY
+    path_ns = sum(min(L, 2) * (phy - ref) + max(0, L - 2) * (phy_sp - ref + fibre + c.switch_ns) for L in hops)
+    trav = int(sum(hops))
+    phy_total = sum(min(L, 2) * phy + max(0, L - 2) * phy_sp for L in hops)
+    t_us = total + path_ns * 1e-3
+    algbw = size / (1000.0 * t_us) if t_us > 0 else math.inf  # GB/s
+    return Prediction(op=op, algo=a, proto=p, nodes=c.nodes, gpus_per_node=c.gpus_per_node, ranks=N, bytes=size,
+                      code=c.code, fec=c.fec, ber=c.ber, time_s=t_us * 1e-6, latency_s=lat * 1e-6,
+                      bandwidth_s=bwt * 1e-6, path_s=path_ns * 1e-9, phy_s=phy_total * 1e-9, phy_ns=phy,
+                      phy_rate=phy_rate, fec_traversals=trav, hops=hops, algbw_GBps=algbw,
+                      busbw_GBps=algbw * bus_factor(op, N), forced=algo is not None or proto is not None,
+                      channels=c.n_channels, candidates={k: v[0] for k, v in times.items()})

@@ -1,0 +1,405 @@
+"""nccl-tests output read strictly, compared with the model, diagnosed and calibrated.
+
+Two inputs are read:
+
+* the **text** that ``all_reduce_perf``, ``all_gather_perf``, ``reduce_scatter_perf``,
+  ``alltoall_perf``, ``sendrecv_perf`` (and ``broadcast_perf``) print (any nccl-tests version;
+  README and doc/PERFORMANCE.md of NVIDIA/nccl-tests): ``#`` header lines, one ``#  Rank  r Group g
+  Pid p on HOST device d [bus] NAME`` line per rank (ranks = their count, nodes = distinct hosts),
+  the column header ``# size count type redop root time algbw busbw #wrong ...`` (older versions
+  have no ``root``, and no ``Group`` in the rank lines; Open MPI's ``[1,0]<stdout>:`` line prefix
+  is stripped), one row per size with the out-of-place then the in-place columns, and
+  ``# Avg bus bandwidth``.  The op comes from ``# Collective test starting: NAME`` where present,
+  otherwise from ``op=`` (the caller's ``--op``);
+* the **CSV** form of ``../shared/reference/nccl/`` (``# key: value`` header lines with ``nodes``,
+  ``gpus_per_node``, ``collective``; then ``size_bytes,time_us_out_of_place,algbw_GBps,busbw_GBps``).
+
+Strict: a truncated file (text: no ``# Avg bus bandwidth`` line, or a short row), mixed ops, no
+rank lines (text), sizes not increasing, or an algbw / busbw that contradicts time and size
+(``algbw = size / time``, ``busbw = algbw x factor``, within the printed rounding) is a
+:class:`NcclTestsError` naming the file, line and field.
+
+**Diagnosis.**  A cluster whose peak measured bus bandwidth is below ``UNDERPERFORMING`` (0.6) of
+the model's peak for the cluster described is said to underperform (a healthy 2 x 8 H100 with
+8 x 400G InfiniBand reaches ~450-480 GB/s; nccl-tests issue 290's 167 GB/s is a broken inter-node
+path).  Small-message times far above the model (``SLOW_LATENCY``, 2x) point at the transport
+(a TCP offload such as GPUDirect-TCPXO is ~120 us, IB/RoCE ~25-50 us).
+
+**Calibration** fits the two constants a user cannot know, ``net_efficiency`` (effective
+inter-node bandwidth) and ``latency_offset_us``, to the sizes of one run (least squares of log
+time ratios), and refuses to present the fit as a healthy cluster's: it is reported with the
+diagnosis.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+from dataclasses import dataclass, field, replace
+
+from .nccl import bus_factor, norm_op, predict
+from .topology import ClusterSpec
+
+__all__ = ["NcclTestsError", "NcclRun", "read_nccl_tests", "compare", "diagnose", "calibrate", "write_calibration",
+           "read_calibration", "UNDERPERFORMING", "SLOW_LATENCY", "CAL_FORMAT"]
+
+UNDERPERFORMING = 0.6
+SLOW_LATENCY = 2.0
+CAL_FORMAT = "phy802-calibration"
+_BINARIES = {"all_reduce_perf": "allreduce", "all_gather_perf": "allgather", "reduce_scatter_perf": "reduce_scatter",
+             "alltoall_perf": "alltoall", "sendrecv_perf": "sendrecv", "broadcast_perf": "broadcast"}
+_GPU_WORDS = (("B200", "blackwell"), ("B100", "blackwell"), ("GB200", "blackwell"), ("H100", "hopper"),
+              ("H200", "hopper"), ("H800", "hopper"), ("GH200", "hopper"), ("A100", "ampere"), ("A800", "ampere"),
+              ("V100", "volta"))
+
+
+class NcclTestsError(ValueError):
+    """A malformed nccl-tests file (the message names file, line and field)."""
+
+
+@dataclass(frozen=True)
+class NcclRun:
+    """One nccl-tests run: per size (bytes, us, GB/s); ranks/nodes/op as read (None if not stated)."""
+
+    path: str
+    op: str
+    ranks: int | None
+    nodes: int | None
+    gpus_per_node: int | None
+    gpu: str | None
+    bytes: tuple
+    time_us: tuple
+    algbw: tuple
+    busbw: tuple
+    lines: tuple
+    form: str
+    meta: dict = field(default_factory=dict)
+
+
+def _op_of_binary(name: str) -> str | None:
+    for b, op in _BINARIES.items():
+        if b in name:
+            return op
+    return None
+
+
+def _gpu_of(text: str) -> str | None:
+    for w, g in _GPU_WORDS:
+        if w in text:
+            return g
+    return None
+
+
+def _num(tok: str, path: str, line: int, name: str) -> float:
+    try:
+        v = float(tok)
+    except ValueError:
+        raise NcclTestsError(f"{path}, line {line}: field {name!r} is not a number: {tok!r}") from None
+    if not math.isfinite(v) or v < 0:
+        raise NcclTestsError(f"{path}, line {line}: field {name!r} must be a finite number >= 0, got {tok!r}")
+    return v
+
+
+def _check_rows(path: str, op: str, ranks: int | None, rows: list[tuple[int, int, float, float, float]]) -> None:
+    if not rows:
+        raise NcclTestsError(f"{path}: no data rows (truncated?)")
+    prev = None
+    for ln, size, t, alg, bus in rows:
+        if prev is not None and size <= prev:
+            raise NcclTestsError(f"{path}, line {ln}: field 'size' {size} is not above the previous row's {prev}")
+        prev = size
+        if t <= 0:
+            raise NcclTestsError(f"{path}, line {ln}: field 'time' must be > 0, got {t:g}")
+        want = size / (t * 1e3)  # GB/s
+        # printed with 2 decimals: half a unit of rounding plus 2% for the rounding of time
+        if abs(alg - want) > 0.006 + 0.02 * want:
+            raise NcclTestsError(f"{path}, line {ln}: field 'algbw' {alg:g} GB/s contradicts size / time = "
+                                 f"{size} B / {t:g} us = {want:.3g} GB/s")
+        if ranks is not None:
+            f = bus_factor(op, ranks)
+            wb = alg * f
+            if abs(bus - wb) > 0.006 + 0.006 * f + 0.02 * wb:
+                raise NcclTestsError(f"{path}, line {ln}: field 'busbw' {bus:g} GB/s contradicts algbw x {f:.4g} "
+                                     f"({op}, {ranks} ranks) = {wb:.3g} GB/s")
+
+
+def _read_csv(path: str, lines: list[str]) -> NcclRun:
+    meta: dict = {}
+    rows = []
+    header_at = None
+    for i, raw in enumerate(lines, 1):
+        s = raw.strip()
+        if not s:
+            continue
+        if s.startswith("#"):
+            k, sep, v = s[1:].partition(":")
+            if sep and header_at is None and re.fullmatch(r"[a-z_ ]+", k.strip()):
+                meta[k.strip()] = v.strip()
+            continue
+        if header_at is None:
+            cols = [c.strip() for c in s.split(",")]
+            need = ("size_bytes", "time_us_out_of_place", "algbw_GBps", "busbw_GBps")
+            for n in need:
+                if n not in cols:
+                    raise NcclTestsError(f"{path}, line {i}: CSV header has no column {n!r}")
+            idx = [cols.index(n) for n in need]
+            header_at = i
+            continue
+        toks = [t.strip() for t in s.split(",")]
+        if len(toks) < max(idx) + 1:
+            raise NcclTestsError(f"{path}, line {i}: row has {len(toks)} fields, the header {max(idx) + 1} (truncated?)")
+        size = _num(toks[idx[0]], path, i, "size_bytes")
+        if size != int(size):
+            raise NcclTestsError(f"{path}, line {i}: field 'size_bytes' must be an integer, got {toks[idx[0]]!r}")
+        rows.append((i, int(size), _num(toks[idx[1]], path, i, "time_us_out_of_place"),
+                     _num(toks[idx[2]], path, i, "algbw_GBps"), _num(toks[idx[3]], path, i, "busbw_GBps")))
+    if header_at is None:
+        raise NcclTestsError(f"{path}: no CSV header (size_bytes,time_us_out_of_place,algbw_GBps,busbw_GBps)")
+    op = _op_of_binary(meta.get("collective", ""))
+
+    def _int(key: str) -> int | None:
+        v = meta.get(key)
+        if v is None:
+            return None
+        m = re.match(r"\s*(\d+)", v)
+        if not m:
+            raise NcclTestsError(f"{path}: header field {key!r} is not an integer: {v!r}")
+        return int(m.group(1))
+
+    nodes, gpn = _int("nodes"), _int("gpus_per_node")
+    ranks = nodes * gpn if nodes and gpn else None
+    m = re.search(r"(\d+)\s+(?:MPI\s+)?ranks", meta.get("collective", ""))
+    if m and ranks is not None and int(m.group(1)) != ranks:
+        raise NcclTestsError(f"{path}: header says {m.group(1)} ranks but nodes x gpus_per_node = {ranks}")
+    return NcclRun(path, op or "", ranks, nodes, gpn, _gpu_of(meta.get("gpu", "")), tuple(r[1] for r in rows),
+                   tuple(r[2] for r in rows), tuple(r[3] for r in rows), tuple(r[4] for r in rows),
+                   tuple(r[0] for r in rows), "csv", meta), rows
+
+
+_RANK = re.compile(r"^#\s*Rank\s+(\d+)\s+(?:Group\s+\d+\s+)?Pid\s+\d+\s+on\s+(\S+)\s+device\s+(\d+)\s*(.*)$")
+#: a launcher's per-line prefix (Open MPI ``--tag-output``: ``[1,0]<stdout>:``), stripped
+_PREFIX = re.compile(r"^\[\d+,\d+\]<std(?:out|err)>:")
+
+
+def _read_text(path: str, lines: list[str]) -> tuple[NcclRun, list]:
+    ops: list[tuple[int, str]] = []
+    ranks: dict[int, tuple[str, str]] = {}
+    cols: list[str] | None = None
+    rows = []
+    avg = False
+    redops: set[str] = set()
+    for i, raw in enumerate(lines, 1):
+        s = _PREFIX.sub("", raw.strip()).strip()
+        if not s:
+            continue
+        if s.startswith("#"):
+            m = re.search(r"Collective test starting:\s*(\S+)", s)
+            if m:
+                op = _op_of_binary(m.group(1))
+                if op is None:
+                    raise NcclTestsError(f"{path}, line {i}: unknown nccl-tests binary {m.group(1)!r}")
+                ops.append((i, op))
+                continue
+            m = _RANK.match(s)
+            if m:
+                r = int(m.group(1))
+                if r in ranks:
+                    raise NcclTestsError(f"{path}, line {i}: rank {r} listed twice")
+                ranks[r] = (m.group(2), m.group(4))
+                continue
+            body = s.lstrip("#").split()
+            if body[:2] == ["size", "count"]:
+                cols = body
+                continue
+            if "Avg bus bandwidth" in s:
+                avg = True
+            continue
+        if cols is None:
+            raise NcclTestsError(f"{path}, line {i}: data before the column header '# size count type ...'")
+        toks = s.split()
+        # columns: size count type [redop] [root] time algbw busbw #wrong (out-of-place) then in-place
+        try:
+            t_at = cols.index("time")
+        except ValueError:
+            raise NcclTestsError(f"{path}: column header has no 'time' field") from None
+        if len(toks) < t_at + 4:
+            raise NcclTestsError(f"{path}, line {i}: row has {len(toks)} fields, needs at least {t_at + 4} (truncated?)")
+        if "redop" in cols:
+            redops.add(toks[cols.index("redop")])
+        size = _num(toks[0], path, i, "size")
+        rows.append((i, int(size), _num(toks[t_at], path, i, "time"), _num(toks[t_at + 1], path, i, "algbw"),
+                     _num(toks[t_at + 2], path, i, "busbw")))
+    if cols is None:
+        raise NcclTestsError(f"{path}: no column header '# size count type redop root time algbw busbw' (not "
+                             "nccl-tests output, or truncated)")
+    if not ranks:
+        raise NcclTestsError(f"{path}: no '#  Rank N Group G Pid P on HOST device D' lines: ranks and nodes unknown")
+    if not avg:
+        raise NcclTestsError(f"{path}: no '# Avg bus bandwidth' line at the end (truncated?)")
+    if len({o for _, o in ops}) > 1:
+        (l1, o1), (l2, o2) = ops[0], next(x for x in ops if x[1] != ops[0][1])
+        raise NcclTestsError(f"{path}, line {l2}: field 'Collective test starting' is {o2}, line {l1} said {o1} "
+                             "(mixed ops in one file)")
+    if len(redops) > 1:
+        raise NcclTestsError(f"{path}: field 'redop' takes several values ({', '.join(sorted(redops))}): mixed ops")
+    if sorted(ranks) != list(range(len(ranks))):
+        raise NcclTestsError(f"{path}: rank lines are not 0..{len(ranks) - 1}")
+    hosts = [h for h, _ in ranks.values()]
+    nodes = len(set(hosts))
+    per = {h: hosts.count(h) for h in set(hosts)}
+    gpn = next(iter(per.values())) if len(set(per.values())) == 1 else None
+    op = ops[0][1] if ops else ""
+    return NcclRun(path, op, len(ranks), nodes, gpn, _gpu_of(" ".join(d for _, d in ranks.values())),
+                   tuple(r[1] for r in rows), tuple(r[2] for r in rows), tuple(r[3] for r in rows),
+                   tuple(r[4] for r in rows), tuple(r[0] for r in rows), "text", {}), rows
+
+
+def read_nccl_tests(path: str | os.PathLike, op: str | None = None) -> NcclRun:
+    """Read a nccl-tests text output or a reference CSV (module docstring); ``op`` (``--op``) is
+    used where the file does not name it and must agree where it does."""
+    p = os.fspath(path)
+    try:
+        with open(p, encoding="utf-8", errors="replace") as fh:
+            lines = fh.read().splitlines()
+    except OSError as exc:
+        raise NcclTestsError(f"{p}: cannot read: {exc.strerror}") from None
+    if not any(ln.strip() for ln in lines):
+        raise NcclTestsError(f"{p}: empty file")
+    is_csv = any(ln.strip().startswith("size_bytes,") for ln in lines)
+    run, rows = (_read_csv if is_csv else _read_text)(p, lines)
+    want = norm_op(op) if op else None
+    if run.op and want and run.op != want:
+        raise NcclTestsError(f"{p}: the file is {run.op} but --op is {want}")
+    final = run.op or want
+    if not final:
+        raise NcclTestsError(f"{p}: the file does not name its collective (no 'Collective test starting' line); "
+                             "give --op")
+    run = replace(run, op=final)
+    _check_rows(p, final, run.ranks, rows)
+    return run
+
+
+def compare(run: NcclRun, cluster: ClusterSpec, *, algo: str | None = None, proto: str | None = None,
+            table: dict | None = None) -> list[dict]:
+    """One row per size: measured and predicted time and bus bandwidth, and their ratio."""
+    out = []
+    for b, t, bus in zip(run.bytes, run.time_us, run.busbw):
+        pr = predict(run.op, b, cluster, algo=algo, proto=proto, table=table)
+        out.append({"bytes": int(b), "measured_us": float(t), "predicted_us": pr.time_us,
+                    "ratio": float(t) / pr.time_us if pr.time_us > 0 else math.inf,
+                    "measured_busbw": float(bus), "predicted_busbw": pr.busbw_GBps, "algo": pr.algo,
+                    "proto": pr.proto})
+    return out
+
+
+def diagnose(run: NcclRun, rows: list[dict], cluster: ClusterSpec) -> list[str]:
+    """Plain sentences about a run that is far from what its cluster should give ([] if healthy)."""
+    notes = []
+    big = [r for r in rows if r["bytes"] >= 64 * 2**20] or rows
+    m_peak = max(r["measured_busbw"] for r in big)
+    p_peak = max(r["predicted_busbw"] for r in big)
+    if p_peak > 0 and m_peak < UNDERPERFORMING * p_peak:
+        notes.append(f"UNDERPERFORMING: peak measured bus bandwidth {m_peak:.0f} GB/s is {m_peak / p_peak:.0%} of "
+                     f"the {p_peak:.0f} GB/s this cluster should reach ({cluster.nodes} x {cluster.gpus_per_node} "
+                     f"{cluster.gpu}, {cluster.nics_per_node} x {cluster.rate} per node). Something is wrong "
+                     "(NICs not all used, PCIe/NUMA placement, a degraded link, adaptive routing off); do not "
+                     "calibrate the model to this run.")
+    small = [r for r in rows if r["bytes"] <= 64 * 1024]
+    if small:
+        worst = max(small, key=lambda r: r["ratio"])
+        if worst["ratio"] > SLOW_LATENCY:
+            notes.append(f"SLOW SMALL MESSAGES: {worst['bytes']} B takes {worst['measured_us']:.1f} us, "
+                         f"{worst['ratio']:.1f}x the model's {worst['predicted_us']:.1f} us (IB/RoCE: ~25-50 us on "
+                         "2 nodes); a non-RDMA transport (TCP offload, sockets) or a proxy in the path.")
+    return notes
+
+
+def _fit_offset(pred: list[float], meas: list[float]) -> tuple[float, float]:
+    """Offset ``o`` minimising sum (log(p + o) - log m)^2 (golden section) and that sum."""
+    lo = -0.95 * min(pred)
+    hi = max(meas) + 1.0
+
+    def f(o: float) -> float:
+        return sum((math.log(p + o) - math.log(m)) ** 2 for p, m in zip(pred, meas))
+
+    g = (math.sqrt(5) - 1) / 2
+    a, b = lo, hi
+    c, d = b - g * (b - a), a + g * (b - a)
+    fc, fd = f(c), f(d)
+    for _ in range(80):
+        if fc < fd:
+            b, d, fd = d, c, fc
+            c = b - g * (b - a)
+            fc = f(c)
+        else:
+            a, c, fc = c, d, fd
+            d = a + g * (b - a)
+            fd = f(d)
+    o = (a + b) / 2
+    return o, f(o)
+
+
+def calibrate(run: NcclRun, cluster: ClusterSpec, *, algo: str | None = None, proto: str | None = None,
+              table: dict | None = None, use: list[int] | None = None) -> dict:
+    """Fit ``net_efficiency`` and ``latency_offset_us`` to the sizes ``use`` (indices; default all)."""
+    idx = list(range(len(run.bytes))) if use is None else list(use)
+    if not idx:
+        raise ValueError("calibrate: no sizes to fit")
+    meas = [run.time_us[i] for i in idx]
+    best = None
+    base = replace(cluster, latency_offset_us=0.0)
+    grid = [0.02 * 1.06 ** k for k in range(0, 80) if 0.02 * 1.06 ** k <= 2.0]
+    for eff in grid:
+        c = replace(base, net_efficiency=eff)
+        pred = [predict(run.op, run.bytes[i], c, algo=algo, proto=proto, table=table).time_us for i in idx]
+        o, err = _fit_offset(pred, meas)
+        if best is None or err < best[0]:
+            best = (err, eff, o)
+    err, eff, o = best
+    # refine the efficiency around the grid point
+    lo, hi = eff / 1.06, min(2.0, eff * 1.06)
+    for _ in range(30):
+        m1, m2 = lo + (hi - lo) / 3, hi - (hi - lo) / 3
+        e1 = _fit_offset([predict(run.op, run.bytes[i], replace(base, net_efficiency=m1), algo=algo, proto=proto,
+                                  table=table).time_us for i in idx], meas)
+        e2 = _fit_offset([predict(run.op, run.bytes[i], replace(base, net_efficiency=m2), algo=algo, proto=proto,
+                                  table=table).time_us for i in idx], meas)
+        if e1[1] < e2[1]:
+            hi = m2
+        else:
+            lo = m1
+    eff = (lo + hi) / 2
+    o, err = _fit_offset([predict(run.op, run.bytes[i], replace(base, net_efficiency=eff), algo=algo, proto=proto,
+                                  table=table).time_us for i in idx], meas)
+    return {"format": CAL_FORMAT, "version": 1, "net_efficiency": eff, "latency_offset_us": o,
+            "rms_log_ratio": math.sqrt(err / len(idx)), "fitted_on": os.path.abspath(run.path), "op": run.op,
+            "sizes_fitted": [int(run.bytes[i]) for i in idx], "cluster": cluster.describe()}
+
+
+def write_calibration(path: str | os.PathLike, cal: dict) -> None:
+    from phy802._io import atomic_write_text
+
+    atomic_write_text(path, json.dumps(cal, indent=1) + "\n")
+
+
+def read_calibration(path: str | os.PathLike) -> dict:
+    """``{"net_efficiency": ..., "latency_offset_us": ...}`` of a ``--calibrate`` output file."""
+    p = os.fspath(path)
+    try:
+        with open(p, encoding="utf-8") as fh:
+            doc = json.load(fh)
+    except OSError as exc:
+        raise ValueError(f"{p}: cannot read: {exc.strerror}") from None
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{p}: not JSON: {exc}") from None
+    if not isinstance(doc, dict) or doc.get("format") != CAL_FORMAT:
+        raise ValueError(f"{p}: not a phy802 calibration (field 'format' must be {CAL_FORMAT!r})")
+    out = {}
+    for k, lo, hi in (("net_efficiency", 1e-6, 2.0), ("latency_offset_us", -1e6, 1e6)):
+        v = doc.get(k)
+        if not isinstance(v, (int, float)) or isinstance(v, bool) or not (lo < v <= hi):
+            raise ValueError(f"{p}: field {k!r} must be a number in ({lo:g}, {hi:g}], got {v!r}")
+        out[k] = float(v)
+    return out
