@@ -5,7 +5,9 @@ Three text formats exist, each documented beside its files and parsed by its blo
 * ``code: N K`` / ``message:`` / ``codeword:`` ... files: Reed-Solomon (:mod:`phy802.fec.vectors`);
 * ``kind=...`` records of the PCS (:mod:`phy802.pcs.vectors`: 64b/66b, 257b, scrambler, AM groups,
   codeword pairs, PCS lanes, full transmit path);
-* ``kind=...`` records of the PMA (:mod:`phy802.pma.vectors`: Gray map, precoder, PRBSxQ).
+* ``kind=...`` records of the PMA (:mod:`phy802.pma.vectors`: Gray map, precoder, PRBSxQ);
+* ``inner: c177`` / ``message:`` / ``codeword:`` ... files: the 802.3dj Clause 177 inner code
+  (:mod:`phy802.fec.inner`).
 
 A file's family is recognised from its first record, so a user's own file (e.g. a hex dump from
 hardware, rewritten in one of these formats) can live anywhere. A malformed file is reported with
@@ -62,6 +64,8 @@ def family_of(path: str | Path) -> str:
             continue
         if line.startswith(("code:", "name:", "field:", "first_root:")):
             return "fec"
+        if line.startswith("inner:"):
+            return "c177"
         first = line.split(None, 1)[0]
         if first.startswith("kind="):
             kind = first[5:]
@@ -71,7 +75,7 @@ def family_of(path: str | Path) -> str:
                 return "pma"
             raise ValueError(f"{path}:{lineno}: unknown record kind={kind!r} "
                              f"(known: {', '.join(sorted(_PCS_KINDS | _PMA_KINDS))})")
-        raise ValueError(f"{path}:{lineno}: not a phy802 vector file (expected 'code: N K' or 'kind=...', "
+        raise ValueError(f"{path}:{lineno}: not a phy802 vector file (expected 'code: N K', 'inner: c177' or 'kind=...', "
                          f"got {line[:40]!r})")
     raise ValueError(f"{path}: empty vector file (no records)")
 
@@ -88,6 +92,11 @@ def verify_file(path: str | Path) -> FileReport:
             kat = read_kat(path)
             n = len(kat.encode) + len(kat.decode)
             failures = tuple(check_kat(kat))
+        elif family == "c177":
+            from phy802.fec import inner
+
+            recs = inner.parse_kat(Path(path).read_text(encoding="utf-8"), str(path))
+            n, failures = len(recs), tuple(inner.check_kat(recs))
         else:
             mod = __import__(f"phy802.{family}.vectors", fromlist=["verify_file"])
             res = mod.verify_file(path)
@@ -122,7 +131,7 @@ def generate_steps() -> int:
     """How many progress steps :func:`generate` reports (one per RS file, one for PCS, one for PMA)."""
     from phy802.fec.vectors import STANDARD_FILES
 
-    return len(STANDARD_FILES) + 2
+    return len(STANDARD_FILES) + 3
 
 
 def generate(out: str | Path, on_step=None) -> list[Path]:
@@ -143,4 +152,8 @@ def generate(out: str | Path, on_step=None) -> list[Path]:
     step("pcs/")
     written += list(write_pma(out / "pma"))
     step("pma/")
+    from phy802.fec.inner import write_kat as write_c177
+
+    written.append(write_c177(out / "c177"))
+    step("c177/")
     return written

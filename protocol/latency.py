@@ -63,6 +63,20 @@ llr_replay_ns``.  Defaults [I]: 10 m of fibre at 5 ns/m (notes sec.3), 100 ns of
 pipeline each way, 50 ns of replay logic: 465.2 ns for KP4 at 400G.  The frame's own
 re-serialisation is not included (the caller knows the frame size).  Other modes' resends are
 end to end (transport go-back-N), costed by the collective model, not here (``retry_ns = 0``).
+
+**800G and 1.6T (802.3dj, issue 26).**  :data:`INNER_RATES`: 800G = 4 lanes, 1.6T = 8 lanes of
+200G; the outer code stays KP4 with **X = 4** codewords interleaved [S] (dj notes), so the outer
+accumulation is ``4 x 5440 / 850 Gb/s = 25.6 ns`` at 800G and 12.8 ns at 1.6T (KP4 line rates
+850 / 1700 Gb/s before the inner code) and the KP4 decoder cycles are as above.  Optical 200G
+lanes add the **Clause 177 inner FEC** (``inner="c177"``, the default at these rates;
+``inner="none"`` for a PMD without it or with it bypassed): accumulation of one 128-bit block at
+the lane rate ``212.5 x 128/120 = 226.67 Gb/s`` (0.56 ns), plus ``inner_hard_cycles`` (default 2)
+or ``inner_chase_cycles`` (default 4, Chase-2 with 4 test patterns) decoder cycles [I], plus
+``inner_interleave_ns`` for any symbol interleaver in front of it (default 0: the notes give no
+figure, [?]).  The inner part is ``LatencyBreakdown.inner_ns``, included in ``total_ns``.  It is
+per optical hop; :func:`path_latency` adds hops up with the outer code ``segmented`` (each hop
+terminates KP4: outer latency per hop) or ``end_to_end`` (KP4 once, at the far end).
+400G/200G have no inner code (``inner="c177"`` there raises ValueError).
 """
 
 from __future__ import annotations
@@ -77,7 +91,41 @@ from .modes import MODE_NAMES, get_mode
 CODE_NAMES: tuple[str, ...] = tuple(CODES)  # kp4, kr4, rs272, none
 _KP4_T = 15
 
-__all__ = ["LatencyConfig", "LatencyBreakdown", "added_latency", "latency_table"]
+__all__ = ["LatencyConfig", "LatencyBreakdown", "added_latency", "latency_table", "INNER_RATES", "ALL_RATES",
+           "INNER_CODES", "InnerRate", "path_latency"]
+
+
+@dataclass(frozen=True, slots=True)
+class InnerRate:
+    """An 802.3dj 200G-per-lane rate: ``n_lanes`` physical lanes, KP4 line rate ``line_gbps``
+    (before the inner code), ``interleave`` KP4 codewords interleaved (X = 4 [S])."""
+
+    name: str
+    n_lanes: int
+    line_gbps: float
+    interleave: int = 4
+
+    @property
+    def outer_accumulation_ns(self) -> float:
+        """X KP4 codewords' line bits over the KP4 line rate (25.6 ns at 800G, 12.8 ns at 1.6T)."""
+        return self.interleave * RS_N * 10 / self.line_gbps
+
+    @property
+    def lane_gbps_inner(self) -> float:
+        """Per-lane line rate with the Clause 177 inner code (x 128/120): 226.67 Gb/s."""
+        return self.line_gbps / self.n_lanes * 128.0 / 120.0
+
+
+#: the 200G-per-lane rates (dj notes [C]: 800G over 4 lanes, 1.6T over 8)
+INNER_RATES: dict[str, InnerRate] = {"800G": InnerRate("800G", 4, 850.0), "1.6T": InnerRate("1.6T", 8, 1700.0)}
+#: every rate :func:`added_latency` knows
+ALL_RATES: tuple[str, ...] = tuple(RATES) + tuple(INNER_RATES)
+INNER_CODES: tuple[str, ...] = ("c177", "none")
+
+
+def _inner_rate(rate) -> InnerRate | None:
+    key = str(rate).strip().upper()
+    return INNER_RATES.get(key)
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,16 +153,20 @@ class LatencyConfig:
     llr_fiber_m: float = 10.0
     llr_phy_ns: float = 100.0
     llr_replay_ns: float = 50.0
+    inner_hard_cycles: int = 2
+    inner_chase_cycles: int = 4
+    inner_interleave_ns: float = 0.0
 
     def __post_init__(self) -> None:
         if not self.clock_ghz > 0:
             raise ValueError(f"LatencyConfig.clock_ghz must be > 0, got {self.clock_ghz!r}")
         for name in ("syndrome_cycles", "solver_cycles", "chien_forney_cycles", "indication_cycles",
-                     "zero_test_cycles", "first_output_cycles", "uep_block_bits", "uep_cycles"):
+                     "zero_test_cycles", "first_output_cycles", "uep_block_bits", "uep_cycles",
+                     "inner_hard_cycles", "inner_chase_cycles"):
             v = getattr(self, name)
             if not isinstance(v, int) or v < 0:
                 raise ValueError(f"LatencyConfig.{name} must be a non-negative int, got {v!r}")
-        for name in ("bypass_ns", "fiber_ns_per_m", "llr_fiber_m", "llr_phy_ns", "llr_replay_ns"):
+        for name in ("bypass_ns", "fiber_ns_per_m", "llr_fiber_m", "llr_phy_ns", "llr_replay_ns", "inner_interleave_ns"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
                 raise ValueError(f"LatencyConfig.{name} must be a finite number >= 0, got {v!r}")
@@ -149,28 +201,67 @@ class LatencyBreakdown:
     mean_accumulation_ns: float
     code: str = "kp4"
     retry_ns: float = 0.0
+    inner: str = "none"
+    inner_ns: float = 0.0
+
+    @property
+    def outer_ns(self) -> float:
+        """The outer (RS) part: ``total_ns - inner_ns``."""
+        return self.total_ns - self.inner_ns
 
     @property
     def mean_total_ns(self) -> float:
-        """Average over the symbols of a pair (the first waits the whole pair, the last none)."""
-        return self.mean_accumulation_ns + self.decoder_ns
+        """Average over the symbols of a pair (the first waits the whole pair, the last none); the
+        inner FEC part (800G/1.6T) is added whole."""
+        return self.mean_accumulation_ns + self.decoder_ns + self.inner_ns
+
+
+def _inner_part(ir: InnerRate, inner: str, inner_decoder: str, cfg: LatencyConfig) -> float:
+    if inner == "none":
+        return 0.0
+    if inner_decoder not in ("hard", "chase"):
+        raise ValueError(f"inner_decoder must be 'hard' or 'chase', got {inner_decoder!r}")
+    cycles = cfg.inner_hard_cycles if inner_decoder == "hard" else cfg.inner_chase_cycles
+    return 128.0 / ir.lane_gbps_inner + cfg.ns(cycles) + cfg.inner_interleave_ns
 
 
 def added_latency(mode: str, rate: str = "400G", cfg: LatencyConfig = LatencyConfig(),
-                  code: str = "kp4") -> LatencyBreakdown:
+                  code: str = "kp4", inner: str | None = None, inner_decoder: str = "chase") -> LatencyBreakdown:
     """Added latency of ``mode`` with ``code`` at ``rate`` (see the module docstring for the model).
+
+    ``inner``: the Clause 177 inner code (``"c177"``, default at 800G/1.6T) or ``"none"`` (default
+    at 400G/200G, the only value allowed there); ``inner_decoder``: ``"hard"`` or ``"chase"``.
 
     >>> round(added_latency("ieee").total_ns, 3), round(added_latency("ieee", code="rs272").total_ns, 3)
     (57.6, 30.8)
+    >>> round(added_latency("ieee", "800G").total_ns, 3), round(added_latency("ieee", "800G").inner_ns, 3)
+    (62.165, 4.565)
     """
     m = get_mode(mode)
-    g = get_rate(rate)
-    c = get_code(code)
     if not isinstance(cfg, LatencyConfig):
         raise TypeError(f"cfg must be a LatencyConfig, got {type(cfg).__name__}")
+    ir = _inner_rate(rate)
+    if inner is None:
+        inner = "c177" if ir is not None else "none"
+    if inner not in INNER_CODES:
+        raise ValueError(f"unknown inner code {inner!r}; choose from {', '.join(INNER_CODES)}")
+    if ir is None and inner != "none":
+        raise ValueError(f"rate {rate!r} has no inner code: Clause 177 ({inner}) is for the 200G-per-lane rates "
+                         f"{', '.join(INNER_RATES)}")
+    c = get_code(code)
+    if ir is not None:
+        if c.name not in ("kp4", "none"):
+            raise ValueError(f"code {code!r} at {ir.name}: 802.3dj keeps RS(544,514) (kp4) as the outer code; "
+                             f"choose kp4 or none")
+        g = None
+        pair_ns = 0.0 if c.name == "none" else ir.outer_accumulation_ns
+        rate_name = ir.name
+    else:
+        g = get_rate(rate)
+        pair_ns = c.pair_ns(g)
+        rate_name = g.name
     t = c.t
     name = m.name if c.name != "none" or m.name == "unequal" else "bypass"
-    pair_ns = c.pair_ns(g)
     if name in ("ieee", "llr"):
         acc = pair_ns
         dec = cfg.ns(cfg.syndrome_cycles + cfg.solver(t) + cfg.chien_forney(c.n) + cfg.indication_cycles)
@@ -185,18 +276,41 @@ def added_latency(mode: str, rate: str = "400G", cfg: LatencyConfig = LatencyCon
         dec = cfg.bypass_ns
     elif name == "unequal":
         # the protected field rides on its own short code; the line carries it at line rate
-        acc = cfg.uep_block_bits / c.line_gbps(g)
+        acc = cfg.uep_block_bits / (c.line_gbps(g) if g is not None else ir.line_gbps)
         dec = cfg.ns(cfg.uep_cycles)
     else:  # pragma: no cover - get_mode only returns known modes
         raise ValueError(f"no latency model for mode {m.name!r}")
-    total = acc + dec
+    inner_ns = _inner_part(ir, inner, inner_decoder, cfg) if ir is not None else 0.0
+    total = acc + dec + inner_ns
     retry = 0.0
     if m.retry == "link":
         retry = 2.0 * (cfg.llr_fiber_m * cfg.fiber_ns_per_m + cfg.llr_phy_ns + total) + cfg.llr_replay_ns
-    return LatencyBreakdown(g.name, m.name, acc, dec, total, acc / 2, c.name, retry)
+    return LatencyBreakdown(rate_name, m.name, acc, dec, total, acc / 2, c.name, retry, inner, inner_ns)
 
 
 def latency_table(rates=tuple(RATES), modes=MODE_NAMES, cfg: LatencyConfig = LatencyConfig(),
-                  codes=("kp4",)) -> list[LatencyBreakdown]:
-    """Added latency for every (rate, code, mode), rate-major then code then mode."""
-    return [added_latency(m, r, cfg, code=c) for r in rates for c in codes for m in modes]
+                  codes=("kp4",), inner: str | None = None, inner_decoder: str = "chase") -> list[LatencyBreakdown]:
+    """Added latency for every (rate, code, mode), rate-major then code then mode.  At 800G/1.6T
+    only ``kp4``/``none`` apply (other codes are skipped there); ``inner`` as in :func:`added_latency`
+    (``None``: c177 at 800G/1.6T, none elsewhere)."""
+    out = []
+    for r in rates:
+        dj = _inner_rate(r) is not None
+        for c in codes:
+            if dj and c not in ("kp4", "none"):
+                continue
+            inn = inner if (inner is not None and dj) else None
+            out += [added_latency(m, r, cfg, code=c, inner=inn, inner_decoder=inner_decoder) for m in modes]
+    return out
+
+
+def path_latency(mode: str, rate: str, hops: int, outer: str = "segmented", cfg: LatencyConfig = LatencyConfig(),
+                 code: str = "kp4", inner: str | None = None, inner_decoder: str = "chase") -> float:
+    """FEC latency (ns) of a path of ``hops`` optical hops: the inner part is paid on every hop; the
+    outer part on every hop when ``segmented`` (each hop terminates KP4), once when ``end_to_end``."""
+    if outer not in ("segmented", "end_to_end"):
+        raise ValueError(f"outer must be 'segmented' or 'end_to_end', got {outer!r}")
+    if isinstance(hops, bool) or not isinstance(hops, int) or hops < 1:
+        raise ValueError(f"hops must be an int >= 1, got {hops!r}")
+    b = added_latency(mode, rate, cfg, code=code, inner=inner, inner_decoder=inner_decoder)
+    return hops * b.inner_ns + (hops if outer == "segmented" else 1) * b.outer_ns

@@ -43,6 +43,11 @@ __all__ = [
     "ClassPolicy",
     "FLOAT_FORMATS",
     "protected_bit_mask",
+    "RATE_NAMES",
+    "INNER_CODE_RATES",
+    "inner_code_for",
+    "PathOption",
+    "PATH_OPTIONS",
 ]
 
 Decoder = Literal["correct", "detect", "none"]
@@ -215,3 +220,52 @@ def protected_bit_mask(fmt: str):
     mask = np.zeros(width, dtype=bool)
     mask[width - top:] = True
     return mask
+
+
+# --- 800G / 1.6T: the inner FEC and where the outer code terminates (issue 26) ----------------
+
+#: every rate the layer knows; 800G/1.6T are the 802.3dj 200G-per-lane rates (dj notes [C])
+RATE_NAMES: tuple[str, ...] = ("400G", "200G", "800G", "1.6T")
+#: the rates whose optical lanes carry the Clause 177 inner code
+INNER_CODE_RATES: tuple[str, ...] = ("800G", "1.6T")
+
+
+def inner_code_for(rate: str) -> str:
+    """The inner code a rate's optical lanes carry: ``"c177"`` at 800G/1.6T, ``"none"`` at 400G/200G."""
+    key = str(rate).strip().upper()
+    if key not in RATE_NAMES:
+        raise ValueError(f"unknown rate {rate!r}; choose from {', '.join(RATE_NAMES)}")
+    return "c177" if key in INNER_CODE_RATES else "none"
+
+
+@dataclass(frozen=True, slots=True)
+class PathOption:
+    """One way to run the FEC along a multi-hop 800G/1.6T path (the frontier's three options).
+
+    ``inner``: ``"c177"`` or ``"none"`` (inner FEC bypassed); ``mode``: the outer receive mode (a
+    :data:`MODES` name); ``outer``: ``"segmented"`` (every hop terminates KP4) or ``"end_to_end"``.
+    """
+
+    name: str
+    inner: Literal["c177", "none"]
+    mode: str
+    outer: Literal["segmented", "end_to_end"]
+    description: str = ""
+
+    def __post_init__(self) -> None:
+        if self.inner not in ("c177", "none"):
+            raise ValueError(f"PathOption.inner must be 'c177' or 'none', got {self.inner!r}")
+        if self.outer not in ("segmented", "end_to_end"):
+            raise ValueError(f"PathOption.outer must be 'segmented' or 'end_to_end', got {self.outer!r}")
+        get_mode(self.mode)
+
+
+PATH_OPTIONS: dict[str, PathOption] = {
+    p.name: p
+    for p in (
+        PathOption("segmented", "c177", "ieee", "segmented", "inner FEC per hop, KP4 terminated and re-encoded per hop"),
+        PathOption("end_to_end", "c177", "ieee", "end_to_end", "inner FEC per hop, KP4 decoded once at the far end"),
+        PathOption("bypass_inner", "none", "ieee", "segmented", "inner FEC bypassed, KP4 per hop"),
+        PathOption("bypass_outer", "c177", "bypass", "end_to_end", "inner FEC only, KP4 parity never read"),
+    )
+}

@@ -19,6 +19,7 @@ import numpy as np
 from phy802.cli._common import add_seed, bounded_lines, choice_list, int_arg, json_document, probability
 from phy802.fec.counters import FecCounters
 from phy802.fec.rs import CODES, RSCode, decode, encode
+from phy802.cli import _fec_inner
 
 __all__ = ["add_arguments", "run", "parse_symbol_lines", "format_symbols"]
 
@@ -33,9 +34,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     ):
         p = sub.add_parser(action, help=text, description=text)
         p.add_argument("file", nargs="?", default="-", metavar="FILE", help="input file ('-' = stdin, default)")
-        p.add_argument("--code", choices=sorted(_CODES), default="kp4",
+        p.add_argument("--code", choices=sorted(_CODES) + ["c177"], default="kp4",
                        help="kp4 = RS(544,514) t=15, kr4 = RS(528,514) t=7, rs272 = RS(272,258) t=7 "
-                            "(low-latency RS(272,257+1), pad included) (default kp4)")
+                            "(low-latency RS(272,257+1), pad included), c177 = the 802.3dj (128,120) "
+                            "inner code, lines of 0/1 bits (default kp4)")
         p.add_argument("--n", type=int_arg(2, 1023), help="custom code length in symbols, 2..1023 "
                        "(with --k; overrides --code; default: from --code)")
         p.add_argument("--k", type=int_arg(1, 1022), help="custom message length in symbols, < --n "
@@ -48,6 +50,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         if action == "decode":
             p.add_argument("--mode", choices=("correct", "detect"), default="correct",
                            help="correct errors (default) or only detect them (syndrome check)")
+        _fec_inner.add_arguments(p, action)
     _add_tail(sub)
 
 
@@ -207,6 +210,10 @@ def _dump_json(obj: dict) -> str:
 def run(args: argparse.Namespace) -> int:
     if args.action == "tail":
         return _run_tail(args)
+    if args.code == "c177":
+        return _fec_inner.run(args)
+    if getattr(args, "soft", False):
+        raise ValueError("--soft applies to --code c177 only")
     code = _code(args)
     length = code.k if args.action == "encode" else code.n
     if args.out is not None:

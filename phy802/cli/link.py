@@ -9,6 +9,7 @@ from phy802.cli._common import (add_force, add_json, add_seed, check_budget, cou
                                 probability, require_together)
 from phy802.cli._hist import add_hist_arguments, histogram_from_counts, print_ethtool, wants_ethtool
 from phy802.cli._vocab import add_code_fec
+from phy802.cli import _inner_cli
 
 __all__ = ["add_arguments", "run", "parse_lane_order"]
 
@@ -18,6 +19,7 @@ EXAMPLE = """examples:
   phy802 link --rate 200G --fec detect_only --snr-db 16 --precoding --payload frames --json
   phy802 link --code kr4 --ber 1e-4      # RS(528,514) codeword-level model (not a Cl.119 code)
   phy802 link --code rs272 --fec llr --ber 1e-4   # low-latency RS(272,257+1), link-level retry
+  phy802 link --rate 800G --code kp4 --inner c177 --snr-db 15 --codewords 3000   # 802.3dj inner + KP4
 """
 
 
@@ -34,8 +36,11 @@ def parse_lane_order(text: str | None):
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.formatter_class = argparse.RawDescriptionHelpFormatter
     p.epilog = EXAMPLE
-    p.add_argument("--rate", default="400G", choices=("400G", "200G"), help="400G (default) or 200G")
+    p.add_argument("--rate", default="400G", choices=("400G", "200G", "800G", "1.6T"),
+                   help="400G (default) or 200G; 800G / 1.6T: 4 / 8 x 200G lanes with the Clause 177 inner code "
+                        "(codeword-level model, phy802.link.concat)")
     add_code_fec(p)
+    _inner_cli.add_link_args(p)
     g = p.add_mutually_exclusive_group()
     g.add_argument("--ber", type=probability(hi=0.375), default=None,
                    help="PAM4 AWGN on every lane at this pre-FEC BER, in (0, 0.375) (default: no noise)")
@@ -112,6 +117,10 @@ def _check_time(args, link) -> None:
 def run(args: argparse.Namespace) -> int:
     from phy802.link import Link, LinkConfig
 
+    if _inner_cli.check_inner(args):
+        return _inner_cli.run_link(args)
+    if args.inner == "none" or args.codewords is not None:
+        raise ValueError(f"--inner/--codewords apply to the 800G/1.6T model only (--rate {args.rate})")
     _check_args(args)
     ethtool = wants_ethtool(args)
     cfg = LinkConfig(rate=args.rate, code=args.code, fec=args.fec, precoding=args.precoding,

@@ -17,6 +17,7 @@ from phy802.cli._common import (CliError, add_force, add_json, add_seed, check_b
                                 int_arg, list_arg, probability, progress)
 from phy802.cli._hist import add_hist_arguments, histogram_from_counts, print_ethtool, wants_ethtool
 from phy802.cli._vocab import add_code_fec
+from phy802.cli import _inner_cli
 
 __all__ = ["add_arguments", "run", "latency_function"]
 
@@ -49,7 +50,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--merge", nargs="+", metavar="JSON", help="merge sweep.json files (or their folders) of earlier runs of the same configuration with "
                         "distinct seeds, instead of simulating (default: simulate)")
     add_code_fec(p, multi=True, code_default=("kp4",), fec_default=("ieee", "bypass"))
-    p.add_argument("--rate", default="400G", choices=("400G", "200G"), help="400G (default) or 200G")
+    p.add_argument("--rate", default="400G", choices=("400G", "200G", "800G", "1.6T"),
+                   help="400G (default) or 200G; 800G / 1.6T: Clause 177 inner code + KP4, hard and Chase-2 side by "
+                        "side (phy802.link.concat)")
+    _inner_cli.add_sweep_args(p)
     p.add_argument("--lanes", type=int_arg(1, 64), default=None, help="physical lanes (default 8 at 400G, 4 at 200G)")
     p.add_argument("--precoding", action="store_true", help="1/(1+D) mod 4 precoder on every lane")
     p.add_argument("--burst-pb", type=probability(zero_ok=True), default=None, metavar="PB",
@@ -157,6 +161,8 @@ def run(args: argparse.Namespace) -> int:
     from phy802.plots import plot_ber_fer, plot_latency
     from phy802.sweep import SweepConfig, SweepResult, format_header, format_row, run_sweep
 
+    if _inner_cli.check_inner(args):
+        return _inner_cli.run_sweep(args)
     ethtool = wants_ethtool(args)
     show = not args.no_progress
     if args.plot and args.out is None:

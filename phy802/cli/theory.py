@@ -7,6 +7,7 @@ Examples::
     phy802 theory rs --ber 1e-4,2.4e-4 --code rs272  # FER and post-FEC BER, independent errors
     phy802 theory burst --pe 1e-4 --pb 0.5 --precoded
     phy802 theory rare --ber 2.4e-4 --json         # conditional Monte-Carlo vs the binomial
+    phy802 theory inner --snr-db 15,16 --decoder hard,chase   # 800G/1.6T: Clause 177 + KP4
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import argparse
 from phy802.cli._common import (MAX_SEED, add_force, add_json, check_budget, count_arg, emit, float_arg, int_arg, list_arg,
                                 probability)
 from phy802.cli._vocab import rs_code_name
+from phy802.cli import _inner_cli
 
 _CODE_HELP = ("RS code: kp4 = RS(544,514) t=15, kr4 = RS(528,514) t=7, rs272 = low-latency RS(272,257+1) t=7 "
               "(default kp4)")
@@ -61,6 +63,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     q.add_argument("--seed", type=int_arg(0, MAX_SEED), default=1, help="random seed, an integer >= 0 (default 1)")
     add_force(q, "runs estimated to take over an hour")
     add_json(q)
+    _inner_cli.add_theory_parser(sub)
 
 
 def _code(name):
@@ -78,6 +81,8 @@ def _table(header: list[str], rows: list[list]) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.action == "inner":
+        return _inner_cli.run_theory(args)
     from phy802 import theory as th
 
     if args.action == "pam4":

@@ -268,3 +268,72 @@ def locate_level_errors(lane_start, pos, sent, recv, order, gather, n, K, lane_b
                     m += 1
         lane_bits[lane] = m - m0
     return m
+
+
+# ------------------------------------------------------------------ Clause 177 inner code (issue 26)
+
+
+@njit(cache=True)
+def _tail_normal(alpha, rng):
+    """``Z ~ N(0, 1)`` conditioned on ``Z >= alpha`` (``alpha >= 0``): Robert's (1995) exponential
+    rejection, efficient however far the threshold is."""
+    lam = 0.5 * (alpha + math.sqrt(alpha * alpha + 4.0))
+    while True:
+        z = alpha + rng.standard_exponential() / lam
+        if rng.random() <= math.exp(-0.5 * (z - lam) * (z - lam)):
+            return z
+
+
+@njit(cache=True)
+def inner_error_blocks(start, sym, sent, recv, sigma, ok_cdf, rng, y_out, sent_out):
+    """PAM4 samples of the inner blocks that hold slicer errors, drawn from their exact
+    conditional law (the data-free path of :mod:`phy802.link.concat`).
+
+    Block ``j`` has the errors ``start[j] .. start[j + 1] - 1`` (symbol ``sym`` 0..63, sent and
+    received levels).  An erroneous symbol's sample is the sent level plus noise conditioned on
+    landing in the received level's region (tail sampler, rejection of the far side); every other
+    symbol draws its sent level from ``P(level | no error)`` (``ok_cdf``) and its noise conditioned
+    on staying in that level's region (plain rejection).  Writes ``y_out[j, 64]`` (levels -3..3)
+    and the sent Gray bits ``sent_out[j, 128]`` (A = bit 2k).
+    """
+    lo_t = np.array([-np.inf, -2.0, 0.0, 2.0])
+    hi_t = np.array([-2.0, 0.0, 2.0, np.inf])
+    gray = np.array([0, 1, 3, 2], np.uint8)
+    for j in range(start.shape[0] - 1):
+        for k in range(64):
+            y_out[j, k] = np.nan
+        for e in range(start[j], start[j + 1]):
+            k = sym[e]
+            s = sent[e]
+            r = recv[e]
+            a = 2.0 * s - 3.0
+            while True:
+                if r > s:
+                    v = a + sigma * _tail_normal((lo_t[r] - a) / sigma, rng)
+                    if v < hi_t[r]:
+                        break
+                else:
+                    v = a - sigma * _tail_normal((a - hi_t[r]) / sigma, rng)
+                    if v >= lo_t[r]:
+                        break
+            y_out[j, k] = v
+            g = gray[s]
+            sent_out[j, 2 * k] = (g >> 1) & 1
+            sent_out[j, 2 * k + 1] = g & 1
+        for k in range(64):
+            if not np.isnan(y_out[j, k]):
+                continue
+            u = rng.random()
+            s = 0
+            while s < 3 and u >= ok_cdf[s]:
+                s += 1
+            a = 2.0 * s - 3.0
+            while True:
+                v = a + sigma * rng.standard_normal()
+                if v >= lo_t[s] and v < hi_t[s]:
+                    break
+            y_out[j, k] = v
+            g = gray[s]
+            sent_out[j, 2 * k] = (g >> 1) & 1
+            sent_out[j, 2 * k + 1] = g & 1
+    return y_out

@@ -21,7 +21,7 @@ def test_all_checked_in_vectors_pass(capsys):
 
 def test_families_cover_every_block():
     fams = {family_of(p) for p in VEC.rglob("*.txt") if "_gen" not in p.parts}
-    assert fams == {"fec", "pcs", "pma"}
+    assert fams == {"fec", "pcs", "pma", "c177"}
 
 
 def _corrupt(src: Path, dst: Path, old: str, new: str) -> Path:
