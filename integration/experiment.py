@@ -46,7 +46,7 @@ _NUMERIC = ("final_val_loss", "delta_val_loss", "injected_noise", "injected_nois
             "step_ms")
 COLUMNS = ("parallel", "ber", "guard", "seeds") + _NUMERIC
 #: written into every output folder this module creates; lists the files it wrote
-MARKER = ".phy802-experiment"
+MARKER = ".phy802-output"  # phy802._output.SET_MARKER: one signed marker for every output folder
 
 
 class OutputExists(ValueError):
@@ -122,7 +122,9 @@ def run_experiment(spec: ExperimentSpec, *, timeout_s: float = 3600.0,
     import torch
 
     per_seed: list[dict] = []
-    work = tempfile.mkdtemp(prefix="phy802-exp-")
+    from phy802._io import remove_temp, track_temp_dir
+
+    work = track_temp_dir("phy802-exp-")  # also removed at exit if an interrupt hits this cleanup
     try:
         for par in spec.parallel:
             for seed in spec.seeds:
@@ -142,7 +144,7 @@ def run_experiment(spec: ExperimentSpec, *, timeout_s: float = 3600.0,
                     w = torch.load(os.path.join(r["out_dir"], "params.pt"))
                     per_seed.append(_row(par, ber, guard, seed, r, shadow, shadow_w, w))
     finally:
-        shutil.rmtree(work, ignore_errors=True)
+        remove_temp(work)
     return aggregate(per_seed)
 
 
@@ -268,48 +270,29 @@ def _umask() -> int:
     return m
 
 
-def _owned(out: str) -> list[str] | None:
-    """The files a previous run of this module wrote into ``out`` (None: not ours)."""
-    try:
-        with open(os.path.join(out, MARKER), encoding="utf-8") as fh:
-            doc = json.load(fh)
-        files = doc.get("files")
-        return [f for f in files if isinstance(f, str) and os.path.basename(f) == f] if isinstance(files, list) else None
-    except (OSError, ValueError):
-        return None
-
-
 def check_out(out: str, force: bool = False) -> None:
-    """Refuse an ``out`` that this program may not write: a non-folder, or a non-empty foreign folder.
+    """Refuse an ``out`` that this program may not write (the rule of :mod:`phy802._output`): a
+    non-folder, a link, or a folder of files phy802 did not write there (unless ``force``, which
+    adds the output files and deletes nothing)."""
+    from phy802._output import OutputRefused, check_output_dir
 
-    A folder holding :data:`MARKER` was made by this module and is updated in place; a non-empty
-    folder without it is only written with ``force`` (then only files of the output set's names
-    are replaced; nothing else in it is touched).
-    """
-    if os.path.lexists(out) and not os.path.isdir(out):
-        raise OutputExists(f"--out {out}: exists and is not a folder (refusing to replace it)")
-    if os.path.isdir(out) and os.listdir(out) and _owned(out) is None and not force:
-        raise OutputExists(f"--out {out}: folder is not empty and was not written by 'phy802 experiment' "
-                           "(choose another folder, or --force to add the output files into it)")
+    try:
+        check_output_dir(out, "experiment", force=force)
+    except OutputRefused as exc:
+        raise OutputExists(f"--out {out}: {exc.strerror}") from None
 
 
 def write_report(rows: list[dict], out: str, meta: dict, *, force: bool = False) -> list[str]:
-    """Write the output set into ``out``; returns the file names.
-
-    The set is built in a temporary sibling folder. A new ``out`` is that folder renamed into
-    place (normal permissions); an existing one gets each file moved in by an atomic rename, and
-    files that an earlier run of this module wrote there but this run did not are removed. No
-    other file is deleted or replaced (see :func:`check_out`).
-    """
-    from phy802._output import to_jsonable
+    """Write the output set into ``out`` through :func:`phy802._output.output_set`; returns the
+    file names.  The set is built in a temporary sibling folder and takes the place of an earlier
+    one of this module; files the user added there are kept, and nothing phy802 did not write is
+    deleted or replaced (see :func:`check_out`)."""
+    from phy802._output import output_set, to_jsonable
 
     check_out(out, force)
-    out = os.path.abspath(out)
-    parent = os.path.dirname(out)
-    os.makedirs(parent, exist_ok=True)
-    stage = tempfile.mkdtemp(prefix=f".{os.path.basename(out)}.", dir=parent)
-    try:
-        names = ["table.csv", "table.md", "results.json"]
+    names = ["table.csv", "table.md", "results.json"]
+    with output_set(out, "experiment", force=force) as stage_p:
+        stage = str(stage_p)
         with open(os.path.join(stage, "table.csv"), "w", newline="", encoding="utf-8") as fh:
             w = csv.writer(fh)
             w.writerow(list(COLUMNS) + [c + "_ci95" for c in _NUMERIC])
@@ -323,24 +306,7 @@ def write_report(rows: list[dict], out: str, meta: dict, *, force: bool = False)
             _plot_name = f"loss_{par}.png"
             plot_losses(rows, par, os.path.join(stage, _plot_name))
             names.append(_plot_name)
-        with open(os.path.join(stage, MARKER), "w", encoding="utf-8") as fh:
-            json.dump({"files": names}, fh)
-        mode_f, mode_d = 0o666 & ~_umask(), 0o777 & ~_umask()
-        for n in names + [MARKER]:
-            os.chmod(os.path.join(stage, n), mode_f)
-        if not os.path.lexists(out):
-            os.chmod(stage, mode_d)
-            os.rename(stage, out)  # the whole set appears at once
-            return names
-        previous = _owned(out) or []
+        mode_f = 0o666 & ~_umask()
         for n in names:
-            os.replace(os.path.join(stage, n), os.path.join(out, n))
-        for n in previous:  # ours from an earlier run, not part of this set
-            if n not in names and os.path.isfile(os.path.join(out, n)):
-                os.unlink(os.path.join(out, n))
-        os.replace(os.path.join(stage, MARKER), os.path.join(out, MARKER))
-        os.rmdir(stage)
-        return names
-    except BaseException:
-        shutil.rmtree(stage, ignore_errors=True)
-        raise
+            os.chmod(os.path.join(stage, n), mode_f)
+    return names

@@ -15,6 +15,7 @@ gloo group and is never corrupted; only the model's own traffic crosses the repl
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -572,7 +573,9 @@ def run_many(cfgs: list[TrainConfig], *, timeout_s: float = 900.0, out_dir: str 
         for stale in ("result.json", "params.pt"):
             if os.path.exists(os.path.join(d, stale)):
                 os.unlink(os.path.join(d, stale))
-    store_dir = tempfile.mkdtemp(prefix="phy802-store-")
+    from phy802._io import remove_temp, track_temp_dir
+
+    store_dir = track_temp_dir("phy802-store-")  # removed at exit too, should an interrupt hit the cleanup
     stores = [os.path.join(store_dir, f"store{i}") for i in range(len(cfgs))]
     env_prev = os.environ.get("OMP_NUM_THREADS")
     os.environ["OMP_NUM_THREADS"] = str(cfgs[0].threads)
@@ -618,11 +621,14 @@ def run_many(cfgs: list[TrainConfig], *, timeout_s: float = 900.0, out_dir: str 
                 if p.is_alive():
                     p.kill()
                     p.join(5)
+            for f in getattr(ctx, "error_files", None) or []:  # torch's pytorch-errorfile-*.pickle
+                with contextlib.suppress(OSError):
+                    os.unlink(f)
         if env_prev is None:
             os.environ.pop("OMP_NUM_THREADS", None)
         else:
             os.environ["OMP_NUM_THREADS"] = env_prev
-        shutil.rmtree(store_dir, ignore_errors=True)
+        remove_temp(store_dir)
 
 
 def run_training(cfg: TrainConfig, *, timeout_s: float = 900.0, out_dir: str | None = None) -> dict[str, Any]:
@@ -635,12 +641,14 @@ def run_training(cfg: TrainConfig, *, timeout_s: float = 900.0, out_dir: str | N
     """
     work = tempfile.mkdtemp(prefix="phy802-train-") if out_dir is None else out_dir
     os.makedirs(work, exist_ok=True)
-    tmp_root = tempfile.mkdtemp(prefix="phy802-run-")
+    from phy802._io import remove_temp, track_temp_dir
+
+    tmp_root = track_temp_dir("phy802-run-")
     try:
         res = run_many([cfg], timeout_s=timeout_s, out_dir=tmp_root)[0]
         for name in os.listdir(res["out_dir"]):  # result.json, params.pt, log_rank*.json
             os.replace(os.path.join(res["out_dir"], name), os.path.join(work, name))
     finally:
-        shutil.rmtree(tmp_root, ignore_errors=True)
+        remove_temp(tmp_root)
     res["out_dir"] = work
     return res

@@ -96,22 +96,18 @@ def _counters(d: Any, where: str):
     return c
 
 
-def read_sweep_json(cls, path) -> Any:
-    """Load and validate a ``sweep.json``; ``cls`` is :class:`phy802.sweep.SweepResult`."""
-    from phy802.sweep import PointResult, SweepConfig
-
+def read_sweep_json(cls, path, *, config_cls, point_cls, mode_label) -> Any:
+    """Load and validate a ``sweep.json``; ``cls``, ``config_cls``, ``point_cls`` are
+    :class:`phy802.sweep.SweepResult`, ``SweepConfig``, ``PointResult`` and ``mode_label`` its
+    function (passed in: this module never imports :mod:`phy802.sweep`, which imports it)."""
+    PointResult, SweepConfig = point_cls, config_cls
     p = Path(path)
     if p.is_dir():
         p = p / "sweep.json"
-    if p.stat().st_size > MAX_SWEEP_FILE:
-        raise SweepFileError(f"{p}: {p.stat().st_size} bytes is too large for a sweep file")
-    try:
-        obj = json.loads(p.read_bytes().decode("utf-8"),
-                         parse_constant=lambda c: (_ for _ in ()).throw(SweepFileError(f"{p}: non-JSON constant {c}")))
-    except UnicodeDecodeError as exc:
-        raise SweepFileError(f"{p}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
-    except json.JSONDecodeError as exc:
-        raise SweepFileError(f"{p}: not a JSON sweep file ({exc})") from None
+    from phy802._io import read_json_file
+
+    # a regular file of bounded size and depth (a FIFO or /dev/zero is refused, not read forever)
+    obj = read_json_file(p, MAX_SWEEP_FILE, what="JSON sweep file", error=SweepFileError)
     if not isinstance(obj, dict) or obj.get("format") != "phy802.sweep":
         fmt = obj.get("format") if isinstance(obj, dict) else None
         raise SweepFileError(f"{p}: not a phy802 sweep file (field 'format' is {fmt!r:.40})")
@@ -128,8 +124,6 @@ def read_sweep_json(cls, path) -> Any:
     relabel: dict[str, str] = {}
     legacy = isinstance(c, dict) and "modes" in c and "code" not in c and "fec" not in c
     if legacy:  # a file from before issue 15: single-``fec`` mode names
-        from phy802.sweep import mode_label
-
         c = dict(c)
         modes = c.pop("modes")
         if not isinstance(modes, list) or not all(isinstance(m, str) and m in _OLD_MODES for m in modes):

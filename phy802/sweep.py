@@ -59,7 +59,8 @@ from typing import Callable, Literal
 import numpy as np
 
 from phy802 import theory
-from phy802._io import atomic_write_text
+from phy802._io import atomic_write_text, check_interrupt, stop_pool, worker_pool
+from phy802._sweepfile import merge_results, read_sweep_json
 from phy802.channel import DfeBurst, Pam4Awgn
 from phy802.link import CODE_NAMES, FEC_MODES, OLD_FEC_SPELLINGS, FastLink, Link, LinkConfig, LinkCounters
 from phy802.stats import RateEstimate
@@ -364,6 +365,7 @@ def run_point(task: PointTask) -> PointResult:
         left_pairs = (int(cfg.max_codewords) - ctr.codewords + 1) // 2
         P = max(1, min(batch, left_pairs))
         sim.run_batch(P, ss.spawn(1)[0], ctr)
+        check_interrupt()  # Ctrl-C / SIGTERM: between batches, never inside a compiled kernel
         n_batches += 1
         batch = min(2 * batch, cap)
         if ctr.lock_failures >= 8 and 2 * ctr.lock_failures > n_batches:
@@ -417,6 +419,7 @@ def run_shard(task: PointTask, j: int) -> tuple[int, int, LinkCounters, int]:
     while done < n:
         P = min(cap, n - done)
         sim.run_batch(P, ss.spawn(1)[0], ctr)
+        check_interrupt()
         done += P
         batches += 1
     ctr.seconds = time.perf_counter() - t0
@@ -618,16 +621,12 @@ class SweepResult:
     def read_json(cls, path) -> "SweepResult":
         """Load and validate a result written by :meth:`write_json` (raw counts included, so it can
         be merged); a malformed file raises :class:`phy802._sweepfile.SweepFileError` (a ValueError)."""
-        from phy802._sweepfile import read_sweep_json
-
-        return read_sweep_json(cls, path)
+        return read_sweep_json(cls, path, config_cls=SweepConfig, point_cls=PointResult, mode_label=mode_label)
 
     @classmethod
     def merge_files(cls, paths) -> "SweepResult":
         """Read and merge ``sweep.json`` files of runs of the same configuration with distinct
         seeds (see :mod:`phy802._sweepfile`); the result lists its sources in ``provenance``."""
-        from phy802._sweepfile import merge_results
-
         return merge_results([cls.read_json(p) for p in paths])
 
 
@@ -635,7 +634,7 @@ def _executor_for(executor, workers: int | None):
     if executor is None or executor == "serial":
         return None, False
     if executor == "process":
-        return cf.ProcessPoolExecutor(max_workers=workers), True
+        return worker_pool(workers), True  # workers leave Ctrl-C to this process
     if isinstance(executor, cf.Executor) or hasattr(executor, "submit"):
         return executor, False
     raise ValueError(f"executor must be None, 'serial', 'process' or a concurrent.futures Executor, got {executor!r}")
@@ -699,7 +698,10 @@ def run_sweep(
         interrupted = True
     finally:
         if own:
-            ex.shutdown(wait=not interrupted, cancel_futures=True)
+            if interrupted:  # stop now: no worker keeps computing for ~a point's time after Ctrl-C
+                stop_pool(ex)
+            else:
+                ex.shutdown(wait=True, cancel_futures=True)
     done.sort(key=lambda p: p.index)
     return SweepResult(config, done, interrupted)
 

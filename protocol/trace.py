@@ -399,7 +399,68 @@ def _check_meta(path: Path, meta) -> dict:
     nl = meta.get("n_lanes", 16)
     if not isinstance(nl, int) or isinstance(nl, bool) or not 1 <= nl <= 16:
         raise TraceError(f"{path}: trace meta field 'n_lanes' must be an int in 1..16, got {nl!r}")
+    _check_summary_fields(path, meta)
     return meta
+
+
+_I63 = 1 << 63
+
+
+def _meta_type(path: Path, name: str, x, kind: str) -> None:
+    """``kind``: count (int 0..2^63-1), number (int/float), name (str), counts (list of counts),
+    pair (list of two numbers), object (dict)."""
+    ok = {
+        "count": lambda v: isinstance(v, int) and not isinstance(v, bool) and 0 <= v < _I63,
+        "number": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
+        "name": lambda v: isinstance(v, str) and len(v) <= 200,
+        "counts": lambda v: isinstance(v, list) and len(v) <= 1 << 16
+        and all(isinstance(c, int) and not isinstance(c, bool) and 0 <= c < _I63 for c in v),
+        "pair": lambda v: isinstance(v, list) and len(v) == 2
+        and all(isinstance(c, (int, float)) and not isinstance(c, bool) for c in v),
+        "object": lambda v: isinstance(v, dict),
+    }[kind]
+    if not ok(x):
+        what = {"count": "an integer in 0..2^63-1", "number": "a number", "name": "a name (string)",
+                "counts": "a list of integers in 0..2^63-1", "pair": "a list of two numbers",
+                "object": "an object"}[kind]
+        raise TraceError(f"{path}: trace meta field {name!r} must be {what}, got {json.dumps(x)[:60]}")
+
+
+# the fields 'phy802 trace info' and the replay read: (path, kind, required when the parent is there)
+_SUMMARY_FIELDS = (
+    ("code", "name", False), ("fec", "name", False), ("rate", "name", False), ("generator", "name", False),
+    ("line_bits", "count", False), ("pairs", "count", False), ("wall_s", "number", False),
+    ("lane_bit_errors", "counts", False), ("am_bit_errors", "count", False), ("header_errors", "count", False),
+    ("channel", "object", False), ("channel.model", "name", False), ("channel.ber", "number", False),
+    ("channel.pb", "number", False),
+    ("pre_fec", "object", False), ("pre_fec.bit_errors", "count", True), ("pre_fec.bits", "count", False),
+    ("pre_fec.ber", "number", True), ("pre_fec.ber_ci95", "pair", False),
+    ("post_fec", "object", False), ("post_fec.bit_errors", "count", True), ("post_fec.bits", "count", False),
+    ("post_fec.ber", "number", True), ("post_fec.ber_ci95", "pair", False), ("post_fec.marked_bits", "count", False),
+    ("post_fec.decoder_output", "object", False), ("post_fec.decoder_output.bit_errors", "count", True),
+    ("post_fec.decoder_output.ber", "number", True), ("post_fec.decoder_output.ber_ci95", "pair", False),
+    ("codewords", "object", False), ("codewords.total", "count", True), ("codewords.with_errors", "count", True),
+    ("codewords.corrected", "count", True), ("codewords.uncorrectable", "count", True),
+    ("codewords.miscorrected", "count", True), ("codewords.undetected", "count", True),
+    ("codewords.marked_pairs", "count", True), ("codewords.symbol_error_hist", "counts", False),
+)
+
+
+def _check_summary_fields(path: Path, meta: dict) -> None:
+    """Wrong-typed or missing summary fields -> :class:`TraceError` naming the field (issue 28
+    item 11: ``channel: "x"``, ``codewords: "x"``, ``pre_fec`` as a list, no ``pre_fec.bit_errors``)."""
+    for name, kind, required in _SUMMARY_FIELDS:
+        *parents, leaf = name.split(".")
+        node = meta
+        for p in parents:
+            node = node.get(p) if isinstance(node, dict) else None
+        if not isinstance(node, dict):
+            continue  # the parent is absent (checked as a field of its own)
+        if leaf not in node:
+            if required:
+                raise TraceError(f"{path}: trace meta field {name!r} is missing")
+            continue
+        _meta_type(path, name, node[leaf], kind)
 
 
 class TraceReader:
@@ -460,6 +521,8 @@ class TraceReader:
             meta = json.loads(mb.decode("utf-8"))
         except (ValueError, UnicodeDecodeError) as exc:
             raise TraceError(f"{self.path}: unreadable trace metadata ({exc})") from None
+        except RecursionError:
+            raise TraceError(f"{self.path}: trace metadata nested too deeply (not a phy802 trace)") from None
         self.meta = _check_meta(self.path, meta)
         if meta["version"] != ver:
             raise TraceError(f"{self.path}: header says version {ver}, metadata {meta['version']}")
@@ -977,7 +1040,9 @@ def _make_executor(workers: int | None, scheduler: str | None):
         n = max(1, sum(client.nthreads().values()))
         return client.get_executor(), client, n
     n = int(workers) if workers else (os.cpu_count() or 1)
-    return cf.ProcessPoolExecutor(max_workers=n), True, n
+    from phy802._io import worker_pool
+
+    return worker_pool(n), True, n  # workers leave Ctrl-C to this process: no worker tracebacks
 
 
 def generate_trace(
@@ -1132,6 +1197,10 @@ def generate_trace(
                         f.cancel()
                     if batons is not None:  # shards waiting for a baton that will not come give up
                         (batons / "abort").touch()
+                    if owned is True:  # an interrupt or error: stop the workers now, not after their shard
+                        from phy802._io import stop_pool
+
+                        stop_pool(ex)
                     raise
         finally:
             try:

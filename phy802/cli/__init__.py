@@ -11,7 +11,8 @@ Library errors are exceptions; here they become exit codes (documented in README
   for the machine; one line ``phy802 CMD: error: ...`` on stderr naming the file/field/value;
 * 3 -- an internal error (a bug): one line saying so and how to report it; ``PHY802_DEBUG=1``
   prints the traceback too;
-* 130 / 143 -- interrupted by Ctrl-C / terminated by SIGTERM (temporary files are removed).
+* 130 / 143 / 129 -- interrupted by Ctrl-C / terminated by SIGTERM / SIGHUP (temporary files are
+  removed; an earlier output is left exactly as it was).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import importlib.util
 import os
 import signal
 import sys
+import threading
 import traceback
 import zipfile
 from typing import Sequence
@@ -74,20 +76,135 @@ def _debug() -> bool:
     return os.environ.get("PHY802_DEBUG", "") not in ("", "0")
 
 
+_HANDLED = (signal.SIGINT, signal.SIGTERM) + ((signal.SIGHUP,) if hasattr(signal, "SIGHUP") else ())
+_STATE = {"raised_at": None, "redeliver": False}
+
+
+def _in_compiled_call(frame) -> bool:
+    """True when the handler runs inside a Python callback of a Numba dispatcher: an exception raised
+    there comes out as ``SystemError: CPUDispatcher(...) returned a result with an exception set``."""
+    depth = 0
+    while frame is not None and depth < 64:
+        name = frame.f_code.co_filename.replace("\\", "/")
+        if "/numba/" in name or "/llvmlite/" in name:
+            return True
+        frame = frame.f_back
+        depth += 1
+    return False
+
+
+def _handler(signum, frame):
+    """SIGINT -> ``KeyboardInterrupt``, SIGTERM/SIGHUP -> :class:`phy802._io.Terminated`, raised only
+    at a point where Python can unwind: never inside a compiled kernel's dispatcher (the signal is
+    re-delivered a moment later), and not again while the first one's cleanup runs (10 s)."""
+    import time
+
+    from phy802._io import Terminated, note_signal
+
+    redelivered, _STATE["redeliver"] = _STATE["redeliver"], False
+    if not redelivered:
+        note_signal(signum)
+    if _in_compiled_call(frame):
+        _STATE["redeliver"] = True
+        t = threading.Timer(0.05, os.kill, (os.getpid(), signum))
+        t.daemon = True
+        t.start()
+        return
+    now = time.monotonic()
+    if _STATE["raised_at"] is not None and now - _STATE["raised_at"] < 10.0:
+        return  # cleanup of the first interrupt is running: let it finish
+    _STATE["raised_at"] = now
+    if signum == signal.SIGINT:
+        raise KeyboardInterrupt
+    raise Terminated(f"terminated by signal {signum}")
+
+
 def _install_sigterm():
-    """SIGTERM -> :class:`phy802._io.Terminated` (a KeyboardInterrupt), so that every ``finally``
-    and the atomic writers' cleanup run; returns the previous handler (``None`` if not installed)."""
-    from phy802._io import Terminated
-
-    def handler(signum, frame):
-        raise Terminated(f"terminated by signal {signum}")
-
+    """SIGINT/SIGTERM/SIGHUP -> :func:`_handler` (so that every ``finally`` and the atomic writers'
+    cleanup run, outside compiled kernels); returns the previous handlers (``None`` if not installed)."""
     try:
-        if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
-            return None
-        return signal.signal(signal.SIGTERM, handler)
+        previous = {s: signal.getsignal(s) for s in _HANDLED}
+        for s in _HANDLED:
+            if s == signal.SIGINT and previous[s] is not signal.default_int_handler:
+                continue  # SIGINT ignored by whoever started us (nohup, a shell's '&'): keep it so
+            if s != signal.SIGINT and previous[s] is not signal.SIG_DFL:
+                continue
+            signal.signal(s, _handler)
+        return previous
     except ValueError:  # not the main thread
         return None
+
+
+def _signal_of(exc: BaseException) -> int | None:
+    """The signal an interrupt came from (the first one received), ``None`` if not an interrupt."""
+    from phy802._io import Terminated, interrupt_requested
+
+    seen = set()
+    e: BaseException | None = exc
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        if isinstance(e, KeyboardInterrupt):
+            sig = interrupt_requested()
+            if sig is not None:
+                return sig
+            return signal.SIGTERM if isinstance(e, Terminated) else signal.SIGINT
+        e = e.__cause__ or e.__context__
+    return None
+
+
+def _empty_path_option(argv: Sequence[str]) -> str | None:
+    """An output/input path option given as '' (``--out ''``), which would otherwise mean '.'."""
+    for i, a in enumerate(argv):
+        if a.startswith("--") and "=" in a:
+            opt, val = a.split("=", 1)
+            if val == "" and opt in _PATH_OPTIONS:
+                return opt
+        elif a in _PATH_OPTIONS and i + 1 < len(argv) and argv[i + 1] == "":
+            return a
+    return None
+
+
+_PATH_OPTIONS = ("--out", "--comm-log", "--results", "--from-fit", "--trace", "--merge")
+# option attributes that name what a command writes (every other existing path on its command
+# line is one of its inputs, which it never writes over)
+_OUTPUT_ATTRS = ("out", "comm_log")
+_WRITES_COMM_LOG = ("train", "experiment", "demo")
+
+
+def _inputs_of(name: str, args: argparse.Namespace) -> list[str]:
+    outs = {"out"} | ({"comm_log"} if name in _WRITES_COMM_LOG else set())
+    found: list[str] = []
+    for key, v in vars(args).items():
+        if key in outs:
+            continue
+        for x in (v if isinstance(v, (list, tuple)) else [v]):
+            if isinstance(x, (str, os.PathLike)) and os.fspath(x) not in ("", "-"):
+                try:
+                    if os.path.exists(x):
+                        found.append(os.fspath(x))
+                except (OSError, ValueError):
+                    pass
+    return found
+
+
+def _stdout_closed() -> bool:
+    if sys.stdout is None:  # started with fd 1 closed ('>&-')
+        return True
+    try:
+        fd = sys.stdout.fileno()
+    except (OSError, ValueError, AttributeError):  # not a real file (a test's capture): fine
+        return False
+    try:
+        os.fstat(fd)
+    except OSError:
+        return True
+    return False
+
+
+def _suppress():
+    import contextlib
+
+    return contextlib.suppress(ValueError, TypeError, OSError)
 
 
 def _available() -> dict[str, tuple[str, str]]:
@@ -143,20 +260,34 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_BAD_INPUT
     parser = Parser(prog=prog, description=commands[name][1])
     module.add_arguments(parser)
+    empty = _empty_path_option(argv[1:])
+    if empty:
+        parser.error(f"{empty} '': an empty path names no file or folder")
     args = parser.parse_args(argv[1:])
+    if _stdout_closed():
+        print(f"{prog}: error: standard output is closed; run it with stdout open (or redirected to a file)",
+              file=sys.stderr)
+        return EXIT_BAD_INPUT
     previous = _install_sigterm()
+    from phy802._output import output_policy
+
     try:
-        return int(module.run(args) or 0)
+        with output_policy(force=bool(getattr(args, "force", False)), inputs=_inputs_of(name, args)):
+            return int(module.run(args) or 0)
     except KeyboardInterrupt as exc:
-        from phy802._io import Terminated
+        from phy802._io import Interrupted
 
         if _debug():
             traceback.print_exc()
-        if isinstance(exc, Terminated):
-            print(f"{prog}: terminated; partial output removed", file=sys.stderr)
-            return 128 + signal.SIGTERM
-        print(f"{prog}: interrupted; partial output removed", file=sys.stderr)
-        return 130
+        sig = _signal_of(exc) or signal.SIGINT
+        if isinstance(exc, Interrupted):
+            print(f"{prog}: {exc.message}", file=sys.stderr)
+        elif sig == signal.SIGINT:
+            print(f"{prog}: interrupted; partial output removed, earlier output left as it was", file=sys.stderr)
+        else:
+            print(f"{prog}: terminated by signal {sig}; partial output removed, earlier output left as it was",
+                  file=sys.stderr)
+        return 128 + int(sig)
     except BrokenPipeError:
         # stdout closed early (e.g. '| head'): not an error of ours; silence the flush at exit
         try:
@@ -176,7 +307,18 @@ def main(argv: Sequence[str] | None = None) -> int:
             traceback.print_exc()
         print(f"{prog}: error: {_one_line(exc)}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    except RecursionError:
+        if _debug():
+            traceback.print_exc()
+        print(f"{prog}: error: input nested too deeply to read (a JSON or other nested document beyond any "
+              f"phy802 format)", file=sys.stderr)
+        return EXIT_BAD_INPUT
     except Exception as exc:  # a bug: say so, one line, and how to report it
+        sig = _signal_of(exc)  # an interrupt that surfaced through a compiled call (SystemError)
+        if sig is not None:
+            print(f"{prog}: {'interrupted' if sig == signal.SIGINT else f'terminated by signal {sig}'}; "
+                  "partial output removed, earlier output left as it was", file=sys.stderr)
+            return 128 + int(sig)
         if _debug():
             traceback.print_exc()
         where = ""
@@ -189,7 +331,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_INTERNAL
     finally:
         if previous is not None:
-            signal.signal(signal.SIGTERM, previous)
+            for s, h in previous.items():
+                with _suppress():
+                    signal.signal(s, h)
 
 
 if __name__ == "__main__":  # pragma: no cover

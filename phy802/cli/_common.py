@@ -30,7 +30,7 @@ from phy802._output import progress, to_jsonable
 
 __all__ = ["add_seed", "add_json", "add_force", "emit", "to_jsonable", "progress", "Parser", "CliError",
            "float_arg", "probability", "int_arg", "uint_arg", "count_arg", "list_arg", "choice_list",
-           "split_timing", "TIMING_KEYS", "check_budget", "check_disk", "require_together",
+           "split_timing", "TIMING_KEYS", "check_budget", "check_disk", "require_together", "calibrated_seconds",
            "MAX_SEED"]
 
 MAX_SEED = 2**63 - 1
@@ -255,6 +255,31 @@ def check_budget(what: str, *, memory_bytes: float = 0.0, seconds: float = 0.0, 
                        f"(--force to run anyway)")
 
 
+def calibrated_seconds(total: float, run_small: Callable[[int], Any], small: int, *, assumed_rate: float,
+                       max_seconds: float = 3600.0) -> float:
+    """Run time of ``total`` units (bits, pairs, ...) estimated from a short measured run of the
+    same kernel on this machine (issue 28 item 14: constants were 4x-20x optimistic).
+
+    ``run_small(n)`` does ``n`` units of the real work.  When even ``assumed_rate`` (an upper
+    bound of the speed) gives over ``max_seconds``, or under 1/100 of it, no measurement is needed
+    (refused / clearly fine either way); otherwise ``run_small`` runs for ``small`` and ``4 small``
+    units (the first also loads the compiled kernels) and the rate is their difference."""
+    import time
+
+    optimistic = total / assumed_rate
+    if optimistic > max_seconds or optimistic < max_seconds / 100.0:
+        return optimistic
+    run_small(max(1, small // 4))  # compile / load the kernels outside the timing
+    t0 = time.perf_counter()
+    run_small(small)
+    t1 = time.perf_counter()
+    run_small(4 * small)
+    t2 = time.perf_counter()
+    dt = (t2 - t1) - (t1 - t0)
+    rate = 3 * small / dt if dt > 0 else 4 * small / max(t2 - t1, 1e-9)
+    return max(optimistic, total / rate)
+
+
 def check_disk(path: str | Path, nbytes: float, what: str, *, force: bool = False, hint: str = "") -> None:
     """Refuse to write an estimated ``nbytes`` under ``path`` when the file system has less free
     (keeping 10% spare), unless ``force``."""
@@ -329,6 +354,25 @@ def emit(args: argparse.Namespace, obj: Any, text: Callable[[], str] | str, *, t
         sys.stdout.write((text() if callable(text) else text).rstrip("\n") + "\n")
 
 
+MAX_LINE = 1 << 20  # characters; no phy802 text format has lines near this (a codeword is < 5 KiB)
+
+
+def bounded_lines(stream, name: str, max_line: int = MAX_LINE) -> Iterable[str]:
+    """The lines of a text ``stream``, each at most ``max_line`` characters: ``/dev/zero`` or a
+    file without newlines raises ``ValueError`` naming it instead of growing memory until it runs
+    out (issue 28 item 14)."""
+    lineno = 0
+    while True:
+        raw = stream.readline(max_line + 1)
+        if not raw:
+            return
+        lineno += 1
+        if len(raw) > max_line:
+            raise ValueError(f"{name}:{lineno}: line longer than {max_line} characters (binary data or no "
+                             "line breaks): not a text file of this format")
+        yield raw
+
+
 def read_text_lines(path: str, *, stdin_name: str = "<stdin>") -> Iterable[tuple[int, str]]:
     """``(line number, line)`` of a UTF-8 text file or ``-`` (stdin); a binary or non-UTF-8 file
     raises ``ValueError`` naming it."""
@@ -339,7 +383,7 @@ def read_text_lines(path: str, *, stdin_name: str = "<stdin>") -> Iterable[tuple
     try:
         lineno = 0
         try:
-            for lineno, raw in enumerate(stream, start=1):
+            for lineno, raw in enumerate(bounded_lines(stream, name), start=1):
                 if "\x00" in raw:
                     raise ValueError(f"{name}:{lineno}: binary data (NUL byte): not a text file")
                 yield lineno, raw

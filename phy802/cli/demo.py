@@ -62,14 +62,22 @@ def _fmt(x: float) -> str:
 
 def run_demo(cfg: DemoConfig) -> dict:
     """Run every step; returns a summary dict (also written as ``summary.json``)."""
+    from phy802._output import check_output_dir, output_set
+
+    check_output_dir(cfg.out, "demo")  # before any work: never over the user's files (issue 28)
+    with output_set(cfg.out, "demo") as stage:  # built beside --out, swapped in whole
+        return _demo_into(cfg, Path(stage), Path(cfg.out))
+
+
+def _demo_into(cfg: DemoConfig, out: Path, shown: Path) -> dict:
+    """:func:`run_demo`'s steps, writing into ``out`` (the set being built); ``shown`` is where it
+    ends up (what the report and summary name)."""
     from phy802 import vectors
     from phy802.plots import plot_ber_fer, plot_latency
     from phy802.sweep import SweepConfig, run_sweep
     from phy802.cli.sweep import latency_function
 
-    out = Path(cfg.out)
-    out.mkdir(parents=True, exist_ok=True)
-    summary: dict = {"out": str(out), "seed": cfg.seed, "steps": {}}
+    summary: dict = {"out": str(shown), "seed": cfg.seed, "steps": {}}
     md = ["# phy802 demo report", "", f"Seed {cfg.seed}; `summary.json` holds every number of this report.", ""]
 
     # 1. vectors ---------------------------------------------------------------------------
@@ -130,11 +138,11 @@ def run_demo(cfg: DemoConfig) -> dict:
     trace_path = out / "trace_bypass_400g.npz"
     meta = generate_trace(trace_path, rate="400G", fec="bypass", ber=cfg.trace_ber, line_bits=cfg.trace_bits,
                           seed=cfg.seed, progress=cfg.progress)
-    summary["trace"] = {"path": str(trace_path), "meta": meta}
+    summary["trace"] = {"path": str(shown / trace_path.name), "meta": meta}
     summary["steps"]["trace_s"] = time.perf_counter() - t0
-    _say(cfg, f"trace: {trace_path} in {summary['steps']['trace_s']:.1f} s")
+    _say(cfg, f"trace: {shown / trace_path.name} in {summary['steps']['trace_s']:.1f} s")
     md += ["## 3. Error trace", "", f"`{trace_path.name}`: 400G, bypass mode, pre-FEC BER {cfg.trace_ber:g}, "
-           f"seed {cfg.seed}, written in {summary['steps']['trace_s']:.1f} s. `phy802 trace info {trace_path}` "
+           f"seed {cfg.seed}, written in {summary['steps']['trace_s']:.1f} s. `phy802 trace info {shown / trace_path.name}` "
            "prints all of its metadata.", "", "| field | value |", "|---|---|"]
     for k, v in _flat(meta).items():
         md.append(f"| {k} | {v} |")
@@ -199,6 +207,7 @@ def _tradeoff_step(cfg: DemoConfig, out: Path, summary: dict) -> list[str]:
     t_args(p)
     targs = p.parse_args(["--results", str(out / "training"), "--out", str(out / "tradeoff"),
                           "--ranks", "8,64,512", "--seed", str(cfg.seed)])
+    targs.shown_out = str(Path(cfg.out) / "tradeoff")  # the set is built beside --out
     _say(cfg, "tradeoff: modelled step time per FEC mode x measured loss -> time to target loss")
     doc = run_tradeoff(targs, live=False)
     summary["tradeoff"] = {"out": doc["out"], "rows": len(doc["rows"])}

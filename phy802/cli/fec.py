@@ -16,7 +16,7 @@ from typing import Iterable
 
 import numpy as np
 
-from phy802.cli._common import add_seed, choice_list, int_arg, json_document, probability
+from phy802.cli._common import add_seed, bounded_lines, choice_list, int_arg, json_document, probability
 from phy802.fec.counters import FecCounters
 from phy802.fec.rs import CODES, RSCode, decode, encode
 from phy802.cli import _fec_inner
@@ -45,6 +45,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         p.add_argument("--format", choices=("dec", "hex"), default="dec", help="symbol notation (default dec)")
         p.add_argument("--json", action="store_true", help="print a JSON object on stdout instead of text")
         p.add_argument("--out", metavar="PATH", help="write the output to PATH (atomically; default: stdout)")
+        p.add_argument("--force", action="store_true", help="let --out overwrite a file phy802 did not write, or write "
+                       "through a link / into a device (default: refuse)")
         if action == "decode":
             p.add_argument("--mode", choices=("correct", "detect"), default="correct",
                            help="correct errors (default) or only detect them (syndrome check)")
@@ -108,6 +110,8 @@ def _add_tail(sub) -> None:
     add_seed(p)
     p.add_argument("--out", metavar="FIT.json", help="write the fit (JSON; several ports: the table and every "
                    "fit) to this file, atomically (default: none, print only)")
+    p.add_argument("--force", action="store_true", help="let --out overwrite a file phy802 did not write, or write "
+                   "through a link / into a device (default: refuse)")
     p.add_argument("--json", action="store_true", help="print the fit (or the table) as JSON on stdout")
     p.add_argument("--csv", action="store_true", help="print the ports table as CSV on stdout")
     p.add_argument("--workers", type=int_arg(1, 256), default=1,
@@ -119,6 +123,10 @@ def _run_tail(args: argparse.Namespace) -> int:
     from phy802.fec.tail import CODES, estimate_cpu_seconds, fit_ports, ports_csv, ports_text, rank_ports
     from phy802.fec.telemetry import difference, read_telemetry
 
+    if args.out is not None:
+        from phy802._output import check_output_file
+
+        check_output_file(args.out)  # before the fit, not after it
     models = tuple(args.models)
     code = CODES[args.code]
     fmt = None if args.in_format == "auto" else args.in_format
@@ -280,16 +288,20 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError("--soft applies to --code c177 only")
     code = _code(args)
     length = code.k if args.action == "encode" else code.n
+    if args.out is not None:
+        from phy802._output import check_output_file
+
+        check_output_file(args.out)  # a device/FIFO/link, the input itself, a file phy802 did not write
     if args.file == "-":
         import io
 
         # strict UTF-8 like a file (sys.stdin may decode with surrogateescape under a C locale)
         stdin = io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="strict") \
             if hasattr(sys.stdin, "buffer") else sys.stdin
-        words, lines = parse_symbol_lines(stdin, length, "<stdin>", args.format)
+        words, lines = parse_symbol_lines(bounded_lines(stdin, "<stdin>"), length, "<stdin>", args.format)
     else:
         with open(args.file, encoding="utf-8") as fh:
-            words, lines = parse_symbol_lines(fh, length, args.file, args.format)
+            words, lines = parse_symbol_lines(bounded_lines(fh, args.file), length, args.file, args.format)
 
     counters = None
     if args.action == "encode":

@@ -97,7 +97,21 @@ def _check_args(args) -> None:
     bits = args.pairs * 2 * 544 * 10  # line bits (kp4 pairs; the other codes are shorter)
     # every payload error offset is kept (int64) plus per-batch working buffers
     check_budget(f"link --pairs {args.pairs}", memory_bytes=bits * ber * 8 * 1.5 + min(args.pairs, args.batch) * 2e5,
-                 seconds=bits / 1e9, force=args.force, hint="use fewer --pairs (the bit-exact link runs ~1 Gb/s)")
+                 force=args.force, hint="use fewer --pairs")
+
+
+def _check_time(args, link) -> None:
+    """Refuse a run estimated (from a short measured run of this link on this machine, issue 28
+    item 14; the constant 1 Gb/s was ~4x optimistic) to take over an hour."""
+    from phy802.cli._common import calibrated_seconds
+
+    if args.force:
+        return
+    pairs_per_s_bound = 1e9 / (2 * 544 * 10)  # faster than the bit-exact link ever runs
+    secs = calibrated_seconds(args.pairs, lambda n: link.run(n, args.seed, batch_pairs=min(args.batch, n)), 256,
+                              assumed_rate=pairs_per_s_bound)
+    check_budget(f"link --pairs {args.pairs}", seconds=secs, force=args.force,
+                 hint=f"use fewer --pairs (measured here: ~{args.pairs / secs:.3g} pairs/s)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -113,7 +127,9 @@ def run(args: argparse.Namespace) -> int:
                      precoder_init=args.precoder_init or 0,
                      n_lanes=args.lanes, lane_order=parse_lane_order(args.lane_order), level=args.level,
                      payload=args.payload)
-    res = Link(cfg, _channels(args, int(cfg.n_lanes))).run(args.pairs, args.seed, batch_pairs=args.batch)
+    link = Link(cfg, _channels(args, int(cfg.n_lanes)))
+    _check_time(args, link)
+    res = link.run(args.pairs, args.seed, batch_pairs=args.batch)
     c = res.counters
     rates = c.rates()
     batches = -(-args.pairs // args.batch)

@@ -12,6 +12,7 @@ Examples::
 from __future__ import annotations
 
 import argparse
+import os
 
 import numpy as np
 
@@ -79,6 +80,9 @@ def _tx(args) -> int:
     from phy802.pcs import PcsConfig, PcsTransmitter, frames_to_blocks
     from phy802.pcs.lanesfile import write_lanes
 
+    from phy802._output import check_output_file
+
+    check_output_file(args.out)  # a device/FIFO/link or a file phy802 did not write: refused before any work
     if args.frames < 0 or not 0 <= args.min_len <= args.max_len:
         raise ValueError("--frames must be >= 0 and 0 <= --min-len <= --max-len")
     if not 0 <= args.ser <= 1 or args.skew < 0:
@@ -125,6 +129,11 @@ def _rx(args) -> int:
     from phy802.pcs import PcsConfig, PcsReceiver
     from phy802.pcs.lanesfile import read_lanes
 
+    import stat
+
+    st = os.stat(args.lanes)
+    if not stat.S_ISREG(st.st_mode):  # /dev/zero, a FIFO: refused, not read until memory runs out
+        raise ValueError(f"{args.lanes}: is not a regular file (a device, FIFO or folder); expected a lanes file")
     lanes, fields = read_lanes(args.lanes)
     cfg = PcsConfig(decode_mode=args.decode_mode, error_marking=args.error_marking, **fields)
     rx = PcsReceiver(cfg)(lanes)

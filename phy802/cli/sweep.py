@@ -135,6 +135,28 @@ def _executor(args):
     return (None, None) if workers == 1 else ("process", None)
 
 
+def _interrupted(args, res) -> None:
+    """Ctrl-C / SIGTERM during the run (issue 28 item 6): exit 130/143 with one line.  The finished
+    points are written only into a new (absent or empty) ``--out``; an earlier result there is left
+    exactly as it was."""
+    from phy802._io import Interrupted, interrupt_requested
+    import signal
+
+    sig = interrupt_requested() or signal.SIGINT
+    what = "interrupted" if sig == signal.SIGINT else f"terminated by signal {sig}"
+    n = len(res.points)
+    if args.out is not None and n and (not os.path.exists(args.out) or (os.path.isdir(args.out)
+                                                                          and not os.listdir(args.out))):
+        from phy802._output import output_set
+
+        with output_set(args.out, "sweep") as tmp:
+            res.write_csv(tmp / "sweep.csv")
+            res.write_json(tmp / "sweep.json")
+        raise Interrupted(f"{what}; {n} finished point(s) written to {args.out} (marked interrupted)")
+    kept = f"; {args.out} left as it was" if args.out is not None else ""
+    raise Interrupted(f"{what}; {n} finished point(s) not written{kept}")
+
+
 def run(args: argparse.Namespace) -> int:
     from phy802.plots import plot_ber_fer, plot_latency
     from phy802.sweep import SweepConfig, SweepResult, format_header, format_row, run_sweep
@@ -145,10 +167,10 @@ def run(args: argparse.Namespace) -> int:
     show = not args.no_progress
     if args.plot and args.out is None:
         raise CliError("--plot needs --out (the folder the plots go to)")
-    if args.out is not None:  # refuse a foreign folder before any work
-        from phy802._io import check_output_dir
+    if args.out is not None:  # refuse a foreign folder (or one holding an input) before any work
+        from phy802._output import check_output_dir
 
-        check_output_dir(args.out, OUT_FILES)
+        check_output_dir(args.out, "sweep")
     if args.merge:
         res = SweepResult.merge_files(args.merge)
     else:
@@ -186,14 +208,14 @@ def run(args: argparse.Namespace) -> int:
             if client is not None:
                 client.close()
         if res.interrupted:
-            print(f"phy802 sweep: interrupted; {len(res.points)} finished points kept", file=sys.stderr)
+            _interrupted(args, res)
     notes = []
     if args.out is not None:
-        from phy802._io import output_set
+        from phy802._output import output_set
 
         # the whole set is built in a temporary sibling folder and swapped in: a killed run never
         # leaves a folder mixing two runs, and a folder holding other files is never touched
-        with output_set(args.out, OUT_FILES) as tmp:
+        with output_set(args.out, "sweep") as tmp:
             res.write_csv(tmp / "sweep.csv")
             res.write_json(tmp / "sweep.json")
             if args.plot:

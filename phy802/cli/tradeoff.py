@@ -115,13 +115,11 @@ _SHOW = ("parallel", "mode", "ber", "guard", "ranks", "step_ms", "exposed_ms", "
 
 def run_tradeoff(args: argparse.Namespace, live: bool = True) -> dict:
     """The whole command as a function (also used by ``phy802 demo``); returns the JSON document."""
-    from phy802._io import atomic_write_text
+    from phy802._output import check_output_dir, output_set
     from protocol.cluster.steptime import read_commlog
-    from protocol.cluster.tradeoff import COLUMNS, DEFAULT_MODES, TimeModel, load_results, plot_pareto, tradeoff_rows
 
     from phy802.cli._common import CliError
     from phy802.cli.collective import is_flat
-    from protocol.cluster import steptime as _st
 
     if not (args.tflops > 0 and 0 < args.mfu <= 1):
         raise ValueError(f"--tflops must be > 0 and --mfu in (0, 1], got {args.tflops}, {args.mfu}")
@@ -143,8 +141,24 @@ def run_tradeoff(args: argparse.Namespace, live: bool = True) -> dict:
                            + (" of rank 0" if log.records else " (header only)")
                            + ": it would model zero communication")
     out = args.out
-    os.makedirs(out, exist_ok=True)
-    results = args.results or _small_experiment(args, os.path.join(out, "experiment"))
+    check_output_dir(out, "tradeoff")  # before any work: never over the user's files (issue 28)
+    shown = getattr(args, "shown_out", None) or out  # where the set ends up (it is built beside it)
+    with output_set(out, "tradeoff") as stage:
+        results = args.results or _small_experiment(args, os.path.join(stage, "experiment"))
+        doc = _tradeoff_into(args, str(stage), results, shown, live, log)
+    return doc
+
+
+def _tradeoff_into(args, out: str, results: str, shown: str, live: bool, log) -> dict:
+    """The tradeoff written into ``out`` (the set being built); ``shown`` is where it ends up."""
+    from phy802._io import atomic_write_text
+    from protocol.cluster.tradeoff import COLUMNS, DEFAULT_MODES, TimeModel, load_results, plot_pareto, tradeoff_rows
+
+    from phy802.cli._common import CliError
+    from phy802.cli.collective import is_flat
+    from protocol.cluster import steptime as _st
+
+    shown_results = args.results or os.path.join(shown, "experiment")
     meta, rows = load_results(results)
     if log is not None:
         pars = sorted({r["parallel"] for r in rows})
@@ -178,7 +192,7 @@ def run_tradeoff(args: argparse.Namespace, live: bool = True) -> dict:
     for r in table:
         w.writerow([_fmt(r[c]) for c in COLUMNS])
     atomic_write_text(os.path.join(out, "tradeoff.csv"), buf.getvalue())
-    doc = {"results": os.path.abspath(results), "out": os.path.abspath(out),
+    doc = {"results": os.path.abspath(shown_results), "out": os.path.abspath(shown),
            "model": f"comm-log {args.comm_log}" if log is not None else args.model, "algo": args.algo or "nccl",
            "workload": args.workload, "trials": args.trials,
            "time_side": (_describe(cluster_from_args(args)) if not is_flat(args)

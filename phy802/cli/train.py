@@ -167,6 +167,13 @@ def run(args: argparse.Namespace) -> int:
     from integration.train import TrainingTimeout, run_training, train_worker
 
     check_args(args)
+    from phy802._io import remove_temp, track_temp_dir
+    from phy802._output import check_output_dir, check_output_file, output_set
+
+    if args.comm_log:  # refused before any training: a device/FIFO/link or a file phy802 did not write
+        check_output_file(args.comm_log)
+    if args.out:
+        check_output_dir(args.out, "train")
     if args.comm_log:  # the ranks inherit the environment; rank 0 writes the gathered log
         os.environ["PHY802_COMMLOG"] = os.path.abspath(args.comm_log)
     if "RANK" in os.environ and "WORLD_SIZE" in os.environ:  # started by torchrun
@@ -195,15 +202,19 @@ def run(args: argparse.Namespace) -> int:
         from integration.sources import make_link_source
 
         make_link_source(cfg.replay.source, 0, 1)
-    tmp = None if args.out else tempfile.mkdtemp(prefix="phy802-train-")
+    tmp = None if args.out else track_temp_dir("phy802-train-")
     try:
-        r = run_training(cfg, timeout_s=args.timeout, out_dir=args.out or tmp)
+        if args.out:  # built beside --out and swapped in whole (issue 28): never over the user's files
+            with output_set(args.out, "train") as stage:
+                r = run_training(cfg, timeout_s=args.timeout, out_dir=str(stage))
+        else:
+            r = run_training(cfg, timeout_s=args.timeout, out_dir=tmp)
     except (TrainingTimeout, RuntimeError) as exc:
         print(f"phy802 train: {exc}", file=sys.stderr)
         return 1
     finally:
         if tmp is not None:
-            shutil.rmtree(tmp, ignore_errors=True)
+            remove_temp(tmp)
     r["out_dir"] = args.out
     _emit(args, r)
     return 0

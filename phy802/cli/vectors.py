@@ -21,6 +21,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     g = sub.add_parser("generate", help=text, description=text)
     g.add_argument("--out", required=True, help="output folder, written as a whole: it must be absent, empty or an earlier output of this command (a folder of other files is refused); required")
     g.add_argument("--no-progress", action="store_true", help="no progress display on stderr (default: shown)")
+    g.add_argument("--force", action="store_true",
+                   help="write into an --out folder phy802 did not write (adds/replaces the vector files, deletes nothing)")
     add_json(g)
 
 
@@ -44,12 +46,12 @@ def run(args: argparse.Namespace) -> int:
         from phy802._output import progress
         from phy802.vectors import generate_steps
 
-        from phy802._io import output_set
+        from phy802._output import output_set
 
         out = Path(args.out)
         # the set is built beside --out and swapped in whole: an existing folder is replaced only
         # if it is empty or an earlier phy802 output set, never a folder of the user's files
-        with output_set(out) as tmp, progress(total=generate_steps(), desc="vectors generate", unit="step",
+        with output_set(out, "vectors") as tmp, progress(total=generate_steps(), desc="vectors generate", unit="step",
                                               enable=not args.no_progress) as bar:
             rel = [p.relative_to(tmp) for p in generate(tmp, on_step=lambda name: bar.update(1))]
         written = [out / r for r in rel]

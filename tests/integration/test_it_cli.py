@@ -134,7 +134,7 @@ def test_experiment_refuses_foreign_out(tmp_path, capsys):
     user.mkdir()
     (user / "thesis.tex").write_text("precious")
     assert _rc(["experiment", "--out", str(user), "--steps", "1", *TINY]) == 2
-    assert "not empty" in capsys.readouterr().err and (user / "thesis.tex").read_text() == "precious"
+    assert "choose a new or empty folder" in capsys.readouterr().err and (user / "thesis.tex").read_text() == "precious"
     f = tmp_path / "afile"
     f.write_text("keep")
     assert _rc(["experiment", "--out", str(f), "--steps", "1", *TINY]) == 2

@@ -27,7 +27,7 @@ def test_atomic_open_exception_keeps_old_file_and_no_temp(tmp_path):
     target = tmp_path / "f.txt"
     target.write_text("old")
     with pytest.raises(RuntimeError):
-        with atomic_open(target, "w") as fh:
+        with atomic_open(target, "w", force=True) as fh:
             fh.write("new")
             raise RuntimeError("boom")
     assert target.read_text() == "old" and _leftovers(tmp_path) == []
@@ -42,12 +42,12 @@ def test_output_set_swaps_whole_set_and_keeps_permissions(tmp_path):
     old_umask = os.umask(0o022)
     try:
         out = tmp_path / "deep" / "set"
-        with output_set(out, ("a.txt", "b.txt")) as d:
+        with output_set(out, "test") as d:
             (d / "a.txt").write_text("1")
             (d / "b.txt").write_text("1")
         assert stat.S_IMODE(out.stat().st_mode) == 0o755
         assert stat.S_IMODE((out / SET_MARKER).stat().st_mode) == 0o644
-        with output_set(out, ("a.txt", "b.txt")) as d:  # a second run replaces the whole set
+        with output_set(out, "test") as d:  # a second run replaces the whole set
             (d / "a.txt").write_text("2")
         assert sorted(p.name for p in out.iterdir()) == [SET_MARKER, "a.txt"]
         assert (out / "a.txt").read_text() == "2"
@@ -58,11 +58,11 @@ def test_output_set_swaps_whole_set_and_keeps_permissions(tmp_path):
 
 def test_output_set_failure_leaves_previous_set_intact(tmp_path):
     out = tmp_path / "set"
-    with output_set(out, ("a.txt", "b.txt")) as d:
+    with output_set(out, "test") as d:
         (d / "a.txt").write_text("run1")
         (d / "b.txt").write_text("run1")
     with pytest.raises(KeyboardInterrupt):
-        with output_set(out, ("a.txt", "b.txt")) as d:
+        with output_set(out, "test") as d:
             (d / "a.txt").write_text("run2")
             raise KeyboardInterrupt
     assert {p.name: p.read_text() for p in out.iterdir() if p.name != SET_MARKER} == {"a.txt": "run1", "b.txt": "run1"}
@@ -79,7 +79,7 @@ def test_output_set_never_touches_foreign_data(tmp_path, kind):
         (out / "notes.txt").write_text("user data")
     before = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
     with pytest.raises(OutputExistsError):
-        with output_set(out, ("a.txt",)):
+        with output_set(out, "test"):
             pytest.fail("must refuse before yielding")
     assert {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()} == before
 

@@ -1,0 +1,397 @@
+"""Issue 28's attack sweep: 1,000+ generated hostile command lines against phy802's writers and
+readers, each run in-process in one arena folder (its own tmp folder: devices, FIFOs, sockets and
+links are made there, never at a system path).  Every attack must be refused; the sweep counts
+
+* files lost   -- an entry of the arena missing or changed after the command;
+* tracebacks   -- a traceback or 'internal error' on stderr, or an exception out of ``main``;
+* exit 3       -- an internal error on bad input;
+* silent accepts -- exit 0 (or 1) where the input or output had to be refused (exit 2).
+
+Run ``python tests/hardening_sweep.py`` (all attacks; ``--sample N`` for a random N of them,
+``--seed``, ``--json``).  ``tests/unit/hardening/test_hardening_sweep.py`` runs a sample by
+default and the whole sweep under ``-m slow``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import os
+import random
+import shutil
+import socket
+import stat
+import sys
+import tempfile
+import time
+import zlib
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+SENTINEL = b"the user's own bytes\n"
+SWEEP = ["sweep", "--ber", "1e-3", "--code", "kp4", "--fec", "ieee", "--max-codewords", "2000",
+         "--max-seconds", "1", "--workers", "1", "--no-progress"]
+
+
+# ----------------------------------------------------------------------------- the arena
+
+def build_arena(d: Path) -> dict:
+    """User files, special files, phy802 outputs of every kind and forged markers; returns facts."""
+    from phy802._output import output_set
+    from phy802.cli import main
+
+    d.mkdir(parents=True, exist_ok=True)
+    old = os.getcwd()
+    os.chdir(d)
+    try:
+        (d / "in.txt").write_text("1 2\n3 4\n")
+        (d / "cw.txt").write_text("1 2 3 4\n")
+        (d / "histo.csv").write_text("0,1000\n1,10\n2,1\n")
+        for n in ("user.txt", "thesis.tex", "results.json", "FIT.json", "lanes.txt", "t.trace"):
+            (d / n).write_bytes(SENTINEL)
+        os.link(d / "user.txt", d / "hard.txt")
+        (d / "link").symlink_to("user.txt")
+        (d / "link_in").symlink_to("in.txt")
+        (d / "dangling").symlink_to("nowhere.txt")
+        (d / "loop").symlink_to("loop")
+        os.mkfifo(d / "fifo")
+        s = socket.socket(socket.AF_UNIX)
+        try:
+            s.bind(str(d / "sock"))
+        finally:
+            s.close()
+        dev = True
+        try:
+            os.mknod(d / "dev", stat.S_IFCHR | 0o666, os.makedev(1, 3))
+        except OSError:
+            dev = False
+        (d / "userdir").mkdir()
+        for n in ("tradeoff.csv", "pareto.png", "result.json", "params.pt", "report.md", "sweep.csv",
+                  "sweep.json", "notes.txt", "table.csv"):
+            (d / "userdir" / n).write_bytes(SENTINEL)
+        (d / "linkdir").symlink_to("userdir")
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            assert main(SWEEP + ["--out", "s1"]) == 0
+            assert main(SWEEP + ["--seed", "2", "--out", "s2"]) == 0
+        with output_set(d / "vecs", "vectors") as tmp:
+            for sub in ("rs", "pcs", "pma"):
+                (tmp / sub).mkdir()
+                (tmp / sub / "kat.txt").write_bytes(SENTINEL)
+        with output_set(d / "gen", "sweep") as tmp:
+            (tmp / "thesis.tex").write_bytes(b"old")
+        for name in ("victim_copied", "victim_edited", "victim_old", "victim_exp"):
+            (d / name).mkdir()
+            (d / name / "thesis.tex").write_bytes(SENTINEL)
+        shutil.copy(d / "gen" / ".phy802-output", d / "victim_copied" / ".phy802-output")
+        m = json.loads((d / "s1" / ".phy802-output").read_text())
+        m["files"]["thesis.tex"] = m["files"]["sweep.csv"]
+        (d / "victim_edited" / ".phy802-output").write_text(json.dumps(m))
+        (d / "victim_old" / ".phy802-output").write_text("thesis.tex\n")
+        (d / "victim_exp" / ".phy802-experiment").write_text(json.dumps({"files": ["thesis.tex"]}))
+        shutil.copytree(d / "s1", d / "s1_edited")
+        (d / "s1_edited" / "sweep.csv").write_bytes(SENTINEL)
+        from protocol.trace import generate_trace
+
+        generate_trace(d / "good.trace", code="rs272", fec="ieee", ber=2e-3, line_bits=2e6, seed=1, progress=False)
+    finally:
+        os.chdir(old)
+    return {"dev": dev}
+
+
+def snapshot(root: Path) -> dict:
+    out = {}
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+        for n in dirnames + filenames:
+            p = Path(dirpath) / n
+            st = os.lstat(p)
+            rel = str(p.relative_to(root))
+            if stat.S_ISLNK(st.st_mode):
+                out[rel] = ("link", os.readlink(p))
+            elif stat.S_ISREG(st.st_mode):
+                out[rel] = ("file", zlib.crc32(p.read_bytes()), st.st_size)
+            elif stat.S_ISDIR(st.st_mode):
+                out[rel] = ("dir",)
+            else:
+                out[rel] = ("special", stat.S_IFMT(st.st_mode), st.st_rdev)
+    return out
+
+
+# ----------------------------------------------------------------------------- the attacks
+
+def _spell(name: str, arena: Path) -> list[str]:
+    return [name, f"./{name}", os.path.join(str(arena), name)] if name not in ("", ".", "..") else [name]
+
+
+def _trace_with_meta(arena: Path, name: str, edit) -> str:
+    from protocol.trace import TRAILER_MAGIC, _TRAILER_BYTES
+    import numpy as np
+
+    data = (arena / "good.trace").read_bytes()
+    tr = data[-_TRAILER_BYTES:]
+    i_off, n_ch, m_off, m_len, _ = (int(x) for x in np.frombuffer(tr[8:], "<u8"))
+    ib = data[i_off:m_off]
+    meta = json.loads(data[m_off:m_off + m_len])
+    edit(meta)
+    mb = json.dumps(meta).encode()
+    trailer = np.array([i_off, n_ch, m_off, len(mb), zlib.crc32(mb, zlib.crc32(ib))], "<u8")
+    p = arena / "inputs" / name
+    p.write_bytes(data[:m_off] + mb + TRAILER_MAGIC + trailer.tobytes())
+    return str(p)
+
+
+def attacks(arena: Path, facts: dict) -> list[tuple[str, list[str]]]:
+    """``(label, argv)`` of every attack; each must exit 2 and leave the arena as it was."""
+    (arena / "inputs").mkdir(exist_ok=True)
+    out: list[tuple[str, list[str]]] = []
+    # 1-2, 16: single-file writers x hostile --out targets x three spellings of the path
+    writers = {
+        "fec-encode": ["fec", "encode", "--n", "4", "--k", "2", "in.txt"],
+        "fec-decode": ["fec", "decode", "--n", "4", "--k", "2", "cw.txt"],
+        "fec-encode-json": ["fec", "encode", "--n", "4", "--k", "2", "--json", "in.txt"],
+        "fec-tail": ["fec", "tail", "histo.csv", "--models", "binomial", "--bootstrap", "0"],
+        "pcs-tx": ["pcs", "tx", "--frames", "2"],
+        "trace-generate": ["trace", "generate", "--bits", "1e5", "--no-progress"],
+    }
+    targets = ["fifo", "sock", "link", "link_in", "dangling", "loop", "user.txt", "hard.txt", "thesis.tex",
+               "results.json", "FIT.json", "lanes.txt", "t.trace", "userdir", "userdir/notes.txt", "s1/sweep.csv",
+               "linkdir/notes.txt", "user.txt/x", "newd/", "userdir/", ".", ".."] + (["dev"] if facts["dev"] else [])
+    inputs = {"fec-encode": "in.txt", "fec-decode": "cw.txt", "fec-encode-json": "in.txt", "fec-tail": "histo.csv"}
+    for w, argv in writers.items():
+        for t in targets + ([inputs[w]] if w in inputs else []):
+            for sp in _spell(t, arena):
+                out.append((f"{w} --out {t}", argv + ["--out", sp]))
+        out.append((f"{w} --out ''", argv + ["--out", ""]))
+        out.append((f"{w} --out=", argv + ["--out="]))
+    # 3-5, 16: folder writers x hostile --out folders
+    folders = {
+        "sweep": SWEEP,
+        "sweep-merge": ["sweep", "--merge", "s1", "s2", "--no-progress"],
+        "vectors": ["vectors", "generate", "--no-progress"],
+        "tradeoff": ["tradeoff", "--results", "nosuch"],
+        "demo": ["demo", "--no-train", "--quick", "--no-progress"],
+    }
+    ftargets = ["userdir", "linkdir", "fifo", "sock", "user.txt", "link", "gen/thesis.tex", "victim_copied",
+                "victim_edited", "victim_old", "victim_exp", "s1_edited", ".", "..", ""] + (["dev"] if facts["dev"] else [])
+    for f, argv in folders.items():
+        for t in ftargets + (["vecs"] if f != "vectors" else ["s1"]) + (["s1", "s2"] if f == "sweep-merge" else []):
+            for sp in _spell(t, arena):
+                out.append((f"{f} --out {t}", argv + ["--out", sp]))
+    # 11: sweep files with wrong-typed, missing or extra fields (and JSON nested deeply)
+    base = json.loads((arena / "s1" / "sweep.json").read_text())
+    bad_values = ["x", [1], {"a": 1}, -1, 2 ** 64, None, 1.5, True]
+    k = 0
+
+    def sweep_file(doc) -> str:
+        nonlocal k
+        k += 1
+        p = arena / "inputs" / f"sw{k}.json"
+        p.write_text(doc if isinstance(doc, str) else json.dumps(doc))
+        return str(p)
+
+    for key in list(base):
+        doc = dict(base)
+        del doc[key]
+        if key not in ("merged_from", "timing"):
+            out.append((f"sweep.json without {key}", ["sweep", "--merge", sweep_file(doc), "s2", "--out", "mnew"]))
+    out.append(("sweep.json extra key", ["sweep", "--merge", sweep_file({**base, "extra": 1}), "s2", "--out", "mnew"]))
+    counters = base["points"][0]["counters"]
+    for field in counters:
+        for v in bad_values:
+            if field == "seconds" and v in (1.5, 2 ** 64):
+                continue  # a valid duration
+            doc = json.loads(json.dumps(base))
+            doc["points"][0]["counters"][field] = v
+            out.append((f"sweep.json counters.{field}={v!r}",
+                        ["sweep", "--merge", sweep_file(doc), "s2", "--out", "mnew"]))
+    for field in ("axis", "code", "fec", "rate", "points", "n_lanes", "precoding", "simulator", "seed"):
+        for v in ("x", {"a": 1}, -1, [[1]]):
+            doc = json.loads(json.dumps(base))
+            doc["config"][field] = v
+            out.append((f"sweep.json config.{field}={v!r}", ["sweep", "--merge", sweep_file(doc), "s2", "--out", "mnew"]))
+    for field in ("mode", "x", "snr_db", "stop_reason", "counters", "axis"):
+        for v in ([1], {"a": 1}, None, 10 ** 400 if field in ("x", "snr_db") else -5):
+            doc = json.loads(json.dumps(base))
+            doc["points"][0][field] = v
+            out.append((f"sweep.json points[0].{field}={str(v)[:20]}",
+                        ["sweep", "--merge", sweep_file(doc), "s2", "--out", "mnew"]))
+    for depth in (100, 1000, 100000):
+        out.append((f"sweep.json depth {depth}", ["sweep", "--merge", sweep_file("[" * depth + "]" * depth), "s2",
+                                                   "--out", "mnew"]))
+        out.append((f"sweep.json config depth {depth}", ["sweep", "--merge", sweep_file(
+            json.dumps({**base, "config": None}).replace("null", "[" * depth + "]" * depth)), "s2", "--out", "mnew"]))
+    for special in ("/dev/zero", "fifo", "sock", "userdir", "dangling"):
+        out.append((f"sweep --merge {special}", ["sweep", "--merge", special, "s2", "--out", "mnew"]))
+    # 11: trace metadata with wrong-typed or missing fields
+    from protocol.trace import _SUMMARY_FIELDS
+
+    per_kind = {"count": ["x", -1, 1.5, 2 ** 64, [1], None], "number": ["x", [1], {"a": 1}, None],
+                "name": [7, [1], {"a": 1}, None], "counts": ["x", [1.5], [-1], 3, {"a": 1}],
+                "pair": ["x", [1], [1, "x"], 3], "object": ["x", [1, 2], 3, None]}
+    j = 0
+    for name, kind, required in _SUMMARY_FIELDS:
+        for v in per_kind[kind]:
+            def edit(m, name=name, v=v):
+                node = m
+                parts = name.split(".")
+                for p in parts[:-1]:
+                    node = node.setdefault(p, {})
+                node[parts[-1]] = v
+            j += 1
+            path = _trace_with_meta(arena, f"m{j}.trace", edit)
+            out.append((f"trace meta {name}={v!r}", ["trace", "info", path]))
+            if j % 3 == 0:
+                out.append((f"trace meta {name}={v!r} ethtool", ["trace", "info", path, "--format", "ethtool-json"]))
+        if required:
+            def drop(m, name=name):
+                node = m
+                parts = name.split(".")
+                for p in parts[:-1]:
+                    node = node[p]
+                del node[parts[-1]]
+            j += 1
+            out.append((f"trace meta without {name}", ["trace", "info", _trace_with_meta(arena, f"m{j}.trace", drop)]))
+    out.append(("trace meta code rs999", ["trace", "info", _trace_with_meta(arena, "c.trace",
+                                                                          lambda m: m.update(code="rs999"))]))
+    for special in ("/dev/zero", "fifo", "userdir", "user.txt", "dangling"):
+        out.append((f"trace info {special}", ["trace", "info", special]))
+    # fec codeword files: tokens the README forbids, binary, endless input
+    tokens = ["1_0", "+5", "\u0663", "0x3", "1e3", "1024", "-1", "1.0", "nan", "", "\x00", "99999999999999999999"]
+    for action, n in (("encode", 2), ("decode", 4)):
+        for i, tok in enumerate(tokens):
+            for pos in range(2):
+                words = ["1"] * n
+                words[pos] = tok
+                p = arena / "inputs" / f"fec_{action}_{i}_{pos}.txt"
+                p.write_text(" ".join(words) + "\n")
+                if tok == "":
+                    p.write_text(" ".join(words[:-1]) + "\n")  # one symbol short
+                out.append((f"fec {action} token {tok!r}", ["fec", action, "--n", "4", "--k", "2", str(p)]))
+        # (a FIFO is read as a stream, as 'cat' reads one: it waits for a writer, so it is not an attack)
+        for special in ("/dev/zero", "userdir", "dangling", "sock"):
+            out.append((f"fec {action} {special}", ["fec", action, special]))
+    # pcs rx: special and corrupt lanes files
+    for i, blob in enumerate([b"PK\x03\x04" + b"\x00" * 20, b"\x89PNG\r\n\x1a\n", b"kind=lane row=0 symbols=1,2\n",
+                              b"kind=config rate=999G\n", b""]):
+        p = arena / "inputs" / f"lanes{i}{'.npz' if i < 2 else '.txt'}"
+        p.write_bytes(blob)
+        out.append((f"pcs rx corrupt {i}", ["pcs", "rx", str(p)]))
+    for special in ("/dev/zero", "fifo", "userdir", "dangling"):
+        out.append((f"pcs rx {special}", ["pcs", "rx", special]))
+    # 16: meaningless option combinations this engineer's commands must refuse
+    out.append(("sweep --plot without --out", SWEEP + ["--plot"]))
+    out.append(("sweep --merge one file into its own folder", ["sweep", "--merge", "s1/sweep.json", "s2", "--out", "s1"]))
+    return out
+
+
+# ----------------------------------------------------------------------------- the run
+
+def run_one(argv: list[str], arena: Path) -> tuple[int | None, str]:
+    from phy802.cli import main
+
+    import signal
+
+    err, outbuf = io.StringIO(), io.StringIO()
+    old = os.getcwd()
+    os.chdir(arena)
+
+    def hang(signum, frame):
+        raise TimeoutError("attack still running after 60 s (a hang)")
+
+    prev = signal.signal(signal.SIGALRM, hang)
+    signal.alarm(60)
+    try:
+        with contextlib.redirect_stderr(err), contextlib.redirect_stdout(outbuf):
+            try:
+                rc = main(argv)
+            except SystemExit as exc:
+                rc = exc.code if isinstance(exc.code, int) else 2
+            except BaseException as exc:  # noqa: BLE001 - counted as a traceback
+                import traceback
+
+                return None, err.getvalue() + "".join(traceback.format_exception(exc))
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, prev)
+        os.chdir(old)
+    return rc, err.getvalue()
+
+
+def sweep(sample: int | None = None, seed: int = 1, verbose: bool = False) -> dict:
+    work = Path(tempfile.mkdtemp(prefix="phy802-attacks-"))
+    old_state = os.environ.get("PHY802_STATE_DIR")
+    os.environ["PHY802_STATE_DIR"] = str(work / "state")
+    try:
+        arena = work / "arena"
+        facts = build_arena(arena)
+        cases = attacks(arena, facts)
+        n_all = len(cases)
+        if sample is not None and sample < len(cases):
+            cases = random.Random(seed).sample(cases, sample)
+        report = {"attacks": len(cases), "generated": n_all, "files_lost": 0, "tracebacks": 0, "exit_3": 0,
+                  "silent_accepts": 0, "failures": []}
+        t0 = time.monotonic()
+        before = snapshot(arena)
+        for label, argv in cases:
+            rc, err = run_one(argv, arena)
+            after = snapshot(arena)
+            problems = []
+            lost = [k for k, v in before.items() if after.get(k) != v]
+            if lost:
+                report["files_lost"] += 1
+                problems.append(f"changed/lost {lost[:3]}")
+            if rc is None or "Traceback" in err or "internal error" in err:
+                report["tracebacks"] += 1
+                problems.append("traceback")
+            if rc == 3:
+                report["exit_3"] += 1
+                problems.append("exit 3")
+            if rc in (0, 1):
+                report["silent_accepts"] += 1
+                problems.append(f"exit {rc}")
+            if problems:
+                report["failures"].append({"attack": label, "argv": argv, "rc": rc, "problems": problems,
+                                           "stderr": err.strip()[-300:]})
+                if verbose:
+                    print(f"FAIL {label}: {problems} {err.strip()[-200:]}", file=sys.stderr)
+            if after != before:  # new files from a wrongly accepted attack: put the arena back
+                shutil.rmtree(arena, ignore_errors=True)
+                facts = build_arena(arena)
+                after = snapshot(arena)
+            before = after
+        report["seconds"] = round(time.monotonic() - t0, 1)
+        return report
+    finally:
+        if old_state is None:
+            os.environ.pop("PHY802_STATE_DIR", None)
+        else:
+            os.environ["PHY802_STATE_DIR"] = old_state
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def main_cli(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--sample", type=int, default=None, help="run a random sample of this many attacks (default: all)")
+    p.add_argument("--seed", type=int, default=1, help="seed of the sample (default 1)")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.add_argument("-v", "--verbose", action="store_true", help="print each failure as it happens")
+    a = p.parse_args(argv)
+    os.environ.setdefault("NUMBA_NUM_THREADS", "1")
+    r = sweep(a.sample, a.seed, a.verbose)
+    if a.json:
+        print(json.dumps(r, indent=1))
+    else:
+        print(f"{r['attacks']} attacks (of {r['generated']} generated) in {r['seconds']} s: "
+              f"{r['files_lost']} files lost, {r['tracebacks']} tracebacks, {r['exit_3']} exit 3, "
+              f"{r['silent_accepts']} silent accepts")
+        for f in r["failures"][:40]:
+            print(f"  {f['attack']}: {', '.join(f['problems'])}  [{f['stderr'][-160:]}]")
+    return 0 if not r["failures"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main_cli())

@@ -1,0 +1,133 @@
+"""Issue 28 items 6, 12, 13: Ctrl-C / SIGTERM anywhere -> exit 130 / 143, one line on stderr, no
+traceback (none from worker processes either), nothing left in ``$TMPDIR``, an earlier complete
+result left byte for byte as it was, and the command stops promptly (no worker computing on)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[3]
+QUICK = ["sweep", "--ber", "1e-3", "--code", "kp4", "--fec", "ieee", "--max-codewords", "2000",
+         "--max-seconds", "1", "--workers", "1", "--no-progress"]
+LONG = ["sweep", "--ber", "1e-4,2e-4,3e-4", "--code", "kp4", "--fec", "ieee", "--max-codewords", "1e12",
+        "--target-errors", "0", "--max-seconds", "60", "--no-progress"]
+
+
+def _env(tmp_path: Path) -> dict:
+    tmpdir = tmp_path / "TMPDIR"
+    tmpdir.mkdir(exist_ok=True)
+    return {**os.environ, "PYTHONPATH": str(REPO), "NUMBA_NUM_THREADS": "1", "TMPDIR": str(tmpdir),
+            "PHY802_STATE_DIR": str(tmp_path / "state")}
+
+
+def _interrupt(argv, tmp_path: Path, sig: int, delay: float, *, group: bool = True):
+    """Start ``phy802 argv``, send ``sig`` after ``delay`` s (to its process group, as a terminal's
+    Ctrl-C does); returns (exit code, stderr, seconds from the signal to the exit)."""
+    proc = subprocess.Popen([sys.executable, "-m", "phy802", *argv], cwd=tmp_path, env=_env(tmp_path),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    time.sleep(delay)
+    assert proc.poll() is None, "finished before it could be interrupted"
+    t0 = time.monotonic()
+    if group:
+        os.killpg(proc.pid, sig)
+    else:
+        proc.send_signal(sig)
+    _, err = proc.communicate(timeout=120)
+    return proc.returncode, err.decode(), time.monotonic() - t0
+
+
+def _one_clean_line(err: str) -> None:
+    lines = [ln for ln in err.strip().splitlines() if ln.strip()]
+    assert len(lines) == 1, err
+    assert "Traceback" not in err and "internal error" not in err and "SystemError" not in err, err
+
+
+@pytest.mark.parametrize("workers,sig,code", [("1", signal.SIGINT, 130), ("2", signal.SIGINT, 130),
+                                              ("2", signal.SIGTERM, 143)])
+def test_interrupted_sweep_leaves_earlier_result_exactly(tmp_path, workers, sig, code):
+    """Item 6: Ctrl-C on 'sweep --out s1' exited 0 and replaced an earlier complete result with an
+    'interrupted' set; with --workers 2 it ran on ~60 s after Ctrl-C."""
+    r = subprocess.run([sys.executable, "-m", "phy802", *QUICK, "--out", "s1"], cwd=tmp_path, env=_env(tmp_path),
+                       capture_output=True)
+    assert r.returncode == 0, r.stderr
+    before = {p.name: p.read_bytes() for p in (tmp_path / "s1").iterdir()}
+    rc, err, dt = _interrupt(LONG + ["--workers", workers, "--out", "s1"], tmp_path, sig, 5.0)
+    assert rc == code, err
+    _one_clean_line(err)
+    assert dt < 20, f"took {dt:.1f} s to stop after the signal"
+    assert {p.name: p.read_bytes() for p in (tmp_path / "s1").iterdir()} == before
+    assert os.listdir(tmp_path / "TMPDIR") == []
+    assert not [p for p in os.listdir(tmp_path) if p.startswith(".")]
+
+
+@pytest.mark.parametrize("argv,delay", [
+    (["link", "--pairs", "1e6", "--ber", "1e-4"], 4.0),
+    (["sweep", "--ber", "1e-3", "--sim", "link", "--code", "kp4", "--fec", "ieee", "--max-codewords", "1e9",
+      "--max-seconds", "60", "--workers", "1", "--no-progress"], 5.0),
+])
+@pytest.mark.parametrize("sig,code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_signal_inside_compiled_kernels_is_a_clean_exit(tmp_path, argv, delay, sig, code):
+    """Item 12: a signal landing inside a Numba kernel gave 'SystemError: CPUDispatcher(...)', exit 3."""
+    rc, err, _ = _interrupt(argv, tmp_path, sig, delay)
+    assert rc == code, err
+    _one_clean_line(err)
+    assert os.listdir(tmp_path / "TMPDIR") == []
+
+
+def test_ctrl_c_of_trace_workers_prints_no_worker_tracebacks(tmp_path):
+    """Item 12: Ctrl-C of 'trace generate --workers 2' printed 38 lines of worker tracebacks."""
+    rc, err, dt = _interrupt(["trace", "generate", "--ber", "1e-4", "--bits", "1e13", "--workers", "2", "--force",
+                              "--no-progress", "--out", "t.trace"], tmp_path, signal.SIGINT, 8.0)
+    assert rc == 130, err
+    _one_clean_line(err)
+    assert dt < 20
+    assert [p for p in os.listdir(tmp_path) if p not in ("TMPDIR", "state")] == []
+    assert os.listdir(tmp_path / "TMPDIR") == []
+
+
+def test_ctrl_c_of_vectors_generate_is_not_swallowed(tmp_path):
+    """Item 12: one Ctrl-C of 'vectors generate' was swallowed and the command exited 0."""
+    rc, err, _ = _interrupt(["vectors", "generate", "--no-progress", "--out", "v"], tmp_path, signal.SIGINT, 5.0)
+    assert rc == 130, err
+    _one_clean_line(err)
+    assert not (tmp_path / "v").exists()
+    assert [p for p in os.listdir(tmp_path) if p not in ("TMPDIR", "state")] == []
+
+
+def test_sighup_removes_temporary_files(tmp_path):
+    """Item 13: '.NAME.PID.tmp' was left after SIGHUP."""
+    rc, err, _ = _interrupt(["trace", "generate", "--ber", "1e-4", "--bits", "1e13", "--workers", "1", "--force",
+                             "--no-progress", "--out", "t.trace"], tmp_path, signal.SIGHUP, 6.0, group=False)
+    assert rc == 129, err
+    _one_clean_line(err)
+    assert [p for p in os.listdir(tmp_path) if p not in ("TMPDIR", "state")] == []
+
+
+def test_stdout_closed_is_not_an_internal_error(tmp_path):
+    """Item 11: started with stdout closed ('>&-': Python's sys.stdout is None) -> exit 3; now exit 2."""
+    r = subprocess.run([sys.executable, "-m", "phy802", "theory", "pam4", "--snr-db", "15"], env=_env(tmp_path),
+                       stderr=subprocess.PIPE, preexec_fn=lambda: os.close(1))
+    assert r.returncode == 2, r.stderr
+    assert b"Traceback" not in r.stderr and b"internal error" not in r.stderr
+    assert len(r.stderr.decode().strip().splitlines()) == 1, r.stderr
+
+
+def test_interrupt_surfacing_as_systemerror_maps_to_the_signal():
+    """A KeyboardInterrupt that came out of a compiled call as SystemError is still an interrupt."""
+    from phy802.cli import _signal_of
+
+    try:
+        try:
+            raise KeyboardInterrupt
+        except KeyboardInterrupt as ki:
+            raise SystemError("CPUDispatcher(<function f>) returned a result with an exception set") from ki
+    except SystemError as exc:
+        assert _signal_of(exc) == signal.SIGINT
+    assert _signal_of(ValueError("x")) is None
