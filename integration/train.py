@@ -43,7 +43,8 @@ from integration.replay import Metrics, ReplayConfig
 from integration.sources import resolved_kind
 
 __all__ = ["TrainConfig", "run_training", "run_many", "train_worker", "TrainingTimeout", "flat_params",
-           "MODEL_PRESETS", "PARALLEL", "PRECISIONS", "resolve_device", "build_config"]
+           "MODEL_PRESETS", "MODEL_HELP", "PARALLEL", "PRECISIONS", "VAL_TOKENS", "resolve_device", "build_config",
+           "estimate", "load_data", "model_config", "param_count", "data_vocab"]
 
 PARALLEL = ("ddp", "pp", "fsdp")
 SCHEDULES = ("gpipe", "1f1b")
@@ -175,6 +176,9 @@ class TrainConfig:
             raise ValueError(f"TrainConfig.batch_size {self.batch_size} must be a multiple of world_size")
         if self.parallel == "pp" and self.batch_size % self.microbatches:
             raise ValueError(f"TrainConfig.batch_size {self.batch_size} must be a multiple of microbatches")
+        if self.parallel == "pp" and self.schedule == "1f1b" and self.microbatches < self.world_size:
+            raise ValueError(f"TrainConfig.microbatches {self.microbatches}: 1F1B needs at least one microbatch per "
+                             f"stage ({self.world_size})")
         if self.parallel == "pp" and self.world_size > self.n_layer:
             raise ValueError(f"TrainConfig.world_size {self.world_size}: a pipeline of {self.n_layer} blocks has at "
                              f"most {self.n_layer} stages")
@@ -281,7 +285,7 @@ CPU_FLOPS_PER_CORE = 5e10
 GPU_FLOPS = {"bf16": 2e14, "fp16": 2e14, "fp32": 5e13}
 
 
-def estimate(cfg: TrainConfig, vocab: int | None = None) -> dict[str, float]:
+def estimate(cfg: TrainConfig, vocab: int | None = None, val_len: int | None = None) -> dict[str, float]:
     """Rough cost of ``cfg`` on this machine: ``seconds`` (training, evaluation, start-up) and
     ``memory_bytes`` (all ranks together, on one host), ``params``, ``flops``.
 
@@ -289,7 +293,8 @@ def estimate(cfg: TrainConfig, vocab: int | None = None) -> dict[str, float]:
     per rank: the process (~0.45 GB), weights + gradients + AdamW state (16 B per trained
     parameter, plus DDP's 4 B bucket copy; the full model also on every PP/FSDP rank for
     evaluation), activations (~17 fp32 values x d per token and layer) and the logits (3 fp32
-    copies of ``tokens x vocab``).
+    copies of ``tokens x vocab``). ``val_len``: tokens in the validation split, when known (the
+    fixed set is at most that long).
     """
     import os as _os
 
@@ -301,7 +306,8 @@ def estimate(cfg: TrainConfig, vocab: int | None = None) -> dict[str, float]:
     per_tok = 6 * (n - T * d) + 12 * L * T * d
     train_flops = cfg.steps * cfg.batch_size * T * per_tok
     n_evals = cfg.steps // cfg.eval_interval + 2
-    eval_tok = n_evals * cfg.eval_iters * cfg.batch_size * T + max(cfg.val_tokens, T)
+    fixed = cfg.val_tokens if val_len is None else min(cfg.val_tokens, max(val_len - 1, T))
+    eval_tok = n_evals * cfg.eval_iters * cfg.batch_size * T + max(fixed, T)
     eval_flops = eval_tok * per_tok / 3 * (cfg.world_size if cfg.parallel == "ddp" else 1)
     world = cfg.world_size
     if cfg.device == "cuda":
@@ -655,6 +661,7 @@ def _train_worker(rank: int, cfg: TrainConfig, init_method: str, out_dir: str) -
         mine = {"metrics": group.metrics.to_dict() if cfg.wrapper else {},
                 "flips": len(group.log) if cfg.wrapper else 0,
                 "log_dropped": group.log.dropped if cfg.wrapper else 0,
+                "rss_mb": _peak_rss_mb(),
                 "comm": {"records": group.commlog.records(), "step_s": step_times} if cfg.wrapper else {}}
         dist.all_gather_object(parts, mine)
         if cfg.wrapper and cfg.dump_logs:
@@ -689,6 +696,7 @@ def _train_worker(rank: int, cfg: TrainConfig, init_method: str, out_dir: str) -
                 "val_loss_replica_sd": float(np.std(per, ddof=1)) if len(per) > 1 else 0.0,
                 "val_loss_replica_spread": float(np.max(per) - np.min(per)) if len(per) > 1 else 0.0,
                 "tied_divergence": tied_div[-1][1] if tied_div else None,
+                "peak_rss_mb": max(p["rss_mb"] for p in parts),
                 "divergence": divergence,
                 "final_divergence": divergence[-1][1] if divergence else 0.0,
                 "grad_norms": grad_norms,
@@ -729,6 +737,15 @@ def _clip_dtensor(params: list[torch.nn.Parameter], max_norm: float) -> tuple[fl
     norm = float(total)
     finite = math.isfinite(norm) or all(_all_finite(g.to_local() if hasattr(g, "to_local") else g) for g in grads)
     return norm, finite
+
+
+def _peak_rss_mb() -> float:
+    """This process's peak resident memory (MiB; Linux ``ru_maxrss`` is in KiB)."""
+    import resource
+    import sys
+
+    r = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return r / (1 << 20) if sys.platform == "darwin" else r / 1024
 
 
 def _sum_tied_grad(w: torch.nn.Parameter, peer: int, group, wrapper: bool) -> None:
@@ -785,6 +802,10 @@ def run_many(cfgs: list[TrainConfig], *, timeout_s: float = 900.0, out_dir: str 
     world = cfgs[0].world_size
     if any(c.world_size != world for c in cfgs):
         raise ValueError("run_many: all configurations must have the same world_size")
+    for key in dict.fromkeys((c.data, data_vocab(c), c.block_size) for c in cfgs if c.data is not None):
+        from integration.data import TokenFiles
+
+        TokenFiles(key[0], key[1], key[2])  # every id checked once here; the ranks open it unchecked
     root = tempfile.mkdtemp(prefix="phy802-train-") if out_dir is None else out_dir
     dirs = [os.path.join(root, f"run{i}") for i in range(len(cfgs))]
     for d in dirs:
@@ -792,12 +813,13 @@ def run_many(cfgs: list[TrainConfig], *, timeout_s: float = 900.0, out_dir: str 
         for stale in ("result.json", "params.pt"):
             if os.path.exists(os.path.join(d, stale)):
                 os.unlink(os.path.join(d, stale))
-    store_dir = tempfile.mkdtemp(prefix="phy802-store-")
-    stores = [os.path.join(store_dir, f"store{i}") for i in range(len(cfgs))]
     env_prev = os.environ.get("OMP_NUM_THREADS")
-    os.environ["OMP_NUM_THREADS"] = str(cfgs[0].threads)
     ctx = None
+    store_dir = ""
     try:
+        store_dir = tempfile.mkdtemp(prefix="phy802-store-")
+        stores = [os.path.join(store_dir, f"store{i}") for i in range(len(cfgs))]
+        os.environ["OMP_NUM_THREADS"] = str(cfgs[0].threads)
         ctx = mp.start_processes(_many_worker, args=(cfgs, stores, dirs), nprocs=world, join=False,
                                  start_method="spawn")
         deadline = time.monotonic() + timeout_s
@@ -829,6 +851,20 @@ def run_many(cfgs: list[TrainConfig], *, timeout_s: float = 900.0, out_dir: str 
             results.append(r)
         return results
     finally:
+        _cleanup(ctx, store_dir, env_prev)
+
+
+def _cleanup(ctx, store_dir: str, env_prev: str | None) -> None:
+    """Stop the ranks, remove the FileStores' folder and torch's ``pytorch-errorfile-*.pickle`` files.
+
+    A second Ctrl-C while this runs must not leave them behind: SIGINT is ignored here (main thread).
+    """
+    import signal
+    import threading
+
+    main = threading.current_thread() is threading.main_thread()
+    prev = signal.signal(signal.SIGINT, signal.SIG_IGN) if main else None
+    try:
         if ctx is not None:  # every exit path: no process outlives the call
             for p in ctx.processes:
                 if p.is_alive():
@@ -838,11 +874,20 @@ def run_many(cfgs: list[TrainConfig], *, timeout_s: float = 900.0, out_dir: str 
                 if p.is_alive():
                     p.kill()
                     p.join(5)
+            for f in getattr(ctx, "error_files", None) or []:  # torch leaves them after a failed rank
+                if f and os.path.exists(f):
+                    try:
+                        os.unlink(f)
+                    except OSError:
+                        pass
         if env_prev is None:
             os.environ.pop("OMP_NUM_THREADS", None)
         else:
             os.environ["OMP_NUM_THREADS"] = env_prev
         shutil.rmtree(store_dir, ignore_errors=True)
+    finally:
+        if main:
+            signal.signal(signal.SIGINT, prev)
 
 
 def run_training(cfg: TrainConfig, *, timeout_s: float = 900.0, out_dir: str | None = None) -> dict[str, Any]:
