@@ -523,16 +523,26 @@ def _train_worker(rank: int, cfg: TrainConfig, init_method: str, out_dir: str) -
 
         last_full: list[torch.Tensor] = [torch.zeros(0)]
 
-        def full_params_cpu() -> torch.Tensor:
+        def load_full() -> None:
+            """FSDP: gather the shards into the unsharded copy (one parameter at a time)."""
             if cfg.parallel == "fsdp":
-                with paused():  # measurement: gathered through the group, never corrupted
-                    full = [p.full_tensor().detach() for p in gpt.parameters()]
-                if eval_gpt is not None:
-                    with torch.no_grad():
-                        for q, f in zip(eval_gpt.parameters(), full):
-                            q.copy_(f)
-                return torch.cat([f.reshape(-1).double().cpu() for f in full])
-            return flat_params(gpt).cpu()
+                with paused(), torch.no_grad():  # measurement: gathered through the group, never corrupted
+                    for q, p in zip(eval_gpt.parameters(), gpt.parameters()):
+                        q.copy_(p.full_tensor().detach())
+
+        def replica_divergence() -> float:
+            """max over ranks of ||w_rank - w_0|| / ||w_0||, one parameter at a time (no full copies)."""
+            num = den = 0.0
+            with torch.no_grad():
+                for p in gpt.parameters():
+                    mine_p = p.detach().cpu()
+                    ref = mine_p.clone() if rank == 0 else torch.empty(p.shape, dtype=p.dtype)
+                    dist.broadcast(ref, src=0)
+                    num += float((mine_p.double() - ref.double()).pow(2).sum())
+                    den += float(ref.double().pow(2).sum())
+            allv = [torch.zeros(1, dtype=torch.float64) for _ in range(world)]
+            dist.all_gather(allv, torch.tensor([num], dtype=torch.float64))
+            return math.sqrt(max(float(v) for v in allv)) / max(math.sqrt(den), 1e-30)
 
         def measure(step: int, final: bool = False) -> None:
             # DDP: every rank evaluates its own replica; FSDP and PP: every rank holds the full model
@@ -550,14 +560,12 @@ def _train_worker(rank: int, cfg: TrainConfig, init_method: str, out_dir: str) -
                 if tied:  # the last stage's copy was broadcast (owner); how far the first stage's is
                     last = gpt.wte.weight.data.cpu()
                     tied_div.append((step, float((first - last).norm()) / max(float(last.norm()), 1e-30)))
-            mine = last_full[0] = full_params_cpu()
+            load_full()
             if cfg.parallel == "ddp" and world > 1:
-                allw = [torch.empty_like(mine) for _ in range(world)]
-                dist.all_gather(allw, mine)
-                ref = allw[0]
-                div = max(float((w - ref).norm()) for w in allw) / max(float(ref.norm()), 1e-30)
-                divergence.append((step, div))
+                divergence.append((step, replica_divergence()))
             em = eval_gpt if eval_gpt is not None else gpt
+            if final and rank == 0:
+                last_full[0] = flat_params(em).cpu()
             if cfg.parallel == "ddp":
                 t, n = _loss_sum(em, cx, cy, autocast, rows)
                 losses = torch.tensor([t / n], dtype=torch.float64)

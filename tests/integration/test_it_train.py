@@ -163,13 +163,14 @@ def test_ring3_ddp_ber0_bit_identical_and_errors_diverge_replicas(tmp_path):
 
 @pytest.mark.slow
 def test_gpt2_small_two_ddp_steps_on_cpu(tmp_path):
-    """The gpt2-small preset (12 x 12 x 768, byte vocabulary) trains 2 DDP steps with a short context."""
+    """The gpt2-small preset (GPT-2 small, tied, 50304 rows) trains 2 DDP steps on the built-in corpus's bytes."""
     from integration.train import build_config
 
     cfg = build_config(model="gpt2-small", block_size=32, parallel="ddp", steps=2, batch_size=2, eval_interval=100,
-                       eval_iters=1, corpus="stdlib", ber=1e-6, source="independent", fec="bypass",
+                       eval_iters=1, val_tokens=256, corpus="stdlib", ber=1e-6, source="independent", fec="bypass",
                        guard="nan_to_zero_clamp", comm_timeout_s=300.0)
-    assert (cfg.n_layer, cfg.n_head, cfg.n_embd, cfg.tokenizer) == (12, 12, 768, "byte")
+    assert (cfg.n_layer, cfg.n_head, cfg.n_embd, cfg.tokenizer, cfg.tie_embeddings) == (12, 12, 768, "byte", True)
     (r,) = run_many([cfg], timeout_s=900, out_dir=str(tmp_path))
     assert len(r["train_loss"]) == 2 and all(math.isfinite(x) for x in r["train_loss"])
-    assert r["metrics"]["payload_bits"]["gradients"] > 8 * 4 * 80e6  # ~85 M trainable parameters x fp32
+    assert r["n_params"] == 124_475_904 and r["vocab"] == {"data": 256, "model": 50304, "tied": True}
+    assert r["metrics"]["payload_bits"]["gradients"] > 8 * 4 * 120e6  # ~124 M trainable parameters x fp32
