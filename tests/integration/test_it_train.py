@@ -174,3 +174,51 @@ def test_gpt2_small_two_ddp_steps_on_cpu(tmp_path):
     assert len(r["train_loss"]) == 2 and all(math.isfinite(x) for x in r["train_loss"])
     assert r["n_params"] == 124_475_904 and r["vocab"] == {"data": 256, "model": 50304, "tied": True}
     assert r["metrics"]["payload_bits"]["gradients"] > 8 * 4 * 120e6  # ~124 M trainable parameters x fp32
+
+
+def test_paired_differences_over_model_and_link_seeds():
+    """3 model seeds x 2 link seeds: the interval is over the model seeds' means, link_sd is the within spread."""
+    import numpy as np
+    from scipy.stats import t
+
+    from integration.experiment import ExperimentSpec, aggregate, table_md
+
+    deltas = {(1, 11): 0.10, (1, 12): 0.14, (2, 11): 0.20, (2, 12): 0.18, (3, 11): 0.05, (3, 12): 0.09}
+
+    def one(seed, link, ber, d):
+        return {"parallel": "ddp", "ber": ber, "guard": "none" if ber else "-", "seed": seed,
+                "link_seed": link, "final_val_loss": 2.0 + d, "delta_val_loss": d, "val_loss_replica_sd": 0.0,
+                "injected_noise": 0.0, "injected_noise_step": 0.0, "weight_dist_shadow": 0.0,
+                "replica_divergence": 0.0, "flips": 1, "nonfinite_events": 0, "nonfinite_steps": 0,
+                "overflow_steps": 0, "skipped_steps": 0, "step_ms": 1.0, "first_nonfinite_loss_step": None,
+                "evals": [[0, 4.0]], "train_loss": [4.0], "metrics": {}, "source_kind": "independent"}
+
+    rows = aggregate([one(s, None, 0.0, 0.0) for s in (1, 2, 3)]
+                     + [one(s, ls, 1e-5, d) for (s, ls), d in deltas.items()])
+    r = rows[1]
+    assert (r["seeds"], r["link_seeds"], r["runs"]) == (3, 2, 6)
+    means = [np.mean([deltas[(s, 11)], deltas[(s, 12)]]) for s in (1, 2, 3)]
+    assert r["delta_val_loss"] == pytest.approx(np.mean(list(deltas.values())))
+    assert r["delta_val_loss_ci95"] == pytest.approx(t.ppf(0.975, 2) * np.std(means, ddof=1) / 3 ** 0.5)
+    within = [v - np.mean([deltas[(s, 11)], deltas[(s, 12)]]) for (s, _), v in deltas.items()]
+    assert r["link_sd"] == pytest.approx(math.sqrt(sum(w * w for w in within) / 3))
+    assert "3 x 2 link" in table_md(rows)
+    spec = ExperimentSpec(base=TrainConfig(), seeds=(1, 2), link_seeds=(11, 12))
+    c = spec.config("ddp", 1e-5, "none", 2, 12)
+    assert c.seed == 2 and c.replay.source.seed == 12
+    assert ExperimentSpec(base=TrainConfig()).config("ddp", 1e-5, "none", 2).replay.source.seed == 2
+    with pytest.raises(ValueError, match="link_seeds"):
+        ExperimentSpec(base=TrainConfig(), link_seeds=(1, 1))
+
+
+def test_cost_is_refused_up_front(capsys):
+    from phy802.cli import main
+
+    for argv, needle in ((["train", "--model", "gpt2-small", "--parallel", "fsdp"], "GiB"),
+                         (["train", "--block-size", "100000"], "--force"),
+                         (["train", "--world-size", "16", "--batch-size", "16"], "16 processes"),
+                         (["train", "--parallel", "pp", "--world-size", "5", "--schedule", "gpipe"], "at most 4 stages"),
+                         (["train", "--parallel", "pp", "--world-size", "4", "--microbatches", "2"], "1F1B needs")):
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err
+        assert needle in err and "Traceback" not in err, (argv, err)
