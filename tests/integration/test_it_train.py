@@ -222,3 +222,47 @@ def test_cost_is_refused_up_front(capsys):
         assert main(argv) == 2, argv
         err = capsys.readouterr().err
         assert needle in err and "Traceback" not in err, (argv, err)
+
+
+def test_failed_rank_leaves_no_errorfile_or_store(tmp_path, monkeypatch):
+    import os
+    import tempfile
+
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp))  # torch's pytorch-errorfile-*.pickle land here too
+    cfg = TrainConfig(**dict(TINY, steps=1), tokenizer="byte", vocab_size=100)  # each rank refuses the corpus
+    with pytest.raises(RuntimeError, match="more than vocab_size 100"):
+        run_many([cfg], timeout_s=120, out_dir=str(tmp_path / "out"))
+    assert os.listdir(tmp) == []
+
+
+def test_ctrl_c_of_train_leaves_no_temp_files(tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    env = dict(os.environ, TMPDIR=str(tmp), PYTHONPATH=root)
+    argv = [sys.executable, "-m", "phy802", "train", "--steps", "100000", "--force", "--ber", "0", "--corpus", "stdlib",
+            "--n-layer", "2", "--n-embd", "32", "--n-head", "2", "--block-size", "16", "--batch-size", "4",
+            "--eval-interval", "1000", "--eval-iters", "1", "--timeout", "300"]
+    p = subprocess.Popen(argv, env=env, start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 120
+        while not any(n.startswith("phy802-store-") and os.listdir(tmp / n) for n in os.listdir(tmp)):
+            assert time.monotonic() < deadline and p.poll() is None, p.stderr.read().decode()[-2000:]
+            time.sleep(0.2)
+        time.sleep(3)  # the ranks are training
+        os.killpg(p.pid, signal.SIGINT)  # a terminal's Ctrl-C reaches the whole process group
+        p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
+    assert p.returncode != 0
+    assert sorted(os.listdir(tmp)) == []
