@@ -5,6 +5,14 @@
   ``importlib.metadata`` (``import bible`` is broken on current setuptools).
 * ``"stdlib"``: the source text of a fixed list of standard-library modules, a zero-dependency
   fallback for unit tests.
+
+:class:`TokenFiles` reads a token folder in nanoGPT's layout instead (``train.bin`` / ``val.bin``,
+uint16 token ids as nanoGPT's ``prepare.py`` writes them, e.g. GPT-2 BPE tokens of OpenWebText),
+memory-mapped: a batch reads only its windows, and the opening check (every id below the
+vocabulary) scans the file in chunks of at most :data:`READ_BUDGET_BYTES`.
+
+Both give :meth:`val_windows`: the fixed validation set, the first ``n_tokens`` tokens of the
+validation split cut into consecutive windows (the same tokens for every run, seed and replica).
 """
 
 from __future__ import annotations
@@ -18,7 +26,10 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-__all__ = ["CORPORA", "load_text", "CharCorpus"]
+__all__ = ["CORPORA", "load_text", "CharCorpus", "TokenFiles", "TokenFileError", "READ_BUDGET_BYTES", "val_windows"]
+
+#: the most a :class:`TokenFiles` reads into memory at once while checking a file (bytes)
+READ_BUDGET_BYTES = 64 << 20
 
 CORPORA = ("kjv", "stdlib")
 _STDLIB_FILES = ("argparse.py", "textwrap.py", "string.py", "json/decoder.py", "json/encoder.py", "difflib.py",
@@ -107,6 +118,10 @@ class CharCorpus:
     def decode(self, ids) -> str:
         return "".join(self.vocab[int(i)] for i in ids)
 
+    def val_windows(self, n_tokens: int, block: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """The fixed validation set (see :func:`val_windows`)."""
+        return val_windows(self.val, n_tokens, block)
+
     def batch(self, split: str, batch_size: int, block: int, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
         """``(x, y)`` of shape ``[batch_size, block]``; ``y`` is ``x`` shifted by one character."""
         data = {"train": self.train, "val": self.val}.get(split)
@@ -117,3 +132,91 @@ class CharCorpus:
         x = data[ix[:, None] + offs]
         y = data[ix[:, None] + offs + 1]
         return x, y
+
+
+def val_windows(val, n_tokens: int, block: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(x, y)`` int64 ``[n, block]``: consecutive windows from the start of ``val``; ``y`` is ``x`` shifted.
+
+    ``n = min(ceil(n_tokens / block), (len(val) - 1) // block)``: at least ``n_tokens`` target
+    tokens when the split is long enough, else the whole split (callers report ``n * block``).
+    """
+    if n_tokens < 1 or block < 1:
+        raise ValueError(f"val_windows: n_tokens and block must be >= 1, got {n_tokens}, {block}")
+    n = min(-(-int(n_tokens) // int(block)), (len(val) - 1) // int(block))
+    if n < 1:
+        raise ValueError(f"validation split of {len(val)} tokens is shorter than one window of {block} + 1")
+    flat = np.asarray(val[: n * block + 1]).astype(np.int64)
+    x = torch.from_numpy(flat[:-1].reshape(n, block).copy())
+    y = torch.from_numpy(flat[1:].reshape(n, block).copy())
+    return x, y
+
+
+class TokenFileError(ValueError):
+    """A token file that cannot be used (message names the file)."""
+
+
+class TokenFiles:
+    """``train.bin`` and ``val.bin`` of ``folder`` (nanoGPT layout: raw little-endian uint16 ids), memory-mapped.
+
+    Opening checks each file: present, non-empty, an even number of bytes, longer than one window
+    (``block + 1`` tokens) and, unless ``check=False``, every id ``< vocab_size`` (scanned in chunks
+    of ``budget_bytes``, never the whole file at once). A failure raises :class:`TokenFileError`
+    naming the file. Batches are drawn with an explicit ``torch.Generator``.
+    """
+
+    def __init__(self, folder: str, vocab_size: int, block: int = 1, *, check: bool = True,
+                 budget_bytes: int = READ_BUDGET_BYTES) -> None:
+        if vocab_size < 1 or vocab_size > 1 << 16:
+            raise ValueError(f"TokenFiles: vocab_size must be in [1, 65536] for uint16 ids, got {vocab_size}")
+        if not os.path.isdir(folder):
+            raise TokenFileError(f"{folder}: not a folder (expected train.bin and val.bin in nanoGPT's layout)")
+        self.folder, self.vocab_size = folder, int(vocab_size)
+        self.budget_bytes = max(2, int(budget_bytes))
+        self.train = self._open(os.path.join(folder, "train.bin"), block, check)
+        self.val = self._open(os.path.join(folder, "val.bin"), block, check)
+
+    def _open(self, path: str, block: int, check: bool) -> np.memmap:
+        try:
+            size = os.stat(path).st_size
+        except FileNotFoundError:
+            raise TokenFileError(f"{path}: missing (a token folder holds train.bin and val.bin)") from None
+        except OSError as exc:
+            raise TokenFileError(f"{path}: cannot be read ({exc.strerror})") from None
+        if not os.path.isfile(path):
+            raise TokenFileError(f"{path}: not a regular file")
+        if size == 0:
+            raise TokenFileError(f"{path}: empty")
+        if size % 2:
+            raise TokenFileError(f"{path}: odd byte count {size} (uint16 token ids have 2 bytes each)")
+        n = size // 2
+        if n < block + 2:
+            raise TokenFileError(f"{path}: {n} tokens, fewer than one window of {block} + 1 tokens")
+        try:
+            mm = np.memmap(path, dtype="<u2", mode="r")
+        except (OSError, ValueError) as exc:
+            raise TokenFileError(f"{path}: cannot be memory-mapped ({exc})") from None
+        if check:
+            step = self.budget_bytes // 2
+            for start in range(0, n, step):
+                hi = int(np.asarray(mm[start:start + step]).max())
+                if hi >= self.vocab_size:
+                    bad = start + int(np.argmax(np.asarray(mm[start:start + step]) >= self.vocab_size))
+                    raise TokenFileError(f"{path}: token id {int(mm[bad])} at position {bad} is >= the vocabulary "
+                                         f"size {self.vocab_size}")
+        return mm
+
+    def val_windows(self, n_tokens: int, block: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """The fixed validation set (see :func:`val_windows`)."""
+        return val_windows(self.val, n_tokens, block)
+
+    def batch(self, split: str, batch_size: int, block: int, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(x, y)`` int64 ``[batch_size, block]`` at random offsets; only those windows are read."""
+        data = {"train": self.train, "val": self.val}.get(split)
+        if data is None:
+            raise ValueError(f"split must be 'train' or 'val', got {split!r}")
+        if len(data) < block + 2:
+            raise ValueError(f"{split}.bin: {len(data)} tokens, fewer than one window of {block} + 1")
+        ix = torch.randint(len(data) - block - 1, (batch_size,), generator=gen).numpy()
+        rows = np.stack([np.asarray(data[i:i + block + 1]) for i in ix]).astype(np.int64)  # one slice per sequence
+        t = torch.from_numpy(rows)
+        return t[:, :-1].contiguous(), t[:, 1:].contiguous()

@@ -1,10 +1,15 @@
 """BER x parallelism x guard sweeps over seeds, what link errors do to training, and their report.
 
-For each parallelism and seed, one error-free run (the wrapper at BER 0, bit-identical to the
-plain backend, see the tests) is the *shadow*: every run with errors of that seed uses the same
-data order and initial weights. Each cell (parallelism, BER, guard) is reported as the mean
-over seeds with a 95% Student-t interval (``nan`` with one seed). Two noise measures, which are
-different things:
+For each parallelism and model seed (``seeds``: initial weights and data order), one error-free
+run (the wrapper at BER 0, bit-identical to the plain backend, see the tests) is the *shadow*;
+every run with errors of that model seed, one per link seed (``link_seeds``: the link errors),
+uses the same data order and initial weights. ``delta_val_loss`` is the *paired* difference, run
+minus its own shadow, on the fixed validation set. Each cell (parallelism, BER, guard) is the mean
+over all (model seed, link seed) pairs with a 95% Student-t interval over the model seeds' means
+(the model seeds are the independent units; with one model seed, over the link seeds; ``nan``
+with one run). ``link_sd`` is the spread that the link seed alone causes: the pooled
+within-model-seed standard deviation of ``delta_val_loss``; the shadow row's interval on
+``final_val_loss`` is the model seeds' spread. Two noise measures, which are different things:
 
 * ``injected_noise``: what the link put into the received float payload,
   ``||delivered - clean|| / ||clean||`` over every received message of the corrupted classes
@@ -41,7 +46,7 @@ __all__ = ["ExperimentSpec", "run_experiment", "aggregate", "write_report", "tab
            "MARKER", "OutputExists"]
 
 #: numeric columns aggregated over seeds (mean and 95% interval)
-_NUMERIC = ("final_val_loss", "delta_val_loss", "injected_noise", "injected_noise_step", "weight_dist_shadow",
+_NUMERIC = ("final_val_loss", "delta_val_loss", "link_sd", "val_loss_replica_sd", "injected_noise", "injected_noise_step", "weight_dist_shadow",
             "replica_divergence", "flips", "nonfinite_events", "nonfinite_steps", "overflow_steps", "skipped_steps",
             "step_ms")
 COLUMNS = ("parallel", "ber", "guard", "seeds") + _NUMERIC
@@ -62,6 +67,8 @@ class ExperimentSpec:
     parallel: tuple[str, ...] = ("ddp", "pp")
     guards: tuple[str, ...] = GUARDS
     seeds: tuple[int, ...] = (1,)
+    #: link seeds per model seed; ``None``: the model seed is also the link seed (one run per cell and seed)
+    link_seeds: tuple[int, ...] | None = None
     extra_classes_fsdp: tuple[str, ...] = field(default=("params",))
 
     def __post_init__(self) -> None:
@@ -69,11 +76,18 @@ class ExperimentSpec:
             raise ValueError(f"ExperimentSpec.bers must be non-empty values in (0, 1), got {self.bers!r}")
         if not self.seeds or any(int(s) < 0 for s in self.seeds) or len(set(self.seeds)) != len(self.seeds):
             raise ValueError(f"ExperimentSpec.seeds must be distinct integers >= 0, got {self.seeds!r}")
+        if self.link_seeds is not None and (not self.link_seeds or any(int(s) < 0 for s in self.link_seeds)
+                                            or len(set(self.link_seeds)) != len(self.link_seeds)):
+            raise ValueError(f"ExperimentSpec.link_seeds must be distinct integers >= 0, got {self.link_seeds!r}")
         bad = [g for g in self.guards if g not in GUARDS]
         if bad or not self.guards:
             raise ValueError(f"ExperimentSpec.guards: unknown guard {bad[0] if bad else self.guards!r}")
 
-    def config(self, parallel: str, ber: float, guard: str, seed: int) -> TrainConfig:
+    def links(self, seed: int) -> tuple[int, ...]:
+        """The link seeds run with model seed ``seed``."""
+        return (seed,) if self.link_seeds is None else tuple(self.link_seeds)
+
+    def config(self, parallel: str, ber: float, guard: str, seed: int, link_seed: int | None = None) -> TrainConfig:
         """One run of the sweep (BER 0 is the error-free shadow: no trace is replayed)."""
         b = self.base
         src = b.replay.source
@@ -81,17 +95,24 @@ class ExperimentSpec:
         classes = b.replay.classes
         if parallel == "fsdp":
             classes = tuple(dict.fromkeys(classes + self.extra_classes_fsdp))
-        replay = replace(b.replay, source=replace(src, ber=ber, seed=seed, kind=kind, trace=trace), guard=guard,
+        lseed = seed if link_seed is None else link_seed
+        replay = replace(b.replay, source=replace(src, ber=ber, seed=lseed, kind=kind, trace=trace), guard=guard,
                          classes=classes)
         return replace(b, parallel=parallel, seed=seed, replay=replay, wrapper=True)
 
 
-def _row(par: str, ber: float, guard: str, seed: int, r: dict, shadow: dict, shadow_w, w) -> dict:
+def _row(par: str, ber: float, guard: str, seed: int, r: dict, shadow: dict, shadow_w, w,
+         link_seed: int | None = None) -> dict:
     m = r["metrics"]
     return {
         "parallel": par, "ber": ber, "guard": guard if ber > 0 else "-", "seed": seed,
+        "link_seed": link_seed if ber > 0 else None,
         "final_val_loss": r["final_val_loss"],
         "delta_val_loss": r["final_val_loss"] - shadow["final_val_loss"],
+        "val_loss_replica_sd": r.get("val_loss_replica_sd", 0.0),
+        "val_loss_replicas": r.get("val_loss_replicas"),
+        "val_tokens": r.get("val_tokens"),
+        "n_params": r.get("n_params"),
         "injected_noise": r.get("injected_noise", 0.0) if ber > 0 else 0.0,
         "injected_noise_step": r.get("injected_noise_step_median", 0.0) if ber > 0 else 0.0,
         "weight_dist_shadow": float((w - shadow_w).norm() / shadow_w.norm()),
@@ -128,21 +149,22 @@ def run_experiment(spec: ExperimentSpec, *, timeout_s: float = 3600.0,
     try:
         for par in spec.parallel:
             for seed in spec.seeds:
-                keys = [(0.0, "none")] + [(b, g) for b in spec.bers for g in spec.guards]
-                cfgs = [spec.config(par, b, g, seed) for b, g in keys]
+                keys = [(0.0, "none", None)] + [(b, g, ls) for b in spec.bers for g in spec.guards
+                                                for ls in spec.links(seed)]
+                cfgs = [spec.config(par, b, g, seed, ls) for b, g, ls in keys]
                 if say:
                     say(f"{par} seed {seed}: {len(cfgs)} runs (error-free shadow + {len(cfgs) - 1})")
                 def done(i: int, par=par, seed=seed, keys=keys) -> None:
                     if on_run is not None:
-                        on_run(par, seed, *keys[i])
+                        on_run(par, seed, *keys[i][:2])
 
                 results = run_many(cfgs, timeout_s=timeout_s, out_dir=os.path.join(work, f"{par}-{seed}"),
                                    on_done=done)
                 shadow = results[0]
                 shadow_w = torch.load(os.path.join(shadow["out_dir"], "params.pt"))
-                for (ber, guard), r in zip(keys, results):
+                for (ber, guard, ls), r in zip(keys, results):
                     w = torch.load(os.path.join(r["out_dir"], "params.pt"))
-                    per_seed.append(_row(par, ber, guard, seed, r, shadow, shadow_w, w))
+                    per_seed.append(_row(par, ber, guard, seed, r, shadow, shadow_w, w, ls))
     finally:
         remove_temp(work)
     return aggregate(per_seed)
@@ -162,8 +184,31 @@ def _interval(vals: list[float]) -> tuple[float, float]:
         return mean, float(t.ppf(0.975, len(a) - 1) * np.std(a, ddof=1) / math.sqrt(len(a)))
 
 
+def _clustered(rs: list[dict], c: str) -> tuple[float, float]:
+    """Mean over all runs and the 95% half-width over the model seeds' means (one model seed: over its runs)."""
+    by: dict[Any, list[float]] = {}
+    for r in rs:
+        by.setdefault(r["seed"], []).append(float(r[c]))
+    allv = [v for vs in by.values() for v in vs]
+    with np.errstate(all="ignore"):
+        mean = float(np.mean(allv)) if allv else math.nan
+    if len(by) > 1:
+        return mean, _interval([float(np.mean(v)) for v in by.values()])[1]
+    return mean, _interval(allv)[1]
+
+
+def _link_sd(rs: list[dict]) -> float:
+    """Pooled within-model-seed standard deviation of ``delta_val_loss`` (the link seed's own spread)."""
+    by: dict[Any, list[float]] = {}
+    for r in rs:
+        by.setdefault(r["seed"], []).append(float(r["delta_val_loss"]))
+    ss = sum(float(np.sum((np.array(v) - np.mean(v)) ** 2)) for v in by.values() if len(v) > 1)
+    dof = sum(len(v) - 1 for v in by.values())
+    return math.sqrt(ss / dof) if dof > 0 and math.isfinite(ss) else math.nan
+
+
 def aggregate(per_seed: list[dict]) -> list[dict]:
-    """One row per (parallel, ber, guard): mean and ``<col>_ci95`` half-width over seeds.
+    """One row per (parallel, ber, guard): mean and ``<col>_ci95`` half-width (see :func:`_clustered`).
 
     ``evals`` is the seed-mean validation curve; ``died`` lists ``(seed, step)`` of runs whose
     training loss went non-finite; the per-seed rows are kept under ``seeds``.
@@ -173,9 +218,15 @@ def aggregate(per_seed: list[dict]) -> list[dict]:
         cells.setdefault((r["parallel"], r["ber"], r["guard"]), []).append(r)
     out = []
     for (par, ber, guard), rs in cells.items():
-        row: dict[str, Any] = {"parallel": par, "ber": ber, "guard": guard, "seeds": len(rs)}
+        n_models = len({r["seed"] for r in rs})
+        row: dict[str, Any] = {"parallel": par, "ber": ber, "guard": guard, "seeds": n_models,
+                               "link_seeds": len({r.get("link_seed") for r in rs}) if ber > 0 else 0, "runs": len(rs)}
         for c in _NUMERIC:
-            row[c], row[c + "_ci95"] = _interval([float(r[c]) for r in rs])
+            if c == "link_sd":
+                row[c], row[c + "_ci95"] = (_link_sd(rs) if ber > 0 else math.nan), math.nan
+                continue
+            row[c], row[c + "_ci95"] = _clustered([r for r in rs if c in r], c) if any(c in r for r in rs) \
+                else (math.nan, math.nan)
         steps = [s for s, _ in rs[0]["evals"]]
         with np.errstate(all="ignore"):
             curve = np.mean(np.array([[float(v) for _, v in r["evals"]] for r in rs]), axis=0)
@@ -205,10 +256,14 @@ def _fmt(v, hw=None) -> str:
 
 
 def _cell(r: dict, c: str) -> str:
+    if c == "seeds" and r.get("link_seeds", 0) > 1:
+        return f"{r['seeds']} x {r['link_seeds']} link"
     if c == "final_val_loss" and r.get("died"):
         died = r["died"]
         if r["seeds"] == 1:
             return f"NaN (step {died[0][1]})" if died[0][1] is not None else "NaN"
+        if r.get("runs", r["seeds"]) != r["seeds"]:
+            return f"NaN in {len(died)}/{r['runs']} runs"
         return f"NaN in {len(died)}/{r['seeds']} seeds"
     return _fmt(r[c], r.get(c + "_ci95"))
 

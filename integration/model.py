@@ -1,8 +1,12 @@
-"""A small nanoGPT-style character model (pre-LayerNorm transformer, GELU MLP, causal attention).
+"""A nanoGPT-style GPT (pre-LayerNorm transformer, GELU MLP, causal attention), GPT-2's layout.
 
-The token embedding and the output head are *not* tied, so the model cuts cleanly into pipeline
-stages (:func:`split_stages`); otherwise it follows GPT-2's layout and initialisation (normal
-std 0.02, residual projections scaled by ``1/sqrt(2 n_layer)``).
+GPT-2's initialisation (normal std 0.02, residual projections scaled by ``1/sqrt(2 n_layer)``).
+``tie_embeddings=True`` (GPT-2 small, ``gpt2-small``) makes the output head the token embedding's
+transpose, as GPT-2 and nanoGPT do; the quick char model keeps them untied. Cut into pipeline
+stages (:func:`split_stages`), a tied model has one copy of the shared matrix on the first stage
+(embedding) and one on the last (head); the training loop sums their gradients between those two
+stages every step (traffic class ``tied_grads``), so the copies stay equal, as in Megatron-LM.
+:func:`padded_vocab` rounds a vocabulary up as nanoGPT does (GPT-2's 50257 -> 50304).
 """
 
 from __future__ import annotations
@@ -14,7 +18,18 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-__all__ = ["GPTConfig", "GPT", "Block", "split_stages", "StageFirst", "StageMiddle", "StageLast"]
+__all__ = ["GPTConfig", "GPT", "Block", "split_stages", "StageFirst", "StageMiddle", "StageLast", "padded_vocab",
+           "GPT2_VOCAB", "count_params"]
+
+#: GPT-2's BPE vocabulary (``tiktoken`` ``gpt2`` / ``r50k_base``)
+GPT2_VOCAB = 50257
+
+
+def padded_vocab(vocab: int, multiple: int = 64) -> int:
+    """``vocab`` rounded up to a multiple of ``multiple`` (nanoGPT: 50257 -> 50304, for fast matmuls)."""
+    if vocab < 1 or multiple < 1:
+        raise ValueError(f"padded_vocab: vocab and multiple must be >= 1, got {vocab}, {multiple}")
+    return -(-int(vocab) // int(multiple)) * int(multiple)
 
 
 @dataclass(frozen=True)
@@ -24,6 +39,7 @@ class GPTConfig:
     n_layer: int = 4
     n_head: int = 4
     n_embd: int = 128
+    tie_embeddings: bool = False
 
     def __post_init__(self) -> None:
         for name in ("vocab_size", "block_size", "n_layer", "n_head", "n_embd"):
@@ -74,6 +90,8 @@ class GPT(nn.Module):
         self.ln_f = nn.LayerNorm(cfg.n_embd)
         self.lm_head = nn.Linear(cfg.n_embd, cfg.vocab_size, bias=False)
         self.apply(self._init)
+        if cfg.tie_embeddings:  # GPT-2: one matrix for input embedding and output head
+            self.lm_head.weight = self.wte.weight
         for name, p in self.named_parameters():
             if name.endswith("c_proj.weight") or name.endswith("mlp.2.weight"):
                 nn.init.normal_(p, 0.0, 0.02 / math.sqrt(2 * cfg.n_layer))
@@ -142,8 +160,17 @@ class StageLast(nn.Module):
         return self.lm_head(self.ln_f(x))
 
 
+def count_params(gpt: nn.Module) -> int:
+    """Distinct parameters (a tied matrix counted once, as GPT-2's 124 M)."""
+    return sum(p.numel() for p in gpt.parameters())
+
+
 def split_stages(gpt: GPT, n_stages: int) -> list[nn.Module]:
-    """Cut ``gpt`` into ``n_stages`` consecutive stages sharing its parameters (blocks split evenly)."""
+    """Cut ``gpt`` into ``n_stages`` consecutive stages sharing its parameters (blocks split evenly).
+
+    With tied embeddings the first stage's ``wte.weight`` and the last stage's ``lm_head.weight``
+    are the same tensor here; each pipeline rank keeps only its own stage, so each holds a copy.
+    """
     if n_stages < 2:
         raise ValueError(f"a pipeline needs >= 2 stages, got {n_stages}")
     n = len(gpt.h)

@@ -860,13 +860,21 @@ class ReplayProcessGroup(dist.ProcessGroup):
             self._p2p_queue.append((kind, inner, tensors, peer, tag, holder))
         return _DeferredWork(lambda: holder[0], finish, self._timeout_s, tensors, what, before=self._flush_p2p)
 
+    def _stage_p2p(self, t: torch.Tensor) -> torch.Tensor:
+        """:meth:`_stage`, except that a CUDA tensor bound for gloo (ranks sharing one GPU) is staged
+        through a host copy: gloo's send/recv read host pointers (gloo takes CUDA tensors only in
+        allreduce and broadcast). Not yet run on a GPU."""
+        if t.device.type == "cuda" and self._inner_for(t) is self._gloo:
+            return t.detach().to("cpu", copy=True)
+        return self._stage(t)
+
     def send(self, tensors, dst: int, tag: int = 0):
-        bufs = [self._stage(t) for t in tensors]
+        bufs = [self._stage_p2p(t) for t in tensors]
         return self._p2p("send", bufs, dst, tag, None)
 
     def recv(self, tensors, src: int, tag: int = 0):
         fwd = (src < self._rank) == self.config.forward_increasing
-        bufs = [self._stage(t) for t in tensors]
+        bufs = [self._stage_p2p(t) for t in tensors]
         pend = []
         for t, b in zip(tensors, bufs):
             c = self._classify("activations" if fwd else "activation_grads", t)

@@ -36,13 +36,15 @@ __all__ = [
     "guard_flipped",
 ]
 
-TRAFFIC_CLASSES = ("gradients", "activations", "activation_grads", "params", "control")
-DEFAULT_CLASSES = ("gradients", "activations", "activation_grads")
+# tied_grads: the gradient of a tied embedding/head matrix summed between the first and last
+# pipeline stage (integration/train.py); a gradient, but its own class so it can be targeted
+TRAFFIC_CLASSES = ("gradients", "activations", "activation_grads", "params", "tied_grads", "control")
+DEFAULT_CLASSES = ("gradients", "activations", "activation_grads", "tied_grads")
 GUARDS = ("none", "nan_to_zero_clamp", "skip_nonfinite_step", "exponent_protection")
 MODES = ("endpoint", "ring")
 # [?] receive clamp per class for the nan_to_zero_clamp guard: gradients and activation gradients
 # of a small char GPT are << 1 element-wise, activations and weights are O(1..10).
-DEFAULT_CLAMP = {"gradients": 1.0, "activation_grads": 1.0, "activations": 100.0, "params": 100.0, "control": math.inf}
+DEFAULT_CLAMP = {"gradients": 1.0, "tied_grads": 1.0, "activation_grads": 1.0, "activations": 100.0, "params": 100.0, "control": math.inf}
 
 _FLOAT_DTYPES = (torch.float32, torch.float16, torch.bfloat16, torch.float64)
 # (first bit, last bit) of sign+exponent inside one element, bits numbered LSB first

@@ -4,7 +4,15 @@
 deadline so that nothing hangs); :func:`train_worker` is the per-rank body and also runs under
 torchrun (``env://``). The recipe follows GPT-2: AdamW (decay on matrices only), global gradient
 norm clipping, linear warm-up then cosine decay. Models: :data:`MODEL_PRESETS` (``char-gpt``,
-0.82 M parameters; ``gpt2-small``, 12 layers x 12 heads x 768, context 1024, byte vocabulary).
+0.82 M parameters, the quick default; ``gpt2-small``, GPT-2 small exactly: 12 layers x 12 heads x
+768, context 1024, GPT-2's 50257-token vocabulary padded to 50304 as nanoGPT does, tied
+embeddings: 124,475,904 parameters). Data: the built-in corpus, or ``data=DIR``, a token folder in
+nanoGPT's layout (:class:`integration.data.TokenFiles`, memory-mapped).
+
+Seeds: ``seed`` drives the initial weights and the data order; the link errors come from
+``replay.source.seed`` (``--link-seed``), so the two variances can be told apart. The final
+validation loss is measured on a fixed set (the first ``val_tokens`` tokens of the validation
+split, the same for every run) on every DDP replica (``val_loss_replicas``).
 ``device`` ``cuda`` puts the model, data and stages on the rank's GPU (NCCL inner group for CUDA
 tensors; control flags stay on CPU/gloo); ``precision`` ``bf16`` is autocast, ``fp16`` autocast
 with a ``GradScaler`` (DDP and FSDP).
@@ -36,16 +44,28 @@ from integration.replay import Metrics, ReplayConfig
 from integration.sources import resolved_kind
 
 __all__ = ["TrainConfig", "run_training", "run_many", "train_worker", "TrainingTimeout", "flat_params",
-           "MODEL_PRESETS", "PARALLEL", "PRECISIONS", "resolve_device", "build_config"]
+           "MODEL_PRESETS", "MODEL_HELP", "PARALLEL", "PRECISIONS", "VAL_TOKENS", "resolve_device", "build_config",
+           "estimate", "load_data", "model_config", "param_count", "data_vocab"]
 
 PARALLEL = ("ddp", "pp", "fsdp")
 SCHEDULES = ("gpipe", "1f1b")
 PRECISIONS = ("fp32", "bf16", "fp16")
 TOKENIZERS = ("char", "byte")
-# model presets: architecture and tokenizer (no download: the corpus is local, byte vocab is 256)
+#: default size of the fixed validation set (tokens; rounded up to whole windows)
+VAL_TOKENS = 100_000
+# model presets: architecture, vocabulary and tokenizer of the built-in corpus (no download). gpt2-small
+# without --data trains on the corpus's UTF-8 bytes (ids < 256) inside GPT-2's full vocabulary, so the
+# model is GPT-2 small's size; BPE tokens come from a token folder (--data)
 MODEL_PRESETS: dict[str, dict[str, Any]] = {
     "char-gpt": dict(n_layer=4, n_head=4, n_embd=128, block_size=64, tokenizer="char"),
-    "gpt2-small": dict(n_layer=12, n_head=12, n_embd=768, block_size=1024, tokenizer="byte"),
+    "gpt2-small": dict(n_layer=12, n_head=12, n_embd=768, block_size=1024, tokenizer="byte", vocab_size=50257,
+                       pad_vocab=64, tie_embeddings=True),
+}
+#: one line per preset, for help texts and docs (one truth)
+MODEL_HELP = {
+    "char-gpt": "4 layers x 4 heads x 128, block 64, character vocabulary (65), untied head: 0.82 M parameters",
+    "gpt2-small": "GPT-2 small: 12 layers x 12 heads x 768, context 1024, vocabulary 50257 padded to 50304, "
+                  "tied embeddings: 124.5 M parameters",
 }
 
 
@@ -103,6 +123,11 @@ class TrainConfig:
     tokenizer: str = "char"
     device: str = "cpu"
     precision: str = "fp32"
+    data: str | None = None
+    vocab_size: int | None = None
+    pad_vocab: int = 1
+    tie_embeddings: bool = False
+    val_tokens: int = VAL_TOKENS
 
     def __post_init__(self) -> None:
         def positive(name: str, integer: bool = True) -> None:
@@ -116,8 +141,14 @@ class TrainConfig:
         for name in ("world_size", "steps", "batch_size", "block_size", "n_layer", "n_head", "n_embd", "microbatches",
                      "eval_interval", "eval_iters", "threads"):
             positive(name)
-        for name in ("lr", "comm_timeout_s", "grad_clip"):
+        for name in ("lr", "comm_timeout_s"):
             positive(name, integer=False)
+        if not (isinstance(self.grad_clip, (int, float)) and math.isfinite(self.grad_clip) and self.grad_clip >= 0):
+            raise ValueError(f"TrainConfig.grad_clip must be a finite number >= 0 (0: no clipping), got {self.grad_clip!r}")
+        for name in ("pad_vocab", "val_tokens"):
+            positive(name)
+        if self.vocab_size is not None and not (isinstance(self.vocab_size, int) and 1 <= self.vocab_size <= 1 << 16):
+            raise ValueError(f"TrainConfig.vocab_size must be in [1, 65536] or None, got {self.vocab_size!r}")
         if not (math.isfinite(self.min_lr) and 0 <= self.min_lr <= self.lr):
             raise ValueError(f"TrainConfig.min_lr must be in [0, lr], got {self.min_lr!r}")
         if self.warmup < 0:
@@ -132,8 +163,8 @@ class TrainConfig:
             raise ValueError(f"TrainConfig.device must be cpu or cuda (resolve 'auto' first), got {self.device!r}")
         if self.precision not in PRECISIONS:
             raise ValueError(f"TrainConfig.precision must be one of {PRECISIONS}, got {self.precision!r}")
-        if self.precision != "fp32" and self.parallel == "pp":
-            raise ValueError("TrainConfig.precision bf16/fp16 is supported for ddp and fsdp, not pp")
+        if self.precision == "fp16" and self.parallel == "pp":
+            raise ValueError("TrainConfig.precision fp16 (GradScaler) is supported for ddp and fsdp; pp takes fp32 or bf16")
         if self.parallel not in PARALLEL:
             raise ValueError(f"TrainConfig.parallel must be one of {PARALLEL}, got {self.parallel!r}")
         if self.schedule not in SCHEDULES:
@@ -146,6 +177,12 @@ class TrainConfig:
             raise ValueError(f"TrainConfig.batch_size {self.batch_size} must be a multiple of world_size")
         if self.parallel == "pp" and self.batch_size % self.microbatches:
             raise ValueError(f"TrainConfig.batch_size {self.batch_size} must be a multiple of microbatches")
+        if self.parallel == "pp" and self.schedule == "1f1b" and self.microbatches < self.world_size:
+            raise ValueError(f"TrainConfig.microbatches {self.microbatches}: 1F1B needs at least one microbatch per "
+                             f"stage ({self.world_size})")
+        if self.parallel == "pp" and self.world_size > self.n_layer:
+            raise ValueError(f"TrainConfig.world_size {self.world_size}: a pipeline of {self.n_layer} blocks has at "
+                             f"most {self.n_layer} stages")
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -171,12 +208,13 @@ def build_config(*, parallel: str = "ddp", ber: float = 0.0, guard: str = "none"
                  n_embd: int | None = None, block_size: int | None = None, code: str = "kp4", fec: str = "ieee",
                  rate: str = "400G", source: str = "auto", trace: str | None = None,
                  classes: tuple[str, ...] | None = None, mode: str = "endpoint", wrapper: bool = True,
-                 **train_kw: Any) -> TrainConfig:
+                 link_seed: int | None = None, **train_kw: Any) -> TrainConfig:
     """A :class:`TrainConfig` from flat options (what ``phy802 train`` / ``experiment`` take).
 
     Architecture fields left ``None`` come from the preset ``model``. BER 0 is the error-free run
     whatever the source (a trace is not replayed). ``classes=None``: the default traffic classes,
-    plus ``params`` for FSDP (its parameter all-gathers are half of its traffic).
+    plus ``params`` for FSDP (its parameter all-gathers are half of its traffic). ``seed`` drives
+    weights and data, ``link_seed`` (default: ``seed``) the link errors.
     """
     from integration.replay import DEFAULT_CLASSES
     from integration.sources import SourceConfig
@@ -187,7 +225,7 @@ def build_config(*, parallel: str = "ddp", ber: float = 0.0, guard: str = "none"
     except (KeyError, ValueError) as exc:
         raise ValueError(f"fec: {exc}") from None
     kind, tr = (source, trace) if ber > 0 else ("independent", None)
-    src = SourceConfig(ber=ber, seed=seed, fec=fec, rate=rate, kind=kind, trace=tr, code=code)
+    src = SourceConfig(ber=ber, seed=seed if link_seed is None else link_seed, fec=fec, rate=rate, kind=kind, trace=tr, code=code)
     if classes is None:
         classes = DEFAULT_CLASSES + (("params",) if parallel == "fsdp" else ())
     replay = ReplayConfig(source=src, mode=mode, classes=tuple(classes), guard=guard)
@@ -195,6 +233,103 @@ def build_config(*, parallel: str = "ddp", ber: float = 0.0, guard: str = "none"
     train_kw.setdefault("min_lr", lr / 10 if isinstance(lr, (int, float)) and lr > 0 else lr)
     return TrainConfig.preset(model, n_layer=n_layer, n_head=n_head, n_embd=n_embd, block_size=block_size,
                               parallel=parallel, steps=steps, seed=seed, replay=replay, wrapper=wrapper, **train_kw)
+
+
+def data_vocab(cfg: TrainConfig) -> int:
+    """The vocabulary the data's ids must lie below: ``vocab_size``, else GPT-2's for token folders
+    (nanoGPT's ``prepare.py`` writes GPT-2 BPE ids), else the built-in corpus's (65 chars / 256 bytes)."""
+    from integration.model import GPT2_VOCAB
+
+    if cfg.vocab_size is not None:
+        return cfg.vocab_size
+    if cfg.data is not None:
+        return GPT2_VOCAB
+    return 256 if cfg.tokenizer == "byte" else 0  # 0: the corpus's own (known once loaded)
+
+
+def load_data(cfg: TrainConfig, check: bool = True):
+    """The training data of ``cfg``: a :class:`~integration.data.TokenFiles` or a :class:`~integration.data.CharCorpus`."""
+    from integration.data import CharCorpus, TokenFiles
+
+    if cfg.data is not None:
+        return TokenFiles(cfg.data, data_vocab(cfg), cfg.block_size, check=check)
+    corpus = CharCorpus.load(cfg.corpus, cfg.tokenizer)
+    if cfg.vocab_size is not None and corpus.vocab_size > cfg.vocab_size:
+        raise ValueError(f"corpus {cfg.corpus!r} ({cfg.tokenizer}) has {corpus.vocab_size} symbols, more than "
+                         f"vocab_size {cfg.vocab_size}")
+    return corpus
+
+
+def model_config(cfg: TrainConfig, data=None):
+    """The :class:`~integration.model.GPTConfig` of ``cfg`` (vocabulary padded to ``pad_vocab``)."""
+    from integration.model import GPTConfig, padded_vocab
+
+    vocab = cfg.vocab_size if cfg.vocab_size is not None else (data.vocab_size if data is not None else data_vocab(cfg))
+    if vocab < 1:
+        vocab = load_data(cfg).vocab_size
+    return GPTConfig(padded_vocab(vocab, cfg.pad_vocab), cfg.block_size, cfg.n_layer, cfg.n_head, cfg.n_embd,
+                     cfg.tie_embeddings)
+
+
+def param_count(cfg: TrainConfig, vocab: int | None = None) -> int:
+    """Parameters of ``cfg``'s model (a tied matrix once), without building it."""
+    from integration.model import padded_vocab
+
+    v = padded_vocab(vocab if vocab is not None else (cfg.vocab_size or data_vocab(cfg) or 65), cfg.pad_vocab)
+    d, L = cfg.n_embd, cfg.n_layer
+    return v * d * (1 if cfg.tie_embeddings else 2) + cfg.block_size * d + L * (12 * d * d + 13 * d) + 2 * d
+
+
+#: sustained training throughput assumed by :func:`estimate` (flop/s per busy CPU core; per GPU in bf16 / fp32),
+#: from this project's measurements: the char model's 40 ms steps and gpt2-small's 66 s FSDP step on 2 cores
+CPU_FLOPS_PER_CORE = 5e10
+GPU_FLOPS = {"bf16": 2e14, "fp16": 2e14, "fp32": 5e13}
+
+
+def estimate(cfg: TrainConfig, vocab: int | None = None, val_len: int | None = None) -> dict[str, float]:
+    """Rough cost of ``cfg`` on this machine: ``seconds`` (training, evaluation, start-up) and
+    ``memory_bytes`` (all ranks together, on one host), ``params``, ``flops``.
+
+    Training flops per token are nanoGPT's ``6 N + 12 L T d``; evaluation a third of that. Memory
+    per rank: the process (~0.45 GB), weights + gradients + AdamW state (16 B per trained
+    parameter, plus DDP's 4 B bucket copy; the full model also on every PP/FSDP rank for
+    evaluation), activations (~17 fp32 values x d per token and layer) and the logits (3 fp32
+    copies of ``tokens x vocab``). ``val_len``: tokens in the validation split, when known (the
+    fixed set is at most that long).
+    """
+    import os as _os
+
+    n = param_count(cfg, vocab)
+    d, L, T = cfg.n_embd, cfg.n_layer, cfg.block_size
+    from integration.model import padded_vocab
+
+    V = padded_vocab(vocab if vocab is not None else (cfg.vocab_size or data_vocab(cfg) or 65), cfg.pad_vocab)
+    per_tok = 6 * (n - T * d) + 12 * L * T * d
+    train_flops = cfg.steps * cfg.batch_size * T * per_tok
+    n_evals = cfg.steps // cfg.eval_interval + 2
+    fixed = cfg.val_tokens if val_len is None else min(cfg.val_tokens, max(val_len - 1, T))
+    eval_tok = n_evals * cfg.eval_iters * cfg.batch_size * T + max(fixed, T)
+    eval_flops = eval_tok * per_tok / 3 * (cfg.world_size if cfg.parallel == "ddp" else 1)
+    world = cfg.world_size
+    if cfg.device == "cuda":
+        import torch as _t
+
+        rate = GPU_FLOPS[cfg.precision] * max(1, min(world, _t.cuda.device_count()))
+    else:
+        rate = CPU_FLOPS_PER_CORE * max(1, min(world * cfg.threads, _os.cpu_count() or 1))
+    startup = 5.0 + 4.0 * world / max(1, min(world, _os.cpu_count() or 1))
+    seconds = (train_flops + eval_flops) / rate + startup
+    if cfg.parallel == "ddp":
+        tok_rank, state = cfg.batch_size // world * T, 20 * n
+    elif cfg.parallel == "fsdp":
+        tok_rank, state = cfg.batch_size // world * T, 8 * n + 12 * n // world
+    else:
+        tok_rank, state = cfg.batch_size // cfg.microbatches * T * min(cfg.microbatches, world), 4 * n + 16 * n // world
+    act = tok_rank * L * d * 17 * 4 / (world if cfg.parallel == "pp" else 1)
+    logits = 3 * 4 * V * max(tok_rank if cfg.parallel != "pp" else cfg.batch_size // cfg.microbatches * T, T)
+    per_rank = 0.45e9 + state + act + logits
+    return {"seconds": seconds, "memory_bytes": per_rank * world, "memory_per_rank": per_rank, "params": n,
+            "flops": train_flops + eval_flops}
 
 
 def _seed_int(*parts: int) -> int:
@@ -221,18 +356,26 @@ def _optimizer(cfg: TrainConfig, params: list[torch.nn.Parameter]) -> torch.opti
 
 
 @torch.no_grad()
-def _val_loss(cfg: TrainConfig, gpt, corpus, dev: torch.device | None = None) -> float:
-    gen = torch.Generator().manual_seed(_seed_int(cfg.seed, 99))
-    losses = []
+def _loss_sum(gpt, x: torch.Tensor, y: torch.Tensor, autocast, rows: int) -> tuple[float, int]:
+    """Summed token cross-entropy of ``gpt`` on ``(x, y)`` (``rows`` sequences at a time) and the token count."""
+    dev = next(gpt.parameters()).device
+    tot, n = 0.0, 0
     gpt.eval()
-    dev = next(gpt.parameters()).device if dev is None else dev
-    for _ in range(cfg.eval_iters):
-        x, y = corpus.batch("val", cfg.batch_size, cfg.block_size, gen)
-        x, y = x.to(next(gpt.parameters()).device), y.to(next(gpt.parameters()).device)
-        logits = gpt(x).float()
-        losses.append(float(F.cross_entropy(logits.view(-1, logits.size(-1)), y.view(-1))))
-    gpt.train()
-    return float(np.mean(losses))
+    try:
+        for i in range(0, len(x), rows):
+            xb, yb = x[i:i + rows].to(dev), y[i:i + rows].to(dev)
+            with autocast():
+                logits = gpt(xb)
+            tot += float(F.cross_entropy(logits.float().reshape(-1, logits.size(-1)), yb.reshape(-1), reduction="sum"))
+            n += yb.numel()
+    finally:
+        gpt.train()
+    return tot, n
+
+
+def _eval_rows(block: int, vocab: int) -> int:
+    """Sequences per evaluation forward pass: logits of at most 2^26 elements (256 MB in fp32)."""
+    return max(1, (1 << 26) // (block * vocab))
 
 
 def _all_finite(g: torch.Tensor) -> bool:
@@ -240,26 +383,31 @@ def _all_finite(g: torch.Tensor) -> bool:
     return math.isfinite(float(lo)) and math.isfinite(float(hi))
 
 
-def _clip_global(params: list[torch.nn.Parameter], max_norm: float, group, across: bool) -> tuple[float, bool]:
+def _clip_global(params: list[torch.nn.Parameter], max_norm: float, group, across: bool,
+                 exclude: tuple = ()) -> tuple[float, bool]:
     """GPT-2 global norm clipping as ``torch.nn.utils.clip_grad_norm_`` computes it (fp32 norms).
 
     With ``across`` the squared norm is summed over pipeline stages. An Inf norm (an fp32
     overflow, e.g. one gradient flipped to 1e38) gives a zero coefficient, so the step's update
     is zeroed, as in torch; a NaN norm makes the gradients NaN. Returns ``(norm, grads_finite)``.
+    ``exclude``: parameters scaled but not counted in the norm (the last stage's copy of a tied
+    matrix, counted once on the first stage). ``max_norm`` 0: the norm is measured, nothing clipped.
     """
+    skip = {id(p) for p in exclude}
     grads = [p.grad for p in params if p.grad is not None]
-    norms = [torch.linalg.vector_norm(g.detach()) for g in grads]
+    norms = [torch.linalg.vector_norm(p.grad.detach()) for p in params if p.grad is not None and id(p) not in skip]
     total = torch.linalg.vector_norm(torch.stack(norms)) if norms else torch.zeros(())
     if across:
         sq = total.reshape(1).pow(2)
         dist.all_reduce(sq, group=group)  # a one-element float: control traffic, never corrupted
         total = sq.sqrt()[0]
-    coef = torch.clamp(max_norm / (total + 1e-6), max=1.0)
-    for g in grads:
-        g.detach().mul_(coef)
+    if max_norm > 0:
+        coef = torch.clamp(max_norm / (total + 1e-6), max=1.0)
+        for g in grads:
+            g.detach().mul_(coef)
     norm = float(total)
     # only a tensor whose own norm is not finite can hold an Inf/NaN element
-    finite = math.isfinite(norm) or all(math.isfinite(float(n)) or _all_finite(g) for n, g in zip(norms, grads))
+    finite = math.isfinite(norm) or all(_all_finite(g) for g in grads)
     return norm, finite
 
 
@@ -283,8 +431,7 @@ def _train_worker(rank: int, cfg: TrainConfig, init_method: str, out_dir: str) -
 
     from torch.nn.parallel import DistributedDataParallel as DDP
 
-    from integration.data import CharCorpus
-    from integration.model import GPT, GPTConfig, split_stages
+    from integration.model import GPT, split_stages
     from integration.process_group import register
 
     torch.set_num_threads(cfg.threads)
@@ -305,10 +452,11 @@ def _train_worker(rank: int, cfg: TrainConfig, init_method: str, out_dir: str) -
         else:
             group = dist.new_group(backend="nccl" if dev.type == "cuda" else "gloo", timeout=timeout)
         paused = group.paused if cfg.wrapper else nullcontext
-        corpus = CharCorpus.load(cfg.corpus, cfg.tokenizer)
-        gcfg = GPTConfig(corpus.vocab_size, cfg.block_size, cfg.n_layer, cfg.n_head, cfg.n_embd)
+        corpus = load_data(cfg, check=False)  # checked once before the processes started (run_many, CLI)
+        gcfg = model_config(cfg, corpus)
         torch.manual_seed(_seed_int(cfg.seed, 1))  # same initial weights on every rank
         gpt = GPT(gcfg)
+        n_params = sum(p.numel() for p in gpt.parameters())
         guard = cfg.replay.guard if cfg.wrapper else "none"
         amp_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(cfg.precision)
         scaler = torch.amp.GradScaler(dev.type) if cfg.precision == "fp16" else None
@@ -336,9 +484,8 @@ def _train_worker(rank: int, cfg: TrainConfig, init_method: str, out_dir: str) -
             params = list(gpt.parameters())
             gen = torch.Generator().manual_seed(_seed_int(cfg.seed, 2, rank))
             per_rank = cfg.batch_size // world
-            if rank == 0:
-                torch.manual_seed(_seed_int(cfg.seed, 1))
-                eval_gpt = GPT(gcfg)  # an unsharded copy for evaluation, loaded at each measurement
+            torch.manual_seed(_seed_int(cfg.seed, 1))
+            eval_gpt = GPT(gcfg).to(dev)  # an unsharded copy for evaluation, loaded at each measurement
         else:
             from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe
 
@@ -353,47 +500,98 @@ def _train_worker(rank: int, cfg: TrainConfig, init_method: str, out_dir: str) -
             schedule = sched_cls(stage, n_microbatches=cfg.microbatches, loss_fn=loss_fn)
             params = list(stage_mod.parameters())
             gen = torch.Generator().manual_seed(_seed_int(cfg.seed, 2))  # same batch on every stage
+        # tied embeddings under PP: the first stage's wte and the last stage's head are copies of one
+        # matrix; their gradients are summed between those two ranks each step (class tied_grads)
+        tied = gcfg.tie_embeddings and cfg.parallel == "pp"
+        tied_w = gpt.wte.weight if tied and rank in (0, world - 1) else None
         opt = _optimizer(cfg, params)
+        vx, vy = corpus.val_windows(cfg.val_tokens, cfg.block_size)  # the fixed validation set
+        cgen = torch.Generator().manual_seed(_seed_int(cfg.seed, 99))
+        curve = [corpus.batch("val", cfg.batch_size, cfg.block_size, cgen) for _ in range(cfg.eval_iters)]
+        cx, cy = torch.cat([c[0] for c in curve]), torch.cat([c[1] for c in curve])
+        rows = _eval_rows(cfg.block_size, gcfg.vocab_size)
+        final_eval: dict[str, Any] = {}
+        tied_div: list[tuple[int, float]] = []
 
         train_loss: list[float] = []
         evals: list[tuple[int, float]] = []
         divergence: list[tuple[int, float]] = []
         grad_norms: list[float] = []
+        evals_mean: list[tuple[int, float]] = []
         noise_steps: list[float] = []
         skipped, nonfinite_steps, overflow_steps, first_nonfinite = 0, 0, 0, None
         step_times: list[float] = []
 
         last_full: list[torch.Tensor] = [torch.zeros(0)]
 
-        def full_params_cpu() -> torch.Tensor:
+        def load_full() -> None:
+            """FSDP: gather the shards into the unsharded copy (one parameter at a time)."""
             if cfg.parallel == "fsdp":
-                with paused():  # measurement: gathered through the group, never corrupted
-                    full = [p.full_tensor().detach() for p in gpt.parameters()]
-                if eval_gpt is not None:
-                    with torch.no_grad():
-                        for q, f in zip(eval_gpt.parameters(), full):
-                            q.copy_(f.cpu())
-                return torch.cat([f.reshape(-1).double().cpu() for f in full])
-            return flat_params(gpt).cpu()
+                with paused(), torch.no_grad():  # measurement: gathered through the group, never corrupted
+                    for q, p in zip(eval_gpt.parameters(), gpt.parameters()):
+                        q.copy_(p.full_tensor().detach())
 
-        def measure(step: int) -> None:
-            # rank 0 evaluates the full model: its DDP replica, the gathered FSDP shards, or all
-            # pipeline stages gathered over the clean default group
+        def replica_divergence() -> float:
+            """max over ranks of ||w_rank - w_0|| / ||w_0||, one parameter at a time (no full copies)."""
+            num = den = 0.0
+            with torch.no_grad():
+                for p in gpt.parameters():
+                    mine_p = p.detach().cpu()
+                    ref = mine_p.clone() if rank == 0 else torch.empty(p.shape, dtype=p.dtype)
+                    dist.broadcast(ref, src=0)
+                    num += float((mine_p.double() - ref.double()).pow(2).sum())
+                    den += float(ref.double().pow(2).sum())
+            allv = [torch.zeros(1, dtype=torch.float64) for _ in range(world)]
+            dist.all_gather(allv, torch.tensor([num], dtype=torch.float64))
+            return math.sqrt(max(float(v) for v in allv)) / max(math.sqrt(den), 1e-30)
+
+        def measure(step: int, final: bool = False) -> None:
+            # DDP: every rank evaluates its own replica; FSDP and PP: every rank holds the full model
+            # (gathered shards / all stages broadcast over the clean default group) and the fixed set
+            # is split between the ranks
             if cfg.parallel == "pp":
+                if tied:
+                    first = gpt.wte.weight.data.cpu().clone() if rank == 0 else torch.empty(gpt.wte.weight.shape)
+                    dist.broadcast(first, src=0)
                 owners = _param_owners(gpt, world)
                 for p, owner in zip(gpt.parameters(), owners):
                     tmp = p.data.cpu()
                     dist.broadcast(tmp, src=owner)
                     p.data.copy_(tmp)
-            mine = last_full[0] = full_params_cpu()
+                if tied:  # the last stage's copy was broadcast (owner); how far the first stage's is
+                    last = gpt.wte.weight.data.cpu()
+                    tied_div.append((step, float((first - last).norm()) / max(float(last.norm()), 1e-30)))
+            load_full()
             if cfg.parallel == "ddp" and world > 1:
-                allw = [torch.empty_like(mine) for _ in range(world)]
-                dist.all_gather(allw, mine)
-                ref = allw[0]
-                div = max(float((w - ref).norm()) for w in allw) / max(float(ref.norm()), 1e-30)
-                divergence.append((step, div))
-            if rank == 0:
-                evals.append((step, _val_loss(cfg, eval_gpt if eval_gpt is not None else gpt, corpus, dev)))
+                divergence.append((step, replica_divergence()))
+            em = eval_gpt if eval_gpt is not None else gpt
+            if final and rank == 0:
+                last_full[0] = flat_params(em).cpu()
+            if cfg.parallel == "ddp":
+                t, n = _loss_sum(em, cx, cy, autocast, rows)
+                losses = torch.tensor([t / n], dtype=torch.float64)
+                allv = [torch.empty_like(losses) for _ in range(world)]
+                dist.all_gather(allv, losses)
+                evals.append((step, float(allv[0])))
+                evals_mean.append((step, float(np.mean([float(v) for v in allv]))))
+            else:
+                t, n = _loss_sum(em, cx, cy, autocast, rows) if rank == 0 else (0.0, 1)
+                evals.append((step, t / n))
+                evals_mean.append((step, t / n))
+            if final:
+                if cfg.parallel == "ddp":
+                    t, n = _loss_sum(em, vx, vy, autocast, rows)
+                    v = torch.tensor([t / n], dtype=torch.float64)
+                    allv = [torch.empty_like(v) for _ in range(world)]
+                    dist.all_gather(allv, v)
+                    per = [float(a) for a in allv]
+                else:
+                    t, n = _loss_sum(em, vx[rank::world], vy[rank::world], autocast, rows) \
+                        if len(vx[rank::world]) else (0.0, 0)
+                    tn = torch.tensor([t, float(n)], dtype=torch.float64)
+                    dist.all_reduce(tn)
+                    per = [float(tn[0] / tn[1])]
+                final_eval.update(val_loss_replicas=per, val_tokens=int(vy.numel()))
 
         for step in range(cfg.steps):
             if step % cfg.eval_interval == 0:
@@ -416,22 +614,26 @@ def _train_worker(rank: int, cfg: TrainConfig, init_method: str, out_dir: str) -
             else:
                 x, y = corpus.batch("train", cfg.batch_size, cfg.block_size, gen)
                 x, y = x.to(dev), y.to(dev)
-                if rank == 0:
-                    schedule.step(x)
-                    local_loss = float("nan")
-                elif rank == world - 1:
-                    losses: list[torch.Tensor] = []
-                    schedule.step(target=y, losses=losses)
-                    local_loss = float(torch.stack([l.detach() for l in losses]).mean())
-                else:
-                    schedule.step()
-                    local_loss = float("nan")
+                with autocast():  # bf16: stage forwards in bf16, so activations cross the links in bf16
+                    if rank == 0:
+                        schedule.step(x)
+                        local_loss = float("nan")
+                    elif rank == world - 1:
+                        losses: list[torch.Tensor] = []
+                        schedule.step(target=y, losses=losses)
+                        local_loss = float(torch.stack([l.detach().float() for l in losses]).mean())
+                    else:
+                        schedule.step()
+                        local_loss = float("nan")
+                if tied_w is not None:
+                    _sum_tied_grad(tied_w, world - 1 if rank == 0 else 0, group, cfg.wrapper)
             if scaler is not None:
                 scaler.unscale_(opt)
             if cfg.parallel == "fsdp":
                 norm, grads_finite = _clip_dtensor(params, cfg.grad_clip)
             else:
-                norm, grads_finite = _clip_global(params, cfg.grad_clip, group, across=cfg.parallel == "pp")
+                norm, grads_finite = _clip_global(params, cfg.grad_clip, group, across=cfg.parallel == "pp",
+                                                  exclude=(tied_w,) if tied_w is not None and rank == world - 1 else ())
             # 2: a gradient element is Inf/NaN; 1: the fp32 norm overflowed (update zeroed); agreed by all ranks
             flag = torch.tensor([0 if math.isfinite(norm) else (1 if grads_finite else 2)], dtype=torch.int32)
             dist.all_reduce(flag, op=dist.ReduceOp.MAX, group=group)  # int on CPU: control, never corrupted
@@ -462,12 +664,13 @@ def _train_worker(rank: int, cfg: TrainConfig, init_method: str, out_dir: str) -
             if cfg.parallel == "pp":
                 dist.broadcast(lt, src=world - 1)
             train_loss.append(float(lt))
-        measure(cfg.steps)
+        measure(cfg.steps, final=True)
 
         parts: list[Any] = [None] * world
         mine = {"metrics": group.metrics.to_dict() if cfg.wrapper else {},
                 "flips": len(group.log) if cfg.wrapper else 0,
                 "log_dropped": group.log.dropped if cfg.wrapper else 0,
+                "rss_mb": _peak_rss_mb(),
                 "comm": {"records": group.commlog.records(), "step_s": step_times} if cfg.wrapper else {}}
         dist.all_gather_object(parts, mine)
         if cfg.wrapper and cfg.dump_logs:
@@ -485,11 +688,24 @@ def _train_worker(rank: int, cfg: TrainConfig, init_method: str, out_dir: str) -
             nonf_loss = [i for i, l in enumerate(train_loss) if not math.isfinite(l)]
             merged = Metrics.merge([p["metrics"] for p in parts])
             finite_noise = [v for v in noise_steps if math.isfinite(v)]
+            per = final_eval["val_loss_replicas"]
             result = {
                 "config": cfg.to_dict(),
+                "n_params": n_params,
+                "vocab": {"data": int(corpus.vocab_size), "model": int(gcfg.vocab_size), "tied": gcfg.tie_embeddings},
+                "data": cfg.data if cfg.data is not None else f"{cfg.corpus} ({cfg.tokenizer})",
                 "train_loss": train_loss,
                 "evals": evals,
-                "final_val_loss": evals[-1][1],
+                "evals_replica_mean": evals_mean,
+                # the fixed validation set (first val_tokens tokens of the split), rank 0's replica
+                "final_val_loss": per[0],
+                "val_tokens": final_eval["val_tokens"],
+                "val_loss_replicas": per,
+                "val_loss_replica_mean": float(np.mean(per)),
+                "val_loss_replica_sd": float(np.std(per, ddof=1)) if len(per) > 1 else 0.0,
+                "val_loss_replica_spread": float(np.max(per) - np.min(per)) if len(per) > 1 else 0.0,
+                "tied_divergence": tied_div[-1][1] if tied_div else None,
+                "peak_rss_mb": max(p["rss_mb"] for p in parts),
                 "divergence": divergence,
                 "final_divergence": divergence[-1][1] if divergence else 0.0,
                 "grad_norms": grad_norms,
@@ -524,12 +740,41 @@ def _train_worker(rank: int, cfg: TrainConfig, init_method: str, out_dir: str) -
 def _clip_dtensor(params: list[torch.nn.Parameter], max_norm: float) -> tuple[float, bool]:
     """Global-norm clipping of FSDP2 (DTensor) gradients, as ``clip_grad_norm_`` does (fp32 norm)."""
     grads = [p.grad for p in params if p.grad is not None]
-    total = torch.nn.utils.clip_grad_norm_(params, max_norm, foreach=False)
+    total = torch.nn.utils.clip_grad_norm_(params, max_norm if max_norm > 0 else math.inf, foreach=False)
     if hasattr(total, "full_tensor"):
         total = total.full_tensor()
     norm = float(total)
     finite = math.isfinite(norm) or all(_all_finite(g.to_local() if hasattr(g, "to_local") else g) for g in grads)
     return norm, finite
+
+
+def _peak_rss_mb() -> float:
+    """This process's peak resident memory (MiB; Linux ``ru_maxrss`` is in KiB)."""
+    import resource
+    import sys
+
+    r = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return r / (1 << 20) if sys.platform == "darwin" else r / 1024
+
+
+def _sum_tied_grad(w: torch.nn.Parameter, peer: int, group, wrapper: bool) -> None:
+    """Sum the gradient of a tied matrix with its copy on ``peer`` (first <-> last pipeline stage).
+
+    Both ranks send their gradient and add the one received (``a + b`` on one side, ``b + a`` on
+    the other: bit-identical at BER 0, IEEE addition commutes). Through the replay group as
+    traffic class ``tied_grads``, so link errors reach it like any other gradient.
+    """
+    from contextlib import nullcontext
+
+    g = w.grad
+    if g is None:
+        g = w.grad = torch.zeros_like(w)
+    buf = torch.empty_like(g)
+    with group.traffic("tied_grads") if wrapper else nullcontext():
+        reqs = [dist.isend(g, peer, group=group), dist.irecv(buf, peer, group=group)]
+        for r in reqs:
+            r.wait()
+    g.add_(buf)
 
 
 def _param_owners(gpt, world: int) -> list[int]:
@@ -566,6 +811,10 @@ def run_many(cfgs: list[TrainConfig], *, timeout_s: float = 900.0, out_dir: str 
     world = cfgs[0].world_size
     if any(c.world_size != world for c in cfgs):
         raise ValueError("run_many: all configurations must have the same world_size")
+    for key in dict.fromkeys((c.data, data_vocab(c), c.block_size) for c in cfgs if c.data is not None):
+        from integration.data import TokenFiles
+
+        TokenFiles(key[0], key[1], key[2])  # every id checked once here; the ranks open it unchecked
     root = tempfile.mkdtemp(prefix="phy802-train-") if out_dir is None else out_dir
     dirs = [os.path.join(root, f"run{i}") for i in range(len(cfgs))]
     for d in dirs:
@@ -575,12 +824,13 @@ def run_many(cfgs: list[TrainConfig], *, timeout_s: float = 900.0, out_dir: str 
                 os.unlink(os.path.join(d, stale))
     from phy802._io import remove_temp, track_temp_dir
 
-    store_dir = track_temp_dir("phy802-store-")  # removed at exit too, should an interrupt hit the cleanup
-    stores = [os.path.join(store_dir, f"store{i}") for i in range(len(cfgs))]
     env_prev = os.environ.get("OMP_NUM_THREADS")
-    os.environ["OMP_NUM_THREADS"] = str(cfgs[0].threads)
     ctx = None
+    store_dir = ""
     try:
+        store_dir = track_temp_dir("phy802-store-")  # removed at exit too, should an interrupt hit the cleanup
+        stores = [os.path.join(store_dir, f"store{i}") for i in range(len(cfgs))]
+        os.environ["OMP_NUM_THREADS"] = str(cfgs[0].threads)
         ctx = mp.start_processes(_many_worker, args=(cfgs, stores, dirs), nprocs=world, join=False,
                                  start_method="spawn")
         deadline = time.monotonic() + timeout_s
@@ -612,6 +862,20 @@ def run_many(cfgs: list[TrainConfig], *, timeout_s: float = 900.0, out_dir: str 
             results.append(r)
         return results
     finally:
+        _cleanup(ctx, store_dir, env_prev)
+
+
+def _cleanup(ctx, store_dir: str, env_prev: str | None) -> None:
+    """Stop the ranks, remove the FileStores' folder and torch's ``pytorch-errorfile-*.pickle`` files.
+
+    A second Ctrl-C while this runs must not leave them behind: SIGINT is ignored here (main thread).
+    """
+    import signal
+    import threading
+
+    main = threading.current_thread() is threading.main_thread()
+    prev = signal.signal(signal.SIGINT, signal.SIG_IGN) if main else None
+    try:
         if ctx is not None:  # every exit path: no process outlives the call
             for p in ctx.processes:
                 if p.is_alive():
@@ -628,7 +892,11 @@ def run_many(cfgs: list[TrainConfig], *, timeout_s: float = 900.0, out_dir: str 
             os.environ.pop("OMP_NUM_THREADS", None)
         else:
             os.environ["OMP_NUM_THREADS"] = env_prev
-        remove_temp(store_dir)
+        if store_dir:
+            remove_temp(store_dir)
+    finally:
+        if main:
+            signal.signal(signal.SIGINT, prev)
 
 
 def run_training(cfg: TrainConfig, *, timeout_s: float = 900.0, out_dir: str | None = None) -> dict[str, Any]:

@@ -32,7 +32,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--force", action="store_true",
                    help="write into a non-empty --out that this command did not create: only the output files "
                         "(table.csv, table.md, results.json, loss_*.png, .phy802-experiment) are added or "
-                        "replaced, nothing else is touched (default off)")
+                        "replaced, nothing else is touched; also runs a sweep estimated over an hour or over the "
+                        "free memory (default off)")
     p.add_argument("--bers", type=_floats, default=[1e-7, 1e-6, 1e-5],
                    help="comma-separated BERs with errors (the error-free run is added; default 1e-7,1e-6,1e-5)")
     p.add_argument("--parallel", type=choice_list(PARALLEL), default=["ddp", "pp"],
@@ -40,8 +41,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--guards", type=choice_list(GUARDS), default=list(GUARDS), help=f"default {','.join(GUARDS)}")
     p.add_argument("--steps", type=pos_int, default=300, help="training steps per run (default 300)")
     p.add_argument("--seeds", type=_seeds, default=None,
-                   help="comma-separated seeds; every cell is the mean with a 95%% interval over them "
-                        "(default: the one --seed)")
+                   help="comma-separated model seeds (initial weights, data order); each gets its own error-free "
+                        "shadow, and every cell is the mean of the paired differences with a 95%% interval over "
+                        "the model seeds (default: the one --seed)")
+    p.add_argument("--link-seeds", type=_seeds, default=None,
+                   help="comma-separated link seeds (the errors), each run with every model seed; the cell's "
+                        "link_sd is their own spread (default: the link seed is the model seed)")
     p.add_argument("--no-progress", action="store_true", help="no progress display on stderr (default: shown)")
     add_model_arguments(p)
     add_seed(p)
@@ -62,8 +67,9 @@ def spec_from_args(args: argparse.Namespace):
         kind = "trace" if (args.trace and args.source in ("auto", "trace")) else args.source
         base = replace(base, replay=replace(base.replay, source=replace(base.replay.source, kind=kind,
                                                                          trace=args.trace)))
+    links = tuple(args.link_seeds) if args.link_seeds else ((args.link_seed,) if args.link_seed is not None else None)
     return ExperimentSpec(base=base, bers=tuple(args.bers), parallel=tuple(args.parallel), guards=tuple(args.guards),
-                          seeds=seeds)
+                          seeds=seeds, link_seeds=links)
 
 
 def sweep(args: argparse.Namespace) -> list[dict]:
@@ -72,8 +78,12 @@ def sweep(args: argparse.Namespace) -> list[dict]:
 
     from phy802._output import progress
 
+    from phy802.cli.train import check_cost
+
     spec = spec_from_args(args)
-    n_runs = len(spec.parallel) * len(spec.seeds) * (1 + len(spec.bers) * len(spec.guards))
+    n_links = 1 if spec.link_seeds is None else len(spec.link_seeds)
+    n_runs = len(spec.parallel) * len(spec.seeds) * (1 + len(spec.bers) * len(spec.guards) * n_links)
+    check_cost(spec.base, getattr(args, "force", False), "this sweep", runs=n_runs)
     bar = progress(total=n_runs, desc="experiment: training runs", unit="run", delay=0,
                    enable=not getattr(args, "no_progress", False))
 

@@ -45,7 +45,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="cluster sizes, comma-separated (default 8,64,512)")
     p.add_argument("--model", choices=list(MODEL_PRESETS), default="gpt2-124m",
                    help="model size of the time side: gpt2-124m (GPT-2 small as published, 124M parameters) or "
-                        "gpt2-small (the training preset: byte vocabulary, 86M); 0.5M tokens per step "
+                        "gpt2-small (the training preset: the same model, vocabulary padded to 50304, 124.5M); 0.5M tokens per step "
                         "(default gpt2-124m)")
     p.add_argument("--tflops", type=float_arg(0, 1e7, lo_open=True), default=989.0,
                    help="peak accelerator throughput, TFLOP/s (default 989: H100 SXM dense BF16)")

@@ -13,7 +13,7 @@ import shutil
 import sys
 import tempfile
 
-from phy802.cli._common import add_json, add_seed, emit, float_arg, int_arg, probability
+from phy802.cli._common import MAX_SEED, add_json, add_seed, check_budget, emit, float_arg, int_arg, probability
 from phy802.cli._vocab import add_code_fec
 
 __all__ = ["add_arguments", "run", "add_model_arguments", "config_from_args", "check_args", "pos_int", "pos_float"]
@@ -40,12 +40,25 @@ def _classes(text: str) -> tuple[str, ...]:
 def add_model_arguments(p: argparse.ArgumentParser) -> None:
     """Flags shared by ``train`` and ``experiment``: model, data, recipe, link, device."""
     from integration.replay import MODES
-    from integration.train import MODEL_PRESETS, PRECISIONS
+    from integration.train import MODEL_HELP, MODEL_PRESETS, PRECISIONS, VAL_TOKENS
 
     p.add_argument("--model", choices=tuple(MODEL_PRESETS), default="char-gpt",
-                   help="model preset: char-gpt (4 layers x 4 heads x 128, block 64, char vocab, 0.82 M parameters) "
-                        "or gpt2-small (12 x 12 x 768, context 1024, byte vocab, 124 M class); "
-                        "--n-layer/--n-head/--n-embd/--block-size override it (default char-gpt)")
+                   help="model preset: " + "; ".join(f"{k} = {v}" for k, v in MODEL_HELP.items())
+                        + "; --n-layer/--n-head/--n-embd/--block-size override it (default char-gpt)")
+    p.add_argument("--data", default=None, metavar="DIR",
+                   help="token folder in nanoGPT's layout: train.bin and val.bin, uint16 token ids (e.g. GPT-2 BPE "
+                        "from nanoGPT's prepare.py), memory-mapped; every id must be below --vocab-size "
+                        "(default: the built-in --corpus)")
+    p.add_argument("--vocab-size", type=pos_int, default=None,
+                   help="vocabulary of the token ids (default: 50257, GPT-2's, with --data or gpt2-small; else the "
+                        "corpus's own); the model pads it as its preset says (gpt2-small: to a multiple of 64)")
+    p.add_argument("--val-tokens", type=pos_int, default=VAL_TOKENS,
+                   help=f"size of the fixed validation set: the first N tokens of the validation split, rounded up "
+                        f"to whole windows, the same for every run and replica (default {VAL_TOKENS})")
+    p.add_argument("--grad-clip", type=float_arg(0.0, None), default=1.0,
+                   help="global gradient-norm clipping threshold, 0 = no clipping (default 1.0, as GPT-2)")
+    p.add_argument("--link-seed", type=int_arg(0, MAX_SEED), default=None,
+                   help="seed of the link errors (default: --seed); --seed drives initial weights and data order")
     p.add_argument("--world-size", type=pos_int, default=2,
                    help="processes: DDP/FSDP replicas or pipeline stages (default 2)")
     p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="cpu",
@@ -96,6 +109,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", default=None,
                    help="folder for result.json, params.pt and (with --log-flips) flip logs (default: none kept)")
     p.add_argument("--log-flips", action="store_true", help="write every rank's injection log to --out")
+    p.add_argument("--force", action="store_true",
+                   help="run even when the estimate says it needs more memory than is free or over an hour "
+                        "(default: refuse with the estimate)")
     p.add_argument("--comm-log", default=None, metavar="FILE",
                    help="write the communication log (per step: op, bytes, dtype, class, peers; JSON lines, "
                         "replayed by 'phy802 tradeoff --comm-log') to FILE (default: none)")
@@ -122,22 +138,65 @@ def check_args(args: argparse.Namespace) -> None:
             close()
     if getattr(args, "log_flips", False) and not getattr(args, "out", None):
         raise ValueError("--log-flips needs --out DIR (the logs are written there)")
+    if getattr(args, "data", None) is not None:
+        from integration.data import TokenFiles
+        from integration.model import GPT2_VOCAB
+
+        TokenFiles(args.data, args.vocab_size or GPT2_VOCAB, 1)  # exit 2 naming the file (TokenFileError)
+
+
+def check_cost(cfg, force: bool, what: str = "this run", runs: int = 1) -> dict:
+    """Refuse (exit 2) work estimated over an hour or over the free memory, unless ``force``; the estimate."""
+    from integration.train import estimate
+
+    val_len = None
+    if cfg.data is not None:
+        try:
+            val_len = os.path.getsize(os.path.join(cfg.data, "val.bin")) // 2
+        except OSError:
+            pass
+    est = estimate(cfg, val_len=val_len)
+    hint = (f"about {est['seconds'] * runs / 60:.3g} min and {est['memory_bytes'] / 2**30:.3g} GiB for {runs} x {cfg.steps} steps of {cfg.model} ({est['params'] / 1e6:.3g} M parameters, "
+            f"{cfg.parallel} x{cfg.world_size}, batch {cfg.batch_size} x {cfg.block_size} tokens) on {cfg.device}")
+    check_budget(what, memory_bytes=est["memory_bytes"], seconds=est["seconds"] * runs, force=force, hint=hint)
+    cpus = os.cpu_count() or 1
+    if cfg.device == "cpu" and cfg.world_size * cfg.threads > 4 * cpus and not force:
+        # every collective waits for the slowest of many time-shared processes: the estimate is not to be trusted
+        raise ValueError(f"{what} has {cfg.world_size} processes x {cfg.threads} thread(s) on {cpus} CPUs is more than "
+                         f"4 per CPU; {hint} (--force to run anyway)")
+    return est
 
 
 def config_from_args(args: argparse.Namespace, *, parallel: str, ber: float, guard: str, steps: int,
-                     wrapper: bool = True, seed: int | None = None):
+                     wrapper: bool = True, seed: int | None = None, link_seed: int | None = None):
     """The :class:`~integration.train.TrainConfig` of one run (library: ``build_config``)."""
     from integration.train import build_config, resolve_device
 
     return build_config(
         parallel=parallel, ber=ber, guard=guard, steps=steps, seed=args.seed if seed is None else seed,
+        link_seed=args.link_seed if link_seed is None else link_seed, data=args.data, vocab_size=args.vocab_size,
+        val_tokens=args.val_tokens, grad_clip=args.grad_clip,
         model=args.model, n_layer=args.n_layer, n_head=args.n_head, n_embd=args.n_embd, block_size=args.block_size,
         code=args.code, fec=args.fec, rate=args.rate, source=args.source, trace=args.trace, classes=args.classes,
         mode=args.mode, wrapper=wrapper, world_size=args.world_size, corpus=args.corpus, batch_size=args.batch_size,
         lr=args.lr, microbatches=args.microbatches, schedule=args.schedule, eval_interval=args.eval_interval,
         eval_iters=args.eval_iters, threads=args.threads, dump_logs=getattr(args, "log_flips", False),
-        device=resolve_device(args.device), precision=args.precision,
+        device=_device(args), precision=args.precision,
         comm_timeout_s=min(600.0, float(args.timeout)))
+
+
+def _device(args: argparse.Namespace) -> str:
+    """``--device``, with ``auto`` resolved and said once on stderr (which device, and why)."""
+    from integration.train import resolve_device
+
+    dev = resolve_device(args.device)
+    if args.device == "auto" and not getattr(args, "_device_said", False):
+        args._device_said = True
+        import torch
+
+        why = f"{torch.cuda.device_count()} GPU(s) visible" if dev == "cuda" else "no GPU visible to torch"
+        print(f"phy802 {getattr(args, 'command', 'train')}: --device auto chose {dev} ({why})", file=sys.stderr)
+    return dev
 
 
 def _summary(r: dict) -> str:
@@ -150,14 +209,28 @@ def _summary(r: dict) -> str:
         f"BER {src['ber']:g} ({r.get('source_kind')}, code {src.get('code', 'kp4')}, fec {src['fec']})  "
         f"mode {c['replay']['mode']}  guard {c['replay']['guard']}  steps {c['steps']}  seed {c['seed']}"
         + ("  [plain backend]" if not c["wrapper"] else ""),
-        f"  val loss: {r['evals'][0][1]:.4f} -> {r['final_val_loss']:.4f}   final train loss {r['train_loss'][-1]:.4f}",
+        f"  model: {r.get('n_params', 0):,} parameters (vocabulary {r['vocab']['data']}"
+        + (f" padded to {r['vocab']['model']}" if r['vocab']['model'] != r['vocab']['data'] else "")
+        + (", tied embeddings" if r['vocab']['tied'] else "") + f", context {c['block_size']})  data: {r.get('data')}"
+        if "vocab" in r else f"  model: {c['model']}",
+        f"  val loss: {r['evals'][0][1]:.4f} -> {r['final_val_loss']:.4f} on the fixed set of {r.get('val_tokens', 0):,} "
+        f"tokens" + (f" (rank 0; replicas mean {r['val_loss_replica_mean']:.4f}, sd {r['val_loss_replica_sd']:.2g}, "
+                     f"spread {r['val_loss_replica_spread']:.2g})" if len(r.get("val_loss_replicas", [])) > 1 else "")
+        + f"   final train loss {r['train_loss'][-1]:.4f}",
         f"  flips injected {inj}  (per class {m.get('errors_injected', {})})   injected noise "
         f"{r.get('injected_noise', 0.0):.3g} of the received payload (median per step {r.get('injected_noise_step_median', 0.0):.3g})",
         f"  non-finite: {sum(m.get('nonfinite_events', {}).values())} received messages, {r['nonfinite_steps']} steps "
-        f"with Inf/NaN gradients (first {r['first_nonfinite_step']}), {r['overflow_steps']} steps with an fp32 "
-        f"grad-norm overflow (update zeroed), skipped {r['skipped_steps']}",
-        f"  replica divergence (DDP, relative L2) {r['final_divergence']:.3g}   step {r['step_time_ms']:.1f} ms (median)",
+        f"with Inf/NaN gradients"
+        + (f" (first at step {r['first_nonfinite_step']})" if r['first_nonfinite_step'] is not None else "")
+        + f", {r['overflow_steps']} steps with an fp32 grad-norm overflow"
+        + (" (update zeroed by clipping)" if c.get("grad_clip", 1.0) > 0 else " (no clipping)")
+        + f", skipped {r['skipped_steps']}",
     ]
+    if c["parallel"] == "ddp" and c["world_size"] > 1:
+        lines.append(f"  replica divergence (relative L2 of the weights) {r['final_divergence']:.3g}")
+    elif r.get("tied_divergence") is not None:
+        lines.append(f"  tied copies (first vs last stage, relative L2) {r['tied_divergence']:.3g}")
+    lines.append(f"  step {r['step_time_ms']:.1f} ms (median)")
     if r.get("out_dir"):
         lines.append(f"  outputs in {r['out_dir']}")
     return "\n".join(lines)
@@ -198,6 +271,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     cfg = config_from_args(args, parallel=args.parallel, ber=args.ber, guard=args.guard, steps=args.steps,
                            wrapper=not args.plain)
+    check_cost(cfg, args.force, "this run")
     if cfg.wrapper and cfg.replay.source.ber > 0:  # build one link's source here: a refusal is exit 2, not a rank crash
         from integration.sources import make_link_source
 

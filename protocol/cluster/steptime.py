@@ -89,13 +89,13 @@ _OPS = ("allreduce", "reduce_scatter", "allgather", "broadcast", "alltoall", "se
 
 #: Named model sizes.  ``gpt2-124m``: GPT-2 small as published (12 layers, d = 768, 50,257-token
 #: vocabulary, tied embeddings: 124,439,808 parameters); ``gpt2-small``: the training preset of the
-#: same name (``integration.train.MODEL_PRESETS``: byte vocabulary, untied head: 86,235,648
-#: parameters, checked against the model by test).  Both at 524,288 tokens per step (nanoGPT's
+#: same name (``integration.train.MODEL_PRESETS``: the same model with the vocabulary padded to
+#: 50,304 as nanoGPT does: 124,475,904 parameters, checked against the model by test).  Both at 524,288 tokens per step (nanoGPT's
 #: GPT-2 recipe, 0.5 M tokens), fp32 gradients, bf16 activations.
 MODEL_PRESETS: dict[str, dict[str, Any]] = {
     "gpt2-124m": dict(params=124_439_808, tokens_per_step=524_288, d_model=768, n_layer=12, seq_len=1024,
                       grad_dtype_bytes=4, act_dtype_bytes=2),
-    "gpt2-small": dict(params=86_235_648, tokens_per_step=524_288, d_model=768, n_layer=12, seq_len=1024,
+    "gpt2-small": dict(params=124_475_904, tokens_per_step=524_288, d_model=768, n_layer=12, seq_len=1024,
                        grad_dtype_bytes=4, act_dtype_bytes=2),
     # Llama 3 8B / 70B as published (Meta, "The Llama 3 Herd of Models", 2024: 32 layers d 4096; 80 layers
     # d 8192), 4M tokens per step at 8K sequence [I: the paper's 70B/405B batch sizes are of that order]

@@ -96,7 +96,7 @@ BAD_TRAIN = [
     (["--fec", "kp4"], "--code kp4 --fec ieee"), (["--code", "kp5"], "--code"), (["--log-flips"], "--out"),
     (["--source", "generator", "--trace", "TRACE"], "--trace"), (["--source", "trace"], "--trace"),
     (["--trace", "MISSING"], "no such trace"), (["--trace", "CORRUPT"], "CORRUPT"), (["--parallel", "tp"], "--parallel"),
-    (["--device", "cuda"], "cuda"), (["--precision", "bf16", "--parallel", "pp"], "pp"),
+    (["--device", "cuda"], "cuda"), (["--precision", "fp16", "--parallel", "pp"], "pp"),
 ]
 try:  # a generator without --code support refuses other codes up front
     import inspect

@@ -163,11 +163,13 @@ def test_tradeoff_runs_its_own_small_experiment(tmp_path):
 
 
 def test_gpt2_small_time_preset_matches_the_training_preset():
-    from integration.model import GPT, GPTConfig
+    from integration.model import GPT
     from integration.train import MODEL_PRESETS as TRAIN
     from protocol.cluster.steptime import model_preset
 
+    from integration.train import build_config, model_config
+
     t, m = TRAIN["gpt2-small"], model_preset("gpt2-small")
-    assert t["tokenizer"] == "byte" and (t["n_layer"], t["n_embd"], t["block_size"]) == (m["n_layer"], m["d_model"], m["seq_len"])
-    gpt = GPT(GPTConfig(256, t["block_size"], t["n_layer"], t["n_head"], t["n_embd"]))
+    assert (t["n_layer"], t["n_embd"], t["block_size"]) == (m["n_layer"], m["d_model"], m["seq_len"])
+    gpt = GPT(model_config(build_config(model="gpt2-small")))
     assert sum(p.numel() for p in gpt.parameters()) == m["params"]

@@ -163,13 +163,106 @@ def test_ring3_ddp_ber0_bit_identical_and_errors_diverge_replicas(tmp_path):
 
 @pytest.mark.slow
 def test_gpt2_small_two_ddp_steps_on_cpu(tmp_path):
-    """The gpt2-small preset (12 x 12 x 768, byte vocabulary) trains 2 DDP steps with a short context."""
+    """The gpt2-small preset (GPT-2 small, tied, 50304 rows) trains 2 DDP steps on the built-in corpus's bytes."""
     from integration.train import build_config
 
     cfg = build_config(model="gpt2-small", block_size=32, parallel="ddp", steps=2, batch_size=2, eval_interval=100,
-                       eval_iters=1, corpus="stdlib", ber=1e-6, source="independent", fec="bypass",
+                       eval_iters=1, val_tokens=256, corpus="stdlib", ber=1e-6, source="independent", fec="bypass",
                        guard="nan_to_zero_clamp", comm_timeout_s=300.0)
-    assert (cfg.n_layer, cfg.n_head, cfg.n_embd, cfg.tokenizer) == (12, 12, 768, "byte")
+    assert (cfg.n_layer, cfg.n_head, cfg.n_embd, cfg.tokenizer, cfg.tie_embeddings) == (12, 12, 768, "byte", True)
     (r,) = run_many([cfg], timeout_s=900, out_dir=str(tmp_path))
     assert len(r["train_loss"]) == 2 and all(math.isfinite(x) for x in r["train_loss"])
-    assert r["metrics"]["payload_bits"]["gradients"] > 8 * 4 * 80e6  # ~85 M trainable parameters x fp32
+    assert r["n_params"] == 124_475_904 and r["vocab"] == {"data": 256, "model": 50304, "tied": True}
+    assert r["metrics"]["payload_bits"]["gradients"] > 8 * 4 * 120e6  # ~124 M trainable parameters x fp32
+
+
+def test_paired_differences_over_model_and_link_seeds():
+    """3 model seeds x 2 link seeds: the interval is over the model seeds' means, link_sd is the within spread."""
+    import numpy as np
+    from scipy.stats import t
+
+    from integration.experiment import ExperimentSpec, aggregate, table_md
+
+    deltas = {(1, 11): 0.10, (1, 12): 0.14, (2, 11): 0.20, (2, 12): 0.18, (3, 11): 0.05, (3, 12): 0.09}
+
+    def one(seed, link, ber, d):
+        return {"parallel": "ddp", "ber": ber, "guard": "none" if ber else "-", "seed": seed,
+                "link_seed": link, "final_val_loss": 2.0 + d, "delta_val_loss": d, "val_loss_replica_sd": 0.0,
+                "injected_noise": 0.0, "injected_noise_step": 0.0, "weight_dist_shadow": 0.0,
+                "replica_divergence": 0.0, "flips": 1, "nonfinite_events": 0, "nonfinite_steps": 0,
+                "overflow_steps": 0, "skipped_steps": 0, "step_ms": 1.0, "first_nonfinite_loss_step": None,
+                "evals": [[0, 4.0]], "train_loss": [4.0], "metrics": {}, "source_kind": "independent"}
+
+    rows = aggregate([one(s, None, 0.0, 0.0) for s in (1, 2, 3)]
+                     + [one(s, ls, 1e-5, d) for (s, ls), d in deltas.items()])
+    r = rows[1]
+    assert (r["seeds"], r["link_seeds"], r["runs"]) == (3, 2, 6)
+    means = [np.mean([deltas[(s, 11)], deltas[(s, 12)]]) for s in (1, 2, 3)]
+    assert r["delta_val_loss"] == pytest.approx(np.mean(list(deltas.values())))
+    assert r["delta_val_loss_ci95"] == pytest.approx(t.ppf(0.975, 2) * np.std(means, ddof=1) / 3 ** 0.5)
+    within = [v - np.mean([deltas[(s, 11)], deltas[(s, 12)]]) for (s, _), v in deltas.items()]
+    assert r["link_sd"] == pytest.approx(math.sqrt(sum(w * w for w in within) / 3))
+    assert "3 x 2 link" in table_md(rows)
+    spec = ExperimentSpec(base=TrainConfig(), seeds=(1, 2), link_seeds=(11, 12))
+    c = spec.config("ddp", 1e-5, "none", 2, 12)
+    assert c.seed == 2 and c.replay.source.seed == 12
+    assert ExperimentSpec(base=TrainConfig()).config("ddp", 1e-5, "none", 2).replay.source.seed == 2
+    with pytest.raises(ValueError, match="link_seeds"):
+        ExperimentSpec(base=TrainConfig(), link_seeds=(1, 1))
+
+
+def test_cost_is_refused_up_front(capsys):
+    from phy802.cli import main
+
+    for argv, needle in ((["train", "--model", "gpt2-small", "--parallel", "fsdp"], "GiB"),
+                         (["train", "--block-size", "100000"], "--force"),
+                         (["train", "--world-size", "16", "--batch-size", "16"], "16 processes"),
+                         (["train", "--parallel", "pp", "--world-size", "5", "--schedule", "gpipe"], "at most 4 stages"),
+                         (["train", "--parallel", "pp", "--world-size", "4", "--microbatches", "2"], "1F1B needs")):
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err
+        assert needle in err and "Traceback" not in err, (argv, err)
+
+
+def test_failed_rank_leaves_no_errorfile_or_store(tmp_path, monkeypatch):
+    import os
+    import tempfile
+
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp))  # torch's pytorch-errorfile-*.pickle land here too
+    cfg = TrainConfig(**dict(TINY, steps=1), tokenizer="byte", vocab_size=100)  # each rank refuses the corpus
+    with pytest.raises(RuntimeError, match="more than vocab_size 100"):
+        run_many([cfg], timeout_s=120, out_dir=str(tmp_path / "out"))
+    assert os.listdir(tmp) == []
+
+
+def test_ctrl_c_of_train_leaves_no_temp_files(tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    env = dict(os.environ, TMPDIR=str(tmp), PYTHONPATH=root)
+    argv = [sys.executable, "-m", "phy802", "train", "--steps", "100000", "--force", "--ber", "0", "--corpus", "stdlib",
+            "--n-layer", "2", "--n-embd", "32", "--n-head", "2", "--block-size", "16", "--batch-size", "4",
+            "--eval-interval", "1000", "--eval-iters", "1", "--timeout", "300"]
+    p = subprocess.Popen(argv, env=env, start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 120
+        while not any(n.startswith("phy802-store-") and os.listdir(tmp / n) for n in os.listdir(tmp)):
+            assert time.monotonic() < deadline and p.poll() is None, p.stderr.read().decode()[-2000:]
+            time.sleep(0.2)
+        time.sleep(3)  # the ranks are training
+        os.killpg(p.pid, signal.SIGINT)  # a terminal's Ctrl-C reaches the whole process group
+        p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
+    assert p.returncode != 0
+    assert sorted(os.listdir(tmp)) == []

@@ -1,0 +1,104 @@
+"""Token folders in nanoGPT's layout: strict checks naming the file, memory-mapped reads, training on them."""
+
+import json
+import os
+import tracemalloc
+
+import numpy as np
+import pytest
+
+import torch
+
+from integration.data import TokenFileError, TokenFiles, val_windows
+from phy802.cli import main
+
+
+def _write(folder, train, val):
+    os.makedirs(folder, exist_ok=True)
+    np.asarray(train, dtype="<u2").tofile(os.path.join(folder, "train.bin"))
+    np.asarray(val, dtype="<u2").tofile(os.path.join(folder, "val.bin"))
+    return str(folder)
+
+
+def test_batches_are_the_file_windows(tmp_path):
+    rng = np.random.default_rng(1)
+    train, val = rng.integers(0, 300, 5000), rng.integers(0, 300, 3000)
+    tf = TokenFiles(_write(tmp_path / "d", train, val), vocab_size=300, block=16)
+    assert isinstance(tf.train, np.memmap) and isinstance(tf.val, np.memmap)
+    gen = torch.Generator().manual_seed(3)
+    x, y = tf.batch("train", 8, 16, gen)
+    assert x.dtype == torch.int64 and x.shape == (8, 16) and torch.equal(x[:, 1:], y[:, :-1])
+    for row in x.numpy():  # every row is a window of train.bin
+        hits = [i for i in range(len(train) - 16) if np.array_equal(train[i:i + 16], row)]
+        assert hits
+    vx, vy = tf.val_windows(100, 16)  # ceil(100 / 16) = 7 consecutive windows from the start
+    assert vx.shape == (7, 16) and np.array_equal(vx.numpy().ravel(), val[:112])
+    assert np.array_equal(vy.numpy().ravel(), val[1:113])
+    assert val_windows(val, 10**6, 16)[0].shape == ((len(val) - 1) // 16, 16)  # capped at the split
+
+
+@pytest.mark.parametrize("case,needle", [
+    ("missing", "val.bin: missing"), ("empty", "train.bin: empty"), ("odd", "val.bin: odd byte count 6001"),
+    ("vocab", "train.bin: token id 300 at position 4321 is >= the vocabulary size 300"),
+    ("short", "val.bin: 5 tokens, fewer than one window"),
+])
+def test_bad_token_files_name_the_file(tmp_path, capsys, case, needle):
+    d = _write(tmp_path / "d", np.arange(5000) % 300, np.arange(3000) % 300)
+    if case == "missing":
+        os.unlink(os.path.join(d, "val.bin"))
+    elif case == "empty":
+        open(os.path.join(d, "train.bin"), "wb").close()
+    elif case == "odd":
+        with open(os.path.join(d, "val.bin"), "ab") as fh:
+            fh.write(b"\x01")
+    elif case == "vocab":
+        t = np.arange(5000) % 300
+        t[4321] = 300
+        _write(d, t, np.arange(3000) % 300)
+    else:
+        _write(d, np.arange(5000) % 300, np.arange(5) % 300)
+    with pytest.raises(TokenFileError, match=needle.replace("(", r"\(")):
+        TokenFiles(d, 300, block=16, budget_bytes=1000)  # the bad id lies in a later chunk than the first
+    capsys.readouterr()
+    rc = main(["train", "--data", d, "--vocab-size", "300", "--steps", "1", "--block-size", "16"])
+    err = capsys.readouterr().err
+    assert rc == 2 and needle in err and "Traceback" not in err
+
+
+def test_a_file_larger_than_the_budget_is_never_read_whole(tmp_path):
+    """16 MiB of tokens, a 256 KiB budget: opening (the id check) and batches allocate < 2 budgets."""
+    budget = 256 << 10
+    n = 8 << 20
+    d = tmp_path / "big"
+    d.mkdir()
+    ids = (np.arange(n, dtype=np.uint32) * 2654435761 % 50257).astype("<u2")
+    ids.tofile(d / "train.bin")
+    ids[: 1 << 16].tofile(d / "val.bin")
+    assert os.path.getsize(d / "train.bin") > 60 * budget
+    tracemalloc.start()
+    try:
+        tf = TokenFiles(str(d), 50257, block=1024, budget_bytes=budget)
+        gen = torch.Generator().manual_seed(1)
+        for _ in range(4):
+            x, _y = tf.batch("train", 8, 1024, gen)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 2 * budget, peak
+    assert int(x.max()) < 50257
+    with pytest.raises(TokenFileError, match="50000"):  # and the check did look at every chunk
+        TokenFiles(str(d), 50000, block=1024, budget_bytes=budget)
+
+
+def test_train_on_a_token_folder(tmp_path, capsys):
+    rng = np.random.default_rng(2)
+    d = _write(tmp_path / "tok", rng.integers(0, 500, 20000), rng.integers(0, 500, 4000))
+    rc = main(["train", "--data", d, "--vocab-size", "500", "--steps", "2", "--n-layer", "2", "--n-embd", "32",
+               "--n-head", "2", "--block-size", "16", "--batch-size", "4", "--eval-iters", "1", "--val-tokens", "1000",
+               "--ber", "0", "--timeout", "120", "--json"])
+    assert rc == 0
+    r = json.loads(capsys.readouterr().out)
+    assert r["vocab"] == {"data": 500, "model": 500, "tied": False} and r["data"] == d
+    assert r["val_tokens"] == 63 * 16  # ceil(1000 / 16) windows of 16
+    assert len(r["val_loss_replicas"]) == 2 and r["val_loss_replicas"][0] == r["final_val_loss"]
+    assert abs(r["final_val_loss"] - np.log(500)) < 0.5  # near uniform after 2 steps on random ids
