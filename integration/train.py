@@ -893,6 +893,8 @@ def _cleanup(ctx, store_dir: str, env_prev: str | None) -> None:
         else:
             os.environ["OMP_NUM_THREADS"] = env_prev
         if store_dir:
+            from phy802._io import remove_temp
+
             remove_temp(store_dir)
     finally:
         if main:
