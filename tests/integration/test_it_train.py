@@ -265,4 +265,6 @@ def test_ctrl_c_of_train_leaves_no_temp_files(tmp_path):
             os.killpg(p.pid, signal.SIGKILL)
             p.wait()
     assert p.returncode != 0
-    assert sorted(os.listdir(tmp)) == []
+    # torch keeps its own compile cache in $TMPDIR/torchinductor_<user> (shared across runs, not a leftover of
+    # this run); everything else in $TMPDIR must be gone
+    assert sorted(n for n in os.listdir(tmp) if not n.startswith("torchinductor_")) == []
