@@ -32,8 +32,17 @@ Delivery (``protocol.delivery``): each message is cut into RoCEv2 frames whose s
 taken from the link's source; a frame whose headers are hit, that overlaps an error-block mark,
 or (non-tolerant FEC modes: ``ieee``, ``detect_only``) has any checked bit hit is dropped and
 resent over fresh stream bits; ``unequal`` removes flips on sign/exponent bits; tolerant modes
-deliver the payload flips. Resent and lost frames are counted; [?] a lost frame (all resends
-failed) is delivered unmodified: the wrapper does not fail the operation, as a transport would.
+deliver the payload flips. Resent and lost frames are counted. A frame lost after
+``retry_cnt + 1`` sends (``NCCL_IB_RETRY_CNT``, :class:`integration.replay.ReplayConfig`) fails its
+operation: the Work raises :class:`LinkFailure` on the receiving rank, the group is then in error
+(every later operation on that rank raises at issue, as a queue pair in the error state) and the
+failure is written to the group's store, where the other ranks find it while they wait for the
+failed rank: the key is written before the failed op's inner part is issued, and every rank
+looks it up when an op completes, so all ranks fail the same collective (and within ~50 ms while
+blocked in ``wait``; a wait on an inner Work without a future, gloo send/recv/reduce_scatter,
+ends at the group timeout). A group in error still issues every op to the inner backend, so no
+peer is left with an unmatched op. Control messages (flags, shapes) fail like data. Nothing lost
+is ever delivered as if it had arrived.
 For the live generator and independent flips the same delivery runs as one Numba pass per
 message over a read-ahead of the link's errors (:class:`integration.sources.BufferedLink`, equal
 to ``deliver`` by test); trace sources go through ``deliver`` itself.
@@ -61,6 +70,7 @@ import torch.distributed as dist
 
 from integration.commlog import CommLog, instrument
 from integration.replay import (
+    LinkFailure,
     Metrics,
     InjectionLog,
     ReplayConfig,
@@ -69,13 +79,15 @@ from integration.replay import (
     _corrupt_cpu,
     corrupt_received,
     guard_flipped,
+    is_corruptible,
     is_float,
 )
 from integration.sources import BufferedLink, ErrorSource, NoErrors, make_link_source
 from protocol.delivery import deliver
 from protocol.modes import get_mode
 
-__all__ = ["BACKEND_NAME", "ENV_VAR", "INNER_ENV_VAR", "ReplayProcessGroup", "register", "configure", "UnsupportedOperation"]
+__all__ = ["BACKEND_NAME", "ENV_VAR", "INNER_ENV_VAR", "ReplayProcessGroup", "register", "configure", "UnsupportedOperation",
+           "LinkFailure"]
 
 BACKEND_NAME = "phy802"
 ENV_VAR = "PHY802_REPLAY"
@@ -83,6 +95,8 @@ INNER_ENV_VAR = "PHY802_INNER"  # "gloo" (default) or "nccl": one inner backend 
 CUDA_INNER_ENV_VAR = "PHY802_CUDA_INNER"  # "nccl" (default) or "gloo": the inner backend of CUDA tensors
 _FORMAT = {torch.float32: "float32", torch.bfloat16: "bfloat16", torch.float16: "float16", torch.float64: "float64"}
 _RING_TAG = 0x50_38  # tags of the ring hops, apart from user point-to-point traffic (tag 0)
+_FAILED_KEY = "phy802_qp_error"  # in the group's (prefixed) store: set by a rank whose link lost a frame
+_POLL_S = 0.05  # while blocked in wait(), how often a rank looks for a peer's link failure
 
 
 class UnsupportedOperation(NotImplementedError):
@@ -145,18 +159,28 @@ class _ReplayWork(dist.Work):
     (default: the group's timeout) and raises :class:`TimeoutError` past it.
     """
 
-    def __init__(self, fut: torch.futures.Future, timeout_s: float, what: str) -> None:
+    def __init__(self, fut: torch.futures.Future, timeout_s: float, what: str, poll=None) -> None:
         super().__init__()
         self._fut = fut
         self._timeout_s = float(timeout_s)
         self._what = what
+        self._poll = poll  # called every _POLL_S while blocked: raises a peer's LinkFailure
         self._event = threading.Event()
         fut.add_done_callback(lambda _f: self._event.set())
 
     def wait(self, timeout: timedelta | None = None) -> bool:
         limit = _seconds(timeout) or self._timeout_s
-        if not self._event.wait(limit):
-            raise TimeoutError(f"{BACKEND_NAME}: {self._what} did not complete within {limit:g} s")
+        if not self._event.is_set():
+            import time as _time
+
+            end = _time.monotonic() + limit
+            while not self._event.wait(min(_POLL_S, max(end - _time.monotonic(), 0.0))):
+                if self._poll is not None:
+                    self._poll(self._what)
+                if _time.monotonic() >= end:
+                    if self._poll is not None:
+                        self._poll(self._what)
+                    raise TimeoutError(f"{BACKEND_NAME}: {self._what} did not complete within {limit:g} s")
         self._fut.value()  # re-raises the inner backend's or the wrapper's exception
         return True
 
@@ -253,6 +277,91 @@ class _DeferredWork(dist.Work):
         return self._error
 
 
+class _FailedWork(dist.Work):
+    """The Work of an operation whose data was lost: waits for the inner Work, then raises ``exc``.
+
+    The inner operation was issued (the peers need it); what this rank received is not delivered.
+    ``get_future()`` holds the exception once the inner operation has completed.
+    """
+
+    def __init__(self, inner, exc: LinkFailure, timeout_s: float) -> None:
+        super().__init__()
+        self._inner, self._exc, self._timeout_s = inner, exc, float(timeout_s)
+
+    def wait(self, timeout: timedelta | None = None) -> bool:
+        try:
+            if self._inner is not None:
+                self._inner.wait(timeout if timeout is not None else timedelta(seconds=self._timeout_s))
+        except Exception:  # noqa: BLE001 - the link failure is the error to report
+            pass
+        raise self._exc
+
+    def get_future(self) -> torch.futures.Future:
+        exc = self._exc
+
+        def fail(_f):
+            raise exc
+
+        try:
+            return self._inner.get_future().then(fail)
+        except Exception:  # noqa: BLE001 - inner Work without a future (gloo send/recv)
+            fut = torch.futures.Future()
+            fut.set_exception(exc)
+            return fut
+
+    def is_completed(self) -> bool:
+        try:
+            return self._inner is None or bool(self._inner.is_completed())
+        except Exception:  # noqa: BLE001
+            return True
+
+    def is_success(self) -> bool:
+        return False
+
+    def exception(self):
+        return self._exc
+
+
+def _op(fn):
+    """Decorate a public op: refuse it while the group is in error; fail it if its data was lost.
+
+    Delivery is decided when an op is issued (:meth:`ReplayProcessGroup._reserve`, on the
+    caller's thread), so the loss of a frame is known before the op returns: the op still runs
+    on the inner backend (the peers take part in it), and its Work raises :class:`LinkFailure`.
+    A group in error keeps issuing every op to the inner backend (so no peer is left with an
+    unmatched op, which would hang it, or abort its process at exit) and fails each one.
+    Nested ops (coalesced forms) report to the outermost one.
+    """
+    import functools
+
+    @functools.wraps(fn)
+    def wrapped(self, *a, **k):
+        tl = self._tl
+        depth = getattr(tl, "depth", 0)
+        if depth == 0:
+            tl.loss = None
+        tl.depth = depth + 1
+        try:
+            work = fn(self, *a, **k)
+        except BaseException:
+            if depth == 0 and tl.loss is not None:
+                self._fail(None, tl.loss)
+                tl.loss = None
+            raise
+        finally:
+            tl.depth = depth
+        if depth:
+            return work
+        if tl.loss is not None:
+            loss, tl.loss = tl.loss, None
+            return self._fail(work, loss)
+        if self._failed is not None:  # in error: the op ran (the peers need it), this rank gets nothing
+            return _FailedWork(work, self._refuse(fn.__name__), self._timeout_s)
+        return work
+
+    return wrapped
+
+
 def _done_work(result: Any, timeout_s: float = 0.0) -> dist.Work:
     fut = torch.futures.Future()
     fut.set_result(result)
@@ -335,6 +444,93 @@ class ReplayProcessGroup(dist.ProcessGroup):
         self._fec = get_mode(config.source.fec)
         self._cost_cache: dict[int, tuple[int, int]] = {}
         self._links: dict[tuple[int, int], BufferedLink | None] = {}
+        self._retx = config.retransmit()  # NCCL_IB_RETRY_CNT + 1 sends per frame
+        self._failed: LinkFailure | None = None  # set once a frame is lost: the group is in error
+        self._tl = threading.local()  # per issuing thread: op nesting depth and the op's lost frames
+
+    # ------------------------------------------------------------------ link failure (lost frames)
+    def _note_loss(self, op: str, cls: str, src: int, d) -> None:
+        """Record that the op being issued lost ``d.frames_lost`` frames on link ``src -> rank``."""
+        tl = self._tl
+        prev = getattr(tl, "loss", None)
+        if not getattr(self, "_key_set", False):
+            # before the op's inner part is issued: a peer can complete this op only after this
+            # rank issued it, and then finds the key (every rank fails the same collective)
+            self._key_set = True
+            try:
+                self._store.set(_FAILED_KEY, f"rank {self._rank}: {op} lost {int(d.frames_lost)} frame(s) "
+                                             f"on link {src} -> {self._rank}")
+            except Exception:  # noqa: BLE001 - a store that refuses does not hide the failure here
+                pass
+        if prev is None:
+            tl.loss = [op, cls, src, int(d.frames_lost), int(d.frames_resent), cls != "control"]
+        else:
+            prev[3] += int(d.frames_lost)
+            prev[4] += int(d.frames_resent)
+            prev[5] = prev[5] or cls != "control"
+
+    def _fail(self, work, loss) -> dist.Work:
+        """The group goes to error; returns the failing Work (control messages too: flags fail like data)."""
+        op, cls, src, lost, resent, data = loss
+        c = self.config
+        msg = (f"{BACKEND_NAME}: {op} ({cls}) lost {lost} frame(s) on link {src} -> {self._rank} after "
+               f"NCCL_IB_RETRY_CNT={c.retry_cnt} retries each ({c.retry_cnt + 1} sends; local ACK timeout "
+               f"4.096 us x 2^NCCL_IB_TIMEOUT={c.ib_timeout} = {c.rto_s:.3g} s): the queue pair is in error, "
+               "the data was not delivered")
+        exc = LinkFailure(msg, link=(src, self._rank), op=op, frames_lost=lost, frames_resent=resent, rank=self._rank)
+        with self._lock:
+            self.metrics.add("op_failures", cls, 1)
+            if self._failed is None:
+                self._failed = exc
+        if work is None:
+            return work
+        return _FailedWork(work, exc, self._timeout_s)
+
+    def _refuse(self, name: str) -> LinkFailure:
+        f = self._failed
+        return LinkFailure(f"{BACKEND_NAME}: {name} refused on rank {self._rank}: the group is in error ({f})",
+                           link=f.link, op=f.op, frames_lost=f.frames_lost, frames_resent=f.frames_resent, rank=f.rank)
+
+    def _peer_poll(self, what: str) -> None:
+        """While blocked: raise :class:`LinkFailure` if this or another rank of the group lost a frame."""
+        if self._failed is None and getattr(self._tl, "loss", None) is not None:
+            return  # this op's own loss (in flight on this thread): reported by _op
+        if self._failed is None:
+            try:
+                hit = self._store.check([_FAILED_KEY])
+            except Exception:  # noqa: BLE001 - a store gone away: the wait's own timeout decides
+                return
+            if not hit:
+                return
+            msg = self._store.get(_FAILED_KEY).decode(errors="replace")
+            with self._lock:
+                if self._failed is None:
+                    self._failed = LinkFailure(f"{BACKEND_NAME}: rank {self._rank} stopped waiting for {what}: a link "
+                                               f"of the group failed ({msg})", op=what, rank=self._rank)
+        raise self._refuse(what)
+
+    def _check_peer(self, what: str = "") -> None:
+        """When an op completes: raise if another rank of the group has failed (one store lookup).
+
+        A collective completes only after every rank issued it, and a rank that loses a frame
+        writes the store key before it issues the op's inner part, so every rank fails the same
+        collective (the training loop then stops all ranks at the same op).
+        """
+        if self._failed is None:
+            if getattr(self._tl, "loss", None) is not None:
+                return  # this op's own loss: the op fails through _op, with its own message
+            try:
+                hit = self._store.check([_FAILED_KEY])
+            except Exception:  # noqa: BLE001 - a store gone away: nothing to learn from it
+                return
+            if not hit:
+                return
+        self._peer_poll(what)
+
+    @property
+    def failed(self) -> LinkFailure | None:
+        """The link failure that put this group in error on this rank (``None`` while healthy)."""
+        return self._failed
 
     # ------------------------------------------------------------------ public helpers
     def getBackendName(self) -> str:  # noqa: N802 - torch's name
@@ -411,16 +607,16 @@ class ReplayProcessGroup(dist.ProcessGroup):
         link = self._links.get(key, False)
         if link is False:
             link = self._links[key] = (BufferedLink(source, self._fec, rate=self.config.source.rate,
-                                                    code=self.config.source.code)
+                                                    code=self.config.source.code, retransmit=self._retx)
                                        if BufferedLink.supports(source) else None)
         if link is not None:
             return link.deliver(octets, fmt)
         return deliver(octets, source, self._fec, rate=self.config.source.rate, float_format=fmt,
-                       code=self.config.source.code)
+                       code=self.config.source.code, retransmit=self._retx)
 
     # ------------------------------------------------------------------ core: reserve and apply
-    def _classify(self, default: str, t: torch.Tensor) -> str:
-        if not is_float(t) or t.numel() <= 1:
+    def _classify(self, default: str, t: torch.Tensor, op: str = "") -> str:
+        if not is_corruptible(t, op) or t.numel() <= 1:
             return "control"
         return self._override or default
 
@@ -458,10 +654,11 @@ class ReplayProcessGroup(dist.ProcessGroup):
                 m.add("frames_resent", cls, d.frames_resent)
             if d.frames_lost:
                 m.add("frames_lost", cls, d.frames_lost)
+                self._note_loss(op, cls, src, d)
             if d.protected_removed:
                 m.add("errors_protected", cls, d.protected_removed)
             self.log.add_message(seq, op, cls, src, self._rank, hop, 8 * octets, d.stream_bits, len(flips))
-            if cls not in self._selected or not is_float(t):
+            if cls not in self._selected or not is_corruptible(t, op):
                 if len(flips):
                     m.add("errors_unselected", cls, len(flips))
                 return None
@@ -546,17 +743,28 @@ class ReplayProcessGroup(dist.ProcessGroup):
         if buf is not t:
             t.detach().copy_(buf)
 
-    def _wait(self, work, what: str) -> None:
+    def _wait(self, work, what: str, t: torch.Tensor | None = None) -> None:
         """Wait for an inner Work, at most the group timeout; raise if it failed or timed out."""
         if work is None:
             return
-        if work.wait(self._timeout) is False:
+        if t is not None and t.device.type == "cuda" and self._inner_for(t) is not self._gloo:
+            work.wait()  # NCCL: the current stream waits for the op's stream; the host does not block
+            return
+        try:
+            fut = work.get_future()
+        except Exception:  # noqa: BLE001 - gloo send/recv/reduce_scatter Works have no future
+            fut = None
+        if fut is not None:
+            _ReplayWork(fut, self._timeout_s, what, poll=self._peer_poll).wait()
+        elif work.wait(self._timeout) is False:
             raise TimeoutError(f"{BACKEND_NAME}: {what} did not complete within {self._timeout_s:g} s")
+        self._check_peer(what)
 
     def _done(self, result: Any) -> dist.Work:
         return _done_work(result, self._timeout_s)
 
     # ------------------------------------------------------------------ allreduce
+    @_op
     def allreduce(self, tensors, opts=None):
         self._flush_p2p()
         opts = opts if opts is not None else dist.AllreduceOptions()
@@ -572,15 +780,24 @@ class ReplayProcessGroup(dist.ProcessGroup):
         pending = self._reserve("allreduce", cls, buf, (self._rank + 1) % self._size)
         work = self._inner_for(buf).allreduce([buf], opts)
         if pending is None and buf is t:
-            return work
+            if t.device.type == "cuda":  # NCCL's Work: wait() makes the current stream wait
+                return work
+
+            def done(fut):
+                fut.value()
+                self._check_peer("allreduce")
+                return tensors
+
+            return _ReplayWork(work.get_future().then(done), self._timeout_s, "allreduce", poll=self._peer_poll)
 
         def finish(fut):
             fut.value()  # re-raise an inner failure (into the chained future: wait() raises it)
+            self._check_peer("allreduce")
             self._receive(pending, cls, self._flat(buf))
             self._unstage(t, buf)
             return tensors
 
-        return _ReplayWork(work.get_future().then(finish), self._timeout_s, "allreduce")
+        return _ReplayWork(work.get_future().then(finish), self._timeout_s, "allreduce", poll=self._peer_poll)
 
     def _ring_reduce_op(self, op, what: str):
         """``(in-place reduce, divide by world size after)`` of a ReduceOp (AVG = SUM, then divide)."""
@@ -609,12 +826,18 @@ class ReplayProcessGroup(dist.ProcessGroup):
         down, up = (self._rank - 1) % self._size, (self._rank + 1) % self._size
         inner = self._inner_for(recv_t if recv_t.numel() else send_t)
         if getattr(inner, "supports_coalescing", False) and inner is not self._gloo:
-            inner._start_coalescing(recv_t.device)
-            if send_t.numel():
-                inner.send([send_t], down, tag)
-            if recv_t.numel():
-                inner.recv([recv_t], up, tag)
-            self._wait(inner._end_coalescing(recv_t.device), "ring hop")
+            # c10d::Backend::startCoalescing / endCoalescing take no device (torch 2.13's binding
+            # ``Backend._start_coalescing(self) -> None``; the device argument belongs to
+            # ``ProcessGroup._start_coalescing(device)``, which looks a backend up by device)
+            inner._start_coalescing()
+            try:
+                if send_t.numel():
+                    inner.send([send_t], down, tag)
+                if recv_t.numel():
+                    inner.recv([recv_t], up, tag)
+            finally:
+                work = inner._end_coalescing()
+            self._wait(work, "ring hop", recv_t if recv_t.numel() else send_t)
             return
         sw = inner.send([send_t], down, tag) if send_t.numel() else None
         rw = inner.recv([recv_t], up, tag) if recv_t.numel() else None
@@ -656,6 +879,7 @@ class ReplayProcessGroup(dist.ProcessGroup):
                 self._receive(pending, cls, dst, elem_base=a)
 
     # ------------------------------------------------------------------ broadcast
+    @_op
     def broadcast(self, tensors, opts=None):
         self._flush_p2p()
         opts = opts if opts is not None else dist.BroadcastOptions()
@@ -666,7 +890,7 @@ class ReplayProcessGroup(dist.ProcessGroup):
         work = self._inner_for(bufs[0]).broadcast(bufs, opts)
         if self._rank == root and all(b is t for b, t in zip(bufs, tensors)):
             return work
-        self._wait(work, "broadcast")
+        self._wait(work, "broadcast", bufs[0])
         for t, (b, c, p) in zip(tensors, pend):
             if self._rank != root:
                 self._receive(p, c, self._flat(b))
@@ -674,6 +898,7 @@ class ReplayProcessGroup(dist.ProcessGroup):
         return self._done(tensors)
 
     # ------------------------------------------------------------------ allgather
+    @_op
     def allgather(self, output_tensors, input_tensors, opts=None):
         self._flush_p2p()
         opts = opts if opts is not None else dist.AllgatherOptions()
@@ -689,13 +914,14 @@ class ReplayProcessGroup(dist.ProcessGroup):
             c = self._classify("params", o)
             pend.append((b, c, self._reserve("allgather", c, b, j)))
         work = self._inner_for(inp).allgather([bufs], [inp], opts)
-        self._wait(work, "allgather")
+        self._wait(work, "allgather", inp)
         for j, (o, (b, c, p)) in enumerate(zip(outs, pend)):
             if j != self._rank:  # this rank's own chunk did not cross a link
                 self._receive(p, c, self._flat(b))
             self._unstage(o, b)
         return self._done(output_tensors)
 
+    @_op
     def all_gather_single(self, output, input, opts=None):  # noqa: A002 - torch's name
         self._flush_p2p()
         opts = opts if opts is not None else dist.AllgatherOptions()
@@ -703,7 +929,7 @@ class ReplayProcessGroup(dist.ProcessGroup):
         if output.numel() != n * input.numel():
             raise ValueError(f"{BACKEND_NAME}: all_gather_single output has {output.numel()} elements, "
                              f"expected {n} x {input.numel()}")
-        cls = self._classify("params", output)
+        cls = self._classify("params", output, "all_gather_single")
         obuf = self._stage(output)
         flat = self._flat(obuf)
         k = input.numel()
@@ -717,7 +943,7 @@ class ReplayProcessGroup(dist.ProcessGroup):
             return self._done([output])
         pend = [self._reserve("all_gather_single", cls, flat[a:b], j) for j, (a, b) in enumerate(chunks)]
         work = self._inner_for(obuf)._allgather_base(obuf, self._stage(input), opts)
-        self._wait(work, "all_gather_single")
+        self._wait(work, "all_gather_single", obuf)
         for j, (a, b) in enumerate(chunks):
             if j != self._rank:
                 self._receive(pend[j], cls, flat[a:b], elem_base=a)
@@ -727,6 +953,7 @@ class ReplayProcessGroup(dist.ProcessGroup):
     _allgather_base = all_gather_single
 
     # ------------------------------------------------------------------ reduce_scatter
+    @_op
     def reduce_scatter(self, output_tensors, input_tensors, opts=None):
         self._flush_p2p()
         opts = opts if opts is not None else dist.ReduceScatterOptions()
@@ -738,11 +965,12 @@ class ReplayProcessGroup(dist.ProcessGroup):
         cls = self._classify("gradients", t)
         pending = self._reserve("reduce_scatter", cls, buf, (self._rank + 1) % self._size)
         work = self._inner_for(buf).reduce_scatter([buf], ins, opts)
-        self._wait(work, "reduce_scatter")
+        self._wait(work, "reduce_scatter", buf)
         self._receive(pending, cls, self._flat(buf))
         self._unstage(t, buf)
         return self._done(output_tensors)
 
+    @_op
     def reduce_scatter_single(self, output, input, opts=None):  # noqa: A002 - torch's name
         self._flush_p2p()
         opts = opts if opts is not None else dist.ReduceScatterOptions()
@@ -766,7 +994,7 @@ class ReplayProcessGroup(dist.ProcessGroup):
             return self._done([output])
         pending = self._reserve("reduce_scatter_single", cls, obuf, (self._rank + 1) % n)
         work = self._inner_for(obuf)._reduce_scatter_base(obuf, self._stage(input), opts)
-        self._wait(work, "reduce_scatter_single")
+        self._wait(work, "reduce_scatter_single", obuf)
         self._receive(pending, cls, self._flat(obuf))
         self._unstage(output, obuf)
         return self._done([output])
@@ -774,6 +1002,7 @@ class ReplayProcessGroup(dist.ProcessGroup):
     _reduce_scatter_base = reduce_scatter_single
 
     # ------------------------------------------------------------------ all_to_all
+    @_op
     def alltoall(self, output_tensors, input_tensors, opts=None):
         self._flush_p2p()
         opts = opts if opts is not None else dist.AllToAllOptions()
@@ -783,13 +1012,14 @@ class ReplayProcessGroup(dist.ProcessGroup):
             c = self._classify("activations", o)
             pend.append((b, c, self._reserve("alltoall", c, b, j)))
         work = self._inner_for(bufs[0]).alltoall(bufs, [self._stage(x) for x in input_tensors], opts)
-        self._wait(work, "alltoall")
+        self._wait(work, "alltoall", bufs[0])
         for j, (o, (b, c, p)) in enumerate(zip(output_tensors, pend)):
             if j != self._rank:
                 self._receive(p, c, self._flat(b))
             self._unstage(o, b)
         return self._done(output_tensors)
 
+    @_op
     def all_to_all_single(self, output, input, output_split_sizes, input_split_sizes, opts=None):  # noqa: A002
         self._flush_p2p()
         opts = opts if opts is not None else dist.AllToAllOptions()
@@ -807,7 +1037,7 @@ class ReplayProcessGroup(dist.ProcessGroup):
             s = e
         pend = [self._reserve("all_to_all_single", cls, flat[a:b], j) for j, (a, b) in enumerate(ranges)]
         work = self._inner_for(obuf).alltoall_base(obuf, self._stage(input), output_split_sizes, input_split_sizes, opts)
-        self._wait(work, "all_to_all_single")
+        self._wait(work, "all_to_all_single", obuf)
         for j, (a, b) in enumerate(ranges):
             if j != self._rank and b > a:
                 self._receive(pend[j], cls, flat[a:b], elem_base=a)
@@ -817,13 +1047,18 @@ class ReplayProcessGroup(dist.ProcessGroup):
     alltoall_base = all_to_all_single
 
     # ------------------------------------------------------------------ barrier, send, recv
+    @_op
     def barrier(self, opts=None):
         self._flush_p2p()
-        return self._gloo.barrier(opts) if opts is not None else self._gloo.barrier()
+        work = self._gloo.barrier(opts) if opts is not None else self._gloo.barrier()
+        self._wait(work, "barrier")
+        return self._done([])
 
     def _queue_p2p(self, t: torch.Tensor) -> bool:
-        b = self.config.batch_p2p
-        return b == "always" or (b == "auto" and t.device.type == "cuda")
+        # issue 23: an isend/irecv is issued when it is called ("auto"); a deferred send left a
+        # pipeline stage idle and deadlocked an isend followed by a barrier on another group.
+        # "always" keeps the old queue (issued as one coalesced group at the first wait) for tests.
+        return self.config.batch_p2p == "always"
 
     def _flush_p2p(self) -> None:
         """Issue the queued sends/receives as one batch (one NCCL group where the backend coalesces)."""
@@ -832,16 +1067,17 @@ class ReplayProcessGroup(dist.ProcessGroup):
             if not queue:
                 return
             inner = queue[0][1]
-            dev = queue[0][2][0].device
             coalesce = getattr(inner, "supports_coalescing", False) and inner is not self._gloo
             if coalesce:
-                inner._start_coalescing(dev)
+                inner._start_coalescing()  # Backend binding: no device argument (see _ring_hop)
             works = []
-            for kind, inn, tensors, peer, tag, holder in queue:
-                w = inn.send(tensors, peer, tag) if kind == "send" else inn.recv(tensors, peer, tag)
-                works.append((holder, w))
+            try:
+                for kind, inn, tensors, peer, tag, holder in queue:
+                    w = inn.send(tensors, peer, tag) if kind == "send" else inn.recv(tensors, peer, tag)
+                    works.append((holder, w))
+            finally:
+                group_work = inner._end_coalescing() if coalesce else None
             if coalesce:
-                group_work = inner._end_coalescing(dev)
                 for holder, _ in works:
                     holder.append(group_work)
             else:
@@ -851,6 +1087,17 @@ class ReplayProcessGroup(dist.ProcessGroup):
     def _p2p(self, kind: str, tensors, peer: int, tag: int, finish) -> dist.Work:
         inner = self._inner_for(tensors[0])
         what = f"{kind} {'to' if kind == 'send' else 'from'} rank {peer}"
+        try:  # a send may complete before its receiver failed: look for a failure at issue too
+            self._check_peer(what)
+        except LinkFailure:
+            pass  # in error now: the op is still issued (its peer needs it) and fails (see _op)
+        user_finish = finish
+
+        def finish():
+            self._check_peer(what)
+            if user_finish is not None:
+                user_finish()
+
         if not self._queue_p2p(tensors[0]):
             self._flush_p2p()
             w = inner.send(tensors, peer, tag) if kind == "send" else inner.recv(tensors, peer, tag)
@@ -860,10 +1107,12 @@ class ReplayProcessGroup(dist.ProcessGroup):
             self._p2p_queue.append((kind, inner, tensors, peer, tag, holder))
         return _DeferredWork(lambda: holder[0], finish, self._timeout_s, tensors, what, before=self._flush_p2p)
 
+    @_op
     def send(self, tensors, dst: int, tag: int = 0):
         bufs = [self._stage(t) for t in tensors]
         return self._p2p("send", bufs, dst, tag, None)
 
+    @_op
     def recv(self, tensors, src: int, tag: int = 0):
         fwd = (src < self._rank) == self.config.forward_increasing
         bufs = [self._stage(t) for t in tensors]
@@ -908,6 +1157,7 @@ class ReplayProcessGroup(dist.ProcessGroup):
         self._unsupported("allgather_coalesced")
 
     # coalesced tensor forms (DTensor redistribution, FSDP2 on some paths): one op per pair, in order
+    @_op
     def all_gather_single_coalesced(self, outputs, inputs, opts=None):
         for o, i in zip(outputs, inputs):
             self.all_gather_single(o, i, opts)
@@ -915,6 +1165,7 @@ class ReplayProcessGroup(dist.ProcessGroup):
 
     allgather_into_tensor_coalesced = all_gather_single_coalesced
 
+    @_op
     def reduce_scatter_single_coalesced(self, outputs, inputs, opts=None):
         for o, i in zip(outputs, inputs):
             self.reduce_scatter_single(o, i, opts)

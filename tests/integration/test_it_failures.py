@@ -103,3 +103,27 @@ def test_injected_noise_metric():
     assert Metrics.injected_noise({"perturbation_sq": {}, "signal_sq": {"gradients": 5.0}}) == 0.0
     assert math.isnan(Metrics.injected_noise({}))
     assert Metrics.injected_noise({"perturbation_sq": {"g": math.inf}, "signal_sq": {"g": 1.0}}) == math.inf
+
+
+# ---------------------------------------------------------------- issue 23: undeliverable data fails the op
+from _it_wrapper_workers import lost_frames_worker  # noqa: E402
+
+
+@pytest.mark.parametrize("fec,ber,op", [("ieee", 1e-3, "allreduce"), ("bypass", 5e-2, "allreduce"),
+                                        ("ieee", 1e-3, "broadcast"), ("ieee", 1e-3, "recv")])
+def test_lost_frames_make_the_op_raise_on_every_rank(fec, ber, op):
+    """Regression (issue 23): at stream BER 1e-3 in ieee mode all 1024 of 1024 frames were lost and
+    the tensor arrived bit-exact with 0 flips; bypass at 5e-2 gave 0 flips. Now the op raises
+    LinkFailure (the rank that lost data at the op, its peer while waiting for it), later ops are
+    refused, and the counters say why."""
+    n = 2
+    ranks = load_ranks(spawn(lost_frames_worker, n, fec, ber, op, timeout_s=120), n)
+    for r in ranks:
+        assert "crash" not in r, r.get("crash")
+        assert r["type"] == "LinkFailure", r
+        assert r["clean"] is not True  # nothing undeliverable was handed over as if it had arrived
+        assert r["refused"] is True, r  # the queue pair stays in error
+        assert r["seconds"] < 18, r  # found by polling the store, before the 20 s group timeout
+    lost = [r for r in ranks if r["op_failures"] > 0]
+    assert lost and all(r["frames_lost"] > 0 and r["frames_resent"] >= 7 * r["frames_lost"] for r in lost)
+    assert any("NCCL_IB_RETRY_CNT=7" in r["raised"] for r in ranks)
