@@ -427,6 +427,11 @@ class ReplayProcessGroup(dist.ProcessGroup):
         self._forced_inner = inner
         self._gloo = inner if inner is not None else dist.ProcessGroupGloo(store, rank, size, timeout)
         self._nccl = None
+        if os.environ.get("PHY802_FAKE_NCCL") == "1":  # CI: the NCCL code path on CPU (integration/fake_nccl.py)
+            from integration.fake_nccl import StrictNcclStandIn
+
+            self._nccl = StrictNcclStandIn(self._gloo, self._timeout_s)
+            self._forced_inner = self._nccl
         self.config = config
         self.log = InjectionLog(config.log_limit)
         self.metrics = Metrics()
@@ -555,7 +560,9 @@ class ReplayProcessGroup(dist.ProcessGroup):
 
     def _inner_for(self, t: torch.Tensor) -> dist.ProcessGroup:
         """gloo for CPU tensors, NCCL for CUDA tensors (created on first use), unless one inner was forced."""
-        if self._forced_inner is not None or t.device.type == "cpu":
+        if self._forced_inner is not None:
+            return self._forced_inner
+        if t.device.type == "cpu":
             return self._gloo
         if t.device.type != "cuda":
             raise UnsupportedOperation(f"{BACKEND_NAME}: tensors on {t.device} are not supported (cpu, cuda)")
@@ -683,7 +690,8 @@ class ReplayProcessGroup(dist.ProcessGroup):
         guard = self.config.guard
         seq, op, cls, src, hop, flips = pending
         x = t.detach()
-        sig = float(torch.linalg.vector_norm(x, dtype=torch.float32 if x.element_size() < 4 else None)) ** 2
+        xn = x if x.dtype in _FORMAT else x.float()  # float8 / uint8: no promotion in vector_norm
+        sig = float(torch.linalg.vector_norm(xn, dtype=torch.float32 if xn.element_size() < 4 else None)) ** 2
         if len(flips) == 0:
             if math.isfinite(sig):
                 with self._lock:
@@ -699,7 +707,7 @@ class ReplayProcessGroup(dist.ProcessGroup):
         n_guard, pert = 0, 0.0
         if len(elem):
             eu, first = np.unique(elem, return_index=True)
-            if guard == "nan_to_zero_clamp":
+            if guard == "nan_to_zero_clamp" and t.dtype in _FORMAT:  # [?] float8/uint8: no receive clamp yet
                 n_guard, final = guard_flipped(t, eu, self.config.clamp_for(cls))
             else:
                 final = new[np.r_[first[1:], len(elem)] - 1]  # value after the element's last flip
@@ -747,8 +755,9 @@ class ReplayProcessGroup(dist.ProcessGroup):
         """Wait for an inner Work, at most the group timeout; raise if it failed or timed out."""
         if work is None:
             return
-        if t is not None and t.device.type == "cuda" and self._inner_for(t) is not self._gloo:
+        if t is not None and self._nccl is not None and self._inner_for(t) is self._nccl:
             work.wait()  # NCCL: the current stream waits for the op's stream; the host does not block
+            self._check_peer(what)
             return
         try:
             fut = work.get_future()
