@@ -67,6 +67,7 @@ from typing import Any, Iterator
 import numpy as np
 import torch
 import torch.distributed as dist
+import torch._C._distributed_c10d as _c10d
 
 from integration.commlog import CommLog, instrument
 from integration.replay import (
@@ -454,37 +455,58 @@ class ReplayProcessGroup(dist.ProcessGroup):
         self._tl = threading.local()  # per issuing thread: op nesting depth and the op's lost frames
 
     # ------------------------------------------------------------------ link failure (lost frames)
-    def _note_loss(self, op: str, cls: str, src: int, d) -> None:
-        """Record that the op being issued lost ``d.frames_lost`` frames on link ``src -> rank``."""
+    def _shadow(self, op: str, t: torch.Tensor, dst: int) -> None:
+        """The fate of a message this rank *sends* to ``dst``: the same delivery its receiver runs.
+
+        Link ``rank -> dst``'s source is rebuilt here from the same seed (:func:`make_link_source`)
+        and fed the same messages in the same order as the receiver's (the wrapper's model fixes
+        who receives what in every op), so the sender knows, at issue, that its message will be
+        lost, and fails the op too. Only losses matter here: nothing is counted or applied.
+        """
+        if not self._enabled or dst == self._rank:
+            return
+        with self._lock:
+            source = self.link_source(self._rank, dst)
+            if isinstance(source, NoErrors):
+                return
+            d = self._deliver(self._rank, source, t.numel() * t.element_size(), t.dtype, dst=dst)
+            if d.frames_lost:
+                self._note_loss(op, "sent", self._rank, d, dst=dst)
+
+    def _note_loss(self, op: str, cls: str, src: int, d, dst: int | None = None) -> None:
+        """Record that the op being issued lost ``d.frames_lost`` frames on link ``src -> dst`` (default: this rank)."""
         tl = self._tl
         prev = getattr(tl, "loss", None)
+        dst = self._rank if dst is None else dst
         if not getattr(self, "_key_set", False):
             # before the op's inner part is issued: a peer can complete this op only after this
             # rank issued it, and then finds the key (every rank fails the same collective)
             self._key_set = True
             try:
                 self._store.set(_FAILED_KEY, f"rank {self._rank}: {op} lost {int(d.frames_lost)} frame(s) "
-                                             f"on link {src} -> {self._rank}")
+                                             f"on link {src} -> {dst}")
             except Exception:  # noqa: BLE001 - a store that refuses does not hide the failure here
                 pass
-        if prev is None:
-            tl.loss = [op, cls, src, int(d.frames_lost), int(d.frames_resent), cls != "control"]
+        received = dst == self._rank
+        if prev is None or (received and not prev[6]):  # report a loss of received data first
+            tl.loss = [op, cls, src, int(d.frames_lost), int(d.frames_resent), dst, received]
         else:
             prev[3] += int(d.frames_lost)
             prev[4] += int(d.frames_resent)
-            prev[5] = prev[5] or cls != "control"
 
     def _fail(self, work, loss) -> dist.Work:
         """The group goes to error; returns the failing Work (control messages too: flags fail like data)."""
-        op, cls, src, lost, resent, data = loss
+        op, cls, src, lost, resent, dst, received = loss
         c = self.config
-        msg = (f"{BACKEND_NAME}: {op} ({cls}) lost {lost} frame(s) on link {src} -> {self._rank} after "
+        side = "" if received else " (sent by this rank)"
+        msg = (f"{BACKEND_NAME}: {op} ({cls}) lost {lost} frame(s) on link {src} -> {dst}{side} after "
                f"NCCL_IB_RETRY_CNT={c.retry_cnt} retries each ({c.retry_cnt + 1} sends; local ACK timeout "
                f"4.096 us x 2^NCCL_IB_TIMEOUT={c.ib_timeout} = {c.rto_s:.3g} s): the queue pair is in error, "
                "the data was not delivered")
-        exc = LinkFailure(msg, link=(src, self._rank), op=op, frames_lost=lost, frames_resent=resent, rank=self._rank)
+        exc = LinkFailure(msg, link=(src, dst), op=op, frames_lost=lost, frames_resent=resent, rank=self._rank)
         with self._lock:
-            self.metrics.add("op_failures", cls, 1)
+            if received:  # counted where the data was lost (each link at its destination)
+                self.metrics.add("op_failures", cls, 1)
             if self._failed is None:
                 self._failed = exc
         if work is None:
@@ -602,7 +624,7 @@ class ReplayProcessGroup(dist.ProcessGroup):
             s = self._sources[key] = make_link_source(self.config.source, src, dst)
         return s
 
-    def _deliver(self, src: int, source: ErrorSource, octets: int, dtype: torch.dtype):
+    def _deliver(self, src: int, source: ErrorSource, octets: int, dtype: torch.dtype, dst: int | None = None):
         """``protocol.delivery.deliver`` of one message over link ``src -> rank`` (same result).
 
         Sources whose offsets do not depend on how the stream is cut (live generator, independent
@@ -610,7 +632,7 @@ class ReplayProcessGroup(dist.ProcessGroup):
         (traces) through ``deliver`` itself.
         """
         fmt = _FORMAT.get(dtype, "float32")
-        key = (src, self._rank)
+        key = (src, self._rank if dst is None else dst)
         link = self._links.get(key, False)
         if link is False:
             link = self._links[key] = (BufferedLink(source, self._fec, rate=self.config.source.rate,
@@ -787,6 +809,7 @@ class ReplayProcessGroup(dist.ProcessGroup):
             self._unstage(t, buf)
             return self._done(tensors)
         pending = self._reserve("allreduce", cls, buf, (self._rank + 1) % self._size)
+        self._shadow("allreduce", buf, (self._rank - 1) % self._size)
         work = self._inner_for(buf).allreduce([buf], opts)
         if pending is None and buf is t:
             if t.device.type == "cuda":  # NCCL's Work: wait() makes the current stream wait
@@ -866,6 +889,8 @@ class ReplayProcessGroup(dist.ProcessGroup):
             a, b = chunks[ri]
             tmp = torch.empty(b - a, dtype=flat.dtype, device=flat.device)
             pending = self._reserve(op, cls, tmp, up, hop=s) if b > a else None
+            if chunks[si][1] > chunks[si][0]:
+                self._shadow(op, flat[chunks[si][0]:chunks[si][1]], (r - 1) % n)
             self._ring_hop(flat[chunks[si][0]:chunks[si][1]], tmp, _RING_TAG)
             if b > a:
                 self._receive(pending, cls, tmp, elem_base=a)
@@ -883,6 +908,8 @@ class ReplayProcessGroup(dist.ProcessGroup):
             a, b = chunks[ri]
             dst = flat[a:b]
             pending = self._reserve(op, cls, dst, up, hop=n - 1 + s) if b > a else None
+            if chunks[si][1] > chunks[si][0]:
+                self._shadow(op, flat[chunks[si][0]:chunks[si][1]], (r - 1) % n)
             self._ring_hop(flat[chunks[si][0]:chunks[si][1]], dst, _RING_TAG + 1)
             if b > a:
                 self._receive(pending, cls, dst, elem_base=a)
@@ -896,6 +923,10 @@ class ReplayProcessGroup(dist.ProcessGroup):
         bufs = [self._stage(t) for t in tensors]
         pend = [(b, self._classify("params", t)) for t, b in zip(tensors, bufs)]
         pend = [(b, c, self._reserve("broadcast", c, b, root)) for b, c in pend]
+        if self._rank == root:
+            for b in bufs:
+                for d in range(self._size):
+                    self._shadow("broadcast", b, d)
         work = self._inner_for(bufs[0]).broadcast(bufs, opts)
         if self._rank == root and all(b is t for b, t in zip(bufs, tensors)):
             return work
@@ -910,7 +941,7 @@ class ReplayProcessGroup(dist.ProcessGroup):
     @_op
     def allgather(self, output_tensors, input_tensors, opts=None):
         self._flush_p2p()
-        opts = opts if opts is not None else dist.AllgatherOptions()
+        opts = opts if opts is not None else _c10d.AllgatherOptions()
         if len(input_tensors) != 1 or len(output_tensors) != 1:
             raise UnsupportedOperation(f"{BACKEND_NAME}: allgather of several tensors per rank is not supported")
         outs = output_tensors[0]
@@ -922,6 +953,8 @@ class ReplayProcessGroup(dist.ProcessGroup):
         for j, (o, b) in enumerate(zip(outs, bufs)):
             c = self._classify("params", o)
             pend.append((b, c, self._reserve("allgather", c, b, j)))
+        for d in range(self._size):
+            self._shadow("allgather", inp, d)
         work = self._inner_for(inp).allgather([bufs], [inp], opts)
         self._wait(work, "allgather", inp)
         for j, (o, (b, c, p)) in enumerate(zip(outs, pend)):
@@ -933,7 +966,7 @@ class ReplayProcessGroup(dist.ProcessGroup):
     @_op
     def all_gather_single(self, output, input, opts=None):  # noqa: A002 - torch's name
         self._flush_p2p()
-        opts = opts if opts is not None else dist.AllgatherOptions()
+        opts = opts if opts is not None else _c10d.AllgatherOptions()
         n = self._size
         if output.numel() != n * input.numel():
             raise ValueError(f"{BACKEND_NAME}: all_gather_single output has {output.numel()} elements, "
@@ -951,6 +984,8 @@ class ReplayProcessGroup(dist.ProcessGroup):
             self._unstage(output, obuf)
             return self._done([output])
         pend = [self._reserve("all_gather_single", cls, flat[a:b], j) for j, (a, b) in enumerate(chunks)]
+        for d in range(n):
+            self._shadow("all_gather_single", input, d)
         work = self._inner_for(obuf)._allgather_base(obuf, self._stage(input), opts)
         self._wait(work, "all_gather_single", obuf)
         for j, (a, b) in enumerate(chunks):
@@ -973,6 +1008,7 @@ class ReplayProcessGroup(dist.ProcessGroup):
         ins = [[self._stage(x) for x in input_tensors[0]]]
         cls = self._classify("gradients", t)
         pending = self._reserve("reduce_scatter", cls, buf, (self._rank + 1) % self._size)
+        self._shadow("reduce_scatter", ins[0][(self._rank - 1) % self._size], (self._rank - 1) % self._size)
         work = self._inner_for(buf).reduce_scatter([buf], ins, opts)
         self._wait(work, "reduce_scatter", buf)
         self._receive(pending, cls, self._flat(buf))
@@ -1002,6 +1038,7 @@ class ReplayProcessGroup(dist.ProcessGroup):
             output.detach().view(output.shape).copy_(work_buf[a:b].view(output.shape))
             return self._done([output])
         pending = self._reserve("reduce_scatter_single", cls, obuf, (self._rank + 1) % n)
+        self._shadow("reduce_scatter_single", obuf, (self._rank - 1) % n)
         work = self._inner_for(obuf)._reduce_scatter_base(obuf, self._stage(input), opts)
         self._wait(work, "reduce_scatter_single", obuf)
         self._receive(pending, cls, self._flat(obuf))
@@ -1020,6 +1057,8 @@ class ReplayProcessGroup(dist.ProcessGroup):
         for j, (o, b) in enumerate(zip(output_tensors, bufs)):
             c = self._classify("activations", o)
             pend.append((b, c, self._reserve("alltoall", c, b, j)))
+        for d, x in enumerate(input_tensors):
+            self._shadow("alltoall", x, d)
         work = self._inner_for(bufs[0]).alltoall(bufs, [self._stage(x) for x in input_tensors], opts)
         self._wait(work, "alltoall", bufs[0])
         for j, (o, (b, c, p)) in enumerate(zip(output_tensors, pend)):
@@ -1045,6 +1084,14 @@ class ReplayProcessGroup(dist.ProcessGroup):
             ranges.append((s, e))
             s = e
         pend = [self._reserve("all_to_all_single", cls, flat[a:b], j) for j, (a, b) in enumerate(ranges)]
+        iflat = input.detach().reshape(-1) if input.is_contiguous() else input.detach().contiguous().view(-1)
+        irows = input.shape[0] if input.dim() else 1
+        iper = input.numel() // max(irows, 1)
+        isplits = list(input_split_sizes) if input_split_sizes else [irows // n] * n
+        s0 = 0
+        for d in range(n):
+            self._shadow("all_to_all_single", iflat[s0:s0 + isplits[d] * iper], d)
+            s0 += isplits[d] * iper
         work = self._inner_for(obuf).alltoall_base(obuf, self._stage(input), output_split_sizes, input_split_sizes, opts)
         self._wait(work, "all_to_all_single", obuf)
         for j, (a, b) in enumerate(ranges):
@@ -1119,6 +1166,8 @@ class ReplayProcessGroup(dist.ProcessGroup):
     @_op
     def send(self, tensors, dst: int, tag: int = 0):
         bufs = [self._stage(t) for t in tensors]
+        for b in bufs:
+            self._shadow("send", b, dst)
         return self._p2p("send", bufs, dst, tag, None)
 
     @_op

@@ -519,8 +519,12 @@ def _train_worker(rank: int, cfg: TrainConfig, init_method: str, out_dir: str) -
                 json.dump(result, fh, allow_nan=True)
             os.replace(tmp, os.path.join(out_dir, "result.json"))
         dist.barrier()
-    except LinkFailure as exc:  # issue 23: undeliverable data fails the run, on every rank at the same op
-        _write_failed_run(rank, world, cfg, out_dir, exc, group, locals())
+    except Exception as exc:  # issue 23: undeliverable data fails the run, on every rank at the same op
+        grp = locals().get("group")  # (DDP re-raises a failed future as RuntimeError: ask the group)
+        failure = getattr(grp, "failed", None) if cfg.wrapper else None
+        if not isinstance(failure, LinkFailure):
+            raise
+        _write_failed_run(rank, world, cfg, out_dir, failure, grp, locals())
     finally:
         dist.destroy_process_group()
 
