@@ -182,7 +182,9 @@ class _ReplayWork(dist.Work):
                     if self._poll is not None:
                         self._poll(self._what)
                     raise TimeoutError(f"{BACKEND_NAME}: {self._what} did not complete within {limit:g} s")
-        self._fut.value()  # re-raises the inner backend's or the wrapper's exception
+        # Future.wait(): re-raises the inner backend's or the wrapper's exception; for a CUDA
+        # future (devices=[...]) it makes the current stream wait for the op's events, not the host
+        self._fut.wait()
         return True
 
     def get_future(self) -> torch.futures.Future:
@@ -363,8 +365,18 @@ def _op(fn):
     return wrapped
 
 
+def _cuda_devices(result: Any) -> list[torch.device]:
+    ts = result if isinstance(result, (list, tuple)) else [result]
+    flat = [u for t in ts for u in (t if isinstance(t, (list, tuple)) else [t])]
+    return sorted({t.device for t in flat if isinstance(t, torch.Tensor) and t.device.type == "cuda"},
+                  key=lambda d: d.index or 0)
+
+
 def _done_work(result: Any, timeout_s: float = 0.0) -> dist.Work:
-    fut = torch.futures.Future()
+    devs = _cuda_devices(result)
+    # a Future holding CUDA tensors must know their devices: it records an event on the current
+    # stream at set_result, and wait() makes the waiter's stream wait for it (no host sync)
+    fut = torch.futures.Future(devices=devs) if devs else torch.futures.Future()
     fut.set_result(result)
     return _ReplayWork(fut, timeout_s or 1.0, "completed operation")
 
@@ -434,8 +446,13 @@ class ReplayProcessGroup(dist.ProcessGroup):
             self._nccl = StrictNcclStandIn(self._gloo, self._timeout_s)
             self._forced_inner = self._nccl
         self.config = config
-        self.log = InjectionLog(config.log_limit)
-        self.metrics = Metrics()
+        self._log = InjectionLog(config.log_limit)
+        self._metrics = Metrics()
+        # device path (CUDA): sums kept as device scalars and log values as device tensors, read
+        # to the host in one transfer when `metrics` / `log` is read (once per step), never per op
+        self._dev_acc: dict[tuple[str, str], torch.Tensor] = {}
+        self._dev_log: list[tuple] = []
+        self.force_device_path = False  # tests: CPU tensors take the device path
         self.commlog = CommLog(rank, size)  # every issued op: integration/commlog.py
         self._rank, self._size = rank, size
         self._sources: dict[tuple[int, int], ErrorSource] = {}
@@ -506,7 +523,7 @@ class ReplayProcessGroup(dist.ProcessGroup):
         exc = LinkFailure(msg, link=(src, dst), op=op, frames_lost=lost, frames_resent=resent, rank=self._rank)
         with self._lock:
             if received:  # counted where the data was lost (each link at its destination)
-                self.metrics.add("op_failures", cls, 1)
+                self._metrics.add("op_failures", cls, 1)
             if self._failed is None:
                 self._failed = exc
         if work is None:
@@ -553,6 +570,50 @@ class ReplayProcessGroup(dist.ProcessGroup):
             if not hit:
                 return
         self._peer_poll(what)
+
+    @property
+    def metrics(self) -> Metrics:
+        """Per-rank counters (:class:`integration.replay.Metrics`); reading them syncs device sums (one transfer)."""
+        if self._dev_acc or self._dev_log:
+            self.sync_device()
+        return self._metrics
+
+    @property
+    def log(self) -> InjectionLog:
+        """The injection log; reading it syncs the device path's pending values (one transfer)."""
+        if self._dev_log or self._dev_acc:
+            self.sync_device()
+        return self._log
+
+    def sync_device(self) -> None:
+        """Bring the device path's accumulated sums and log values to the host (one stacked transfer)."""
+        with self._lock:
+            acc, self._dev_acc = self._dev_acc, {}
+            logs, self._dev_log = self._dev_log, []
+        if acc:
+            keys = list(acc)
+            vals = torch.stack([acc[k].double() for k in keys]).cpu().numpy()
+            for (name, cls), v in zip(keys, vals):
+                v = float(v)
+                if name in ("perturbation_sq", "signal_sq"):
+                    if v or name == "signal_sq":
+                        self._metrics.add(name, cls, v if math.isfinite(v) or name == "perturbation_sq" else 0.0)
+                elif v:
+                    self._metrics.add(name, cls, int(round(v)))
+        if logs:
+            both = torch.cat([torch.stack([b, a]) for *_, b, a in logs], dim=1).cpu().numpy()
+            j = 0
+            for seq, op, cls, src, hop, elem, bit, msg_bit, inv, b, a in logs:
+                m = b.numel()
+                old, new = both[0, j:j + m][inv], both[1, j:j + m][inv]
+                j += m
+                self._log.add(seq=seq, op=op, cls=cls, src=src, dst=self._rank, hop=hop, element=elem, bit=bit,
+                              old=old, new=new, msg_bit=msg_bit)
+
+    def _dadd(self, name: str, cls: str, v: torch.Tensor) -> None:
+        key = (name, cls)
+        cur = self._dev_acc.get(key)
+        self._dev_acc[key] = v if cur is None else cur + v
 
     @property
     def failed(self) -> LinkFailure | None:
@@ -665,7 +726,7 @@ class ReplayProcessGroup(dist.ProcessGroup):
             seq = self._seq
             self._seq += 1
             source = self.link_source(src, self._rank)
-            m = self.metrics
+            m = self._metrics
             m.add("messages", cls, 1)
             m.add("payload_bits", cls, 8 * octets)
             if isinstance(source, NoErrors):  # error-free link: only the bit accounting
@@ -673,7 +734,7 @@ class ReplayProcessGroup(dist.ProcessGroup):
                 source.take(sb)
                 m.add("stream_bits", cls, sb)
                 m.add("line_bits", cls, lb)
-                self.log.add_message(seq, op, cls, src, self._rank, hop, 8 * octets, sb, 0)
+                self._log.add_message(seq, op, cls, src, self._rank, hop, 8 * octets, sb, 0)
                 return None
             d = self._deliver(src, source, octets, t.dtype)
             flips = d.payload_flips
@@ -686,7 +747,7 @@ class ReplayProcessGroup(dist.ProcessGroup):
                 self._note_loss(op, cls, src, d)
             if d.protected_removed:
                 m.add("errors_protected", cls, d.protected_removed)
-            self.log.add_message(seq, op, cls, src, self._rank, hop, 8 * octets, d.stream_bits, len(flips))
+            self._log.add_message(seq, op, cls, src, self._rank, hop, 8 * octets, d.stream_bits, len(flips))
             if cls not in self._selected or not is_corruptible(t, op):
                 if len(flips):
                     m.add("errors_unselected", cls, len(flips))
@@ -709,6 +770,8 @@ class ReplayProcessGroup(dist.ProcessGroup):
         The guard (``nan_to_zero_clamp``) acts on the flipped elements only; nothing the link did
         not touch is changed.
         """
+        if t.device.type == "cuda" or self.force_device_path:
+            return self._apply_device(pending, t, elem_base)
         guard = self.config.guard
         seq, op, cls, src, hop, flips = pending
         x = t.detach()
@@ -717,7 +780,7 @@ class ReplayProcessGroup(dist.ProcessGroup):
         if len(flips) == 0:
             if math.isfinite(sig):
                 with self._lock:
-                    self.metrics.add("signal_sq", cls, sig)
+                    self._metrics.add("signal_sq", cls, sig)
             return
         if t.device.type == "cpu" and t.dtype in _WORD:
             elem, bit, old, new, idx, n_prot, nonfinite = _corrupt_cpu(
@@ -738,7 +801,7 @@ class ReplayProcessGroup(dist.ProcessGroup):
                 dv = np.where(np.isfinite(o), final - o, 0.0)  # a clean Inf/NaN is not the link's doing
                 pert = float(np.sum(dv * dv)) if np.isfinite(final[np.isfinite(o)]).all() else math.inf
         with self._lock:
-            m = self.metrics
+            m = self._metrics
             m.add("errors_injected", cls, len(idx))
             if math.isfinite(sig):
                 m.add("signal_sq", cls, sig)
@@ -750,8 +813,81 @@ class ReplayProcessGroup(dist.ProcessGroup):
                 m.add("nonfinite_events", cls, 1)
             if n_guard:
                 m.add("guard_elements", cls, n_guard)
-            self.log.add(seq=seq, op=op, cls=cls, src=src, dst=self._rank, hop=hop, element=elem + elem_base,
+            self._log.add(seq=seq, op=op, cls=cls, src=src, dst=self._rank, hop=hop, element=elem + elem_base,
                          bit=bit, old=old, new=new, msg_bit=flips[idx])
+
+    def _apply_device(self, pending: tuple, t: torch.Tensor, elem_base: int = 0) -> None:
+        """:meth:`_apply` without a host sync: device ops on the current stream, sums and log values on the device.
+
+        The flip positions are host data (the delivery model ran at issue); they travel to the
+        device through pinned memory without blocking. Nothing is read back here: signal/perturbation
+        sums, non-finite events and guard counts are device scalars, and the log's old/new values
+        device tensors, until :meth:`sync_device` (reading ``metrics`` or ``log``) fetches them all
+        at once. Same results as :meth:`_apply` (tested on CPU with ``force_device_path``).
+        """
+        guard = self.config.guard
+        seq, op, cls, src, hop, flips = pending
+        x = t.detach().view(-1)
+        dev = x.device
+        xn = x if x.dtype in _FORMAT else x.float()
+        sig = torch.linalg.vector_norm(xn, dtype=torch.float32 if xn.element_size() < 4 else None).double() ** 2
+        with self._lock:  # a non-finite clean message adds nothing (as the host path)
+            self._dadd("signal_sq", cls, torch.where(torch.isfinite(sig), sig, torch.zeros_like(sig)))
+        if len(flips) == 0:
+            return
+        offsets = np.asarray(flips, dtype=np.int64)
+        isz = t.element_size()
+        nbits = 8 * x.numel() * isz
+        idx = np.flatnonzero((offsets >= 0) & (offsets < nbits))
+        offs = offsets[idx]
+        elem, bit = offs // (8 * isz), offs % (8 * isz)
+        n_prot = 0
+        if guard == "exponent_protection" and len(offs) and t.dtype != torch.uint8:
+            from integration.replay import protected_bit_range
+
+            lo, hi = protected_bit_range(t.dtype)
+            keep = (bit < lo) | (bit > hi)
+            n_prot = int(len(offs) - keep.sum())
+            offs, elem, bit, idx = offs[keep], elem[keep], bit[keep], idx[keep]
+        if len(offs) == 0:
+            if n_prot:
+                with self._lock:
+                    self._metrics.add("errors_protected", cls, n_prot)
+            return
+        byte, first_b = np.unique(offs >> 3, return_index=True)
+        masks = np.bitwise_or.reduceat((np.uint8(1) << (offs & 7).astype(np.uint8)), first_b)
+        e_u, inv = np.unique(elem, return_inverse=True)
+
+        def h2d(a: np.ndarray) -> torch.Tensor:
+            h = torch.from_numpy(np.ascontiguousarray(a))
+            return h.pin_memory().to(dev, non_blocking=True) if dev.type == "cuda" else h
+
+        eidx, bidx, mk = h2d(e_u), h2d(byte), h2d(masks)
+        u8 = x.view(torch.uint8)
+        before = x[eidx].double()
+        u8.index_put_((bidx,), u8[bidx] ^ mk)
+        after = x[eidx].double()
+        final = after
+        if guard == "nan_to_zero_clamp" and t.dtype in _FORMAT:
+            c = self.config.clamp_for(cls)
+            v = x[eidx]
+            bad = ~torch.isfinite(v) | (v > c) | (v < -c)
+            x.index_copy_(0, eidx, torch.nan_to_num(v, nan=0.0, posinf=0.0, neginf=0.0).clamp_(-c, c))
+            final = x[eidx].double()
+            with self._lock:
+                self._dadd("guard_elements", cls, bad.sum().double())
+        fin_b = torch.isfinite(before)
+        dv = torch.where(fin_b, final - before, torch.zeros_like(before))  # a clean Inf/NaN is not the link's
+        pert = (dv * dv).sum()
+        pert = torch.where(torch.isfinite(final[fin_b]).all(), pert, torch.full_like(pert, math.inf))
+        with self._lock:
+            m = self._metrics
+            m.add("errors_injected", cls, len(idx))
+            if n_prot:
+                m.add("errors_protected", cls, n_prot)
+            self._dadd("perturbation_sq", cls, pert)
+            self._dadd("nonfinite_events", cls, (~torch.isfinite(after)).any().double())
+            self._dev_log.append((seq, op, cls, src, hop, elem + elem_base, bit, offsets[idx], inv, before, after))
 
     def _receive(self, pending: tuple | None, cls: str, t: torch.Tensor, elem_base: int = 0) -> None:  # noqa: ARG002
         if pending is not None:
