@@ -88,7 +88,7 @@ from protocol.delivery import deliver
 from protocol.modes import get_mode
 
 __all__ = ["BACKEND_NAME", "ENV_VAR", "INNER_ENV_VAR", "ReplayProcessGroup", "register", "configure", "UnsupportedOperation",
-           "LinkFailure"]
+           "LinkFailure", "ddp_comm_hook"]
 
 BACKEND_NAME = "phy802"
 ENV_VAR = "PHY802_REPLAY"
@@ -133,6 +133,19 @@ def _creator(store, rank: int, size: int, timeout: timedelta):
     if os.environ.get(INNER_ENV_VAR, "gloo") == "nccl":  # legacy switch: NCCL for every tensor
         inner = _nccl_inner(store, rank, size, timeout)
     return ReplayProcessGroup(store, rank, size, timeout, _config_from_env(), inner=inner)
+
+
+def ddp_comm_hook(group, bucket):  # no annotations: DDP accepts only none or Future[Tensor] objects
+    """A DDP communication hook (torch's ``register_comm_hook`` style, as its PowerSGD/allreduce hooks)
+    that averages each gradient bucket through the ``phy802`` group ``group``.
+
+    For a DDP built on a plain (e.g. NCCL) group, so that torch sees a stock ProcessGroup:
+    ``ddp.register_comm_hook(phy802_group, ddp_comm_hook)``; the bucket all-reduces then carry
+    the same link errors as with ``DDP(model, process_group=phy802_group)``.
+    """
+    buf = bucket.buffer()
+    buf.div_(group.size())
+    return group.allreduce([buf]).get_future().then(lambda f: f.value()[0])
 
 
 def register(config: ReplayConfig | None = None) -> None:
@@ -453,6 +466,13 @@ class ReplayProcessGroup(dist.ProcessGroup):
         self._dev_acc: dict[tuple[str, str], torch.Tensor] = {}
         self._dev_log: list[tuple] = []
         self.force_device_path = False  # tests: CPU tensors take the device path
+        self._coalescing_dev: torch.device | None = None
+        # per-device backends, so that torch's lookups (_get_backend, FSDP2's allocator, the
+        # coalescing manager) find one: the inner ones. torch 2.13's Backend has no Python
+        # constructor ("No constructor defined"), so a Python backend cannot be registered; every
+        # op still reaches this class's Python methods (checked for DDP's C++ reducer and
+        # _broadcast_coalesced), the registered inner backends only answer capability queries
+        self._register_inner(torch.device("cpu"), self._gloo, "GLOO")
         self.commlog = CommLog(rank, size)  # every issued op: integration/commlog.py
         self._rank, self._size = rank, size
         self._sources: dict[tuple[int, int], ErrorSource] = {}
@@ -655,7 +675,57 @@ class ReplayProcessGroup(dist.ProcessGroup):
             with self._lock:
                 if self._nccl is None:
                     self._nccl = _nccl_inner(self._store, self._rank, self._size, self._timeout)
+                    self._register_inner(torch.device("cuda"), self._nccl, "NCCL")
         return self._nccl
+
+    def _register_inner(self, device: torch.device, backend, kind: str) -> None:
+        if not isinstance(backend, _c10d.Backend):  # e.g. the fake-NCCL stand-in (a Python object)
+            return
+        try:
+            self._register_backend(device, getattr(dist.ProcessGroup.BackendType, kind), backend)
+        except Exception:  # noqa: BLE001 - capability lookups then fail as before; ops are unaffected
+            pass
+
+    # ------------------------------------------------------------------ lifecycle, coalescing manager
+    def _inners(self) -> list:
+        out = [self._gloo]
+        if self._nccl is not None and self._nccl is not self._gloo:
+            out.append(self._nccl)
+        return out
+
+    def shutdown(self) -> None:
+        """Shut down every inner backend (gloo, NCCL) of this group."""
+        for b in self._inners():
+            fn = getattr(b, "shutdown", None) or getattr(b, "_shutdown", None)
+            if fn is not None:
+                fn()
+
+    def abort(self) -> None:
+        """Abort every inner backend (NCCL aborts its communicators; gloo's abort is a no-op in 2.13)."""
+        for b in self._inners():
+            fn = getattr(b, "abort", None)
+            if fn is not None:
+                fn()
+
+    def _start_coalescing(self, device: torch.device) -> None:  # ProcessGroup's binding: (self, device_type)
+        """Start a coalesced block (torch's ``_coalescing_manager``): on NCCL, one NCCL group."""
+        self._flush_p2p()
+        self._coalescing_dev = torch.device(device)
+        inner = self._forced_inner if self._forced_inner is not None else (
+            self._gloo if self._coalescing_dev.type == "cpu" else self._nccl)
+        if inner is not None and inner is not self._gloo and getattr(inner, "supports_coalescing", False):
+            inner._start_coalescing()  # Backend's binding: no device
+            self._coalescing_inner = inner
+        else:
+            self._coalescing_inner = None
+
+    def _end_coalescing(self, device: torch.device) -> dist.Work:  # noqa: ARG002 - torch's signature
+        inner, self._coalescing_inner = getattr(self, "_coalescing_inner", None), None
+        self._coalescing_dev = None
+        if inner is not None:
+            return inner._end_coalescing()
+        return self._done([])
+
 
     @contextlib.contextmanager
     def traffic(self, cls: str) -> Iterator[None]:
@@ -1344,8 +1414,15 @@ class ReplayProcessGroup(dist.ProcessGroup):
     def monitored_barrier(self, *a, **k):
         self._unsupported("monitored_barrier")
 
-    def allreduce_coalesced(self, *a, **k):
-        self._unsupported("allreduce_coalesced")
+    @_op
+    def allreduce_coalesced(self, tensors, opts=None):
+        """One wrapper allreduce per tensor, in order (torch's ``_coalescing_manager`` fast path)."""
+        o = dist.AllreduceOptions()
+        if opts is not None:
+            o.reduceOp = opts.reduceOp
+        for t in tensors:
+            self.allreduce([t], o).wait()
+        return self._done(tensors)
 
     def allgather_coalesced(self, *a, **k):
         self._unsupported("allgather_coalesced")
