@@ -193,10 +193,11 @@ def _worker(rank: int, args: argparse.Namespace, store: str, out: str) -> None:
 
 
 FAKE_OPS = ("allreduce", "reduce_scatter", "reduce_scatter_tensor", "all_gather", "all_gather_into_tensor",
-            "broadcast", "send_recv", "all_to_all", "all_to_all_single", "barrier", "batched_p2p",
+            "broadcast", "reduce", "gather", "scatter", "send_recv", "all_to_all", "all_to_all_single", "barrier",
+            "batched_p2p",
             "coalesced_all_gather", "coalesced_reduce_scatter")
 FAKE_DTYPES = ("float32", "bfloat16", "float16", "float8_e4m3fn", "float8_e5m2")
-_REDUCING = {"allreduce", "reduce_scatter", "reduce_scatter_tensor", "coalesced_reduce_scatter"}
+_REDUCING = {"allreduce", "reduce_scatter", "reduce_scatter_tensor", "coalesced_reduce_scatter", "reduce"}
 
 
 def _fake_worker(rank: int, n: int, store: str, out: str) -> None:
@@ -239,6 +240,14 @@ def _fake_worker(rank: int, n: int, store: str, out: str) -> None:
             o = torch.empty(n * n * k, dtype=dt); dist.all_gather_into_tensor(o, x, group=grp); return [o]
         if op == "broadcast":
             t = x.clone(); dist.broadcast(t, src=n - 1, group=grp); return [t]
+        if op == "reduce":  # only the root's result is defined
+            t = x.clone(); dist.reduce(t, 0, group=grp); return [t] if rank == 0 else []
+        if op == "gather":
+            o = [torch.empty(n * k, dtype=dt) for _ in range(n)] if rank == 0 else None
+            dist.gather(x, o, 0, group=grp); return o or []
+        if op == "scatter":
+            o = torch.empty(k, dtype=dt)
+            dist.scatter(o, list(x.chunk(n)) if rank == 0 else None, 0, group=grp); return [o]
         if op == "send_recv":
             t = torch.empty_like(x)
             if rank == 0:

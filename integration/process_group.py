@@ -1402,14 +1402,67 @@ class ReplayProcessGroup(dist.ProcessGroup):
             "allgather, all_gather_single, reduce_scatter, reduce_scatter_single, alltoall, all_to_all_single, "
             "their coalesced forms, barrier, send, recv); use a plain gloo/NCCL group for it")
 
-    def reduce(self, *a, **k):
-        self._unsupported("reduce")
+    @_op
+    def reduce(self, tensors, opts=None):
+        """Endpoint reduce: the root's result is corrupted over link ``root + 1 -> root`` (as allreduce)."""
+        self._flush_p2p()
+        opts = opts if opts is not None else _c10d.ReduceOptions()
+        if len(tensors) != 1:
+            raise UnsupportedOperation(f"{BACKEND_NAME}: reduce of several tensors per rank is not supported")
+        t, root, n = tensors[0], int(opts.rootRank), self._size
+        buf = self._stage(t)
+        cls = self._classify("gradients", t)
+        pending = self._reserve("reduce", cls, buf, (root + 1) % n) if self._rank == root else None
+        if self._rank == (root + 1) % n:
+            self._shadow("reduce", buf, root)
+        work = self._inner_for(buf).reduce([buf], opts)
+        self._wait(work, "reduce", buf)
+        if self._rank == root:
+            self._receive(pending, cls, self._flat(buf))
+        self._unstage(t, buf)
+        return self._done(tensors)
 
-    def gather(self, *a, **k):
-        self._unsupported("gather")
+    @_op
+    def gather(self, output_tensors, input_tensors, opts=None):
+        """Endpoint gather: the root's chunk ``j`` is corrupted over link ``j -> root``."""
+        self._flush_p2p()
+        opts = opts if opts is not None else _c10d.GatherOptions()
+        root = int(opts.rootRank)
+        inp = self._stage(input_tensors[0])
+        outs = output_tensors[0] if output_tensors else []
+        bufs = [self._stage(o) for o in outs]
+        pend = [(b, self._classify("params", o)) for o, b in zip(outs, bufs)]
+        pend = [(b, c, self._reserve("gather", c, b, j)) for j, (b, c) in enumerate(pend)]
+        if self._rank != root:
+            self._shadow("gather", inp, root)
+        work = self._inner_for(inp).gather([bufs] if output_tensors else [], [inp], opts)
+        self._wait(work, "gather", inp)
+        for j, (o, (b, c, p)) in enumerate(zip(outs, pend)):
+            if j != self._rank:
+                self._receive(p, c, self._flat(b))
+            self._unstage(o, b)
+        return self._done(output_tensors)
 
-    def scatter(self, *a, **k):
-        self._unsupported("scatter")
+    @_op
+    def scatter(self, output_tensors, input_tensors, opts=None):
+        """Endpoint scatter: what a rank receives is corrupted over link ``root -> rank``."""
+        self._flush_p2p()
+        opts = opts if opts is not None else _c10d.ScatterOptions()
+        root = int(opts.rootRank)
+        t = output_tensors[0]
+        buf = self._stage(t)
+        cls = self._classify("params", t)
+        pending = self._reserve("scatter", cls, buf, root)
+        ins = [self._stage(x) for x in input_tensors[0]] if input_tensors else []
+        if self._rank == root:
+            for d, x in enumerate(ins):
+                self._shadow("scatter", x, d)
+        work = self._inner_for(buf).scatter([buf], [ins] if input_tensors else [], opts)
+        self._wait(work, "scatter", buf)
+        if self._rank != root:
+            self._receive(pending, cls, self._flat(buf))
+        self._unstage(t, buf)
+        return self._done(output_tensors)
 
     def recv_anysource(self, *a, **k):
         self._unsupported("recv_anysource")
