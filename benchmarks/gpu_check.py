@@ -6,7 +6,10 @@ On a GPU machine (``--device cuda``, the default when a GPU is visible) it runs,
    768, byte vocabulary, short context) for a few steps over plain NCCL and over the ``phy802``
    group (endpoint and ring modes), from the same initial weights and data: the final
    parameters must be bit-identical; plus the primitive ops (all_reduce, broadcast,
-   all_gather_into_tensor, reduce_scatter_tensor, batched send/recv) on device tensors.
+   all_gather_into_tensor, reduce_scatter_tensor, batched send/recv) on device tensors, one row
+   per op and mode (ring mode at 3+ ranks against a reference summed in the ring's order).
+1c. **no host sync** (CUDA only): a DDP backward through the wrapper at ``--ber`` (clamp guard)
+   under ``torch.cuda.set_sync_debug_mode("error")`` must raise nothing.
 2. **flip-rate honesty**: all-reduces of a device tensor with independent stream-bit errors at
    ``--ber``: the flip rate per payload bit must lie in its 99.9% Clopper-Pearson interval around
    the configured BER, and the popcount of (wrapper result XOR plain result) must equal the
@@ -17,6 +20,12 @@ On a GPU machine (``--device cuda``, the default when a GPU is visible) it runs,
 NCCL needs one GPU per rank; on a machine with one GPU the ranks share it over gloo for CUDA
 tensors (``PHY802_CUDA_INNER=gloo``) and the table says so. ``--device cpu --tiny`` runs the same
 checks on CPU with gloo and a tiny model: the smoke test of this script (``tests/integration``).
+``--fake-nccl`` (CPU, no GPU) runs every op x mode x dtype through the wrapper's NCCL code path
+over the strict ``ProcessGroupNCCL`` stand-in of ``integration/fake_nccl.py`` and prints
+``{"ops": [...], "dtypes": [...], "passed": ...}`` with ``--json``.
+
+For one short run on one H200 (target < 5 min; the ranks share the GPU over gloo for CUDA
+tensors, ``inner gloo`` in the table): ``python benchmarks/gpu_check.py --out gpu_check.json``.
 
 Usage::
 
@@ -70,31 +79,56 @@ def _worker(rank: int, args: argparse.Namespace, store: str, out: str) -> None:
         groups[name] = dist.new_group(backend="phy802")
     rows: list[tuple[str, str, str]] = []
 
-    # 1a. primitive ops at BER 0 on device tensors
+    # 1a. primitive ops at BER 0 on device tensors: one row per op and mode. Ring mode at 3+ ranks
+    # sums in ring order, so its all-reduce / reduce-scatter are compared with a reference summed
+    # in that order from all ranks' inputs (gathered over the plain group), not with NCCL's order.
+    from integration.process_group import gloo_ring_chunks
+
     gen = torch.Generator().manual_seed(100 + rank)
-    x = torch.randn(1 << 16, generator=gen).to(dev)
     n = args.world_size
-    prim_ok = True
+    x = torch.randn(n * (1 << 14) + 0, generator=gen).to(dev)  # a multiple of n (reduce-scatter)
+    allx = torch.empty(n * x.numel(), device=dev)
+    dist.all_gather_into_tensor(allx, x, group=g_plain)
+    xs = allx.view(n, -1)
+
+    def ring_sum(lo: int, hi: int, c: int) -> torch.Tensor:
+        acc = xs[(c - 1) % n, lo:hi].clone()  # the wrapper's ring: x_c + (x_c+1 + (... + x_c-1))
+        for j in range(2, n + 1):
+            acc = xs[(c - j) % n, lo:hi] + acc
+        return acc
+
+    def ring_ref(op: str) -> torch.Tensor:
+        if op == "all_reduce":
+            return torch.cat([ring_sum(a, b, c) for c, (a, b) in enumerate(gloo_ring_chunks(x.numel(), 4, n))])
+        k = x.numel() // n
+        return ring_sum(rank * k, (rank + 1) * k, rank)
+
+    def prim(op: str, grp):
+        if op == "all_reduce":
+            a = x.clone(); dist.all_reduce(a, group=grp); return a
+        if op == "broadcast":
+            b = x.clone(); dist.broadcast(b, src=n - 1, group=grp); return b
+        if op == "all_gather_into_tensor":
+            c = torch.empty(n * x.numel(), device=dev); dist.all_gather_into_tensor(c, x, group=grp); return c
+        if op == "reduce_scatter_tensor":
+            d = torch.empty(x.numel() // n, device=dev); dist.reduce_scatter_tensor(d, x, group=grp); return d
+        e = torch.empty_like(x)
+        ops = [dist.P2POp(dist.isend, x, (rank + 1) % n, grp), dist.P2POp(dist.irecv, e, (rank - 1) % n, grp)]
+        for w in dist.batch_isend_irecv(ops):
+            w.wait()
+        return e
+
     for gname in ("ber0_endpoint", "ber0_ring"):
-        g = groups[gname]
-        outs = []
-        for grp in (g_plain, g):
-            a = x.clone()
-            dist.all_reduce(a, group=grp)
-            b = x.clone()
-            dist.broadcast(b, src=n - 1, group=grp)
-            c = torch.empty(n * x.numel(), device=dev)
-            dist.all_gather_into_tensor(c, x, group=grp)
-            d = torch.empty(x.numel() // n, device=dev)
-            dist.reduce_scatter_tensor(d, x, group=grp)
-            e = torch.empty_like(x)
-            ops = [dist.P2POp(dist.isend, x, (rank + 1) % n, grp), dist.P2POp(dist.irecv, e, (rank - 1) % n, grp)]
-            for w in dist.batch_isend_irecv(ops):
-                w.wait()
-            outs.append((a, b, c, d, e))
-        prim_ok &= all(torch.equal(u, v) for u, v in zip(*outs))
-    rows.append(("BER 0: all_reduce/broadcast/all_gather/reduce_scatter/batched p2p == plain", "PASS" if prim_ok else "FAIL",
-                 f"{plain_backend}, endpoint+ring"))
+        mode = gname.split("_")[1]
+        for op in ("all_reduce", "broadcast", "all_gather_into_tensor", "reduce_scatter_tensor", "batched_p2p"):
+            ringed = mode == "ring" and n >= 3 and op in ("all_reduce", "reduce_scatter_tensor")
+            ref = ring_ref(op) if ringed else prim(op, g_plain)
+            ok = torch.equal(ref, prim(op, groups[gname]))
+            flags = [None] * n
+            dist.all_gather_object(flags, bool(ok))
+            if rank == 0:
+                rows.append((f"BER 0: {op}, {mode} mode == " + ("ring-order reference" if ringed else "plain"),
+                             "PASS" if all(flags) else "FAIL", f"{plain_backend}, {n} ranks"))
 
     # the model
     corpus = CharCorpus.load("stdlib", "byte")
@@ -135,6 +169,32 @@ def _worker(rank: int, args: argparse.Namespace, store: str, out: str) -> None:
         same = torch.equal(flat["plain"], flat[k])
         rows.append((f"BER 0: DDP {args.steps} steps, {k.split('_')[1]} mode, params == plain", "PASS" if same else "FAIL",
                      f"{sum(p.numel() for p in runs['plain']['model'].parameters()) / 1e6:.3g} M parameters"))
+
+    # 1c. no host sync on the CUDA path: a DDP backward (bucket all-reduces through the wrapper at
+    # --ber, clamp guard) under torch.cuda.set_sync_debug_mode("error") must raise nothing
+    if cuda:
+        r = make(groups["noisy"])
+        step(r)  # warm-up: NCCL communicators, allocator, Numba
+        xb, yb = corpus.batch("train", per_rank, args.block, r["gen"])
+        xb, yb = xb.to(dev), yb.to(dev)
+        logits = r["model"](xb)
+        loss = F.cross_entropy(logits.view(-1, logits.size(-1)), yb.view(-1))
+        torch.cuda.synchronize()
+        err = None
+        torch.cuda.set_sync_debug_mode("error")
+        try:
+            loss.backward()
+        except RuntimeError as exc:  # a synchronizing CUDA call inside the wrapper or DDP
+            err = str(exc).splitlines()[0][:150]
+        finally:
+            torch.cuda.set_sync_debug_mode("default")
+        torch.cuda.synchronize()
+        flags = [None] * n
+        dist.all_gather_object(flags, err)
+        if rank == 0:
+            bad = [f for f in flags if f]
+            rows.append((f"no host sync: DDP backward through the wrapper, BER {args.ber:g}, sync_debug_mode error",
+                         "FAIL" if bad else "PASS", bad[0] if bad else f"{n} ranks"))
 
     # 2. flip-rate honesty on device tensors (no guard: every flipped bit stays visible)
     g = groups["noisy_raw"]

@@ -1400,7 +1400,7 @@ class ReplayProcessGroup(dist.ProcessGroup):
         raise UnsupportedOperation(
             f"{BACKEND_NAME}: '{name}' is not supported by the replay wrapper (supported: allreduce, broadcast, "
             "allgather, all_gather_single, reduce_scatter, reduce_scatter_single, alltoall, all_to_all_single, "
-            "their coalesced forms, barrier, send, recv); use a plain gloo/NCCL group for it")
+            "reduce, gather, scatter, their coalesced forms, barrier, send, recv); use a plain gloo/NCCL group for it")
 
     @_op
     def reduce(self, tensors, opts=None):
