@@ -104,7 +104,7 @@ def _row(par: str, ber: float, guard: str, seed: int, r: dict, shadow: dict, sha
         "delta_val_loss": r["final_val_loss"] - shadow["final_val_loss"],
         "injected_noise": r.get("injected_noise", 0.0) if ber > 0 else 0.0,
         "injected_noise_step": r.get("injected_noise_step_median", 0.0) if ber > 0 else 0.0,
-        "weight_dist_shadow": float((w - shadow_w).norm() / shadow_w.norm()),
+        "weight_dist_shadow": float((w - shadow_w).norm() / shadow_w.norm()) if w.shape == shadow_w.shape else math.nan,
         "replica_divergence": r["final_divergence"],
         "flips": int(sum(m.get("errors_injected", {}).values())),
         "frames_lost": int(sum(m.get("frames_lost", {}).values())),

@@ -577,8 +577,13 @@ def _write_failed_run(rank: int, world: int, cfg: TrainConfig, out_dir: str, exc
             "source_kind": resolved_kind(cfg.replay.source),
             **_frame_counts(merged, parts, cfg, exc, step),
         }
-        last = scope.get("last_full") or [torch.zeros(0)]
-        torch.save(last[0], os.path.join(out_dir, "params.pt"))  # the parameters at the last measurement
+        last = (scope.get("last_full") or [torch.zeros(0)])[0]
+        if last.numel() == 0 and "gpt" in scope:  # failed before the first measurement
+            try:
+                last = flat_params(scope["gpt"]).cpu()
+            except Exception:  # noqa: BLE001 - sharded (FSDP) parameters: nothing to compare
+                pass
+        torch.save(last, os.path.join(out_dir, "params.pt"))  # the parameters at the last measurement
         tmp = os.path.join(out_dir, ".result.json.tmp")
         with open(tmp, "w", encoding="utf-8") as fh:
             json.dump(result, fh, allow_nan=True)

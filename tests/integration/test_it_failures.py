@@ -127,3 +127,34 @@ def test_lost_frames_make_the_op_raise_on_every_rank(fec, ber, op):
     lost = [r for r in ranks if r["op_failures"] > 0]
     assert lost and all(r["frames_lost"] > 0 and r["frames_resent"] >= 7 * r["frames_lost"] for r in lost)
     assert any("NCCL_IB_RETRY_CNT=7" in r["raised"] for r in ranks)
+
+
+def test_training_run_that_loses_a_frame_fails_visibly():
+    """Issue 23: a run at a BER where a frame is lost stops on every rank at the same op and says so."""
+    from integration.train import build_config, run_training
+
+    cfg = build_config(parallel="ddp", ber=3e-5, fec="ieee", source="independent", steps=40, n_layer=1, n_embd=16,
+                       n_head=2, block_size=16, batch_size=4, eval_interval=10, comm_timeout_s=60, corpus="stdlib")
+    r = run_training(cfg, timeout_s=300)
+    assert r["failed"] is True and r["op_failures"] >= 1 and r["frames_lost"] >= 1, r.get("failure")
+    assert r["frames_resent"] >= 7 * r["frames_lost"]
+    assert "NCCL_IB_RETRY_CNT=7" in r["failure"] and r["failed_step"] is not None
+    assert r["final_val_loss"] != r["final_val_loss"]  # NaN: the job did not finish
+    assert r["ber_is"] == "payload-stream BER"
+
+
+def test_experiment_table_has_frame_columns_and_which_ber():
+    from integration.experiment import COLUMNS, aggregate, table_md
+
+    def one(ber, lost, kind):
+        return {"parallel": "ddp", "ber": ber, "guard": "none", "seed": 1, "final_val_loss": 2.0,
+                "delta_val_loss": 0.0, "injected_noise": 0.0, "injected_noise_step": 0.0, "weight_dist_shadow": 0.0,
+                "replica_divergence": 0.0, "flips": 0, "nonfinite_events": 0, "nonfinite_steps": 0,
+                "overflow_steps": 0, "skipped_steps": 0, "frames_lost": lost, "frames_resent": 8 * lost,
+                "op_failures": int(lost > 0), "step_ms": 1.0, "first_nonfinite_loss_step": None,
+                "evals": [[0, 4.0]], "train_loss": [4.0], "metrics": {}, "source_kind": kind}
+
+    rows = aggregate([one(0.0, 0, "independent"), one(1e-5, 3, "generator")])
+    assert {"frames_lost", "frames_resent", "op_failures", "ber_is"} <= set(COLUMNS)
+    md = table_md(rows)
+    assert "pre-FEC line BER" in md and "error-free" in md and "| 3 | 24 | 1 |" in md
