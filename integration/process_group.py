@@ -9,8 +9,17 @@ One-line change for a user::
 
 The configuration travels in the environment variable ``PHY802_REPLAY`` (JSON), so processes
 started by torchrun or on other nodes get it by setting that variable. The inner backend is gloo
-on CPU; with ``PHY802_INNER=nccl`` it is NCCL for CUDA tensors (the same code path; flips are
-applied on the device with index ops and only the touched elements are read back for the log).
+for CPU tensors and NCCL for CUDA tensors (``PHY802_INNER=nccl``: NCCL for every tensor;
+``PHY802_FAKE_NCCL=1``: the strict CPU stand-in of :mod:`integration.fake_nccl` for every
+tensor). On the CUDA path nothing syncs the host: flips, guard and norms are device ops on the
+current stream, sums and log values stay on the device until ``metrics``/``log`` is read
+(:meth:`ReplayProcessGroup._apply_device`), NCCL Works are waited on without a timeout (the
+stream waits), CUDA results are held in ``Future(devices=...)``. Ops not modelled elsewhere:
+``reduce`` (the root's result over link ``root+1 -> root``), ``gather`` (chunk ``j`` over
+``j -> root``), ``scatter`` (``root -> rank``). torch's ``Backend`` cannot be subclassed in
+Python (2.13: "No constructor defined"), so the per-device backends registered on the group are
+the inner ones (for ``_get_backend`` and capability queries); every op still reaches this
+class. :func:`ddp_comm_hook` applies the same link errors to a DDP built on a stock group.
 
 Links. Each directed link ``src -> dst`` has its own error source, held by the destination rank
 and seeded from ``(seed, src, dst)``. Offsets are reserved when an operation is *issued* (a
@@ -50,7 +59,9 @@ to ``deliver`` by test); trace sources go through ``deliver`` itself.
 Traffic classes: allreduce and reduce_scatter -> ``gradients``; broadcast and allgather ->
 ``params``; all_to_all -> ``activations``; recv from a lower rank -> ``activations``, from a
 higher rank -> ``activation_grads``; non-float tensors and one-element floats (flags, votes,
-pipelining's warm-up exchange) -> ``control`` (non-float tensors are never modified). Use
+pipelining's warm-up exchange) -> ``control`` (non-float tensors are never modified), except
+uint8 in ``all_gather_single`` (FSDP2's mixed-dtype parameter all-gather) -> ``params``.
+float8_e4m3fn / float8_e5m2 are float payload like the others. Use
 :meth:`ReplayProcessGroup.traffic` to override the class of the operations issued inside a block.
 """
 
