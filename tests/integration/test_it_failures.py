@@ -134,8 +134,8 @@ def test_training_run_that_loses_a_frame_fails_visibly():
     from integration.train import build_config, run_training
 
     cfg = build_config(parallel="ddp", ber=3e-5, fec="ieee", source="independent", steps=40, n_layer=1, n_embd=16,
-                       n_head=2, block_size=16, batch_size=4, eval_interval=10, comm_timeout_s=60, corpus="stdlib")
-    r = run_training(cfg, timeout_s=300)
+                       n_head=2, block_size=16, batch_size=4, eval_interval=10, comm_timeout_s=120, corpus="stdlib")
+    r = run_training(cfg, timeout_s=400)
     assert r["failed"] is True and r["op_failures"] >= 1 and r["frames_lost"] >= 1, r.get("failure")
     assert r["frames_resent"] >= 7 * r["frames_lost"]
     assert "NCCL_IB_RETRY_CNT=7" in r["failure"] and r["failed_step"] is not None
