@@ -21,7 +21,7 @@ threads) is printed too: it moves less than wall time when other jobs share the 
 Usage::
 
     python benchmarks/bench_replay.py [--steps 60] [--block 5] [--world-size 2] [--ber 1e-5]
-                                      [--mode endpoint] [--source auto] [--guard none]
+                                      [--mode endpoint] [--source generator] [--guard none]
                                       [--classes ...] [--no-corrupt-plain] [--json]
 """
 
@@ -168,7 +168,8 @@ def main() -> None:
     p.add_argument("--world-size", type=int, default=2)
     p.add_argument("--ber", type=float, default=1e-5)
     p.add_argument("--mode", choices=("endpoint", "ring"), default="endpoint")
-    p.add_argument("--source", choices=("auto", "independent", "generator"), default="auto")
+    p.add_argument("--source", choices=("independent", "generator"), default="generator",
+                   help="generator: --ber is the pre-FEC line BER; independent: the payload-stream BER (default generator)")
     p.add_argument("--guard", default="none", help="receive guard of the wrapper (default none)")
     p.add_argument("--classes", default="gradients,activations,activation_grads",
                    help="traffic classes corrupted (default gradients,activations,activation_grads; '' = none)")
@@ -199,12 +200,16 @@ def main() -> None:
             res = json.load(fh)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    res.update(ber=args.ber, guard=args.guard, classes=args.classes, mode=args.mode, source=args.source, world_size=args.world_size, steps=args.steps)
+    from integration.sources import ber_meaning
+
+    res.update(ber=args.ber, ber_is=ber_meaning(args.source), guard=args.guard, classes=args.classes, mode=args.mode, source=args.source, world_size=args.world_size, steps=args.steps)
     if args.json:
         print(json.dumps(res, indent=2))
     else:
+        from integration.sources import ber_meaning
+
         print(f"replay wrapper overhead, DDP x{args.world_size}, {res['params']} parameters, {args.mode} mode, "
-              f"BER {args.ber:g} ({args.source} source), {args.steps} steps each")
+              f"BER {args.ber:g} [{ber_meaning(args.source)}] ({args.source} source), {args.steps} steps each")
         print(f"  plain gloo : {res['plain_ms']:8.2f} ms/step (median; mean {res['plain_mean_ms']:.2f})")
         print(f"  wrapper    : {res['wrapper_ms']:8.2f} ms/step (median; mean {res['wrapper_mean_ms']:.2f})")
         print(f"  ratio      : {res['ratio']:.3f}  (target <= 1.10)   flips on rank 0: {res['flips_rank0']}")

@@ -48,8 +48,18 @@ __all__ = ["ExperimentSpec", "run_experiment", "aggregate", "write_report", "tab
 #: numeric columns aggregated over seeds (mean and 95% interval)
 _NUMERIC = ("final_val_loss", "delta_val_loss", "link_sd", "val_loss_replica_sd", "injected_noise", "injected_noise_step", "weight_dist_shadow",
             "replica_divergence", "flips", "nonfinite_events", "nonfinite_steps", "overflow_steps", "skipped_steps",
-            "step_ms")
-COLUMNS = ("parallel", "ber", "guard", "seeds") + _NUMERIC
+            "frames_lost", "frames_resent", "op_failures", "step_ms")
+#: ``ber_is``: which BER the number is (pre-FEC line BER or payload-stream BER; issue 23)
+COLUMNS = ("parallel", "ber", "ber_is", "guard", "seeds") + _NUMERIC
+_FRAME_COLS = ("frames_lost", "frames_resent", "op_failures")
+
+
+def _ber_is(kind) -> str:
+    from integration.sources import BER_MEANING
+
+    return BER_MEANING.get(kind, str(kind))
+
+
 #: written into every output folder this module creates; lists the files it wrote
 MARKER = ".phy802-output"  # phy802._output.SET_MARKER: one signed marker for every output folder
 
@@ -115,9 +125,12 @@ def _row(par: str, ber: float, guard: str, seed: int, r: dict, shadow: dict, sha
         "n_params": r.get("n_params"),
         "injected_noise": r.get("injected_noise", 0.0) if ber > 0 else 0.0,
         "injected_noise_step": r.get("injected_noise_step_median", 0.0) if ber > 0 else 0.0,
-        "weight_dist_shadow": float((w - shadow_w).norm() / shadow_w.norm()),
+        "weight_dist_shadow": float((w - shadow_w).norm() / shadow_w.norm()) if w.shape == shadow_w.shape else math.nan,
         "replica_divergence": r["final_divergence"],
         "flips": int(sum(m.get("errors_injected", {}).values())),
+        "frames_lost": int(sum(m.get("frames_lost", {}).values())),
+        "frames_resent": int(sum(m.get("frames_resent", {}).values())),
+        "op_failures": int(sum(m.get("op_failures", {}).values())),
         "nonfinite_events": int(sum(m.get("nonfinite_events", {}).values())),
         "nonfinite_steps": r["nonfinite_steps"],
         "overflow_steps": r["overflow_steps"],
@@ -225,6 +238,9 @@ def aggregate(per_seed: list[dict]) -> list[dict]:
             if c == "link_sd":
                 row[c], row[c + "_ci95"] = (_link_sd(rs) if ber > 0 else math.nan), math.nan
                 continue
+            if c in _FRAME_COLS:  # rows from before issue 23 have no frame counters: 0
+                row[c], row[c + "_ci95"] = _clustered([{**r, c: r.get(c, 0)} for r in rs], c)
+                continue
             row[c], row[c + "_ci95"] = _clustered([r for r in rs if c in r], c) if any(c in r for r in rs) \
                 else (math.nan, math.nan)
         steps = [s for s, _ in rs[0]["evals"]]
@@ -237,6 +253,7 @@ def aggregate(per_seed: list[dict]) -> list[dict]:
         row["died"] = [[r["seed"], r["first_nonfinite_loss_step"]] for r in rs if not math.isfinite(r["final_val_loss"])]
         row["metrics"] = rs[0]["metrics"] if len(rs) == 1 else None
         row["source_kind"] = rs[0]["source_kind"]
+        row["ber_is"] = "error-free" if ber == 0 else _ber_is(rs[0]["source_kind"])
         row["seeds_detail"] = [{k: v for k, v in r.items() if k not in ("train_loss",)} for r in rs]
         out.append(row)
     return out

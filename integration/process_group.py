@@ -9,8 +9,17 @@ One-line change for a user::
 
 The configuration travels in the environment variable ``PHY802_REPLAY`` (JSON), so processes
 started by torchrun or on other nodes get it by setting that variable. The inner backend is gloo
-on CPU; with ``PHY802_INNER=nccl`` it is NCCL for CUDA tensors (the same code path; flips are
-applied on the device with index ops and only the touched elements are read back for the log).
+for CPU tensors and NCCL for CUDA tensors (``PHY802_INNER=nccl``: NCCL for every tensor;
+``PHY802_FAKE_NCCL=1``: the strict CPU stand-in of :mod:`integration.fake_nccl` for every
+tensor). On the CUDA path nothing syncs the host: flips, guard and norms are device ops on the
+current stream, sums and log values stay on the device until ``metrics``/``log`` is read
+(:meth:`ReplayProcessGroup._apply_device`), NCCL Works are waited on without a timeout (the
+stream waits), CUDA results are held in ``Future(devices=...)``. Ops not modelled elsewhere:
+``reduce`` (the root's result over link ``root+1 -> root``), ``gather`` (chunk ``j`` over
+``j -> root``), ``scatter`` (``root -> rank``). torch's ``Backend`` cannot be subclassed in
+Python (2.13: "No constructor defined"), so the per-device backends registered on the group are
+the inner ones (for ``_get_backend`` and capability queries); every op still reaches this
+class. :func:`ddp_comm_hook` applies the same link errors to a DDP built on a stock group.
 
 Links. Each directed link ``src -> dst`` has its own error source, held by the destination rank
 and seeded from ``(seed, src, dst)``. Offsets are reserved when an operation is *issued* (a
@@ -32,8 +41,17 @@ Delivery (``protocol.delivery``): each message is cut into RoCEv2 frames whose s
 taken from the link's source; a frame whose headers are hit, that overlaps an error-block mark,
 or (non-tolerant FEC modes: ``ieee``, ``detect_only``) has any checked bit hit is dropped and
 resent over fresh stream bits; ``unequal`` removes flips on sign/exponent bits; tolerant modes
-deliver the payload flips. Resent and lost frames are counted; [?] a lost frame (all resends
-failed) is delivered unmodified: the wrapper does not fail the operation, as a transport would.
+deliver the payload flips. Resent and lost frames are counted. A frame lost after
+``retry_cnt + 1`` sends (``NCCL_IB_RETRY_CNT``, :class:`integration.replay.ReplayConfig`) fails its
+operation: the Work raises :class:`LinkFailure` on the receiving rank, the group is then in error
+(every later operation on that rank raises at issue, as a queue pair in the error state) and the
+failure is written to the group's store, where the other ranks find it while they wait for the
+failed rank: the key is written before the failed op's inner part is issued, and every rank
+looks it up when an op completes, so all ranks fail the same collective (and within ~50 ms while
+blocked in ``wait``; a wait on an inner Work without a future, gloo send/recv/reduce_scatter,
+ends at the group timeout). A group in error still issues every op to the inner backend, so no
+peer is left with an unmatched op. Control messages (flags, shapes) fail like data. Nothing lost
+is ever delivered as if it had arrived.
 For the live generator and independent flips the same delivery runs as one Numba pass per
 message over a read-ahead of the link's errors (:class:`integration.sources.BufferedLink`, equal
 to ``deliver`` by test); trace sources go through ``deliver`` itself.
@@ -41,7 +59,9 @@ to ``deliver`` by test); trace sources go through ``deliver`` itself.
 Traffic classes: allreduce and reduce_scatter -> ``gradients``; broadcast and allgather ->
 ``params``; all_to_all -> ``activations``; recv from a lower rank -> ``activations``, from a
 higher rank -> ``activation_grads``; non-float tensors and one-element floats (flags, votes,
-pipelining's warm-up exchange) -> ``control`` (non-float tensors are never modified). Use
+pipelining's warm-up exchange) -> ``control`` (non-float tensors are never modified), except
+uint8 in ``all_gather_single`` (FSDP2's mixed-dtype parameter all-gather) -> ``params``.
+float8_e4m3fn / float8_e5m2 are float payload like the others. Use
 :meth:`ReplayProcessGroup.traffic` to override the class of the operations issued inside a block.
 """
 
@@ -58,9 +78,11 @@ from typing import Any, Iterator
 import numpy as np
 import torch
 import torch.distributed as dist
+import torch._C._distributed_c10d as _c10d
 
 from integration.commlog import CommLog, instrument
 from integration.replay import (
+    LinkFailure,
     Metrics,
     InjectionLog,
     ReplayConfig,
@@ -69,13 +91,15 @@ from integration.replay import (
     _corrupt_cpu,
     corrupt_received,
     guard_flipped,
+    is_corruptible,
     is_float,
 )
 from integration.sources import BufferedLink, ErrorSource, NoErrors, make_link_source
 from protocol.delivery import deliver
 from protocol.modes import get_mode
 
-__all__ = ["BACKEND_NAME", "ENV_VAR", "INNER_ENV_VAR", "ReplayProcessGroup", "register", "configure", "UnsupportedOperation"]
+__all__ = ["BACKEND_NAME", "ENV_VAR", "INNER_ENV_VAR", "ReplayProcessGroup", "register", "configure", "UnsupportedOperation",
+           "LinkFailure", "ddp_comm_hook"]
 
 BACKEND_NAME = "phy802"
 ENV_VAR = "PHY802_REPLAY"
@@ -83,6 +107,8 @@ INNER_ENV_VAR = "PHY802_INNER"  # "gloo" (default) or "nccl": one inner backend 
 CUDA_INNER_ENV_VAR = "PHY802_CUDA_INNER"  # "nccl" (default) or "gloo": the inner backend of CUDA tensors
 _FORMAT = {torch.float32: "float32", torch.bfloat16: "bfloat16", torch.float16: "float16", torch.float64: "float64"}
 _RING_TAG = 0x50_38  # tags of the ring hops, apart from user point-to-point traffic (tag 0)
+_FAILED_KEY = "phy802_qp_error"  # in the group's (prefixed) store: set by a rank whose link lost a frame
+_POLL_S = 0.05  # while blocked in wait(), how often a rank looks for a peer's link failure
 
 
 class UnsupportedOperation(NotImplementedError):
@@ -120,6 +146,19 @@ def _creator(store, rank: int, size: int, timeout: timedelta):
     return ReplayProcessGroup(store, rank, size, timeout, _config_from_env(), inner=inner)
 
 
+def ddp_comm_hook(group, bucket):  # no annotations: DDP accepts only none or Future[Tensor] objects
+    """A DDP communication hook (torch's ``register_comm_hook`` style, as its PowerSGD/allreduce hooks)
+    that averages each gradient bucket through the ``phy802`` group ``group``.
+
+    For a DDP built on a plain (e.g. NCCL) group, so that torch sees a stock ProcessGroup:
+    ``ddp.register_comm_hook(phy802_group, ddp_comm_hook)``; the bucket all-reduces then carry
+    the same link errors as with ``DDP(model, process_group=phy802_group)``.
+    """
+    buf = bucket.buffer()
+    buf.div_(group.size())
+    return group.allreduce([buf]).get_future().then(lambda f: f.value()[0])
+
+
 def register(config: ReplayConfig | None = None) -> None:
     """Register the ``phy802`` backend (idempotent) and optionally :func:`configure` it."""
     if config is not None:
@@ -145,19 +184,31 @@ class _ReplayWork(dist.Work):
     (default: the group's timeout) and raises :class:`TimeoutError` past it.
     """
 
-    def __init__(self, fut: torch.futures.Future, timeout_s: float, what: str) -> None:
+    def __init__(self, fut: torch.futures.Future, timeout_s: float, what: str, poll=None) -> None:
         super().__init__()
         self._fut = fut
         self._timeout_s = float(timeout_s)
         self._what = what
+        self._poll = poll  # called every _POLL_S while blocked: raises a peer's LinkFailure
         self._event = threading.Event()
         fut.add_done_callback(lambda _f: self._event.set())
 
     def wait(self, timeout: timedelta | None = None) -> bool:
         limit = _seconds(timeout) or self._timeout_s
-        if not self._event.wait(limit):
-            raise TimeoutError(f"{BACKEND_NAME}: {self._what} did not complete within {limit:g} s")
-        self._fut.value()  # re-raises the inner backend's or the wrapper's exception
+        if not self._event.is_set():
+            import time as _time
+
+            end = _time.monotonic() + limit
+            while not self._event.wait(min(_POLL_S, max(end - _time.monotonic(), 0.0))):
+                if self._poll is not None:
+                    self._poll(self._what)
+                if _time.monotonic() >= end:
+                    if self._poll is not None:
+                        self._poll(self._what)
+                    raise TimeoutError(f"{BACKEND_NAME}: {self._what} did not complete within {limit:g} s")
+        # Future.wait(): re-raises the inner backend's or the wrapper's exception; for a CUDA
+        # future (devices=[...]) it makes the current stream wait for the op's events, not the host
+        self._fut.wait()
         return True
 
     def get_future(self) -> torch.futures.Future:
@@ -253,8 +304,103 @@ class _DeferredWork(dist.Work):
         return self._error
 
 
+class _FailedWork(dist.Work):
+    """The Work of an operation whose data was lost: waits for the inner Work, then raises ``exc``.
+
+    The inner operation was issued (the peers need it); what this rank received is not delivered.
+    ``get_future()`` holds the exception once the inner operation has completed.
+    """
+
+    def __init__(self, inner, exc: LinkFailure, timeout_s: float) -> None:
+        super().__init__()
+        self._inner, self._exc, self._timeout_s = inner, exc, float(timeout_s)
+
+    def wait(self, timeout: timedelta | None = None) -> bool:
+        try:
+            if self._inner is not None:
+                self._inner.wait(timeout if timeout is not None else timedelta(seconds=self._timeout_s))
+        except Exception:  # noqa: BLE001 - the link failure is the error to report
+            pass
+        raise self._exc
+
+    def get_future(self) -> torch.futures.Future:
+        exc = self._exc
+
+        def fail(_f):
+            raise exc
+
+        try:
+            return self._inner.get_future().then(fail)
+        except Exception:  # noqa: BLE001 - inner Work without a future (gloo send/recv)
+            fut = torch.futures.Future()
+            fut.set_exception(exc)
+            return fut
+
+    def is_completed(self) -> bool:
+        try:
+            return self._inner is None or bool(self._inner.is_completed())
+        except Exception:  # noqa: BLE001
+            return True
+
+    def is_success(self) -> bool:
+        return False
+
+    def exception(self):
+        return self._exc
+
+
+def _op(fn):
+    """Decorate a public op: refuse it while the group is in error; fail it if its data was lost.
+
+    Delivery is decided when an op is issued (:meth:`ReplayProcessGroup._reserve`, on the
+    caller's thread), so the loss of a frame is known before the op returns: the op still runs
+    on the inner backend (the peers take part in it), and its Work raises :class:`LinkFailure`.
+    A group in error keeps issuing every op to the inner backend (so no peer is left with an
+    unmatched op, which would hang it, or abort its process at exit) and fails each one.
+    Nested ops (coalesced forms) report to the outermost one.
+    """
+    import functools
+
+    @functools.wraps(fn)
+    def wrapped(self, *a, **k):
+        tl = self._tl
+        depth = getattr(tl, "depth", 0)
+        if depth == 0:
+            tl.loss = None
+        tl.depth = depth + 1
+        try:
+            work = fn(self, *a, **k)
+        except BaseException:
+            if depth == 0 and tl.loss is not None:
+                self._fail(None, tl.loss)
+                tl.loss = None
+            raise
+        finally:
+            tl.depth = depth
+        if depth:
+            return work
+        if tl.loss is not None:
+            loss, tl.loss = tl.loss, None
+            return self._fail(work, loss)
+        if self._failed is not None:  # in error: the op ran (the peers need it), this rank gets nothing
+            return _FailedWork(work, self._refuse(fn.__name__), self._timeout_s)
+        return work
+
+    return wrapped
+
+
+def _cuda_devices(result: Any) -> list[torch.device]:
+    ts = result if isinstance(result, (list, tuple)) else [result]
+    flat = [u for t in ts for u in (t if isinstance(t, (list, tuple)) else [t])]
+    return sorted({t.device for t in flat if isinstance(t, torch.Tensor) and t.device.type == "cuda"},
+                  key=lambda d: d.index or 0)
+
+
 def _done_work(result: Any, timeout_s: float = 0.0) -> dist.Work:
-    fut = torch.futures.Future()
+    devs = _cuda_devices(result)
+    # a Future holding CUDA tensors must know their devices: it records an event on the current
+    # stream at set_result, and wait() makes the waiter's stream wait for it (no host sync)
+    fut = torch.futures.Future(devices=devs) if devs else torch.futures.Future()
     fut.set_result(result)
     return _ReplayWork(fut, timeout_s or 1.0, "completed operation")
 
@@ -318,9 +464,26 @@ class ReplayProcessGroup(dist.ProcessGroup):
         self._forced_inner = inner
         self._gloo = inner if inner is not None else dist.ProcessGroupGloo(store, rank, size, timeout)
         self._nccl = None
+        if os.environ.get("PHY802_FAKE_NCCL") == "1":  # CI: the NCCL code path on CPU (integration/fake_nccl.py)
+            from integration.fake_nccl import StrictNcclStandIn
+
+            self._nccl = StrictNcclStandIn(self._gloo, self._timeout_s)
+            self._forced_inner = self._nccl
         self.config = config
-        self.log = InjectionLog(config.log_limit)
-        self.metrics = Metrics()
+        self._log = InjectionLog(config.log_limit)
+        self._metrics = Metrics()
+        # device path (CUDA): sums kept as device scalars and log values as device tensors, read
+        # to the host in one transfer when `metrics` / `log` is read (once per step), never per op
+        self._dev_acc: dict[tuple[str, str], torch.Tensor] = {}
+        self._dev_log: list[tuple] = []
+        self.force_device_path = False  # tests: CPU tensors take the device path
+        self._coalescing_dev: torch.device | None = None
+        # per-device backends, so that torch's lookups (_get_backend, FSDP2's allocator, the
+        # coalescing manager) find one: the inner ones. torch 2.13's Backend has no Python
+        # constructor ("No constructor defined"), so a Python backend cannot be registered; every
+        # op still reaches this class's Python methods (checked for DDP's C++ reducer and
+        # _broadcast_coalesced), the registered inner backends only answer capability queries
+        self._register_inner(torch.device("cpu"), self._gloo, "GLOO")
         self.commlog = CommLog(rank, size)  # every issued op: integration/commlog.py
         self._rank, self._size = rank, size
         self._sources: dict[tuple[int, int], ErrorSource] = {}
@@ -335,6 +498,158 @@ class ReplayProcessGroup(dist.ProcessGroup):
         self._fec = get_mode(config.source.fec)
         self._cost_cache: dict[int, tuple[int, int]] = {}
         self._links: dict[tuple[int, int], BufferedLink | None] = {}
+        self._retx = config.retransmit()  # NCCL_IB_RETRY_CNT + 1 sends per frame
+        self._failed: LinkFailure | None = None  # set once a frame is lost: the group is in error
+        self._tl = threading.local()  # per issuing thread: op nesting depth and the op's lost frames
+
+    # ------------------------------------------------------------------ link failure (lost frames)
+    def _shadow(self, op: str, t: torch.Tensor, dst: int) -> None:
+        """The fate of a message this rank *sends* to ``dst``: the same delivery its receiver runs.
+
+        Link ``rank -> dst``'s source is rebuilt here from the same seed (:func:`make_link_source`)
+        and fed the same messages in the same order as the receiver's (the wrapper's model fixes
+        who receives what in every op), so the sender knows, at issue, that its message will be
+        lost, and fails the op too. Only losses matter here: nothing is counted or applied.
+        """
+        if not self._enabled or dst == self._rank:
+            return
+        with self._lock:
+            source = self.link_source(self._rank, dst)
+            if isinstance(source, NoErrors):
+                return
+            d = self._deliver(self._rank, source, t.numel() * t.element_size(), t.dtype, dst=dst)
+            if d.frames_lost:
+                self._note_loss(op, "sent", self._rank, d, dst=dst)
+
+    def _note_loss(self, op: str, cls: str, src: int, d, dst: int | None = None) -> None:
+        """Record that the op being issued lost ``d.frames_lost`` frames on link ``src -> dst`` (default: this rank)."""
+        tl = self._tl
+        prev = getattr(tl, "loss", None)
+        dst = self._rank if dst is None else dst
+        if not getattr(self, "_key_set", False):
+            # before the op's inner part is issued: a peer can complete this op only after this
+            # rank issued it, and then finds the key (every rank fails the same collective)
+            self._key_set = True
+            try:
+                self._store.set(_FAILED_KEY, f"rank {self._rank}: {op} lost {int(d.frames_lost)} frame(s) "
+                                             f"on link {src} -> {dst}")
+            except Exception:  # noqa: BLE001 - a store that refuses does not hide the failure here
+                pass
+        received = dst == self._rank
+        if prev is None or (received and not prev[6]):  # report a loss of received data first
+            tl.loss = [op, cls, src, int(d.frames_lost), int(d.frames_resent), dst, received]
+        else:
+            prev[3] += int(d.frames_lost)
+            prev[4] += int(d.frames_resent)
+
+    def _fail(self, work, loss) -> dist.Work:
+        """The group goes to error; returns the failing Work (control messages too: flags fail like data)."""
+        op, cls, src, lost, resent, dst, received = loss
+        c = self.config
+        side = "" if received else " (sent by this rank)"
+        msg = (f"{BACKEND_NAME}: {op} ({cls}) lost {lost} frame(s) on link {src} -> {dst}{side} after "
+               f"NCCL_IB_RETRY_CNT={c.retry_cnt} retries each ({c.retry_cnt + 1} sends; local ACK timeout "
+               f"4.096 us x 2^NCCL_IB_TIMEOUT={c.ib_timeout} = {c.rto_s:.3g} s): the queue pair is in error, "
+               "the data was not delivered")
+        exc = LinkFailure(msg, link=(src, dst), op=op, frames_lost=lost, frames_resent=resent, rank=self._rank)
+        with self._lock:
+            if received:  # counted where the data was lost (each link at its destination)
+                self._metrics.add("op_failures", cls, 1)
+            if self._failed is None:
+                self._failed = exc
+        if work is None:
+            return work
+        return _FailedWork(work, exc, self._timeout_s)
+
+    def _refuse(self, name: str) -> LinkFailure:
+        f = self._failed
+        return LinkFailure(f"{BACKEND_NAME}: {name} refused on rank {self._rank}: the group is in error ({f})",
+                           link=f.link, op=f.op, frames_lost=f.frames_lost, frames_resent=f.frames_resent, rank=f.rank)
+
+    def _peer_poll(self, what: str) -> None:
+        """While blocked: raise :class:`LinkFailure` if this or another rank of the group lost a frame."""
+        if self._failed is None and getattr(self._tl, "loss", None) is not None:
+            return  # this op's own loss (in flight on this thread): reported by _op
+        if self._failed is None:
+            try:
+                hit = self._store.check([_FAILED_KEY])
+            except Exception:  # noqa: BLE001 - a store gone away: the wait's own timeout decides
+                return
+            if not hit:
+                return
+            msg = self._store.get(_FAILED_KEY).decode(errors="replace")
+            with self._lock:
+                if self._failed is None:
+                    self._failed = LinkFailure(f"{BACKEND_NAME}: rank {self._rank} stopped waiting for {what}: a link "
+                                               f"of the group failed ({msg})", op=what, rank=self._rank)
+        raise self._refuse(what)
+
+    def _check_peer(self, what: str = "") -> None:
+        """When an op completes: raise if another rank of the group has failed (one store lookup).
+
+        A collective completes only after every rank issued it, and a rank that loses a frame
+        writes the store key before it issues the op's inner part, so every rank fails the same
+        collective (the training loop then stops all ranks at the same op).
+        """
+        if self._failed is None:
+            if getattr(self._tl, "loss", None) is not None:
+                return  # this op's own loss: the op fails through _op, with its own message
+            try:
+                hit = self._store.check([_FAILED_KEY])
+            except Exception:  # noqa: BLE001 - a store gone away: nothing to learn from it
+                return
+            if not hit:
+                return
+        self._peer_poll(what)
+
+    @property
+    def metrics(self) -> Metrics:
+        """Per-rank counters (:class:`integration.replay.Metrics`); reading them syncs device sums (one transfer)."""
+        if self._dev_acc or self._dev_log:
+            self.sync_device()
+        return self._metrics
+
+    @property
+    def log(self) -> InjectionLog:
+        """The injection log; reading it syncs the device path's pending values (one transfer)."""
+        if self._dev_log or self._dev_acc:
+            self.sync_device()
+        return self._log
+
+    def sync_device(self) -> None:
+        """Bring the device path's accumulated sums and log values to the host (one stacked transfer)."""
+        with self._lock:
+            acc, self._dev_acc = self._dev_acc, {}
+            logs, self._dev_log = self._dev_log, []
+        if acc:
+            keys = list(acc)
+            vals = torch.stack([acc[k].double() for k in keys]).cpu().numpy()
+            for (name, cls), v in zip(keys, vals):
+                v = float(v)
+                if name in ("perturbation_sq", "signal_sq"):
+                    if v or name == "signal_sq":
+                        self._metrics.add(name, cls, v if math.isfinite(v) or name == "perturbation_sq" else 0.0)
+                elif v:
+                    self._metrics.add(name, cls, int(round(v)))
+        if logs:
+            both = torch.cat([torch.stack([b, a]) for *_, b, a in logs], dim=1).cpu().numpy()
+            j = 0
+            for seq, op, cls, src, hop, elem, bit, msg_bit, inv, b, a in logs:
+                m = b.numel()
+                old, new = both[0, j:j + m][inv], both[1, j:j + m][inv]
+                j += m
+                self._log.add(seq=seq, op=op, cls=cls, src=src, dst=self._rank, hop=hop, element=elem, bit=bit,
+                              old=old, new=new, msg_bit=msg_bit)
+
+    def _dadd(self, name: str, cls: str, v: torch.Tensor) -> None:
+        key = (name, cls)
+        cur = self._dev_acc.get(key)
+        self._dev_acc[key] = v if cur is None else cur + v
+
+    @property
+    def failed(self) -> LinkFailure | None:
+        """The link failure that put this group in error on this rank (``None`` while healthy)."""
+        return self._failed
 
     # ------------------------------------------------------------------ public helpers
     def getBackendName(self) -> str:  # noqa: N802 - torch's name
@@ -359,7 +674,9 @@ class ReplayProcessGroup(dist.ProcessGroup):
 
     def _inner_for(self, t: torch.Tensor) -> dist.ProcessGroup:
         """gloo for CPU tensors, NCCL for CUDA tensors (created on first use), unless one inner was forced."""
-        if self._forced_inner is not None or t.device.type == "cpu":
+        if self._forced_inner is not None:
+            return self._forced_inner
+        if t.device.type == "cpu":
             return self._gloo
         if t.device.type != "cuda":
             raise UnsupportedOperation(f"{BACKEND_NAME}: tensors on {t.device} are not supported (cpu, cuda)")
@@ -369,7 +686,57 @@ class ReplayProcessGroup(dist.ProcessGroup):
             with self._lock:
                 if self._nccl is None:
                     self._nccl = _nccl_inner(self._store, self._rank, self._size, self._timeout)
+                    self._register_inner(torch.device("cuda"), self._nccl, "NCCL")
         return self._nccl
+
+    def _register_inner(self, device: torch.device, backend, kind: str) -> None:
+        if not isinstance(backend, _c10d.Backend):  # e.g. the fake-NCCL stand-in (a Python object)
+            return
+        try:
+            self._register_backend(device, getattr(dist.ProcessGroup.BackendType, kind), backend)
+        except Exception:  # noqa: BLE001 - capability lookups then fail as before; ops are unaffected
+            pass
+
+    # ------------------------------------------------------------------ lifecycle, coalescing manager
+    def _inners(self) -> list:
+        out = [self._gloo]
+        if self._nccl is not None and self._nccl is not self._gloo:
+            out.append(self._nccl)
+        return out
+
+    def shutdown(self) -> None:
+        """Shut down every inner backend (gloo, NCCL) of this group."""
+        for b in self._inners():
+            fn = getattr(b, "shutdown", None) or getattr(b, "_shutdown", None)
+            if fn is not None:
+                fn()
+
+    def abort(self) -> None:
+        """Abort every inner backend (NCCL aborts its communicators; gloo's abort is a no-op in 2.13)."""
+        for b in self._inners():
+            fn = getattr(b, "abort", None)
+            if fn is not None:
+                fn()
+
+    def _start_coalescing(self, device: torch.device) -> None:  # ProcessGroup's binding: (self, device_type)
+        """Start a coalesced block (torch's ``_coalescing_manager``): on NCCL, one NCCL group."""
+        self._flush_p2p()
+        self._coalescing_dev = torch.device(device)
+        inner = self._forced_inner if self._forced_inner is not None else (
+            self._gloo if self._coalescing_dev.type == "cpu" else self._nccl)
+        if inner is not None and inner is not self._gloo and getattr(inner, "supports_coalescing", False):
+            inner._start_coalescing()  # Backend's binding: no device
+            self._coalescing_inner = inner
+        else:
+            self._coalescing_inner = None
+
+    def _end_coalescing(self, device: torch.device) -> dist.Work:  # noqa: ARG002 - torch's signature
+        inner, self._coalescing_inner = getattr(self, "_coalescing_inner", None), None
+        self._coalescing_dev = None
+        if inner is not None:
+            return inner._end_coalescing()
+        return self._done([])
+
 
     @contextlib.contextmanager
     def traffic(self, cls: str) -> Iterator[None]:
@@ -399,7 +766,7 @@ class ReplayProcessGroup(dist.ProcessGroup):
             s = self._sources[key] = make_link_source(self.config.source, src, dst)
         return s
 
-    def _deliver(self, src: int, source: ErrorSource, octets: int, dtype: torch.dtype):
+    def _deliver(self, src: int, source: ErrorSource, octets: int, dtype: torch.dtype, dst: int | None = None):
         """``protocol.delivery.deliver`` of one message over link ``src -> rank`` (same result).
 
         Sources whose offsets do not depend on how the stream is cut (live generator, independent
@@ -407,20 +774,20 @@ class ReplayProcessGroup(dist.ProcessGroup):
         (traces) through ``deliver`` itself.
         """
         fmt = _FORMAT.get(dtype, "float32")
-        key = (src, self._rank)
+        key = (src, self._rank if dst is None else dst)
         link = self._links.get(key, False)
         if link is False:
             link = self._links[key] = (BufferedLink(source, self._fec, rate=self.config.source.rate,
-                                                    code=self.config.source.code)
+                                                    code=self.config.source.code, retransmit=self._retx)
                                        if BufferedLink.supports(source) else None)
         if link is not None:
             return link.deliver(octets, fmt)
         return deliver(octets, source, self._fec, rate=self.config.source.rate, float_format=fmt,
-                       code=self.config.source.code)
+                       code=self.config.source.code, retransmit=self._retx)
 
     # ------------------------------------------------------------------ core: reserve and apply
-    def _classify(self, default: str, t: torch.Tensor) -> str:
-        if not is_float(t) or t.numel() <= 1:
+    def _classify(self, default: str, t: torch.Tensor, op: str = "") -> str:
+        if not is_corruptible(t, op) or t.numel() <= 1:
             return "control"
         return self._override or default
 
@@ -440,7 +807,7 @@ class ReplayProcessGroup(dist.ProcessGroup):
             seq = self._seq
             self._seq += 1
             source = self.link_source(src, self._rank)
-            m = self.metrics
+            m = self._metrics
             m.add("messages", cls, 1)
             m.add("payload_bits", cls, 8 * octets)
             if isinstance(source, NoErrors):  # error-free link: only the bit accounting
@@ -448,7 +815,7 @@ class ReplayProcessGroup(dist.ProcessGroup):
                 source.take(sb)
                 m.add("stream_bits", cls, sb)
                 m.add("line_bits", cls, lb)
-                self.log.add_message(seq, op, cls, src, self._rank, hop, 8 * octets, sb, 0)
+                self._log.add_message(seq, op, cls, src, self._rank, hop, 8 * octets, sb, 0)
                 return None
             d = self._deliver(src, source, octets, t.dtype)
             flips = d.payload_flips
@@ -458,10 +825,11 @@ class ReplayProcessGroup(dist.ProcessGroup):
                 m.add("frames_resent", cls, d.frames_resent)
             if d.frames_lost:
                 m.add("frames_lost", cls, d.frames_lost)
+                self._note_loss(op, cls, src, d)
             if d.protected_removed:
                 m.add("errors_protected", cls, d.protected_removed)
-            self.log.add_message(seq, op, cls, src, self._rank, hop, 8 * octets, d.stream_bits, len(flips))
-            if cls not in self._selected or not is_float(t):
+            self._log.add_message(seq, op, cls, src, self._rank, hop, 8 * octets, d.stream_bits, len(flips))
+            if cls not in self._selected or not is_corruptible(t, op):
                 if len(flips):
                     m.add("errors_unselected", cls, len(flips))
                 return None
@@ -483,14 +851,17 @@ class ReplayProcessGroup(dist.ProcessGroup):
         The guard (``nan_to_zero_clamp``) acts on the flipped elements only; nothing the link did
         not touch is changed.
         """
+        if t.device.type == "cuda" or self.force_device_path:
+            return self._apply_device(pending, t, elem_base)
         guard = self.config.guard
         seq, op, cls, src, hop, flips = pending
         x = t.detach()
-        sig = float(torch.linalg.vector_norm(x, dtype=torch.float32 if x.element_size() < 4 else None)) ** 2
+        xn = x if x.dtype in _FORMAT else x.float()  # float8 / uint8: no promotion in vector_norm
+        sig = float(torch.linalg.vector_norm(xn, dtype=torch.float32 if xn.element_size() < 4 else None)) ** 2
         if len(flips) == 0:
             if math.isfinite(sig):
                 with self._lock:
-                    self.metrics.add("signal_sq", cls, sig)
+                    self._metrics.add("signal_sq", cls, sig)
             return
         if t.device.type == "cpu" and t.dtype in _WORD:
             elem, bit, old, new, idx, n_prot, nonfinite = _corrupt_cpu(
@@ -501,17 +872,20 @@ class ReplayProcessGroup(dist.ProcessGroup):
             nonfinite = bool(len(new)) and not bool(np.isfinite(new).all())
         n_guard, pert = 0, 0.0
         if len(elem):
-            eu, first = np.unique(elem, return_index=True)
-            if guard == "nan_to_zero_clamp":
+            # elements are non-decreasing (delivered flips are sorted): runs instead of np.unique
+            brk = np.flatnonzero(elem[1:] != elem[:-1]) + 1
+            first = np.concatenate((np.zeros(1, np.int64), brk))
+            eu = elem[first]
+            if guard == "nan_to_zero_clamp" and t.dtype in _FORMAT:  # [?] float8/uint8: no receive clamp yet
                 n_guard, final = guard_flipped(t, eu, self.config.clamp_for(cls))
             else:
-                final = new[np.r_[first[1:], len(elem)] - 1]  # value after the element's last flip
+                final = new[np.concatenate((brk, [len(elem)])) - 1]  # value after the element's last flip
             with np.errstate(all="ignore"):
                 o = old[first]
                 dv = np.where(np.isfinite(o), final - o, 0.0)  # a clean Inf/NaN is not the link's doing
                 pert = float(np.sum(dv * dv)) if np.isfinite(final[np.isfinite(o)]).all() else math.inf
         with self._lock:
-            m = self.metrics
+            m = self._metrics
             m.add("errors_injected", cls, len(idx))
             if math.isfinite(sig):
                 m.add("signal_sq", cls, sig)
@@ -523,8 +897,81 @@ class ReplayProcessGroup(dist.ProcessGroup):
                 m.add("nonfinite_events", cls, 1)
             if n_guard:
                 m.add("guard_elements", cls, n_guard)
-            self.log.add(seq=seq, op=op, cls=cls, src=src, dst=self._rank, hop=hop, element=elem + elem_base,
+            self._log.add(seq=seq, op=op, cls=cls, src=src, dst=self._rank, hop=hop, element=elem + elem_base,
                          bit=bit, old=old, new=new, msg_bit=flips[idx])
+
+    def _apply_device(self, pending: tuple, t: torch.Tensor, elem_base: int = 0) -> None:
+        """:meth:`_apply` without a host sync: device ops on the current stream, sums and log values on the device.
+
+        The flip positions are host data (the delivery model ran at issue); they travel to the
+        device through pinned memory without blocking. Nothing is read back here: signal/perturbation
+        sums, non-finite events and guard counts are device scalars, and the log's old/new values
+        device tensors, until :meth:`sync_device` (reading ``metrics`` or ``log``) fetches them all
+        at once. Same results as :meth:`_apply` (tested on CPU with ``force_device_path``).
+        """
+        guard = self.config.guard
+        seq, op, cls, src, hop, flips = pending
+        x = t.detach().view(-1)
+        dev = x.device
+        xn = x if x.dtype in _FORMAT else x.float()
+        sig = torch.linalg.vector_norm(xn, dtype=torch.float32 if xn.element_size() < 4 else None).double() ** 2
+        with self._lock:  # a non-finite clean message adds nothing (as the host path)
+            self._dadd("signal_sq", cls, torch.where(torch.isfinite(sig), sig, torch.zeros_like(sig)))
+        if len(flips) == 0:
+            return
+        offsets = np.asarray(flips, dtype=np.int64)
+        isz = t.element_size()
+        nbits = 8 * x.numel() * isz
+        idx = np.flatnonzero((offsets >= 0) & (offsets < nbits))
+        offs = offsets[idx]
+        elem, bit = offs // (8 * isz), offs % (8 * isz)
+        n_prot = 0
+        if guard == "exponent_protection" and len(offs) and t.dtype != torch.uint8:
+            from integration.replay import protected_bit_range
+
+            lo, hi = protected_bit_range(t.dtype)
+            keep = (bit < lo) | (bit > hi)
+            n_prot = int(len(offs) - keep.sum())
+            offs, elem, bit, idx = offs[keep], elem[keep], bit[keep], idx[keep]
+        if len(offs) == 0:
+            if n_prot:
+                with self._lock:
+                    self._metrics.add("errors_protected", cls, n_prot)
+            return
+        byte, first_b = np.unique(offs >> 3, return_index=True)
+        masks = np.bitwise_or.reduceat((np.uint8(1) << (offs & 7).astype(np.uint8)), first_b)
+        e_u, inv = np.unique(elem, return_inverse=True)
+
+        def h2d(a: np.ndarray) -> torch.Tensor:
+            h = torch.from_numpy(np.ascontiguousarray(a))
+            return h.pin_memory().to(dev, non_blocking=True) if dev.type == "cuda" else h
+
+        eidx, bidx, mk = h2d(e_u), h2d(byte), h2d(masks)
+        u8 = x.view(torch.uint8)
+        before = x[eidx].double()
+        u8.index_put_((bidx,), u8[bidx] ^ mk)
+        after = x[eidx].double()
+        final = after
+        if guard == "nan_to_zero_clamp" and t.dtype in _FORMAT:
+            c = self.config.clamp_for(cls)
+            v = x[eidx]
+            bad = ~torch.isfinite(v) | (v > c) | (v < -c)
+            x.index_copy_(0, eidx, torch.nan_to_num(v, nan=0.0, posinf=0.0, neginf=0.0).clamp_(-c, c))
+            final = x[eidx].double()
+            with self._lock:
+                self._dadd("guard_elements", cls, bad.sum().double())
+        fin_b = torch.isfinite(before)
+        dv = torch.where(fin_b, final - before, torch.zeros_like(before))  # a clean Inf/NaN is not the link's
+        pert = (dv * dv).sum()
+        pert = torch.where(torch.isfinite(final[fin_b]).all(), pert, torch.full_like(pert, math.inf))
+        with self._lock:
+            m = self._metrics
+            m.add("errors_injected", cls, len(idx))
+            if n_prot:
+                m.add("errors_protected", cls, n_prot)
+            self._dadd("perturbation_sq", cls, pert)
+            self._dadd("nonfinite_events", cls, (~torch.isfinite(after)).any().double())
+            self._dev_log.append((seq, op, cls, src, hop, elem + elem_base, bit, offsets[idx], inv, before, after))
 
     def _receive(self, pending: tuple | None, cls: str, t: torch.Tensor, elem_base: int = 0) -> None:  # noqa: ARG002
         if pending is not None:
@@ -546,17 +993,29 @@ class ReplayProcessGroup(dist.ProcessGroup):
         if buf is not t:
             t.detach().copy_(buf)
 
-    def _wait(self, work, what: str) -> None:
+    def _wait(self, work, what: str, t: torch.Tensor | None = None) -> None:
         """Wait for an inner Work, at most the group timeout; raise if it failed or timed out."""
         if work is None:
             return
-        if work.wait(self._timeout) is False:
+        if t is not None and self._nccl is not None and self._inner_for(t) is self._nccl:
+            work.wait()  # NCCL: the current stream waits for the op's stream; the host does not block
+            self._check_peer(what)
+            return
+        try:
+            fut = work.get_future()
+        except Exception:  # noqa: BLE001 - gloo send/recv/reduce_scatter Works have no future
+            fut = None
+        if fut is not None:
+            _ReplayWork(fut, self._timeout_s, what, poll=self._peer_poll).wait()
+        elif work.wait(self._timeout) is False:
             raise TimeoutError(f"{BACKEND_NAME}: {what} did not complete within {self._timeout_s:g} s")
+        self._check_peer(what)
 
     def _done(self, result: Any) -> dist.Work:
         return _done_work(result, self._timeout_s)
 
     # ------------------------------------------------------------------ allreduce
+    @_op
     def allreduce(self, tensors, opts=None):
         self._flush_p2p()
         opts = opts if opts is not None else dist.AllreduceOptions()
@@ -570,17 +1029,27 @@ class ReplayProcessGroup(dist.ProcessGroup):
             self._unstage(t, buf)
             return self._done(tensors)
         pending = self._reserve("allreduce", cls, buf, (self._rank + 1) % self._size)
+        self._shadow("allreduce", buf, (self._rank - 1) % self._size)
         work = self._inner_for(buf).allreduce([buf], opts)
         if pending is None and buf is t:
-            return work
+            if t.device.type == "cuda":  # NCCL's Work: wait() makes the current stream wait
+                return work
+
+            def done(fut):
+                fut.value()
+                self._check_peer("allreduce")
+                return tensors
+
+            return _ReplayWork(work.get_future().then(done), self._timeout_s, "allreduce", poll=self._peer_poll)
 
         def finish(fut):
             fut.value()  # re-raise an inner failure (into the chained future: wait() raises it)
+            self._check_peer("allreduce")
             self._receive(pending, cls, self._flat(buf))
             self._unstage(t, buf)
             return tensors
 
-        return _ReplayWork(work.get_future().then(finish), self._timeout_s, "allreduce")
+        return _ReplayWork(work.get_future().then(finish), self._timeout_s, "allreduce", poll=self._peer_poll)
 
     def _ring_reduce_op(self, op, what: str):
         """``(in-place reduce, divide by world size after)`` of a ReduceOp (AVG = SUM, then divide)."""
@@ -609,12 +1078,18 @@ class ReplayProcessGroup(dist.ProcessGroup):
         down, up = (self._rank - 1) % self._size, (self._rank + 1) % self._size
         inner = self._inner_for(recv_t if recv_t.numel() else send_t)
         if getattr(inner, "supports_coalescing", False) and inner is not self._gloo:
-            inner._start_coalescing(recv_t.device)
-            if send_t.numel():
-                inner.send([send_t], down, tag)
-            if recv_t.numel():
-                inner.recv([recv_t], up, tag)
-            self._wait(inner._end_coalescing(recv_t.device), "ring hop")
+            # c10d::Backend::startCoalescing / endCoalescing take no device (torch 2.13's binding
+            # ``Backend._start_coalescing(self) -> None``; the device argument belongs to
+            # ``ProcessGroup._start_coalescing(device)``, which looks a backend up by device)
+            inner._start_coalescing()
+            try:
+                if send_t.numel():
+                    inner.send([send_t], down, tag)
+                if recv_t.numel():
+                    inner.recv([recv_t], up, tag)
+            finally:
+                work = inner._end_coalescing()
+            self._wait(work, "ring hop", recv_t if recv_t.numel() else send_t)
             return
         sw = inner.send([send_t], down, tag) if send_t.numel() else None
         rw = inner.recv([recv_t], up, tag) if recv_t.numel() else None
@@ -634,6 +1109,8 @@ class ReplayProcessGroup(dist.ProcessGroup):
             a, b = chunks[ri]
             tmp = torch.empty(b - a, dtype=flat.dtype, device=flat.device)
             pending = self._reserve(op, cls, tmp, up, hop=s) if b > a else None
+            if chunks[si][1] > chunks[si][0]:
+                self._shadow(op, flat[chunks[si][0]:chunks[si][1]], (r - 1) % n)
             self._ring_hop(flat[chunks[si][0]:chunks[si][1]], tmp, _RING_TAG)
             if b > a:
                 self._receive(pending, cls, tmp, elem_base=a)
@@ -651,11 +1128,14 @@ class ReplayProcessGroup(dist.ProcessGroup):
             a, b = chunks[ri]
             dst = flat[a:b]
             pending = self._reserve(op, cls, dst, up, hop=n - 1 + s) if b > a else None
+            if chunks[si][1] > chunks[si][0]:
+                self._shadow(op, flat[chunks[si][0]:chunks[si][1]], (r - 1) % n)
             self._ring_hop(flat[chunks[si][0]:chunks[si][1]], dst, _RING_TAG + 1)
             if b > a:
                 self._receive(pending, cls, dst, elem_base=a)
 
     # ------------------------------------------------------------------ broadcast
+    @_op
     def broadcast(self, tensors, opts=None):
         self._flush_p2p()
         opts = opts if opts is not None else dist.BroadcastOptions()
@@ -663,10 +1143,14 @@ class ReplayProcessGroup(dist.ProcessGroup):
         bufs = [self._stage(t) for t in tensors]
         pend = [(b, self._classify("params", t)) for t, b in zip(tensors, bufs)]
         pend = [(b, c, self._reserve("broadcast", c, b, root)) for b, c in pend]
+        if self._rank == root:
+            for b in bufs:
+                for d in range(self._size):
+                    self._shadow("broadcast", b, d)
         work = self._inner_for(bufs[0]).broadcast(bufs, opts)
         if self._rank == root and all(b is t for b, t in zip(bufs, tensors)):
             return work
-        self._wait(work, "broadcast")
+        self._wait(work, "broadcast", bufs[0])
         for t, (b, c, p) in zip(tensors, pend):
             if self._rank != root:
                 self._receive(p, c, self._flat(b))
@@ -674,9 +1158,10 @@ class ReplayProcessGroup(dist.ProcessGroup):
         return self._done(tensors)
 
     # ------------------------------------------------------------------ allgather
+    @_op
     def allgather(self, output_tensors, input_tensors, opts=None):
         self._flush_p2p()
-        opts = opts if opts is not None else dist.AllgatherOptions()
+        opts = opts if opts is not None else _c10d.AllgatherOptions()
         if len(input_tensors) != 1 or len(output_tensors) != 1:
             raise UnsupportedOperation(f"{BACKEND_NAME}: allgather of several tensors per rank is not supported")
         outs = output_tensors[0]
@@ -688,22 +1173,25 @@ class ReplayProcessGroup(dist.ProcessGroup):
         for j, (o, b) in enumerate(zip(outs, bufs)):
             c = self._classify("params", o)
             pend.append((b, c, self._reserve("allgather", c, b, j)))
+        for d in range(self._size):
+            self._shadow("allgather", inp, d)
         work = self._inner_for(inp).allgather([bufs], [inp], opts)
-        self._wait(work, "allgather")
+        self._wait(work, "allgather", inp)
         for j, (o, (b, c, p)) in enumerate(zip(outs, pend)):
             if j != self._rank:  # this rank's own chunk did not cross a link
                 self._receive(p, c, self._flat(b))
             self._unstage(o, b)
         return self._done(output_tensors)
 
+    @_op
     def all_gather_single(self, output, input, opts=None):  # noqa: A002 - torch's name
         self._flush_p2p()
-        opts = opts if opts is not None else dist.AllgatherOptions()
+        opts = opts if opts is not None else _c10d.AllgatherOptions()
         n = self._size
         if output.numel() != n * input.numel():
             raise ValueError(f"{BACKEND_NAME}: all_gather_single output has {output.numel()} elements, "
                              f"expected {n} x {input.numel()}")
-        cls = self._classify("params", output)
+        cls = self._classify("params", output, "all_gather_single")
         obuf = self._stage(output)
         flat = self._flat(obuf)
         k = input.numel()
@@ -716,8 +1204,10 @@ class ReplayProcessGroup(dist.ProcessGroup):
             self._unstage(output, obuf)
             return self._done([output])
         pend = [self._reserve("all_gather_single", cls, flat[a:b], j) for j, (a, b) in enumerate(chunks)]
+        for d in range(n):
+            self._shadow("all_gather_single", input, d)
         work = self._inner_for(obuf)._allgather_base(obuf, self._stage(input), opts)
-        self._wait(work, "all_gather_single")
+        self._wait(work, "all_gather_single", obuf)
         for j, (a, b) in enumerate(chunks):
             if j != self._rank:
                 self._receive(pend[j], cls, flat[a:b], elem_base=a)
@@ -727,6 +1217,7 @@ class ReplayProcessGroup(dist.ProcessGroup):
     _allgather_base = all_gather_single
 
     # ------------------------------------------------------------------ reduce_scatter
+    @_op
     def reduce_scatter(self, output_tensors, input_tensors, opts=None):
         self._flush_p2p()
         opts = opts if opts is not None else dist.ReduceScatterOptions()
@@ -737,12 +1228,14 @@ class ReplayProcessGroup(dist.ProcessGroup):
         ins = [[self._stage(x) for x in input_tensors[0]]]
         cls = self._classify("gradients", t)
         pending = self._reserve("reduce_scatter", cls, buf, (self._rank + 1) % self._size)
+        self._shadow("reduce_scatter", ins[0][(self._rank - 1) % self._size], (self._rank - 1) % self._size)
         work = self._inner_for(buf).reduce_scatter([buf], ins, opts)
-        self._wait(work, "reduce_scatter")
+        self._wait(work, "reduce_scatter", buf)
         self._receive(pending, cls, self._flat(buf))
         self._unstage(t, buf)
         return self._done(output_tensors)
 
+    @_op
     def reduce_scatter_single(self, output, input, opts=None):  # noqa: A002 - torch's name
         self._flush_p2p()
         opts = opts if opts is not None else dist.ReduceScatterOptions()
@@ -765,8 +1258,9 @@ class ReplayProcessGroup(dist.ProcessGroup):
             output.detach().view(output.shape).copy_(work_buf[a:b].view(output.shape))
             return self._done([output])
         pending = self._reserve("reduce_scatter_single", cls, obuf, (self._rank + 1) % n)
+        self._shadow("reduce_scatter_single", obuf, (self._rank - 1) % n)
         work = self._inner_for(obuf)._reduce_scatter_base(obuf, self._stage(input), opts)
-        self._wait(work, "reduce_scatter_single")
+        self._wait(work, "reduce_scatter_single", obuf)
         self._receive(pending, cls, self._flat(obuf))
         self._unstage(output, obuf)
         return self._done([output])
@@ -774,6 +1268,7 @@ class ReplayProcessGroup(dist.ProcessGroup):
     _reduce_scatter_base = reduce_scatter_single
 
     # ------------------------------------------------------------------ all_to_all
+    @_op
     def alltoall(self, output_tensors, input_tensors, opts=None):
         self._flush_p2p()
         opts = opts if opts is not None else dist.AllToAllOptions()
@@ -782,14 +1277,17 @@ class ReplayProcessGroup(dist.ProcessGroup):
         for j, (o, b) in enumerate(zip(output_tensors, bufs)):
             c = self._classify("activations", o)
             pend.append((b, c, self._reserve("alltoall", c, b, j)))
+        for d, x in enumerate(input_tensors):
+            self._shadow("alltoall", x, d)
         work = self._inner_for(bufs[0]).alltoall(bufs, [self._stage(x) for x in input_tensors], opts)
-        self._wait(work, "alltoall")
+        self._wait(work, "alltoall", bufs[0])
         for j, (o, (b, c, p)) in enumerate(zip(output_tensors, pend)):
             if j != self._rank:
                 self._receive(p, c, self._flat(b))
             self._unstage(o, b)
         return self._done(output_tensors)
 
+    @_op
     def all_to_all_single(self, output, input, output_split_sizes, input_split_sizes, opts=None):  # noqa: A002
         self._flush_p2p()
         opts = opts if opts is not None else dist.AllToAllOptions()
@@ -806,8 +1304,16 @@ class ReplayProcessGroup(dist.ProcessGroup):
             ranges.append((s, e))
             s = e
         pend = [self._reserve("all_to_all_single", cls, flat[a:b], j) for j, (a, b) in enumerate(ranges)]
+        iflat = input.detach().reshape(-1) if input.is_contiguous() else input.detach().contiguous().view(-1)
+        irows = input.shape[0] if input.dim() else 1
+        iper = input.numel() // max(irows, 1)
+        isplits = list(input_split_sizes) if input_split_sizes else [irows // n] * n
+        s0 = 0
+        for d in range(n):
+            self._shadow("all_to_all_single", iflat[s0:s0 + isplits[d] * iper], d)
+            s0 += isplits[d] * iper
         work = self._inner_for(obuf).alltoall_base(obuf, self._stage(input), output_split_sizes, input_split_sizes, opts)
-        self._wait(work, "all_to_all_single")
+        self._wait(work, "all_to_all_single", obuf)
         for j, (a, b) in enumerate(ranges):
             if j != self._rank and b > a:
                 self._receive(pend[j], cls, flat[a:b], elem_base=a)
@@ -817,13 +1323,18 @@ class ReplayProcessGroup(dist.ProcessGroup):
     alltoall_base = all_to_all_single
 
     # ------------------------------------------------------------------ barrier, send, recv
+    @_op
     def barrier(self, opts=None):
         self._flush_p2p()
-        return self._gloo.barrier(opts) if opts is not None else self._gloo.barrier()
+        work = self._gloo.barrier(opts) if opts is not None else self._gloo.barrier()
+        self._wait(work, "barrier")
+        return self._done([])
 
     def _queue_p2p(self, t: torch.Tensor) -> bool:
-        b = self.config.batch_p2p
-        return b == "always" or (b == "auto" and t.device.type == "cuda")
+        # issue 23: an isend/irecv is issued when it is called ("auto"); a deferred send left a
+        # pipeline stage idle and deadlocked an isend followed by a barrier on another group.
+        # "always" keeps the old queue (issued as one coalesced group at the first wait) for tests.
+        return self.config.batch_p2p == "always"
 
     def _flush_p2p(self) -> None:
         """Issue the queued sends/receives as one batch (one NCCL group where the backend coalesces)."""
@@ -832,16 +1343,17 @@ class ReplayProcessGroup(dist.ProcessGroup):
             if not queue:
                 return
             inner = queue[0][1]
-            dev = queue[0][2][0].device
             coalesce = getattr(inner, "supports_coalescing", False) and inner is not self._gloo
             if coalesce:
-                inner._start_coalescing(dev)
+                inner._start_coalescing()  # Backend binding: no device argument (see _ring_hop)
             works = []
-            for kind, inn, tensors, peer, tag, holder in queue:
-                w = inn.send(tensors, peer, tag) if kind == "send" else inn.recv(tensors, peer, tag)
-                works.append((holder, w))
+            try:
+                for kind, inn, tensors, peer, tag, holder in queue:
+                    w = inn.send(tensors, peer, tag) if kind == "send" else inn.recv(tensors, peer, tag)
+                    works.append((holder, w))
+            finally:
+                group_work = inner._end_coalescing() if coalesce else None
             if coalesce:
-                group_work = inner._end_coalescing(dev)
                 for holder, _ in works:
                     holder.append(group_work)
             else:
@@ -851,6 +1363,17 @@ class ReplayProcessGroup(dist.ProcessGroup):
     def _p2p(self, kind: str, tensors, peer: int, tag: int, finish) -> dist.Work:
         inner = self._inner_for(tensors[0])
         what = f"{kind} {'to' if kind == 'send' else 'from'} rank {peer}"
+        try:  # a send may complete before its receiver failed: look for a failure at issue too
+            self._check_peer(what)
+        except LinkFailure:
+            pass  # in error now: the op is still issued (its peer needs it) and fails (see _op)
+        user_finish = finish
+
+        def finish():
+            self._check_peer(what)
+            if user_finish is not None:
+                user_finish()
+
         if not self._queue_p2p(tensors[0]):
             self._flush_p2p()
             w = inner.send(tensors, peer, tag) if kind == "send" else inner.recv(tensors, peer, tag)
@@ -868,10 +1391,14 @@ class ReplayProcessGroup(dist.ProcessGroup):
             return t.detach().to("cpu", copy=True)
         return self._stage(t)
 
+    @_op
     def send(self, tensors, dst: int, tag: int = 0):
         bufs = [self._stage_p2p(t) for t in tensors]
+        for b in bufs:
+            self._shadow("send", b, dst)
         return self._p2p("send", bufs, dst, tag, None)
 
+    @_op
     def recv(self, tensors, src: int, tag: int = 0):
         fwd = (src < self._rank) == self.config.forward_increasing
         bufs = [self._stage_p2p(t) for t in tensors]
@@ -892,16 +1419,69 @@ class ReplayProcessGroup(dist.ProcessGroup):
         raise UnsupportedOperation(
             f"{BACKEND_NAME}: '{name}' is not supported by the replay wrapper (supported: allreduce, broadcast, "
             "allgather, all_gather_single, reduce_scatter, reduce_scatter_single, alltoall, all_to_all_single, "
-            "their coalesced forms, barrier, send, recv); use a plain gloo/NCCL group for it")
+            "reduce, gather, scatter, their coalesced forms, barrier, send, recv); use a plain gloo/NCCL group for it")
 
-    def reduce(self, *a, **k):
-        self._unsupported("reduce")
+    @_op
+    def reduce(self, tensors, opts=None):
+        """Endpoint reduce: the root's result is corrupted over link ``root + 1 -> root`` (as allreduce)."""
+        self._flush_p2p()
+        opts = opts if opts is not None else _c10d.ReduceOptions()
+        if len(tensors) != 1:
+            raise UnsupportedOperation(f"{BACKEND_NAME}: reduce of several tensors per rank is not supported")
+        t, root, n = tensors[0], int(opts.rootRank), self._size
+        buf = self._stage(t)
+        cls = self._classify("gradients", t)
+        pending = self._reserve("reduce", cls, buf, (root + 1) % n) if self._rank == root else None
+        if self._rank == (root + 1) % n:
+            self._shadow("reduce", buf, root)
+        work = self._inner_for(buf).reduce([buf], opts)
+        self._wait(work, "reduce", buf)
+        if self._rank == root:
+            self._receive(pending, cls, self._flat(buf))
+        self._unstage(t, buf)
+        return self._done(tensors)
 
-    def gather(self, *a, **k):
-        self._unsupported("gather")
+    @_op
+    def gather(self, output_tensors, input_tensors, opts=None):
+        """Endpoint gather: the root's chunk ``j`` is corrupted over link ``j -> root``."""
+        self._flush_p2p()
+        opts = opts if opts is not None else _c10d.GatherOptions()
+        root = int(opts.rootRank)
+        inp = self._stage(input_tensors[0])
+        outs = output_tensors[0] if output_tensors else []
+        bufs = [self._stage(o) for o in outs]
+        pend = [(b, self._classify("params", o)) for o, b in zip(outs, bufs)]
+        pend = [(b, c, self._reserve("gather", c, b, j)) for j, (b, c) in enumerate(pend)]
+        if self._rank != root:
+            self._shadow("gather", inp, root)
+        work = self._inner_for(inp).gather([bufs] if output_tensors else [], [inp], opts)
+        self._wait(work, "gather", inp)
+        for j, (o, (b, c, p)) in enumerate(zip(outs, pend)):
+            if j != self._rank:
+                self._receive(p, c, self._flat(b))
+            self._unstage(o, b)
+        return self._done(output_tensors)
 
-    def scatter(self, *a, **k):
-        self._unsupported("scatter")
+    @_op
+    def scatter(self, output_tensors, input_tensors, opts=None):
+        """Endpoint scatter: what a rank receives is corrupted over link ``root -> rank``."""
+        self._flush_p2p()
+        opts = opts if opts is not None else _c10d.ScatterOptions()
+        root = int(opts.rootRank)
+        t = output_tensors[0]
+        buf = self._stage(t)
+        cls = self._classify("params", t)
+        pending = self._reserve("scatter", cls, buf, root)
+        ins = [self._stage(x) for x in input_tensors[0]] if input_tensors else []
+        if self._rank == root:
+            for d, x in enumerate(ins):
+                self._shadow("scatter", x, d)
+        work = self._inner_for(buf).scatter([buf], [ins] if input_tensors else [], opts)
+        self._wait(work, "scatter", buf)
+        if self._rank != root:
+            self._receive(pending, cls, self._flat(buf))
+        self._unstage(t, buf)
+        return self._done(output_tensors)
 
     def recv_anysource(self, *a, **k):
         self._unsupported("recv_anysource")
@@ -909,13 +1489,21 @@ class ReplayProcessGroup(dist.ProcessGroup):
     def monitored_barrier(self, *a, **k):
         self._unsupported("monitored_barrier")
 
-    def allreduce_coalesced(self, *a, **k):
-        self._unsupported("allreduce_coalesced")
+    @_op
+    def allreduce_coalesced(self, tensors, opts=None):
+        """One wrapper allreduce per tensor, in order (torch's ``_coalescing_manager`` fast path)."""
+        o = dist.AllreduceOptions()
+        if opts is not None:
+            o.reduceOp = opts.reduceOp
+        for t in tensors:
+            self.allreduce([t], o).wait()
+        return self._done(tensors)
 
     def allgather_coalesced(self, *a, **k):
         self._unsupported("allgather_coalesced")
 
     # coalesced tensor forms (DTensor redistribution, FSDP2 on some paths): one op per pair, in order
+    @_op
     def all_gather_single_coalesced(self, outputs, inputs, opts=None):
         for o, i in zip(outputs, inputs):
             self.all_gather_single(o, i, opts)
@@ -923,6 +1511,7 @@ class ReplayProcessGroup(dist.ProcessGroup):
 
     allgather_into_tensor_coalesced = all_gather_single_coalesced
 
+    @_op
     def reduce_scatter_single_coalesced(self, outputs, inputs, opts=None):
         for o, i in zip(outputs, inputs):
             self.reduce_scatter_single(o, i, opts)

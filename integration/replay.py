@@ -4,8 +4,17 @@ Bit numbering: bit ``k`` of a message is bit ``k % 8`` (LSB first, the order in 
 serialises an octet) of byte ``k // 8`` of the tensor's native little-endian bytes. So for fp32
 element ``i``, bits ``32 i + 23 .. 32 i + 30`` are the exponent and ``32 i + 31`` the sign.
 
-Only floating-point tensors of the selected traffic classes are ever modified, and only on the
-receiving side, through ``tensor.detach()``; integer tensors (shapes, votes, pickles) never are.
+Only floating-point tensors (fp32, fp64, fp16, bf16, float8_e4m3fn, float8_e5m2) of the selected
+traffic classes are ever modified, plus the uint8 buffers of FSDP2's mixed-dtype parameter
+all-gather (``all_gather_single`` of uint8, class ``params``); only on the receiving side, through
+``tensor.detach()``. Other integer tensors (shapes, votes, pickles) never are.
+
+Undeliverable data. A frame the transport cannot deliver within its retry limit (every one of
+``retry_cnt + 1`` sends dropped) is *lost*; the operation it belongs to then fails
+(:class:`LinkFailure`), as an RDMA queue pair goes to the error state after
+``NCCL_IB_RETRY_CNT`` retries (IB spec: the requester's retry counter, each retry after the local
+ACK timeout ``4.096 us x 2^NCCL_IB_TIMEOUT`` when no NAK arrives). The wrapper never hands lost
+frames to the application as if they had arrived.
 """
 
 from __future__ import annotations
@@ -27,6 +36,8 @@ __all__ = [
     "MODES",
     "DEFAULT_CLAMP",
     "ReplayConfig",
+    "LinkFailure",
+    "is_corruptible",
     "InjectionLog",
     "Metrics",
     "is_float",
@@ -46,7 +57,8 @@ MODES = ("endpoint", "ring")
 # of a small char GPT are << 1 element-wise, activations and weights are O(1..10).
 DEFAULT_CLAMP = {"gradients": 1.0, "tied_grads": 1.0, "activation_grads": 1.0, "activations": 100.0, "params": 100.0, "control": math.inf}
 
-_FLOAT_DTYPES = (torch.float32, torch.float16, torch.bfloat16, torch.float64)
+_FLOAT8 = tuple(d for d in (getattr(torch, "float8_e4m3fn", None), getattr(torch, "float8_e5m2", None)) if d is not None)
+_FLOAT_DTYPES = (torch.float32, torch.float16, torch.bfloat16, torch.float64) + _FLOAT8
 # (first bit, last bit) of sign+exponent inside one element, bits numbered LSB first
 _SIGN_EXP_BITS = {
     torch.float32: (23, 31),
@@ -54,6 +66,9 @@ _SIGN_EXP_BITS = {
     torch.bfloat16: (7, 15),
     torch.float64: (52, 63),
 }
+if _FLOAT8:  # e4m3fn: 1 sign, 4 exponent, 3 mantissa bits; e5m2: 1, 5, 2 (OCP FP8 formats)
+    _SIGN_EXP_BITS[torch.float8_e4m3fn] = (3, 7)
+    _SIGN_EXP_BITS[torch.float8_e5m2] = (2, 7)
 
 # integer view of an element, for flipping its bits in the Numba kernel (fp16/bf16 take the numpy path)
 _WORD = {torch.float32: np.uint32, torch.float64: np.uint64}
@@ -63,8 +78,34 @@ if sys.byteorder != "little":  # pragma: no cover - the byte layout above is lit
 
 
 def is_float(t: torch.Tensor) -> bool:
-    """True for the float dtypes the wrapper may corrupt (fp32, fp16, bf16, fp64)."""
+    """True for the float dtypes the wrapper may corrupt (fp32, fp16, bf16, fp64, float8_e4m3fn, float8_e5m2)."""
     return t.dtype in _FLOAT_DTYPES
+
+
+def is_corruptible(t: torch.Tensor, op: str = "") -> bool:
+    """Float tensors, and uint8 in ``all_gather_single``: FSDP2 all-gathers the parameters of a
+    mixed-dtype module as one uint8 buffer (its copy-in), which is parameter payload, not control.
+
+    uint8 in the list ``allgather`` / ``broadcast`` / point-to-point stays control: that is how
+    ``all_gather_object`` and ``send_object_list`` move pickles, which a flip would desynchronise.
+    """
+    return t.dtype in _FLOAT_DTYPES or (t.dtype == torch.uint8 and op == "all_gather_single")
+
+
+class LinkFailure(RuntimeError):
+    """An operation whose data the transport could not deliver (a frame lost after every retry).
+
+    Raised by the operation's ``Work.wait()`` (and its future) on the rank that lost the data,
+    and by every later operation of that group on that rank (the queue pair is in error); the
+    other ranks raise it when they wait on an operation the failed rank no longer issues (they
+    read the failure from the group's store). Attributes: ``link`` ``(src, dst)``, ``op``,
+    ``frames_lost``, ``frames_resent``, ``rank``.
+    """
+
+    def __init__(self, message: str, *, link: tuple[int, int] | None = None, op: str = "", frames_lost: int = 0,
+                 frames_resent: int = 0, rank: int = -1) -> None:
+        super().__init__(message)
+        self.link, self.op, self.frames_lost, self.frames_resent, self.rank = link, op, frames_lost, frames_resent, rank
 
 
 def protected_bit_range(dtype: torch.dtype) -> tuple[int, int]:
@@ -110,9 +151,18 @@ class ReplayConfig:
         Point-to-point traffic from a lower to a higher rank is a forward activation (pipeline
         stage ``i`` on rank ``i``); the other direction carries activation gradients.
     batch_p2p : str
-        ``"auto"`` (default): sends/receives of CUDA tensors are queued and issued as one
-        coalesced NCCL group at the first ``wait`` (so paired send/recv cannot deadlock);
-        ``"always"``: CPU tensors too (tests the queue on gloo); ``"never"``: issue at once.
+        ``"auto"`` / ``"never"`` (default auto): every send/receive is issued when it is called (a
+        ring hop's pair is one coalesced NCCL group); ``"always"``: queued and issued as one
+        coalesced group at the first ``wait`` (the old behaviour; tests the queue on gloo).
+    retry_cnt : int
+        ``NCCL_IB_RETRY_CNT`` (default 7, NCCL's default; IB allows 0..7): resends of one frame
+        before it is lost and the operation fails (:class:`LinkFailure`); a frame is sent at most
+        ``retry_cnt + 1`` times.
+    ib_timeout : int
+        ``NCCL_IB_TIMEOUT`` (default 20, NCCL's default since 2.14; IB allows 1..31): the local
+        ACK timeout is ``4.096 us x 2^ib_timeout`` (:attr:`rto_s`), the wait before a resend when
+        no NAK arrives. The wrapper's delivery decision uses only ``retry_cnt``; the RTO is
+        reported in the failure and used by the cluster time model for the time a loss costs.
     """
 
     source: SourceConfig = field(default_factory=SourceConfig)
@@ -123,6 +173,8 @@ class ReplayConfig:
     log_limit: int = 200_000
     forward_increasing: bool = True
     batch_p2p: str = "auto"
+    retry_cnt: int = 7
+    ib_timeout: int = 20
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -139,6 +191,21 @@ class ReplayConfig:
             raise ValueError(f"ReplayConfig.batch_p2p must be auto, always or never, got {self.batch_p2p!r}")
         if int(self.log_limit) < 0:
             raise ValueError(f"ReplayConfig.log_limit must be >= 0, got {self.log_limit!r}")
+        if not isinstance(self.retry_cnt, int) or not 0 <= self.retry_cnt <= 7:
+            raise ValueError(f"ReplayConfig.retry_cnt (NCCL_IB_RETRY_CNT) must be an int in 0..7, got {self.retry_cnt!r}")
+        if not isinstance(self.ib_timeout, int) or not 1 <= self.ib_timeout <= 31:
+            raise ValueError(f"ReplayConfig.ib_timeout (NCCL_IB_TIMEOUT) must be an int in 1..31, got {self.ib_timeout!r}")
+
+    @property
+    def rto_s(self) -> float:
+        """Local ACK timeout of one retry, ``4.096 us x 2^ib_timeout`` (IB spec; 4.29 s at 20)."""
+        return 4.096e-6 * 2.0 ** self.ib_timeout
+
+    def retransmit(self):
+        """The ``protocol.delivery.RetransmitConfig`` of this configuration (``max_attempts = retry_cnt + 1``)."""
+        from protocol.delivery import RetransmitConfig
+
+        return RetransmitConfig(max_attempts=self.retry_cnt + 1)
 
     def clamp_for(self, cls: str) -> float:
         return float(self.clamp) if self.clamp is not None else DEFAULT_CLAMP[cls]
@@ -221,6 +288,7 @@ class Metrics:
     on traffic that is not selected or not float; ``errors_protected`` were removed by exponent
     protection (guard or the ``unequal`` FEC mode); ``frames_resent`` / ``frames_lost`` come from
     the delivery model (frames dropped for header hits, marks or, non-tolerant modes, any error);
+    ``op_failures`` counts operations that raised :class:`LinkFailure` on this rank (lost frames);
     ``nonfinite_events`` counts received messages where the flips produced Inf/NaN;
     ``guard_elements`` counts flipped elements changed by the receive guard.
 
@@ -240,6 +308,7 @@ class Metrics:
     errors_protected: dict[str, int] = field(default_factory=dict)
     frames_resent: dict[str, int] = field(default_factory=dict)
     frames_lost: dict[str, int] = field(default_factory=dict)
+    op_failures: dict[str, int] = field(default_factory=dict)
     nonfinite_events: dict[str, int] = field(default_factory=dict)
     guard_elements: dict[str, int] = field(default_factory=dict)
     perturbation_sq: dict[str, float] = field(default_factory=dict)
@@ -297,6 +366,10 @@ def _values_raw(u8: np.ndarray, dtype: torch.dtype, elem: np.ndarray) -> np.ndar
         return u8.view(np.float64)[elem].copy()
     if dtype == torch.float16:
         return u8.view(np.float16)[elem].astype(np.float64)
+    if dtype == torch.uint8:
+        return u8[elem].astype(np.float64)
+    if dtype in _FLOAT8:  # numpy has no float8: decode through torch
+        return torch.from_numpy(np.ascontiguousarray(u8[elem])).view(dtype).double().numpy()
     # bfloat16: the high half of an fp32
     return (u8.view(np.uint16)[elem].astype(np.uint32) << 16).view(np.float32).astype(np.float64)
 
@@ -313,8 +386,9 @@ def corrupt_received(t: torch.Tensor, offsets: np.ndarray, *, protect_sign_expon
     Returns ``(element, bit_in_element, old, new, applied_index, n_protected)`` where
     ``applied_index`` indexes the flips that were applied within ``offsets``.
     """
-    if not is_float(t):
-        raise TypeError(f"corrupt_received: dtype {t.dtype} is not a float dtype the wrapper may corrupt")
+    if not (is_float(t) or t.dtype == torch.uint8):
+        raise TypeError(f"corrupt_received: dtype {t.dtype} is not a dtype the wrapper may corrupt "
+                        "(float, or the uint8 buffer of an FSDP2 all-gather)")
     if not t.is_contiguous():
         raise ValueError("corrupt_received: tensor must be contiguous")
     offsets = np.asarray(offsets, dtype=np.int64)
@@ -328,7 +402,7 @@ def corrupt_received(t: torch.Tensor, offsets: np.ndarray, *, protect_sign_expon
     elem = offs // (8 * isz)
     bit = offs % (8 * isz)
     n_prot = 0
-    if protect_sign_exponent and len(offs):
+    if protect_sign_exponent and len(offs) and t.dtype != torch.uint8:  # a uint8 buffer has no float layout
         lo, hi = protected_bit_range(t.dtype)
         keep = (bit < lo) | (bit > hi)
         n_prot = int(len(offs) - keep.sum())

@@ -29,6 +29,8 @@ __all__ = [
     "IndependentBitErrors",
     "NoErrors",
     "SOURCE_KINDS",
+    "BER_MEANING",
+    "ber_meaning",
     "resolved_kind",
     "SourceConfig",
     "link_seed_sequence",
@@ -116,7 +118,26 @@ class IndependentBitErrors:
         return out
 
 
-SOURCE_KINDS = ("auto", "independent", "generator", "trace")
+SOURCE_KINDS = ("generator", "independent", "trace")
+
+#: what the number ``SourceConfig.ber`` is, per source kind (every output prints it next to the BER):
+#: the live generator takes the pre-FEC *line* BER (the FEC mode and the descrambler decide what
+#: reaches the payload stream: bypass roughly triples it); independent flips take the BER of the
+#: *payload stream* itself; a trace carries its own errors (its header states the line BER it was
+#: made at).
+BER_MEANING = {
+    "generator": "pre-FEC line BER",
+    "independent": "payload-stream BER",
+    "trace": "trace (line BER of its header)",
+}
+
+
+def ber_meaning(kind: str) -> str:
+    """Which BER the number means for source ``kind`` (:data:`BER_MEANING`)."""
+    try:
+        return BER_MEANING[kind]
+    except KeyError:
+        raise ValueError(f"unknown source kind {kind!r} (choose from {', '.join(SOURCE_KINDS)})") from None
 
 
 @dataclass(frozen=True)
@@ -138,8 +159,10 @@ class SourceConfig:
         RS code on the line (``"kp4"`` default; ``kr4``, ``rs272``, ``none`` where the protocol
         layer's generator models them: a generator without code support refuses anything but kp4).
     kind : str
-        ``"auto"`` (default): the protocol generator when it imports, else independent flips;
-        ``"independent"``, ``"generator"``, or ``"trace"`` (``trace`` names the file).
+        ``"generator"`` (default), ``"independent"`` or ``"trace"`` (``trace`` names the file).
+        Always explicit: the kind fixes what ``ber`` means (:data:`BER_MEANING`), so it is never
+        chosen by whether an import works (issue 23: ``auto`` gave 6,252 vs 2,092 flips per 25 MiB
+        at the same ``--ber 1e-5``); a generator that does not import is an error.
     trace : str or None
         Path of a protocol-layer trace file (``kind="trace"``).
     """
@@ -148,7 +171,7 @@ class SourceConfig:
     seed: int = 0
     fec: str = "bypass"
     rate: str = "400G"
-    kind: str = "auto"
+    kind: str = "generator"
     code: str = "kp4"
     trace: str | None = None
 
@@ -157,6 +180,9 @@ class SourceConfig:
             raise ValueError(f"SourceConfig.ber must be in [0, 1), got {self.ber!r}")
         if int(self.seed) < 0:
             raise ValueError(f"SourceConfig.seed must be >= 0, got {self.seed!r}")
+        if self.kind == "auto":
+            raise ValueError("SourceConfig.kind 'auto' was removed (it chose the source, and so what the BER "
+                             "means, by whether an import worked): give generator, independent or trace")
         if self.kind not in SOURCE_KINDS:
             raise ValueError(f"SourceConfig.kind must be one of {SOURCE_KINDS}, got {self.kind!r}")
         if self.kind == "trace" and not self.trace:
@@ -171,16 +197,8 @@ def link_seed_sequence(seed: int, src: int, dst: int) -> np.random.SeedSequence:
 
 
 def resolved_kind(cfg: SourceConfig) -> str:
-    """The source kind ``cfg`` builds here (``auto`` resolved)."""
-    if cfg.kind != "auto":
-        return cfg.kind
-    if cfg.trace:
-        return "trace"
-    try:
-        from protocol.trace import LiveSource  # noqa: F401
-    except ImportError:
-        return "independent"
-    return "generator"
+    """The source kind ``cfg`` builds (always ``cfg.kind``: there is no ``auto`` any more)."""
+    return cfg.kind
 
 
 def make_link_source(cfg: SourceConfig, src: int, dst: int) -> ErrorSource:
@@ -209,8 +227,9 @@ def make_link_source(cfg: SourceConfig, src: int, dst: int) -> ErrorSource:
 class BufferedLink:
     """A link's error stream read ahead in large windows, delivering messages in one compiled pass.
 
-    Gives exactly what ``protocol.delivery.deliver(octets, source, mode, rate=..., float_format=...)``
-    gives for the same sequence of messages (default framing and retransmit policy): the source's
+    Gives exactly what ``protocol.delivery.deliver(octets, source, mode, rate=..., float_format=...,
+    retransmit=...)`` gives for the same sequence of messages (default framing; ``retransmit``
+    default ``RetransmitConfig()``): the source's
     offsets depend only on its cursor, never on how the stream is cut into calls (the contract of
     ``protocol.source.ErrorSource``, kept by :class:`IndependentBitErrors` and the live generator),
     so reading ahead changes no flip. What changes is the cost: ``deliver`` spends ~0.2-0.5 ms per
@@ -223,7 +242,7 @@ class BufferedLink:
     """
 
     def __init__(self, source: ErrorSource, mode, *, rate: str = "400G", prefetch_bits: int = 1 << 25,
-                 code: str = "kp4") -> None:
+                 code: str = "kp4", retransmit=None) -> None:
         from protocol.delivery import RetransmitConfig
         from protocol.framing import FramingConfig, get_rate
         from protocol.modes import get_mode
@@ -238,7 +257,7 @@ class BufferedLink:
         self._min_prefetch = min(1 << 22, self._prefetch)
         self.redone = 0  # messages redone after reading further (resends past the read-ahead)
         self._framing = FramingConfig()
-        self._retx = RetransmitConfig()
+        self._retx = retransmit if retransmit is not None else RetransmitConfig()
         self._resend_ns = float(self._retx.resend_ns(self.mode, rate, code))
         self._end = 0  # stream position the buffer covers up to (the source's own cursor)
         self._off = np.empty(0, np.int64)  # absolute error offsets

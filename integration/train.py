@@ -40,8 +40,8 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
-from integration.replay import Metrics, ReplayConfig
-from integration.sources import resolved_kind
+from integration.replay import LinkFailure, Metrics, ReplayConfig
+from integration.sources import ber_meaning, resolved_kind
 
 __all__ = ["TrainConfig", "run_training", "run_many", "train_worker", "TrainingTimeout", "flat_params",
            "MODEL_PRESETS", "MODEL_HELP", "PARALLEL", "PRECISIONS", "VAL_TOKENS", "resolve_device", "build_config",
@@ -206,7 +206,7 @@ class TrainConfig:
 def build_config(*, parallel: str = "ddp", ber: float = 0.0, guard: str = "none", steps: int = 200, seed: int = 1,
                  model: str = "char-gpt", n_layer: int | None = None, n_head: int | None = None,
                  n_embd: int | None = None, block_size: int | None = None, code: str = "kp4", fec: str = "ieee",
-                 rate: str = "400G", source: str = "auto", trace: str | None = None,
+                 rate: str = "400G", source: str = "generator", trace: str | None = None,
                  classes: tuple[str, ...] | None = None, mode: str = "endpoint", wrapper: bool = True,
                  link_seed: int | None = None, **train_kw: Any) -> TrainConfig:
     """A :class:`TrainConfig` from flat options (what ``phy802 train`` / ``experiment`` take).
@@ -521,6 +521,7 @@ def _train_worker(rank: int, cfg: TrainConfig, init_method: str, out_dir: str) -
         noise_steps: list[float] = []
         skipped, nonfinite_steps, overflow_steps, first_nonfinite = 0, 0, 0, None
         step_times: list[float] = []
+        frames_steps: list[list[int]] = []  # per step: this rank's frames lost, resent (issue 23)
 
         last_full: list[torch.Tensor] = [torch.zeros(0)]
 
@@ -659,6 +660,7 @@ def _train_worker(rank: int, cfg: TrainConfig, init_method: str, out_dir: str) -
                 dp, ds = inj1[0] - inj0[0], inj1[1] - inj0[1]
                 noise_steps.append(math.sqrt(dp / ds) if ds > 0 and math.isfinite(dp) else
                                    (math.inf if not math.isfinite(dp) else 0.0))
+                frames_steps.append([group.metrics.total("frames_lost"), group.metrics.total("frames_resent")])
             # the training loss as rank 0 reports it (PP: the last stage's, over the clean group)
             lt = torch.tensor([local_loss], dtype=torch.float64)
             if cfg.parallel == "pp":
@@ -667,7 +669,7 @@ def _train_worker(rank: int, cfg: TrainConfig, init_method: str, out_dir: str) -
         measure(cfg.steps, final=True)
 
         parts: list[Any] = [None] * world
-        mine = {"metrics": group.metrics.to_dict() if cfg.wrapper else {},
+        mine = {"metrics": group.metrics.to_dict() if cfg.wrapper else {}, "frames_steps": frames_steps,
                 "flips": len(group.log) if cfg.wrapper else 0,
                 "log_dropped": group.log.dropped if cfg.wrapper else 0,
                 "rss_mb": _peak_rss_mb(),
@@ -727,14 +729,83 @@ def _train_worker(rank: int, cfg: TrainConfig, init_method: str, out_dir: str) -
                 "log_dropped": int(sum(p["log_dropped"] for p in parts)),
                 "param_norm": float(final.norm()),
                 "source_kind": resolved_kind(cfg.replay.source) if cfg.wrapper else "none",
+                **_frame_counts(merged, parts, cfg),
             }
             tmp = os.path.join(out_dir, ".result.json.tmp")
             with open(tmp, "w", encoding="utf-8") as fh:
                 json.dump(result, fh, allow_nan=True)
             os.replace(tmp, os.path.join(out_dir, "result.json"))
         dist.barrier()
+    except Exception as exc:  # issue 23: undeliverable data fails the run, on every rank at the same op
+        grp = locals().get("group")  # (DDP re-raises a failed future as RuntimeError: ask the group)
+        failure = getattr(grp, "failed", None) if cfg.wrapper else None
+        if not isinstance(failure, LinkFailure):
+            raise
+        _write_failed_run(rank, world, cfg, out_dir, failure, grp, locals())
     finally:
         dist.destroy_process_group()
+
+
+def _frame_counts(merged: dict, parts: list, cfg: TrainConfig, failure: LinkFailure | None = None,
+                  failed_step: int | None = None) -> dict[str, Any]:
+    """Frames lost / resent and failed ops of the run (all ranks) and per step, and which BER (issue 23)."""
+    per_step: list[list[int]] = []
+    for p in parts:
+        prev = [0, 0]
+        for i, (lost, resent) in enumerate(p.get("frames_steps", [])):
+            if i == len(per_step):
+                per_step.append([0, 0])
+            per_step[i][0] += lost - prev[0]
+            per_step[i][1] += resent - prev[1]
+            prev = [lost, resent]
+    kind = resolved_kind(cfg.replay.source) if cfg.wrapper else "none"
+    return {"frames_lost": int(sum(merged.get("frames_lost", {}).values())),
+            "frames_resent": int(sum(merged.get("frames_resent", {}).values())),
+            "op_failures": int(sum(merged.get("op_failures", {}).values())),
+            "frames_steps": per_step, "failed": failure is not None, "failed_step": failed_step,
+            "failure": str(failure) if failure is not None else None,
+            "ber_is": ber_meaning(kind) if kind != "none" else "none"}
+
+
+def _write_failed_run(rank: int, world: int, cfg: TrainConfig, out_dir: str, exc: LinkFailure, group,
+                      scope: dict[str, Any]) -> None:
+    """A run stopped by a :class:`LinkFailure`: gather the counters over the clean default group and
+    write ``result.json`` (``failed``, ``failed_step``, ``final_val_loss`` NaN: the job did not finish)."""
+    step = scope.get("step")
+    mine = {"metrics": group.metrics.to_dict(), "frames_steps": scope.get("frames_steps", []),
+            "flips": len(group.log), "log_dropped": group.log.dropped}
+    parts: list[Any] = [None] * world
+    dist.all_gather_object(parts, mine)
+    if rank == 0:
+        merged = Metrics.merge([p["metrics"] for p in parts])
+        evals = list(scope.get("evals") or [])
+        train_loss = list(scope.get("train_loss") or [])
+        result = {
+            "config": cfg.to_dict(), "train_loss": train_loss, "evals": evals + [(step or 0, math.nan)],
+            "final_val_loss": math.nan, "divergence": [], "final_divergence": math.nan,
+            "grad_norms": list(scope.get("grad_norms") or []), "skipped_steps": scope.get("skipped", 0),
+            "nonfinite_steps": scope.get("nonfinite_steps", 0), "overflow_steps": scope.get("overflow_steps", 0),
+            "first_nonfinite_step": scope.get("first_nonfinite"), "nonfinite_loss_steps": 0,
+            "first_nonfinite_loss_step": step,
+            "step_time_ms": 1e3 * float(np.median(scope["step_times"])) if scope.get("step_times") else math.nan,
+            "metrics": merged, "injected_noise": Metrics.injected_noise(merged), "injected_noise_steps": [],
+            "injected_noise_step_median": math.nan, "flips_logged": int(sum(p["flips"] for p in parts)),
+            "log_dropped": int(sum(p["log_dropped"] for p in parts)), "param_norm": math.nan,
+            "source_kind": resolved_kind(cfg.replay.source),
+            **_frame_counts(merged, parts, cfg, exc, step),
+        }
+        last = (scope.get("last_full") or [torch.zeros(0)])[0]
+        if last.numel() == 0 and "gpt" in scope:  # failed before the first measurement
+            try:
+                last = flat_params(scope["gpt"]).cpu()
+            except Exception:  # noqa: BLE001 - sharded (FSDP) parameters: nothing to compare
+                pass
+        torch.save(last, os.path.join(out_dir, "params.pt"))  # the parameters at the last measurement
+        tmp = os.path.join(out_dir, ".result.json.tmp")
+        with open(tmp, "w", encoding="utf-8") as fh:
+            json.dump(result, fh, allow_nan=True)
+        os.replace(tmp, os.path.join(out_dir, "result.json"))
+    dist.barrier()
 
 
 def _clip_dtensor(params: list[torch.nn.Parameter], max_norm: float) -> tuple[float, bool]:

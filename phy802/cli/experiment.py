@@ -64,7 +64,7 @@ def spec_from_args(args: argparse.Namespace):
     if args.trace or args.source != base.replay.source.kind:  # BER 0 dropped the trace: keep it for the noisy runs
         from dataclasses import replace
 
-        kind = "trace" if (args.trace and args.source in ("auto", "trace")) else args.source
+        kind = args.source  # check_args resolved it (trace with --trace, else generator)
         base = replace(base, replay=replace(base.replay, source=replace(base.replay.source, kind=kind,
                                                                          trace=args.trace)))
     links = tuple(args.link_seeds) if args.link_seeds else ((args.link_seed,) if args.link_seed is not None else None)

@@ -70,12 +70,13 @@ def add_model_arguments(p: argparse.ArgumentParser) -> None:
                    help="collective error model: endpoint (inner backend reduces) or ring hops (default endpoint)")
     add_code_fec(p)
     p.add_argument("--rate", default="400G", choices=("400G", "200G"), help="line rate (default 400G)")
-    p.add_argument("--source", choices=("auto", "independent", "generator", "trace"), default="auto",
-                   help="error source: protocol live generator (BER = pre-FEC line BER), independent stream "
-                        "bit flips (BER = stream BER), or a trace file; auto = trace with --trace, else the "
-                        "generator (default auto)")
+    p.add_argument("--source", choices=("generator", "independent", "trace"), default=None,
+                   help="error source, which fixes what --ber means: generator = protocol live generator "
+                        "(--ber is the pre-FEC line BER), independent = independent flips of the payload stream "
+                        "(--ber is the payload-stream BER), trace = a trace file (default: trace with --trace, "
+                        "else generator; never chosen by what imports)")
     p.add_argument("--trace", default=None,
-                   help="protocol-layer trace file (with --source trace or auto; opened and checked before any "
+                   help="protocol-layer trace file (with --source trace; opened and checked before any "
                         "process starts; BER 0 is still error-free) (default none)")
     p.add_argument("--classes", type=_classes, default=None,
                    help="comma-separated traffic classes to corrupt (default gradients,activations,activation_grads; "
@@ -122,8 +123,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def check_args(args: argparse.Namespace) -> None:
     """Checks across options, and the trace file, before any process starts (ValueError -> exit 2)."""
-    if args.trace is not None and args.source not in ("auto", "trace"):
-        raise ValueError(f"--trace is only used with --source trace or auto, not --source {args.source}")
+    if args.source is None:  # the default follows the flags given, never an import
+        args.source = "trace" if args.trace is not None else "generator"
+    if args.trace is not None and args.source != "trace":
+        raise ValueError(f"--trace is only used with --source trace, not --source {args.source}")
     if args.source == "trace" and not args.trace:
         raise ValueError("--source trace needs --trace FILE")
     if args.trace is not None:
@@ -206,7 +209,7 @@ def _summary(r: dict) -> str:
     src = c["replay"]["source"]
     lines = [
         f"phy802 train: {c['parallel']} x{c['world_size']}  {c['model']} on {c['device']} ({c['precision']})  "
-        f"BER {src['ber']:g} ({r.get('source_kind')}, code {src.get('code', 'kp4')}, fec {src['fec']})  "
+        f"BER {src['ber']:g} [{r.get('ber_is', '?')}] ({r.get('source_kind')}, code {src.get('code', 'kp4')}, fec {src['fec']})  "
         f"mode {c['replay']['mode']}  guard {c['replay']['guard']}  steps {c['steps']}  seed {c['seed']}"
         + ("  [plain backend]" if not c["wrapper"] else ""),
         f"  model: {r.get('n_params', 0):,} parameters (vocabulary {r['vocab']['data']}"
@@ -225,6 +228,9 @@ def _summary(r: dict) -> str:
         + f", {r['overflow_steps']} steps with an fp32 grad-norm overflow"
         + (" (update zeroed by clipping)" if c.get("grad_clip", 1.0) > 0 else " (no clipping)")
         + f", skipped {r['skipped_steps']}",
+        f"  frames lost {r.get('frames_lost', 0)}  resent {r.get('frames_resent', 0)}  op failures "
+        f"{r.get('op_failures', 0)}" + (f"  -- RUN FAILED at step {r.get('failed_step')}: {r.get('failure')}"
+                                         if r.get("failed") else ""),
     ]
     if c["parallel"] == "ddp" and c["world_size"] > 1:
         lines.append(f"  replica divergence (relative L2 of the weights) {r['final_divergence']:.3g}")

@@ -103,3 +103,58 @@ def test_injected_noise_metric():
     assert Metrics.injected_noise({"perturbation_sq": {}, "signal_sq": {"gradients": 5.0}}) == 0.0
     assert math.isnan(Metrics.injected_noise({}))
     assert Metrics.injected_noise({"perturbation_sq": {"g": math.inf}, "signal_sq": {"g": 1.0}}) == math.inf
+
+
+# ---------------------------------------------------------------- issue 23: undeliverable data fails the op
+from _it_wrapper_workers import lost_frames_worker  # noqa: E402
+
+
+@pytest.mark.parametrize("fec,ber,op", [("ieee", 1e-3, "allreduce"), ("bypass", 5e-2, "allreduce"),
+                                        ("ieee", 1e-3, "broadcast"), ("ieee", 1e-3, "recv")])
+def test_lost_frames_make_the_op_raise_on_every_rank(fec, ber, op):
+    """Regression (issue 23): at stream BER 1e-3 in ieee mode all 1024 of 1024 frames were lost and
+    the tensor arrived bit-exact with 0 flips; bypass at 5e-2 gave 0 flips. Now the op raises
+    LinkFailure (the rank that lost data at the op, its peer while waiting for it), later ops are
+    refused, and the counters say why."""
+    n = 2
+    ranks = load_ranks(spawn(lost_frames_worker, n, fec, ber, op, timeout_s=120), n)
+    for r in ranks:
+        assert "crash" not in r, r.get("crash")
+        assert r["type"] == "LinkFailure", r
+        assert r["clean"] is not True  # nothing undeliverable was handed over as if it had arrived
+        assert r["refused"] is True, r  # the queue pair stays in error
+        assert r["seconds"] < 18, r  # found by polling the store, before the 20 s group timeout
+    lost = [r for r in ranks if r["op_failures"] > 0]
+    assert lost and all(r["frames_lost"] > 0 and r["frames_resent"] >= 7 * r["frames_lost"] for r in lost)
+    assert any("NCCL_IB_RETRY_CNT=7" in r["raised"] for r in ranks)
+
+
+def test_training_run_that_loses_a_frame_fails_visibly():
+    """Issue 23: a run at a BER where a frame is lost stops on every rank at the same op and says so."""
+    from integration.train import build_config, run_training
+
+    cfg = build_config(parallel="ddp", ber=3e-5, fec="ieee", source="independent", steps=40, n_layer=1, n_embd=16,
+                       n_head=2, block_size=16, batch_size=4, eval_interval=10, comm_timeout_s=120, corpus="stdlib")
+    r = run_training(cfg, timeout_s=400)
+    assert r["failed"] is True and r["op_failures"] >= 1 and r["frames_lost"] >= 1, r.get("failure")
+    assert r["frames_resent"] >= 7 * r["frames_lost"]
+    assert "NCCL_IB_RETRY_CNT=7" in r["failure"] and r["failed_step"] is not None
+    assert r["final_val_loss"] != r["final_val_loss"]  # NaN: the job did not finish
+    assert r["ber_is"] == "payload-stream BER"
+
+
+def test_experiment_table_has_frame_columns_and_which_ber():
+    from integration.experiment import COLUMNS, aggregate, table_md
+
+    def one(ber, lost, kind):
+        return {"parallel": "ddp", "ber": ber, "guard": "none", "seed": 1, "final_val_loss": 2.0,
+                "delta_val_loss": 0.0, "injected_noise": 0.0, "injected_noise_step": 0.0, "weight_dist_shadow": 0.0,
+                "replica_divergence": 0.0, "flips": 0, "nonfinite_events": 0, "nonfinite_steps": 0,
+                "overflow_steps": 0, "skipped_steps": 0, "frames_lost": lost, "frames_resent": 8 * lost,
+                "op_failures": int(lost > 0), "step_ms": 1.0, "first_nonfinite_loss_step": None,
+                "evals": [[0, 4.0]], "train_loss": [4.0], "metrics": {}, "source_kind": kind}
+
+    rows = aggregate([one(0.0, 0, "independent"), one(1e-5, 3, "generator")])
+    assert {"frames_lost", "frames_resent", "op_failures", "ber_is"} <= set(COLUMNS)
+    md = table_md(rows)
+    assert "pre-FEC line BER" in md and "error-free" in md and "| 3 | 24 | 1 |" in md

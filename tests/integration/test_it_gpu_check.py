@@ -19,6 +19,21 @@ def test_gpu_check_smoke_on_cpu(tmp_path):
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     res = json.loads(out.read_text())
     results = {r[0]: r[1] for r in res["rows"]}
-    assert sum(v == "PASS" for v in results.values()) == 5 and "FAIL" not in results.values()
+    # 5 ops x 2 modes at BER 0 (one row each), 2 DDP identity rows, 2 flip-rate rows (no sync row on CPU)
+    assert sum(v == "PASS" for v in results.values()) == 14 and "FAIL" not in results.values(), results
     assert res["setup"]["device"] == "cpu" and res["setup"]["inner"] == "gloo"
     assert "| check | result | detail |" in p.stdout
+
+
+def test_gpu_check_ring_order_reference_at_three_ranks(tmp_path):
+    """Ring mode at 3 ranks is compared with a reference summed in the ring's order (not gloo's)."""
+    out = tmp_path / "res.json"
+    cmd = [sys.executable, os.path.join(ROOT, "benchmarks", "gpu_check.py"), "--device", "cpu", "--tiny",
+           "--world-size", "3", "--steps", "1", "--block-steps", "1", "--block", "8", "--flip-reps", "1",
+           "--ber", "1e-4", "--out", str(out)]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=900,
+                       env=dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=ROOT))
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    rows = {r[0]: r[1] for r in json.loads(out.read_text())["rows"]}
+    assert rows["BER 0: all_reduce, ring mode == ring-order reference"] == "PASS"
+    assert rows["BER 0: reduce_scatter_tensor, ring mode == ring-order reference"] == "PASS"

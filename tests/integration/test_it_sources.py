@@ -57,3 +57,16 @@ def test_generator_source_cut_invariant():
     a, b = make_link_source(cfg, 0, 1), make_link_source(cfg, 0, 1)
     parts = [a.take(3000) + 3000 * i for i in range(400)]
     assert np.array_equal(np.concatenate(parts), b.take(1_200_000))
+
+
+def test_source_kind_is_explicit_and_every_kind_says_which_ber():
+    """Issue 23: 'auto' chose the generator or independent flips by whether an import worked, so the same
+    --ber meant different things (6,252 vs 2,092 flips per 25 MiB at 1e-5)."""
+    from integration.sources import BER_MEANING, SOURCE_KINDS, ber_meaning, resolved_kind
+
+    with pytest.raises(ValueError, match="auto"):
+        SourceConfig(ber=1e-5, kind="auto")
+    assert "auto" not in SOURCE_KINDS and SourceConfig().kind == "generator"
+    assert resolved_kind(SourceConfig(kind="independent")) == "independent"
+    assert ber_meaning("generator") == "pre-FEC line BER" and ber_meaning("independent") == "payload-stream BER"
+    assert set(BER_MEANING) == set(SOURCE_KINDS)

@@ -1,0 +1,129 @@
+"""Per-rank bodies for the issue-23 tests of the replay wrapper (importable by spawned processes)."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import traceback
+from datetime import timedelta
+
+import torch
+import torch.distributed as dist
+
+
+def _dump(out_dir: str, rank: int, out: dict) -> None:
+    with open(os.path.join(out_dir, f"rank{rank}.json"), "w") as fh:
+        json.dump(out, fh)
+
+
+def lost_frames_worker(rank: int, n: int, store: str, fec: str, ber: float, op: str, out_dir: str) -> None:
+    """One op at a BER where frames are lost: every rank must raise LinkFailure, none may get clean data."""
+    try:
+        _lost_frames(rank, n, store, fec, ber, op, out_dir)
+    except BaseException:
+        _dump(out_dir, rank, {"crash": traceback.format_exc()})
+        raise
+
+
+def _lost_frames(rank, n, store, fec, ber, op, out_dir):
+    torch.set_num_threads(1)
+    from integration.process_group import register
+    from integration.replay import LinkFailure, ReplayConfig
+    from integration.sources import SourceConfig
+
+    register(ReplayConfig(source=SourceConfig(ber=ber, seed=3, kind="independent", fec=fec),
+                          classes=("gradients", "params", "activations", "activation_grads")))
+    timeout = timedelta(seconds=20)
+    dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=n, timeout=timeout)
+    g = dist.new_group(backend="phy802", timeout=timeout)
+    x = torch.full((1 << 16,), float(rank + 1))
+    out: dict = {"raised": None, "type": None, "clean": None, "refused": None}
+    t0 = time.monotonic()
+    try:
+        if op == "allreduce":
+            dist.all_reduce(x, group=g)
+            out["clean"] = bool(torch.all(x == sum(range(1, n + 1))))
+        elif op == "broadcast":
+            dist.broadcast(x, src=0, group=g)
+            out["clean"] = bool(torch.all(x == 1.0))
+        elif op == "recv":
+            if rank == 0:
+                dist.send(x, 1, group=g)
+            else:
+                dist.recv(x, 0, group=g)
+                out["clean"] = bool(torch.all(x == 1.0))
+        dist.barrier(group=g)  # a rank that did not lose data finds the peer's failure here
+    except LinkFailure as exc:
+        out["raised"], out["type"] = str(exc), "LinkFailure"
+    except Exception as exc:  # noqa: BLE001 - what the test checks
+        out["raised"], out["type"] = f"{type(exc).__name__}: {exc}"[:500], type(exc).__name__
+    out["seconds"] = time.monotonic() - t0
+    try:
+        dist.all_reduce(torch.ones(4), group=g)
+        out["refused"] = False
+    except LinkFailure:
+        out["refused"] = True
+    m = g.metrics
+    out.update(frames_lost=m.total("frames_lost"), frames_resent=m.total("frames_resent"),
+               op_failures=m.total("op_failures"), flips=m.total("errors_injected"))
+    _dump(out_dir, rank, out)
+    os._exit(0)  # the failed group's pending inner ops would hold teardown until the gloo timeout
+
+
+def backend_hooks_worker(rank: int, n: int, store: str, out_dir: str) -> None:
+    """Per-device backends, the coalescing manager with a device, the DDP comm hook, shutdown forwarding."""
+    try:
+        _backend_hooks(rank, n, store, out_dir)
+    except BaseException:
+        _dump(out_dir, rank, {"crash": traceback.format_exc()})
+        raise
+
+
+def _backend_hooks(rank, n, store, out_dir):
+    torch.set_num_threads(1)
+    from torch.distributed.distributed_c10d import _coalescing_manager
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    from integration.process_group import ddp_comm_hook, register
+    from integration.replay import ReplayConfig
+    from integration.sources import SourceConfig
+
+    dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=n)
+    out: dict = {}
+    register(ReplayConfig(source=SourceConfig(ber=0.0, seed=1, kind="independent")))
+    g = dist.new_group(backend="phy802")
+    out["get_backend"] = type(g._get_backend(torch.device("cpu"))).__name__
+    x = torch.randn(1000, generator=torch.Generator().manual_seed(rank))
+    a, b = x.clone(), x.clone()
+    dist.all_reduce(a)
+    with _coalescing_manager(group=g, device=torch.device("cpu"), async_ops=True) as cm:
+        dist.all_reduce(b, group=g)
+    cm.wait()
+    out["coalesced_equal"] = bool(torch.equal(a, b))
+
+    def train(hook_group, ber):
+        register(ReplayConfig(source=SourceConfig(ber=ber, seed=2, kind="independent", fec="bypass")))
+        hg = dist.new_group(backend="phy802") if hook_group else None
+        torch.manual_seed(0)
+        m = DDP(torch.nn.Linear(64, 64), process_group=dist.new_group(backend="gloo"))
+        if hg is not None:
+            m.register_comm_hook(hg, ddp_comm_hook)
+        gen = torch.Generator().manual_seed(10 + rank)
+        m(torch.randn(8, 64, generator=gen)).square().sum().backward()
+        return torch.cat([p.grad.reshape(-1) for p in m.parameters()]), hg
+
+    plain, _ = train(False, 0.0)
+    hooked0, _ = train(True, 0.0)
+    noisy, hg = train(True, 1e-3)
+    out["hook_ber0_equal"] = bool(torch.equal(plain, hooked0))
+    out["hook_noisy_flips"] = hg.metrics.total("errors_injected")
+    out["hook_noisy_differs"] = bool(not torch.equal(plain, noisy))
+    os.environ["PHY802_FAKE_NCCL"] = "1"
+    gf = dist.new_group(backend="phy802")
+    gf.shutdown()
+    out["shutdown_reached"] = "shutdown" in gf._nccl.calls
+    del os.environ["PHY802_FAKE_NCCL"]
+    _dump(out_dir, rank, out)
+    dist.barrier()
+    dist.destroy_process_group()
