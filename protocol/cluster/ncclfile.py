@@ -183,6 +183,9 @@ _RANK = re.compile(r"^#\s*Rank\s+(\d+)\s+(?:Group\s+\d+\s+)?Pid\s+\d+\s+on\s+(\S
 _PREFIX = re.compile(r"^\[\d+,\d+\]<std(?:out|err)>:")
 
 
+_LIB_LINE = re.compile(r"^NCCL version \S+$|^\S+:\d+:\d+ \[\d+\] NCCL (INFO|WARN|VERSION)\b")
+
+
 def _read_text(path: str, lines: list[str]) -> tuple[NcclRun, list]:
     ops: list[tuple[int, str]] = []
     ranks: dict[int, tuple[str, str]] = {}
@@ -215,6 +218,11 @@ def _read_text(path: str, lines: list[str]) -> tuple[NcclRun, list]:
                 continue
             if "Avg bus bandwidth" in s:
                 avg = True
+            continue
+        if _LIB_LINE.search(s):
+            # the library's own stdout, not nccl-tests': its banner ("NCCL version 2.25.1+cuda12.8", printed
+            # by rank 0 between the rank lines and the table) and whole NCCL_DEBUG lines ("host:pid:tid [d]
+            # NCCL INFO ...")
             continue
         if cols is None:
             raise NcclTestsError(f"{path}, line {i}: data before the column header '# size count type ...'")
