@@ -74,3 +74,64 @@ def test_headers_say_source_and_cluster():
     for f in DATA.iterdir():
         head = f.read_text().splitlines()[:3]
         assert any(h.startswith(("# source", "# source_url")) and "http" in h for h in head), f
+
+
+REF = Path(__file__).resolve().parents[4] / "shared" / "reference" / "nccl"
+if not REF.is_dir():
+    REF = Path("/work/shared/reference/nccl")
+
+
+def _best_worst_ratio(run, cluster, algo=None):
+    """min over (net_efficiency, latency_offset_us) of the worst measured/predicted over every size:
+    net_efficiency on a 2% grid, the offset by ternary search (max |log ratio| is convex in it)."""
+    import math
+    from dataclasses import replace
+
+    from protocol.cluster.nccl import predict
+
+    best = math.inf
+    for j in range(160):
+        eff = 0.05 * 1.02 ** j
+        if eff > 1.5:
+            break
+        pr = [predict(run.op, b, replace(cluster, net_efficiency=eff), algo=algo).time_us for b in run.bytes]
+
+        def g(o):
+            return max(abs(math.log(m / (p + o))) for p, m in zip(pr, run.time_us))
+
+        lo, hi = -0.95 * min(pr), max(run.time_us)
+        for _ in range(100):
+            a, b = lo + (hi - lo) / 3, hi - (hi - lo) / 3
+            lo, hi = (lo, b) if g(a) < g(b) else (a, hi)
+        best = min(best, math.exp(g((lo + hi) / 2)))
+    return best
+
+
+@pytest.mark.parametrize("name, kw, algo, floor", [
+    # the ring run's bus bandwidth falls with size (102 GB/s at 64 MB, 87-90 GB/s from 512 MB): with a
+    # fixed algorithm t = L + s/B, whose busbw only rises with s, whatever L and B
+    ("i290_h100_ndr_2n_allreduce_ring.csv", {}, "ring", 1.2),
+    # TCPXO: the marginal bandwidth (d size / d time) is ~20 GB/s algbw from 4 to 16 MB and ~180 GB/s
+    # from 1 to 8 GB -- two slopes 9x apart that one bandwidth constant cannot both follow
+    ("gcp_a3mega_h100_tcpxo_2n_allreduce.csv", {"rate": "200G", "transport": "roce"}, None, 2.0),
+])
+def test_two_constants_cannot_follow_these_runs(name, kw, algo, floor):
+    # why --calibrate's held-out goal (1.2x) is missed on these two runs: even fitted to every size,
+    # no (net_efficiency, latency offset) puts all sizes within `floor`
+    from protocol.cluster.topology import preset
+
+    f = REF / name
+    if not f.exists():
+        pytest.skip("shared/reference/nccl not present")
+    run = read_nccl_tests(f)
+    assert _best_worst_ratio(run, preset("dgx-h100-ib", nodes=2, gpus_per_node=8, **kw), algo) > floor
+
+
+def test_two_constants_do_follow_the_default_290_run():
+    # the contrast: the #290 default run is a plain scaled-down cluster, and two constants fit it
+    from protocol.cluster.topology import preset
+
+    f = REF / "i290_h100_ndr_2n_allreduce_default.csv"
+    if not f.exists():
+        pytest.skip("shared/reference/nccl not present")
+    assert _best_worst_ratio(read_nccl_tests(f), preset("dgx-h100-ib", nodes=2, gpus_per_node=8)) < 1.15
