@@ -9,7 +9,8 @@ Two inputs are read:
   the column header ``# size count type redop root time algbw busbw #wrong ...`` (older versions
   have no ``root``, and no ``Group`` in the rank lines; Open MPI's ``[1,0]<stdout>:`` line prefix
   is stripped), one row per size with the out-of-place then the in-place columns, and
-  ``# Avg bus bandwidth``.  The op comes from ``# Collective test starting: NAME`` where present,
+  ``# Avg bus bandwidth``.  The library's own lines in that stdout (its ``NCCL version ...`` banner,
+  whole ``host:pid:tid [dev] NCCL INFO ...`` debug lines) are skipped; any other text is refused.  The op comes from ``# Collective test starting: NAME`` where present,
   otherwise from ``op=`` (the caller's ``--op``);
 * the **CSV** form of ``../shared/reference/nccl/`` (``# key: value`` header lines with ``nodes``,
   ``gpus_per_node``, ``collective``; then ``size_bytes,time_us_out_of_place,algbw_GBps,busbw_GBps``).
