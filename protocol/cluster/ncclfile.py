@@ -9,7 +9,8 @@ Two inputs are read:
   the column header ``# size count type redop root time algbw busbw #wrong ...`` (older versions
   have no ``root``, and no ``Group`` in the rank lines; Open MPI's ``[1,0]<stdout>:`` line prefix
   is stripped), one row per size with the out-of-place then the in-place columns, and
-  ``# Avg bus bandwidth``.  The op comes from ``# Collective test starting: NAME`` where present,
+  ``# Avg bus bandwidth``.  The library's own lines in that stdout (its ``NCCL version ...`` banner,
+  whole ``host:pid:tid [dev] NCCL INFO ...`` debug lines) are skipped; any other text is refused.  The op comes from ``# Collective test starting: NAME`` where present,
   otherwise from ``op=`` (the caller's ``--op``);
 * the **CSV** form of ``../shared/reference/nccl/`` (``# key: value`` header lines with ``nodes``,
   ``gpus_per_node``, ``collective``; then ``size_bytes,time_us_out_of_place,algbw_GBps,busbw_GBps``).
@@ -183,6 +184,9 @@ _RANK = re.compile(r"^#\s*Rank\s+(\d+)\s+(?:Group\s+\d+\s+)?Pid\s+\d+\s+on\s+(\S
 _PREFIX = re.compile(r"^\[\d+,\d+\]<std(?:out|err)>:")
 
 
+_LIB_LINE = re.compile(r"^NCCL version \S+$|^\S+:\d+:\d+ \[\d+\] NCCL (INFO|WARN|VERSION)\b")
+
+
 def _read_text(path: str, lines: list[str]) -> tuple[NcclRun, list]:
     ops: list[tuple[int, str]] = []
     ranks: dict[int, tuple[str, str]] = {}
@@ -215,6 +219,11 @@ def _read_text(path: str, lines: list[str]) -> tuple[NcclRun, list]:
                 continue
             if "Avg bus bandwidth" in s:
                 avg = True
+            continue
+        if _LIB_LINE.search(s):
+            # the library's own stdout, not nccl-tests': its banner ("NCCL version 2.25.1+cuda12.8", printed
+            # by rank 0 between the rank lines and the table) and whole NCCL_DEBUG lines ("host:pid:tid [d]
+            # NCCL INFO ...")
             continue
         if cols is None:
             raise NcclTestsError(f"{path}, line {i}: data before the column header '# size count type ...'")

@@ -156,3 +156,15 @@ def test_op_from_flag_and_csv_refusals(tmp_path, capsys):
     assert main(["collective", "--nccl-tests", str(h), "--gpus-per-node", "4"]) == 2
     assert "16 ranks" in capsys.readouterr().err
     assert os.path.exists(h)
+
+
+def test_library_lines_skipped_other_text_refused(tmp_path):
+    # NCCL's own stdout (its version banner, whole NCCL_DEBUG=INFO lines) is not nccl-tests' data
+    lines = _text(ROWS).splitlines()
+    at = next(i for i, ln in enumerate(lines) if "out-of-place" in ln)
+    lib = ["NCCL version 2.21.5+cuda12.3", "node1:1234:1240 [0] NCCL INFO comm 0x55 rank 0 nranks 16 - Init COMPLETE"]
+    f = _bad(tmp_path, "\n".join(lines[:at] + lib + lines[at:]) + "\n")
+    assert read_nccl_tests(f).bytes == tuple(s for s, _ in ROWS)
+    f2 = _bad(tmp_path, "\n".join(lines[:at] + ["some other text"] + lines[at:]) + "\n", "bad2.txt")
+    with pytest.raises(NcclTestsError, match="line .*data before the column header"):
+        read_nccl_tests(f2)
