@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -24,16 +25,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_json(g)
 
 
+def _shown(path: str) -> str:
+    """``path`` as the user can type it back: relative to the working folder when under it, else as
+    given; whole, never cut (a column cut from the left split names mid-word)."""
+    rel = os.path.relpath(path)
+    return path if rel.startswith(os.pardir) else rel
+
+
 def _table(reports: list[FileReport]) -> str:
-    rows = [f"{'file':<52} {'block':<5} {'records':>7}  result"]
-    for r in reports:
+    names = [_shown(r.path) for r in reports]
+    w = max([len("file"), *map(len, names)])
+    rows = [f"{'file':<{w}} {'block':<5} {'records':>7}  result"]
+    for r, name in zip(reports, names):
         if r.error:
             result = f"ERROR  {r.error}"
         elif r.failures:
             result = f"FAIL   {len(r.failures)} mismatch(es): " + "; ".join(r.failures[:3])
         else:
             result = "pass"
-        rows.append(f"{r.path[-52:]:<52} {r.family:<5} {r.n_records:>7}  {result}")
+        rows.append(f"{name:<{w}} {r.family:<5} {r.n_records:>7}  {result}")
     n_ok = sum(r.ok for r in reports)
     rows.append(f"{n_ok} passed, {len(reports) - n_ok} failed")
     return "\n".join(rows)
