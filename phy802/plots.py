@@ -295,8 +295,9 @@ def plot_latency(result, latency_ns: Callable[[str], float], path) -> None:
         ax.set_xlim(xlo, xhi)
         ax.set_xlabel(title + " (measured; lower is better)", fontsize=9)
         ax.grid(True, axis="x", which="major", alpha=0.35)
-    axes[0].set_yticks([ypos[m] for m in modes])
-    axes[0].set_yticklabels([f"{m}\n+{lat[m]:.1f} ns" for m in modes], fontsize=8)
+    rows_up = sorted(modes, key=ypos.__getitem__)
+    axes[0].set_yticks([ypos[m] for m in rows_up])
+    axes[0].set_yticklabels([f"{m}\n+{lat[m]:.1f} ns" for m in rows_up], fontsize=8)
     axes[0].set_ylim(-0.6, len(modes) - 0.4)
     axes[0].set_ylabel("receive mode and its added latency (model: protocol.latency)\n"
                        "rows in latency order, lowest at the bottom; in a row: one line per channel point", fontsize=8)
