@@ -49,3 +49,45 @@ def test_demo_quick_with_training(tmp_path, capsys):
     # step 5: the tradeoff of those runs (modelled step time x measured loss), table and Pareto plot
     assert s["tradeoff"]["rows"] > 0 and (out / "tradeoff" / "pareto.png").stat().st_size > 0
     assert "## 5. Is skipping FEC worth it?" in (out / "report.md").read_text()
+
+
+# --- the report says what its numbers are (issue 27), on synthetic rows: no training needed ---------
+
+def _t(mode, ber, guard, vs_ref, **kw):
+    return {"mode": mode, "ber": ber, "guard": guard, "vs_ref": vs_ref, "step_ms": 30.0, "phy_us": 0.0, **kw}
+
+
+def test_ties_are_reported_as_ties():
+    from phy802.cli._narrative import _tradeoff_sentences, fastest
+
+    rows = [_t("kp4/ieee", 0.0, "-", 1.0), _t("rs272/ieee", 1e-5, "-", 0.99601), _t("rs272/llr", 1e-5, "-", 0.99599),
+            _t("kp4/ieee", 1e-5, "-", 1.0)]
+    assert [r["mode"] for r in fastest(rows[1:])] == ["rs272/ieee", "rs272/llr"]
+    text = _tradeoff_sentences(rows)[0]
+    assert "**rs272/ieee** and **rs272/llr** (tied), 0.996x" in text
+    assert "error-free: **kp4/ieee**, 1.000x" in text  # one winner stays one winner
+
+
+def test_missing_rows_get_a_reason():
+    from phy802.cli.demo import missing_settings
+
+    rows = [_t("kp4/ieee", 0.0, "-", 1.0), _t("kp4/ieee", 1e-5, "-", 1.0), _t("kp4/unequal", 0.0, "-", 0.99)]
+    miss = missing_settings(rows, (0.0, 1e-5), trained_guards=("none", "nan_to_zero_clamp"))
+    assert [(m["mode"], m["ber"]) for m in miss] == [("kp4/unequal", 1e-5)]
+    assert "exponent_protection" in miss[0]["reason"] and "`nan_to_zero_clamp`" in miss[0]["reason"]
+
+
+def test_phy_us_and_overflow_steps_are_explained_with_the_runs_numbers():
+    from phy802.cli.demo import _measured_step_header, _training_notes
+    from phy802.cli.demo import _tradeoff_notes as _trade_notes_for_test
+
+    notes = _trade_notes_for_test([_t("kp4/ieee", 0.0, "-", 1.0, phy_us=305.0)], {"kp4/ieee": 57.6}, [])
+    assert "305 us = 57.6 ns x 5,295 hops" in notes[0]
+    tr = _training_notes([{"guard": "none", "ber": 1e-5, "overflow_steps": 300.0, "final_val_loss": 4.228},
+                          {"guard": "nan_to_zero_clamp", "ber": 1e-5, "overflow_steps": 0}], 300)
+    assert "`step_ms` is **measured**" in tr[1]
+    assert [t for t in tr if t.startswith("Here")] == [
+        "Here guard `none` at BER 1e-05 has `overflow_steps = 300` of 300 steps: every update was zeroed, so the "
+        "model never learned (final loss 4.23)."]
+    head = _measured_step_header("| a | step_ms |\n|---|---|\n| 1 | 2 |")
+    assert head.splitlines()[0] == "| a | step_ms (measured: CPU wall time here) |"
