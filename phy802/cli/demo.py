@@ -127,7 +127,7 @@ def run_demo(cfg: DemoConfig) -> dict:
     t0 = time.perf_counter()
     from protocol.trace import generate_trace
 
-    trace_path = out / "trace_bypass_400g.npz"
+    trace_path = out / "trace_bypass_400g.trace"
     meta = generate_trace(trace_path, rate="400G", fec="bypass", ber=cfg.trace_ber, line_bits=cfg.trace_bits,
                           seed=cfg.seed, progress=cfg.progress)
     summary["trace"] = {"path": str(trace_path), "meta": meta}

@@ -43,7 +43,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.epilog = EXAMPLE
     g = p.add_mutually_exclusive_group()
     g.add_argument("--ber", type=list_arg(probability(hi=0.375), max_len=MAX_POINTS), metavar="BER[,BER...]",
-                   help="channel points as pre-FEC BER (PAM4 AWGN), comma list (no default)")
+                   help="channel points as pre-FEC BER of PAM4 AWGN, each in (0, 0.375) (0.375 = PAM4 Gray at zero SNR), comma list (no default)")
     g.add_argument("--snr-db", type=list_arg(float_arg(-20.0, 80.0), max_len=MAX_POINTS), metavar="DB[,DB...]",
                    help="channel points as SNR in dB (Es/sigma^2), comma list (no default)")
     g.add_argument("--merge", nargs="+", metavar="JSON", help="merge sweep.json files (or their folders) of earlier runs of the same configuration with "

@@ -13,7 +13,7 @@ def test_demo_quick_without_training(tmp_path, capsys):
     assert rc == 0
     s = json.loads(capsys.readouterr().out)
     assert s["vectors"]["failed"] == 0 and s["vectors"]["passed"] >= 16
-    for name in ("report.md", "summary.json", "ber_fer.png", "latency.png", "trace_bypass_400g.npz"):
+    for name in ("report.md", "summary.json", "ber_fer.png", "latency.png", "trace_bypass_400g.trace"):
         assert (out / name).stat().st_size > 0, name
     rows = {(r["mode"], r["x"]): r for r in s["sweep"]}
     # bypass delivers the channel's errors: its post-FEC BER interval holds the pre-FEC BER it was set to
