@@ -131,6 +131,13 @@ def _executor(args):
     return (None, None) if workers == 1 else ("process", None)
 
 
+def _isatty(stream) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):
+        return False
+
+
 def run(args: argparse.Namespace) -> int:
     from phy802.plots import plot_ber_fer, plot_latency
     from phy802.sweep import SweepConfig, SweepResult, format_header, format_row, run_sweep
@@ -208,8 +215,12 @@ def run(args: argparse.Namespace) -> int:
         print_ethtool([{"mode": p.mode, p.axis: p.x, **h.to_ethtool()} for p, h in hists])
         return 0
 
+    # on a terminal the live table (stderr) is already on screen: printing it again on stdout showed
+    # it twice; a stdout that is a file or a pipe still gets the whole table
+    on_screen = show and not args.merge and _isatty(sys.stderr) and _isatty(sys.stdout)
+
     def text() -> str:
-        lines = [format_header()] + [format_row(p) for p in res.points]
+        lines = [] if on_screen else [format_header()] + [format_row(p) for p in res.points]
         lines.append("# FEC codeword histograms (codewords by pre-FEC symbol errors; last: > t):")
         for p, h in hists:
             cells = " ".join(f"{b.label()}:{b.count}" for b in h.bins) + f" >{h.t}:{h.uncorrectable}"
