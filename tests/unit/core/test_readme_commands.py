@@ -40,6 +40,9 @@ PAGES = [README, *sorted((ROOT / "docs").glob("*.md"))]
 NOT_RUN = ("pip ", "pytest")
 #: commands that take minutes: run only with ``-m slow``
 SLOW = ("phy802 demo", "phy802 train", "phy802 experiment", "phy802 tradeoff", "python benchmarks/")
+#: commands that take minutes because of one option: run only with ``-m slow`` (fec tail's example fit
+#: with 100 bootstrap refits is ~35 s of CPU)
+SLOW_IN = ("--bootstrap 100",)
 #: commands that need a Dask scheduler: run (slow) against a LocalCluster whose address replaces the
 #: README's placeholder (``tcp://127.0.0.1:36001``, ``tcp://HOST:8786``)
 CLUSTER = "--scheduler"
@@ -55,7 +58,7 @@ TIMEOUT = {"phy802 demo": 3600, "phy802 experiment": 7200, "phy802 train": 1800,
 def readme_commands(text: str) -> list[str]:
     """Shell commands of the ```bash blocks of ``text``: continuation lines joined, comments dropped."""
     cmds: list[str] = []
-    for block in re.findall(r"^```bash\n(.*?)^```", text, re.S | re.M):
+    for block in re.findall(r"^[ \t]*```bash\n(.*?)^[ \t]*```", text, re.S | re.M):  # indented in a list too
         joined = re.sub(r"\\\n\s*", " ", block)
         for line in joined.splitlines():
             words = shlex.split(line, comments=True)
@@ -93,7 +96,7 @@ def _params():
     seen: dict[str, int] = {}
     for page, c in PAGE_COMMANDS:
         i = seen[page] = seen.get(page, -1) + 1
-        slow = (c.startswith(SLOW) or CLUSTER in c) and not c.startswith(PARSE_ONLY)
+        slow = (c.startswith(SLOW) or CLUSTER in c or any(w in c for w in SLOW_IN)) and not c.startswith(PARSE_ONLY)
         marks = [pytest.mark.slow] if slow else []
         stem = Path(page).stem
         out.append(pytest.param(page, c, id=f"{stem}-{i:02d}-{' '.join(shlex.split(c)[:3])}", marks=marks))
@@ -106,6 +109,7 @@ def test_readme_has_the_commands_this_test_knows():
     assert len(PAGES) >= 6  # the README and its docs/ pages
     assert readme_commands("```bash\na --x 1 \\\n   --y 2   # note\n# only a comment\nb 'c d'\n```\n") == [
         "a --x 1 --y 2", "b 'c d'"]
+    assert readme_commands("1. step\n\n   ```bash\n   a --x 1\n   ```\n") == ["a --x 1"]  # inside a list item
 
 
 @pytest.fixture(scope="module")
@@ -131,6 +135,8 @@ def _user_files(d: Path) -> Path:
     cws[0, [3, 100, 400]] ^= np.array([1, 0x3FF, 0x155], np.uint16)  # a correctable capture
     (d / "capture.txt").write_text("\n".join(" ".join(f"{int(s):03X}" for s in w) for w in cws) + "\n")
     shutil.copy(ROOT / "vectors" / "pma" / "gray_map.txt", d / "my_dump.txt")
+    # the pages run from a clone's root: the example files they name (vectors/fec_hist/...) are there
+    shutil.copytree(ROOT / "vectors" / "fec_hist", d / "vectors" / "fec_hist")
     return d
 
 

@@ -48,7 +48,18 @@ def test_demo_quick_with_training(tmp_path, capsys):
     assert (out / "training" / "loss_ddp.png").stat().st_size > 0
     # step 5: the tradeoff of those runs (modelled step time x measured loss), table and Pareto plot
     assert s["tradeoff"]["rows"] > 0 and (out / "tradeoff" / "pareto.png").stat().st_size > 0
-    assert "## 5. Is skipping FEC worth it?" in (out / "report.md").read_text()
+    report = (out / "report.md").read_text()
+    assert "## 5. Is skipping FEC worth it?" in report
+    # measured vs model said in the columns themselves; PHY (us) explained with the run's numbers
+    assert "step_ms (measured: CPU wall time here)" in report and "| step (ms, model) |" in report
+    assert "`PHY (us)` is the FEC receive latency summed over every sequential link hop" in report
+    # every mode of the table at BER 0 either has its trace-BER row or a stated reason
+    rows = s["tradeoff"]["rows_64_ranks"]
+    missing = {(m["mode"], m["ber"]) for m in s["tradeoff"]["missing_64_ranks"]}
+    for mode in {r["mode"] for r in rows}:
+        assert any(r["mode"] == mode and r["ber"] > 0 for r in rows) or any(m == mode for m, _ in missing), mode
+    for m in s["tradeoff"]["missing_64_ranks"]:
+        assert f"No **{m['mode']}** row at BER {m['ber']:g}: " in report
 
 
 # --- the report says what its numbers are (issue 27), on synthetic rows: no training needed ---------
