@@ -270,7 +270,7 @@ def plot_latency(result, latency_ns: Callable[[str], float], path) -> None:
     sub = _channel_offsets(xs_all) if cfg.axis == "ber" else dict(zip(xs_all, _channel_offsets(range(len(xs_all))).values()))
     cmap = plt.get_cmap("viridis")
     colors = {x: cmap(0.85 * i / max(1, len(xs_all) - 1)) for i, x in enumerate(xs_all)}
-    fig, axes = plt.subplots(1, 2, figsize=(12.5, 1.8 + 0.5 * len(modes) + 0.12 * len(modes) * len(xs_all)),
+    fig, axes = plt.subplots(1, 2, figsize=(12.5, max(5.0, 1.8 + 0.5 * len(modes) + 0.12 * len(modes) * len(xs_all))),
                              sharey=True, layout="constrained")
     for ax, key, title in zip(axes, ("post_fec_ber", "fer"),
                               ("post-FEC BER (decoder output)", "codeword error ratio (FER)")):
@@ -299,8 +299,8 @@ def plot_latency(result, latency_ns: Callable[[str], float], path) -> None:
     axes[0].set_yticks([ypos[m] for m in rows_up])
     axes[0].set_yticklabels([f"{m}\n+{lat[m]:.1f} ns" for m in rows_up], fontsize=8)
     axes[0].set_ylim(-0.6, len(modes) - 0.4)
-    axes[0].set_ylabel("receive mode and its added latency (model: protocol.latency)\n"
-                       "rows in latency order, lowest at the bottom; in a row: one line per channel point", fontsize=8)
+    axes[0].set_ylabel("receive mode, + added latency (model)\nrows by latency, lowest at the bottom;\n"
+                       "in a row: one line per channel point", fontsize=8)
     def point_name(x: float) -> str:
         return f"pre-FEC BER {x:.3g}" if cfg.axis == "ber" else f"SNR {x:.3g} dB"
 

@@ -248,8 +248,8 @@ def _training_notes(rows: list[dict], steps: int) -> list[str]:
         if n:
             what = ("every update was zeroed, so the model never learned" if n >= steps
                     else f"{n} of {steps} updates were zeroed")
-            out.append(f"Here guard `{r['guard']}` at BER {r['ber']:g} has `overflow_steps = {n}` of {steps} steps: "
-                       f"{what} (final loss {_fmt(r.get('final_val_loss'))}).")
+            out += ["", f"Here guard `{r['guard']}` at BER {r['ber']:g} has `overflow_steps = {n}` of {steps} steps: "
+                    f"{what} (final loss {_fmt(r.get('final_val_loss'))})."]
     return out + [""]
 
 
@@ -289,7 +289,8 @@ def _tradeoff_notes(rows: list[dict], lat: dict, missing: list[dict]) -> list[st
                    "hops (ring steps x links per path x all-reduce buckets). It is part of the communication "
                    "time, of which only what backward does not hide adds to the step.")
     for m in missing:
-        out.append(f"No **{m['mode']}** row at BER {m['ber']:g}: {m['reason']}.")
+        out += ["", f"No **{m['mode']}** row at BER {m['ber']:g}: {m['reason']}."] if out else [
+            f"No **{m['mode']}** row at BER {m['ber']:g}: {m['reason']}."]
     return out + ([""] if out else [])
 
 
