@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Iterable
 
 
-__all__ = ["FileReport", "family_of", "verify_file", "verify_paths", "generate", "default_dir"]
+__all__ = ["FileReport", "family_of", "verify_file", "verify_paths", "generate", "default_dir", "fec_hist_sources"]
 
 _PCS_KINDS = {"codec66", "frames_tx", "transcode257", "scramble", "am_symbols", "am_group", "codeword_pair", "pair_lane"}
 _PMA_KINDS = {"gray", "precode", "prbsq"}
@@ -123,14 +123,15 @@ def generate_steps() -> int:
     one per simulated FEC histogram in ``fec_hist/``)."""
     from phy802.fec.vectors import STANDARD_FILES
 
-    return len(STANDARD_FILES) + 2 + len(_fec_hist_sources())
+    return len(STANDARD_FILES) + 2 + len(fec_hist_sources())
 
 
-_SIMULATED = "phy802, SIMULATED (not a measurement): "
+SIMULATED_PREFIX = "phy802, SIMULATED (not a measurement): "
 
 
-def _fec_hist_sources() -> list[Path]:
-    """The example FEC histograms of ``vectors/fec_hist/`` that say which phy802 command made them."""
+def fec_hist_sources() -> list[Path]:
+    """The example FEC histograms of ``vectors/fec_hist/`` whose ``generated_by`` names the
+    ``phy802 sweep`` command that made them."""
     import json
 
     out = []
@@ -139,43 +140,15 @@ def _fec_hist_sources() -> list[Path]:
             doc = json.loads(f.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             continue
-        if isinstance(doc, dict) and str(doc.get("generated_by", "")).startswith(_SIMULATED + "phy802 sweep "):
+        if isinstance(doc, dict) and str(doc.get("generated_by", "")).startswith(SIMULATED_PREFIX + "phy802 sweep "):
             out.append(f)
     return out
 
 
-def regenerate_fec_hist(source: Path, out: Path) -> Path:
-    """Re-run the ``phy802 sweep ... --format ethtool-json`` command named in ``source``'s
-    ``generated_by`` and write the same document (``generated_by``, ``channel``, the new ``stats``)
-    to ``out`` atomically.  Its ``--max-seconds`` is dropped (0: no time cap), so that the counts
-    depend on the seed and the codeword cap only, never on the machine's speed."""
-    import contextlib
-    import io
-    import json
-    import shlex
-
-    from phy802._io import atomic_write_text
-    from phy802.cli import main
-    from phy802.cli._hist import _dump
-
-    doc = json.loads(source.read_text(encoding="utf-8"))
-    words = shlex.split(doc["generated_by"][len(_SIMULATED):])[1:]
-    if "--max-seconds" in words:
-        words[words.index("--max-seconds") + 1] = "0"
-    buf = io.StringIO()
-    with contextlib.redirect_stdout(buf):
-        rc = main([*words, "--no-progress"])
-    if rc != 0:
-        raise ValueError(f"{source}: its generated_by command exited {rc}")
-    got = json.loads(buf.getvalue())
-    got = got[0] if isinstance(got, list) else got
-    new = {k: v for k, v in doc.items() if k != "stats"} | {"stats": got["stats"]}
-    atomic_write_text(out, _dump(new) + "\n")
-    return out
-
-
 def generate(out: str | Path, on_step=None) -> list[Path]:
-    """Regenerate every generated vector file under ``out`` (``rs/``, ``pcs/``, ``pma/``, ``fec_hist/``), atomically.
+    """Regenerate every generated vector file under ``out`` (``rs/``, ``pcs/``, ``pma/``), atomically
+    (the simulated FEC histograms of ``fec_hist/`` are re-made by ``phy802 vectors generate``, which
+    re-runs the ``phy802 sweep`` command each names: :func:`fec_hist_sources`).
 
     Files transcribed from the standard (PRBS9Q, Gray map) are copied from the source tree.
     ``on_step(name)``, if given, is called after each of the :func:`generate_steps` steps (each RS
@@ -192,8 +165,4 @@ def generate(out: str | Path, on_step=None) -> list[Path]:
     step("pcs/")
     written += list(write_pma(out / "pma"))
     step("pma/")
-    for src in _fec_hist_sources():
-        (out / "fec_hist").mkdir(parents=True, exist_ok=True)
-        written.append(regenerate_fec_hist(src, out / "fec_hist" / src.name))
-        step(f"fec_hist/{src.name}")
     return written
