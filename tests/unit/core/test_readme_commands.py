@@ -137,6 +137,10 @@ def _user_files(d: Path) -> Path:
     shutil.copy(ROOT / "vectors" / "pma" / "gray_map.txt", d / "my_dump.txt")
     # the pages run from a clone's root: the example files they name (vectors/fec_hist/...) are there
     shutil.copytree(ROOT / "vectors" / "fec_hist", d / "vectors" / "fec_hist")
+    # ... and ../shared/reference/ (the project's reference data beside the clone) is the same one
+    shared, beside = ROOT.parent / "shared", d.parent / "shared"
+    if shared.is_dir() and not beside.exists():
+        beside.symlink_to(shared, target_is_directory=True)
     return d
 
 
