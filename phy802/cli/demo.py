@@ -286,7 +286,7 @@ def _tradeoff_notes(rows: list[dict], lat: dict, missing: list[dict]) -> list[st
         hops = ref["phy_us"] * 1e3 / lat["kp4/ieee"]
         out.append(f"`PHY (us)` is the FEC receive latency summed over every sequential link hop of one step's "
                    f"collectives: for kp4/ieee {_fmt(ref['phy_us'])} us = {lat['kp4/ieee']:.1f} ns x {hops:,.0f} "
-                   "hops (ring steps x links per path x all-reduce buckets). It is part of the communication "
+                   "sequential link hops. It is part of the communication "
                    "time, of which only what backward does not hide adds to the step.")
     for m in missing:
         out += ["", f"No **{m['mode']}** row at BER {m['ber']:g}: {m['reason']}."] if out else [

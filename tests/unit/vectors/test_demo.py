@@ -93,7 +93,7 @@ def test_phy_us_and_overflow_steps_are_explained_with_the_runs_numbers():
     from phy802.cli.demo import _tradeoff_notes as _trade_notes_for_test
 
     notes = _trade_notes_for_test([_t("kp4/ieee", 0.0, "-", 1.0, phy_us=305.0)], {"kp4/ieee": 57.6}, [])
-    assert "305 us = 57.6 ns x 5,295 hops" in notes[0]
+    assert "305 us = 57.6 ns x 5,295 sequential link hops" in notes[0]
     tr = _training_notes([{"guard": "none", "ber": 1e-5, "overflow_steps": 300.0, "final_val_loss": 4.228},
                           {"guard": "nan_to_zero_clamp", "ber": 1e-5, "overflow_steps": 0}], 300)
     assert "`step_ms` is **measured**" in tr[1]
