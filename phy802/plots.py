@@ -447,6 +447,13 @@ def plot_pareto(rows: list[dict], path, reference: str = "kp4/ieee", clip_pct: f
                             ha="right", va="center", fontsize=7, color=color[s["ber"]])
             else:
                 draw(ax, v, y, s)
+        for i, s_ in enumerate(sets):  # a setting whose modelled step never completes: said, not left blank
+            r = next((r for r in rows if int(r["ranks"]) == size and r["mode"] == s_["mode"] and r["parallel"]
+                      == s_["parallel"] and float(r["ber"]) == s_["ber"] and str(r.get("guard", "-")) == s_["guard"]),
+                     None)
+            if r is not None and (i, size) not in lay["pct"]:
+                ax.text(0.98, ys[i], "no finite step time (model)", transform=ax.get_yaxis_transform(), ha="right",
+                        va="center", fontsize=7, color=color[s_["ber"]])
         ax.axvline(0.0, color="red", lw=0.9, ls=":", zorder=1)
         ax.set_xlim(xlo, xhi)
         refs = ", ".join(f"{ms:.4g} ms" for (p, nn), ms in lay["ref_ms"].items() if nn == size)
