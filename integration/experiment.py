@@ -295,8 +295,11 @@ def table_md(rows: list[dict]) -> str:
     return out.getvalue()
 
 
-def plot_losses(rows: list[dict], par: str, path: str) -> None:
+def plot_losses(rows: list[dict], par: str, path: str, meta: dict | None = None) -> None:
     """Validation loss per guard panel (none -> clamp -> skip -> protection), one line per BER.
+
+    ``meta`` (the run's options: ``fec``, ``code``, ``source``, ``world_size``) names in the title
+    which FEC mode delivered the errors and where they came from.
 
     A run whose loss went non-finite is drawn up to its last finite point and marked with an
     ``x`` at the step it died (the seed-mean curve stops where any seed died).
@@ -331,6 +334,17 @@ def plot_losses(rows: list[dict], par: str, path: str) -> None:
     axes[0][0].set_ylabel("validation loss")
     for ax in axes[0]:
         ax.legend(fontsize=7)
+    if meta:
+        code = f"{meta['code']}/" if meta.get("code") and meta.get("code") != "kp4" else "kp4/"
+        ws = f"{meta['world_size']} ranks, " if meta.get("world_size") else ""
+        source = "trace" if meta.get("source") == "auto" and meta.get("trace") else str(meta.get("source"))
+        src = {"trace": "errors replayed from a trace; BER = pre-FEC line BER",
+               "generator": "errors from the protocol's live generator; BER = pre-FEC line BER",
+               "independent": "independent bit flips; BER = stream BER",
+               "auto": "errors from the protocol's live generator; BER = pre-FEC line BER"}.get(
+            source, f"errors from {source}")
+        fig.suptitle(f"{par.upper()}, {ws}validation loss; link FEC mode {code}{meta.get('fec', '?')}, {src}",
+                     fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -376,7 +390,7 @@ def write_report(rows: list[dict], out: str, meta: dict, *, force: bool = False)
             json.dump(to_jsonable({"meta": meta, "rows": rows}), fh)
         for par in sorted({r["parallel"] for r in rows}):
             _plot_name = f"loss_{par}.png"
-            plot_losses(rows, par, os.path.join(stage, _plot_name))
+            plot_losses(rows, par, os.path.join(stage, _plot_name), meta)
             names.append(_plot_name)
         mode_f = 0o666 & ~_umask()
         for n in names:

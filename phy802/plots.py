@@ -30,7 +30,7 @@ import numpy as np
 
 from phy802 import theory
 
-__all__ = ["plot_ber_fer", "plot_latency", "mode_style", "MARKERS"]
+__all__ = ["plot_ber_fer", "plot_latency", "plot_pareto", "pareto_layout", "mode_style", "MARKERS"]
 
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "h", "<", ">", "p", "*", "d")  # 13: coprime with the 10 colours
 _LINESTYLES = ("-", "--", ":", "-.")
@@ -155,9 +155,11 @@ def plot_ber_fer(result, path) -> None:
     show_theory = not cfg.precoding and cfg.burst_pb is None
     grid = np.linspace(*xlim, 240)
     handles: dict[str, object] = {}
-    for ax, key, title in zip(axes, ("post_fec_ber", "fer"),
-                              ("post-FEC BER at the decoder output (payload BER after the descrambler: ~3x)",
-                               "codeword error ratio (FER)")):
+    for ax, key, title, ylabel in zip(axes, ("post_fec_ber", "fer"),
+                                      ("post-FEC BER at the decoder output (payload BER after the descrambler: ~3x)",
+                                       "codeword error ratio (FER)"),
+                                      ("post-FEC BER (wrong message bits / message bits)",
+                                       "FER (wrong codewords / codewords)")):
         yvals: list[float] = []
         theory_handles = []
         if show_theory:
@@ -202,6 +204,7 @@ def plot_ber_fer(result, path) -> None:
         ax.set_ylim(ylo, min(yhi, 3.0))
         ax.set_xlim(*xlim)
         ax.set_xlabel("SNR (dB), PAM4 Es/sigma^2")
+        ax.set_ylabel(ylabel)
         ax.set_title(title, fontsize=10)
         ax.grid(True, which="major", alpha=0.35)
         ax.grid(True, which="minor", alpha=0.12)
@@ -226,39 +229,31 @@ def plot_ber_fer(result, path) -> None:
 
 
 def _latency_rows(modes: list[str], lat: dict[str, float]) -> dict[str, float]:
-    """y position per mode: as close to its latency as possible with rows at least 7% of the span
-    apart, so that no marker or label sits on another's (1-D label placement: runs of rows that
-    would overlap are centred on their mean latency and merged until none overlap)."""
+    """Row of each mode on the categorical y axis of ``latency.png``: 0, 1, 2, ... in order of added
+    latency (ties keep the sweep's mode order), lowest latency at the bottom.  Equal latencies get
+    rows of their own (the axis is categorical: a row is a mode, not a latency value)."""
     order = sorted(modes, key=lambda m: (lat[m], modes.index(m)))
-    vals = [lat[m] for m in order]
-    sep = 0.07 * max(max(vals) - min(vals), 1.0)
-    runs: list[list[int]] = [[i] for i in range(len(order))]  # indices into order
+    return {m: float(i) for i, m in enumerate(order)}
 
-    def start(run: list[int]) -> float:
-        return float(np.mean([vals[i] for i in run])) - (len(run) - 1) * sep / 2
 
-    merged = True
-    while merged:
-        merged = False
-        for k in range(len(runs) - 1):
-            if start(runs[k]) + (len(runs[k]) - 1) * sep + sep > start(runs[k + 1]) + 1e-12:
-                runs[k:k + 2] = [runs[k] + runs[k + 1]]
-                merged = True
-                break
-    ypos: dict[str, float] = {}
-    for run in runs:
-        y0 = start(run)
-        for j, i in enumerate(run):
-            ypos[order[i]] = y0 + j * sep
-    return ypos
+def _channel_offsets(xs: Sequence[float], band: float = 0.6) -> dict[float, float]:
+    """Offset inside a mode's row of each channel point: one fixed sub-line per channel point,
+    the same in every row (lowest BER / highest SNR on top), so that no two points of a row can sit
+    on each other and equal values line up (no data-dependent jitter)."""
+    xs = sorted(xs)
+    if len(xs) < 2:
+        return {x: 0.0 for x in xs}
+    step = band / (len(xs) - 1)
+    return {x: band / 2 - j * step for j, x in enumerate(xs)}
 
 
 def plot_latency(result, latency_ns: Callable[[str], float], path) -> None:
     """PNG: the latency / reliability Pareto picture.
 
-    y: added receive latency of each mode (``latency_ns(mode)``, a model value); x: the measured
-    post-FEC BER (decoder output, left) and codeword error ratio (right) at each channel point,
-    one marker shape per mode, one colour per channel point.  Zero-error points are 95% upper
+    y: one row per mode (a categorical axis), in order of its added receive latency
+    (``latency_ns(mode)``, a model value, written in the row's label); inside a row one fixed line
+    per channel point (the same in every row); x: the measured post-FEC BER (decoder output, left)
+    and codeword error ratio (right), one marker shape per mode, one colour per channel point.  Zero-error points are 95% upper
     bounds (hollow, arrow to the left); nothing is joined by lines.  A mode is worth its latency
     where no mode below it reaches the same BER.
     """
@@ -269,60 +264,43 @@ def plot_latency(result, latency_ns: Callable[[str], float], path) -> None:
     modes = _modes(result) or list(cfg.modes)
     lat = {m: float(latency_ns(m)) for m in modes}
     ypos = _latency_rows(modes, lat)
-    yspan = max(max(lat.values()) - min(lat.values()), 1.0)
     xs_all = sorted({p.x for p in result.points})
+    if cfg.axis != "ber":
+        xs_all = xs_all[::-1]  # highest SNR = lowest BER first
+    sub = _channel_offsets(xs_all) if cfg.axis == "ber" else dict(zip(xs_all, _channel_offsets(range(len(xs_all))).values()))
     cmap = plt.get_cmap("viridis")
-    colors = {x: cmap(0.9 * i / max(1, len(xs_all) - 1)) for i, x in enumerate(xs_all)}
-    fig, axes = plt.subplots(1, 2, figsize=(12.5, 5.2), sharey=True, layout="constrained")
+    colors = {x: cmap(0.85 * i / max(1, len(xs_all) - 1)) for i, x in enumerate(xs_all)}
+    fig, axes = plt.subplots(1, 2, figsize=(12.5, max(5.0, 1.8 + 0.5 * len(modes) + 0.12 * len(modes) * len(xs_all))),
+                             sharey=True, layout="constrained")
     for ax, key, title in zip(axes, ("post_fec_ber", "fer"),
                               ("post-FEC BER (decoder output)", "codeword error ratio (FER)")):
         for m in modes:
-            ax.axhline(ypos[m], color="0.85", lw=0.8, zorder=0)  # a row guide, not a connection
+            ax.axhspan(ypos[m] - 0.4, ypos[m] + 0.4, color="0.95", lw=0, zorder=0)  # the mode's row
         ests = [(p, p.rates()[key]) for p in result.points if p.mode in ypos]
-        xval = {id(p): (est.hi if est.events == 0 else est.value) for p, est in ests}
         xvals: list[float] = []
         for p, est in ests:
             xvals += [est.hi, est.hi / 6] if est.events == 0 else [est.value, est.lo, est.hi]
         xlo, xhi = _log_limits(xvals, pad=2.0)
         xhi = min(xhi, 3.0)
-        # points of one mode that (nearly) coincide -- e.g. FER = 1 at several channel points, or
-        # equal upper bounds -- are spread apart vertically inside their row, so none hides another
-        near = 0.02 * math.log10(xhi / xlo)  # about one marker width
-        dy: dict[int, float] = {}
-        for m in modes:
-            others = [abs(ypos[m] - ypos[o]) for o in modes if o != m]
-            band = min(0.4 * min(others), 0.06 * yspan) if others else 0.06 * yspan  # half-height of the row
-            mine = sorted((p for p, _ in ests if p.mode == m), key=lambda p: xval[id(p)])
-            groups: list[list] = []
-            for p in mine:
-                lx = math.log10(max(xval[id(p)], 1e-300))
-                if groups and lx - math.log10(max(xval[id(groups[-1][-1])], 1e-300)) < near:
-                    groups[-1].append(p)
-                else:
-                    groups.append([p])
-            for g in groups:
-                step = min(0.02 * yspan, 2 * band / max(1, len(g) - 1))  # stays inside the row
-                for p, d in zip(g, _dodge(len(g), step)):
-                    dy[id(p)] = d
         for p, est in ests:
             st = mode_style(modes.index(p.mode))
-            y, c = ypos[p.mode] + dy[id(p)], colors[p.x]
+            y, c = ypos[p.mode] + sub[p.x], colors[p.x]
             if est.events == 0:
-                ax.plot([est.hi], [y], ls="none", marker=st.marker, ms=8, mfc="white", mec=c, mew=1.6, zorder=3)
+                ax.plot([est.hi], [y], ls="none", marker=st.marker, ms=7, mfc="white", mec=c, mew=1.6, zorder=3)
                 _bound_arrow(ax, est.hi, y, c, "left")
             else:
-                ax.errorbar([est.value], [y], xerr=[[est.value - est.lo], [est.hi - est.value]], fmt=st.marker, ms=8,
+                ax.errorbar([est.value], [y], xerr=[[est.value - est.lo], [est.hi - est.value]], fmt=st.marker, ms=7,
                             color=c, mec="black", mew=0.5, capsize=2.5, zorder=4)
         ax.set_xscale("log")
         ax.set_xlim(xlo, xhi)
         ax.set_xlabel(title + " (measured; lower is better)", fontsize=9)
         ax.grid(True, axis="x", which="major", alpha=0.35)
-    axes[0].set_yticks([ypos[m] for m in modes])
-    axes[0].set_yticklabels([f"{m}  {lat[m]:.1f} ns" for m in modes], fontsize=8)
-    ys = list(ypos.values())
-    pad = 0.08 * max(max(ys) - min(ys), 1.0) + 0.6
-    axes[0].set_ylim(min(ys) - pad, max(ys) + pad)
-    axes[0].set_ylabel("added receive latency (ns; model: protocol.latency)", fontsize=9)
+    rows_up = sorted(modes, key=ypos.__getitem__)
+    axes[0].set_yticks([ypos[m] for m in rows_up])
+    axes[0].set_yticklabels([f"{m}\n+{lat[m]:.1f} ns" for m in rows_up], fontsize=8)
+    axes[0].set_ylim(-0.6, len(modes) - 0.4)
+    axes[0].set_ylabel("receive mode, + added latency (model)\nrows by latency, lowest at the bottom;\n"
+                       "in a row: one line per channel point", fontsize=8)
     def point_name(x: float) -> str:
         return f"pre-FEC BER {x:.3g}" if cfg.axis == "ber" else f"SNR {x:.3g} dB"
 
@@ -330,8 +308,176 @@ def plot_latency(result, latency_ns: Callable[[str], float], path) -> None:
     mk = [Line2D([], [], ls="none", marker=mode_style(i).marker, ms=8, color="0.5", mec="black", mew=0.5, label=m)
           for i, m in enumerate(modes)]
     hs = ch + mk + [_bound_handle(plt)]
-    fig.legend(handles=hs, loc="outside right center", fontsize=8, frameon=False, title="colour: channel\nshape: mode",
+    fig.legend(handles=hs, loc="outside right center", fontsize=8, frameon=False,
+               title="colour: channel point\n(top line of a row: lowest BER)\nshape: mode",
                title_fontsize=8)
     fig.suptitle(f"{cfg.rate}: added latency vs reliability per mode ({cfg.simulator} simulator, 95% Clopper-Pearson "
                  "intervals)", fontsize=10)
+    _save_png(plt, fig, path)
+
+
+# --- the tradeoff picture (``phy802 tradeoff`` / ``phy802 demo``: ``pareto.png``) -------------------
+
+#: colour per BER, in BER order: dark first (BER 0), no light colours (no yellow on white)
+_BER_COLORS = ("#1a1a1a", "#1f77b4", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#b8327f", "#00727a", "#6b6b6b")
+#: fill per guard: "-" = the mode delivers no errors (guard irrelevant)
+_GUARD_FILLS = {"-": "full", "none": "none", "nan_to_zero_clamp": "left", "skip_nonfinite_step": "bottom",
+                "exponent_protection": "right"}
+_GUARD_TEXT = {"-": "filled: no errors delivered (guard not used)", "none": "hollow: guard none",
+               "nan_to_zero_clamp": "left half: nan_to_zero_clamp", "skip_nonfinite_step": "bottom half: "
+               "skip_nonfinite_step", "exponent_protection": "right half: exponent_protection"}
+_PARALLEL_ORDER = ("ddp", "fsdp", "pp")
+
+
+def _finite(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def pareto_layout(rows: list[dict], reference: str = "kp4/ieee", clip_pct: float = 10.0) -> dict:
+    """Where every tradeoff row goes in ``pareto.png`` (pure data; the plot and the tests read it).
+
+    One figure row per setting (parallel, mode, BER, guard), sorted by parallel, BER, then mode
+    order; one step-time panel per cluster size, all on one shared x axis: step time relative to
+    error-free ``reference`` at the same size (%).  Points above ``+clip_pct`` % (or the largest
+    on-scale value, whichever is smaller) are *off scale*: drawn at the right edge with their value
+    written beside them.  Returns ``settings`` (list of dicts), ``sizes``, ``ref_ms`` per
+    (parallel, ranks), ``pct`` per (setting index, ranks), ``xlim`` and ``off`` (set of
+    (setting index, ranks) drawn at the edge).
+    """
+    pars = sorted({r["parallel"] for r in rows}, key=lambda p: (_PARALLEL_ORDER + (p,)).index(p))
+    sizes = sorted({int(r["ranks"]) for r in rows})
+    modes = list(dict.fromkeys(r["mode"] for r in rows))
+    keys = list(dict.fromkeys((r["parallel"], r["mode"], float(r["ber"]), str(r.get("guard", "-"))) for r in rows))
+    keys.sort(key=lambda k: (pars.index(k[0]), k[2], modes.index(k[1]), k[3]))
+    ref_ms = {}
+    for r in rows:
+        if r["mode"] == reference and float(r["ber"]) == 0.0 and _finite(r.get("step_ms")):
+            ref_ms.setdefault((r["parallel"], int(r["ranks"])), float(r["step_ms"]))
+    by = {(r["parallel"], r["mode"], float(r["ber"]), str(r.get("guard", "-")), int(r["ranks"])): r for r in rows}
+    pct: dict[tuple[int, int], float] = {}
+    for i, k in enumerate(keys):
+        for n in sizes:
+            r, ref = by.get((*k, n)), ref_ms.get((k[0], n))
+            if r is not None and ref and _finite(r.get("step_ms")):
+                pct[(i, n)] = 100.0 * (float(r["step_ms"]) / ref - 1.0)
+    vals = list(pct.values()) or [0.0]
+    on = [v for v in vals if v <= clip_pct]
+    hi = max(on + [0.0])
+    lo = min(on + [0.0])
+    pad = 0.06 * max(hi - lo, 0.5)
+    xlim = (lo - pad, hi + pad)
+    off = {key for key, v in pct.items() if v > xlim[1]}
+    settings = [{"parallel": k[0], "mode": k[1], "ber": k[2], "guard": k[3],
+                 "loss_penalty": next((by[(*k, n)].get("loss_penalty") for n in sizes if (*k, n) in by), None)}
+                for k in keys]
+    return {"settings": settings, "sizes": sizes, "ref_ms": ref_ms, "pct": pct, "xlim": xlim, "off": off,
+            "modes": modes, "pars": pars}
+
+
+def plot_pareto(rows: list[dict], path, reference: str = "kp4/ieee", clip_pct: float = 10.0) -> None:
+    """PNG: what each FEC mode costs in modelled step time and in measured loss, per cluster size.
+
+    ``rows``: tradeoff rows (``parallel``, ``mode``, ``ber``, ``guard``, ``ranks``, ``step_ms``,
+    ``loss_penalty``; other fields are ignored).  One line per setting, so no marker or label can
+    sit on another's and modes with equal values stay visible side by side; left panel: the loss
+    penalty (measured); then one panel per cluster size: step time relative to error-free
+    ``reference`` at that size (model), on one x axis shared by all sizes so that small and large
+    differences look as they are.  Colour = BER, marker = mode, fill = guard (legend); the only line
+    is 0 % (the reference).  Points beyond the axis sit at its right edge with their value written.
+    """
+    plt = _mpl()
+    from matplotlib.lines import Line2D
+
+    lay = pareto_layout(rows, reference, clip_pct)
+    sets, sizes = lay["settings"], lay["sizes"]
+    bers = sorted({s["ber"] for s in sets})
+    color = {b: _BER_COLORS[i % len(_BER_COLORS)] for i, b in enumerate(bers)}
+    marker = {m: MARKERS[i % len(MARKERS)] for i, m in enumerate(lay["modes"])}
+    fill = lambda g: _GUARD_FILLS.get(g, "top")  # noqa: E731
+    n = max(1, len(sets))
+    fig, axes = plt.subplots(1, 1 + len(sizes), sharey=True, figsize=(3.2 + 3.1 * len(sizes) + 3.0, 1.6 + 0.27 * n),
+                             gridspec_kw={"width_ratios": [0.8] + [1.0] * len(sizes)}, squeeze=False)
+    axes = axes[0]
+    ys = list(range(n))[::-1]  # first setting on top
+
+    def draw(ax, x, y, s, clip=False):
+        ax.plot([x], [y], ls="none", marker=">" if clip else marker[s["mode"]], ms=8 if clip else 7.5,
+                color=color[s["ber"]], mec=color[s["ber"]], mfc=color[s["ber"]] if clip else None,
+                fillstyle="full" if clip else fill(s["guard"]), mew=1.2, zorder=3, clip_on=False)
+
+    # loss panel (measured)
+    ax = axes[0]
+    lp = [s["loss_penalty"] for s in sets if _finite(s["loss_penalty"])]
+    lhi, llo = max(lp + [0.0]), min(lp + [0.0])
+    lpad = 0.08 * max(lhi - llo, 0.05)
+    ax.set_xlim(llo - lpad, lhi + lpad)
+    for y, s in zip(ys, sets):
+        if _finite(s["loss_penalty"]):
+            draw(ax, s["loss_penalty"], y, s)
+        else:
+            ax.text(0.5, y, "no target reached / diverged", transform=ax.get_yaxis_transform(), ha="center",
+                    va="center", fontsize=7, color="0.3")
+    ax.axvline(0.0, color="0.5", lw=0.8, zorder=1)
+    ax.set_xlabel("loss penalty vs error-free\n(nats, measured)", fontsize=8)
+    ax.set_title("loss side", fontsize=9)
+    labels = []
+    for s in sets:
+        par = f"{s['parallel'].upper()} " if len(lay["pars"]) > 1 else ""
+        g = "" if s["guard"] in ("-", "") else f", {s['guard']}"
+        labels.append(f"{par}{s['mode']}  BER {s['ber']:g}{g}")
+    ax.set_yticks(ys)
+    ax.set_yticklabels(labels, fontsize=7.5)
+    for tl, s in zip(ax.get_yticklabels(), sets):
+        if s["mode"] == reference and s["ber"] == 0.0:
+            tl.set_color("red")
+            tl.set_fontweight("bold")
+    ax.set_ylim(-0.7, n - 0.3)
+    xlo, xhi = lay["xlim"]
+    for ax, size in zip(axes[1:], sizes):
+        for (i, nn), v in lay["pct"].items():
+            if nn != size:
+                continue
+            s, y = sets[i], ys[i]
+            if (i, nn) in lay["off"]:
+                draw(ax, xhi, y, s, clip=True)
+                ms = next((r["step_ms"] for r in rows if r["ranks"] == size and r["mode"] == s["mode"]
+                           and float(r["ber"]) == s["ber"] and str(r.get("guard", "-")) == s["guard"]
+                           and r["parallel"] == s["parallel"]), float("nan"))
+                ax.annotate(f"{v:+.0f} % ({ms:.3g} ms)", (xhi, y), xytext=(-9, 0), textcoords="offset points",
+                            ha="right", va="center", fontsize=7, color=color[s["ber"]])
+            else:
+                draw(ax, v, y, s)
+        for i, s_ in enumerate(sets):  # a setting whose modelled step never completes: said, not left blank
+            r = next((r for r in rows if int(r["ranks"]) == size and r["mode"] == s_["mode"] and r["parallel"]
+                      == s_["parallel"] and float(r["ber"]) == s_["ber"] and str(r.get("guard", "-")) == s_["guard"]),
+                     None)
+            if r is not None and (i, size) not in lay["pct"]:
+                ax.text(0.98, ys[i], "no finite step time (model)", transform=ax.get_yaxis_transform(), ha="right",
+                        va="center", fontsize=7, color=color[s_["ber"]])
+        ax.axvline(0.0, color="red", lw=0.9, ls=":", zorder=1)
+        ax.set_xlim(xlo, xhi)
+        refs = ", ".join(f"{ms:.4g} ms" for (p, nn), ms in lay["ref_ms"].items() if nn == size)
+        ax.set_title(f"{size} ranks (0 % = {refs})", fontsize=9)
+        ax.set_xlabel("modelled step time vs error-free\n" + reference.upper().replace("/IEEE", "") + " (%, model)",
+                      fontsize=8)
+    for ax in axes:
+        ax.grid(True, axis="x", alpha=0.3)
+        for y in ys:
+            ax.axhline(y, color="0.93", lw=0.6, zorder=0)
+        ax.tick_params(axis="x", labelsize=7.5)
+    from matplotlib.patches import Patch
+
+    hs = [Patch(color=color[b], label=f"BER {b:g}") for b in bers]
+    hs += [Line2D([], [], ls="none", marker=marker[m], ms=7, color="0.35", label=m) for m in lay["modes"]]
+    guards = list(dict.fromkeys(s["guard"] for s in sets))
+    hs += [Line2D([], [], ls="none", marker="o", ms=8, color="0.35", mec="0.35", fillstyle=fill(g),
+                  label=_GUARD_TEXT.get(g, f"top half: {g}")) for g in guards]
+    hs += [Line2D([], [], color="red", ls=":", lw=0.9, label=f"0 %: error-free {reference} (reference)"),
+           Line2D([], [], ls="none", marker=">", ms=8, color="0.35",
+                  label=f"beyond the axis: value written")]
+    fig.legend(handles=hs, loc="center right", fontsize=7.5, frameon=False,
+               title="colour = BER\nmarker = mode\nfill = guard", title_fontsize=8)
+    fig.suptitle("Is skipping FEC worth it? Loss penalty (measured, small model) and step time (model) per "
+                 "setting", fontsize=10)
+    fig.tight_layout(rect=(0, 0, 1 - 2.9 / fig.get_figwidth(), 0.97))
     _save_png(plt, fig, path)

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Iterable
 
 
-__all__ = ["FileReport", "family_of", "verify_file", "verify_paths", "generate", "default_dir"]
+__all__ = ["FileReport", "family_of", "verify_file", "verify_paths", "generate", "default_dir", "fec_hist_sources"]
 
 _PCS_KINDS = {"codec66", "frames_tx", "transcode257", "scramble", "am_symbols", "am_group", "codeword_pair", "pair_lane"}
 _PMA_KINDS = {"gray", "precode", "prbsq"}
@@ -128,14 +128,36 @@ def verify_paths(paths: Iterable[str | Path]) -> list[FileReport]:
 
 
 def generate_steps() -> int:
-    """How many progress steps :func:`generate` reports (one per RS file, one for PCS, one for PMA)."""
+    """How many progress steps :func:`generate` reports (one per RS file, one for PCS, one for PMA,
+    one per simulated FEC histogram in ``fec_hist/``)."""
     from phy802.fec.vectors import STANDARD_FILES
 
-    return len(STANDARD_FILES) + 3
+    return len(STANDARD_FILES) + 3 + len(fec_hist_sources())
+
+
+SIMULATED_PREFIX = "phy802, SIMULATED (not a measurement): "
+
+
+def fec_hist_sources() -> list[Path]:
+    """The example FEC histograms of ``vectors/fec_hist/`` whose ``generated_by`` names the
+    ``phy802 sweep`` command that made them."""
+    import json
+
+    out = []
+    for f in sorted((default_dir() / "fec_hist").glob("*.json")):
+        try:
+            doc = json.loads(f.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if isinstance(doc, dict) and str(doc.get("generated_by", "")).startswith(SIMULATED_PREFIX + "phy802 sweep "):
+            out.append(f)
+    return out
 
 
 def generate(out: str | Path, on_step=None) -> list[Path]:
-    """Regenerate every generated vector file under ``out`` (``rs/``, ``pcs/``, ``pma/``), atomically.
+    """Regenerate every generated vector file under ``out`` (``rs/``, ``pcs/``, ``pma/``), atomically
+    (the simulated FEC histograms of ``fec_hist/`` are re-made by ``phy802 vectors generate``, which
+    re-runs the ``phy802 sweep`` command each names: :func:`fec_hist_sources`).
 
     Files transcribed from the standard (PRBS9Q, Gray map) are copied from the source tree.
     ``on_step(name)``, if given, is called after each of the :func:`generate_steps` steps (each RS

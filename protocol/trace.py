@@ -44,6 +44,7 @@ from .source import DetailedErrorSource, ErrorChunk, ErrorSource, empty_chunk
 __all__ = [
     "FORMAT",
     "VERSION",
+    "TRACE_SUFFIX",
     "TraceError",
     "encode_chunk",
     "TraceChunk",
@@ -180,12 +181,17 @@ def _no_flips() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return np.empty(0, np.int64), np.empty(0, np.int8), np.empty(0, np.uint8)
 
 
+#: the file name extension of a trace (format version 2); version-1 traces were ``.npz`` (still read)
+TRACE_SUFFIX = ".trace"
+
+
 class TraceWriter:
     """Write a version-2 trace chunk by chunk (atomically: the file appears only on :meth:`close`).
 
     Parameters
     ----------
-    path : output file (``.trace`` or ``.npz``; the content decides, not the name).
+    path : output file, named ``*.trace`` (:data:`TRACE_SUFFIX`; the reader goes by the content, so a
+        version-1 ``.npz`` still reads, but the CLI refuses to write format 2 under an ``.npz`` name).
     meta : metadata dict (JSON-serialisable); ``format``/``version``/``stream_bits``/``n_chunks``
         are filled in at :meth:`close`, and ``close(extra)`` may add measured results.  Its
         ``n_lanes`` (default 16) bounds the lanes accepted.

@@ -239,6 +239,17 @@ def _top_parser(commands: dict[str, tuple[str, str]]) -> argparse.ArgumentParser
     return p
 
 
+def _command_prog(parser: argparse.ArgumentParser, args: argparse.Namespace) -> str:
+    """The chosen (sub)command's name as typed, e.g. ``phy802 fec tail``: the prefix of every error line,
+    the same one argparse's own errors of that sub-parser carry."""
+    while True:
+        subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+        chosen = getattr(args, subs[0].dest, None) if subs else None
+        if not isinstance(chosen, str) or chosen not in subs[0].choices:
+            return parser.prog
+        parser = subs[0].choices[chosen]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``phy802`` console script; returns the exit code."""
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -264,6 +275,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if empty:
         parser.error(f"{empty} '': an empty path names no file or folder")
     args = parser.parse_args(argv[1:])
+    prog = _command_prog(parser, args)  # "phy802 fec tail": errors name the command as typed
     if _stdout_closed():
         print(f"{prog}: error: standard output is closed; run it with stdout open (or redirected to a file)",
               file=sys.stderr)

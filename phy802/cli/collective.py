@@ -197,7 +197,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--fec", type=fec_list, default=("ieee",), metavar="MODE[,MODE...]",
                    help=f"{FEC_HELP}; comma list (default ieee)")
     p.add_argument("--ber", type=list_arg(float_arg(0.0, 0.5, hi_open=True)),
-                   default=(0.0,), help="pre-FEC line BER of every link, in [0, 0.5), comma list (default 0)")
+                   default=(0.0,), help="pre-FEC line BER of every link, each in [0, 0.5) (0 = error-free; 0.5 = a coin flip per bit), "
+                        "comma list (default 0)")
     p.add_argument("--trials", type=int_arg(0, 10**9), default=0,
                    help="simulate loss recovery over N seeded trials: mean, p50, p99, p999, failure rate "
                         "(default 0: the deterministic time)")

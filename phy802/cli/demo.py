@@ -135,7 +135,7 @@ def _demo_into(cfg: DemoConfig, out: Path, shown: Path) -> dict:
     t0 = time.perf_counter()
     from protocol.trace import generate_trace
 
-    trace_path = out / "trace_bypass_400g.npz"
+    trace_path = out / "trace_bypass_400g.trace"
     meta = generate_trace(trace_path, rate="400G", fec="bypass", ber=cfg.trace_ber, line_bits=cfg.trace_bits,
                           seed=cfg.seed, progress=cfg.progress)
     summary["trace"] = {"path": str(shown / trace_path.name), "meta": meta}
@@ -174,7 +174,8 @@ def _demo_into(cfg: DemoConfig, out: Path, shown: Path) -> dict:
                "||delivered - clean|| / ||clean|| of the received gradients is what the link injected; "
                "`weight_dist_shadow` = ||w - w_shadow|| / ||w_shadow|| also counts the training that went "
                "differently afterwards.", "",
-               _table_md(rows), "![loss curves](training/loss_ddp.png)", ""]
+               _measured_step_header(_table_md(rows)), *_training_notes(rows, cfg.train_steps),
+               "![loss curves](training/loss_ddp.png)", ""]
 
     # 5. tradeoff: the loss side above joined with the modelled time side ---------------------
     if cfg.train:
@@ -214,21 +215,92 @@ def _tradeoff_step(cfg: DemoConfig, out: Path, summary: dict) -> list[str]:
     summary["steps"]["tradeoff_s"] = time.perf_counter() - t0
     rows = [r for r in doc["rows"] if r["ranks"] == 64 and r["ber"] in (0.0, cfg.trace_ber)]
     summary["tradeoff"]["rows_64_ranks"] = rows  # the report's opening sentence reads these
+    missing = missing_settings(rows, (0.0, cfg.trace_ber), trained_guards=cfg.train_guards)
+    summary["tradeoff"]["missing_64_ranks"] = missing
     md = ["## 5. Is skipping FEC worth it? Step time vs loss penalty", "",
-          "Time side modelled for GPT-2 small (124M parameters, 0.5M tokens per step, H100 at 40% MFU) with DDP "
+          "Time side **modelled** for GPT-2 small (124M parameters, 0.5M tokens per step, H100 at 40% MFU) with DDP "
           "on DGX H100 nodes (8 GPUs on NVLink, 8 x 400G InfiniBand, rail-optimized), NCCL's algorithm choice and "
           "simulated loss recovery (`protocol/cluster/`, docs/cluster.md); "
-          "loss side measured above. Rows at 64 ranks; `vs_ref` = time to the target loss over error-free "
-          "KP4's (< 1: faster). All sizes in `tradeoff/tradeoff.csv`.", "",
-          "| mode | BER | guard | step (ms) | PHY (us) | resends (ms) | loss penalty | time to target (s) | vs_ref |",
+          "loss side **measured** in section 4 (the small model's loss penalty, taken to carry over). These step "
+          "times are not section 4's `step_ms` (the small model's CPU wall time on this machine). Rows at 64 ranks; "
+          "`vs_ref` = time to the target loss over error-free KP4's (< 1: faster). All sizes in "
+          "`tradeoff/tradeoff.csv`.", "",
+          "| mode | BER | guard | step (ms, model) | PHY (us, model) | resends (ms, model) | loss penalty (measured) "
+          "| time to target (s, model x measured) | vs_ref |",
           "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         md.append(f"| {r['mode']} | {r['ber']:g} | {r['guard']} | {_fmt(r['step_ms'])} | {_fmt(r['phy_us'])} | "
                   f"{_fmt(r['resend_ms'])} | {_fmt(r['loss_penalty'])} | {_fmt(r['time_to_target_s'])} | "
                   f"{_fmt(r['vs_ref'])} |")
-    md += ["", "![step time vs loss penalty](tradeoff/pareto.png)", ""]
+    md += ["", *_tradeoff_notes(rows, summary.get("latency_ns") or {}, missing),
+           "![step time vs loss penalty](tradeoff/pareto.png)", ""]
     _say(cfg, f"tradeoff done in {summary['steps']['tradeoff_s']:.1f} s")
     return md
+
+
+def _measured_step_header(table: str) -> str:
+    """The training table with its ``step_ms`` column marked as what it is (measured CPU wall time)."""
+    head, sep, rest = table.partition("\n")
+    return head.replace("| step_ms |", "| step_ms (measured: CPU wall time here) |") + sep + rest
+
+
+def _training_notes(rows: list[dict], steps: int) -> list[str]:
+    """What the non-obvious counters of the training table mean, with this run's values."""
+    out = ["", "`step_ms` is **measured**: wall time per step of this small model on this machine's CPU (it "
+           "moves with the machine's load); it is not the modelled GPT-2 step time of section 5. "
+           "`overflow_steps`: steps whose gradient global norm overflowed fp32 (a flipped exponent bit made a "
+           "gradient ~1e38), so gradient clipping scaled the update to zero; `nonfinite_steps`: steps with an "
+           "Inf/NaN gradient element; `skipped_steps`: steps the `skip_nonfinite_step` guard skipped."]
+    for r in rows:
+        n = r.get("overflow_steps") or 0
+        n = int(n) if float(n).is_integer() else n  # a seed mean may be fractional
+        if n:
+            what = ("every update was zeroed, so the model never learned" if n >= steps
+                    else f"{n} of {steps} updates were zeroed")
+            out += ["", f"Here guard `{r['guard']}` at BER {r['ber']:g} has `overflow_steps = {n}` of {steps} steps: "
+                    f"{what} (final loss {_fmt(r.get('final_val_loss'))})."]
+    return out + [""]
+
+
+#: why a mode may have no loss side at a BER with errors (protocol/tradeoff.py's loss-side rules)
+_NO_LOSS_SIDE = {
+    "unequal": "its loss side is a training run with `--fec unequal`, or a `bypass` run with guard "
+               "`exponent_protection` (the bits `unequal` protects); the demo trains guards {guards} only "
+               "(`phy802 experiment --guards exponent_protection` then `phy802 tradeoff --results` adds it)",
+    "correct_no_indication": "its post-FEC BER at this BER is above the clean threshold and no run with its "
+                             "errors was trained",
+}
+
+
+def missing_settings(rows: list[dict], bers, trained_guards=()) -> list[dict]:
+    """(mode, BER) pairs of ``rows``' modes with no row at a BER in ``bers``, each with the reason."""
+    modes = list(dict.fromkeys(r["mode"] for r in rows))
+    have = {(r["mode"], r["ber"]) for r in rows}
+    out = []
+    for m in modes:
+        for b in bers:
+            if (m, b) not in have:
+                fec = m.split("/")[-1]
+                why = _NO_LOSS_SIDE.get(fec, "no measured loss curve for its errors at this BER").format(
+                    guards=", ".join(f"`{g}`" for g in trained_guards) or "-")
+                out.append({"mode": m, "ber": b, "reason": why})
+    return out
+
+
+def _tradeoff_notes(rows: list[dict], lat: dict, missing: list[dict]) -> list[str]:
+    """What PHY (us) sums, and the rows the table lacks, with this run's numbers."""
+    out = []
+    ref = next((r for r in rows if r["mode"] == "kp4/ieee" and r["ber"] == 0.0), None)
+    if ref is not None and lat.get("kp4/ieee") and ref.get("phy_us"):
+        hops = ref["phy_us"] * 1e3 / lat["kp4/ieee"]
+        out.append(f"`PHY (us)` is the FEC receive latency summed over every sequential link hop of one step's "
+                   f"collectives: for kp4/ieee {_fmt(ref['phy_us'])} us = {lat['kp4/ieee']:.1f} ns x {hops:,.0f} "
+                   "sequential link hops. It is part of the communication "
+                   "time, of which only what backward does not hide adds to the step.")
+    for m in missing:
+        out += ["", f"No **{m['mode']}** row at BER {m['ber']:g}: {m['reason']}."] if out else [
+            f"No **{m['mode']}** row at BER {m['ber']:g}: {m['reason']}."]
+    return out + ([""] if out else [])
 
 
 def _flat(d: dict, prefix: str = "") -> dict:

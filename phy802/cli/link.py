@@ -43,13 +43,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     _inner_cli.add_link_args(p)
     g = p.add_mutually_exclusive_group()
     g.add_argument("--ber", type=probability(hi=0.375), default=None,
-                   help="PAM4 AWGN on every lane at this pre-FEC BER, in (0, 0.375) (default: no noise)")
+                   help="pre-FEC BER of PAM4 AWGN on every lane, in (0, 0.375) (0.375 = PAM4 Gray at zero SNR; default: no noise)")
     g.add_argument("--snr-db", type=float_arg(-20.0, 80.0), default=None,
                    help="PAM4 AWGN on every lane at this SNR in dB, Es/sigma^2 (default: no noise)")
     p.add_argument("--fault-lane", type=int_arg(0, 63), default=None,
                    help="physical lane (index) with its own, worse channel (default: none)")
     p.add_argument("--fault-ber", type=probability(hi=0.375), default=None,
-                   help="pre-FEC BER of --fault-lane, needs --fault-lane (default 1e-3)")
+                   help="pre-FEC BER of PAM4 AWGN on --fault-lane, in (0, 0.375) (0.375 = PAM4 Gray at zero SNR); needs --fault-lane (default 1e-3)")
     p.add_argument("--lanes", type=int_arg(1, 64), default=None, help="physical lanes (default 8 at 400G, 4 at 200G)")
     p.add_argument("--lane-order", default=None,
                    help="bit-mux order, PCS lanes per physical lane: '0,1;2,3;...' (default consecutive groups)")

@@ -44,7 +44,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.epilog = EXAMPLE
     g = p.add_mutually_exclusive_group()
     g.add_argument("--ber", type=list_arg(probability(hi=0.375), max_len=MAX_POINTS), metavar="BER[,BER...]",
-                   help="channel points as pre-FEC BER (PAM4 AWGN), comma list (no default)")
+                   help="channel points as pre-FEC BER of PAM4 AWGN, each in (0, 0.375) (0.375 = PAM4 Gray at zero SNR), comma list (no default)")
     g.add_argument("--snr-db", type=list_arg(float_arg(-20.0, 80.0), max_len=MAX_POINTS), metavar="DB[,DB...]",
                    help="channel points as SNR in dB (Es/sigma^2), comma list (no default)")
     g.add_argument("--merge", nargs="+", metavar="JSON", help="merge sweep.json files (or their folders) of earlier runs of the same configuration with "
@@ -157,6 +157,13 @@ def _interrupted(args, res) -> None:
     raise Interrupted(f"{what}; {n} finished point(s) not written{kept}")
 
 
+def _isatty(stream) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):
+        return False
+
+
 def run(args: argparse.Namespace) -> int:
     from phy802.plots import plot_ber_fer, plot_latency
     from phy802.sweep import SweepConfig, SweepResult, format_header, format_row, run_sweep
@@ -236,8 +243,12 @@ def run(args: argparse.Namespace) -> int:
         print_ethtool([{"mode": p.mode, p.axis: p.x, **h.to_ethtool()} for p, h in hists])
         return 0
 
+    # on a terminal the live table (stderr) is already on screen: printing it again on stdout showed
+    # it twice; a stdout that is a file or a pipe still gets the whole table
+    on_screen = show and not args.merge and _isatty(sys.stderr) and _isatty(sys.stdout)
+
     def text() -> str:
-        lines = [format_header()] + [format_row(p) for p in res.points]
+        lines = [] if on_screen else [format_header()] + [format_row(p) for p in res.points]
         lines.append("# FEC codeword histograms (codewords by pre-FEC symbol errors; last: > t):")
         for p, h in hists:
             cells = " ".join(f"{b.label()}:{b.count}" for b in h.bins) + f" >{h.t}:{h.uncorrectable}"

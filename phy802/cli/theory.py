@@ -32,12 +32,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--snr-db", type=list_arg(float_arg(-20.0, 80.0)), metavar="DB[,DB...]",
                    help="SNR values in dB, comma list (no default)")
     g.add_argument("--ber", type=list_arg(probability(hi=0.375)), metavar="BER[,BER...]",
-                   help="target pre-FEC BERs in (0, 0.375), comma list; the SNR is solved for (no default)")
+                   help="target pre-FEC BERs of PAM4 AWGN, each in (0, 0.375) (0.375 = PAM4 Gray at zero SNR), comma list; the SNR is solved for (no default)")
     add_json(p)
 
     r = sub.add_parser("rs", help="RS codeword error ratio and post-FEC BER for independent bit errors")
     r.add_argument("--ber", type=list_arg(probability(hi=0.5)), required=True, metavar="BER[,BER...]",
-                   help="pre-FEC BERs in (0, 0.5), comma list; required")
+                   help="pre-FEC BERs of independent bit errors, each in (0, 0.5) (0.5 = a coin flip per bit), comma list; required")
     r.add_argument("--code", type=rs_code_name, default="kp4", help=_CODE_HELP)
     add_json(r)
 
@@ -53,7 +53,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
     q = sub.add_parser("rare", help="rare-event (conditional Monte-Carlo) FER estimate")
     q.add_argument("--ber", type=probability(hi=0.25), default=2.4e-4,
-                   help="pre-FEC BER in (0, 0.25) (independent bit errors; default 2.4e-4, the README's KP4 design point)")
+                   help="pre-FEC BER of independent bit errors, in (0, 0.25) (the rare-event estimator's range; default 2.4e-4, the KP4 design point)")
     q.add_argument("--dfe-pb", type=probability(zero_ok=True), default=None,
                    help="use the DFE burst model on PAM4 symbols with this pb in [0, 1) (SER = 2 * BER; default: iid)")
     q.add_argument("--precoded", action="store_true", help="count errors after the 1/(1+D) decoder; needs --dfe-pb")

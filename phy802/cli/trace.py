@@ -28,7 +28,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--rate", default="400G", choices=list(RATES), help="line rate (default 400G)")
     add_code_fec(g)  # --code kp4|rs272|none (kr4 has no Cl.119 framing here), --fec MODE
     g.add_argument("--ber", type=probability(hi=0.5), default=1e-5,
-                   help="pre-FEC line bit error ratio, in (0, 0.5) (default 1e-5)")
+                   help="pre-FEC line BER, independent bit errors (bursts with --burst-pb), in (0, 0.5) (0.5 = a coin flip per bit; default 1e-5)")
     g.add_argument("--burst-pb", type=probability(zero_ok=True), default=None,
                    help="bursts along each PCS lane with B->B probability PB (DFE error propagation); "
                         "default: independent errors")
@@ -55,7 +55,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--scheduler", metavar="ADDRESS", default=None,
                    help="Dask scheduler address (e.g. tcp://host:8786): generate the shards on that cluster "
                         "(default: none, local)")
-    g.add_argument("--out", required=True, help="output trace file (format v2, e.g. t.trace)")
+    g.add_argument("--out", required=True, help="output trace file (format v2, named *.trace; *.npz is refused: it is not a zip)")
     g.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     add_force(g, "traces estimated to exceed the free disk or memory or to take over an hour")
     add_seed(g)
@@ -192,9 +192,13 @@ def _summary(meta: dict) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from protocol.trace import TraceReader, generate_trace
+    from protocol.trace import TRACE_SUFFIX, TraceReader, generate_trace
 
     if args.action == "generate":
+        if str(args.out).lower().endswith(".npz"):
+            # a version-2 trace is not a zip: a .npz name would send numpy.load and unzip astray
+            raise ValueError(f"--out {args.out}: traces are written in format 2, which is not an .npz (zip) file; "
+                             f"name it {str(args.out)[:-4]}{TRACE_SUFFIX} (version-1 .npz traces are still read)")
         from_fit = None
         if args.from_fit is not None:
             from phy802.fec.tail import generator_channel, read_fit

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
 from phy802.cli._common import add_json, emit
-from phy802.vectors import FileReport, default_dir, generate, verify_paths
+from phy802.vectors import FileReport, default_dir, fec_hist_sources, generate, verify_paths
 
 __all__ = ["add_arguments", "run"]
 
@@ -26,16 +27,56 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_json(g)
 
 
+def regenerate_fec_hist(source: Path, out: Path) -> Path:
+    """Re-run the ``phy802 sweep ... --format ethtool-json`` command named in ``source``'s
+    ``generated_by`` and write the same document (``generated_by``, ``channel``, the new ``stats``)
+    to ``out`` atomically.  Its ``--max-seconds`` is dropped (0: no time cap), so that the counts
+    depend on the seed and the codeword cap only, never on the machine's speed."""
+    import contextlib
+    import io
+    import json
+    import shlex
+
+    from phy802._io import atomic_write_text
+    from phy802.cli import main
+    from phy802.cli._hist import _dump
+    from phy802.vectors import SIMULATED_PREFIX
+
+    doc = json.loads(source.read_text(encoding="utf-8"))
+    words = shlex.split(doc["generated_by"][len(SIMULATED_PREFIX):])[1:]
+    if "--max-seconds" in words:
+        words[words.index("--max-seconds") + 1] = "0"
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        rc = main([*words, "--no-progress"])
+    if rc != 0:
+        raise ValueError(f"{source}: its generated_by command exited {rc}")
+    got = json.loads(buf.getvalue())
+    got = got[0] if isinstance(got, list) else got
+    new = {k: v for k, v in doc.items() if k != "stats"} | {"stats": got["stats"]}
+    atomic_write_text(out, _dump(new) + "\n")
+    return out
+
+
+def _shown(path: str) -> str:
+    """``path`` as the user can type it back: relative to the working folder when under it, else as
+    given; whole, never cut (a column cut from the left split names mid-word)."""
+    rel = os.path.relpath(path)
+    return path if rel.startswith(os.pardir) else rel
+
+
 def _table(reports: list[FileReport]) -> str:
-    rows = [f"{'file':<52} {'block':<5} {'records':>7}  result"]
-    for r in reports:
+    names = [_shown(r.path) for r in reports]
+    w = max([len("file"), *map(len, names)])
+    rows = [f"{'file':<{w}} {'block':<5} {'records':>7}  result"]
+    for r, name in zip(reports, names):
         if r.error:
             result = f"ERROR  {r.error}"
         elif r.failures:
             result = f"FAIL   {len(r.failures)} mismatch(es): " + "; ".join(r.failures[:3])
         else:
             result = "pass"
-        rows.append(f"{r.path[-52:]:<52} {r.family:<5} {r.n_records:>7}  {result}")
+        rows.append(f"{name:<{w}} {r.family:<5} {r.n_records:>7}  {result}")
     n_ok = sum(r.ok for r in reports)
     rows.append(f"{n_ok} passed, {len(reports) - n_ok} failed")
     return "\n".join(rows)
@@ -53,7 +94,12 @@ def run(args: argparse.Namespace) -> int:
         # if it is empty or an earlier phy802 output set, never a folder of the user's files
         with output_set(out, "vectors") as tmp, progress(total=generate_steps(), desc="vectors generate", unit="step",
                                               enable=not args.no_progress) as bar:
-            rel = [p.relative_to(tmp) for p in generate(tmp, on_step=lambda name: bar.update(1))]
+            made = generate(tmp, on_step=lambda name: bar.update(1))
+            for src in fec_hist_sources():
+                (tmp / "fec_hist").mkdir(parents=True, exist_ok=True)
+                made.append(regenerate_fec_hist(src, tmp / "fec_hist" / src.name))
+                bar.update(1)
+            rel = [p.relative_to(tmp) for p in made]
         written = [out / r for r in rel]
         emit(args, {"written": [str(p) for p in written]}, "\n".join(f"wrote {p}" for p in written))
         return 0

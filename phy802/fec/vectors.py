@@ -212,14 +212,14 @@ def check_kat(kat: KatFile) -> list[str]:
                 bad = np.flatnonzero(g != v.codeword)
                 problems.append(
                     f"{kat.source}:{v.line}: encode mismatch at {len(bad)} symbols, first index {bad[0]} "
-                    f"(expected {int(v.codeword[bad[0]])}, got {int(g[bad[0]])})"
+                    f"(the file has {int(v.codeword[bad[0]])}, phy802 computes {int(g[bad[0]])})"
                 )
     if kat.decode:
         rx = np.stack([v.received for v in kat.decode])
         got, nc = decode(code, rx)
         for v, g, c in zip(kat.decode, got, nc):
             if int(c) != v.n_corrected:
-                problems.append(f"{kat.source}:{v.line}: n_corrected expected {v.n_corrected}, got {int(c)}")
+                problems.append(f"{kat.source}:{v.line}: n_corrected: the file has {v.n_corrected}, phy802 computes {int(c)}")
             elif not np.array_equal(g, v.decoded):
                 bad = np.flatnonzero(g != v.decoded)
                 problems.append(f"{kat.source}:{v.line}: decoded word differs at {len(bad)} symbols, first index {bad[0]}")

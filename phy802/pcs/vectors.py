@@ -185,7 +185,7 @@ def _diff(rec: VectorRecord, what: str, exp: np.ndarray, got: np.ndarray) -> str
     if np.array_equal(exp, got):
         return None
     j = int(np.argmax(exp != got))
-    return f"{rec.where()}: {what} differs first at index {j}: expected {int(exp[j])}, got {int(got[j])}"
+    return f"{rec.where()}: {what} differs first at index {j}: the file has {int(exp[j])}, phy802 computes {int(got[j])}"
 
 
 def check_record(rec: VectorRecord) -> str | None:
@@ -225,7 +225,7 @@ def check_record(rec: VectorRecord) -> str | None:
         exp = _blocks(rec, None)
         got = frames_to_blocks([frame], idle_blocks=_int(rec, "idle_blocks", 0, 1000))
         if got.sync.size != exp.sync.size:
-            return f"{rec.where()}: expected {exp.sync.size} 66b blocks, the encoder made {got.sync.size}"
+            return f"{rec.where()}: the file has {exp.sync.size} 66b blocks, phy802's encoder made {got.sync.size}"
         return (_diff(rec, "66b block sync header", exp.sync, got.sync)
                 or _diff(rec, "66b block payload", exp.payload, got.payload))
     if k == "frames_tx":

@@ -66,7 +66,7 @@ def check_record(rec: VectorRecord) -> str | None:
         got = int(gray_map(bits)[0])
         back = gray_demap(sym)
         if got != int(sym[0]) or not np.array_equal(back, bits):
-            return f"{rec.where()}: gray {rec.fields['bits']} -> expected {sym[0]}, got {got}"
+            return f"{rec.where()}: gray {rec.fields['bits']} -> the file has {sym[0]}, phy802 computes {got}"
         return None
     if rec.kind == "precode":
         init = _int(rec, "initial")
@@ -78,7 +78,7 @@ def check_record(rec: VectorRecord) -> str | None:
         got = precode(g, init)
         if not np.array_equal(got, p):
             j = int(np.argmax(got != p))
-            return f"{rec.where()}: precode differs first at symbol {j}: expected {p[j]}, got {got[j]}"
+            return f"{rec.where()}: precode differs first at symbol {j}: the file has {p[j]}, phy802 computes {got[j]}"
         if not np.array_equal(precode_decode(p, init), g):
             return f"{rec.where()}: precoder decode does not invert the output"
         return None
@@ -96,7 +96,7 @@ def check_record(rec: VectorRecord) -> str | None:
             raise VectorError(f"{rec.where()}: field seed: {exc}") from None
         if not np.array_equal(got, sym):
             j = int(np.argmax(got != sym))
-            return f"{rec.where()}: {name} differs first at symbol {j}: expected {sym[j]}, got {got[j]}"
+            return f"{rec.where()}: {name} differs first at symbol {j}: the file has {sym[j]}, phy802 computes {got[j]}"
         return None
     raise VectorError(f"{rec.where()}: unknown kind {rec.kind!r}")  # pragma: no cover
 

@@ -263,75 +263,11 @@ def pareto_front(points: list[tuple[float, float]]) -> list[int]:
     return sorted(front, key=lambda i: points[i])
 
 
-_MARKERS = "o^sv<>DPXh*p"
 
+def plot_pareto(rows: list[dict], path: str | os.PathLike, clip_rel: float = 0.10) -> None:
+    """Loss penalty and step time per setting, one panel per cluster size; PNG written atomically
+    (:func:`phy802.plots.plot_pareto`: steps slower than the reference by more than ``clip_rel``
+    sit at the panel's edge with their value written)."""
+    from phy802.plots import plot_pareto as _plot
 
-def plot_pareto(rows: list[dict], path: str | os.PathLike, clip_rel: float = 0.05) -> None:
-    """Step time vs loss penalty, one marker per mode, one panel per (parallel, ranks); PNG written atomically.
-
-    Each panel is zoomed to ``[fastest, reference x (1 + clip_rel)]``; slower points sit on the
-    top edge labelled with their step time."""
-    import io
-
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from phy802._io import atomic_write_bytes
-
-    pars = sorted({r["parallel"] for r in rows}, key=PARALLEL.index)
-    sizes = sorted({r["ranks"] for r in rows})
-    modes = list(dict.fromkeys(r["mode"] for r in rows))
-    bers = sorted({r["ber"] for r in rows})
-    cmap = plt.get_cmap("viridis")
-    color = {b: cmap(i / max(1, len(bers) - 1)) for i, b in enumerate(bers)}
-    fig, axes = plt.subplots(len(pars), len(sizes), figsize=(4.4 * len(sizes), 3.8 * len(pars)), squeeze=False)
-    for i, par in enumerate(pars):
-        for j, n in enumerate(sizes):
-            ax = axes[i][j]
-            mine = [r for r in rows if r["parallel"] == par and r["ranks"] == n]
-            hidden = 0
-            ref = [r for r in mine if r["mode"] == "/".join(REFERENCE) and r["ber"] == 0.0]
-            ys = [r["step_ms"] for r in mine if math.isfinite(r["step_ms"]) and math.isfinite(r["loss_penalty"])]
-            # zoom on the reference: points far above it are drawn on the top edge with their value
-            top = ref[0]["step_ms"] * (1 + clip_rel) if ref and ys and max(ys) > ref[0]["step_ms"] * (1 + clip_rel) else None
-            for k, mode in enumerate(modes):
-                for r in (r for r in mine if r["mode"] == mode):
-                    x, y = r["loss_penalty"], r["step_ms"]
-                    if not (math.isfinite(x) and math.isfinite(y)):
-                        hidden += 1
-                        continue
-                    clipped = top is not None and y > top
-                    ax.scatter(x, min(y, top) if clipped else y, marker=_MARKERS[k % len(_MARKERS)],
-                               color=color[r["ber"]], s=38, edgecolor="black", linewidth=0.4, zorder=3,
-                               clip_on=False)
-                    if clipped:
-                        ax.annotate(f"{y:.3g} ms", (x, top), xytext=(4, -10), textcoords="offset points", fontsize=7)
-            if top is not None:
-                lo = min(ys)
-                ax.set_ylim(lo - 0.05 * (top - lo), top)
-            if ref:
-                ax.scatter(ref[0]["loss_penalty"], ref[0]["step_ms"], marker="*", s=260, facecolor="none",
-                           edgecolor="red", linewidth=1.4, zorder=4, label="error-free KP4 (reference)")
-                ax.axhline(ref[0]["step_ms"], color="red", lw=0.6, ls=":")
-            pts = [(r["loss_penalty"], r["step_ms"]) for r in mine]
-            front = pareto_front(pts)
-            if len(front) > 1:
-                ax.plot([pts[f][0] for f in front], [pts[f][1] for f in front], color="gray", lw=0.8, ls="--",
-                        zorder=2, label="Pareto front")
-            ax.set_title(f"{par.upper()}, {n} ranks" + (f" ({hidden} diverged, not shown)" if hidden else ""),
-                         fontsize=9)
-            ax.set_xlabel("loss penalty vs error-free (nats)")
-            ax.set_ylabel("modelled step time (ms)")
-            ax.grid(alpha=0.3)
-    handles = [plt.Line2D([], [], marker=_MARKERS[k % len(_MARKERS)], color="gray", ls="", label=m)
-               for k, m in enumerate(modes)]
-    handles += [plt.Line2D([], [], marker="o", color=color[b], ls="", label=f"BER {b:g}") for b in bers]
-    handles += [plt.Line2D([], [], marker="*", color="red", ls="", ms=12, label="error-free KP4 (reference)")]
-    fig.legend(handles=handles, loc="center right", fontsize=8, frameon=False)
-    fig.tight_layout(rect=(0, 0, 0.83, 1))
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=110)
-    plt.close(fig)
-    atomic_write_bytes(path, buf.getvalue())
+    _plot(rows, path, reference="/".join(REFERENCE), clip_pct=100.0 * clip_rel)

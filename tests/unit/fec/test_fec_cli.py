@@ -106,7 +106,7 @@ def test_bad_input_exits_2_with_line_and_field(tmp_path, capsys, content, args, 
     f.write_text(content)
     assert main(["fec", *args, str(f)]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("phy802 fec: error:")
+    assert err.startswith(f"phy802 fec {args[0]}: error:")  # the command as typed (README: exit codes)
     import re
 
     assert re.search(match, err), err

@@ -157,7 +157,7 @@ def test_malformed_histogram_exits_2_naming_file_and_field(tmp_path, capsys, nam
 
 
 def test_cli_tail_out_and_trace_from_fit(tmp_path, capsys):
-    t1 = tmp_path / "t1.npz"
+    t1 = tmp_path / "t1.trace"
     assert main(["trace", "generate", "--fec", "ieee", "--ber", "1e-4", "--bits", "5e8", "--seed", "1",
                  "--out", str(t1), "--no-progress"]) == 0
     capsys.readouterr()
@@ -171,7 +171,7 @@ def test_cli_tail_out_and_trace_from_fit(tmp_path, capsys):
     fit = json.loads(fitp.read_text())
     assert fit["format"] == "phy802.fec_tail_fit" and fit["code"]["t"] == 15
     ch = generator_channel(fit, "binomial")
-    t2 = tmp_path / "t2.npz"
+    t2 = tmp_path / "t2.trace"
     assert main(["trace", "generate", "--from-fit", str(fitp), "--fit-model", "binomial", "--fec", "ieee",
                  "--bits", "5e8", "--seed", "2", "--out", str(t2), "--no-progress", "--json"]) == 0
     meta = json.loads(capsys.readouterr().out)

@@ -120,7 +120,7 @@ def test_sigterm_removes_temporary_files(tmp_path):
 def test_sigterm_during_trace_generate_leaves_nothing(tmp_path, workers):
     """End to end: ``phy802 trace generate`` killed by SIGTERM exits 143 and leaves no ``.tmp``
     (nor, with worker processes, the folder of the shards' batons)."""
-    out = tmp_path / "t.npz"
+    out = tmp_path / "t.trace"
     proc = subprocess.Popen([sys.executable, "-m", "phy802", "trace", "generate", "--fec", "bypass", "--ber", "1e-7",
                              "--bits", "1e14", "--no-progress", "--workers", workers, "--out", str(out)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE,

@@ -29,7 +29,7 @@ COMMANDS = [
     ("theory-rare", ["theory", "rare", "--ber", "1e-3", "--samples-per-k", "100"]),
     ("theory-pam4", ["theory", "pam4", "--snr-db", "14,16"]),
     ("latency", ["latency"]),
-    ("trace", ["trace", "generate", "--ber", "1e-4", "--bits", "2e8", "--no-progress", "--out", "{d}/t.npz"]),
+    ("trace", ["trace", "generate", "--ber", "1e-4", "--bits", "2e8", "--no-progress", "--out", "{d}/t.trace"]),
     ("vectors", ["vectors", "verify"]),
 ]
 

@@ -33,15 +33,19 @@ def test_plots_write_pngs_atomically(sweep_result, tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ber_fer.png", "latency.png"]  # no temp files left
 
 
-def test_latency_rows_keep_equal_latencies_apart():
+def test_latency_rows_are_categorical_in_latency_order():
+    # the y axis of latency.png is categorical: one row per mode, equal latencies on rows of their own
     lat = {"kp4": 57.6, "kr4": 56.8, "detect": 29.6, "bypass": 0.0, "none": 0.0}
     y = plots._latency_rows(list(lat), lat)
-    span = 57.6
-    ys = sorted(y.values())
-    assert min(np.diff(ys)) >= 0.06 * span  # every mode on its own row
-    for m in lat:
-        assert abs(y[m] - lat[m]) <= 0.08 * span  # and close to its true latency
-    assert y["kp4"] > y["kr4"] > y["detect"] > max(y["bypass"], y["none"])
+    assert sorted(y.values()) == [0.0, 1.0, 2.0, 3.0, 4.0]
+    assert y["kp4"] > y["kr4"] > y["detect"] > y["none"] > y["bypass"]  # ties keep the sweep's order
+
+
+def test_channel_offsets_are_fixed_not_jitter():
+    # inside a row each channel point has one fixed line, the same in every row: equal values line up
+    off = plots._channel_offsets([3e-3, 1e-4, 1e-3])
+    assert off[1e-4] > off[1e-3] > off[3e-3] and off[1e-4] - off[3e-3] == pytest.approx(0.6)
+    assert plots._channel_offsets([2e-4]) == {2e-4: 0.0}
 
 
 def test_mode_styles_distinct():
@@ -120,14 +124,83 @@ def test_trace_decoder_errors_bitexact_matches_bypass_identity():
 
 
 def test_latency_rows_never_overlap_in_crowded_sets():
-    # 13 modes as in a sweep of kp4,rs272,none x all six receive modes: many rows near 0 and 4.6 ns
+    # 13 modes as in a sweep of kp4,rs272,none x all six receive modes: many rows at 0 and 4.6 ns
     lat = {"kp4/ieee": 57.6, "kp4/correct_no_indication": 49.6, "kp4/detect_only": 29.6, "kp4/bypass": 0.0,
            "kp4/unequal": 4.6, "kp4/llr": 57.6, "rs272/ieee": 30.8, "rs272/correct_no_indication": 26.8,
            "rs272/detect_only": 16.8, "rs272/bypass": 0.0, "rs272/unequal": 4.6, "rs272/llr": 30.8, "none": 0.0}
     y = plots._latency_rows(list(lat), lat)
-    ys = sorted(y.values())
-    assert min(np.diff(ys)) >= 0.07 * 57.6 - 1e-9
+    assert sorted(y.values()) == [float(i) for i in range(13)]
     order = sorted(lat, key=lambda m: y[m])
     assert [lat[m] for m in order] == sorted(lat.values())  # rows keep the latency order
-    assert max(abs(y[m] - lat[m]) for m in lat) < 0.25 * 57.6
     assert len({(s.marker, s.color) for s in map(plots.mode_style, range(13))}) == 13
+
+
+def _trow(mode, ber, guard, ranks, step, pen, **extra):
+    return {"parallel": "ddp", "mode": mode, "ber": ber, "guard": guard, "ranks": ranks, "step_ms": step,
+            "loss_penalty": pen, **extra}
+
+
+def _tradeoff_rows():
+    rows = []
+    for n, ref in ((8, 124.6), (64, 30.0)):
+        rows += [_trow("kp4/ieee", 0.0, "-", n, ref, 0.0), _trow("kp4/ieee", 1e-5, "-", n, ref, 0.0),
+                 _trow("kp4/llr", 0.0, "-", n, ref, 0.0),  # equal to the reference: must stay visible
+                 _trow("kp4/bypass", 0.0, "-", n, ref * 0.99, 0.0),
+                 _trow("kp4/detect_only", 1e-5, "-", n, ref * 2.39, 0.0),  # two far off scale, same x
+                 _trow("kp4/bypass", 1e-5, "none", n, ref * 1.52, 1.99),
+                 _trow("kp4/bypass", 1e-5, "nan_to_zero_clamp", n, ref * 1.52, 0.0285, future_field="x")]
+    return rows
+
+
+def test_pareto_layout_one_line_per_setting_shared_relative_axis():
+    rows = _tradeoff_rows()
+    lay = plots.pareto_layout(rows, clip_pct=10.0)
+    keys = [(s["mode"], s["ber"], s["guard"]) for s in lay["settings"]]
+    assert len(keys) == len(set(keys)) == 7  # every setting its own line: nothing can hide another
+    assert keys[0] == ("kp4/ieee", 0.0, "-")  # the reference first
+    assert lay["ref_ms"] == {("ddp", 8): 124.6, ("ddp", 64): 30.0}
+    # one x axis for every size, relative to the reference: -1 % is -1 % at 8 and at 64 ranks
+    i = keys.index(("kp4/bypass", 0.0, "-"))
+    assert lay["pct"][(i, 8)] == pytest.approx(-1.0) and lay["pct"][(i, 64)] == pytest.approx(-1.0)
+    # off-scale points are listed (drawn at the edge with their value), the axis keeps the rest readable
+    off = {(keys[i][0], keys[i][2]) for i, _ in lay["off"]}
+    assert off == {("kp4/detect_only", "-"), ("kp4/bypass", "none"), ("kp4/bypass", "nan_to_zero_clamp")}
+    assert lay["xlim"][1] < 5 and lay["xlim"][0] < -1.0
+
+
+def test_pareto_png_written(tmp_path):
+    plots.plot_pareto(_tradeoff_rows(), tmp_path / "pareto.png")
+    data = (tmp_path / "pareto.png").read_bytes()
+    assert data[:8] == PNG and len(data) > 20_000
+    assert [p.name for p in tmp_path.iterdir()] == ["pareto.png"]
+
+
+def test_pareto_colours_readable_on_white():
+    # no yellow / light markers: every BER colour has luminance below 0.6 (white = 1)
+    from matplotlib.colors import to_rgb
+
+    for c in plots._BER_COLORS:
+        r, g, b = to_rgb(c)
+        assert 0.2126 * r + 0.7152 * g + 0.0722 * b < 0.6, c
+
+
+def test_plots_say_what_their_axes_are(sweep_result, tmp_path, monkeypatch):
+    # ber_fer.png has y-axis labels; latency.png's y axis says it is categorical (rows of modes)
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    seen = []
+    monkeypatch.setattr(plots, "_save_png", lambda plt_, fig, path: seen.append(
+        [(ax.get_ylabel(), ax.get_xlabel(), [t.get_text() for t in ax.get_yticklabels()]) for ax in fig.axes]))
+    plots.plot_ber_fer(sweep_result, tmp_path / "a.png")
+    plots.plot_latency(sweep_result, {"kp4/ieee": 57.6, "kp4/bypass": 0.0, "none": 0.0}.__getitem__,
+                       tmp_path / "b.png")
+    bf, lat = seen
+    assert [y for y, _, _ in bf if y][:2] == ["post-FEC BER (wrong message bits / message bits)",
+                                              "FER (wrong codewords / codewords)"]
+    ylab, _, ticks = lat[0]
+    assert ylab.startswith("receive mode, + added latency (model)") and "rows by latency" in ylab
+    assert ticks == ["kp4/bypass\n+0.0 ns", "none\n+0.0 ns", "kp4/ieee\n+57.6 ns"]
+    plt.close("all")

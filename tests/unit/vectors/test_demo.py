@@ -13,7 +13,7 @@ def test_demo_quick_without_training(tmp_path, capsys):
     assert rc == 0
     s = json.loads(capsys.readouterr().out)
     assert s["vectors"]["failed"] == 0 and s["vectors"]["passed"] >= 16
-    for name in ("report.md", "summary.json", "ber_fer.png", "latency.png", "trace_bypass_400g.npz"):
+    for name in ("report.md", "summary.json", "ber_fer.png", "latency.png", "trace_bypass_400g.trace"):
         assert (out / name).stat().st_size > 0, name
     rows = {(r["mode"], r["x"]): r for r in s["sweep"]}
     # bypass delivers the channel's errors: its post-FEC BER interval holds the pre-FEC BER it was set to
@@ -48,4 +48,57 @@ def test_demo_quick_with_training(tmp_path, capsys):
     assert (out / "training" / "loss_ddp.png").stat().st_size > 0
     # step 5: the tradeoff of those runs (modelled step time x measured loss), table and Pareto plot
     assert s["tradeoff"]["rows"] > 0 and (out / "tradeoff" / "pareto.png").stat().st_size > 0
-    assert "## 5. Is skipping FEC worth it?" in (out / "report.md").read_text()
+    report = (out / "report.md").read_text()
+    assert "## 5. Is skipping FEC worth it?" in report
+    # measured vs model said in the columns themselves; PHY (us) explained with the run's numbers
+    assert "step_ms (measured: CPU wall time here)" in report and "| step (ms, model) |" in report
+    assert "`PHY (us)` is the FEC receive latency summed over every sequential link hop" in report
+    # every mode of the table at BER 0 either has its trace-BER row or a stated reason
+    rows = s["tradeoff"]["rows_64_ranks"]
+    missing = {(m["mode"], m["ber"]) for m in s["tradeoff"]["missing_64_ranks"]}
+    for mode in {r["mode"] for r in rows}:
+        assert any(r["mode"] == mode and r["ber"] > 0 for r in rows) or any(m == mode for m, _ in missing), mode
+    for m in s["tradeoff"]["missing_64_ranks"]:
+        assert f"No **{m['mode']}** row at BER {m['ber']:g}: " in report
+
+
+# --- the report says what its numbers are (issue 27), on synthetic rows: no training needed ---------
+
+def _t(mode, ber, guard, vs_ref, **kw):
+    return {"mode": mode, "ber": ber, "guard": guard, "vs_ref": vs_ref, "step_ms": 30.0, "phy_us": 0.0, **kw}
+
+
+def test_ties_are_reported_as_ties():
+    from phy802.cli._narrative import _tradeoff_sentences, fastest
+
+    rows = [_t("kp4/ieee", 0.0, "-", 1.0), _t("rs272/ieee", 1e-5, "-", 0.99601), _t("rs272/llr", 1e-5, "-", 0.99599),
+            _t("kp4/ieee", 1e-5, "-", 1.0)]
+    assert [r["mode"] for r in fastest(rows[1:])] == ["rs272/ieee", "rs272/llr"]
+    text = _tradeoff_sentences(rows)[0]
+    assert "**rs272/ieee** and **rs272/llr** (tied), 0.996x" in text
+    assert "error-free: **kp4/ieee**, 1.000x" in text  # one winner stays one winner
+
+
+def test_missing_rows_get_a_reason():
+    from phy802.cli.demo import missing_settings
+
+    rows = [_t("kp4/ieee", 0.0, "-", 1.0), _t("kp4/ieee", 1e-5, "-", 1.0), _t("kp4/unequal", 0.0, "-", 0.99)]
+    miss = missing_settings(rows, (0.0, 1e-5), trained_guards=("none", "nan_to_zero_clamp"))
+    assert [(m["mode"], m["ber"]) for m in miss] == [("kp4/unequal", 1e-5)]
+    assert "exponent_protection" in miss[0]["reason"] and "`nan_to_zero_clamp`" in miss[0]["reason"]
+
+
+def test_phy_us_and_overflow_steps_are_explained_with_the_runs_numbers():
+    from phy802.cli.demo import _measured_step_header, _training_notes
+    from phy802.cli.demo import _tradeoff_notes as _trade_notes_for_test
+
+    notes = _trade_notes_for_test([_t("kp4/ieee", 0.0, "-", 1.0, phy_us=305.0)], {"kp4/ieee": 57.6}, [])
+    assert "305 us = 57.6 ns x 5,295 sequential link hops" in notes[0]
+    tr = _training_notes([{"guard": "none", "ber": 1e-5, "overflow_steps": 300.0, "final_val_loss": 4.228},
+                          {"guard": "nan_to_zero_clamp", "ber": 1e-5, "overflow_steps": 0}], 300)
+    assert "`step_ms` is **measured**" in tr[1]
+    assert [t for t in tr if t.startswith("Here")] == [
+        "Here guard `none` at BER 1e-05 has `overflow_steps = 300` of 300 steps: every update was zeroed, so the "
+        "model never learned (final loss 4.23)."]
+    head = _measured_step_header("| a | step_ms |\n|---|---|\n| 1 | 2 |")
+    assert head.splitlines()[0] == "| a | step_ms (measured: CPU wall time here) |"

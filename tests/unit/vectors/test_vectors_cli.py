@@ -73,6 +73,11 @@ def test_generate_reproduces_checked_in_records(tmp_path):
         assert old.exists(), f"generate wrote {new.name}, which is not checked in"
         strip = lambda p: [ln for ln in p.read_text().splitlines() if ln and not ln.startswith("#")]  # noqa: E731
         assert strip(new) == strip(old), f"{old} differs from its regenerated copy"
+    # the simulated FEC histograms are regenerated too, byte for byte (their command has no time cap)
+    hist = sorted(p.name for p in (VEC / "fec_hist").glob("*.json"))
+    assert hist and sorted(p.name for p in (tmp_path / "fec_hist").glob("*.json")) == hist
+    for name in hist:
+        assert (tmp_path / "fec_hist" / name).read_bytes() == (VEC / "fec_hist" / name).read_bytes(), name
 
 
 def test_generate_never_replaces_a_folder_of_other_files(tmp_path, capsys):
