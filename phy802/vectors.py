@@ -132,7 +132,7 @@ def generate_steps() -> int:
     one per simulated FEC histogram in ``fec_hist/``)."""
     from phy802.fec.vectors import STANDARD_FILES
 
-    return len(STANDARD_FILES) + 3 + len(fec_hist_sources())
+    return len(STANDARD_FILES) + 4 + len(fec_hist_sources())  # + the telemetry shapes' generator
 
 
 SIMULATED_PREFIX = "phy802, SIMULATED (not a measurement): "

@@ -82,6 +82,23 @@ def _table(reports: list[FileReport]) -> str:
     return "\n".join(rows)
 
 
+def _regenerate_telemetry_shapes(out: Path) -> list[Path]:
+    """Re-make the simulated telemetry examples of ``vectors/fec_hist/`` (every input shape of one
+    known histogram, the 64-port switch) with their deterministic generator script, into ``out``."""
+    import subprocess
+
+    script = default_dir() / "fec_hist" / "_gen" / "gen_fec_hist_vectors.py"
+    if not script.is_file():  # an installed copy without the repository's generator scripts
+        return []
+    out.mkdir(parents=True, exist_ok=True)
+    before = set(out.iterdir())
+    r = subprocess.run([sys.executable, str(script), str(out)], capture_output=True, text=True)
+    if r.returncode != 0:
+        tail = (r.stderr.strip().splitlines() or ["(no output)"])[-1]
+        raise RuntimeError(f"{script} exited {r.returncode}: {tail}")
+    return sorted(set(out.iterdir()) - before)
+
+
 def run(args: argparse.Namespace) -> int:
     if args.action == "generate":
         from phy802._output import progress
@@ -99,6 +116,8 @@ def run(args: argparse.Namespace) -> int:
                 (tmp / "fec_hist").mkdir(parents=True, exist_ok=True)
                 made.append(regenerate_fec_hist(src, tmp / "fec_hist" / src.name))
                 bar.update(1)
+            made.extend(_regenerate_telemetry_shapes(tmp / "fec_hist"))
+            bar.update(1)
             rel = [p.relative_to(tmp) for p in made]
         written = [out / r for r in rel]
         emit(args, {"written": [str(p) for p in written]}, "\n".join(f"wrote {p}" for p in written))
