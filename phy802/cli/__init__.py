@@ -172,7 +172,7 @@ _WRITES_COMM_LOG = ("train", "experiment", "demo")
 
 
 def _inputs_of(name: str, args: argparse.Namespace) -> list[str]:
-    outs = {"out"} | ({"comm_log"} if name in _WRITES_COMM_LOG else set())
+    outs = {"out", "calibrate"} | ({"comm_log"} if name in _WRITES_COMM_LOG else set())  # options naming an output
     found: list[str] = []
     for key, v in vars(args).items():
         if key in outs:

@@ -135,6 +135,19 @@ def _user_files(d: Path) -> Path:
     cws[0, [3, 100, 400]] ^= np.array([1, 0x3FF, 0x155], np.uint16)  # a correctable capture
     (d / "capture.txt").write_text("\n".join(" ".join(f"{int(s):03X}" for s in w) for w in cws) + "\n")
     shutil.copy(ROOT / "vectors" / "pma" / "gray_map.txt", d / "my_dump.txt")
+    # docs/800g.md: Clause 177 inner-code files (120-bit messages, 128-bit blocks with one error, PAM4 samples)
+    from phy802.fec import inner
+
+    bits = rng.integers(0, 2, size=(3, 120), dtype=np.uint8)
+    (d / "c177_messages.txt").write_text("\n".join(" ".join(map(str, m)) for m in bits) + "\n")
+    blocks = np.asarray(inner.encode(bits)).copy()
+    blocks[0, 5] ^= 1
+    (d / "c177_blocks.txt").write_text("\n".join(" ".join(map(str, b)) for b in blocks) + "\n")
+    levels = np.array([-3.0, -1.0, 1.0, 3.0])
+    samples = levels[rng.integers(0, 4, size=(3, 64))] + rng.normal(0.0, 0.3, size=(3, 64))
+    (d / "c177_samples.txt").write_text("\n".join(" ".join(f"{v:.4f}" for v in row) for row in samples) + "\n")
+    # docs/cluster.md names the public nccl-tests runs kept in tests/data/nccl/
+    shutil.copytree(ROOT / "tests" / "data" / "nccl", d / "tests" / "data" / "nccl")
     # the pages run from a clone's root: the example files they name (vectors/fec_hist/...) are there
     shutil.copytree(ROOT / "vectors" / "fec_hist", d / "vectors" / "fec_hist")
     # ... and ../shared/reference/ (the project's reference data beside the clone) is the same one
