@@ -262,21 +262,20 @@ def calibrated_seconds(total: float, run_small: Callable[[int], Any], small: int
 
     ``run_small(n)`` does ``n`` units of the real work.  When even ``assumed_rate`` (an upper
     bound of the speed) gives over ``max_seconds``, or under 1/100 of it, no measurement is needed
-    (refused / clearly fine either way); otherwise ``run_small`` runs for ``small`` and ``4 small``
-    units (the first also loads the compiled kernels) and the rate is their difference."""
+    (refused / clearly fine either way); otherwise ``run_small`` runs once for ``small / 4`` units (loading the compiled
+    kernels) and is then timed over ``4 small`` units."""
     import time
 
     optimistic = total / assumed_rate
     if optimistic > max_seconds or optimistic < max_seconds / 100.0:
         return optimistic
     run_small(max(1, small // 4))  # compile / load the kernels outside the timing
-    t0 = time.perf_counter()
-    run_small(small)
     t1 = time.perf_counter()
     run_small(4 * small)
     t2 = time.perf_counter()
-    dt = (t2 - t1) - (t1 - t0)
-    rate = 3 * small / dt if dt > 0 else 4 * small / max(t2 - t1, 1e-9)
+    # the whole timed run, its fixed cost included: a difference of two short runs came out near 0
+    # on a loaded machine (a stall in the shorter one) and let an hours-long run through
+    rate = 4 * small / max(t2 - t1, 1e-9)
     return max(optimistic, total / rate)
 
 
