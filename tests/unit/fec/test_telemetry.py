@@ -373,7 +373,7 @@ def test_from_fit_missing_fields_exit_2_and_the_pb_conversion_is_said(tmp_path, 
     del doc["models"]["dfe"]["params"]["pb"]
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps(doc))
-    out = tmp_path / "t.npz"
+    out = tmp_path / "t.trace"
     assert main(["trace", "generate", "--from-fit", str(bad), "--fit-model", "dfe", "--fec", "ieee", "--bits", "1e6",
                  "--out", str(out), "--no-progress"]) == 2
     assert "models.dfe.params.pb" in capsys.readouterr().err
