@@ -264,7 +264,7 @@ def test_cli_latency_and_trace(tmp_path, capsys):
     with pytest.raises(SystemExit) as e:
         main(["latency", "--fec", "kp4"])
     assert e.value.code == 2 and "--fec kp4 is now --code kp4 --fec ieee" in capsys.readouterr().err
-    out = tmp_path / "t.npz"
+    out = tmp_path / "t.trace"
     assert main(["trace", "generate", "--rate", "200G", "--fec", "ieee", "--ber", "2e-3", "--bits", "5e6",
                  "--seed", "3", "--out", str(out), "--no-progress", "--json"]) == 0
     gen = json.loads(capsys.readouterr().out)
@@ -276,13 +276,13 @@ def test_cli_latency_and_trace(tmp_path, capsys):
     assert "pre-FEC" in capsys.readouterr().out
     assert main(["trace", "info", str(tmp_path / "nope.npz")]) == 2
     assert "nope.npz" in capsys.readouterr().err
-    ll = tmp_path / "ll.npz"
+    ll = tmp_path / "ll.trace"
     assert main(["trace", "generate", "--code", "rs272", "--fec", "llr", "--ber", "2e-3", "--bits", "5e6",
                  "--out", str(ll), "--no-progress", "--json"]) == 0
     gen = json.loads(capsys.readouterr().out)
     assert gen["code"] == "rs272" and gen["fec"] == "llr" and gen["codewords"]["total"] == 4 * gen["pairs"]
-    assert main(["trace", "generate", "--code", "kr4", "--out", str(tmp_path / "k.npz"), "--no-progress"]) == 2
+    assert main(["trace", "generate", "--code", "kr4", "--out", str(tmp_path / "k.trace"), "--no-progress"]) == 2
     assert "kr4" in capsys.readouterr().err
     with pytest.raises(SystemExit) as e:
-        main(["trace", "generate", "--fec", "kp4", "--out", str(tmp_path / "k.npz")])
+        main(["trace", "generate", "--fec", "kp4", "--out", str(tmp_path / "k.trace")])
     assert e.value.code == 2 and "--fec kp4 is now --code kp4 --fec ieee" in capsys.readouterr().err
