@@ -24,7 +24,7 @@ import re
 import shutil
 import sys
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 from phy802._output import progress, to_jsonable
 
@@ -391,3 +391,34 @@ def read_text_lines(path: str, *, stdin_name: str = "<stdin>") -> Iterable[tuple
     finally:
         if stream is not sys.stdin:
             stream.close()
+
+
+#: whitespace/control characters other than ASCII space, tab, CR, LF
+_BAD_SEP = re.compile(r"[^\S \t\r\n]|[\x00-\x08\x0e-\x1f\x7f]")
+
+
+def token_lines(stream: Iterable[str], name: str, kind: str) -> Iterator[tuple[int, list[str]]]:
+    """``(line number, tokens)`` of each line holding tokens (``#`` starts a comment), for the
+    text inputs of ``fec encode/decode``; ValueError naming ``name`` and the line for non-UTF-8
+    text, a NUL byte, or a separator other than ASCII space/tab (``kind`` says what was expected)."""
+    lineno = 0
+    it = iter(stream)
+    while True:
+        try:
+            raw = next(it)
+        except StopIteration:
+            return
+        except UnicodeDecodeError as exc:
+            raise ValueError(f"{name}:{lineno + 1}: not UTF-8 text ({exc.reason} at byte {exc.start}); "
+                             f"expected {kind}") from None
+        lineno += 1
+        if "\x00" in raw:
+            raise ValueError(f"{name}:{lineno}: binary data (NUL byte): expected {kind} as text")
+        text = raw.split("#", 1)[0]
+        bad = _BAD_SEP.search(text)
+        if bad:  # str.split() would take U+00A0, U+001F, U+000B, ... for separators (issue 28)
+            raise ValueError(f"{name}:{lineno}: character U+{ord(bad.group()):04X} is not allowed "
+                             f"(separate {kind} with ASCII spaces or tabs)")
+        toks = text.split()
+        if toks:
+            yield lineno, toks

@@ -18,6 +18,7 @@ from typing import Iterable
 
 import numpy as np
 
+from phy802.cli._common import token_lines
 from phy802.fec import inner
 
 __all__ = ["add_arguments", "run", "parse_bit_lines", "parse_sample_lines"]
@@ -32,29 +33,11 @@ def add_arguments(p: argparse.ArgumentParser, action: str) -> None:
                        help="c177 --soft: least reliable positions tried, 2^LRP test patterns (default 2)")
 
 
-def _lines(stream: Iterable[str], name: str):
-    lineno = 0
-    it = iter(stream)
-    while True:
-        try:
-            raw = next(it)
-        except StopIteration:
-            return
-        except UnicodeDecodeError as exc:
-            raise ValueError(f"{name}:{lineno + 1}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
-        lineno += 1
-        if "\x00" in raw:
-            raise ValueError(f"{name}:{lineno}: binary data (NUL byte): expected bits 0/1 as text")
-        toks = raw.split("#", 1)[0].split()
-        if toks:
-            yield lineno, toks
-
-
 def parse_bit_lines(stream: Iterable[str], length: int, name: str) -> tuple[np.ndarray, list[int]]:
     """One block of ``length`` bits per non-blank line -> ``(uint8[N, length], line numbers)``;
     ValueError naming ``name``, the line and the bad value otherwise."""
     rows, nums = [], []
-    for lineno, toks in _lines(stream, name):
+    for lineno, toks in token_lines(stream, name, "bits 0/1"):
         if len(toks) == 1 and len(toks[0]) > 1:
             toks = list(toks[0])  # one run of digits
         for j, tok in enumerate(toks, start=1):
@@ -72,7 +55,7 @@ def parse_bit_lines(stream: Iterable[str], length: int, name: str) -> tuple[np.n
 def parse_sample_lines(stream: Iterable[str], name: str) -> tuple[np.ndarray, list[int]]:
     """One block of 64 finite PAM4 samples per non-blank line -> ``(float64[N, 64], line numbers)``."""
     rows, nums = [], []
-    for lineno, toks in _lines(stream, name):
+    for lineno, toks in token_lines(stream, name, "PAM4 samples"):
         if len(toks) != 64:
             raise ValueError(f"{name}:{lineno}: expected 64 samples, got {len(toks)}")
         row = []

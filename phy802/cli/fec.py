@@ -16,7 +16,7 @@ from typing import Iterable
 
 import numpy as np
 
-from phy802.cli._common import add_seed, bounded_lines, choice_list, int_arg, json_document, probability
+from phy802.cli._common import add_seed, bounded_lines, choice_list, int_arg, json_document, probability, token_lines
 from phy802.fec.counters import FecCounters
 from phy802.fec.rs import CODES, RSCode, decode, encode
 from phy802.cli import _fec_inner
@@ -192,8 +192,6 @@ def _code(args: argparse.Namespace) -> RSCode:
 
 
 _DEC_TOKEN = re.compile(r"[0-9]+\Z")
-#: whitespace/control characters other than ASCII space, tab, CR, LF
-_BAD_SEP = re.compile(r"[^\S \t\r\n]|[\x00-\x08\x0e-\x1f\x7f]")
 _HEX_TOKEN = re.compile(r"[0-9a-fA-F]+\Z")
 
 
@@ -210,27 +208,7 @@ def parse_symbol_lines(stream: Iterable[str], length: int, name: str, fmt: str =
     pattern, base, kind = (_HEX_TOKEN, 16, "hex") if fmt == "hex" else (_DEC_TOKEN, 10, "decimal")
     rows: list[list[int]] = []
     lines: list[int] = []
-    lineno = 0
-    it = iter(stream)
-    while True:
-        try:
-            raw = next(it)
-        except StopIteration:
-            break
-        except UnicodeDecodeError as exc:
-            raise ValueError(f"{name}:{lineno + 1}: not UTF-8 text ({exc.reason} at byte {exc.start}); "
-                             f"expected {kind} symbols") from None
-        lineno += 1
-        if "\x00" in raw:
-            raise ValueError(f"{name}:{lineno}: binary data (NUL byte): expected {kind} symbols as text")
-        text = raw.split("#", 1)[0]
-        bad = _BAD_SEP.search(text)
-        if bad:  # str.split() would take U+00A0, U+001F, U+000B, ... for separators (issue 28)
-            raise ValueError(f"{name}:{lineno}: character U+{ord(bad.group()):04X} is not allowed "
-                             f"(separate {kind} symbols with ASCII spaces or tabs)")
-        toks = text.split()
-        if not toks:
-            continue
+    for lineno, toks in token_lines(stream, name, f"{kind} symbols"):
         if len(toks) != length:
             raise ValueError(f"{name}:{lineno}: expected {length} symbols, got {len(toks)}")
         row = []
