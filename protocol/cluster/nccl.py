@@ -126,13 +126,12 @@ def load_table(path: str | os.PathLike | None = None) -> Table:
     if path is None:
         return default_table()
     p = os.fspath(path)
-    try:
-        with open(p, encoding="utf-8") as fh:
-            over = json.load(fh)
+    from phy802._io import read_json_file
+
+    try:  # the project's strict reader: a regular file, bounded size and nesting, no NaN constants
+        over = read_json_file(p, 1 << 20, what="NCCL table (JSON)")
     except OSError as exc:
         raise ValueError(f"{p}: cannot read the NCCL table: {exc.strerror}") from None
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"{p}: not JSON: {exc}") from None
     if not isinstance(over, dict):
         raise ValueError(f"{p}: an NCCL table must be a JSON object")
     base = default_table()

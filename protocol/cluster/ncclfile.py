@@ -396,13 +396,12 @@ def write_calibration(path: str | os.PathLike, cal: dict) -> None:
 def read_calibration(path: str | os.PathLike) -> dict:
     """``{"net_efficiency": ..., "latency_offset_us": ...}`` of a ``--calibrate`` output file."""
     p = os.fspath(path)
-    try:
-        with open(p, encoding="utf-8") as fh:
-            doc = json.load(fh)
+    from phy802._io import read_json_file
+
+    try:  # the project's strict reader: a regular file, bounded size and nesting, no NaN constants
+        doc = read_json_file(p, 1 << 20, what="calibration (JSON)")
     except OSError as exc:
         raise ValueError(f"{p}: cannot read: {exc.strerror}") from None
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"{p}: not JSON: {exc}") from None
     if not isinstance(doc, dict) or doc.get("format") != CAL_FORMAT:
         raise ValueError(f"{p}: not a phy802 calibration (field 'format' must be {CAL_FORMAT!r})")
     out = {}
