@@ -164,11 +164,31 @@ def test_calibrated_seconds_measures_the_real_kernel():
     assert calibrated_seconds(10, slow, 2000, assumed_rate=1e6) == 1e-5  # clearly quick: not measured
 
 
+# Sizes inside the assumed (upper-bound) speed's hour, so the estimate is *measured*, but far past
+# an hour at any speed the kernels reach: the link bound is 1e9 line bits/s (~91,900 kp4 pairs/s)
+# and the fastest machine seen so far (CI) ran 30,500 pairs/s, so 3.2e8 pairs is ~2.9 h there;
+# the bit-exact generator's bound is 2e9 bits/s against ~5e7 measured.  An earlier 1e8-pair case
+# was refused here (2 vCPUs) but ran 55 min on CI: each case now fails fast instead of running.
 @pytest.mark.parametrize("argv", [
-    ["trace", "generate", "--generator", "bitexact", "--bits", "3e12", "--out", "t.trace"],  # ~5e7 bits/s, not 1e9
-    ["link", "--pairs", "1e8", "--ber", "1e-4"],  # estimated ~4x too fast before
+    ["trace", "generate", "--generator", "bitexact", "--bits", "3e12", "--out", "t.trace"],
+    ["link", "--pairs", "3.2e8", "--ber", "1e-4"],
 ])
 def test_too_long_runs_are_refused_up_front(tmp_path, capsys, monkeypatch, argv):
+    import phy802.link
+    import protocol.trace
+
+    real_run, real_generate = phy802.link.Link.run, protocol.trace.generate_trace
+
+    def guarded_run(self, pairs, *a, **k):  # the calibration runs ~1e3 pairs; the refused run 3.2e8
+        assert pairs <= 1e6, f"the {pairs:.3g}-pair run was started, not refused"
+        return real_run(self, pairs, *a, **k)
+
+    def guarded_generate(*a, line_bits, **k):
+        assert line_bits <= 1e9, f"the {line_bits:.3g}-bit trace was started, not refused"
+        return real_generate(*a, line_bits=line_bits, **k)
+
+    monkeypatch.setattr(phy802.link.Link, "run", guarded_run)
+    monkeypatch.setattr(protocol.trace, "generate_trace", guarded_generate)
     monkeypatch.chdir(tmp_path)
     assert main(argv) == 2
     err = capsys.readouterr().err
