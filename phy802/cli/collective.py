@@ -359,7 +359,7 @@ def _run_flat(args: argparse.Namespace) -> int:
 def _run_nccl_tests(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
-    from protocol.cluster.ncclfile import calibrate, compare, diagnose, read_nccl_tests, write_calibration
+    from protocol.cluster.ncclfile import apply_calibration, calibrate, compare, diagnose, read_nccl_tests, write_calibration
 
     if is_flat(args):
         raise CliError("--nccl-tests compares with the cluster model; choose a --cluster other than flat-ethernet")
@@ -391,7 +391,7 @@ def _run_nccl_tests(args: argparse.Namespace) -> int:
         cal = calibrate(run_, c, algo=args.algo, proto=args.proto, table=table, use=use)
         cal["diagnosis"] = notes
         write_calibration(args.calibrate, cal)
-        cc = replace(c, net_efficiency=cal["net_efficiency"], latency_offset_us=cal["latency_offset_us"])
+        cc = apply_calibration(c, cal)
         for r, r2 in zip(rows, compare(run_, cc, algo=args.algo, proto=args.proto, table=table)):
             r["calibrated_us"] = r2["predicted_us"]
             r["calibrated_ratio"] = r2["ratio"]
@@ -421,12 +421,19 @@ def _run_nccl_tests(args: argparse.Namespace) -> int:
                        f"(default {0.94}), latency offset {cal['latency_offset_us']:.3g} us, rms log ratio "
                        f"{cal['rms_log_ratio']:.3g}" + (f"; held-out worst ratio {summary['held_out_worst_ratio']:.2f}"
                                                         if held else ""))
+            if cal["structure"] == "per-algorithm":
+                out.append("  per algorithm (NCCL's table refitted to this run): " + ", ".join(
+                    f"{a} {cal['algo_latency_us'][a]:+.3g} us, bw x {cal['algo_bw_factor'][a]:.3g}"
+                    for a in sorted(cal["algo_latency_us"])) + (
+                    f"; sustained busbw ceiling {cal['sustained_busbw_GBps']:.3g} GB/s"
+                    if cal["sustained_busbw_GBps"] else ""))
             if notes:
                 out.append("the fit describes this run, not a healthy cluster (see above)")
         return "\n".join(out)
 
     obj = {"file": args.nccl_tests, "op": run_.op, "ranks": run_.ranks, "nodes": run_.nodes, "form": run_.form,
            "cluster": c.to_dict(), "rows": rows, "diagnosis": notes, "underperforming": any(
-               n.startswith("UNDERPERFORMING") for n in notes), "summary": summary, "calibration": cal}
+               n.startswith("UNDERPERFORMING") for n in notes), "below_expected": any(
+               n.startswith(("UNDERPERFORMING", "BELOW EXPECTED")) for n in notes), "summary": summary, "calibration": cal}
     emit(args, obj, text)
     return 0

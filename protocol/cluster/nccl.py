@@ -372,9 +372,18 @@ def _hops(op: str, a: str, c: ClusterSpec) -> tuple[int, ...]:
     return (c.path(0, n - 1)[0],)
 
 
+def _algo_value(pairs: tuple, a: str, default: float) -> float:
+    for k, v in pairs:
+        if k == a:
+            return float(v)
+    return default
+
+
 def _time_us(op: str, a: str, p: str, c: ClusterSpec, T: dict, size: int) -> tuple[float, float, float]:
-    lat = _lat_us(op, a, p, c, T, size) + c.latency_offset_us
-    bw = _algbw(op, a, p, c, T, size)
+    # the per-algorithm corrections (ClusterSpec.algo_latency_us / algo_bw_factor) act on NCCL's
+    # entries, so they also move the choice, as a tuner plugin's constants would
+    lat = _lat_us(op, a, p, c, T, size) + c.latency_offset_us + _algo_value(c.algo_latency_us, a, 0.0)
+    bw = _algbw(op, a, p, c, T, size) * _algo_value(c.algo_bw_factor, a, 1.0)
     bwt = size / (1000.0 * bw) if bw > 0 and math.isfinite(bw) else (0.0 if bw == math.inf else math.inf)
     return lat + bwt, lat, bwt
 
@@ -438,6 +447,13 @@ def _predict(op: str, size: int, c: ClusterSpec, algo: str | None, proto: str | 
     trav = int(sum(hops))
     phy_total = sum(min(L, 2) * phy + max(0, L - 2) * phy_sp for L in hops)
     t_us = total + path_ns * 1e-3
+    if c.sustained_busbw_GBps is not None:
+        # a bottleneck off the pipelined path (ClusterSpec.sustained_busbw_GBps): the same for every
+        # algorithm in busbw terms, so it does not move the choice; charged to the bandwidth term
+        floor_us = size * bus_factor(op, N) / (1000.0 * c.sustained_busbw_GBps)
+        if floor_us > t_us:
+            bwt += floor_us - t_us
+            t_us = floor_us
     algbw = size / (1000.0 * t_us) if t_us > 0 else math.inf  # GB/s
     return Prediction(op=op, algo=a, proto=p, nodes=c.nodes, gpus_per_node=c.gpus_per_node, ranks=N, bytes=size,
                       code=c.code, fec=c.fec, ber=c.ber, time_s=t_us * 1e-6, latency_s=lat * 1e-6,

@@ -74,6 +74,20 @@ class ClusterSpec:
       (default 1.058: 476 GB/s single-node in nccl-tests issue 290, "~480GB/s" peak in issue 212
       [C]); other generations scale by NCCL's ``nvlsEfficiency``.
     * ``latency_offset_us``: added to every collective (``--calibrate`` fits it; default 0).
+    * ``algo_latency_us`` / ``algo_bw_factor``: per-algorithm corrections to NCCL's table, as
+      ``((algo, value), ...)`` pairs (default none: NCCL's values): microseconds added to that
+      algorithm's latency, and a factor on its bandwidth.  NCCL's table is NVIDIA's fit to an
+      InfiniBand reference machine; a transport with its own per-message cost (GPUDirect-TCPXO's
+      host-side receive path, sockets) or its own per-channel rate shifts each algorithm by a
+      different amount, because each has its own pipeline depth and channel count.  They enter the
+      algorithm choice as NCCL's own entries would (what a tuner plugin does); ``--calibrate`` fits
+      them (``protocol.cluster.ncclfile``).
+    * ``sustained_busbw_GBps``: a ceiling on the bus bandwidth of any collective (default None: no
+      ceiling), for a bottleneck off the pipelined path (a shared PCIe switch or root complex, a
+      host-staged copy, a degraded link): ``time >= bytes x busbw factor / sustained``.  It leaves
+      small sizes alone and makes the measured bus bandwidth *fall* to a plateau at large ones,
+      which no ``latency + bytes / bandwidth`` form can; ``--calibrate`` fits it where the run
+      shows one.  A healthy cluster has none.
     * ``switch_ns``, ``nic_ns``, ``fiber_m``: the path beyond NCCL's reference path (one switch,
       two links, KP4 ``ieee``), whose latency NCCL's table already holds [I].
     * ``burst_pb``: None for independent bit errors (the closed forms); else the link's errors come
@@ -111,6 +125,9 @@ class ClusterSpec:
     ring_intra_efficiency: float = 0.82
     nvls_busbw_per_up: float = 1.058
     latency_offset_us: float = 0.0
+    algo_latency_us: tuple = ()
+    algo_bw_factor: tuple = ()
+    sustained_busbw_GBps: float | None = None
     switch_ns: float = 300.0
     nic_ns: float = 500.0
     fiber_m: float = 10.0
@@ -179,6 +196,20 @@ class ClusterSpec:
                 raise ValueError(f"{flag(name)} must be a finite number >= 0, got {v!r}")
         if not (isinstance(self.latency_offset_us, (int, float)) and math.isfinite(self.latency_offset_us)):
             raise ValueError(f"--latency-offset-us must be finite, got {self.latency_offset_us!r}")
+        for name, ok in (("algo_latency_us", lambda v: -1e6 <= v <= 1e6), ("algo_bw_factor", lambda v: 1e-4 <= v <= 1e4)):
+            pairs = getattr(self, name)
+            if isinstance(pairs, dict):  # from a calibration file: store hashable, sorted pairs
+                object.__setattr__(self, name, pairs := tuple(sorted(pairs.items())))
+            if not isinstance(pairs, tuple):
+                raise ValueError(f"{name} must be ((algorithm, value), ...) pairs, got {pairs!r}")
+            for item in pairs:
+                if not (isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], str)
+                        and isinstance(item[1], (int, float)) and not isinstance(item[1], bool)
+                        and math.isfinite(item[1]) and ok(item[1])):
+                    raise ValueError(f"{name}: bad entry {item!r} (an algorithm name and a finite number in range)")
+        v = self.sustained_busbw_GBps
+        if v is not None and not (isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0):
+            raise ValueError(f"sustained_busbw_GBps must be a finite number > 0 or None, got {v!r}")
         self._check_fabric()
 
     # ---------------------------------------------------------------- fabric
