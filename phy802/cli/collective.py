@@ -66,7 +66,8 @@ def add_cluster_arguments(p: argparse.ArgumentParser, *, code: bool = True) -> N
     g.add_argument("--latency-offset-us", type=float_arg(-1e6, 1e6), default=None,
                    help="added to every collective, us (default 0; --calibrate fits it)")
     g.add_argument("--calibration", default=None, metavar="FILE",
-                   help="apply a --calibrate output (net efficiency and latency offset) (default: none)")
+                   help="apply a --calibrate output (net efficiency, latency offset and any per-algorithm "
+                        "constants and bandwidth ceiling it holds) (default: none)")
     g.add_argument("--nccl-table", default=None, metavar="FILE",
                    help="JSON overriding values of NCCL's cost table (keys of protocol/cluster/nccl_tuning.json) "
                         "(default: none, the built-in NCCL 2.30 table)")
@@ -206,7 +207,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="an nccl-tests output (text, or the CSV of shared/reference/nccl): measured vs predicted "
                         "per size (default: none)")
     p.add_argument("--calibrate", default=None, metavar="OUT",
-                   help="with --nccl-tests: fit net efficiency and latency offset to the run, write them to OUT "
+                   help="with --nccl-tests: fit net efficiency and latency offset to the run (and, where the run "
+                        "needs them, per-algorithm constants and a bus-bandwidth ceiling), write them to OUT "
                         "(default: no fit)")
     p.add_argument("--holdout", type=int_arg(2, 1000), default=None,
                    help="with --calibrate: fit on all sizes but every K-th, and report the held-out ratios "
@@ -424,7 +426,9 @@ def _run_nccl_tests(args: argparse.Namespace) -> int:
             if cal["structure"] == "per-algorithm":
                 out.append("  per algorithm (NCCL's table refitted to this run): " + ", ".join(
                     f"{a} {cal['algo_latency_us'][a]:+.3g} us, bw x {cal['algo_bw_factor'][a]:.3g}"
-                    for a in sorted(cal["algo_latency_us"])) + (
+                    for a in cal["algos_chosen"]) + (
+                    f" (not chosen at any fitted size: {', '.join(sorted(set(cal['algo_latency_us']) - set(cal['algos_chosen'])))})"
+                    if set(cal["algo_latency_us"]) - set(cal["algos_chosen"]) else "") + (
                     f"; sustained busbw ceiling {cal['sustained_busbw_GBps']:.3g} GB/s"
                     if cal["sustained_busbw_GBps"] else ""))
             if notes:

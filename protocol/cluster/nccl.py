@@ -37,6 +37,15 @@ topology it detects) and NCCL's protocol refinements (``protocol_factor``, the p
 * all-to-all: each rank's ``(N - ppn)/N`` share crosses its node's NICs (``/ oversubscription``
   when leaves are crossed), the rest NVLink; send/recv: one NIC (``p2p_latency_us``, [I]).
 
+**Calibrated structure** (off by default; ``ClusterSpec`` fields that ``--calibrate`` fits): per
+algorithm a latency shift and a bandwidth factor on NCCL's entries (``algo_latency_us``,
+``algo_bw_factor``: a transport with its own per-message cost moves each algorithm by its own
+pipeline depth, which the table does not expose; they enter the choice as a tuner plugin's
+constants would), and a sustained bus-bandwidth ceiling (``sustained_busbw_GBps``:
+``time >= bytes x busbw factor / ceiling``, a bottleneck off the pipelined path; the same for every
+algorithm, so it does not move the choice, and it is charged to ``bandwidth_s``).  With the ceiling
+binding, the FEC identity below holds only where the ceiling does not bind.
+
 (algorithm, protocol) is chosen per size by minimum time, as NCCL does; ``algo=`` / ``proto=``
 force it (``NCCL_ALGO`` / ``NCCL_PROTO``).  The choice uses NCCL's table only: NCCL does not know
 the links' FEC mode.

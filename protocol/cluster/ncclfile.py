@@ -31,7 +31,16 @@ Small-message times far above the model (``SLOW_LATENCY``, 2x) point at the tran
 **Calibration** fits the two constants a user cannot know, ``net_efficiency`` (effective
 inter-node bandwidth) and ``latency_offset_us``, to the sizes of one run (least squares of log
 time ratios), and refuses to present the fit as a healthy cluster's: it is reported with the
-diagnosis.
+diagnosis.  Two constants cannot follow every run: a bus bandwidth that *falls* with size to a
+plateau (nccl-tests #290's ring run: 102 GB/s at 64 MB, 87-90 GB/s from 512 MB) has no
+``latency + bytes / bandwidth`` form, and a run whose regimes belong to different algorithms with
+very different constants (GCP's GPUDirect-TCPXO run: ~20 GB/s algbw below 16 MB, ~180 GB/s with
+~0.9 ms fixed cost above) needs one pair per algorithm.  So the fit also tries, on top of the two
+constants, NCCL's table refitted per algorithm (a latency shift and a bandwidth factor each, the
+algorithm still chosen per size by minimum time) and a sustained bus-bandwidth ceiling
+(``ClusterSpec`` fields; :mod:`protocol.cluster.nccl`), and keeps that richer fit only where the
+small-sample Akaike criterion (AICc, counting two constants per algorithm chosen at a fitted size
+and one for a ceiling that binds) is lower by more than 2; ``structure=`` forces either.
 """
 
 from __future__ import annotations
@@ -417,7 +426,8 @@ def calibrate(run: NcclRun, cluster: ClusterSpec, *, algo: str | None = None, pr
     if structure == "per-algorithm" or (a_s < a2 - 2.0):
         out.update({"structure": "per-algorithm", "latency_offset_us": o, "algo_latency_us": st["algo_latency_us"],
                     "algo_bw_factor": st["algo_bw_factor"], "sustained_busbw_GBps": st["sustained_busbw_GBps"],
-                    "rms_log_ratio": math.sqrt(st["rss"] / n), "parameters": st["k"]})
+                    "rms_log_ratio": math.sqrt(st["rss"] / n), "parameters": st["k"],
+                    "algos_chosen": st["algos_chosen"]})
     return out
 
 
@@ -487,7 +497,8 @@ def _fit_structured(run: NcclRun, c: ClusterSpec, algo, proto, table, idx: list[
     k_used = 2 * len(chosen) + (1 if binds else 0)
     lat_d = {fams[k]: float(x[2 * k]) for k in range(nf)}
     bw_d = {fams[k]: float(math.exp(min(6.0, max(-6.0, x[2 * k + 1])))) for k in range(nf)}
-    return {"rss": float(best.fun), "k": k_used, "algo_latency_us": lat_d, "algo_bw_factor": bw_d,
+    return {"rss": float(best.fun), "k": k_used, "algos_chosen": sorted(fams[k] for k in chosen),
+            "algo_latency_us": lat_d, "algo_bw_factor": bw_d,
             "sustained_busbw_GBps": float(math.exp(min(12.0, max(-6.0, x[-1])))) if binds else None}
 
 
