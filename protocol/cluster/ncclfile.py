@@ -480,9 +480,11 @@ def _fit_structured(run: NcclRun, c: ClusterSpec, algo, proto, table, idx: list[
 
     best = None
     off_cap = math.log(1e3 * peak)
-    for dl in (0.0, 100.0, 500.0):
-        for cap in (off_cap, math.log(peak)):
-            x0 = np.array([dl, 0.0] * nf + [cap])
+    starts = [(dl, lf, cap) for dl in (0.0, 100.0, 500.0) for lf in (0.0, math.log(2.0))
+              for cap in (off_cap, math.log(peak))]
+    for dl, lf, cap in starts:
+        if True:
+            x0 = np.array([dl, lf] * nf + [cap])
             r = minimize(f, x0, method="Nelder-Mead",
                          options={"maxiter": 4000 * len(x0), "xatol": 1e-6, "fatol": 1e-12})
             if best is None or r.fun < best.fun:
