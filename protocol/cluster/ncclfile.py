@@ -463,11 +463,16 @@ def _fit_structured(run: NcclRun, c: ClusterSpec, algo, proto, table, idx: list[
     meas = np.log(np.array([run.time_us[i] for i in idx]))
     nf = len(fams)
     peak = max(run.busbw[i] for i in idx) or 1.0
+    # no algorithm gets more than the NICs' line rate: net_efficiency x factor <= 1
+    lf_hi = min(6.0, math.log(1.0 / c.net_efficiency))
+
+    def lfc(v: float) -> float:
+        return min(lf_hi, max(-6.0, v))
 
     def times(x):
         t = None
         for k, lat, bwt in parts:
-            tt = lat + x[2 * k] + bwt / math.exp(min(6.0, max(-6.0, x[2 * k + 1])))
+            tt = lat + x[2 * k] + bwt / math.exp(lfc(x[2 * k + 1]))
             t = tt if t is None else np.minimum(t, tt)
         ceil = bf / math.exp(min(12.0, max(-6.0, x[-1])))
         return np.maximum(t, ceil), t, ceil
@@ -480,7 +485,7 @@ def _fit_structured(run: NcclRun, c: ClusterSpec, algo, proto, table, idx: list[
 
     best = None
     off_cap = math.log(1e3 * peak)
-    starts = [(dl, lf, cap) for dl in (0.0, 100.0, 500.0) for lf in (0.0, math.log(2.0))
+    starts = [(dl, lf, cap) for dl in (0.0, 100.0, 500.0) for lf in (0.0, min(lf_hi, math.log(2.0)))
               for cap in (off_cap, math.log(peak))]
     for dl, lf, cap in starts:
         if True:
@@ -494,11 +499,11 @@ def _fit_structured(run: NcclRun, c: ClusterSpec, algo, proto, table, idx: list[
     binds = bool(np.any(ceil > t))
     chosen = set()
     for i in range(len(sizes)):
-        ts = [(lat[i] + x[2 * k] + bwt[i] / math.exp(min(6.0, max(-6.0, x[2 * k + 1]))), k) for k, lat, bwt in parts]
+        ts = [(lat[i] + x[2 * k] + bwt[i] / math.exp(lfc(x[2 * k + 1])), k) for k, lat, bwt in parts]
         chosen.add(min(ts)[1])
     k_used = 2 * len(chosen) + (1 if binds else 0)
     lat_d = {fams[k]: float(x[2 * k]) for k in range(nf)}
-    bw_d = {fams[k]: float(math.exp(min(6.0, max(-6.0, x[2 * k + 1])))) for k in range(nf)}
+    bw_d = {fams[k]: float(math.exp(lfc(x[2 * k + 1]))) for k in range(nf)}
     return {"rss": float(best.fun), "k": k_used, "algos_chosen": sorted(fams[k] for k in chosen),
             "algo_latency_us": lat_d, "algo_bw_factor": bw_d,
             "sustained_busbw_GBps": float(math.exp(min(12.0, max(-6.0, x[-1])))) if binds else None}
