@@ -359,9 +359,8 @@ def _run_flat(args: argparse.Namespace) -> int:
 
 
 def _run_nccl_tests(args: argparse.Namespace) -> int:
-    from dataclasses import replace
-
-    from protocol.cluster.ncclfile import apply_calibration, calibrate, compare, diagnose, read_nccl_tests, write_calibration
+    from protocol.cluster.ncclfile import (apply_calibration, calibrate, compare, diagnose, read_nccl_tests,
+                                           write_calibration)
 
     if is_flat(args):
         raise CliError("--nccl-tests compares with the cluster model; choose a --cluster other than flat-ethernet")
@@ -424,11 +423,11 @@ def _run_nccl_tests(args: argparse.Namespace) -> int:
                        f"{cal['rms_log_ratio']:.3g}" + (f"; held-out worst ratio {summary['held_out_worst_ratio']:.2f}"
                                                         if held else ""))
             if cal["structure"] == "per-algorithm":
+                unused = sorted(set(cal["algo_latency_us"]) - set(cal["algos_chosen"]))
                 out.append("  per algorithm (NCCL's table refitted to this run): " + ", ".join(
                     f"{a} {cal['algo_latency_us'][a]:+.3g} us, bw x {cal['algo_bw_factor'][a]:.3g}"
                     for a in cal["algos_chosen"]) + (
-                    f" (not chosen at any fitted size: {', '.join(sorted(set(cal['algo_latency_us']) - set(cal['algos_chosen'])))})"
-                    if set(cal["algo_latency_us"]) - set(cal["algos_chosen"]) else "") + (
+                    f" (not chosen at any fitted size: {', '.join(unused)})" if unused else "") + (
                     f"; sustained busbw ceiling {cal['sustained_busbw_GBps']:.3g} GB/s"
                     if cal["sustained_busbw_GBps"] else ""))
             if notes:
@@ -438,6 +437,7 @@ def _run_nccl_tests(args: argparse.Namespace) -> int:
     obj = {"file": args.nccl_tests, "op": run_.op, "ranks": run_.ranks, "nodes": run_.nodes, "form": run_.form,
            "cluster": c.to_dict(), "rows": rows, "diagnosis": notes, "underperforming": any(
                n.startswith("UNDERPERFORMING") for n in notes), "below_expected": any(
-               n.startswith(("UNDERPERFORMING", "BELOW EXPECTED")) for n in notes), "summary": summary, "calibration": cal}
+               n.startswith(("UNDERPERFORMING", "BELOW EXPECTED")) for n in notes), "summary": summary,
+           "calibration": cal}
     emit(args, obj, text)
     return 0
