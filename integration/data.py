@@ -72,8 +72,41 @@ def load_text(corpus: str = "kjv") -> str:
     raise ValueError(f"unknown corpus {corpus!r} (choose from {CORPORA})")
 
 
+class _Splits:
+    """What :class:`CharCorpus` and :class:`TokenFiles` share: the ``train``/``val`` split lookup, the
+    fixed validation windows and a batch's random offsets (one ``torch.randint`` on ``gen``); the
+    subclasses differ only in how the windows at those offsets are read (:meth:`_windows`)."""
+
+    train: object
+    val: object
+
+    def _split(self, split: str):
+        data = {"train": self.train, "val": self.val}.get(split)
+        if data is None:
+            raise ValueError(f"split must be 'train' or 'val', got {split!r}")
+        return data
+
+    def _split_name(self, split: str) -> str:
+        return f"{split} split"
+
+    def val_windows(self, n_tokens: int, block: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """The fixed validation set (see :func:`val_windows`)."""
+        return val_windows(self.val, n_tokens, block)
+
+    def batch(self, split: str, batch_size: int, block: int, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(x, y)`` int64 ``[batch_size, block]`` at random offsets of ``split``; ``y`` is ``x`` shifted by one token."""
+        data = self._split(split)
+        if len(data) < block + 2:
+            raise ValueError(f"{self._split_name(split)}: {len(data)} tokens, fewer than one window of {block} + 1")
+        ix = torch.randint(len(data) - block - 1, (batch_size,), generator=gen)
+        return self._windows(data, ix, block)
+
+    def _windows(self, data, ix: torch.Tensor, block: int) -> tuple[torch.Tensor, torch.Tensor]:
+        raise NotImplementedError
+
+
 @dataclass(frozen=True)
-class CharCorpus:
+class CharCorpus(_Splits):
     """A character vocabulary and a 90/10 train/validation split of one text.
 
     Batches are drawn with an explicit ``torch.Generator`` (no global RNG).
@@ -118,21 +151,10 @@ class CharCorpus:
     def decode(self, ids) -> str:
         return "".join(self.vocab[int(i)] for i in ids)
 
-    def val_windows(self, n_tokens: int, block: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """The fixed validation set (see :func:`val_windows`)."""
-        return val_windows(self.val, n_tokens, block)
-
-    def batch(self, split: str, batch_size: int, block: int, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
-        """``(x, y)`` of shape ``[batch_size, block]``; ``y`` is ``x`` shifted by one character."""
-        data = {"train": self.train, "val": self.val}.get(split)
-        if data is None:
-            raise ValueError(f"split must be 'train' or 'val', got {split!r}")
-        ix = torch.randint(len(data) - block - 1, (batch_size,), generator=gen)
+    def _windows(self, data: torch.Tensor, ix: torch.Tensor, block: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """The windows at ``ix`` by tensor indexing (the whole split is in memory)."""
         offs = torch.arange(block)
-        x = data[ix[:, None] + offs]
-        y = data[ix[:, None] + offs + 1]
-        return x, y
-
+        return data[ix[:, None] + offs], data[ix[:, None] + offs + 1]
 
 def val_windows(val, n_tokens: int, block: int) -> tuple[torch.Tensor, torch.Tensor]:
     """``(x, y)`` int64 ``[n, block]``: consecutive windows from the start of ``val``; ``y`` is ``x`` shifted.
@@ -155,7 +177,7 @@ class TokenFileError(ValueError):
     """A token file that cannot be used (message names the file)."""
 
 
-class TokenFiles:
+class TokenFiles(_Splits):
     """``train.bin`` and ``val.bin`` of ``folder`` (nanoGPT layout: raw little-endian uint16 ids), memory-mapped.
 
     Opening checks each file: present, non-empty, an even number of bytes, longer than one window
@@ -205,18 +227,11 @@ class TokenFiles:
                                          f"size {self.vocab_size}")
         return mm
 
-    def val_windows(self, n_tokens: int, block: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """The fixed validation set (see :func:`val_windows`)."""
-        return val_windows(self.val, n_tokens, block)
+    def _split_name(self, split: str) -> str:
+        return os.path.join(self.folder, f"{split}.bin")
 
-    def batch(self, split: str, batch_size: int, block: int, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
-        """``(x, y)`` int64 ``[batch_size, block]`` at random offsets; only those windows are read."""
-        data = {"train": self.train, "val": self.val}.get(split)
-        if data is None:
-            raise ValueError(f"split must be 'train' or 'val', got {split!r}")
-        if len(data) < block + 2:
-            raise ValueError(f"{split}.bin: {len(data)} tokens, fewer than one window of {block} + 1")
-        ix = torch.randint(len(data) - block - 1, (batch_size,), generator=gen).numpy()
-        rows = np.stack([np.asarray(data[i:i + block + 1]) for i in ix]).astype(np.int64)  # one slice per sequence
+    def _windows(self, data: np.memmap, ix: torch.Tensor, block: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """The windows at ``ix``, one memmap slice per sequence: only those windows are read."""
+        rows = np.stack([np.asarray(data[i:i + block + 1]) for i in ix.numpy()]).astype(np.int64)
         t = torch.from_numpy(rows)
         return t[:, :-1].contiguous(), t[:, 1:].contiguous()

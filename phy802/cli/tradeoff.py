@@ -19,7 +19,7 @@ import sys
 from phy802.cli._common import add_json, add_seed, emit, float_arg, int_arg, list_arg, probability, to_jsonable
 from phy802.cli.collective import add_cluster_arguments, cluster_from_args
 
-__all__ = ["add_arguments", "run", "run_tradeoff"]
+__all__ = ["add_arguments", "fastest_groups", "run", "run_tradeoff"]
 
 
 def _modes(text: str):
@@ -201,7 +201,11 @@ def _tradeoff_into(args, out: str, results: str, shown: str, live: bool, log) ->
            "rows": [{k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in r.items()}
                     for r in table],
            "not_measured": [{"parallel": p, "mode": m, "ber": b} for p, m, b in skipped],
-           "results_fec": str(meta.get("fec", "bypass"))}
+           "results_fec": str(meta.get("fec", "bypass")),
+           "phy_us_meaning": PHY_US_MEANING}
+    doc["fastest"] = fastest_groups(doc["rows"])
+    doc["fastest_rule"] = (f"lowest vs_ref per parallel, ranks and BER; settings whose vs_ref is equal at "
+                           f"{TIE_DECIMALS} decimals are a tie (tie: true) and all listed")
     atomic_write_text(os.path.join(out, "tradeoff.json"), json.dumps(to_jsonable(doc), indent=1))
     plot_pareto(table, os.path.join(out, "pareto.png"))
     return doc
@@ -213,21 +217,61 @@ def _describe(c) -> str:
     return text.replace(f"{c.nodes} nodes x ", "ranks / " + str(c.gpus_per_node) + " nodes x ", 1)
 
 
+#: decimals of ``vs_ref`` at which two settings count as a tie (the precision the summary prints,
+#: the same rule as the demo report's opening, :func:`phy802.cli._narrative.fastest`)
+TIE_DECIMALS = 3
+
+#: what ``phy_us`` is: printed under the table and stored in ``tradeoff.json`` (issue 27)
+PHY_US_MEANING = ("phy_us (model): the FEC receive latency summed over every sequential link hop of one "
+                  "step's collectives; only exposed_ms (what backward does not hide) adds to step_ms")
+
+
+def fastest_groups(rows: list[dict], decimals: int = TIE_DECIMALS) -> list[dict]:
+    """Per (parallel, ranks, BER): every setting with the lowest ``vs_ref`` at ``decimals`` decimals.
+
+    A tie is listed whole (``tie`` true, all tied settings in ``settings``, in row order) instead of
+    one winner picked by row order; settings that never reach the target (``vs_ref`` None / inf)
+    are left out, and a group where none reaches it is left out."""
+    from phy802.cli._narrative import fastest
+
+    groups: dict = {}
+    for r in rows:
+        v = r.get("vs_ref")
+        if isinstance(v, (int, float)) and math.isfinite(v):
+            groups.setdefault((r["parallel"], r["ranks"], r["ber"]), []).append(r)
+    out = []
+    for (par, n, ber), at in sorted(groups.items()):
+        tied = fastest(at, decimals)
+        out.append({"parallel": par, "ranks": n, "ber": ber, "vs_ref": round(tied[0]["vs_ref"], decimals),
+                    "tie": len(tied) > 1,
+                    "settings": [{"mode": r["mode"], "guard": r["guard"], "vs_ref": r["vs_ref"],
+                                  "time_to_target_s": r["time_to_target_s"]} for r in tied]})
+    return out
+
+
+def _fastest_line(g: dict) -> str:
+    """One summary line of :func:`fastest_groups`: the winner, or every setting of a tie."""
+    def name(s: dict) -> str:
+        return s["mode"] + (f" guard {s['guard']}" if s["guard"] not in (None, "", "-") else "")
+
+    ts = [s["time_to_target_s"] for s in g["settings"]]
+    secs = f"{min(ts):.4g} s" if f"{min(ts):.4g}" == f"{max(ts):.4g}" else f"{min(ts):.4g}-{max(ts):.4g} s"
+    head = f"  {g['parallel']} x{g['ranks']:<5} BER {g['ber']:<7g} vs_ref {g['vs_ref']:.{TIE_DECIMALS}f}  {secs:<16}"
+    if not g["tie"]:
+        return f"{head} {name(g['settings'][0])}"
+    return f"{head} tie of {len(g['settings'])}: " + ", ".join(name(s) for s in g["settings"])
+
+
 def run(args: argparse.Namespace) -> int:
     doc = run_tradeoff(args, live=not args.json)
 
     def text() -> str:
-        best: dict = {}
-        for r in doc["rows"]:
-            key, v = (r["parallel"], r["ranks"], r["ber"]), r["vs_ref"]
-            if v is not None and (key not in best or v < best[key]["vs_ref"]):
-                best[key] = r
         lines = [f"written to {doc['out']}/ (tradeoff.csv, tradeoff.json, pareto.png)",
                  f"time side: {doc['time_side']}" + (f", workload {doc['workload']}" if doc.get("workload") else ""),
-                 "fastest to the target loss (vs_ref = time to target / error-free KP4's):"]
-        for (par, n, ber), r in sorted(best.items()):
-            lines.append(f"  {par} x{n:<5} BER {ber:<7g} {r['mode']:<26} guard {r['guard']:<20} "
-                         f"{r['time_to_target_s']:.4g} s  vs_ref {r['vs_ref']:.4f}")
+                 PHY_US_MEANING,
+                 f"fastest to the target loss (vs_ref = time to target / error-free KP4's; settings whose vs_ref "
+                 f"is equal at {TIE_DECIMALS} decimals are a tie and all listed):"]
+        lines += [_fastest_line(g) for g in doc["fastest"]]
         if doc["not_measured"]:
             lines.append("no loss curve in the results for: " + ", ".join(
                 f"{x['parallel']} {x['mode']} at BER {x['ber']:g}" for x in doc["not_measured"])

@@ -9,7 +9,7 @@ import pytest
 
 import torch
 
-from integration.data import TokenFileError, TokenFiles, val_windows
+from integration.data import CharCorpus, TokenFileError, TokenFiles, val_windows
 from phy802.cli import main
 
 
@@ -36,6 +36,27 @@ def test_batches_are_the_file_windows(tmp_path):
     assert np.array_equal(vy.numpy().ravel(), val[1:113])
     assert val_windows(val, 10**6, 16)[0].shape == ((len(val) - 1) // 16, 16)  # capped at the split
 
+
+
+def test_char_corpus_and_token_files_draw_the_same_windows(tmp_path):
+    """Both share the split lookup and the batch offsets (one randint on the generator); only the
+    reading differs (tensor indexing vs memmap slices): the same ids give the same batches."""
+    rng = np.random.default_rng(2)
+    train, val = rng.integers(0, 300, 4000), rng.integers(0, 300, 2000)
+    tf = TokenFiles(_write(tmp_path / "d", train, val), vocab_size=300, block=16)
+    cc = CharCorpus("".join(map(chr, range(300))), torch.from_numpy(train.astype(np.int64)),
+                    torch.from_numpy(val.astype(np.int64)))
+    for split in ("train", "val"):
+        g1, g2 = torch.Generator().manual_seed(4), torch.Generator().manual_seed(4)
+        for _ in range(3):
+            (x1, y1), (x2, y2) = tf.batch(split, 6, 16, g1), cc.batch(split, 6, 16, g2)
+            assert torch.equal(x1, x2) and torch.equal(y1, y2) and x1.dtype == x2.dtype == torch.int64
+    assert all(torch.equal(a, b) for a, b in zip(tf.val_windows(50, 16), cc.val_windows(50, 16)))
+    for obj, name in ((tf, os.path.join(str(tmp_path / "d"), "val.bin")), (cc, "val split")):
+        with pytest.raises(ValueError, match="split must be 'train' or 'val', got 'test'"):
+            obj.batch("test", 1, 4, torch.Generator())
+        with pytest.raises(ValueError, match=f"^{name}: 2000 tokens, fewer than one window of 5000 \\+ 1$"):
+            obj.batch("val", 1, 5000, torch.Generator())  # CharCorpus raised torch's RuntimeError before
 
 @pytest.mark.parametrize("case,needle", [
     ("missing", "val.bin: missing"), ("empty", "train.bin: empty"), ("odd", "val.bin: odd byte count 6001"),

@@ -222,9 +222,15 @@ def answer_numbers(text: str) -> list[str]:
     return NUMBER.findall(m.group(1)) if m else []
 
 
+def missing_numbers(readme_text: str, report_text: str) -> list[str]:
+    """The answer's numbers that the report does not print as a whole number (``0.023`` is not
+    found in ``0.02381``: a substring test let a stale answer pass, issue 27)."""
+    printed = {n.lstrip("+-") for n in NUMBER.findall(report_text)}
+    return [n for n in answer_numbers(readme_text) if n.lstrip("+-") not in printed]
+
+
 def _answer_matches_the_report(report: Path) -> None:
-    text = report.read_text(encoding="utf-8")
-    missing = [n for n in answer_numbers(README.read_text(encoding="utf-8")) if n.lstrip("+-") not in text]
+    missing = missing_numbers(README.read_text(encoding="utf-8"), report.read_text(encoding="utf-8"))
     assert not missing, f"the README's answer quotes {missing}, which {report} does not say: re-run the demo " \
                         "and copy its numbers"
 
@@ -235,6 +241,10 @@ def test_readme_answer_quotes_the_demo():
     assert len(nums) >= 4, nums
     assert answer_numbers("a <!-- demo-answer -->x 0.996x, -1.0% and 1e-5 (64 ranks)<!-- /demo-answer -->") == [
         "0.996", "-1.0", "1e-5", "64"]
+    # a number must be printed whole by the report, not be the start of a longer one
+    answer = "<!-- demo-answer -->penalty +0.023, 3.28e+03x<!-- /demo-answer -->"
+    assert missing_numbers(answer, "| 0.02381 | 3.283e+03 |") == ["+0.023", "3.28"]
+    assert missing_numbers(answer, "(+0.023) ... 3.28e+03x") == []
 
 
 def test_readme_steps_are_what_ci_runs():

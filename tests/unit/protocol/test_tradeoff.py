@@ -131,3 +131,27 @@ def test_fsdp_rows_use_the_fsdp_time_model(tmp_path):
     st = {(r["parallel"], r["mode"], r["ber"]): r["step_ms"] for r in table}
     assert st[("fsdp", "kp4/ieee", 0.0)] > st[("ddp", "kp4/ieee", 0.0)]  # 1.5x the traffic of DDP
     assert st[("fsdp", "kp4/bypass", 0.0)] < st[("fsdp", "kp4/ieee", 0.0)]
+
+
+def test_cli_summary_reports_a_tie_as_a_tie(results, tmp_path, capsys):
+    """rs272/ieee and rs272/llr reach the target in the same modelled time (issue 27: the summary
+    named one of them, picked by row order): the text and --json list both and say tie."""
+    args = ["tradeoff", "--cluster", "flat-ethernet", "--results", str(results), "--ranks", "64",
+            "--modes", "kp4:ieee,rs272:ieee,rs272:llr,kp4:bypass"]
+    assert main(args + ["--out", str(tmp_path / "t")]) == 0
+    out = capsys.readouterr().out
+    line = next(x for x in out.splitlines() if "x64" in x and "BER 1e-05" in x)
+    assert "tie of 2: rs272/ieee, rs272/llr" in line and "vs_ref 0.996" in line
+    assert "equal at 3 decimals are a tie" in out
+    assert "phy_us (model): the FEC receive latency summed over every sequential link hop" in out
+    # the error-free winner is alone: kp4/bypass (no FEC latency) is faster than both RS(272) modes
+    assert next(x for x in out.splitlines() if "x64" in x and "BER 0 " in x).rstrip().endswith("kp4/bypass")
+    assert main(args + ["--out", str(tmp_path / "j"), "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    g = next(g for g in doc["fastest"] if g["ranks"] == 64 and g["ber"] == 1e-5)
+    assert g["tie"] is True and [s["mode"] for s in g["settings"]] == ["rs272/ieee", "rs272/llr"]
+    assert round(g["settings"][0]["vs_ref"], 3) == round(g["settings"][1]["vs_ref"], 3) == g["vs_ref"]
+    g0 = next(g for g in doc["fastest"] if g["ranks"] == 64 and g["ber"] == 0.0)
+    assert g0["tie"] is False and [s["mode"] for s in g0["settings"]] == ["kp4/bypass"]
+    assert "tie" in doc["fastest_rule"] and "summed" in doc["phy_us_meaning"]
+    assert json.loads((tmp_path / "j" / "tradeoff.json").read_text())["fastest"] == doc["fastest"]
