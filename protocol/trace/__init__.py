@@ -9,6 +9,8 @@ file or live.
   :func:`generate_trace` (``phy802 trace``);
 * :mod:`protocol.trace.generator`: the fast event-driven generator and the bit-exact reference
   link of the PCS payload stream (:class:`FastGenerator`, :class:`BitExactGenerator`);
+* :mod:`protocol.trace.inner`: traces of 800G / 1.6T links with the Clause 177 inner code and
+  KP4, from :class:`phy802.link.concat.ConcatLink` (``phy802 trace generate --rate 800G``);
 * ``_kernels`` (chunk encoding/decoding) and ``_gen_kernels`` (the generator's hot loops): private
   Numba kernels.
 

@@ -178,3 +178,20 @@ def test_bad_requests_exit_2(tmp_path, capsys, argv, msg):
     err = capsys.readouterr().err
     assert msg in err and "Traceback" not in err, err
     assert not out.exists()
+
+
+def test_the_wrapper_replays_an_inner_trace(tmp_path):
+    # integration's trace source (what 'phy802 train --source trace' and the ProcessGroup use)
+    # reads an 800G trace: its flips by payload offset with the physical lanes, and delivers
+    # messages through it (bypass: the flips land in the payload; marks drop frames)
+    from integration.sources import BufferedLink, SourceConfig, make_link_source
+    from protocol.modes import get_mode
+
+    cfg = ConcatConfig(rate="800G", inner_decoder="hard", fec="bypass")
+    generate_inner_trace(tmp_path / "t.trace", cfg, Pam4Awgn(snr_db=15.0), n_codewords=1200, seed=2)
+    sc = SourceConfig(kind="trace", trace=str(tmp_path / "t.trace"))
+    src = make_link_source(sc, 0, 1)
+    c = src.take_chunk(1 << 22)
+    assert c.offsets.size > 0 and 0 <= c.lanes.min() and c.lanes.max() <= 3
+    d = BufferedLink(make_link_source(sc, 0, 1), get_mode("bypass")).deliver(1 << 20)
+    assert d.payload_flips.size > 0 and d.frames > 0
