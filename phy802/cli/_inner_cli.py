@@ -188,11 +188,12 @@ def _trace_cost(args, cfg, ch, n_cw: int) -> None:
     # disk: measured bytes per codeword (x2 margin), else ~4 bytes x 3 flips per line error
     per_cw = 2 * measured["bytes_per_cw"] if "bytes_per_cw" in measured else 12.0 * ch.ber * 5440 * cfg.hops
     check_disk(args.out, n_cw * per_cw + (1 << 20), what, force=args.force, hint="use fewer --bits")
-    # memory: one batch of the link's fast path (30000 groups) or exact path (300), ~64 bytes per line error
-    batch_cw = 4 * (30000 if args.path == "fast" else 300)
-    per_err = 64.0 if args.path == "fast" else 5440 * 40.0 / max(ch.ber * 5440, 1e-9)
-    check_budget(what, memory_bytes=min(batch_cw, n_cw) * 5440 * 1.07 * max(ch.ber, 1e-9) * per_err * cfg.hops,
-                 force=args.force, hint="use fewer --bits")
+    # memory: one batch of the link; fast path ~64 bytes per line error, exact path ~40 bytes per
+    # line bit (dense bits, samples and decoder buffers)
+    batch_cw = min(4 * (30000 if args.path == "fast" else 300), n_cw)
+    line_bits = batch_cw * 5440 * (128 / 120) * cfg.hops
+    held = line_bits * (64.0 * ch.ber if args.path == "fast" else 40.0)
+    check_budget(what, memory_bytes=held, force=args.force, hint="use fewer --bits")
 
 
 def run_trace(args, summary) -> int:
