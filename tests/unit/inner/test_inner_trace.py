@@ -14,7 +14,7 @@ from phy802.cli import main
 from phy802.link.concat import ConcatConfig, ConcatLink
 from phy802.stats import rate
 from protocol.trace import TraceReader
-from protocol.trace.inner import GROUP_STREAM_BITS, codewords_for_line_bits, generate_inner_trace
+from protocol.trace.inner import codewords_for_line_bits, generate_inner_trace
 
 
 def _bits_for(n_cw: int, inner: str = "c177") -> int:
