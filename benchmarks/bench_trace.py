@@ -4,11 +4,11 @@
 
 For each FEC mode (bypass, ieee = KP4 correct+indicate) and pre-FEC BER it reports the line bits
 simulated per second of wall time (Gb/s; the real 400GBASE-R link runs at 425 Gb/s) by
-:class:`protocol.tracegen.FastGenerator`, and two baselines timed in the same process:
+:class:`protocol.trace.generator.FastGenerator`, and two baselines timed in the same process:
 
 * ``dense``: numpy drawing one uniform per line bit and comparing it with the BER (the cheapest
   possible bit-level channel, before any FEC or PCS work);
-* ``bitexact``: :class:`protocol.tracegen.BitExactGenerator`, the reference link on real bits.
+* ``bitexact``: :class:`protocol.trace.generator.BitExactGenerator`, the reference link on real bits.
 
 Single-threaded (``NUMBA_NUM_THREADS=1``); medians over ``--repeats``.
 
@@ -51,7 +51,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import numpy as np  # noqa: E402
 
 from protocol.framing import PAIR_LINE_BITS  # noqa: E402
-from protocol.tracegen import BitExactGenerator, FastGenerator, GeneratorConfig  # noqa: E402
+from protocol.trace.generator import BitExactGenerator, FastGenerator, GeneratorConfig  # noqa: E402
 
 
 def rate_of(fn, seconds: float) -> tuple[float, float]:
@@ -127,7 +127,7 @@ def _v1_write(path, gen, n_pairs: int, step: int) -> None:
 def bench_written(bits: float, repeats: int, tmp: str, seed: int) -> dict:
     import tempfile
 
-    from protocol.trace import _default_chunk_pairs, generate_trace
+    from protocol.trace.file import _default_chunk_pairs, generate_trace
 
     ber = 1e-4
     step = _default_chunk_pairs(ber)
@@ -220,8 +220,8 @@ def bench_workers(bits: float, tmp: str, seed: int, sweep_codewords: int) -> dic
 
 def _warm_up(ex, n: int) -> None:
     """Start the ``n`` worker processes and load their kernels (one tiny shard each, at once)."""
-    from protocol.trace import _run_shard
-    from protocol.tracegen import GeneratorConfig
+    from protocol.trace.file import _run_shard
+    from protocol.trace.generator import GeneratorConfig
 
     cfg = GeneratorConfig("400G", "bypass", 1e-4)
     for f in [ex.submit(_run_shard, cfg, "fast", 1, j, 64 * j, 64 * j + 64, 64, 16) for j in range(n)]:

@@ -7,13 +7,17 @@ Modules (imported on demand; this package imports nothing heavy at import time):
 * :mod:`protocol.framing`: RoCEv2 frame layout and the payload-stream / line-bit mapping;
 * :mod:`protocol.delivery`: per-mode frame fates (delivered with errors, or dropped and resent);
 * :mod:`protocol.latency`: added receive latency per mode and rate (``phy802 latency``);
-* :mod:`protocol.source`: the ``ErrorSource`` protocol and ``ErrorChunk``;
-* :mod:`protocol.tracegen`: the fast event-driven generator and the bit-exact reference link;
-* :mod:`protocol.trace`: the trace file format, readers, cursors, sources (``phy802 trace``);
-* :mod:`protocol.cluster`: the time side, a neighbour of the layer rather than part of it: the
+* :mod:`protocol.source`: the ``ErrorSource`` protocol and ``ErrorChunk`` (what the layer consumes);
+
+Two neighbours of the layer, each a subpackage of its own:
+
+* :mod:`protocol.trace`: error traces: the file format, readers, cursors, sources, the sharded
+  writer (``protocol.trace.file``) and the fast and bit-exact generators
+  (``protocol.trace.generator``) (``phy802 trace``);
+* :mod:`protocol.cluster`: the time side: the
   cluster (nodes, scale-up domain, NICs, fabric), NCCL's cost model as data, transport loss
   recovery, step time from communication logs, the trade-off (``phy802 collective``,
   ``phy802 tradeoff``).
 """
 
-__all__ = ["modes", "framing", "delivery", "latency", "source", "tracegen", "trace", "cluster"]
+__all__ = ["modes", "framing", "delivery", "latency", "source", "trace", "cluster"]

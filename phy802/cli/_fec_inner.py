@@ -18,7 +18,7 @@ from typing import Iterable
 
 import numpy as np
 
-from phy802.cli._common import token_lines
+from phy802.cli._common import bounded_lines, token_lines
 from phy802.fec import inner
 
 __all__ = ["add_arguments", "run", "parse_bit_lines", "parse_sample_lines"]
@@ -91,11 +91,13 @@ def run(args: argparse.Namespace) -> int:
             return parse_sample_lines(fh, name)
         return parse_bit_lines(fh, inner.K_BITS if args.action == "encode" else inner.N_BITS, name)
 
+    # bounded_lines: a file without line breaks (/dev/zero, a binary dump) is refused naming it
+    # instead of being read whole into one line (as the RS path of ``fec decode`` does)
     if args.file == "-":
-        words, lines = parse(sys.stdin)
+        words, lines = parse(bounded_lines(sys.stdin, name))
     else:
         with open(args.file, encoding="utf-8") as fh:
-            words, lines = parse(fh)
+            words, lines = parse(bounded_lines(fh, name))
     info = {"name": "c177", "n": inner.N_BITS, "k": inner.K_BITS, "construction": "802.3dj D0.1 Clause 177"}
     summary = None
     if args.action == "encode":

@@ -9,8 +9,8 @@ import time
 
 from phy802.cli._common import CliError, count_arg, emit, float_arg, int_arg, list_arg, probability
 
-__all__ = ["INNER_RATES", "add_link_args", "add_sweep_args", "check_inner", "run_link", "run_sweep",
-           "add_theory_parser", "run_theory"]
+__all__ = ["INNER_RATES", "add_link_args", "add_sweep_args", "add_trace_args", "check_inner", "run_link", "run_sweep",
+           "run_trace", "add_theory_parser", "run_theory"]
 
 INNER_RATES = ("800G", "1.6T")
 DECODERS = ("hard", "chase")
@@ -66,6 +66,14 @@ def add_link_args(p: argparse.ArgumentParser) -> None:
 
 def add_sweep_args(p: argparse.ArgumentParser) -> None:
     _common(p, multi=True)
+
+
+def add_trace_args(p: argparse.ArgumentParser) -> None:
+    """``trace generate`` at 800G/1.6T: the link's inner-code options and ``--path``."""
+    _common(p, multi=False)
+    p.add_argument("--path", choices=("exact", "fast"), default="fast",
+                   help="800G/1.6T: fast (data-free error-pattern path, default) or exact (every bit); the trace "
+                        "equals 'phy802 link --rate R --inner c177 --path P --codewords N' on the same seed")
 
 
 def _config(args, decoder: str):
@@ -148,6 +156,74 @@ def run_link(args) -> int:
         return "\n".join(lines)
 
     emit(args, out, text)
+    return 0
+
+
+#: fastest the concatenated link runs on one core (KP4 codewords/s): only to skip the timing run
+#: where even this says "over an hour" or "clearly quick" (measured ~2e3-2e4/s fast, ~1e3/s exact)
+_TRACE_BOUND_CW_S = {"fast": 2e5, "exact": 2e4}
+
+
+def _trace_cost(args, cfg, ch, n_cw: int) -> None:
+    """Refuse a trace over an hour, the free disk or the memory up front (as the 400G path): time
+    and bytes per codeword from a short measured run of the same generator on this machine."""
+    from phy802._io import scratch_dir
+    from phy802.cli._common import calibrated_seconds, check_budget, check_disk
+    from protocol.trace.inner import generate_inner_trace
+
+    what = f"trace generate --rate {args.rate} --bits {args.bits:.3g}"
+    measured: dict = {}
+
+    def small(n: int) -> None:
+        with scratch_dir("phy802-calibrate-") as d:
+            m = generate_inner_trace(d / "c.trace", cfg, ch, n_codewords=max(12, n), seed=args.seed,
+                                     path_kind=args.path)
+        measured["bytes_per_cw"] = m["encoded_bytes"] / max(1, m["codewords"]["total"])
+
+    if not args.force:
+        secs = calibrated_seconds(n_cw, small, 3000 if args.path == "fast" else 300,
+                                  assumed_rate=_TRACE_BOUND_CW_S[args.path])
+        check_budget(what, seconds=secs, force=args.force,
+                     hint=f"use fewer --bits (measured here: ~{n_cw / max(secs, 1e-9):.3g} codewords/s)")
+    # disk: measured bytes per codeword (x2 margin), else ~4 bytes x 3 flips per line error
+    per_cw = 2 * measured["bytes_per_cw"] if "bytes_per_cw" in measured else 12.0 * ch.ber * 5440 * cfg.hops
+    check_disk(args.out, n_cw * per_cw + (1 << 20), what, force=args.force, hint="use fewer --bits")
+    # memory: one batch of the link; fast path ~64 bytes per line error, exact path ~40 bytes per
+    # line bit (dense bits, samples and decoder buffers)
+    batch_cw = min(4 * (30000 if args.path == "fast" else 300), n_cw)
+    line_bits = batch_cw * 5440 * (128 / 120) * cfg.hops
+    held = line_bits * (64.0 * ch.ber if args.path == "fast" else 40.0)
+    check_budget(what, memory_bytes=held, force=args.force, hint="use fewer --bits")
+
+
+def run_trace(args, summary) -> int:
+    """``phy802 trace generate --rate 800G|1.6T [--inner c177|none]``: the error trace of the
+    concatenated link (``protocol.trace.inner``), equal on the same seed to ``phy802 link``'s run."""
+    from phy802._output import check_output_file
+    from protocol.trace.inner import codewords_for_line_bits, generate_inner_trace
+
+    for flag, given in (("--burst-pb", args.burst_pb is not None), ("--lane-weights", args.lane_weights is not None),
+                        ("--from-fit", args.from_fit is not None), ("--fit-model", args.fit_model is not None),
+                        ("--generator bitexact", args.generator != "fast"),
+                        ("--chunk-pairs", args.chunk_pairs is not None), ("--shard-pairs", args.shard_pairs is not None),
+                        ("--workers", args.workers != 1), ("--scheduler", args.scheduler is not None)):
+        if given:
+            raise CliError(f"{flag} does not apply at {args.rate} (the 800G/1.6T trace comes from the concatenated "
+                           f"link model, PAM4 AWGN, one process; --path exact is its bit-exact path)")
+    if args.ber is not None and args.snr_db is not None:
+        raise CliError("give the line noise with --ber or --snr-db, not both")
+    cfg = _config(args, args.inner_decoder)
+    try:
+        ch = _channel(args)
+    except ValueError as exc:
+        raise CliError(f"--ber {args.ber}: {exc}") from None
+    check_output_file(args.out)
+    n_cw = codewords_for_line_bits(args.bits, cfg.inner)
+    _trace_cost(args, cfg, ch, n_cw)
+    th = _theory(cfg, float(ch.snr_db), args.seed)
+    meta = generate_inner_trace(args.out, cfg, ch, n_codewords=n_cw, seed=args.seed, path_kind=args.path,
+                                progress=not args.no_progress, theory=th)
+    emit(args, {"path": str(args.out), **meta}, lambda: f"wrote {args.out}\n" + summary(meta))
     return 0
 
 

@@ -5,6 +5,7 @@ Examples::
     phy802 trace generate --rate 400G --fec bypass --ber 1e-5 --bits 1e10 --seed 1 --out t.trace
     phy802 trace generate --code rs272 --fec ieee --ber 1e-4 --bits 1e9 --out ll.trace
     phy802 trace generate --ber 1e-4 --bits 1e12 --workers 2 --out big.trace      # shards on 2 processes
+    phy802 trace generate --rate 800G --inner c177 --snr-db 15 --bits 1e8 --out dj.trace   # 802.3dj inner code + KP4
     phy802 trace info t.trace --check --json
 """
 
@@ -13,7 +14,8 @@ from __future__ import annotations
 import argparse
 
 from phy802.cli._common import (CliError, add_force, add_json, add_seed, calibrated_seconds, check_budget, check_disk, count_arg, emit,
-                                int_arg, probability)
+                                float_arg, int_arg, probability)
+from phy802.cli._inner_cli import INNER_RATES, add_trace_args as add_inner_trace_args
 from phy802.cli._hist import add_hist_arguments, histogram_from_counts, print_ethtool, wants_ethtool
 from phy802.cli._vocab import add_code_fec
 
@@ -25,10 +27,16 @@ __all__ = ["add_arguments", "run"]
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
     g = sub.add_parser("generate", help="simulate a link and write its payload error trace")
-    g.add_argument("--rate", default="400G", choices=list(RATES), help="line rate (default 400G)")
+    g.add_argument("--rate", default="400G", choices=[*RATES, *INNER_RATES],
+                   help="line rate (default 400G); 800G / 1.6T: the 802.3dj inner code concatenated with KP4 "
+                        "(--inner, --snr-db; docs/800g.md)")
     add_code_fec(g)  # --code kp4|rs272|none (kr4 has no Cl.119 framing here), --fec MODE
-    g.add_argument("--ber", type=probability(hi=0.5), default=1e-5,
-                   help="pre-FEC line BER, independent bit errors (bursts with --burst-pb), in (0, 0.5) (0.5 = a coin flip per bit; default 1e-5)")
+    g.add_argument("--ber", type=probability(hi=0.5), default=None,
+                   help="pre-FEC line BER, independent bit errors (bursts with --burst-pb), in (0, 0.5) (0.5 = a coin flip per bit; "
+                        "default 1e-5); at 800G/1.6T the PAM4 AWGN line BER (this or --snr-db)")
+    g.add_argument("--snr-db", type=float_arg(-20.0, 80.0), default=None,
+                   help="800G/1.6T: PAM4 AWGN SNR in dB (Es/sigma^2; this or --ber; default: none)")
+    add_inner_trace_args(g)
     g.add_argument("--burst-pb", type=probability(zero_ok=True), default=None,
                    help="bursts along each PCS lane with B->B probability PB (DFE error propagation); "
                         "default: independent errors")
@@ -159,7 +167,8 @@ def _summary(meta: dict) -> str:
     pre, post, cw = meta.get("pre_fec", {}), meta.get("post_fec", {}), meta.get("codewords", {})
     lines = [
         f"trace      {meta.get('format')} v{meta.get('version')} (phy802 {meta.get('project_version')})",
-        f"link       {meta.get('rate')} {meta.get('n_lanes')} PCS lanes, code={meta.get('code', 'kp4')}, "
+        f"link       {meta.get('rate')} {meta.get('n_lanes')} {'physical' if 'inner' in meta else 'PCS'} lanes, "
+        f"code={meta.get('code', 'kp4')}, "
         f"fec={meta.get('fec')}, "
         f"channel={meta.get('channel', {}).get('model')} ber={meta.get('channel', {}).get('ber')}"
         + (f" pb={meta['channel']['pb']}" if "pb" in meta.get("channel", {}) else ""),
@@ -183,11 +192,25 @@ def _summary(meta: dict) -> str:
         lines.append(f"codewords  {cw['total']} total, {cw['with_errors']} with errors, {cw['corrected']} corrected, "
                      f"{cw['uncorrectable']} uncorrectable, {cw['miscorrected']} miscorrected, "
                      f"{cw['undetected']} undetected, {cw['marked_pairs']} pairs marked")
+    inner = meta.get("inner")
+    if isinstance(inner, dict):
+        lines.append(f"inner      {inner.get('code')} ({inner.get('decoder')}, {inner.get('n_lrp')} LRP), "
+                     f"X={inner.get('interleave')}, lanes {inner.get('lane_rule')}, hops {inner.get('hops')} "
+                     f"({inner.get('outer')}), path {inner.get('path')}")
+        r = inner.get("rates", {})
+        for k in ("inner_block_failure", "kp4_input_ber", "fer"):
+            v = r.get(k)
+            if isinstance(v, dict):
+                lines.append(f"  {k:<20} {v.get('value', float('nan')):.3e}  95% CI [{v.get('lo', float('nan')):.3e}, "
+                             f"{v.get('hi', float('nan')):.3e}]")
+        th = inner.get("theory", {})
+        if isinstance(th, dict) and th.get("fer") is not None:
+            lines.append(f"  {'fer (theory)':<20} {th['fer']:.3e}  {th.get('kind', '')}")
     if "lane_bit_errors" in meta:
         lines.append(f"per lane   {meta['lane_bit_errors']}")
     if "wall_s" in meta:
         rate = meta.get("line_bits", 0) / meta["wall_s"] / 1e9 if meta["wall_s"] > 0 else float("nan")
-        lines.append(f"wall       {meta['wall_s']:.2f} s ({rate:.1f} Gb/s of line simulated, incl. writing)")
+        lines.append(f"wall       {meta['wall_s']:.2f} s ({rate:.3g} Gb/s of line simulated, incl. writing)")
     return "\n".join(lines)
 
 
@@ -195,6 +218,17 @@ def run(args: argparse.Namespace) -> int:
     from protocol.trace import TRACE_SUFFIX, TraceReader, generate_trace
 
     if args.action == "generate":
+        from phy802.cli._inner_cli import check_inner, run_trace as run_inner_trace
+
+        if check_inner(args):  # 800G / 1.6T: the concatenated link's own generator
+            if str(args.out).lower().endswith(".npz"):
+                raise ValueError(f"--out {args.out}: traces are written in format 2, which is not an .npz (zip) file; "
+                                 f"name it {str(args.out)[:-4]}{TRACE_SUFFIX}")
+            return run_inner_trace(args, _summary)
+        if args.snr_db is not None:
+            raise CliError(f"--snr-db applies at 800G/1.6T (PAM4 AWGN + inner code); at {args.rate} give --ber")
+        if args.ber is None:
+            args.ber = 1e-5
         if str(args.out).lower().endswith(".npz"):
             # a version-2 trace is not a zip: a .npz name would send numpy.load and unzip astray
             raise ValueError(f"--out {args.out}: traces are written in format 2, which is not an .npz (zip) file; "

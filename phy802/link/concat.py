@@ -43,6 +43,7 @@ Two paths, one counter set (:class:`ConcatCounters`):
 from __future__ import annotations
 
 import functools
+import math
 import time
 from dataclasses import dataclass, field, fields
 from typing import Literal
@@ -55,9 +56,9 @@ from phy802.fec import KP4, decode, encode, error_pattern_outcome
 from phy802.fec import inner as _inner
 from phy802.link import _kernels as _k
 from phy802.link._base import _seed_sequence
-from phy802.stats import RateEstimate, rate
+from phy802.stats import RateEstimate, clopper_pearson, rate
 
-__all__ = ["INNER_RATES", "INNER_CODES", "ConcatConfig", "ConcatCounters", "ConcatResult", "ConcatLink"]
+__all__ = ["INNER_RATES", "INNER_CODES", "ConcatConfig", "ConcatCounters", "ConcatResult", "ConcatLink", "Residual"]
 
 #: the 200G-per-lane rates and their physical lanes
 INNER_RATES: dict[str, int] = {"800G": 4, "1.6T": 8}
@@ -181,7 +182,9 @@ class ConcatCounters:
     decoder's own status; ``kp4_input_bit_errors`` / ``kp4_input_symbol_errors``: at the KP4
     decoder input (last hop; over all n symbols); ``codewords``, ``codeword_errors`` (delivered
     message differs), ``uncorrected_codewords`` (flagged), ``post_fec_bit_errors`` over
-    ``message_bits``; ``hist[w]``: codewords with w wrong symbols at the (last) KP4 input.
+    ``message_bits`` (``post_fec_bit_errors_sq``: the sum over codewords of their wrong message
+    bits squared, for the clustered interval of :meth:`rates`); ``hist[w]``: codewords with w
+    wrong symbols at the (last) KP4 input.
     """
 
     line_symbols: int = 0
@@ -200,6 +203,7 @@ class ConcatCounters:
     codeword_errors: int = 0
     uncorrected_codewords: int = 0
     post_fec_bit_errors: int = 0
+    post_fec_bit_errors_sq: int = 0
     message_bits: int = 0
     hist: NDArray[np.int64] = field(default_factory=lambda: np.zeros(_N + 1, np.int64))
     seconds: float = 0.0
@@ -219,12 +223,49 @@ class ConcatCounters:
             "kp4_input_ber": rate(self.inner_output_bit_errors, self.inner_message_bits, confidence),
             "kp4_input_ser": rate(self.kp4_input_symbol_errors, self.codewords * _N, confidence),
             "fer": rate(self.codeword_errors, self.codewords, confidence),
-            "post_fec_ber": rate(self.post_fec_bit_errors, self.message_bits, confidence),
+            "post_fec_ber": self._post_fec_ber(confidence),
         }
+
+    def _post_fec_ber(self, confidence: float) -> RateEstimate:
+        """Post-FEC BER with an interval over codewords, not bits: a KP4 failure delivers its wrong
+        bits together (dozens per failed codeword), so Clopper-Pearson on bits is far too narrow.
+        BER = FER x (mean wrong bits per wrong codeword) / 5140: the FER's Clopper-Pearson interval
+        and the mean's normal interval (from the sum of squares), each at (1 + confidence) / 2 so
+        that both hold together with at least ``confidence`` (Bonferroni); with fewer than 2 wrong
+        codewords the mean is bounded by [0, 5140] only."""
+        n, k, b = int(self.codewords), int(self.codeword_errors), int(self.post_fec_bit_errors)
+        bits_cw = _K * 10
+        if n == 0:
+            return RateEstimate(b, int(self.message_bits), 0.0, 1.0)
+        c2 = (1.0 + confidence) / 2.0
+        flo, fhi = clopper_pearson(k, n, c2)
+        if k >= 2:
+            from scipy.stats import norm
+
+            m = b / k
+            var = max(0.0, (self.post_fec_bit_errors_sq - k * m * m) / (k - 1))
+            half = float(norm.ppf(0.5 + c2 / 2)) * math.sqrt(var / k)
+            mlo, mhi = max(0.0, m - half), min(float(bits_cw), m + half)
+        else:
+            mlo, mhi = 0.0, float(bits_cw)
+        return RateEstimate(b, int(self.message_bits), flo * mlo / bits_cw, min(1.0, fhi * mhi / bits_cw))
 
     def as_dict(self) -> dict:
         return {f.name: (getattr(self, f.name).tolist() if f.name == "hist" else getattr(self, f.name))
                 for f in fields(self)}
+
+
+@dataclass(frozen=True)
+class Residual:
+    """What the far end of a batch received wrong: ``keys`` (sorted, ``codeword * 544 + symbol``,
+    message symbols only, codewords counted from the batch's first) with XOR ``values`` (10-bit
+    error patterns), the codewords KP4 flagged uncorrectable (``flagged``) and those it delivered
+    wrong without a flag (``miscorrected``; empty in bypass)."""
+
+    keys: NDArray[np.int64]
+    values: NDArray[np.int64]
+    flagged: NDArray[np.int64]
+    miscorrected: NDArray[np.int64]
 
 
 @dataclass(frozen=True)
@@ -329,7 +370,7 @@ class ConcatLink:
         return self._unlanes(_syms_of(rx_bits), G), er
 
     # --------------------------------------------------------------------- exact path
-    def _batch_exact(self, G: int, ss: np.random.SeedSequence, ctr: ConcatCounters) -> None:
+    def _batch_exact(self, G: int, ss: np.random.SeedSequence, ctr: ConcatCounters, residual: list | None = None) -> None:
         cfg = self.config
         rngs = [np.random.default_rng(s) for s in ss.spawn(cfg.hops + 1)]
         msgs = rngs[0].integers(0, 1024, (G * cfg.interleave, _K), dtype=np.uint16)
@@ -359,10 +400,17 @@ class ConcatLink:
                 tx = rx
         d = tx[:, :_K] ^ msgs
         bad = np.any(d != 0, axis=1)
+        if residual is not None:
+            r, c = np.nonzero(d)
+            decoded = cfg.fec == "ieee"
+            residual.append(Residual(r.astype(np.int64) * _N + c, d[r, c].astype(np.int64), np.flatnonzero(flagged),
+                                     np.flatnonzero(bad & ~flagged) if decoded else np.zeros(0, np.int64)))
         ctr.codewords += cw.shape[0]
         ctr.codeword_errors += int(bad.sum())
         ctr.uncorrected_codewords += int(flagged.sum())
-        ctr.post_fec_bit_errors += int(np.unpackbits(d.view(np.uint8)).sum())
+        per_cw = np.unpackbits(d.view(np.uint8).reshape(d.shape[0], -1), axis=1).sum(1, dtype=np.int64)
+        ctr.post_fec_bit_errors += int(per_cw.sum())
+        ctr.post_fec_bit_errors_sq += int((per_cw * per_cw).sum())
         ctr.message_bits += cw.shape[0] * _K * 10
 
     # --------------------------------------------------------------------- fast path
@@ -480,13 +528,14 @@ class ConcatLink:
             out[hi] = error_pattern_outcome(KP4, P, V)
         return ucw, cnt, out
 
-    def _batch_fast(self, G: int, ss: np.random.SeedSequence, ctr: ConcatCounters) -> None:
+    def _batch_fast(self, G: int, ss: np.random.SeedSequence, ctr: ConcatCounters, residual: list | None = None) -> None:
         cfg = self.config
         rngs = [np.random.default_rng(s) for s in ss.spawn(cfg.hops)]
         n_cw = G * cfg.interleave
         acc_k, acc_v = np.zeros(0, np.int64), np.zeros(0, np.int64)
         failed = np.zeros(0, np.int64)  # codewords lost at a segmented hop
         flagged_all = np.zeros(0, np.int64)
+        mis_all = np.zeros(0, np.int64)
         for h in range(cfg.hops):
             k, v, er = self._hop_fast(G, rngs[h], ctr)
             acc_k, acc_v = self._combine(np.concatenate([acc_k, k]), np.concatenate([acc_v, v]))
@@ -503,6 +552,7 @@ class ConcatLink:
                 ucw, cnt, out = self._outcome(acc_k, acc_v, er if cfg.erasure else None)
                 keep = np.isin(acc_k // _N, ucw[out != 0])  # <= t errors: corrected, gone
                 flagged_all = np.concatenate([flagged_all, ucw[out == 1]])
+                mis_all = np.concatenate([mis_all, ucw[out == 2]])
                 failed = np.concatenate([failed, ucw[out != 0]])
                 acc_k, acc_v = acc_k[keep], acc_v[keep]
         msg = (acc_k % _N) < _K
@@ -510,11 +560,44 @@ class ConcatLink:
         ctr.codewords += n_cw
         ctr.codeword_errors += int(bad.size)
         ctr.uncorrected_codewords += int(np.unique(flagged_all).size)
+        if residual is not None:
+            fl = np.unique(flagged_all)
+            residual.append(Residual(acc_k[msg], acc_v[msg], fl, np.setdiff1d(np.unique(mis_all), fl)))
         mv = acc_v[msg].astype(np.uint16)
-        ctr.post_fec_bit_errors += int(np.unpackbits(mv.view(np.uint8)).sum()) if mv.size else 0
+        if mv.size:
+            nb = np.unpackbits(mv.view(np.uint8).reshape(-1, 2), axis=1).sum(1, dtype=np.int64)
+            per_cw = np.bincount(np.unique(acc_k[msg] // _N, return_inverse=True)[1], weights=nb).astype(np.int64)
+            ctr.post_fec_bit_errors += int(nb.sum())
+            ctr.post_fec_bit_errors_sq += int((per_cw * per_cw).sum())
         ctr.message_bits += n_cw * _K * 10
 
     # --------------------------------------------------------------------- driver
+    def batches(self, n_codewords: int, seed, *, batch_groups: int | None = None):
+        """The batches :meth:`run` simulates, one at a time: yields ``(g0, G, counters, residual)``
+        for interleave groups ``[g0, g0 + G)`` (``counters`` of this batch alone, a
+        :class:`Residual` of what the far end received).  ``run(n, seed)`` is the sum of these
+        batches' counters (same seeds, same cuts), so a consumer of the residual errors (the
+        800G/1.6T error traces, ``protocol.trace.inner``) counts exactly what ``run`` counts."""
+        if not isinstance(n_codewords, (int, np.integer)) or n_codewords <= 0:
+            raise ValueError(f"n_codewords must be a positive int, got {n_codewords!r}")
+        X = self.config.interleave
+        if batch_groups is None:
+            batch_groups = 300 if self.path == "exact" else 30000
+        batch_groups = max(3, int(batch_groups) // 3 * 3)
+        ss = _seed_sequence(seed)
+        done = 0
+        g0 = 0
+        while done < n_codewords:
+            need = -(-(int(n_codewords) - done) // X)
+            G = min(batch_groups, -(-need // 3) * 3)
+            child = ss.spawn(1)[0]
+            ctr = ConcatCounters()
+            res: list = []
+            (self._batch_exact if self.path == "exact" else self._batch_fast)(G, child, ctr, res)
+            done += ctr.codewords
+            yield g0, G, ctr, res[0]
+            g0 += G
+
     def run(self, n_codewords: int, seed, *, batch_groups: int | None = None, target_errors: int | None = None,
             max_seconds: float | None = None) -> ConcatResult:
         """Simulate at least ``n_codewords`` KP4 codewords (rounded up to whole batches of 3
@@ -540,3 +623,12 @@ class ConcatLink:
                 break
         ctr.seconds = time.perf_counter() - t0
         return ConcatResult(self.config, ctr)
+
+    def lane_of_key(self, keys: NDArray[np.int64]) -> NDArray[np.int8]:
+        """Physical lane (0..L-1) that carried RS symbol ``key = codeword * 544 + symbol``."""
+        X = self.config.interleave
+        L, S = self._idx.shape
+        lane = np.empty(X * _N, np.int8)
+        lane[self._idx.ravel()] = np.repeat(np.arange(L, dtype=np.int8), S)
+        k = np.asarray(keys, np.int64)
+        return lane[X * (k % _N) + (k // _N) % X]

@@ -23,7 +23,7 @@ import pytest
 from scipy import stats as sps
 
 from phy802.stats import clopper_pearson
-from protocol.tracegen import BitExactGenerator, FastGenerator, GeneratorConfig
+from protocol.trace.generator import BitExactGenerator, FastGenerator, GeneratorConfig
 
 ALPHA = 1e-3
 BER = 2e-3
@@ -184,7 +184,7 @@ def test_lane_burst_sampler_follows_the_chain():
     import math
 
     from phy802.channel.burst import run_lengths
-    from protocol import _kernels as K
+    from protocol.trace import _gen_kernels as K
 
     pe, pb = 1e-3, 0.6
     rng = np.random.default_rng(77)

@@ -141,3 +141,25 @@ def test_erasure_aided_kp4_matches_layout_closed_form():
     assert T.concat_fer(law, layout=lay) == pytest.approx(T.concat_fer(law), rel=0.02)
     with pytest.raises(ValueError, match="erasure needs"):
         ConcatConfig(erasure=True, hops=2, outer="end_to_end")
+
+
+def test_post_fec_ber_interval_is_over_codewords_not_bits():
+    # a failed KP4 codeword delivers ~17 wrong bits at once: an interval over bits (Clopper-Pearson
+    # on post_fec_bit_errors / message_bits) is ~4x too narrow.  30 fixed-seed runs of 1200
+    # codewords at 15 dB, hard: the pooled BER (all runs) must lie inside nearly every run's
+    # interval (95% intervals: >= 26 of 30); the old bit-level interval held it in 12
+    from phy802.link.concat import ConcatCounters
+
+    link = ConcatLink(ConcatConfig(rate="800G", inner_decoder="hard"), Pam4Awgn(snr_db=15.0), path="fast")
+    runs = [link.run(1200, s).counters for s in range(30)]
+    p = sum(c.post_fec_bit_errors for c in runs) / sum(c.message_bits for c in runs)
+    assert sum(c.rates()["post_fec_ber"].contains(p) for c in runs) >= 26
+    assert sum(rate(c.post_fec_bit_errors, c.message_bits).contains(p) for c in runs) <= 20
+    for c in runs[:3]:  # the sum of squares per codeword: b^2 / k <= sq <= 5140 b (Cauchy-Schwarz, bounded)
+        assert c.post_fec_bit_errors ** 2 / c.codeword_errors <= c.post_fec_bit_errors_sq <= 5140 * c.post_fec_bit_errors
+    ex = ConcatLink(ConcatConfig(rate="800G", inner_decoder="hard"), Pam4Awgn(snr_db=14.6), path="exact").run(600, 2).counters
+    assert ex.codeword_errors >= 2
+    assert ex.post_fec_bit_errors ** 2 / ex.codeword_errors <= ex.post_fec_bit_errors_sq <= 5140 * ex.post_fec_bit_errors
+    # no error: the upper end is the FER's (a wrong codeword may hold up to 5140 wrong bits)
+    r = ConcatCounters(codewords=1000, message_bits=5140 * 1000).rates()["post_fec_ber"]
+    assert r.lo == 0 and r.hi == pytest.approx(1 - 0.0125 ** (1 / 1000), rel=1e-6)

@@ -58,3 +58,19 @@ def test_bad_input_exit_2(tmp_path, capsys, action, text, msg):
     assert main(["fec", action, "--code", "c177", str(tmp_path / "m.txt")]) == 2
     err = capsys.readouterr().err
     assert msg in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("argv", [["fec", "encode", "--code", "c177"], ["fec", "decode", "--code", "c177"],
+                                  ["fec", "decode", "--code", "c177", "--soft"]])
+def test_a_file_without_line_breaks_is_refused_not_read_whole(tmp_path, capsys, monkeypatch, argv):
+    # the c177 files go through cli._common.bounded_lines like the RS files: a line past MAX_LINE
+    # characters is refused naming the file and line 1, before the whole line is held in memory
+    import phy802.cli._common as C
+
+    monkeypatch.setattr(C, "MAX_LINE", 4096)
+    monkeypatch.setattr(C.bounded_lines, "__defaults__", (4096,))
+    f = tmp_path / "long.txt"
+    f.write_text("0 " * 5000)  # 10000 characters, no newline
+    assert main([*argv, str(f)]) == 2
+    err = capsys.readouterr().err
+    assert f"{f}:1: line longer than 4096 characters" in err, err

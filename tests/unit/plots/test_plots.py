@@ -101,7 +101,7 @@ def test_trace_meta_carries_both_post_fec_bers(tmp_path, code, fec, ber):
 
 
 def test_trace_decoder_errors_same_on_fused_and_general_bypass_paths():
-    from protocol.tracegen import FastGenerator, GeneratorConfig
+    from protocol.trace.generator import FastGenerator, GeneratorConfig
 
     counts = []
     for fused in (True, False):
@@ -113,7 +113,7 @@ def test_trace_decoder_errors_same_on_fused_and_general_bypass_paths():
 
 
 def test_trace_decoder_errors_bitexact_matches_bypass_identity():
-    from protocol.tracegen import BitExactGenerator, GeneratorConfig
+    from protocol.trace.generator import BitExactGenerator, GeneratorConfig
 
     g = BitExactGenerator(GeneratorConfig("400G", "bypass", 2e-4), 5)
     g.next_chunk(300)

@@ -32,7 +32,7 @@ def _all(reader):
 
 
 def test_round_trip_matches_the_generator(trace_path):
-    from protocol.tracegen import FastGenerator, GeneratorConfig
+    from protocol.trace.generator import FastGenerator, GeneratorConfig
 
     from protocol.trace import shard_seed
 

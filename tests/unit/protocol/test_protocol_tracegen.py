@@ -5,7 +5,7 @@ import pytest
 
 from protocol.framing import PAIR_LINE_BITS, data_blocks_before, get_rate
 from protocol.source import FLAG_MISCORRECTED
-from protocol.tracegen import BitExactGenerator, FastGenerator, GeneratorConfig, lane_of_symbol, merge_ranges
+from protocol.trace.generator import BitExactGenerator, FastGenerator, GeneratorConfig, lane_of_symbol, merge_ranges
 
 MODES = ["bypass", "ieee", "detect_only", "correct_no_indication"]
 
@@ -244,7 +244,7 @@ def test_encoded_chunks_equal_encode_chunk_of_the_raw_chunks(rate, ber, steps):
 def test_reference_scrambler_matches_the_pcs_and_multiplies_errors_by_three():
     """The bit-exact link's scrambler equals phy802.pcs's (49.2.6, all 257 bits of each block),
     and one flipped scrambled bit descrambles to flips at n, n+39, n+58."""
-    from protocol import _kernels as K
+    from protocol.trace import _gen_kernels as K
 
     rng = np.random.default_rng(1)
     n = 257 * 40
@@ -348,7 +348,7 @@ def test_fused_encoder_joins_a_staged_flip_to_a_triple_only_on_the_same_lane(pen
     header bit (so its copies land 39 and 58 payload bits after the carried one).  On the same
     lane the three flips are one triple record (what the greedy encoder writes); on another lane
     they are three single records; either way the bytes equal ``encode_chunk`` of the raw output."""
-    from protocol import _kernels as K
+    from protocol.trace import _gen_kernels as K
     from protocol.trace import encode_chunk
 
     geom = get_rate("400G")

@@ -1,4 +1,4 @@
-"""Numba kernels of the fast trace generator (private; called only from :mod:`protocol.tracegen`).
+"""Numba kernels of the fast trace generator (private; called only from :mod:`protocol.trace.generator`).
 
 Coordinates (all int64):
 
@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from ._trace_kernels import encode_records, put_record
+from ._kernels import encode_records, put_record
 
 __all__: list[str] = []  # private module
 
@@ -344,14 +344,14 @@ def bypass_run(rng, scale, nxt, end, half_lanes, period, am_blocks, s_end, hist_
     errors, codewords with errors, parity-bit errors, AM-bit errors] (only on success).
 
     With a non-empty ``enc`` (uint8) the flips are written as version-2 trace records
-    (``protocol/TRACE_FORMAT.md``) instead of ``out_*`` (then a small staging area, n_out = 0):
+    (``protocol/trace/TRACE_FORMAT.md``) instead of ``out_*`` (then a small staging area, n_out = 0):
     ``enc_state`` = [bytes written, ``prev``, ``plf``, flips encoded] in and out, starting at
     ``[0, stream_start - 1, -1, 0]``.  The bytes equal ``encode_chunk`` of the raw output (a test
     checks): an isolated primary whose three copies fall inside one 257b block (77% of them) is
     one triple record; the copies of another isolated primary wait in the staging area until
     the next primary's lane is known (a triple record needs three flips on one lane, so staged
     flips on other lanes than the newcomer's are single records); clusters and same-lane
-    neighbours go through :func:`protocol._trace_kernels.encode_records`, the greedy encoder.
+    neighbours go through :func:`protocol.trace._kernels.encode_records`, the greedy encoder.
     """
     encode = enc.size > 0
     nbytes = enc_state[0]

@@ -5,7 +5,7 @@ stream (:mod:`protocol.source`) were delivered flipped, the PCS lane each came f
 flags, the ranges the MAC received as error blocks, and metadata (rate, FEC mode, channel, seed,
 bits simulated, measured pre-/post-FEC BER with counts, project version).
 
-File format (version 2; see ``protocol/TRACE_FORMAT.md``)
+File format (version 2; see ``protocol/trace/TRACE_FORMAT.md``)
 ---------------------------------------------------------
 One file: a 16-byte header (``PHY802TR`` + version), the chunks (one varint-coded byte string
 each: delta offsets with descrambler triples and a lane/flag byte only when it changes, then the
@@ -38,8 +38,8 @@ import numpy as np
 
 from phy802._io import atomic_open, scratch_dir
 
-from . import _trace_kernels as TK
-from .source import DetailedErrorSource, ErrorChunk, ErrorSource, empty_chunk
+from . import _kernels as TK
+from ..source import DetailedErrorSource, ErrorChunk, ErrorSource, empty_chunk
 
 __all__ = [
     "FORMAT",
@@ -474,7 +474,7 @@ class TraceReader:
 
     Reads format version 2 (this writer) and version 1 (the uncompressed ``.npz`` of earlier
     releases).  Every chunk is validated as it is read (CRC-32, then its content in the decoding
-    kernel: see ``protocol/TRACE_FORMAT.md``).  Raises :class:`TraceError` (a ``ValueError``
+    kernel: see ``protocol/trace/TRACE_FORMAT.md``).  Raises :class:`TraceError` (a ``ValueError``
     naming the file, and for chunk content the chunk and field) for a missing, truncated,
     foreign or corrupt file, an unknown format version or invalid content.
     """
@@ -768,18 +768,18 @@ def open_source(path: str | os.PathLike, *, seed=None, start: int | None = None,
 
 
 class LiveSource:
-    """An :class:`ErrorSource` backed by the live :class:`~protocol.tracegen.FastGenerator`.
+    """An :class:`ErrorSource` backed by the live :class:`~protocol.trace.generator.FastGenerator`.
 
     Parameters
     ----------
-    rate, fec, ber, burst_pb, lane_weights, code : as :class:`~protocol.tracegen.GeneratorConfig`
+    rate, fec, ber, burst_pb, lane_weights, code : as :class:`~protocol.trace.generator.GeneratorConfig`
         (pre-FEC line BER; ``code`` kp4, rs272 or none).
     seed : explicit seed.
     """
 
     def __init__(self, rate: str = "400G", fec: str = "bypass", ber: float = 1e-5, *, seed, chunk_pairs: int = 4096,
                  burst_pb: float | None = None, lane_weights=None, code: str = "kp4") -> None:
-        from .tracegen import FastGenerator, GeneratorConfig
+        from .generator import FastGenerator, GeneratorConfig
 
         self.cfg = GeneratorConfig(rate, fec, ber, burst_pb, lane_weights, code)
         self.gen = FastGenerator(self.cfg, seed)
@@ -848,7 +848,7 @@ def shard_seed(seed: int, j: int) -> np.random.SeedSequence:
 
 
 def _new_generator(cfg, generator: str, seed, start_pair: int):
-    from .tracegen import BitExactGenerator, FastGenerator
+    from .generator import BitExactGenerator, FastGenerator
 
     return (FastGenerator if generator == "fast" else BitExactGenerator)(cfg, seed, start_pair=start_pair)
 
@@ -861,7 +861,7 @@ def _run_shard(cfg, generator: str, seed: int, j: int, p0: int, p1: int, step: i
     """Generate pairs ``[p0, p1)`` as shard ``j`` (picklable entry point for worker processes).
 
     Without ``direct`` it returns its chunks as trace records
-    (:meth:`~protocol.tracegen.FastGenerator.next_encoded`) and their CRCs, the shard's carry
+    (:meth:`~protocol.trace.generator.FastGenerator.next_encoded`) and their CRCs, the shard's carry
     (descrambler copies past its end) and its counters; the process that writes joins the previous
     shard's carry into the first chunk (:func:`_join_first`) and writes them.
 
@@ -993,8 +993,8 @@ def _join_first(cfg, e, carry, stats, n_lanes: int) -> tuple:
     block, where no triple record spans) is decoded, merged and re-encoded; the rest of the bytes
     are kept, and the result equals :func:`encode_chunk` of the joined chunk.  Counters are fixed.
     """
-    from . import _kernels as K
-    from .tracegen import chunk_marks
+    from . import _gen_kernels as K
+    from .generator import chunk_marks
 
     a, b = e.stream_start, e.stream_end
     key, klane, kflag = carry
@@ -1072,7 +1072,7 @@ def generate_trace(
 ) -> dict:
     """Simulate ``line_bits`` line bits (rounded up to whole codeword pairs) and write a trace.
 
-    ``code``: ``kp4`` (default), ``rs272`` or ``none`` (:class:`protocol.tracegen.GeneratorConfig`).
+    ``code``: ``kp4`` (default), ``rs272`` or ``none`` (:class:`protocol.trace.generator.GeneratorConfig`).
     The pairs are cut into shards of ``shard_pairs`` (default 16 chunks of ``chunk_pairs``), shard
     ``j`` generated from :func:`shard_seed` ``(seed, j)`` starting at its own first pair; the
     descrambler copies of a shard's last errors are XORed into the next shard's first chunk.  The
@@ -1086,8 +1086,8 @@ def generate_trace(
     Returns the metadata written (including the measured counters; ``wall_s`` = generation +
     writing, ``timing`` too).
     """
-    from .framing import PAIR_LINE_BITS
-    from .tracegen import FastGenerator, GeneratorConfig, TraceStats
+    from ..framing import PAIR_LINE_BITS
+    from .generator import FastGenerator, GeneratorConfig, TraceStats
 
     cfg = GeneratorConfig(rate, fec, ber, burst_pb, lane_weights, code)
     lb = float(line_bits)

@@ -51,9 +51,9 @@ import numpy as np
 
 from phy802._rng import as_generator
 
-from . import _kernels as K
-from . import _trace_kernels as TK
-from .framing import (
+from . import _gen_kernels as K
+from . import _kernels as TK
+from ..framing import (
     BLOCK_BITS,
     BLOCK_PAYLOAD_BITS,
     BLOCKS_PER_PAIR,
@@ -65,8 +65,8 @@ from .framing import (
     data_blocks_before,
     get_rate,
 )
-from .modes import FecMode, get_mode
-from .source import FLAG_MISCORRECTED, FLAG_UNDETECTED
+from ..modes import FecMode, get_mode
+from ..source import FLAG_MISCORRECTED, FLAG_UNDETECTED
 
 __all__ = [
     "GeneratorConfig",
@@ -300,7 +300,7 @@ class GenChunk:
 @dataclass(frozen=True)
 class EncodedChunk:
     """A :class:`GenChunk` as version-2 trace bytes: ``blob`` is the chunk's record string
-    (``protocol/TRACE_FORMAT.md``) with ``n_flips`` flips (the first ``flips_nbytes`` bytes) and
+    (``protocol/trace/TRACE_FORMAT.md``) with ``n_flips`` flips (the first ``flips_nbytes`` bytes) and
     ``n_marks`` marks.  ``hdr`` (257b blocks whose header bit flipped) and ``mark_pairs``
     (decoder-marked pairs) are what the marks are made of, kept for joining a shard's carry."""
 
@@ -470,7 +470,7 @@ class _Base:
         return int(lo), int(hi), marks
 
     def next_encoded(self, n_pairs: int) -> EncodedChunk:
-        """:meth:`next_chunk` as version-2 trace bytes (``protocol/TRACE_FORMAT.md``, what
+        """:meth:`next_chunk` as version-2 trace bytes (``protocol/trace/TRACE_FORMAT.md``, what
         ``protocol.trace.encode_chunk`` gives for the chunk): the same stream, counters and
         Generator state.  ``last_raw`` is not kept."""
         ch = self.next_chunk(n_pairs)
@@ -902,7 +902,7 @@ class BitExactGenerator(_Base):
         """Simulate the next ``n_pairs`` pairs.
 
         ``line_errors`` (optional) replaces the Bernoulli channel by an explicit error pattern:
-        absolute pair-space positions ``P * 10880 + 20 t + 10 c + b`` (see :mod:`protocol._kernels`)
+        absolute pair-space positions ``P * 10880 + 20 t + 10 c + b`` (see :mod:`protocol.trace._gen_kernels`)
         inside the chunk, each flipping bit ``b`` of symbol ``t`` of codeword ``c`` on its lane
         (``rs272``: ``P * 10880 + 5440 s + 20 t + 10 c + b``, module docstring).
         """

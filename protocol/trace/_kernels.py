@@ -1,6 +1,6 @@
 """Numba kernels of the trace file format (private; called only from :mod:`protocol.trace`).
 
-Version-2 chunk encoding (``protocol/TRACE_FORMAT.md``): a byte string of LEB128 varints
+Version-2 chunk encoding (``protocol/trace/TRACE_FORMAT.md``): a byte string of LEB128 varints
 (7 bits per byte, low group first, bit 7 = more bytes follow; at most 9 bytes = 63 bits).
 
 Flips, in offset order, as records ``varint(d << 2 | kind)`` with ``d = offset - prev - 1`` (``prev``

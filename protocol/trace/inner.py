@@ -1,0 +1,194 @@
+"""Error traces of 800G / 1.6T links with the Clause 177 inner code concatenated with KP4 (issue 26).
+
+The errors come from :class:`phy802.link.concat.ConcatLink` itself, batch by batch
+(:meth:`~phy802.link.concat.ConcatLink.batches`): the same seeds and the same cuts as
+``phy802 link --rate 800G --inner c177 --codewords N --seed S``, so the trace's counters are that
+command's counters, bit for bit, and its flips are exactly the message bits that command counts
+as post-FEC bit errors.
+
+Stream coordinate (what a reader and the ``torch.distributed`` wrapper replay), the same as the
+400G traces (``protocol/source.py``): the PCS payload stream, 256 bits per data 257b block.
+An interleave *group* of X = 4 KP4 codewords carries 4 x 514 x 10 = 20560 message bits = 80
+257b blocks = 20480 stream bits, i.e. two 400G "pairs" of 40 blocks; message symbol ``i`` of
+codeword ``x`` is stream symbol ``4 i + x`` (the round-robin distribution of 119.2.4.5, extended
+to X = 4 [S]).  The 802.3dj PCS details are **[?]** in ``shared/reference/dj_notes.md``; the
+documented choices here, stated in the trace's ``inner`` metadata:
+
+* every 257b block is a data block and there are **no alignment markers** (the concatenated
+  link model has none; the 800G AM layout is [?]), so pair ``P`` starts at stream bit
+  ``10240 P``;
+* the **scrambler** is the 1 + x^39 + x^58 of 119.2.4.3 (Clause 172 keeps it [S]): a message bit
+  wrong at scrambled position ``n`` reaches the payload as flips at ``n``, ``n + 39``, ``n + 58``
+  (the 400G generators' descrambler kernel, :class:`protocol.trace.generator._Expander`), and a
+  wrong header bit marks its block;
+* **marks**: a codeword KP4 flags uncorrectable marks its whole group (its 10-bit symbols are
+  spread over all 80 blocks), and every block whose header bit is wrong after descrambling;
+* **lanes**: the physical 200G lane (0..3 at 800G, 0..7 at 1.6T; ``n_lanes``) whose inner
+  block carried the wrong symbol (``lane_rule``); **flags**: ``FLAG_MISCORRECTED`` on the flips
+  of codewords KP4 delivered wrong without a flag.
+
+One process, one writer: the concatenated link has no sharded generator (``workers`` > 1 and a
+scheduler are refused by the CLI).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from pathlib import Path
+
+import numpy as np
+
+from ..source import FLAG_MISCORRECTED
+from .file import TraceWriter, encode_chunk
+from .generator import _Expander, _Scratch, merge_ranges
+
+__all__ = ["GROUP_STREAM_BITS", "GROUP_BLOCKS", "FORMAT_MINOR", "codewords_for_line_bits", "generate_inner_trace"]
+
+_N, _K = 544, 514
+X = 4  # KP4 codewords interleaved at 800G / 1.6T [S]
+GROUP_BLOCKS = X * _K * 10 // 257  # 80 data 257b blocks per interleave group
+GROUP_MSG_BITS = X * _K * 10  # 20560 = GROUP_BLOCKS * 257
+GROUP_STREAM_BITS = GROUP_BLOCKS * 256  # 20480 = two 400G pairs of payload
+FORMAT_MINOR = 1  # version 2.1: the "inner" member, rates 800G / 1.6T, n_lanes 4 / 8, no AMs
+
+assert GROUP_BLOCKS * 257 == GROUP_MSG_BITS
+
+
+def codewords_for_line_bits(line_bits: float, inner: str = "c177", hops: int = 1) -> int:
+    """KP4 codewords of a run of ``line_bits`` line bits per hop (the inner code adds 128/120)."""
+    per_cw = _N * 10 * (128 / 120 if inner == "c177" else 1.0)
+    return max(1, int(math.ceil(float(line_bits) / per_cw)))
+
+
+def _primaries(link, g0: int, res) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Scrambled-stream positions (257 bits per data block, absolute), lanes and flags of the
+    wrong message bits of one batch, sorted."""
+    k, v = np.asarray(res.keys, np.int64), np.asarray(res.values, np.int64)
+    if k.size == 0:
+        return np.zeros(0, np.int64), np.zeros(0, np.int8), np.zeros(0, np.uint8)
+    bits = (v[:, None] >> np.arange(10, dtype=np.int64)) & 1
+    r, b = np.nonzero(bits)
+    key = k[r]
+    cw, sym = key // _N, key % _N
+    g, x = g0 + cw // X, cw % X
+    s = g * GROUP_MSG_BITS + (X * sym + x) * 10 + b
+    lane = link.lane_of_key(key)
+    flag = np.where(np.isin(cw, res.miscorrected), FLAG_MISCORRECTED, 0).astype(np.uint8)
+    o = np.argsort(s, kind="stable")
+    return s[o], lane[o], flag[o]
+
+
+def generate_inner_trace(path: str | Path, config, channel, *, n_codewords: int, seed: int, path_kind: str = "fast",
+                         batch_groups: int | None = None, progress: bool = False, theory: dict | None = None) -> dict:
+    """Write the payload error trace of ``n_codewords`` KP4 codewords of an 800G/1.6T link
+    (:class:`phy802.link.concat.ConcatConfig` ``config``, one :class:`phy802.channel.Pam4Awgn`
+    ``channel``) to ``path`` (format 2.1, ``TRACE_FORMAT.md``); returns the metadata.
+
+    ``path_kind``: the link's ``"fast"`` (data-free) or ``"exact"`` path; ``seed``: as
+    ``ConcatLink.run``.  ``theory``: optional closed-form values stored beside the counters."""
+    from phy802.link.concat import ConcatCounters, ConcatLink
+    from phy802.stats import clopper_pearson
+
+    if int(config.interleave) != X:
+        raise ValueError(f"800G/1.6T traces need interleave = {X} (the group of 80 257b blocks), "
+                         f"got {config.interleave!r}")
+    if isinstance(n_codewords, bool) or not isinstance(n_codewords, (int, np.integer)) or n_codewords <= 0:
+        raise ValueError(f"n_codewords must be a positive int, got {n_codewords!r}")
+    link = ConcatLink(config, channel, path=path_kind)
+    L = config.n_lanes
+    mode = {"ieee": ("correct", True, False), "bypass": ("none", False, True)}[config.fec]
+    meta = {
+        "rate": config.rate,
+        "n_lanes": L,
+        "line_gbps": {"800G": 4, "1.6T": 8}[config.rate] * 212.5 * (128 / 120 if config.inner == "c177" else 1.0),
+        "fec": config.fec,
+        "fec_mode": {"decoder": mode[0], "indicate": mode[1], "tolerant": mode[2], "protected": "none"},
+        "code": "kp4",
+        "code_params": "RS(544,514) t=15",
+        "format_minor": FORMAT_MINOR,
+        "channel": {"model": "pam4_awgn", "snr_db": float(channel.snr_db), "ber": float(channel.ber)},
+        "seed": int(seed),
+        "generator": f"concat-{path_kind}",
+        "coordinate": "PCS payload stream bits (256 per data 257b block), see protocol/source.py; "
+                      "80 blocks per group of 4 KP4 codewords, no AMs",
+        "includes": "payload flips after the inner decoder, KP4 (per mode) and the descrambler (x^39, x^58 copies); "
+                    "marks = error blocks (groups of flagged codewords, 257b header hits); excludes parity bits",
+        "inner": {"code": config.inner, "decoder": config.inner_decoder if config.inner == "c177" else None,
+                  "n_lrp": config.n_lrp_used, "interleave": X, "lane_rule": config.lane_rule,
+                  "lanes": f"{L} physical 200G lanes (lane ids in the trace)", "hops": config.hops,
+                  "outer": config.outer, "erasure": bool(config.erasure), "receive_mode": config.fec,
+                  "path": path_kind, "am": "none (the 802.3dj AM layout is [?])",
+                  "scrambler": "1 + x^39 + x^58 (Clause 119/172)"},
+    }
+    exp = _Expander(_Scratch())
+    total = ConcatCounters()
+    header_errors = marked_pairs = marked_bits = flips = dec_bits = miscorrected = 0
+    encode_chunk(0, 1, [], [], [])  # load the compiled kernels outside the timed run
+    t0 = time.perf_counter()
+    from phy802._output import progress as bar
+
+    with TraceWriter(path, meta) as w, bar(total=int(n_codewords), desc="trace generate", unit="codeword", enable=progress) as pb:
+        for g0, G, ctr, res in link.batches(int(n_codewords), seed, batch_groups=batch_groups):
+            s, lane, flag = _primaries(link, g0, res)
+            off, ln, fl, hdr = exp.run(s, lane, flag, np.int64((g0 + G) * GROUP_MSG_BITS))
+            fg = np.unique(g0 + np.asarray(res.flagged, np.int64) // X)
+            ranges = [np.stack([fg * GROUP_STREAM_BITS, (fg + 1) * GROUP_STREAM_BITS], 1)]
+            if hdr.size:
+                ranges.append(np.stack([hdr * 256, (hdr + 1) * 256], 1))
+            marks = merge_ranges(np.concatenate(ranges))
+            w.write_chunk(g0 * GROUP_STREAM_BITS, (g0 + G) * GROUP_STREAM_BITS, off, ln, fl, marks)
+            total.merge(ctr)
+            header_errors += int(hdr.size)
+            marked_pairs += 2 * int(fg.size)
+            marked_bits += int((marks[:, 1] - marks[:, 0]).sum()) if marks.size else 0
+            flips += int(off.size)
+            dec_bits += int(s.size)
+            miscorrected += int(np.asarray(res.miscorrected).size)
+            pb.update(ctr.codewords)
+        wall = time.perf_counter() - t0
+        total.seconds = wall
+        groups = total.codewords // X
+        stream_bits = groups * GROUP_STREAM_BITS
+
+        def ci(k, n):
+            lo, hi = clopper_pearson(int(k), int(n))
+            return [float(lo), float(hi)]
+
+        c = total
+        hist = np.asarray(c.hist, np.int64)
+        with_err = int(hist[1:].sum())
+        bad = c.codeword_errors
+        meta_extra = {
+            "pairs": 2 * groups,
+            "line_bits": c.line_bits,
+            "pre_fec": {"bit_errors": c.line_bit_errors, "bits": c.line_bits,
+                        "ber": c.line_bit_errors / c.line_bits if c.line_bits else 0.0,
+                        "ber_ci95": ci(c.line_bit_errors, c.line_bits),
+                        "definition": "PAM4 slicer bit errors on the line (all hops), before the inner decoder"},
+            "post_fec": {"bit_errors": flips, "bits": stream_bits, "ber": flips / stream_bits if stream_bits else 0.0,
+                         "ber_ci95": ci(flips, stream_bits), "marked_bits": marked_bits,
+                         "definition": "payload BER after the descrambler (flips / payload-stream bits)",
+                         "decoder_output": {"bit_errors": dec_bits, "bits": c.message_bits,
+                                            "ber": dec_bits / c.message_bits if c.message_bits else 0.0,
+                                            # over codewords: a KP4 failure delivers its wrong bits together
+                                            "ber_ci95": [c.rates()["post_fec_ber"].lo, c.rates()["post_fec_ber"].hi],
+                                            "definition": "post-FEC BER at the KP4 decoder output (message bits "
+                                                          "before the descrambler) = link's post_fec_bit_errors"}},
+            "codewords": {"total": c.codewords, "with_errors": with_err,
+                          "corrected": max(0, with_err - c.uncorrected_codewords - miscorrected)
+                          if config.fec == "ieee" else 0,
+                          "uncorrectable": c.uncorrected_codewords, "miscorrected": miscorrected, "undetected": 0,
+                          "delivered_wrong": bad, "marked_pairs": marked_pairs,
+                          "symbol_error_hist": np.concatenate([hist[:63], [hist[63:].sum()]]).tolist()},
+            "am_bit_errors": 0,
+            "header_errors": header_errors,
+            "wall_s": wall,
+        }
+        meta_extra["inner"] = dict(meta["inner"], counters=c.as_dict(),
+                                   rates={k: v.as_dict() for k, v in c.rates().items()},
+                                   **({"theory": theory} if theory is not None else {}))
+        if dec_bits != c.post_fec_bit_errors:  # the flips are the link's post-FEC bit errors, by construction
+            raise AssertionError(f"trace holds {dec_bits} wrong message bits, the link counted {c.post_fec_bit_errors}")
+        w.meta.update(meta_extra)
+    return dict(w.meta)
