@@ -84,7 +84,9 @@ def _parse_config(text: str, where: str) -> dict:
     for k in _KEYS[1:]:
         if not _INT.fullmatch(fields[k]):
             raise LanesFileError(f"{where}: field {k}={fields[k][:30]!r}: expected an integer (decimal or 0x hex)")
-        out[k] = int(fields[k], 0)
+        # int(s, 0) refuses decimal with leading zeros ("099"): the pattern above admits it as decimal
+        v = fields[k]
+        out[k] = int(v[2:], 16) if v[:2] in ("0x", "0X") else int(v, 10)
     return out
 
 

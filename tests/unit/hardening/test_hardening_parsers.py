@@ -285,3 +285,19 @@ def test_sweep_merge_rules(tmp_path, sweep_docs):
     f.write_text(json.dumps(unknown))
     with pytest.raises(ValueError, match="warp"):
         SweepResult.read_json(f)
+
+
+def test_lanes_config_decimal_with_leading_zeros(tmp_path, lanes_text):
+    # hypothesis found "099999": int(s, 0) raised a bare ValueError; it is decimal, then range-checked
+    import re as _re
+
+    text = _re.sub(r"am_spacing=(\d+)", lambda m: "am_spacing=0" + m.group(1), lanes_text, count=1)
+    assert text != lanes_text
+    p = tmp_path / "z.txt"
+    p.write_text(text)
+    try:
+        _, cfg = read_lanes(p)
+    except LanesFileError as exc:
+        assert str(exc).startswith(str(p))
+    else:
+        assert cfg["am_spacing"] == int(_re.search(r"am_spacing=(\d+)", lanes_text).group(1))
