@@ -234,3 +234,25 @@ def test_sweep_file_number_past_float_range_names_the_field(tmp_path, monkeypatc
     assert main(["sweep", "--merge", "big.json", str(sweep_file), "--out", "m"]) == 2
     err = capsys.readouterr().err
     assert "big.json" in err and f"points[0]: field {field}" in err, err
+
+
+@pytest.mark.parametrize("argv,named", [
+    (["pma", "prbs", "--state", "x"], "--state 'x'"),
+    (["trace", "generate", "--scheduler", "x", "--out", "t.trace"], "argument --scheduler"),
+    (["sweep", "--ber", "1e-3", "--scheduler", "host", "--out", "s"], "argument --scheduler"),
+    (["tradeoff", "--results", "binary.json", "--out", "t"], "binary.json: not UTF-8"),
+    (["tradeoff", "--results", "rows.json", "--out", "t"], "rows.json: row 0 must be an object"),
+    (["tradeoff", "--results", "deep.json", "--out", "t"], "deep.json: JSON nested deeper"),
+])
+def test_messages_name_the_option_or_file_and_the_value(tmp_path, monkeypatch, capsys, argv, named):
+    """Item 16: 'seed must be 9 characters ...' (no --state), Dask's 'missing port number in address
+    'x'' (no --scheduler), ''utf-8' codec can't decode byte ...' (no file) were exit-2 lines naming
+    neither the option nor the file."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "binary.json").write_bytes(b'{"rows": "\x88\x89"}')
+    (tmp_path / "rows.json").write_text('{"rows": [5]}')
+    (tmp_path / "deep.json").write_text("[" * 5000 + "]" * 5000)
+    assert _run(argv) == 2
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1 and named in err, err
+    assert not (tmp_path / "t").exists() and not (tmp_path / "s").exists()
