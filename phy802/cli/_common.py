@@ -75,6 +75,8 @@ def _parse_float(text: str) -> float:
     v = float(t)
     if not math.isfinite(v):
         raise argparse.ArgumentTypeError(f"{text!r} is out of range (not a finite number)")
+    if v == 0.0 and re.search(r"[1-9]", t.lower().split("e")[0]):
+        raise argparse.ArgumentTypeError(f"{text!r} is below the smallest number a double holds (it would be read as 0)")
     return v
 
 

@@ -238,6 +238,8 @@ def test_sweep_file_number_past_float_range_names_the_field(tmp_path, monkeypatc
 
 @pytest.mark.parametrize("argv,named", [
     (["pma", "prbs", "--state", "x"], "--state 'x'"),
+    (["pma", "prbs", "--count", "1e-400"], "argument --count: '1e-400' is below"),  # was read as 0, exit 0
+    (["collective", "--bytes", "1e-400"], "argument --bytes: item '1e-400': '1e-400' is below"),
     (["trace", "generate", "--scheduler", "x", "--out", "t.trace"], "argument --scheduler"),
     (["sweep", "--ber", "1e-3", "--scheduler", "host", "--out", "s"], "argument --scheduler"),
     (["tradeoff", "--results", "binary.json", "--out", "t"], "binary.json: not UTF-8"),
