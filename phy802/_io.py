@@ -21,11 +21,11 @@ import shutil
 import tempfile
 import threading
 from pathlib import Path
-from typing import IO, Iterable, Iterator
+from typing import IO, Any, Callable, Iterable, Iterator
 
 __all__ = ["atomic_open", "atomic_write_text", "atomic_write_bytes", "output_set", "check_output_dir", "scratch_dir",
            "Terminated", "Interrupted", "OutputExistsError", "SET_MARKER", "interrupt_requested", "check_interrupt",
-           "worker_pool", "stop_pool", "track_temp_dir"]
+           "worker_pool", "stop_pool", "run_in_worker", "track_temp_dir"]
 
 SET_MARKER = ".phy802-output"  # the same name as phy802._output.SET_MARKER
 
@@ -100,6 +100,28 @@ def stop_pool(ex) -> None:
     for p in procs:
         with contextlib.suppress(Exception):
             p.join(5)
+
+
+def run_in_worker(fn: Callable[..., Any], /, *args: Any, **kw: Any) -> Any:
+    """``fn(*args, **kw)`` computed in one worker process while this process waits in Python, so
+    that Ctrl-C / SIGTERM is handled at once even when ``fn`` spends seconds inside one compiled
+    kernel call: the worker is terminated and the interrupt re-raised here (issue 28 item 2; the
+    CLI's handler would otherwise wait for the kernel to return).  ``fn`` and its arguments must
+    pickle; the result is the same as calling ``fn`` here (same arguments, same seed)."""
+    import concurrent.futures as cf
+
+    ex = worker_pool(1)
+    try:
+        fut = ex.submit(fn, *args, **kw)
+        while not fut.done():
+            cf.wait([fut], timeout=0.1)  # the signal handler raises here, in Python
+            check_interrupt()
+        return fut.result()
+    except BaseException:
+        stop_pool(ex)
+        raise
+    finally:
+        ex.shutdown(wait=True)
 
 
 class OutputExistsError(FileExistsError):

@@ -96,6 +96,16 @@ def _counters(d: Any, where: str):
     return c
 
 
+def _finite_number(v: Any) -> bool:
+    """A JSON number that is a finite float (an int past float range, 10**400, is not: OverflowError)."""
+    if not isinstance(v, (int, float)) or isinstance(v, bool):
+        return False
+    try:
+        return math.isfinite(v)
+    except OverflowError:
+        return False
+
+
 def read_sweep_json(cls, path, *, config_cls, point_cls, mode_label) -> Any:
     """Load and validate a ``sweep.json``; ``cls``, ``config_cls``, ``point_cls`` are
     :class:`phy802.sweep.SweepResult`, ``SweepConfig``, ``PointResult`` and ``mode_label`` its
@@ -158,9 +168,9 @@ def read_sweep_json(cls, path, *, config_cls, point_cls, mode_label) -> Any:
         for key in ("mode", "axis", "x", "snr_db", "precoding", "burst_pb", "stop_reason", "counters"):
             if key not in d:
                 raise SweepFileError(f"{where}: missing field {key}")
-        if not isinstance(d["x"], (int, float)) or isinstance(d["x"], bool) or not math.isfinite(d["x"]):
+        if not _finite_number(d["x"]):
             raise SweepFileError(f"{where}: field x must be a finite number, got {d['x']!r:.40}")
-        if not isinstance(d["snr_db"], (int, float)) or isinstance(d["snr_db"], bool) or not math.isfinite(d["snr_db"]):
+        if not _finite_number(d["snr_db"]):
             raise SweepFileError(f"{where}: field snr_db must be a finite number, got {d['snr_db']!r:.40}")
         if not isinstance(d["mode"], str):
             raise SweepFileError(f"{where}: field mode must be a name, got {d['mode']!r:.40}")

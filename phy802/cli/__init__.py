@@ -276,6 +276,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(f"{empty} '': an empty path names no file or folder")
     args = parser.parse_args(argv[1:])
     prog = _command_prog(parser, args)  # "phy802 fec tail": errors name the command as typed
+    from phy802.cli._hist import format_conflict
+    from phy802.cli._vocab import code_fec_conflict
+
+    for conflict in (code_fec_conflict(args), format_conflict(args)):  # options that contradict (issue 28 item 16)
+        if conflict:
+            print(f"{prog}: error: {conflict}", file=sys.stderr)
+            return EXIT_BAD_INPUT
     if _stdout_closed():
         print(f"{prog}: error: standard output is closed; run it with stdout open (or redirected to a file)",
               file=sys.stderr)

@@ -30,7 +30,7 @@ from phy802._output import progress, to_jsonable
 
 __all__ = ["add_seed", "add_json", "add_force", "emit", "to_jsonable", "progress", "Parser", "CliError",
            "float_arg", "probability", "int_arg", "uint_arg", "count_arg", "list_arg", "choice_list",
-           "split_timing", "TIMING_KEYS", "check_budget", "check_disk", "require_together", "calibrated_seconds",
+           "split_timing", "TIMING_KEYS", "scheduler_address", "check_budget", "check_disk", "require_together", "calibrated_seconds",
            "MAX_SEED"]
 
 MAX_SEED = 2**63 - 1
@@ -75,6 +75,8 @@ def _parse_float(text: str) -> float:
     v = float(t)
     if not math.isfinite(v):
         raise argparse.ArgumentTypeError(f"{text!r} is out of range (not a finite number)")
+    if v == 0.0 and re.search(r"[1-9]", t.lower().split("e")[0]):
+        raise argparse.ArgumentTypeError(f"{text!r} is below the smallest number a double holds (it would be read as 0)")
     return v
 
 
@@ -160,6 +162,22 @@ def count_arg(lo: int = 0, hi: int | None = None) -> Callable[[str], int]:
 
     parse.__name__ = "count"
     return parse
+
+
+_ADDRESS_RE = re.compile(r"(?:[a-z][a-z0-9+.-]*://)?(?:\[[0-9A-Fa-f:.]+\]|[^\s:/\[\]]+):\d{1,5}\Z")
+
+
+def scheduler_address(text: str) -> str:
+    """argparse type of ``--scheduler``: a Dask address ``[PROTOCOL://]HOST:PORT`` (``tcp://host:8786``),
+    checked here so that a typo is a usage error naming the option, not Dask's bare 'missing port
+    number in address' from deep inside the run."""
+    t = str(text).strip()
+    if re.fullmatch(r"inproc://\S+", t):  # a scheduler in this process (LocalCluster(processes=False))
+        return t
+    if not _ADDRESS_RE.match(t) or not 0 < int(t.rsplit(":", 1)[1]) < 65536:
+        raise argparse.ArgumentTypeError(f"expected a Dask scheduler address [PROTOCOL://]HOST:PORT such as "
+                                         f"tcp://host:8786, got {text!r}")
+    return t
 
 
 def list_arg(item: Callable[[str], Any], *, min_len: int = 1, max_len: int = 1000,

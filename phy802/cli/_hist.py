@@ -11,7 +11,7 @@ import argparse
 import json
 import sys
 
-__all__ = ["add_hist_arguments", "histogram_from_counts", "wants_ethtool", "print_ethtool"]
+__all__ = ["add_hist_arguments", "histogram_from_counts", "wants_ethtool", "print_ethtool", "format_conflict"]
 
 
 def add_hist_arguments(p: argparse.ArgumentParser) -> None:
@@ -29,6 +29,15 @@ def histogram_from_counts(hist, t: int, bins_text: str | None, source: str):
 
     edges = parse_edges(bins_text, t) if bins_text else None
     return FecHistogram.from_counts(hist, t, edges, source=source)
+
+
+def format_conflict(args: argparse.Namespace) -> str | None:
+    """The usage error of ``--json`` with a ``--format`` other than json (``--json --format text``
+    asks for two outputs at once); None when fine.  ``--json --format json`` is the same request."""
+    fmt = getattr(args, "out_format", None)
+    if getattr(args, "json", False) and fmt not in (None, "json"):
+        return f"--json and --format {fmt} contradict each other (--json is --format json); give one of them"
+    return None
 
 
 def wants_ethtool(args: argparse.Namespace) -> bool:

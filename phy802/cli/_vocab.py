@@ -16,7 +16,7 @@ from __future__ import annotations
 import argparse
 
 __all__ = ["CODES", "MODES", "OLD_FEC", "add_code_fec", "code_name", "fec_name", "code_list", "fec_list",
-           "old_fec_message", "float_list", "rs_code_name"]
+           "old_fec_message", "float_list", "rs_code_name", "code_fec_conflict"]
 
 CODES: tuple[str, ...] = ("kp4", "kr4", "rs272", "none")
 MODES: tuple[str, ...] = ("ieee", "correct_no_indication", "detect_only", "bypass", "unequal", "llr")
@@ -97,18 +97,41 @@ def fec_list(text: str) -> tuple[str, ...]:
     return _split(text, fec_name, "--fec")
 
 
+class _Given(argparse.Action):
+    """Store the value and note that the option was typed (a default is not a choice)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        setattr(namespace, self.dest, values)
+        setattr(namespace, f"_{self.dest}_given", True)
+
+
+def code_fec_conflict(args: argparse.Namespace) -> str | None:
+    """The usage error of a ``--fec MODE`` typed with ``--code none`` only (no FEC sublayer: nothing
+    is decoded, every mode is ``bypass``, so the mode would be silently ignored); None when fine."""
+    if not getattr(args, "_fec_given", False):
+        return None
+    codes = args.code if isinstance(args.code, tuple) else (args.code,)
+    fecs = args.fec if isinstance(args.fec, tuple) else (args.fec,)
+    bad = [f for f in fecs if f != "bypass"]
+    if codes and all(c == "none" for c in codes) and bad:
+        return (f"--code none --fec {','.join(fecs)}: --code none has no FEC sublayer, so nothing is decoded and "
+                f"--fec {bad[0]} would be ignored; drop --fec (or choose --code kp4/kr4/rs272)")
+    return None
+
+
 def add_code_fec(p: argparse.ArgumentParser, *, multi: bool = False, code_default="kp4",
                  fec_default="ieee") -> None:
-    """Add ``--code`` and ``--fec`` (one value each, or comma lists with ``multi``)."""
+    """Add ``--code`` and ``--fec`` (one value each, or comma lists with ``multi``); a typed
+    ``--fec`` other than bypass with ``--code none`` is refused (:func:`code_fec_conflict`)."""
     if multi:
         cd = tuple(code_default) if not isinstance(code_default, str) else (code_default,)
         fd = tuple(fec_default) if not isinstance(fec_default, str) else (fec_default,)
         p.add_argument("--code", type=code_list, default=cd, metavar="CODE[,CODE...]",
                        help=f"{CODE_HELP}; comma list (default {','.join(cd)})")
-        p.add_argument("--fec", type=fec_list, default=fd, metavar="MODE[,MODE...]",
+        p.add_argument("--fec", type=fec_list, default=fd, metavar="MODE[,MODE...]", action=_Given,
                        help=f"{FEC_HELP}; comma list, every code x mode is run (default {','.join(fd)})")
     else:
         p.add_argument("--code", type=code_name, default=code_default, metavar="CODE",
                        help=f"{CODE_HELP} (default {code_default})")
-        p.add_argument("--fec", type=fec_name, default=fec_default, metavar="MODE",
+        p.add_argument("--fec", type=fec_name, default=fec_default, metavar="MODE", action=_Given,
                        help=f"{FEC_HELP} (default {fec_default})")

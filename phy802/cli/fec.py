@@ -119,6 +119,10 @@ def _add_tail(sub) -> None:
     p.add_argument("--no-progress", action="store_true", help="no progress lines on stderr for several ports")
 
 
+def _tail_progress(msg: str) -> None:  # module level: it goes to a worker process (pickled by name)
+    print(f"phy802 fec tail: {msg}", file=sys.stderr, flush=True)
+
+
 def _run_tail(args: argparse.Namespace) -> int:
     from phy802.fec.tail import CODES, estimate_cpu_seconds, fit_ports, ports_csv, ports_text, rank_ports
     from phy802.fec.telemetry import difference, read_telemetry
@@ -146,11 +150,17 @@ def _run_tail(args: argparse.Namespace) -> int:
                          f"{args.bootstrap}, models {','.join(models)}), above the {TAIL_MAX_CPU_S:.0f} s limit: lower "
                          "--bootstrap or pick a port with --ifname")
     many = len(tel.ports) > 1
-    prog = None
-    if many and not args.no_progress:
-        prog = lambda msg: print(f"phy802 fec tail: {msg}", file=sys.stderr, flush=True)  # noqa: E731
-    fits = fit_ports(tel, code, workers=args.workers, progress=prog, models=models, target_fer=args.target_fer,
-                     bootstrap=args.bootstrap, seed=args.seed, interleave=args.interleave)
+    prog = _tail_progress if many and not args.no_progress else None
+    kw = dict(workers=args.workers, progress=prog, models=models, target_fer=args.target_fer,
+              bootstrap=args.bootstrap, seed=args.seed, interleave=args.interleave)
+    if args.bootstrap and not (args.workers > 1 and many):
+        # the bootstrap is seconds inside one compiled call, where Ctrl-C cannot land: fitted in a
+        # worker process that an interrupt terminates at once (fit_ports' own pool does it for --workers)
+        from phy802._io import run_in_worker
+
+        fits = run_in_worker(fit_ports, tel, code, **kw)
+    else:
+        fits = fit_ports(tel, code, **kw)
     info = {"input": str(args.file), "input_format": tel.fmt, "since": args.since}
     if not many and not args.csv:
         fit = fits[tel.ports[0].name]

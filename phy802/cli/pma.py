@@ -68,7 +68,10 @@ def run(args: argparse.Namespace) -> int:
         if pat is None:
             raise ValueError(f"--pattern {args.pattern!r}: choose from {', '.join(PATTERNS)}")
         seed = args.state if args.state is not None else pat.seed
-        out = prbs_bits(pat, 2 * args.count, seed) if args.bits else prbsq(pat, args.count, seed)
+        try:
+            out = prbs_bits(pat, 2 * args.count, seed) if args.bits else prbsq(pat, args.count, seed)
+        except ValueError as exc:  # the library names the seed, the user typed --state
+            raise ValueError(f"--state {args.state!r}: {exc}") from None
         obj = {"pattern": pat.name, "polynomial": pat.polynomial, "seed": seed, "inverted": pat.invert,
                "count": args.count,
                "bits" if args.bits else "symbols": "".join(map(str, out.tolist()))}

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from phy802.cli._common import (CliError, add_force, add_json, add_seed, check_budget, count_arg, emit, float_arg,
                                 int_arg, list_arg, probability, progress)
+from phy802.cli._common import scheduler_address
 from phy802.cli._hist import add_hist_arguments, histogram_from_counts, print_ethtool, wants_ethtool
 from phy802.cli._vocab import add_code_fec
 from phy802.cli import _inner_cli
@@ -70,7 +71,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="split each point into shards of PAIRS codeword pairs that run in parallel (own seeds, "
                         "global stop rule on the shards in order: same result for any --workers); default: "
                         "one task per point")
-    p.add_argument("--scheduler", metavar="ADDRESS", default=None,
+    p.add_argument("--scheduler", metavar="ADDRESS", default=None, type=scheduler_address,
                    help="Dask scheduler address (e.g. tcp://host:8786): run the points on that cluster "
                         "(default: local processes)")
     p.add_argument("--scheduler-timeout", type=float_arg(0.0, 3600.0, lo_open=True), default=10.0, metavar="S",

@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 
 from phy802.cli._common import (CliError, add_force, add_json, add_seed, calibrated_seconds, check_budget, check_disk, count_arg, emit,
-                                float_arg, int_arg, probability)
+                                float_arg, int_arg, probability, scheduler_address)
 from phy802.cli._inner_cli import INNER_RATES, add_trace_args as add_inner_trace_args
 from phy802.cli._hist import add_hist_arguments, histogram_from_counts, print_ethtool, wants_ethtool
 from phy802.cli._vocab import add_code_fec
@@ -60,7 +60,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--workers", type=int_arg(1, 4096), default=1,
                    help="local worker processes generating shards in parallel (default 1: this process, with "
                         "encoding and writing in a background thread)")
-    g.add_argument("--scheduler", metavar="ADDRESS", default=None,
+    g.add_argument("--scheduler", metavar="ADDRESS", default=None, type=scheduler_address,
                    help="Dask scheduler address (e.g. tcp://host:8786): generate the shards on that cluster "
                         "(default: none, local)")
     g.add_argument("--out", required=True, help="output trace file (format v2, named *.trace; *.npz is refused: it is not a zip)")

@@ -819,12 +819,18 @@ def fit_ports(tel, code: theory.RsCode | str, *, workers: int = 1, progress: Cal
     if workers > 1 and len(jobs) > 1:
         import concurrent.futures as cf
 
-        with cf.ProcessPoolExecutor(max_workers=min(workers, len(jobs))) as ex:
-            futs = {ex.submit(_fit_port, j): n for n, j in jobs.items()}
-            for k, fut in enumerate(cf.as_completed(futs), start=1):
-                out[futs[fut]] = fut.result()
-                if progress:
-                    progress(f"port {k}/{len(jobs)} {futs[fut]} done")
+        from phy802._io import stop_pool, worker_pool
+
+        with worker_pool(min(workers, len(jobs))) as ex:  # workers ignore Ctrl-C; this process stops them
+            try:
+                futs = {ex.submit(_fit_port, j): n for n, j in jobs.items()}
+                for k, fut in enumerate(cf.as_completed(futs), start=1):
+                    out[futs[fut]] = fut.result()
+                    if progress:
+                        progress(f"port {k}/{len(jobs)} {futs[fut]} done")
+            except BaseException:
+                stop_pool(ex)
+                raise
     else:
         for k, (n, j) in enumerate(jobs.items(), start=1):
             if progress:

@@ -573,12 +573,28 @@ def _empty(src: str) -> FecHistogram:
 _HEADER_CELL = re.compile(r"[A-Za-z_ ]+\Z")
 
 
+def _csv_rows(text: str, where: str):
+    """``(line, cells)`` of each CSV record; a record the csv module refuses (a field over its
+    131072-character limit, a NUL, an unclosed quote) is a TelemetryError naming the file and line,
+    not a ``_csv.Error`` (issue 28 item 11)."""
+    reader = csv.reader(io.StringIO(text))
+    while True:
+        try:
+            row = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as exc:
+            # line_num counts the lines read so far, the bad one included
+            raise TelemetryError(f"{where}:{max(reader.line_num, 1)}: not a valid CSV line ({exc})") from None
+        yield reader.line_num, row
+
+
 def _csv(text: str, where: str) -> list[Port]:
     bins: list[FecBin] = []
     unc = None
     ncols = None
     header_seen = False
-    for lineno, row in enumerate(csv.reader(io.StringIO(text)), start=1):
+    for lineno, row in _csv_rows(text, where):
         cells = [c.strip(" \t") for c in row]
         at = f"{where}:{lineno}"
         if not cells or not any(cells) or cells[0].startswith("#"):

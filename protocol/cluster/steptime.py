@@ -159,20 +159,70 @@ def _check_record(r: Any, where: str) -> dict:
     for k in ("step", "op", "bytes"):
         if k not in r:
             raise ValueError(f"{where}: record has no field {k!r}")
-    if r["op"] not in _OPS:
+    if not isinstance(r["op"], str) or r["op"] not in _OPS:
         raise ValueError(f"{where}: unknown op {r['op']!r} (choose from {', '.join(_OPS)})")
-    if not isinstance(r["step"], int) or r["step"] < 0:
+    if not _is_int(r["step"]) or r["step"] < 0:
         raise ValueError(f"{where}: step must be an int >= 0, got {r['step']!r}")
-    if not isinstance(r["bytes"], (int, float)) or not math.isfinite(r["bytes"]) or r["bytes"] < 0:
+    if "rank" in r and (not _is_int(r["rank"]) or r["rank"] < 0):
+        raise ValueError(f"{where}: rank must be an int >= 0, got {r['rank']!r}")
+    if isinstance(r["bytes"], bool) or not isinstance(r["bytes"], (int, float)) or not math.isfinite(r["bytes"]) \
+            or r["bytes"] < 0:
         raise ValueError(f"{where}: bytes must be a number >= 0, got {r['bytes']!r}")
     return r
 
 
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+#: A communication log is one JSON line per collective; 1 GiB is ~10 M records, far past any log
+#: train writes, and a bound that keeps ``/dev/zero`` or a runaway file from filling memory.
+MAX_COMMLOG_BYTES = 1 << 30
+
+
+def _check_header(h: dict, p: str) -> dict:
+    """The header's fields typed (issue 28 item 11): a wrong type is a ValueError naming the file,
+    the field and the value, not a KeyError/AttributeError/TypeError later."""
+    if h.get("format") != FORMAT:
+        raise ValueError(f"{p}: not a phy802 communication log (header 'format' must be {FORMAT!r})")
+    for k, lo in (("version", 0), ("world_size", 1), ("microbatches", 1), ("params", 0), ("tokens_per_step", 0)):
+        if k in h and (not _is_int(h[k]) or h[k] < lo):
+            raise ValueError(f"{p}: header field {k!r} must be an int >= {lo}, got {h[k]!r}")
+    if h.get("version", 0) > VERSION:
+        raise ValueError(f"{p}: communication log version {h.get('version')} is newer than {VERSION}")
+    if not isinstance(h.get("parallel", "ddp"), str) or h.get("parallel", "ddp") not in PARALLEL:
+        raise ValueError(f"{p}: header parallel must be one of {', '.join(PARALLEL)}, got {h.get('parallel')!r}")
+    timing = h.get("timing")
+    if timing is not None:
+        if not isinstance(timing, dict):
+            raise ValueError(f"{p}: header field 'timing' must be a JSON object "
+                             f"({{\"step_s\": [...]}}), got {type(timing).__name__} {str(timing)[:40]}")
+        xs = timing.get("step_s", [])
+        if not isinstance(xs, list):
+            raise ValueError(f"{p}: header field 'timing.step_s' must be a list of seconds, got "
+                             f"{type(xs).__name__} {str(xs)[:40]}")
+        for i, x in enumerate(xs):
+            if x is not None and (isinstance(x, bool) or not isinstance(x, (int, float))
+                                  or not math.isfinite(x) or x < 0):
+                raise ValueError(f"{p}: header field 'timing.step_s[{i}]' must be a number of seconds >= 0 "
+                                 f"(or null), got {x!r}")
+    return h
+
+
 def read_commlog(path: str | os.PathLike) -> CommLogData:
-    """Read a communication log (JSON lines, or one JSON object ``{"header":..., "records": [...]}``)."""
+    """Read a communication log (JSON lines, or one JSON object ``{"header":..., "records": [...]}``).
+
+    A regular file of at most :data:`MAX_COMMLOG_BYTES`, UTF-8, strict JSON (no NaN), each line
+    nested at most ``phy802._io.MAX_JSON_DEPTH`` deep, header fields and records typed; anything
+    else is a ValueError naming the file (and line or field)."""
+    from phy802._io import MAX_JSON_DEPTH, _json_depth_ok, read_input_bytes
+
     p = os.fspath(path)
-    with open(p, encoding="utf-8") as fh:
-        text = fh.read()
+    data = read_input_bytes(p, MAX_COMMLOG_BYTES, what="communication log")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{p}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     stripped = text.lstrip()
     if stripped.startswith("{") and "\n" not in stripped.strip():
         lines = [stripped.strip()]
@@ -180,24 +230,29 @@ def read_commlog(path: str | os.PathLike) -> CommLogData:
         lines = [ln for ln in text.splitlines() if ln.strip()]
     if not lines:
         raise ValueError(f"{p}: empty communication log")
+
+    def constant(c):
+        raise ValueError(f"non-JSON constant {c}")
+
     objs = []
     for i, ln in enumerate(lines, 1):
+        if ln.count("[") + ln.count("{") > MAX_JSON_DEPTH and not _json_depth_ok(ln):  # cheap test first
+            raise ValueError(f"{p}, line {i}: JSON nested deeper than {MAX_JSON_DEPTH} levels")
         try:
-            objs.append(json.loads(ln))
-        except json.JSONDecodeError as exc:
+            objs.append(json.loads(ln, parse_constant=constant))
+        except (json.JSONDecodeError, ValueError) as exc:
             raise ValueError(f"{p}, line {i}: not JSON: {exc}") from None
     if len(objs) == 1 and isinstance(objs[0], dict) and "records" in objs[0]:
         header, recs = objs[0].get("header", {}), objs[0]["records"]
+        if not isinstance(recs, list):
+            raise ValueError(f"{p}: field 'records' must be a list, got {type(recs).__name__}")
         where = [f"{p}, record {i}" for i in range(len(recs))]
     else:
         header, recs = objs[0], objs[1:]
         where = [f"{p}, line {i + 2}" for i in range(len(recs))]
-    if not isinstance(header, dict) or header.get("format") != FORMAT:
+    if not isinstance(header, dict):
         raise ValueError(f"{p}: not a phy802 communication log (header 'format' must be {FORMAT!r})")
-    if int(header.get("version", 0)) > VERSION:
-        raise ValueError(f"{p}: communication log version {header.get('version')} is newer than {VERSION}")
-    if header.get("parallel", "ddp") not in PARALLEL:
-        raise ValueError(f"{p}: header parallel must be one of {', '.join(PARALLEL)}, got {header.get('parallel')!r}")
+    _check_header(header, p)
     return CommLogData(header, [_check_record(r, w) for r, w in zip(recs, where)])
 
 

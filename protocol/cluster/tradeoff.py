@@ -136,14 +136,15 @@ def load_results(folder: str | os.PathLike) -> tuple[dict, list[dict]]:
         path = os.path.join(path, "results.json")
     if not os.path.exists(path):
         raise ValueError(f"{path}: no such file (an 'phy802 experiment --out' folder holds results.json)")
-    with open(path, encoding="utf-8") as fh:
-        try:
-            doc = json.load(fh)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"{path}: not JSON: {exc}") from None
+    from phy802._io import read_json_file
+
+    # bounded, UTF-8, strict and depth-limited, each failure naming the file (issue 28 item 11/16)
+    doc = read_json_file(path, 1 << 28, what="phy802 experiment results.json")
     if not isinstance(doc, dict) or not isinstance(doc.get("rows"), list):
         raise ValueError(f"{path}: expected an object with a 'rows' list (phy802 experiment results.json)")
     for i, r in enumerate(doc["rows"]):
+        if not isinstance(r, dict):
+            raise ValueError(f"{path}: row {i} must be an object, got {type(r).__name__} {str(r)[:40]}")
         for k in ("parallel", "ber", "guard", "evals", "final_val_loss"):
             if k not in r:
                 raise ValueError(f"{path}: row {i} has no field {k!r}")

@@ -186,3 +186,75 @@ def test_internal_error_is_one_line_and_exit_3(monkeypatch, capsys):
     monkeypatch.setenv("PHY802_DEBUG", "1")
     assert main(["pma", "prbs"]) == 3
     assert "Traceback" in capsys.readouterr().err
+
+
+# ----------------------------------------------------------------------------- issue 28 item 16
+
+@pytest.mark.parametrize("argv,flags", [
+    (["link", "--code", "none", "--fec", "ieee"], ("--code none", "--fec ieee")),
+    (["link", "--code", "none", "--fec", "detect_only"], ("--code none", "--fec detect_only")),
+    (["sweep", "--code", "none", "--fec", "ieee,bypass"], ("--code none", "--fec ieee")),
+    (["trace", "generate", "--code", "none", "--fec", "llr", "--out", "t.trace"], ("--code none", "--fec llr")),
+    (["trace", "info", "x.trace", "--json", "--format", "text"], ("--json", "--format text")),
+    (["link", "--json", "--format", "ethtool-json"], ("--json", "--format ethtool-json")),
+    (["sweep", "--json", "--format", "text"], ("--json", "--format text")),
+])
+def test_contradicting_options_are_refused_naming_both(tmp_path, monkeypatch, capsys, argv, flags):
+    """``--code none --fec ieee`` (no FEC sublayer: the mode would be ignored) and ``--json --format
+    text`` were accepted; now exit 2 before anything runs, the one line naming both options."""
+    monkeypatch.chdir(tmp_path)
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1 and all(f in err for f in flags), err
+    assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize("argv", [
+    ["link", "--code", "none"],  # the default --fec is not a choice of the user's
+    ["link", "--code", "none", "--fec", "bypass"],  # what --code none does anyway
+    ["sweep", "--code", "kp4,none", "--fec", "ieee"],  # --fec applies to kp4
+    ["link", "--json", "--format", "json"],
+    ["link", "--format", "text"],
+])
+def test_compatible_options_are_not_refused(monkeypatch, argv):
+    import importlib
+
+    mod = importlib.import_module(f"phy802.cli.{argv[0]}")
+    monkeypatch.setattr(mod, "run", lambda args: 0)
+    assert main(argv) == 0
+
+
+@pytest.mark.parametrize("field", ["x", "snr_db"])
+def test_sweep_file_number_past_float_range_names_the_field(tmp_path, monkeypatch, capsys, sweep_file, field):
+    """``points[0].x = 10**400`` was 'int too large to convert to float' (no file, no field)."""
+    monkeypatch.chdir(tmp_path)
+    doc = json.loads(sweep_file.read_text())
+    doc["points"][0][field] = 10 ** 400
+    (tmp_path / "big.json").write_text(json.dumps(doc))
+    assert main(["sweep", "--merge", "big.json", str(sweep_file), "--out", "m"]) == 2
+    err = capsys.readouterr().err
+    assert "big.json" in err and f"points[0]: field {field}" in err, err
+
+
+@pytest.mark.parametrize("argv,named", [
+    (["pma", "prbs", "--state", "x"], "--state 'x'"),
+    (["pma", "prbs", "--count", "1e-400"], "argument --count: '1e-400' is below"),  # was read as 0, exit 0
+    (["collective", "--bytes", "1e-400"], "argument --bytes: item '1e-400': '1e-400' is below"),
+    (["trace", "generate", "--scheduler", "x", "--out", "t.trace"], "argument --scheduler"),
+    (["sweep", "--ber", "1e-3", "--scheduler", "host", "--out", "s"], "argument --scheduler"),
+    (["tradeoff", "--results", "binary.json", "--out", "t"], "binary.json: not UTF-8"),
+    (["tradeoff", "--results", "rows.json", "--out", "t"], "rows.json: row 0 must be an object"),
+    (["tradeoff", "--results", "deep.json", "--out", "t"], "deep.json: JSON nested deeper"),
+])
+def test_messages_name_the_option_or_file_and_the_value(tmp_path, monkeypatch, capsys, argv, named):
+    """Item 16: 'seed must be 9 characters ...' (no --state), Dask's 'missing port number in address
+    'x'' (no --scheduler), ''utf-8' codec can't decode byte ...' (no file) were exit-2 lines naming
+    neither the option nor the file."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "binary.json").write_bytes(b'{"rows": "\x88\x89"}')
+    (tmp_path / "rows.json").write_text('{"rows": [5]}')
+    (tmp_path / "deep.json").write_text("[" * 5000 + "]" * 5000)
+    assert _run(argv) == 2
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1 and named in err, err
+    assert not (tmp_path / "t").exists() and not (tmp_path / "s").exists()

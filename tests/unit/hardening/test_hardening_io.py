@@ -122,7 +122,7 @@ def test_sigterm_during_trace_generate_leaves_nothing(tmp_path, workers):
     (nor, with worker processes, the folder of the shards' batons)."""
     out = tmp_path / "t.trace"
     proc = subprocess.Popen([sys.executable, "-m", "phy802", "trace", "generate", "--fec", "bypass", "--ber", "1e-7",
-                             "--bits", "1e14", "--no-progress", "--workers", workers, "--out", str(out)],
+                             "--bits", "1e14", "--force", "--no-progress", "--workers", workers, "--out", str(out)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             env={**os.environ, "PYTHONPATH": str(REPO), "NUMBA_NUM_THREADS": "1"})
     deadline = time.monotonic() + 120

@@ -122,6 +122,58 @@ def test_deep_json_sweep_file_is_exit_2(tmp_path, capsys, monkeypatch):
     assert not (tmp_path / "m").exists()
 
 
+_LOG_HEAD = {"format": "phy802-commlog", "version": 1, "parallel": "ddp", "world_size": 2}
+_LOG_REC = {"rank": 0, "step": 0, "op": "allreduce", "bytes": 4}
+
+
+@pytest.mark.parametrize("case_id,header,rec,field", [
+    ("timing-list", {"timing": [0.1, 0.2]}, {}, "'timing'"),
+    ("timing-str", {"timing": "x"}, {}, "'timing'"),
+    ("step_s-str", {"timing": {"step_s": "x"}}, {}, "'timing.step_s'"),
+    ("step_s-item", {"timing": {"step_s": [0.1, "x"]}}, {}, "'timing.step_s[1]'"),
+    ("version-list", {"version": [1]}, {}, "'version'"),
+    ("world_size-str", {"world_size": "x"}, {}, "'world_size'"),
+    ("microbatches-float", {"microbatches": 1.5}, {}, "'microbatches'"),
+    ("rank-str", {}, {"rank": "x"}, "rank"),
+    ("step-bool", {}, {"step": True}, "step"),
+])
+def test_wrong_typed_comm_log_is_exit_2_naming_the_field(tmp_path, capsys, monkeypatch, case_id, header, rec, field):
+    """Item 11: a comm log with ``timing`` a list (and other wrong-typed header/record fields) was an
+    AttributeError/TypeError, exit 3; now exit 2 naming the file and the field, before any work."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "log.jsonl").write_text(json.dumps({**_LOG_HEAD, **header}) + "\n"
+                                        + json.dumps({**_LOG_REC, **rec}) + "\n")
+    assert main(["tradeoff", "--comm-log", "log.jsonl", "--out", "t"]) == 2
+    err = capsys.readouterr().err
+    assert "log.jsonl" in err and field in err and "internal error" not in err, err
+    assert len(err.strip().splitlines()) == 1, err
+    assert not (tmp_path / "t").exists()
+
+
+@pytest.mark.parametrize("text", [_deep(100000), json.dumps(_LOG_HEAD) + '\n{"rank": 0, "step": 0, "op": '
+                                  '"allreduce", "bytes": NaN}', "\udcff"])
+def test_deep_nan_or_binary_comm_log_is_exit_2(tmp_path, capsys, monkeypatch, text):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "log.jsonl").write_bytes(text.encode("utf-8", "surrogateescape"))
+    assert main(["tradeoff", "--comm-log", "log.jsonl", "--out", "t"]) == 2
+    err = capsys.readouterr().err
+    assert "log.jsonl" in err and "internal error" not in err, err
+
+
+@pytest.mark.parametrize("rows,line", [(["0,1000", "1," + "1" * 200000], 2),
+                                       (["0,1000", "1,10", "2," + "7" * 131073], 3),
+                                       (["bin,count", "0,1000", '1,"' + "1" * 140000 + '"'], 3)])
+def test_csv_field_over_the_csv_modules_limit_is_exit_2_naming_file_and_line(tmp_path, capsys, monkeypatch,
+                                                                             rows, line):
+    """Item 11: a CSV field over 131072 characters was ``_csv.Error: field larger than field limit``
+    (exit 3); now exit 2 naming the file and the line."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "h.csv").write_text("\n".join(rows) + "\n")
+    assert main(["fec", "tail", "h.csv", "--models", "binomial", "--bootstrap", "0"]) == 2
+    err = capsys.readouterr().err
+    assert f"h.csv:{line}:" in err and "field limit" in err and "internal error" not in err, err
+
+
 @pytest.mark.parametrize("argv", [
     ["fec", "decode", "/dev/zero"],
     ["fec", "encode", "/dev/zero"],
