@@ -41,6 +41,13 @@ DFE bursts (:func:`burst_frame_loss`, exact Markov codeword error ratios of :mod
 frames are still lost independently of each other.  The result
 (:class:`SimResult`) has the mean, p50, p99, p999 of the collective time over the trials that
 completed and the failure rate (trials in which some queue pair failed).
+
+The kernel (:func:`protocol.cluster._kernels.sim_trials`) walks each trial's lost frames in frame
+order by geometric skips (every frame of the trial lost independently with ``q_path``), closing
+flows, steps and chains as it passes them: O(lost frames + trials) time, O(trials) memory.  A trial
+stops at its first frame that fails the queue pair: its time is not used (``samples_us`` is inf),
+so ``losses`` counts the lost frames drawn, which is fewer than ``M q_path`` per trial only where
+trials fail.
 """
 
 from __future__ import annotations
@@ -172,7 +179,9 @@ def burst_frame_loss(code: str, fec: str, ber: float, payload: int, pb: float, f
 
 @dataclass(frozen=True)
 class SimResult:
-    """Distribution of one collective's time over ``trials`` (us); failures excluded from quantiles."""
+    """Distribution of one collective's time over ``trials`` (us); failures excluded from quantiles.
+
+    ``samples_us``: per trial, inf where the trial failed; ``losses``: lost frames drawn."""
 
     trials: int
     deterministic_us: float
