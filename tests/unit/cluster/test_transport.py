@@ -180,3 +180,17 @@ def test_streaming_kernel_equals_the_array_reference_on_the_same_draws(algo, tra
     # positions strictly increasing inside a trial (no frame drawn twice)
     same = rec_t[1:nrec] == rec_t[:nrec - 1]
     assert np.all(np.diff(rec_idx[:nrec])[same] > 0)
+
+
+def test_estimate_counts_the_frames_a_failing_trial_stops_at():
+    # detect_only at 1e-5 fails every trial within ~1/qp^7 lost frames, far fewer than its M q_path:
+    # the estimate follows the early stop (E[min(K, G)]), and where nothing fails it is M q_path
+    # (the approximation uses the mean K: within 20% of the frames the kernel drew)
+    for ber, all_fail in ((1e-5, True), (3e-7, False)):
+        c = preset("dgx-h100-ib", nodes=16, fec="detect_only", ber=ber, topology="three-tier")
+        pr = predict("allreduce", 25e6, c)
+        r, e = simulate(pr, c, 200, seed=1), estimate(pr, c, 200)
+        assert (r.failure_rate == 1.0) if all_fail else (r.failure_rate == 0.0)
+        assert abs(e["losses"] / r.losses - 1) < 0.2
+        if all_fail:
+            assert e["losses"] < 1e-3 * 200 * traffic(pr, c).frames_per_trial * r.path_loss
