@@ -62,6 +62,8 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
+import numpy as np
+
 from .flat import Cluster, collective_time
 from .topology import ClusterSpec
 
@@ -80,6 +82,9 @@ __all__ = [
     "PARALLEL",
     "StepTime",
     "step_time",
+    "per_trial",
+    "per_trial_sum",
+    "with_distribution",
 ]
 
 FORMAT = "phy802-commlog"
@@ -341,7 +346,13 @@ class StepTime:
 
     ``step_s = compute_s + exposed_s``.  ``comm_s``: all communication, serialised (what it
     would cost with no overlap); ``phy_s`` / ``resend_s``: the FEC-latency and resend parts of
-    ``comm_s``; ``bubble_s``: pipeline fill/drain (PP only).
+    ``comm_s`` (means); ``bubble_s``: pipeline fill/drain (PP only).
+
+    With simulated loss recovery (a :class:`~protocol.cluster.topology.ClusterSpec` at BER > 0)
+    the step is replayed once per trial (:func:`step_time`): ``samples_s`` holds the per-trial step
+    times (inf where a queue pair failed), ``step_s`` is their mean over the completed trials,
+    ``p50_s`` / ``p99_s`` / ``p999_s`` their quantiles and ``failure_rate`` the share that failed.
+    Without it the step is deterministic and the quantiles equal ``step_s`` (NaN on the flat model).
     """
 
     parallel: str
@@ -359,6 +370,9 @@ class StepTime:
     ops: int
     failure_rate: float = 0.0
     p99_s: float = float("nan")
+    p50_s: float = float("nan")
+    p999_s: float = float("nan")
+    samples_s: Any = field(default=None, compare=False, repr=False)
 
 
 #: loss-recovery trials per collective on a :class:`ClusterSpec` with BER > 0, and their seed
@@ -370,7 +384,8 @@ SIM_SEED = 0
 class OpTime:
     """One collective of a step on a :class:`ClusterSpec`: the deterministic prediction plus the
     simulated loss recovery (:mod:`protocol.cluster.transport`); ``time_s`` is the mean over the
-    trials that completed, ``p99_delay_s`` the 99th percentile of the delay."""
+    trials that completed, ``p99_delay_s`` the 99th percentile of the delay, ``samples_s`` the
+    per-trial time (inf where the trial failed; None without losses)."""
 
     time_s: float
     phy_s: float
@@ -379,9 +394,21 @@ class OpTime:
     failure_rate: float
     prediction: Any = None
     delays_s: Any = None  # per-trial delay (s), inf where the trial failed; None without losses
+    samples_s: Any = None
 
 
 _TRACK: list | None = None
+
+
+def _op_seed(op: str, nbytes: int, algo: str | None, seed: int):
+    """The simulation seed of one collective: ``SeedSequence([seed, crc32(op, bytes, algo)])``, so
+    different collectives of a step draw independent trials, while the same collective in two
+    modes or BERs of a comparison draws the same uniforms (common random numbers) [I]."""
+    import zlib
+
+    import numpy as np
+
+    return np.random.default_rng(np.random.SeedSequence([int(seed), zlib.crc32(f"{op}|{nbytes}|{algo}".encode())]))
 
 
 @functools.lru_cache(maxsize=8192)
@@ -394,25 +421,102 @@ def _op_time_cached(op: str, nbytes: int, cluster, algo: str | None, trials: int
     pr = predict(op, nbytes, cluster, algo=algo if op == "allreduce" else None)
     if cluster.ber == 0 or trials <= 0:
         return OpTime(pr.time_s, pr.phy_s, 0.0, 0.0, 0.0, pr)
-    res = simulate(pr, cluster, trials, seed=seed)
-    delays = (res.samples_us - res.deterministic_us) * 1e-6
-    if res.failure_rate > 0:
-        import numpy as np
-
-        delays = delays.copy()
-        delays[np.isinf(res.samples_us) | (res.failure_rate >= 1)] = math.inf
+    res = simulate(pr, cluster, trials, seed=_op_seed(op, nbytes, algo, seed))
+    samples = res.samples_us * 1e-6  # inf where the trial failed
+    samples.flags.writeable = False
+    delays = samples - res.deterministic_us * 1e-6
+    delays.flags.writeable = False
     if not math.isfinite(res.mean_us):
-        return OpTime(math.inf, pr.phy_s, math.inf, math.inf, res.failure_rate, pr, delays)
+        return OpTime(math.inf, pr.phy_s, math.inf, math.inf, res.failure_rate, pr, delays, samples)
     d = (res.mean_us - res.deterministic_us) * 1e-6
     return OpTime(res.mean_us * 1e-6, pr.phy_s, d, (res.p99_us - res.deterministic_us) * 1e-6, res.failure_rate, pr,
-                  delays)
+                  delays, samples)
+
+
+class _Trials:
+    """Per-trial replay (:func:`step_time`): the k-th use of a simulated collective in a step gets
+    its own trials: the first use its trials as simulated (trial i of the step is trial i of the
+    collective), every later use a bootstrap resample of them (indices drawn with replacement from
+    a Generator seeded from ``SIM_SEED``), so repeated identical collectives (DDP's equal buckets,
+    a TP layer's all-reduces) are independent draws of one simulated distribution [I], not the same
+    trial counted again."""
+
+    def __init__(self, seed: int):
+        self.rng = np.random.default_rng(np.random.SeedSequence([int(seed), 0x57E9]))
+        self.uses: dict[int, int] = {}
+        self.n: int | None = None
+
+    def draw(self, t: "OpTime") -> "OpTime":
+        import dataclasses
+
+        a = t.samples_s
+        if a is None:
+            return t
+        if self.n is None:
+            self.n = len(a)
+        elif len(a) != self.n:
+            raise ValueError(f"collectives of one step simulated with {self.n} and {len(a)} trials")
+        k = self.uses.get(id(a), 0)
+        self.uses[id(a)] = k + 1
+        return dataclasses.replace(t, time_s=a if k == 0 else a[self.rng.integers(0, len(a), len(a))])
+
+
+_PER_TRIAL: _Trials | None = None
 
 
 def _op_time(op: str, nbytes: int, cluster, algo: str | None = "ring"):
     t = _op_time_cached(op, int(nbytes), cluster, algo, SIM_TRIALS, SIM_SEED)
+    if _PER_TRIAL is not None and isinstance(t, OpTime):
+        return _PER_TRIAL.draw(t)
     if _TRACK is not None:
         _TRACK.append(t)
     return t
+
+
+def per_trial(fn, seed: int | None = None):
+    """Run ``fn()`` (a replay of one step) with every simulated collective's ``time_s`` replaced by
+    its per-trial times (:class:`_Trials`), so the step's rules (``max``, sums) give the per-trial
+    step time; returns ``fn()``'s result."""
+    global _PER_TRIAL, _TRACK
+    prev, prev_track = _PER_TRIAL, _TRACK
+    _PER_TRIAL, _TRACK = _Trials(SIM_SEED if seed is None else seed), None
+    try:
+        return fn()
+    finally:
+        _PER_TRIAL, _TRACK = prev, prev_track
+
+
+def per_trial_sum(ops: list, seed: int | None = None):
+    """Per-trial sum of the times of ``ops`` run one after the other (each use its own trials,
+    :class:`_Trials`); a float when none is simulated."""
+    tr = _Trials(SIM_SEED if seed is None else seed)
+    return sum((tr.draw(t).time_s if isinstance(t, OpTime) else t.time_s for t in ops), 0.0)
+
+
+def with_distribution(st: StepTime, per_trial_step_s) -> StepTime:
+    """``st`` with its mean, quantiles and failure rate taken from the per-trial step times
+    (inf where a queue pair failed): mean and quantiles (inverted CDF) over the completed trials."""
+    import dataclasses
+
+    a = np.array(per_trial_step_s, dtype=np.float64)
+    ok = np.isfinite(a)
+    fail = float(1.0 - ok.mean())
+    if ok.any():
+        good = a[ok]
+        mean = float(good.mean())
+        p50, p99, p999 = (float(np.quantile(good, x, method="inverted_cdf")) for x in (0.5, 0.99, 0.999))
+    else:
+        mean = p50 = p99 = p999 = math.inf
+    a.flags.writeable = False
+    return dataclasses.replace(st, step_s=mean, exposed_s=mean - st.compute_s, failure_rate=fail, p50_s=p50,
+                               p99_s=p99, p999_s=p999, samples_s=a)
+
+
+def deterministic(st: StepTime) -> StepTime:
+    """``st`` with its quantiles set to ``step_s`` (no simulated loss: one value)."""
+    import dataclasses
+
+    return dataclasses.replace(st, p50_s=st.step_s, p99_s=st.step_s, p999_s=st.step_s)
 
 
 def _replay_op(r: dict, cluster: Cluster, algo: str = "ring"):
@@ -447,8 +551,10 @@ def step_time(log: CommLogData, cluster, *, compute_s: float | None = None, algo
     ``cluster``: a flat :class:`~protocol.cluster.flat.Cluster` or a
     :class:`~protocol.cluster.topology.ClusterSpec` (then every collective is NCCL's choice unless
     ``algo`` forces one, and at BER > 0 its loss recovery is simulated: ``SIM_TRIALS`` trials,
-    seed ``SIM_SEED``; the step's ``failure_rate`` and ``p99_s`` come from the per-trial sum of its
-    collectives' delays, :func:`step_distribution`).
+    seeds from ``SIM_SEED`` (:func:`_op_seed`); the step is then replayed once per trial with each
+    collective's time in that trial (:func:`per_trial`; so a delay hidden behind backward stays
+    hidden in that trial), and ``step_s``, ``p50_s``, ``p99_s``, ``p999_s`` and ``failure_rate`` are
+    the mean, quantiles and failed share of those per-trial step times, :func:`with_distribution`).
     ``compute_s``: compute per step and rank; default the log's measured step time.  ``algo``:
     the all-reduce and broadcast algorithm (flat: ``ring`` or ``tree``; cluster: any NCCL algorithm,
     or None for NCCL's choice).
@@ -466,34 +572,11 @@ def step_time(log: CommLogData, cluster, *, compute_s: float | None = None, algo
         _TRACK = prev
     if not ops:
         return st
-    import dataclasses
-
-    fail, p99 = step_distribution(ops)
-    return dataclasses.replace(st, failure_rate=fail, p99_s=st.step_s + p99)
-
-
-def step_distribution(ops: list) -> tuple[float, float]:
-    """``(failure rate, p99 - mean of the step's summed delay)`` from the collectives' per-trial
-    delays.  Trials are i.i.d., so the k-th occurrence of a collective uses its trials rotated by
-    ``k x 7919`` (a fresh pairing; repeated identical collectives share one simulation) [I].  The
-    delays add (an upper bound: a delay hidden behind compute is counted too)."""
-    import numpy as np
-
-    arrays = [t.delays_s for t in ops if getattr(t, "delays_s", None) is not None]
-    if not arrays:
-        return 0.0, 0.0
-    n = min(len(a) for a in arrays)
-    total = np.zeros(n)
-    seen: dict[int, int] = {}
-    for a in arrays:
-        k = seen.get(id(a), 0)
-        seen[id(a)] = k + 1
-        total += np.roll(a[:n], (k * 7919) % n)
-    bad = ~np.isfinite(total)
-    ok = total[~bad]
-    if not ok.size:
-        return 1.0, math.inf
-    return float(bad.mean()), float(np.quantile(ok, 0.99, method="inverted_cdf") - ok.mean())
+    sim = [t.samples_s for t in ops if t.samples_s is not None]
+    if not sim:
+        return deterministic(st)
+    per = per_trial(lambda: _step_time(log, cluster, compute_s, algo))
+    return with_distribution(st, np.broadcast_to(per.step_s, (len(sim[0]),)))
 
 
 def _step_time(log: CommLogData, cluster, compute_s, algo) -> StepTime:
@@ -524,9 +607,9 @@ def _step_time(log: CommLogData, cluster, compute_s, algo) -> StepTime:
         t = _replay_op(r, cluster, algo)
         done += int(r["bytes"])
         ready = fwd + bwd * done / total
-        end = max(ready, end) + t.time_s
+        end = np.maximum(ready, end) + t.time_s
         comm, phy, res = comm + t.time_s, phy + t.phy_s, res + t.resend_s
-    step = max(compute_s, end)
+    step = np.maximum(compute_s, end)
     n = len(grads)
     s, p, q, k = _serial(others, cluster, algo)
     step, comm, phy, res, n = step + s, comm + s, phy + p, res + q, n + k
@@ -558,7 +641,7 @@ def _fsdp_step(log: CommLogData, cluster: Cluster, compute_s: float, algo: str) 
     last = t_rs[-1].time_s if t_rs else 0.0
     ts = t_ag + t_rs
     total = sum(t.time_s for t in ts)
-    step = first + max(compute_s, total - first - last) + last
+    step = first + np.maximum(compute_s, total - first - last) + last
     comm, phy, res, n = total, sum(t.phy_s for t in ts), sum(t.resend_s for t in ts), len(ts)
     s, p, q, k = _serial(others, cluster, algo)
     step, comm, phy, res, n = step + s, comm + s, phy + p, res + q, n + k
@@ -588,7 +671,7 @@ def _pp_step(log: CommLogData, cluster: Cluster, compute_s: float, algo: str = "
     a = ta.time_s if ta else 0.0
     g = tg.time_s if tg else 0.0
     c = compute_s / m  # per-microbatch compute of a stage
-    slot = max(c, a, g)
+    slot = np.maximum(np.maximum(c, a), g)
     pipe = (m + p - 1) * slot + (p - 1) * (a + g)
     bubble = (p - 1) * slot
     comm = m * (a + g)

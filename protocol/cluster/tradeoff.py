@@ -14,7 +14,10 @@ For each mode (code, FEC), BER, guard and cluster size:
   ``unequal`` run, or of a ``bypass`` run with guard ``exponent_protection`` (the receiver
   drops flips on sign/exponent bits: the same bits ``unequal`` delivers) [I].
 * **time side**: the modelled step time (:func:`protocol.steptime.step_time`), resends at the
-  BER included, of the named model size (``gpt2-124m`` by default, compute from
+  BER included: ``step_ms`` the mean over the simulated trials that completed, ``step_p50_ms``,
+  ``step_p99_ms``, ``step_p999_ms`` quantiles of the per-trial step time (compute + the
+  communication not hidden in that trial), ``failure_rate`` the share of trials in which a queue
+  pair failed (the flat model has no trials: its quantiles are its one value), of the named model size (``gpt2-124m`` by default, compute from
   ``--tflops`` x MFU) or of a recorded communication log.  The loss side is measured on the
   small model of the experiment: the join assumes its loss penalty carries over [I].
 * **loss penalty** = final validation loss - the error-free run's; **steps to target**: the
@@ -46,8 +49,8 @@ DEFAULT_MODES: tuple[tuple[str, str], ...] = (
 REFERENCE = ("kp4", "ieee")
 #: below this post-FEC BER, ``correct_no_indication`` is taken as error-free on the loss side
 CLEAN_POST_FEC_BER = 1e-18
-COLUMNS = ("parallel", "workload", "mode", "code", "fec", "ber", "guard", "ranks", "step_ms", "step_p99_ms",
-           "failure_rate", "compute_ms", "exposed_ms", "phy_us", "resend_ms", "final_val_loss", "loss_penalty",
+COLUMNS = ("parallel", "workload", "mode", "code", "fec", "ber", "guard", "ranks", "step_ms", "step_p50_ms",
+           "step_p99_ms", "step_p999_ms", "failure_rate", "compute_ms", "exposed_ms", "phy_us", "resend_ms", "final_val_loss", "loss_penalty",
            "steps_to_target", "time_to_target_s", "vs_ref")
 
 
@@ -234,8 +237,8 @@ def tradeoff_rows(meta: dict, rows: list[dict], *, modes=DEFAULT_MODES, ranks=(8
                         row = {"parallel": par, "workload": time_model.workload or par, "mode": f"{code}/{fec}",
                                "code": code, "fec": fec, "ber": ber,
                                "guard": lr["guard"], "ranks": n, "step_ms": 1e3 * st.step_s,
-                               "step_p99_ms": 1e3 * (st.p99_s if math.isfinite(st.p99_s) or st.p99_s == math.inf
-                                                     else st.step_s),
+                               **{f"step_{q}_ms": 1e3 * (v if not math.isnan(v) else st.step_s)
+                                  for q, v in (("p50", st.p50_s), ("p99", st.p99_s), ("p999", st.p999_s))},
                                "failure_rate": st.failure_rate,
                                "compute_ms": 1e3 * st.compute_s, "exposed_ms": 1e3 * st.exposed_s,
                                "phy_us": 1e6 * st.phy_s, "resend_ms": 1e3 * st.resend_s,

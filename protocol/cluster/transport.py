@@ -41,6 +41,13 @@ DFE bursts (:func:`burst_frame_loss`, exact Markov codeword error ratios of :mod
 frames are still lost independently of each other.  The result
 (:class:`SimResult`) has the mean, p50, p99, p999 of the collective time over the trials that
 completed and the failure rate (trials in which some queue pair failed).
+
+The kernel (:func:`protocol.cluster._kernels.sim_trials`) walks each trial's lost frames in frame
+order by geometric skips (every frame of the trial lost independently with ``q_path``), closing
+flows, steps and chains as it passes them: O(lost frames + trials) time, O(trials) memory.  A trial
+stops at its first frame that fails the queue pair: its time is not used (``samples_us`` is inf),
+so ``losses`` counts the lost frames drawn, which is fewer than ``M q_path`` per trial only where
+trials fail.
 """
 
 from __future__ import annotations
@@ -172,7 +179,9 @@ def burst_frame_loss(code: str, fec: str, ber: float, payload: int, pb: float, f
 
 @dataclass(frozen=True)
 class SimResult:
-    """Distribution of one collective's time over ``trials`` (us); failures excluded from quantiles."""
+    """Distribution of one collective's time over ``trials`` (us); failures excluded from quantiles.
+
+    ``samples_us``: per trial, inf where the trial failed; ``losses``: lost frames drawn."""
 
     trials: int
     deterministic_us: float
@@ -226,14 +235,68 @@ def _llr_ns(c: ClusterSpec) -> float:
         return float(added_latency("llr", "400G", cfg, code=c.code).retry_ns)
 
 
+def _fail_per_loss(c: ClusterSpec, qp: float) -> float:
+    """Probability that a lost frame fails its queue pair: lost ``retry_cnt`` more times (plus the
+    link-level replays where they apply)."""
+    extra = int(c.retry_cnt) + (int(c.llr_retries) if c.fec == "llr" else 0)
+    return qp ** extra if qp > 0 else 0.0
+
+
 def estimate(pr: Prediction, c: ClusterSpec, trials: int) -> dict:
-    """Expected lost frames, memory (bytes) and run time (s) of :func:`simulate`, before running it."""
+    """Expected lost frames drawn, memory (bytes) and run time (s) of :func:`simulate`, before running it.
+
+    The kernel streams (O(lost frames + trials) time, O(trials) memory) and stops a trial at its
+    first failing frame, so the frames drawn per trial are ``E[min(K, G)]`` with ``K`` the lost
+    frames (mean ``M q_path``) and ``G`` the first failing one (``1 / f``, ``f`` a lost frame's
+    failure probability): about ``(1 - (1 - f)^(M q_path)) / f``."""
     tr = traffic(pr, c)
     _, qp = path_loss(c, tr.links, min(c.framing.rdma_mtu, max(1, tr.flow_bytes)))
-    losses = trials * tr.frames_per_trial * qp
-    # ~56 bytes per lost frame in flight (indices, keys, sort); ~2e7 lost frames per second [I]
-    # per trial: samples, delays, failure flags and the sorted copy of the quantiles (~40 bytes)
-    return {"losses": losses, "memory_bytes": 56.0 * losses + 40.0 * trials, "seconds": losses / 2e7 + trials * 2e-6}
+    k = tr.frames_per_trial * qp
+    f = _fail_per_loss(c, qp)
+    per_trial = k if f * k < 1e-9 else -math.expm1(k * math.log1p(-min(f, 1 - 1e-16))) / f
+    losses = trials * per_trial
+    # per trial: samples, delays, failure flags and the sorted copy of the quantiles (~40 bytes);
+    # ~3e7 lost frames per second and ~1e6 trials per second on one core [I: measured, bench_collective]
+    return {"losses": losses, "memory_bytes": 40.0 * trials, "seconds": losses / 3e7 + trials * 1e-6}
+
+
+_KERNEL_ARGS = ("M", "qp", "per_chain", "F", "off", "last_step", "W", "ft", "rtt", "gap", "rto", "retry_cnt", "mode",
+                "llr", "llr_ok", "llr_ns", "llr_retries")
+
+
+def kernel_params(pr: Prediction, c: ClusterSpec, q_override: float | None = None) -> dict:
+    """The quantities the loss-recovery kernels take (module docstring), by name: frames per trial
+    ``M``, path loss ``qp`` (and the per-link ``q``), frames per chain and per flow, the flow
+    offsets of the steps, window ``W``, frame time, round trip, gap, RTO (ns), retry and
+    link-level-retry settings."""
+    tr = traffic(pr, c)
+    det = pr.time_us
+    payload = min(c.framing.rdma_mtu, max(1, tr.flow_bytes))
+    if q_override is None:
+        q, qp = path_loss(c, tr.links, payload)
+    else:
+        q = float(q_override)
+        if not 0.0 <= q <= 1.0:
+            raise ValueError(f"frame loss probability must be in [0, 1], got {q!r}")
+        qp = 0.0 if q == 0 else (1.0 if q >= 1 else -math.expm1(tr.links * math.log1p(-q)))
+    if tr.links == 0:
+        qp = 0.0
+    ft = _frame_ns(c, payload)
+    rtt = _rtt_ns(c, tr.links) if tr.links else 0.0
+    steps = len(tr.crossings)
+    llr = c.fec == "llr"
+    llr_ns = _llr_ns(c) if llr and qp > 0 else 0.0
+    off = np.concatenate([[0], np.cumsum(np.asarray(tr.crossings, dtype=np.int64))]).astype(np.int64)
+    return dict(q=q, M=tr.frames_per_trial, qp=qp, per_chain=int(off[-1]) * tr.frames, F=tr.frames, off=off,
+                last_step=steps - 1, W=max(1, int(math.ceil(rtt / ft))), ft=ft, rtt=rtt,
+                gap=max(ft, det * 1e3 / max(1, steps)), rto=rto_ns(c.timeout), retry_cnt=int(c.retry_cnt),
+                mode=_TRANSPORT[c.transport], llr=llr, llr_ok=llr and c.llr_buffer_frames >= int(math.ceil(llr_ns / ft)),
+                llr_ns=llr_ns, llr_retries=int(c.llr_retries))
+
+
+def kernel_args(kp: dict) -> tuple:
+    """:func:`kernel_params` as the kernels' positional arguments after ``(seed, trials)``."""
+    return tuple(kp[k] for k in _KERNEL_ARGS)
 
 
 def simulate(pr: Prediction, c: ClusterSpec, trials: int, *, seed: int | np.random.Generator = 0,
@@ -248,49 +311,27 @@ def simulate(pr: Prediction, c: ClusterSpec, trials: int, *, seed: int | np.rand
         raise ValueError(f"trials must be an int >= 1, got {trials!r}")
     t0 = time.perf_counter()
     rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
-    tr = traffic(pr, c)
+    kp = kernel_params(pr, c, q_override)
     det = pr.time_us
-    payload = min(c.framing.rdma_mtu, max(1, tr.flow_bytes))
-    if q_override is None:
-        q, qp = path_loss(c, tr.links, payload)
-    else:
-        q = float(q_override)
-        if not 0.0 <= q <= 1.0:
-            raise ValueError(f"frame loss probability must be in [0, 1], got {q!r}")
-        qp = 0.0 if q == 0 else (1.0 if q >= 1 else -math.expm1(tr.links * math.log1p(-q)))
-    if tr.links == 0:
-        qp = 0.0
+    qp = kp["qp"]
     samples = np.full(trials, det, dtype=np.float64)
     failed = np.zeros(trials, dtype=np.bool_)
     total_losses = 0
-    M = tr.frames_per_trial
-    if qp > 0 and M > 0:
+    if qp > 0 and kp["M"] > 0:
         if qp >= 1.0:
             failed[:] = True
         else:
-            ft = _frame_ns(c, payload)
-            rtt = _rtt_ns(c, tr.links)
-            steps = len(tr.crossings)
-            gap = max(ft, det * 1e3 / max(1, steps))
-            W = max(1, int(math.ceil(rtt / ft)))
-            llr = c.fec == "llr"
-            llr_ns = _llr_ns(c) if llr else 0.0
-            llr_ok = llr and c.llr_buffer_frames >= int(math.ceil(llr_ns / ft))
-            mode = _TRANSPORT[c.transport]
-            cross = np.asarray(tr.crossings, dtype=np.int64)
-            off = np.concatenate([[0], np.cumsum(cross)]).astype(np.int64)
-            per_chain = int(off[-1]) * tr.frames
             seed_ = int(rng.integers(0, 2**31 - 1))
-            delay_ns, fail, total_losses = sim_trials(
-                seed_, trials, M, qp, per_chain, tr.frames, off, steps - 1, W, ft, rtt, gap, rto_ns(c.timeout),
-                c.retry_cnt, mode, llr, llr_ok, llr_ns, c.llr_retries)
+            none = np.empty(0, np.int64)
+            delay_ns, fail, total_losses, _ = sim_trials(seed_, trials, *kernel_args(kp), none, none, none)
             samples += delay_ns * 1e-3
             failed |= fail
+    samples[failed] = math.inf
     ok = samples[~failed]
     if ok.size:
         mean = float(ok.mean())
         p50, p99, p999 = (float(np.quantile(ok, x, method="inverted_cdf")) for x in (0.5, 0.99, 0.999))
     else:
         mean = p50 = p99 = p999 = math.inf
-    return SimResult(trials, det, mean, p50, p99, p999, float(failed.mean()), q, qp, total_losses,
+    return SimResult(trials, det, mean, p50, p99, p999, float(failed.mean()), kp["q"], qp, total_losses,
                      time.perf_counter() - t0, samples)

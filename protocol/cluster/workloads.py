@@ -131,12 +131,21 @@ def workload_step(workload: str, model: str, cluster: ClusterSpec, *, tflops: fl
 
 
 def _st(name, cluster, step, comp, comm, phy, res, n, ops, base=None) -> StepTime:
-    from .steptime import step_distribution
+    """The step, and with simulated loss recovery its distribution: per trial, the critical-path
+    ops' times (each use its own trials, :func:`protocol.cluster.steptime.per_trial_sum`) added to
+    the base step's per-trial time (the gradient all-reduce part, independent of them [I]) or to
+    its deterministic value."""
+    import numpy as np
 
-    fail, extra = step_distribution(ops)
-    if base is not None:  # the gradient all-reduce part, independent of the critical-path ops [I]
-        fail = 1.0 - (1.0 - fail) * (1.0 - base.failure_rate)
-        if math.isfinite(base.p99_s):
-            extra += base.p99_s - base.step_s
-    return StepTime(name, cluster.ranks, cluster.code, cluster.fec, cluster.ber, step, comp, step - comp, comm, phy,
-                    res, 0.0, n, fail, step + extra)
+    from .steptime import OpTime, deterministic, per_trial_sum, with_distribution
+
+    st = StepTime(name, cluster.ranks, cluster.code, cluster.fec, cluster.ber, step, comp, step - comp, comm, phy,
+                  res, 0.0, n)
+    sim = [t.samples_s for t in ops if isinstance(t, OpTime) and t.samples_s is not None]
+    base_sim = base is not None and base.samples_s is not None
+    if not sim and not base_sim:
+        return deterministic(st)
+    trials = len(sim[0]) if sim else len(base.samples_s)
+    crit = per_trial_sum(ops)
+    rest = (base.samples_s if base_sim else base.step_s) if base is not None else comp
+    return with_distribution(st, np.broadcast_to(rest + crit, (trials,)))

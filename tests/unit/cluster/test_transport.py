@@ -107,11 +107,14 @@ def test_cli_trials_json_and_refusal(capsys):
     d = json.loads(capsys.readouterr().out)
     assert set(d["time_us"]) == {"mean", "p50", "p99", "p999"} and 0 <= d["failure_rate"] <= 1
     assert d["time_us"]["p50"] <= d["time_us"]["p99"] <= d["time_us"]["p999"]
-    # a trial count whose lost frames would not fit in memory is refused up front with the estimate
-    c = preset("dgx-h100-ib", nodes=64, fec="bypass", ber=1e-3)
-    assert estimate(predict("allreduce", 1e9, c), c, 10**9)["memory_bytes"] > 1e15
-    assert main(["collective", "--nodes", "64", "--fec", "bypass", "--ber", "1e-3", "--bytes", "1e9",
-                 "--trials", "1000000000"]) == 2
+    # a trial count whose lost frames would take past an hour is refused up front with the estimate:
+    # ~7.7e5 lost frames per trial (none fails: a lost frame fails its QP with p ~ 1e-11), 1e7 trials,
+    # 7.7e12 lost frames: over an hour even at 1e9 lost frames per second (the kernel does ~3e7)
+    c = preset("dgx-h100-ib", nodes=64, fec="bypass", ber=1e-5)
+    est = estimate(predict("allreduce", 1e9, c), c, 10**7)
+    assert est["losses"] > 3.6e12 and est["seconds"] > 3600
+    assert main(["collective", "--nodes", "64", "--fec", "bypass", "--ber", "1e-5", "--bytes", "1e9",
+                 "--trials", "10000000"]) == 2
     assert "lost frames expected" in capsys.readouterr().err
 
 
@@ -128,3 +131,66 @@ def test_burst_channel_frame_loss():
     assert frame_loss(byp.with_(burst_pb=0.9), 4096) < 0.5 * frame_loss(byp, 4096)
     assert main(["collective", "--nodes", "4", "--fec", "ieee", "--ber", "1e-4", "--burst-pb", "0.9", "--trials", "20",
                  "--bytes", "1e6"]) == 0
+
+
+def _reference_delays(kp, rec_t, rec_idx, rec_k, trials):
+    """The array formulation (flow_delays + reduce_trials) on the streaming kernel's own draws."""
+    from protocol.cluster._kernels import flow_delays, reduce_trials
+
+    F, per_chain, off = kp["F"], kp["per_chain"], kp["off"]
+    chain = rec_idx // per_chain
+    rem = rec_idx - chain * per_chain
+    flow = rem // F
+    pos = rem - flow * F
+    step = np.searchsorted(off, flow, side="right") - 1
+    d, t, c, s, f = flow_delays(rec_t, chain, flow, pos, step, rec_k, F, kp["last_step"], kp["W"], kp["ft"],
+                                kp["rtt"], kp["gap"], kp["rto"], kp["retry_cnt"], kp["mode"], kp["llr"],
+                                kp["llr_ok"], kp["llr_ns"], kp["llr_retries"])
+    return reduce_trials(d, t, c, s, f, 0, trials)
+
+
+@pytest.mark.parametrize("algo,transport,fec,q", [("ring", "ib", "bypass", 2e-3), ("tree", "ib", "bypass", 2e-2),
+                                                   ("tree", "selective", "bypass", 2e-2),
+                                                   ("ring", "selective", "bypass", 0.08),
+                                                   ("tree", "ib", "llr", 0.2), ("tree", "ib", "bypass", 0.3)])
+def test_streaming_kernel_equals_the_array_reference_on_the_same_draws(algo, transport, fec, q):
+    # the streaming kernel (geometric skips, flows/steps/chains closed on the fly, a trial stopped at
+    # its failing frame) against the sorted-array formulation, fed the very lost frames it drew
+    from protocol.cluster._kernels import sim_trials
+    from protocol.cluster.transport import kernel_args, kernel_params
+
+    c = preset("dgx-h100-ib", nodes=4, fec=fec, ber=1e-5, transport=transport, timeout=3, retry_cnt=3)
+    pr = predict("allreduce", 2e6, c, algo=algo)
+    kp = kernel_params(pr, c, q_override=q)
+    trials, cap = 60, 2_000_000
+    rec_t, rec_idx, rec_k = (np.zeros(cap, np.int64) for _ in range(3))
+    delay, fail, losses, nrec = sim_trials(5, trials, *kernel_args(kp), rec_t, rec_idx, rec_k)
+    assert 0 < nrec == losses < cap
+    ref_d, ref_f = _reference_delays(kp, rec_t[:nrec], rec_idx[:nrec], rec_k[:nrec], trials)
+    assert np.array_equal(fail, ref_f)
+    assert np.array_equal(delay[~fail], ref_d[~fail])  # same operations in the same order: bit-equal
+    assert np.any(delay > 0) if q < 0.25 else fail.all()
+    # the draws: every frame lost independently (lost frames per trial against Binomial(M, qp))
+    if not fail.all():
+        per_trial = np.bincount(rec_t[:nrec], minlength=trials)[~fail]
+        fk = kp["retry_cnt"] + (kp["llr_retries"] if kp["llr_ok"] else 0)
+        qc = (kp["qp"] - kp["qp"] ** (fk + 1)) / (1 - kp["qp"] ** (fk + 1))  # P(lost | its QP did not fail)
+        m = kp["M"] * qc
+        assert abs(per_trial.mean() - m) < 4 * math.sqrt(m * (1 - qc) / per_trial.size)
+    # positions strictly increasing inside a trial (no frame drawn twice)
+    same = rec_t[1:nrec] == rec_t[:nrec - 1]
+    assert np.all(np.diff(rec_idx[:nrec])[same] > 0)
+
+
+def test_estimate_counts_the_frames_a_failing_trial_stops_at():
+    # detect_only at 1e-5 fails every trial within ~1/qp^7 lost frames, far fewer than its M q_path:
+    # the estimate follows the early stop (E[min(K, G)]), and where nothing fails it is M q_path
+    # (the approximation uses the mean K: within 20% of the frames the kernel drew)
+    for ber, all_fail in ((1e-5, True), (3e-7, False)):
+        c = preset("dgx-h100-ib", nodes=16, fec="detect_only", ber=ber, topology="three-tier")
+        pr = predict("allreduce", 25e6, c)
+        r, e = simulate(pr, c, 200, seed=1), estimate(pr, c, 200)
+        assert (r.failure_rate == 1.0) if all_fail else (r.failure_rate == 0.0)
+        assert abs(e["losses"] / r.losses - 1) < 0.2
+        if all_fail:
+            assert e["losses"] < 1e-3 * 200 * traffic(pr, c).frames_per_trial * r.path_loss
