@@ -510,6 +510,16 @@ class ReplayProcessGroup(dist.ProcessGroup):
         and fed the same messages in the same order as the receiver's (the wrapper's model fixes
         who receives what in every op), so the sender knows, at issue, that its message will be
         lost, and fails the op too. Only losses matter here: nothing is counted or applied.
+
+        Called only where the sender's op can complete before its receiver has issued the op:
+        ``send``, the root of ``broadcast`` and ``scatter``, the non-roots of ``reduce`` and
+        ``gather``, and each ring hop. In the symmetric endpoint collectives (allreduce, allgather,
+        all_gather_single, reduce_scatter(_single), alltoall, all_to_all_single) a rank's op
+        completes only after every peer issued its part, and a receiver that lost a frame writes
+        the store key before it issues (:meth:`_note_loss`), so the look-up at completion
+        (:meth:`_check_peer`) fails the sender at the same collective; a shadow there would redraw
+        the link's whole error stream on the sending rank for nothing (it was about a fifth of the
+        wrapper's own CPU time per DDP step, issue 23).
         """
         if not self._enabled or dst == self._rank:
             return
@@ -856,20 +866,21 @@ class ReplayProcessGroup(dist.ProcessGroup):
         guard = self.config.guard
         seq, op, cls, src, hop, flips = pending
         x = t.detach()
-        xn = x if x.dtype in _FORMAT else x.float()  # float8 / uint8: no promotion in vector_norm
-        sig = float(torch.linalg.vector_norm(xn, dtype=torch.float32 if xn.element_size() < 4 else None)) ** 2
+        if self.config.measure_noise:
+            xn = x if x.dtype in _FORMAT else x.float()  # float8 / uint8: no promotion in vector_norm
+            sig = float(torch.linalg.vector_norm(xn, dtype=torch.float32 if xn.element_size() < 4 else None)) ** 2
+        else:
+            sig = math.nan  # not measured: nothing added (math.isfinite is False)
         if len(flips) == 0:
             if math.isfinite(sig):
                 with self._lock:
                     self._metrics.add("signal_sq", cls, sig)
             return
-        if t.device.type == "cpu" and t.dtype in _WORD:
-            elem, bit, old, new, idx, n_prot, nonfinite = _corrupt_cpu(
-                x.view(-1).numpy(), t.dtype, np.ascontiguousarray(flips, dtype=np.int64), guard == "exponent_protection")
-        else:
-            elem, bit, old, new, idx, n_prot = corrupt_received(
-                t, flips, protect_sign_exponent=(guard == "exponent_protection"))
-            nonfinite = bool(len(new)) and not bool(np.isfinite(new).all())
+        if t.dtype in _WORD:  # fp32 / fp64 on the CPU: flips, guard and changes in one Numba pass
+            return self._apply_cpu_fused(pending, x, sig, elem_base)
+        elem, bit, old, new, idx, n_prot = corrupt_received(
+            t, flips, protect_sign_exponent=(guard == "exponent_protection"))
+        nonfinite = bool(len(new)) and not bool(np.isfinite(new).all())
         n_guard, pert = 0, 0.0
         if len(elem):
             # elements are non-decreasing (delivered flips are sorted): runs instead of np.unique
@@ -880,13 +891,47 @@ class ReplayProcessGroup(dist.ProcessGroup):
                 n_guard, final = guard_flipped(t, eu, self.config.clamp_for(cls))
             else:
                 final = new[np.concatenate((brk, [len(elem)])) - 1]  # value after the element's last flip
+            if self.config.measure_noise:
+                with np.errstate(all="ignore"):
+                    o = old[first]
+                    dv = np.where(np.isfinite(o), final - o, 0.0)  # a clean Inf/NaN is not the link's doing
+                    pert = float(np.sum(dv * dv)) if np.isfinite(final[np.isfinite(o)]).all() else math.inf
+        self._account(seq, op, cls, src, hop, elem, bit, old, new, flips[idx], elem_base,
+                      sig, pert, n_prot, nonfinite, n_guard)
+
+    def _apply_cpu_fused(self, pending: tuple, x: torch.Tensor, sig: float, elem_base: int) -> None:
+        """:meth:`_apply` for a CPU fp32/fp64 tensor: one Numba call (:func:`integration._kernels.receive_flips`).
+
+        Same results as the general path (tested): the flips, the guard on the flipped elements,
+        the change of each flipped element; only the sum of squared changes is left to numpy
+        (``np.sum``'s pairwise order, as before).
+        """
+        from integration._kernels import receive_flips
+        from integration.replay import _SIGN_EXP_BITS
+
+        seq, op, cls, src, hop, flips = pending
+        guard = self.config.guard
+        vals = x.view(-1).numpy()
+        offsets = flips if (flips.dtype == np.int64 and flips.flags.c_contiguous) else np.ascontiguousarray(flips, np.int64)
+        lo, hi = _SIGN_EXP_BITS[x.dtype] if guard == "exponent_protection" else (1, 0)
+        clamp = float(self.config.clamp_for(cls)) if guard == "nan_to_zero_clamp" else -1.0
+        k = offsets.size
+        ints, floats, dv = np.empty((3, k), np.int64), np.empty((2, k)), np.empty(k)
+        n, n_prot, n_bad, n_guard, nu, finite = receive_flips(
+            vals, vals.view(_WORD[x.dtype]), offsets, 8 * vals.itemsize, lo, hi, clamp, ints, floats, dv)
+        pert = 0.0
+        if nu and self.config.measure_noise:
             with np.errstate(all="ignore"):
-                o = old[first]
-                dv = np.where(np.isfinite(o), final - o, 0.0)  # a clean Inf/NaN is not the link's doing
-                pert = float(np.sum(dv * dv)) if np.isfinite(final[np.isfinite(o)]).all() else math.inf
+                pert = float(np.sum(dv[:nu] * dv[:nu])) if finite else math.inf
+        self._account(seq, op, cls, src, hop, ints[0, :n], ints[1, :n], floats[0, :n], floats[1, :n],
+                      offsets[ints[2, :n]], elem_base, sig, pert, int(n_prot), n_bad > 0, int(n_guard))
+
+    def _account(self, seq, op, cls, src, hop, elem, bit, old, new, msg_bit, elem_base, sig, pert, n_prot,
+                 nonfinite, n_guard) -> None:
+        """Counters and log of one received message's applied flips (one lock, one pass)."""
         with self._lock:
             m = self._metrics
-            m.add("errors_injected", cls, len(idx))
+            m.add("errors_injected", cls, len(elem))
             if math.isfinite(sig):
                 m.add("signal_sq", cls, sig)
             if pert:
@@ -897,8 +942,9 @@ class ReplayProcessGroup(dist.ProcessGroup):
                 m.add("nonfinite_events", cls, 1)
             if n_guard:
                 m.add("guard_elements", cls, n_guard)
-            self._log.add(seq=seq, op=op, cls=cls, src=src, dst=self._rank, hop=hop, element=elem + elem_base,
-                         bit=bit, old=old, new=new, msg_bit=flips[idx])
+            self._log.add(seq=seq, op=op, cls=cls, src=src, dst=self._rank, hop=hop,
+                          element=elem + elem_base if elem_base else elem,
+                          bit=bit, old=old, new=new, msg_bit=msg_bit)
 
     def _apply_device(self, pending: tuple, t: torch.Tensor, elem_base: int = 0) -> None:
         """:meth:`_apply` without a host sync: device ops on the current stream, sums and log values on the device.
@@ -913,10 +959,12 @@ class ReplayProcessGroup(dist.ProcessGroup):
         seq, op, cls, src, hop, flips = pending
         x = t.detach().view(-1)
         dev = x.device
-        xn = x if x.dtype in _FORMAT else x.float()
-        sig = torch.linalg.vector_norm(xn, dtype=torch.float32 if xn.element_size() < 4 else None).double() ** 2
-        with self._lock:  # a non-finite clean message adds nothing (as the host path)
-            self._dadd("signal_sq", cls, torch.where(torch.isfinite(sig), sig, torch.zeros_like(sig)))
+        measure = self.config.measure_noise
+        if measure:
+            xn = x if x.dtype in _FORMAT else x.float()
+            sig = torch.linalg.vector_norm(xn, dtype=torch.float32 if xn.element_size() < 4 else None).double() ** 2
+            with self._lock:  # a non-finite clean message adds nothing (as the host path)
+                self._dadd("signal_sq", cls, torch.where(torch.isfinite(sig), sig, torch.zeros_like(sig)))
         if len(flips) == 0:
             return
         offsets = np.asarray(flips, dtype=np.int64)
@@ -969,7 +1017,8 @@ class ReplayProcessGroup(dist.ProcessGroup):
             m.add("errors_injected", cls, len(idx))
             if n_prot:
                 m.add("errors_protected", cls, n_prot)
-            self._dadd("perturbation_sq", cls, pert)
+            if measure:
+                self._dadd("perturbation_sq", cls, pert)
             self._dadd("nonfinite_events", cls, (~torch.isfinite(after)).any().double())
             self._dev_log.append((seq, op, cls, src, hop, elem + elem_base, bit, offsets[idx], inv, before, after))
 
@@ -1029,7 +1078,6 @@ class ReplayProcessGroup(dist.ProcessGroup):
             self._unstage(t, buf)
             return self._done(tensors)
         pending = self._reserve("allreduce", cls, buf, (self._rank + 1) % self._size)
-        self._shadow("allreduce", buf, (self._rank - 1) % self._size)
         work = self._inner_for(buf).allreduce([buf], opts)
         if pending is None and buf is t:
             if t.device.type == "cuda":  # NCCL's Work: wait() makes the current stream wait
@@ -1173,8 +1221,6 @@ class ReplayProcessGroup(dist.ProcessGroup):
         for j, (o, b) in enumerate(zip(outs, bufs)):
             c = self._classify("params", o)
             pend.append((b, c, self._reserve("allgather", c, b, j)))
-        for d in range(self._size):
-            self._shadow("allgather", inp, d)
         work = self._inner_for(inp).allgather([bufs], [inp], opts)
         self._wait(work, "allgather", inp)
         for j, (o, (b, c, p)) in enumerate(zip(outs, pend)):
@@ -1204,8 +1250,6 @@ class ReplayProcessGroup(dist.ProcessGroup):
             self._unstage(output, obuf)
             return self._done([output])
         pend = [self._reserve("all_gather_single", cls, flat[a:b], j) for j, (a, b) in enumerate(chunks)]
-        for d in range(n):
-            self._shadow("all_gather_single", input, d)
         work = self._inner_for(obuf)._allgather_base(obuf, self._stage(input), opts)
         self._wait(work, "all_gather_single", obuf)
         for j, (a, b) in enumerate(chunks):
@@ -1228,7 +1272,6 @@ class ReplayProcessGroup(dist.ProcessGroup):
         ins = [[self._stage(x) for x in input_tensors[0]]]
         cls = self._classify("gradients", t)
         pending = self._reserve("reduce_scatter", cls, buf, (self._rank + 1) % self._size)
-        self._shadow("reduce_scatter", ins[0][(self._rank - 1) % self._size], (self._rank - 1) % self._size)
         work = self._inner_for(buf).reduce_scatter([buf], ins, opts)
         self._wait(work, "reduce_scatter", buf)
         self._receive(pending, cls, self._flat(buf))
@@ -1258,7 +1301,6 @@ class ReplayProcessGroup(dist.ProcessGroup):
             output.detach().view(output.shape).copy_(work_buf[a:b].view(output.shape))
             return self._done([output])
         pending = self._reserve("reduce_scatter_single", cls, obuf, (self._rank + 1) % n)
-        self._shadow("reduce_scatter_single", obuf, (self._rank - 1) % n)
         work = self._inner_for(obuf)._reduce_scatter_base(obuf, self._stage(input), opts)
         self._wait(work, "reduce_scatter_single", obuf)
         self._receive(pending, cls, self._flat(obuf))
@@ -1277,8 +1319,6 @@ class ReplayProcessGroup(dist.ProcessGroup):
         for j, (o, b) in enumerate(zip(output_tensors, bufs)):
             c = self._classify("activations", o)
             pend.append((b, c, self._reserve("alltoall", c, b, j)))
-        for d, x in enumerate(input_tensors):
-            self._shadow("alltoall", x, d)
         work = self._inner_for(bufs[0]).alltoall(bufs, [self._stage(x) for x in input_tensors], opts)
         self._wait(work, "alltoall", bufs[0])
         for j, (o, (b, c, p)) in enumerate(zip(output_tensors, pend)):
@@ -1304,14 +1344,6 @@ class ReplayProcessGroup(dist.ProcessGroup):
             ranges.append((s, e))
             s = e
         pend = [self._reserve("all_to_all_single", cls, flat[a:b], j) for j, (a, b) in enumerate(ranges)]
-        iflat = input.detach().reshape(-1) if input.is_contiguous() else input.detach().contiguous().view(-1)
-        irows = input.shape[0] if input.dim() else 1
-        iper = input.numel() // max(irows, 1)
-        isplits = list(input_split_sizes) if input_split_sizes else [irows // n] * n
-        s0 = 0
-        for d in range(n):
-            self._shadow("all_to_all_single", iflat[s0:s0 + isplits[d] * iper], d)
-            s0 += isplits[d] * iper
         work = self._inner_for(obuf).alltoall_base(obuf, self._stage(input), output_split_sizes, input_split_sizes, opts)
         self._wait(work, "all_to_all_single", obuf)
         for j, (a, b) in enumerate(ranges):

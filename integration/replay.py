@@ -163,6 +163,13 @@ class ReplayConfig:
         ACK timeout is ``4.096 us x 2^ib_timeout`` (:attr:`rto_s`), the wait before a resend when
         no NAK arrives. The wrapper's delivery decision uses only ``retry_cnt``; the RTO is
         reported in the failure and used by the cluster time model for the time a loss costs.
+    measure_noise : bool
+        Measure the injected noise (default True): ``signal_sq``, the squared L2 norm of every
+        received float message, and ``perturbation_sq``. The norm is a pass over each whole
+        message, the one cost of the receive path that grows with the message rather than with
+        its flips (about half of the wrapper's own CPU time per DDP step at line BER 1e-5,
+        ``benchmarks/bench_replay.py``); False leaves both counters at 0 (``injected_noise``
+        then reads ``nan``: not measured) and touches only the flipped elements.
     """
 
     source: SourceConfig = field(default_factory=SourceConfig)
@@ -175,6 +182,7 @@ class ReplayConfig:
     batch_p2p: str = "auto"
     retry_cnt: int = 7
     ib_timeout: int = 20
+    measure_noise: bool = True
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -193,6 +201,8 @@ class ReplayConfig:
             raise ValueError(f"ReplayConfig.log_limit must be >= 0, got {self.log_limit!r}")
         if not isinstance(self.retry_cnt, int) or not 0 <= self.retry_cnt <= 7:
             raise ValueError(f"ReplayConfig.retry_cnt (NCCL_IB_RETRY_CNT) must be an int in 0..7, got {self.retry_cnt!r}")
+        if not isinstance(self.measure_noise, bool):
+            raise ValueError(f"ReplayConfig.measure_noise must be a bool, got {self.measure_noise!r}")
         if not isinstance(self.ib_timeout, int) or not 1 <= self.ib_timeout <= 31:
             raise ValueError(f"ReplayConfig.ib_timeout (NCCL_IB_TIMEOUT) must be an int in 1..31, got {self.ib_timeout!r}")
 
