@@ -88,9 +88,9 @@ from integration.replay import (
     ReplayConfig,
     TRAFFIC_CLASSES,
     _WORD,
-    _corrupt_cpu,
     corrupt_received,
     guard_flipped,
+    guard_values,
     is_corruptible,
     is_float,
 )
@@ -881,15 +881,17 @@ class ReplayProcessGroup(dist.ProcessGroup):
         elem, bit, old, new, idx, n_prot = corrupt_received(
             t, flips, protect_sign_exponent=(guard == "exponent_protection"))
         nonfinite = bool(len(new)) and not bool(np.isfinite(new).all())
-        n_guard, pert = 0, 0.0
+        n_guard, n_skip, pert = 0, 0, 0.0
         if len(elem):
             # elements are non-decreasing (delivered flips are sorted): runs instead of np.unique
             brk = np.flatnonzero(elem[1:] != elem[:-1]) + 1
             first = np.concatenate((np.zeros(1, np.int64), brk))
             eu = elem[first]
-            if guard == "nan_to_zero_clamp" and t.dtype in _FORMAT:  # [?] float8/uint8: no receive clamp yet
+            if guard == "nan_to_zero_clamp" and is_float(t):  # float8 too, at its bound (clamp_bound)
                 n_guard, final = guard_flipped(t, eu, self.config.clamp_for(cls))
             else:
+                if guard in ("nan_to_zero_clamp", "exponent_protection") and not is_float(t):
+                    n_skip = len(eu)  # FSDP2's uint8 all-gather: no float layout, delivered as flipped
                 final = new[np.concatenate((brk, [len(elem)])) - 1]  # value after the element's last flip
             if self.config.measure_noise:
                 with np.errstate(all="ignore"):
@@ -897,7 +899,7 @@ class ReplayProcessGroup(dist.ProcessGroup):
                     dv = np.where(np.isfinite(o), final - o, 0.0)  # a clean Inf/NaN is not the link's doing
                     pert = float(np.sum(dv * dv)) if np.isfinite(final[np.isfinite(o)]).all() else math.inf
         self._account(seq, op, cls, src, hop, elem, bit, old, new, flips[idx], elem_base,
-                      sig, pert, n_prot, nonfinite, n_guard)
+                      sig, pert, n_prot, nonfinite, n_guard, n_skip)
 
     def _apply_cpu_fused(self, pending: tuple, x: torch.Tensor, sig: float, elem_base: int) -> None:
         """:meth:`_apply` for a CPU fp32/fp64 tensor: one Numba call (:func:`integration._kernels.receive_flips`).
@@ -927,7 +929,7 @@ class ReplayProcessGroup(dist.ProcessGroup):
                       offsets[ints[2, :n]], elem_base, sig, pert, int(n_prot), n_bad > 0, int(n_guard))
 
     def _account(self, seq, op, cls, src, hop, elem, bit, old, new, msg_bit, elem_base, sig, pert, n_prot,
-                 nonfinite, n_guard) -> None:
+                 nonfinite, n_guard, n_skip=0) -> None:
         """Counters and log of one received message's applied flips (one lock, one pass)."""
         with self._lock:
             m = self._metrics
@@ -942,6 +944,8 @@ class ReplayProcessGroup(dist.ProcessGroup):
                 m.add("nonfinite_events", cls, 1)
             if n_guard:
                 m.add("guard_elements", cls, n_guard)
+            if n_skip:
+                m.add("guard_skipped", cls, n_skip)
             self._log.add(seq=seq, op=op, cls=cls, src=src, dst=self._rank, hop=hop,
                           element=elem + elem_base if elem_base else elem,
                           bit=bit, old=old, new=new, msg_bit=msg_bit)
@@ -1000,14 +1004,14 @@ class ReplayProcessGroup(dist.ProcessGroup):
         u8.index_put_((bidx,), u8[bidx] ^ mk)
         after = x[eidx].double()
         final = after
-        if guard == "nan_to_zero_clamp" and t.dtype in _FORMAT:
-            c = self.config.clamp_for(cls)
-            v = x[eidx]
-            bad = ~torch.isfinite(v) | (v > c) | (v < -c)
-            x.index_copy_(0, eidx, torch.nan_to_num(v, nan=0.0, posinf=0.0, neginf=0.0).clamp_(-c, c))
-            final = x[eidx].double()
+        if guard == "nan_to_zero_clamp" and is_float(t):  # float8 too, at its bound (clamp_bound)
+            bad, nv = guard_values(x, eidx, self.config.clamp_for(cls))
+            final = nv.double()
             with self._lock:
                 self._dadd("guard_elements", cls, bad.sum().double())
+        elif guard in ("nan_to_zero_clamp", "exponent_protection") and not is_float(t):
+            with self._lock:  # FSDP2's uint8 all-gather: no float layout, delivered as flipped
+                self._metrics.add("guard_skipped", cls, len(e_u))
         fin_b = torch.isfinite(before)
         dv = torch.where(fin_b, final - before, torch.zeros_like(before))  # a clean Inf/NaN is not the link's
         pert = (dv * dv).sum()
