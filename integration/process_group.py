@@ -236,6 +236,46 @@ class _ReplayWork(dist.Work):
         return None
 
 
+def _wait_polled(inner, limit_s: float, what: str, poll) -> None:
+    """``inner.wait`` bounded by ``limit_s``, while ``poll(what)`` runs every ``_POLL_S`` on the caller's thread.
+
+    For inner Works that have no future and complete only in ``wait`` (gloo send/recv): the
+    blocking wait runs on a daemon helper thread, so the caller can stop waiting as soon as the
+    group's store says that a link failed (``poll`` raises :class:`LinkFailure`). Without this, a
+    pipeline stage waiting on a stage that had stopped after a lost frame (3+ stages: the stage
+    two hops away from the failed link) waited for the whole group timeout. The helper thread
+    stays blocked in the inner wait until it ends (the peer's data or gloo's timeout); it is a
+    daemon, so it holds no process at exit.
+    """
+    if poll is None:
+        if inner.wait(timedelta(seconds=limit_s)) is False:
+            raise TimeoutError(f"{BACKEND_NAME}: {what} did not complete within {limit_s:g} s")
+        return
+    import time as _time
+
+    box: list = []
+    done = threading.Event()
+
+    def run() -> None:
+        try:
+            box.append(("ok", inner.wait(timedelta(seconds=limit_s))))
+        except BaseException as exc:  # noqa: BLE001 - handed to the waiting caller below
+            box.append(("err", exc))
+        done.set()
+
+    threading.Thread(target=run, daemon=True, name="phy802-p2p-wait").start()
+    end = _time.monotonic() + limit_s
+    while not done.wait(_POLL_S):
+        poll(what)  # raises if this or another rank of the group lost a frame
+        if _time.monotonic() >= end + 5 * _POLL_S:  # the inner wait should have timed out by now
+            raise TimeoutError(f"{BACKEND_NAME}: {what} did not complete within {limit_s:g} s")
+    kind, val = box[0]
+    if kind == "err":
+        raise val
+    if val is False:
+        raise TimeoutError(f"{BACKEND_NAME}: {what} did not complete within {limit_s:g} s")
+
+
 class _DeferredWork(dist.Work):
     """A Work whose ``wait()`` waits on the inner Work (bounded by the group timeout), then runs ``finish`` once.
 
@@ -244,8 +284,9 @@ class _DeferredWork(dist.Work):
     failure of ``wait`` or ``finish`` is raised to every later ``wait`` as well.
     """
 
-    def __init__(self, inner, finish, timeout_s: float, result: Any, what: str, before=None) -> None:
+    def __init__(self, inner, finish, timeout_s: float, result: Any, what: str, before=None, poll=None) -> None:
         super().__init__()
+        self._poll = poll  # a peer's link failure ends the wait at once (_wait_polled)
         self._inner = inner
         self._finish = finish
         self._before = before  # e.g. flush the queued p2p batch this op belongs to
@@ -268,8 +309,8 @@ class _DeferredWork(dist.Work):
                     self._before()
                 inner = self._inner() if callable(self._inner) else self._inner
                 limit = _seconds(timeout) or self._timeout_s
-                if inner is not None and inner.wait(timedelta(seconds=limit)) is False:
-                    raise TimeoutError(f"{BACKEND_NAME}: {self._what} did not complete within {limit:g} s")
+                if inner is not None:
+                    _wait_polled(inner, limit, self._what, self._poll)
                 if self._finish is not None:
                     self._finish()
             except BaseException as exc:
@@ -1413,11 +1454,12 @@ class ReplayProcessGroup(dist.ProcessGroup):
         if not self._queue_p2p(tensors[0]):
             self._flush_p2p()
             w = inner.send(tensors, peer, tag) if kind == "send" else inner.recv(tensors, peer, tag)
-            return _DeferredWork(w, finish, self._timeout_s, tensors, what)
+            return _DeferredWork(w, finish, self._timeout_s, tensors, what, poll=self._peer_poll)
         holder: list = []
         with self._p2p_lock:
             self._p2p_queue.append((kind, inner, tensors, peer, tag, holder))
-        return _DeferredWork(lambda: holder[0], finish, self._timeout_s, tensors, what, before=self._flush_p2p)
+        return _DeferredWork(lambda: holder[0], finish, self._timeout_s, tensors, what, before=self._flush_p2p,
+                             poll=self._peer_poll)
 
     def _stage_p2p(self, t: torch.Tensor) -> torch.Tensor:
         """:meth:`_stage`, except that a CUDA tensor bound for gloo (ranks sharing one GPU) is staged

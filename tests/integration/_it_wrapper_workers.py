@@ -71,6 +71,52 @@ def _lost_frames(rank, n, store, fec, ber, op, out_dir):
     os._exit(0)  # the failed group's pending inner ops would hold teardown until the gloo timeout
 
 
+def pipeline_loss_worker(rank: int, n: int, store: str, out_dir: str) -> None:
+    """A 3-stage chain 0 -> 1 -> 2 whose first message is lost: stage 2 must fail promptly (issue 23)."""
+    try:
+        _pipeline_loss(rank, n, store, out_dir)
+    except BaseException:
+        _dump(out_dir, rank, {"crash": traceback.format_exc()})
+        raise
+
+
+def _pipeline_loss(rank, n, store, out_dir):
+    torch.set_num_threads(1)
+    from integration.process_group import register
+    from integration.replay import LinkFailure, ReplayConfig
+    from integration.sources import SourceConfig
+
+    # ieee at stream BER 1e-3: every frame of the 256 KiB activation 0 -> 1 is lost
+    register(ReplayConfig(source=SourceConfig(ber=1e-3, seed=3, kind="independent", fec="ieee")))
+    timeout = timedelta(seconds=20)
+    dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=n, timeout=timeout)
+    g = dist.new_group(backend="phy802", timeout=timeout)
+    x = torch.full((1 << 16,), float(rank + 1))
+    out: dict = {"raised": None, "type": None}
+    t0 = time.monotonic()
+    try:
+        if rank == 0:
+            dist.send(x, 1, group=g)
+        elif rank == 1:
+            dist.recv(x, 0, group=g)  # lost: raises here, so stage 1 never sends on to stage 2
+            dist.send(x, 2, group=g)
+        else:
+            with g.paused():  # link 1 -> 2 itself delivers: stage 2 can only learn of the failure
+                dist.recv(x, 1, group=g)
+    except LinkFailure as exc:
+        out["raised"], out["type"] = str(exc), "LinkFailure"
+    except Exception as exc:  # noqa: BLE001 - what the test checks
+        out["raised"], out["type"] = f"{type(exc).__name__}: {exc}"[:500], type(exc).__name__
+    out["seconds"] = time.monotonic() - t0
+    out["failed_at"] = time.time()  # wall clock: compared across the ranks (one machine)
+    out["frames_lost"] = g.metrics.total("frames_lost")
+    _dump(out_dir, rank, out)
+    # the failed stages stay alive (as a stage blocked elsewhere would): a peer that exits would end
+    # stage 2's recv with a connection error, which is not what is tested
+    time.sleep(max(0.0, 12.0 - (time.monotonic() - t0)))
+    os._exit(0)
+
+
 def backend_hooks_worker(rank: int, n: int, store: str, out_dir: str) -> None:
     """Per-device backends, the coalescing manager with a device, the DDP comm hook, shutdown forwarding."""
     try:

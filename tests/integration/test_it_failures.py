@@ -129,6 +129,24 @@ def test_lost_frames_make_the_op_raise_on_every_rank(fec, ber, op):
     assert any("NCCL_IB_RETRY_CNT=7" in r["raised"] for r in ranks)
 
 
+def test_a_lost_p2p_message_fails_every_pipeline_stage_well_before_the_timeout():
+    """Issue 23: in a 3-stage pipeline, a lost activation 0 -> 1 made stage 1 raise, and stage 2,
+    waiting on stage 1's send that never came, failed only at the 20 s group timeout (a gloo recv
+    Work has no future to poll). Now its wait polls the group's store and raises LinkFailure."""
+    from _it_wrapper_workers import pipeline_loss_worker
+
+    ranks = load_ranks(spawn(pipeline_loss_worker, 3, timeout_s=120), 3)
+    for r in ranks:
+        assert "crash" not in r, r.get("crash")
+        assert r["type"] == "LinkFailure", r
+    assert ranks[1]["frames_lost"] > 0 and ranks[2]["frames_lost"] == 0  # stage 2 lost nothing itself
+    assert "stopped waiting for recv from rank 1" in ranks[2]["raised"] and "lost" in ranks[2]["raised"]
+    # the group timeout is 20 s; stage 2 fails within the store poll (50 ms) of stage 1's failure
+    # (stage 1 itself may take seconds to get there on a loaded machine: first delivery, Numba load)
+    assert ranks[2]["failed_at"] - ranks[1]["failed_at"] < 3.0, ranks
+    assert ranks[2]["seconds"] < 15.0, ranks[2]
+
+
 def test_training_run_that_loses_a_frame_fails_visibly():
     """Issue 23: a run at a BER where a frame is lost stops on every rank at the same op and says so."""
     from integration.train import build_config, run_training
