@@ -173,3 +173,69 @@ def _backend_hooks(rank, n, store, out_dir):
     _dump(out_dir, rank, out)
     dist.barrier()
     dist.destroy_process_group()
+
+
+def fsdp_hooks_worker(rank: int, n: int, store: str, out_dir: str) -> None:
+    """FSDP2 over a plain gloo group with the phy802 all-gather / reduce-scatter hooks (issue 23 item 4)."""
+    try:
+        _fsdp_hooks(rank, n, store, out_dir)
+    except BaseException:
+        _dump(out_dir, rank, {"crash": traceback.format_exc()})
+        raise
+
+
+def _fsdp_hooks(rank, n, store, out_dir):
+    torch.set_num_threads(1)
+    from torch.distributed.device_mesh import DeviceMesh
+    from torch.distributed.fsdp import fully_shard
+
+    from integration.fsdp_hooks import install_fsdp_hooks
+    from integration.process_group import register
+    from integration.replay import ReplayConfig
+    from integration.sources import SourceConfig
+
+    dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=n)
+    g_plain = dist.new_group(backend="gloo")
+    groups = {}
+    for name, ber in (("clean", 0.0), ("noisy", 3e-4)):
+        register(ReplayConfig(source=SourceConfig(ber=ber, seed=4, kind="independent", fec="bypass"),
+                              classes=("gradients", "params")))
+        groups[name] = dist.new_group(backend="phy802")
+    mesh = DeviceMesh.from_group(g_plain, device_type="cpu")
+
+    def build():
+        torch.manual_seed(0)
+        m = torch.nn.Sequential(torch.nn.Linear(32, 256), torch.nn.ReLU(), torch.nn.Linear(256, 8))
+        fully_shard(m[0], mesh=mesh)
+        fully_shard(m[2], mesh=mesh)
+        fully_shard(m, mesh=mesh)
+        return m
+
+    out: dict = {}
+    models = {"plain": build(), "clean": build(), "noisy": build()}
+    out["hooked"] = {k: install_fsdp_hooks(models[k], groups[k]) for k in ("clean", "noisy")}
+    for name, m in models.items():
+        opt = torch.optim.SGD(m.parameters(), lr=0.1)
+        gen = torch.Generator().manual_seed(10 + rank)
+        for _ in range(2):
+            x = torch.randn(16, 32, generator=gen)
+            m(x).square().mean().backward()
+            opt.step()
+            opt.zero_grad()
+    full = {k: [p.full_tensor().detach().clone() for p in m.parameters()] for k, m in models.items()}
+    out["clean_identical"] = all(torch.equal(a, b) for a, b in zip(full["plain"], full["clean"]))
+    out["noisy_differs"] = not all(torch.equal(a, b) for a, b in zip(full["plain"], full["noisy"]))
+    for k in ("clean", "noisy"):
+        m = groups[k].metrics
+        out[k] = {"messages": dict(m.messages), "flips": dict(m.errors_injected),
+                  "ops": sorted({r[1] for r in groups[k].log.messages})}
+    try:  # a phy802 group of other ranks than FSDP's is refused with a clear error
+        from integration.fsdp_hooks import ReplayAllGather
+
+        ReplayAllGather(g_plain)
+        out["refused_plain"] = False
+    except ValueError as exc:
+        out["refused_plain"] = str(exc)
+    _dump(out_dir, rank, out)
+    dist.barrier()
+    dist.destroy_process_group()

@@ -176,3 +176,23 @@ def test_experiment_table_has_frame_columns_and_which_ber():
     assert {"frames_lost", "frames_resent", "op_failures", "ber_is"} <= set(COLUMNS)
     md = table_md(rows)
     assert "pre-FEC line BER" in md and "error-free" in md and "| 3 | 24 | 1 |" in md
+
+
+def test_fsdp2_hooks_carry_the_link_errors_and_are_bit_identical_at_ber_0():
+    """Issue 23 item 4: FSDP2's supported comm hooks (set_custom_all_gather / set_custom_reduce_scatter)
+    run the parameter all-gathers and gradient reduce-scatters of a model sharded over a stock gloo
+    group through the phy802 group: bit-identical to no hooks at BER 0, flips logged at 3e-4."""
+    from _it_wrapper_workers import fsdp_hooks_worker
+
+    ranks = load_ranks(spawn(fsdp_hooks_worker, 2, timeout_s=240), 2)
+    for r in ranks:
+        assert "crash" not in r, r.get("crash")
+        assert r["hooked"] == {"clean": 3, "noisy": 3}
+        assert r["clean_identical"] is True
+        assert r["clean"]["flips"] == {} and r["clean"]["messages"].get("params", 0) > 0
+        assert r["clean"]["messages"].get("gradients", 0) > 0
+        assert {"all_gather_single", "reduce_scatter_single"} <= set(r["noisy"]["ops"])
+        assert "phy802 group" in r["refused_plain"]
+    assert any(r["noisy"]["flips"].get("params", 0) > 0 for r in ranks)
+    assert any(r["noisy"]["flips"].get("gradients", 0) > 0 for r in ranks)
+    assert any(r["noisy_differs"] for r in ranks)
