@@ -250,7 +250,7 @@ def main() -> None:
               f"BER {args.ber:g} [{ber_meaning(args.source)}] ({args.source} source), {args.steps} steps each")
         print(f"  plain gloo : {res['plain_ms']:8.2f} ms/step (median; mean {res['plain_mean_ms']:.2f})")
         print(f"  wrapper    : {res['wrapper_ms']:8.2f} ms/step (median; mean {res['wrapper_mean_ms']:.2f})")
-        print(f"  ratio      : {res['ratio']:.3f}  (target <= 1.10)   flips on rank 0: {res['flips_rank0']}")
+        print(f"  ratio      : {res['ratio']:.3f}   flips on rank 0: {res['flips_rank0']}")
         print(f"  process CPU time per step (all threads, median): plain {res['plain_cpu_ms']:.2f} ms, "
               f"wrapper {res['wrapper_cpu_ms']:.2f} ms, ratio {res['cpu_ratio']:.3f}")
         if args.corrupt_plain:
@@ -258,7 +258,8 @@ def main() -> None:
                   f"ratio {res['corrupt_cpu_ratio']:.3f}")
             print(f"  plain gloo, gradients corrupted outside the timer (same error process): "
                   f"{res['plain_corrupt_ms']:.2f} ms/step, ratio {res['corrupt_ratio']:.3f}; "
-                  f"wrapper / this: {res['wrapper_vs_corrupt']:.3f}")
+                  f"wrapper / this: {res['wrapper_vs_corrupt']:.3f} (issue 23 goal <= 1.03); CPU time wrapper / this: "
+                  f"{res['wrapper_cpu_ms'] / res['plain_corrupt_cpu_ms']:.3f}")
         print(f"  of which in the wrapper's own code: {res['wrapper_code_ms_per_step']:.2f} ms/step "
               f"({100 * res['wrapper_code_ms_per_step'] / res['plain_ms']:.1f}% of a plain step)")
         print(f"    CPU time in the wrapper's own code (its threads): {res['wrapper_code_cpu_ms_per_step']:.3f} ms/step")

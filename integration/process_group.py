@@ -635,6 +635,17 @@ class ReplayProcessGroup(dist.ProcessGroup):
                                                f"of the group failed ({msg})", op=what, rank=self._rank)
         raise self._refuse(what)
 
+    def _p2p_poll(self, what: str) -> None:
+        """:meth:`_peer_poll` for a blocked send/recv wait (:func:`_wait_polled`), except while this rank's
+        own lost frames put it in error: its peer still takes part in the op and needs this rank's
+        part moved (a failed sender that stopped waiting could exit before its data left, and the
+        receiver would get a connection error instead of :class:`LinkFailure`), so the wait goes on.
+        """
+        f = self._failed
+        if f is not None and f.link is not None and f.rank == self._rank:
+            return  # this rank's own loss (LinkFailure with a link): keep waiting for the inner op
+        self._peer_poll(what)
+
     def _check_peer(self, what: str = "") -> None:
         """When an op completes: raise if another rank of the group has failed (one store lookup).
 
@@ -1454,12 +1465,12 @@ class ReplayProcessGroup(dist.ProcessGroup):
         if not self._queue_p2p(tensors[0]):
             self._flush_p2p()
             w = inner.send(tensors, peer, tag) if kind == "send" else inner.recv(tensors, peer, tag)
-            return _DeferredWork(w, finish, self._timeout_s, tensors, what, poll=self._peer_poll)
+            return _DeferredWork(w, finish, self._timeout_s, tensors, what, poll=self._p2p_poll)
         holder: list = []
         with self._p2p_lock:
             self._p2p_queue.append((kind, inner, tensors, peer, tag, holder))
         return _DeferredWork(lambda: holder[0], finish, self._timeout_s, tensors, what, before=self._flush_p2p,
-                             poll=self._peer_poll)
+                             poll=self._p2p_poll)
 
     def _stage_p2p(self, t: torch.Tensor) -> torch.Tensor:
         """:meth:`_stage`, except that a CUDA tensor bound for gloo (ranks sharing one GPU) is staged
