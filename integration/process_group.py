@@ -48,8 +48,9 @@ operation: the Work raises :class:`LinkFailure` on the receiving rank, the group
 failure is written to the group's store, where the other ranks find it while they wait for the
 failed rank: the key is written before the failed op's inner part is issued, and every rank
 looks it up when an op completes, so all ranks fail the same collective (and within ~50 ms while
-blocked in ``wait``; a wait on an inner Work without a future, gloo send/recv/reduce_scatter,
-ends at the group timeout). A group in error still issues every op to the inner backend, so no
+blocked in ``wait``, a send/recv wait included: :func:`_wait_polled`; a rank whose own frames
+were lost waits for its send/recv to finish, and gloo's reduce_scatter, which has no future and
+runs on every rank, is waited on as is). A group in error still issues every op to the inner backend, so no
 peer is left with an unmatched op. Control messages (flags, shapes) fail like data. Nothing lost
 is ever delivered as if it had arrived.
 For the live generator and independent flips the same delivery runs as one Numba pass per
