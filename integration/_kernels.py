@@ -7,7 +7,7 @@ import math
 import numpy as np
 from numba import njit
 
-__all__ = ["guard_inplace", "guard_at", "deliver_frames", "flip_bits"]
+__all__ = ["guard_inplace", "guard_at", "deliver_frames", "flip_bits", "receive_flips"]
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -198,3 +198,42 @@ def guard_at(x, elems, clamp, final):
         n += _guard(x, elems[j], clamp)
         final[j] = x[elems[j]]
     return n
+
+
+@njit(cache=True, nogil=True)
+def receive_flips(vals, words, offsets, width, protect_lo, protect_hi, clamp, ints, floats, dv):
+    """The whole CPU receive path of one message in one pass: :func:`flip_bits`, then per flipped element
+    the guard (``clamp >= 0``: ``nan_to_zero_clamp`` on that element only) and its change.
+
+    ``offsets`` are sorted (as delivered), so the applied flips of one element are adjacent.
+    Writes ``dv[u]`` = (value after the guard) - (value before the flips) for each distinct
+    flipped element ``u`` (0 where the value before was non-finite: a clean Inf/NaN is the
+    sender's, not the link's). Returns ``(n_applied, n_protected, n_nonfinite, n_guarded,
+    n_distinct, finite)`` where ``finite`` says that every element finite before is finite after.
+    """
+    n, n_prot, n_bad = flip_bits(vals, words, offsets, width, protect_lo, protect_hi, ints, floats)
+    elem, old, new = ints[0], floats[0], floats[1]
+    n_guard = 0
+    nu = 0
+    finite = True
+    j = 0
+    while j < n:
+        e = elem[j]
+        k = j
+        while k + 1 < n and elem[k + 1] == e:
+            k += 1
+        if clamp >= 0.0:
+            n_guard += _guard(vals, e, clamp)
+            f = float(vals[e])
+        else:
+            f = new[k]
+        o = old[j]
+        if math.isfinite(o):
+            dv[nu] = f - o
+            if not math.isfinite(f):
+                finite = False
+        else:
+            dv[nu] = 0.0
+        nu += 1
+        j = k + 1
+    return n, n_prot, n_bad, n_guard, nu, finite

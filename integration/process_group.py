@@ -48,8 +48,9 @@ operation: the Work raises :class:`LinkFailure` on the receiving rank, the group
 failure is written to the group's store, where the other ranks find it while they wait for the
 failed rank: the key is written before the failed op's inner part is issued, and every rank
 looks it up when an op completes, so all ranks fail the same collective (and within ~50 ms while
-blocked in ``wait``; a wait on an inner Work without a future, gloo send/recv/reduce_scatter,
-ends at the group timeout). A group in error still issues every op to the inner backend, so no
+blocked in ``wait``, a send/recv wait included: :func:`_wait_polled`; a rank whose own frames
+were lost waits for its send/recv to finish, and gloo's reduce_scatter, which has no future and
+runs on every rank, is waited on as is). A group in error still issues every op to the inner backend, so no
 peer is left with an unmatched op. Control messages (flags, shapes) fail like data. Nothing lost
 is ever delivered as if it had arrived.
 For the live generator and independent flips the same delivery runs as one Numba pass per
@@ -88,9 +89,9 @@ from integration.replay import (
     ReplayConfig,
     TRAFFIC_CLASSES,
     _WORD,
-    _corrupt_cpu,
     corrupt_received,
     guard_flipped,
+    guard_values,
     is_corruptible,
     is_float,
 )
@@ -236,6 +237,46 @@ class _ReplayWork(dist.Work):
         return None
 
 
+def _wait_polled(inner, limit_s: float, what: str, poll) -> None:
+    """``inner.wait`` bounded by ``limit_s``, while ``poll(what)`` runs every ``_POLL_S`` on the caller's thread.
+
+    For inner Works that have no future and complete only in ``wait`` (gloo send/recv): the
+    blocking wait runs on a daemon helper thread, so the caller can stop waiting as soon as the
+    group's store says that a link failed (``poll`` raises :class:`LinkFailure`). Without this, a
+    pipeline stage waiting on a stage that had stopped after a lost frame (3+ stages: the stage
+    two hops away from the failed link) waited for the whole group timeout. The helper thread
+    stays blocked in the inner wait until it ends (the peer's data or gloo's timeout); it is a
+    daemon, so it holds no process at exit.
+    """
+    if poll is None:
+        if inner.wait(timedelta(seconds=limit_s)) is False:
+            raise TimeoutError(f"{BACKEND_NAME}: {what} did not complete within {limit_s:g} s")
+        return
+    import time as _time
+
+    box: list = []
+    done = threading.Event()
+
+    def run() -> None:
+        try:
+            box.append(("ok", inner.wait(timedelta(seconds=limit_s))))
+        except BaseException as exc:  # noqa: BLE001 - handed to the waiting caller below
+            box.append(("err", exc))
+        done.set()
+
+    threading.Thread(target=run, daemon=True, name="phy802-p2p-wait").start()
+    end = _time.monotonic() + limit_s
+    while not done.wait(_POLL_S):
+        poll(what)  # raises if this or another rank of the group lost a frame
+        if _time.monotonic() >= end + 5 * _POLL_S:  # the inner wait should have timed out by now
+            raise TimeoutError(f"{BACKEND_NAME}: {what} did not complete within {limit_s:g} s")
+    kind, val = box[0]
+    if kind == "err":
+        raise val
+    if val is False:
+        raise TimeoutError(f"{BACKEND_NAME}: {what} did not complete within {limit_s:g} s")
+
+
 class _DeferredWork(dist.Work):
     """A Work whose ``wait()`` waits on the inner Work (bounded by the group timeout), then runs ``finish`` once.
 
@@ -244,8 +285,9 @@ class _DeferredWork(dist.Work):
     failure of ``wait`` or ``finish`` is raised to every later ``wait`` as well.
     """
 
-    def __init__(self, inner, finish, timeout_s: float, result: Any, what: str, before=None) -> None:
+    def __init__(self, inner, finish, timeout_s: float, result: Any, what: str, before=None, poll=None) -> None:
         super().__init__()
+        self._poll = poll  # a peer's link failure ends the wait at once (_wait_polled)
         self._inner = inner
         self._finish = finish
         self._before = before  # e.g. flush the queued p2p batch this op belongs to
@@ -268,8 +310,8 @@ class _DeferredWork(dist.Work):
                     self._before()
                 inner = self._inner() if callable(self._inner) else self._inner
                 limit = _seconds(timeout) or self._timeout_s
-                if inner is not None and inner.wait(timedelta(seconds=limit)) is False:
-                    raise TimeoutError(f"{BACKEND_NAME}: {self._what} did not complete within {limit:g} s")
+                if inner is not None:
+                    _wait_polled(inner, limit, self._what, self._poll)
                 if self._finish is not None:
                     self._finish()
             except BaseException as exc:
@@ -510,6 +552,16 @@ class ReplayProcessGroup(dist.ProcessGroup):
         and fed the same messages in the same order as the receiver's (the wrapper's model fixes
         who receives what in every op), so the sender knows, at issue, that its message will be
         lost, and fails the op too. Only losses matter here: nothing is counted or applied.
+
+        Called only where the sender's op can complete before its receiver has issued the op:
+        ``send``, the root of ``broadcast`` and ``scatter``, the non-roots of ``reduce`` and
+        ``gather``, and each ring hop. In the symmetric endpoint collectives (allreduce, allgather,
+        all_gather_single, reduce_scatter(_single), alltoall, all_to_all_single) a rank's op
+        completes only after every peer issued its part, and a receiver that lost a frame writes
+        the store key before it issues (:meth:`_note_loss`), so the look-up at completion
+        (:meth:`_check_peer`) fails the sender at the same collective; a shadow there would redraw
+        the link's whole error stream on the sending rank for nothing (it was about a fifth of the
+        wrapper's own CPU time per DDP step, issue 23).
         """
         if not self._enabled or dst == self._rank:
             return
@@ -583,6 +635,17 @@ class ReplayProcessGroup(dist.ProcessGroup):
                     self._failed = LinkFailure(f"{BACKEND_NAME}: rank {self._rank} stopped waiting for {what}: a link "
                                                f"of the group failed ({msg})", op=what, rank=self._rank)
         raise self._refuse(what)
+
+    def _p2p_poll(self, what: str) -> None:
+        """:meth:`_peer_poll` for a blocked send/recv wait (:func:`_wait_polled`), except while this rank's
+        own lost frames put it in error: its peer still takes part in the op and needs this rank's
+        part moved (a failed sender that stopped waiting could exit before its data left, and the
+        receiver would get a connection error instead of :class:`LinkFailure`), so the wait goes on.
+        """
+        f = self._failed
+        if f is not None and f.link is not None and f.rank == self._rank:
+            return  # this rank's own loss (LinkFailure with a link): keep waiting for the inner op
+        self._peer_poll(what)
 
     def _check_peer(self, what: str = "") -> None:
         """When an op completes: raise if another rank of the group has failed (one store lookup).
@@ -856,37 +919,74 @@ class ReplayProcessGroup(dist.ProcessGroup):
         guard = self.config.guard
         seq, op, cls, src, hop, flips = pending
         x = t.detach()
-        xn = x if x.dtype in _FORMAT else x.float()  # float8 / uint8: no promotion in vector_norm
-        sig = float(torch.linalg.vector_norm(xn, dtype=torch.float32 if xn.element_size() < 4 else None)) ** 2
+        if self.config.measure_noise:
+            xn = x if x.dtype in _FORMAT else x.float()  # float8 / uint8: no promotion in vector_norm
+            sig = float(torch.linalg.vector_norm(xn, dtype=torch.float32 if xn.element_size() < 4 else None)) ** 2
+        else:
+            sig = math.nan  # not measured: nothing added (math.isfinite is False)
         if len(flips) == 0:
             if math.isfinite(sig):
                 with self._lock:
                     self._metrics.add("signal_sq", cls, sig)
             return
-        if t.device.type == "cpu" and t.dtype in _WORD:
-            elem, bit, old, new, idx, n_prot, nonfinite = _corrupt_cpu(
-                x.view(-1).numpy(), t.dtype, np.ascontiguousarray(flips, dtype=np.int64), guard == "exponent_protection")
-        else:
-            elem, bit, old, new, idx, n_prot = corrupt_received(
-                t, flips, protect_sign_exponent=(guard == "exponent_protection"))
-            nonfinite = bool(len(new)) and not bool(np.isfinite(new).all())
-        n_guard, pert = 0, 0.0
+        if t.dtype in _WORD:  # fp32 / fp64 on the CPU: flips, guard and changes in one Numba pass
+            return self._apply_cpu_fused(pending, x, sig, elem_base)
+        elem, bit, old, new, idx, n_prot = corrupt_received(
+            t, flips, protect_sign_exponent=(guard == "exponent_protection"))
+        nonfinite = bool(len(new)) and not bool(np.isfinite(new).all())
+        n_guard, n_skip, pert = 0, 0, 0.0
         if len(elem):
             # elements are non-decreasing (delivered flips are sorted): runs instead of np.unique
             brk = np.flatnonzero(elem[1:] != elem[:-1]) + 1
             first = np.concatenate((np.zeros(1, np.int64), brk))
             eu = elem[first]
-            if guard == "nan_to_zero_clamp" and t.dtype in _FORMAT:  # [?] float8/uint8: no receive clamp yet
+            if guard == "nan_to_zero_clamp" and is_float(t):  # float8 too, at its bound (clamp_bound)
                 n_guard, final = guard_flipped(t, eu, self.config.clamp_for(cls))
             else:
+                if guard in ("nan_to_zero_clamp", "exponent_protection") and not is_float(t):
+                    n_skip = len(eu)  # FSDP2's uint8 all-gather: no float layout, delivered as flipped
                 final = new[np.concatenate((brk, [len(elem)])) - 1]  # value after the element's last flip
+            if self.config.measure_noise:
+                with np.errstate(all="ignore"):
+                    o = old[first]
+                    dv = np.where(np.isfinite(o), final - o, 0.0)  # a clean Inf/NaN is not the link's doing
+                    pert = float(np.sum(dv * dv)) if np.isfinite(final[np.isfinite(o)]).all() else math.inf
+        self._account(seq, op, cls, src, hop, elem, bit, old, new, flips[idx], elem_base,
+                      sig, pert, n_prot, nonfinite, n_guard, n_skip)
+
+    def _apply_cpu_fused(self, pending: tuple, x: torch.Tensor, sig: float, elem_base: int) -> None:
+        """:meth:`_apply` for a CPU fp32/fp64 tensor: one Numba call (:func:`integration._kernels.receive_flips`).
+
+        Same results as the general path (tested): the flips, the guard on the flipped elements,
+        the change of each flipped element; only the sum of squared changes is left to numpy
+        (``np.sum``'s pairwise order, as before).
+        """
+        from integration._kernels import receive_flips
+        from integration.replay import _SIGN_EXP_BITS
+
+        seq, op, cls, src, hop, flips = pending
+        guard = self.config.guard
+        vals = x.view(-1).numpy()
+        offsets = flips if (flips.dtype == np.int64 and flips.flags.c_contiguous) else np.ascontiguousarray(flips, np.int64)
+        lo, hi = _SIGN_EXP_BITS[x.dtype] if guard == "exponent_protection" else (1, 0)
+        clamp = float(self.config.clamp_for(cls)) if guard == "nan_to_zero_clamp" else -1.0
+        k = offsets.size
+        ints, floats, dv = np.empty((3, k), np.int64), np.empty((2, k)), np.empty(k)
+        n, n_prot, n_bad, n_guard, nu, finite = receive_flips(
+            vals, vals.view(_WORD[x.dtype]), offsets, 8 * vals.itemsize, lo, hi, clamp, ints, floats, dv)
+        pert = 0.0
+        if nu and self.config.measure_noise:
             with np.errstate(all="ignore"):
-                o = old[first]
-                dv = np.where(np.isfinite(o), final - o, 0.0)  # a clean Inf/NaN is not the link's doing
-                pert = float(np.sum(dv * dv)) if np.isfinite(final[np.isfinite(o)]).all() else math.inf
+                pert = float(np.sum(dv[:nu] * dv[:nu])) if finite else math.inf
+        self._account(seq, op, cls, src, hop, ints[0, :n], ints[1, :n], floats[0, :n], floats[1, :n],
+                      offsets[ints[2, :n]], elem_base, sig, pert, int(n_prot), n_bad > 0, int(n_guard))
+
+    def _account(self, seq, op, cls, src, hop, elem, bit, old, new, msg_bit, elem_base, sig, pert, n_prot,
+                 nonfinite, n_guard, n_skip=0) -> None:
+        """Counters and log of one received message's applied flips (one lock, one pass)."""
         with self._lock:
             m = self._metrics
-            m.add("errors_injected", cls, len(idx))
+            m.add("errors_injected", cls, len(elem))
             if math.isfinite(sig):
                 m.add("signal_sq", cls, sig)
             if pert:
@@ -897,8 +997,11 @@ class ReplayProcessGroup(dist.ProcessGroup):
                 m.add("nonfinite_events", cls, 1)
             if n_guard:
                 m.add("guard_elements", cls, n_guard)
-            self._log.add(seq=seq, op=op, cls=cls, src=src, dst=self._rank, hop=hop, element=elem + elem_base,
-                         bit=bit, old=old, new=new, msg_bit=flips[idx])
+            if n_skip:
+                m.add("guard_skipped", cls, n_skip)
+            self._log.add(seq=seq, op=op, cls=cls, src=src, dst=self._rank, hop=hop,
+                          element=elem + elem_base if elem_base else elem,
+                          bit=bit, old=old, new=new, msg_bit=msg_bit)
 
     def _apply_device(self, pending: tuple, t: torch.Tensor, elem_base: int = 0) -> None:
         """:meth:`_apply` without a host sync: device ops on the current stream, sums and log values on the device.
@@ -913,10 +1016,12 @@ class ReplayProcessGroup(dist.ProcessGroup):
         seq, op, cls, src, hop, flips = pending
         x = t.detach().view(-1)
         dev = x.device
-        xn = x if x.dtype in _FORMAT else x.float()
-        sig = torch.linalg.vector_norm(xn, dtype=torch.float32 if xn.element_size() < 4 else None).double() ** 2
-        with self._lock:  # a non-finite clean message adds nothing (as the host path)
-            self._dadd("signal_sq", cls, torch.where(torch.isfinite(sig), sig, torch.zeros_like(sig)))
+        measure = self.config.measure_noise
+        if measure:
+            xn = x if x.dtype in _FORMAT else x.float()
+            sig = torch.linalg.vector_norm(xn, dtype=torch.float32 if xn.element_size() < 4 else None).double() ** 2
+            with self._lock:  # a non-finite clean message adds nothing (as the host path)
+                self._dadd("signal_sq", cls, torch.where(torch.isfinite(sig), sig, torch.zeros_like(sig)))
         if len(flips) == 0:
             return
         offsets = np.asarray(flips, dtype=np.int64)
@@ -952,14 +1057,14 @@ class ReplayProcessGroup(dist.ProcessGroup):
         u8.index_put_((bidx,), u8[bidx] ^ mk)
         after = x[eidx].double()
         final = after
-        if guard == "nan_to_zero_clamp" and t.dtype in _FORMAT:
-            c = self.config.clamp_for(cls)
-            v = x[eidx]
-            bad = ~torch.isfinite(v) | (v > c) | (v < -c)
-            x.index_copy_(0, eidx, torch.nan_to_num(v, nan=0.0, posinf=0.0, neginf=0.0).clamp_(-c, c))
-            final = x[eidx].double()
+        if guard == "nan_to_zero_clamp" and is_float(t):  # float8 too, at its bound (clamp_bound)
+            bad, nv = guard_values(x, eidx, self.config.clamp_for(cls))
+            final = nv.double()
             with self._lock:
                 self._dadd("guard_elements", cls, bad.sum().double())
+        elif guard in ("nan_to_zero_clamp", "exponent_protection") and not is_float(t):
+            with self._lock:  # FSDP2's uint8 all-gather: no float layout, delivered as flipped
+                self._metrics.add("guard_skipped", cls, len(e_u))
         fin_b = torch.isfinite(before)
         dv = torch.where(fin_b, final - before, torch.zeros_like(before))  # a clean Inf/NaN is not the link's
         pert = (dv * dv).sum()
@@ -969,7 +1074,8 @@ class ReplayProcessGroup(dist.ProcessGroup):
             m.add("errors_injected", cls, len(idx))
             if n_prot:
                 m.add("errors_protected", cls, n_prot)
-            self._dadd("perturbation_sq", cls, pert)
+            if measure:
+                self._dadd("perturbation_sq", cls, pert)
             self._dadd("nonfinite_events", cls, (~torch.isfinite(after)).any().double())
             self._dev_log.append((seq, op, cls, src, hop, elem + elem_base, bit, offsets[idx], inv, before, after))
 
@@ -1029,7 +1135,6 @@ class ReplayProcessGroup(dist.ProcessGroup):
             self._unstage(t, buf)
             return self._done(tensors)
         pending = self._reserve("allreduce", cls, buf, (self._rank + 1) % self._size)
-        self._shadow("allreduce", buf, (self._rank - 1) % self._size)
         work = self._inner_for(buf).allreduce([buf], opts)
         if pending is None and buf is t:
             if t.device.type == "cuda":  # NCCL's Work: wait() makes the current stream wait
@@ -1173,8 +1278,6 @@ class ReplayProcessGroup(dist.ProcessGroup):
         for j, (o, b) in enumerate(zip(outs, bufs)):
             c = self._classify("params", o)
             pend.append((b, c, self._reserve("allgather", c, b, j)))
-        for d in range(self._size):
-            self._shadow("allgather", inp, d)
         work = self._inner_for(inp).allgather([bufs], [inp], opts)
         self._wait(work, "allgather", inp)
         for j, (o, (b, c, p)) in enumerate(zip(outs, pend)):
@@ -1204,8 +1307,6 @@ class ReplayProcessGroup(dist.ProcessGroup):
             self._unstage(output, obuf)
             return self._done([output])
         pend = [self._reserve("all_gather_single", cls, flat[a:b], j) for j, (a, b) in enumerate(chunks)]
-        for d in range(n):
-            self._shadow("all_gather_single", input, d)
         work = self._inner_for(obuf)._allgather_base(obuf, self._stage(input), opts)
         self._wait(work, "all_gather_single", obuf)
         for j, (a, b) in enumerate(chunks):
@@ -1228,7 +1329,6 @@ class ReplayProcessGroup(dist.ProcessGroup):
         ins = [[self._stage(x) for x in input_tensors[0]]]
         cls = self._classify("gradients", t)
         pending = self._reserve("reduce_scatter", cls, buf, (self._rank + 1) % self._size)
-        self._shadow("reduce_scatter", ins[0][(self._rank - 1) % self._size], (self._rank - 1) % self._size)
         work = self._inner_for(buf).reduce_scatter([buf], ins, opts)
         self._wait(work, "reduce_scatter", buf)
         self._receive(pending, cls, self._flat(buf))
@@ -1258,7 +1358,6 @@ class ReplayProcessGroup(dist.ProcessGroup):
             output.detach().view(output.shape).copy_(work_buf[a:b].view(output.shape))
             return self._done([output])
         pending = self._reserve("reduce_scatter_single", cls, obuf, (self._rank + 1) % n)
-        self._shadow("reduce_scatter_single", obuf, (self._rank - 1) % n)
         work = self._inner_for(obuf)._reduce_scatter_base(obuf, self._stage(input), opts)
         self._wait(work, "reduce_scatter_single", obuf)
         self._receive(pending, cls, self._flat(obuf))
@@ -1277,8 +1376,6 @@ class ReplayProcessGroup(dist.ProcessGroup):
         for j, (o, b) in enumerate(zip(output_tensors, bufs)):
             c = self._classify("activations", o)
             pend.append((b, c, self._reserve("alltoall", c, b, j)))
-        for d, x in enumerate(input_tensors):
-            self._shadow("alltoall", x, d)
         work = self._inner_for(bufs[0]).alltoall(bufs, [self._stage(x) for x in input_tensors], opts)
         self._wait(work, "alltoall", bufs[0])
         for j, (o, (b, c, p)) in enumerate(zip(output_tensors, pend)):
@@ -1304,14 +1401,6 @@ class ReplayProcessGroup(dist.ProcessGroup):
             ranges.append((s, e))
             s = e
         pend = [self._reserve("all_to_all_single", cls, flat[a:b], j) for j, (a, b) in enumerate(ranges)]
-        iflat = input.detach().reshape(-1) if input.is_contiguous() else input.detach().contiguous().view(-1)
-        irows = input.shape[0] if input.dim() else 1
-        iper = input.numel() // max(irows, 1)
-        isplits = list(input_split_sizes) if input_split_sizes else [irows // n] * n
-        s0 = 0
-        for d in range(n):
-            self._shadow("all_to_all_single", iflat[s0:s0 + isplits[d] * iper], d)
-            s0 += isplits[d] * iper
         work = self._inner_for(obuf).alltoall_base(obuf, self._stage(input), output_split_sizes, input_split_sizes, opts)
         self._wait(work, "all_to_all_single", obuf)
         for j, (a, b) in enumerate(ranges):
@@ -1377,11 +1466,12 @@ class ReplayProcessGroup(dist.ProcessGroup):
         if not self._queue_p2p(tensors[0]):
             self._flush_p2p()
             w = inner.send(tensors, peer, tag) if kind == "send" else inner.recv(tensors, peer, tag)
-            return _DeferredWork(w, finish, self._timeout_s, tensors, what)
+            return _DeferredWork(w, finish, self._timeout_s, tensors, what, poll=self._p2p_poll)
         holder: list = []
         with self._p2p_lock:
             self._p2p_queue.append((kind, inner, tensors, peer, tag, holder))
-        return _DeferredWork(lambda: holder[0], finish, self._timeout_s, tensors, what, before=self._flush_p2p)
+        return _DeferredWork(lambda: holder[0], finish, self._timeout_s, tensors, what, before=self._flush_p2p,
+                             poll=self._p2p_poll)
 
     def _stage_p2p(self, t: torch.Tensor) -> torch.Tensor:
         """:meth:`_stage`, except that a CUDA tensor bound for gloo (ranks sharing one GPU) is staged

@@ -45,6 +45,8 @@ __all__ = [
     "corrupt_received",
     "apply_guard",
     "guard_flipped",
+    "guard_values",
+    "clamp_bound",
 ]
 
 # tied_grads: the gradient of a tied embedding/head matrix summed between the first and last
@@ -163,6 +165,13 @@ class ReplayConfig:
         ACK timeout is ``4.096 us x 2^ib_timeout`` (:attr:`rto_s`), the wait before a resend when
         no NAK arrives. The wrapper's delivery decision uses only ``retry_cnt``; the RTO is
         reported in the failure and used by the cluster time model for the time a loss costs.
+    measure_noise : bool
+        Measure the injected noise (default True): ``signal_sq``, the squared L2 norm of every
+        received float message, and ``perturbation_sq``. The norm is a pass over each whole
+        message, the one cost of the receive path that grows with the message rather than with
+        its flips (about half of the wrapper's own CPU time per DDP step at line BER 1e-5,
+        ``benchmarks/bench_replay.py``); False leaves both counters at 0 (``injected_noise``
+        then reads ``nan``: not measured) and touches only the flipped elements.
     """
 
     source: SourceConfig = field(default_factory=SourceConfig)
@@ -175,6 +184,7 @@ class ReplayConfig:
     batch_p2p: str = "auto"
     retry_cnt: int = 7
     ib_timeout: int = 20
+    measure_noise: bool = True
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -193,6 +203,8 @@ class ReplayConfig:
             raise ValueError(f"ReplayConfig.log_limit must be >= 0, got {self.log_limit!r}")
         if not isinstance(self.retry_cnt, int) or not 0 <= self.retry_cnt <= 7:
             raise ValueError(f"ReplayConfig.retry_cnt (NCCL_IB_RETRY_CNT) must be an int in 0..7, got {self.retry_cnt!r}")
+        if not isinstance(self.measure_noise, bool):
+            raise ValueError(f"ReplayConfig.measure_noise must be a bool, got {self.measure_noise!r}")
         if not isinstance(self.ib_timeout, int) or not 1 <= self.ib_timeout <= 31:
             raise ValueError(f"ReplayConfig.ib_timeout (NCCL_IB_TIMEOUT) must be an int in 1..31, got {self.ib_timeout!r}")
 
@@ -290,7 +302,10 @@ class Metrics:
     the delivery model (frames dropped for header hits, marks or, non-tolerant modes, any error);
     ``op_failures`` counts operations that raised :class:`LinkFailure` on this rank (lost frames);
     ``nonfinite_events`` counts received messages where the flips produced Inf/NaN;
-    ``guard_elements`` counts flipped elements changed by the receive guard.
+    ``guard_elements`` counts flipped elements changed by the receive guard;
+    ``guard_skipped`` counts flipped elements that a receive guard (``nan_to_zero_clamp``,
+    ``exponent_protection``) could not act on and that were delivered as flipped: the bytes of
+    FSDP2's uint8 all-gather of mixed-dtype parameters, which carry no one float layout.
 
     ``perturbation_sq`` sums, over every flipped element, ``(delivered - clean)^2`` in float64,
     where *delivered* is the value after the flips and the receive guard (``inf`` once a
@@ -311,6 +326,7 @@ class Metrics:
     op_failures: dict[str, int] = field(default_factory=dict)
     nonfinite_events: dict[str, int] = field(default_factory=dict)
     guard_elements: dict[str, int] = field(default_factory=dict)
+    guard_skipped: dict[str, int] = field(default_factory=dict)
     perturbation_sq: dict[str, float] = field(default_factory=dict)
     signal_sq: dict[str, float] = field(default_factory=dict)
 
@@ -472,6 +488,52 @@ def apply_guard(t: torch.Tensor, clamp: float) -> int:
     return n
 
 
+_BOUND_CACHE: dict[tuple, float] = {}
+
+
+def clamp_bound(dtype: torch.dtype, clamp: float) -> float:
+    """The clamp as a receiver of ``dtype`` can write it: the largest finite ``dtype`` value ``<= clamp``.
+
+    The clamp itself for fp32/fp64/fp16/bf16 (the class bounds 1 and 100 are exact there); for
+    float8 the value just below it when it is not representable (e4m3fn: 100 -> 96, because
+    rounding to nearest would give 104, above the bound; e5m2: 100 -> 96) and the format's
+    largest finite value (e4m3fn 448, e5m2 57344) for a larger or infinite clamp.
+    """
+    if dtype not in _FLOAT8:
+        return float(clamp)
+    key = (dtype, float(clamp))
+    b = _BOUND_CACHE.get(key)
+    if b is None:
+        t = torch.tensor([min(float(clamp), 1e30)], dtype=torch.float32).to(dtype)
+        u = t.view(torch.uint8)
+        # positive float8 values increase with their bit pattern: step down to the bound
+        while not (math.isfinite(float(t[0])) and float(t[0]) <= clamp):
+            u -= 1
+        b = _BOUND_CACHE[key] = float(t[0])
+    return b
+
+
+def guard_values(x: torch.Tensor, idx: torch.Tensor, clamp: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """``nan_to_zero_clamp`` on the elements ``idx`` of the flat float tensor ``x``, with device ops only.
+
+    Each element becomes 0 if non-finite, else is clamped to ``[-b, b]`` with ``b =``
+    :func:`clamp_bound` ``(x.dtype, clamp)``. float8 elements are guarded in fp32 and written
+    back through the byte view (torch 2.13 has no CPU ``index_copy_`` for float8; every guarded
+    value is a float8 value, so the write is exact). Returns ``(changed, values_after)``: a bool
+    and a float tensor per index, on ``x``'s device (nothing read to the host).
+    """
+    c = clamp_bound(x.dtype, clamp)
+    f8 = x.dtype in _FLOAT8
+    v = x[idx].float() if f8 else x[idx]
+    bad = ~torch.isfinite(v) | (v > c) | (v < -c)
+    nv = torch.nan_to_num(v, nan=0.0, posinf=0.0, neginf=0.0).clamp_(-c, c)
+    if f8:
+        x.view(torch.uint8).index_copy_(0, idx, nv.to(x.dtype).view(torch.uint8))
+    else:
+        x.index_copy_(0, idx, nv)
+    return bad, nv
+
+
 def guard_flipped(t: torch.Tensor, elems: np.ndarray, clamp: float) -> tuple[int, np.ndarray]:
     """The ``nan_to_zero_clamp`` receive guard on the flipped elements ``elems`` of ``t`` only.
 
@@ -482,6 +544,9 @@ def guard_flipped(t: torch.Tensor, elems: np.ndarray, clamp: float) -> tuple[int
     ``GradScaler``). Returns ``(n_changed, values_after)`` (float64, one per ``elems``).
     """
     x = t.detach().view(-1)
+    if x.dtype not in _FLOAT_DTYPES:
+        raise ValueError(f"guard_flipped: a {x.dtype} tensor has no float layout to guard "
+                         "(e.g. FSDP2's uint8 all-gather of mixed-dtype parameters)")
     elems = np.ascontiguousarray(elems, dtype=np.int64)
     if len(elems) == 0:
         return 0, np.empty(0)
@@ -492,10 +557,7 @@ def guard_flipped(t: torch.Tensor, elems: np.ndarray, clamp: float) -> tuple[int
         n = guard_at(x.numpy(), elems, float(clamp), final)
         return int(n), final
     idx = torch.from_numpy(elems).to(x.device, non_blocking=True)
-    v = x[idx]
-    bad = ~torch.isfinite(v) | (v > clamp) | (v < -clamp)
-    nv = torch.nan_to_num(v, nan=0.0, posinf=0.0, neginf=0.0).clamp_(-clamp, clamp)
-    x.index_copy_(0, idx, nv)
+    bad, nv = guard_values(x, idx, clamp)
     out = torch.stack([bad.double(), nv.double()]).cpu().numpy()
     return int(out[0].sum()), out[1]
 

@@ -71,6 +71,52 @@ def _lost_frames(rank, n, store, fec, ber, op, out_dir):
     os._exit(0)  # the failed group's pending inner ops would hold teardown until the gloo timeout
 
 
+def pipeline_loss_worker(rank: int, n: int, store: str, out_dir: str) -> None:
+    """A 3-stage chain 0 -> 1 -> 2 whose first message is lost: stage 2 must fail promptly (issue 23)."""
+    try:
+        _pipeline_loss(rank, n, store, out_dir)
+    except BaseException:
+        _dump(out_dir, rank, {"crash": traceback.format_exc()})
+        raise
+
+
+def _pipeline_loss(rank, n, store, out_dir):
+    torch.set_num_threads(1)
+    from integration.process_group import register
+    from integration.replay import LinkFailure, ReplayConfig
+    from integration.sources import SourceConfig
+
+    # ieee at stream BER 1e-3: every frame of the 256 KiB activation 0 -> 1 is lost
+    register(ReplayConfig(source=SourceConfig(ber=1e-3, seed=3, kind="independent", fec="ieee")))
+    timeout = timedelta(seconds=20)
+    dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=n, timeout=timeout)
+    g = dist.new_group(backend="phy802", timeout=timeout)
+    x = torch.full((1 << 16,), float(rank + 1))
+    out: dict = {"raised": None, "type": None}
+    t0 = time.monotonic()
+    try:
+        if rank == 0:
+            dist.send(x, 1, group=g)
+        elif rank == 1:
+            dist.recv(x, 0, group=g)  # lost: raises here, so stage 1 never sends on to stage 2
+            dist.send(x, 2, group=g)
+        else:
+            with g.paused():  # link 1 -> 2 itself delivers: stage 2 can only learn of the failure
+                dist.recv(x, 1, group=g)
+    except LinkFailure as exc:
+        out["raised"], out["type"] = str(exc), "LinkFailure"
+    except Exception as exc:  # noqa: BLE001 - what the test checks
+        out["raised"], out["type"] = f"{type(exc).__name__}: {exc}"[:500], type(exc).__name__
+    out["seconds"] = time.monotonic() - t0
+    out["failed_at"] = time.time()  # wall clock: compared across the ranks (one machine)
+    out["frames_lost"] = g.metrics.total("frames_lost")
+    _dump(out_dir, rank, out)
+    # the failed stages stay alive (as a stage blocked elsewhere would): a peer that exits would end
+    # stage 2's recv with a connection error, which is not what is tested
+    time.sleep(max(0.0, 12.0 - (time.monotonic() - t0)))
+    os._exit(0)
+
+
 def backend_hooks_worker(rank: int, n: int, store: str, out_dir: str) -> None:
     """Per-device backends, the coalescing manager with a device, the DDP comm hook, shutdown forwarding."""
     try:
@@ -124,6 +170,72 @@ def _backend_hooks(rank, n, store, out_dir):
     gf.shutdown()
     out["shutdown_reached"] = "shutdown" in gf._nccl.calls
     del os.environ["PHY802_FAKE_NCCL"]
+    _dump(out_dir, rank, out)
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+def fsdp_hooks_worker(rank: int, n: int, store: str, out_dir: str) -> None:
+    """FSDP2 over a plain gloo group with the phy802 all-gather / reduce-scatter hooks (issue 23 item 4)."""
+    try:
+        _fsdp_hooks(rank, n, store, out_dir)
+    except BaseException:
+        _dump(out_dir, rank, {"crash": traceback.format_exc()})
+        raise
+
+
+def _fsdp_hooks(rank, n, store, out_dir):
+    torch.set_num_threads(1)
+    from torch.distributed.device_mesh import DeviceMesh
+    from torch.distributed.fsdp import fully_shard
+
+    from integration.fsdp_hooks import install_fsdp_hooks
+    from integration.process_group import register
+    from integration.replay import ReplayConfig
+    from integration.sources import SourceConfig
+
+    dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=n)
+    g_plain = dist.new_group(backend="gloo")
+    groups = {}
+    for name, ber in (("clean", 0.0), ("noisy", 3e-4)):
+        register(ReplayConfig(source=SourceConfig(ber=ber, seed=4, kind="independent", fec="bypass"),
+                              classes=("gradients", "params")))
+        groups[name] = dist.new_group(backend="phy802")
+    mesh = DeviceMesh.from_group(g_plain, device_type="cpu")
+
+    def build():
+        torch.manual_seed(0)
+        m = torch.nn.Sequential(torch.nn.Linear(32, 256), torch.nn.ReLU(), torch.nn.Linear(256, 8))
+        fully_shard(m[0], mesh=mesh)
+        fully_shard(m[2], mesh=mesh)
+        fully_shard(m, mesh=mesh)
+        return m
+
+    out: dict = {}
+    models = {"plain": build(), "clean": build(), "noisy": build()}
+    out["hooked"] = {k: install_fsdp_hooks(models[k], groups[k]) for k in ("clean", "noisy")}
+    for name, m in models.items():
+        opt = torch.optim.SGD(m.parameters(), lr=0.1)
+        gen = torch.Generator().manual_seed(10 + rank)
+        for _ in range(2):
+            x = torch.randn(16, 32, generator=gen)
+            m(x).square().mean().backward()
+            opt.step()
+            opt.zero_grad()
+    full = {k: [p.full_tensor().detach().clone() for p in m.parameters()] for k, m in models.items()}
+    out["clean_identical"] = all(torch.equal(a, b) for a, b in zip(full["plain"], full["clean"]))
+    out["noisy_differs"] = not all(torch.equal(a, b) for a, b in zip(full["plain"], full["noisy"]))
+    for k in ("clean", "noisy"):
+        m = groups[k].metrics
+        out[k] = {"messages": dict(m.messages), "flips": dict(m.errors_injected),
+                  "ops": sorted({r[1] for r in groups[k].log.messages})}
+    try:  # a phy802 group of other ranks than FSDP's is refused with a clear error
+        from integration.fsdp_hooks import ReplayAllGather
+
+        ReplayAllGather(g_plain)
+        out["refused_plain"] = False
+    except ValueError as exc:
+        out["refused_plain"] = str(exc)
     _dump(out_dir, rank, out)
     dist.barrier()
     dist.destroy_process_group()

@@ -129,6 +129,24 @@ def test_lost_frames_make_the_op_raise_on_every_rank(fec, ber, op):
     assert any("NCCL_IB_RETRY_CNT=7" in r["raised"] for r in ranks)
 
 
+def test_a_lost_p2p_message_fails_every_pipeline_stage_well_before_the_timeout():
+    """Issue 23: in a 3-stage pipeline, a lost activation 0 -> 1 made stage 1 raise, and stage 2,
+    waiting on stage 1's send that never came, failed only at the 20 s group timeout (a gloo recv
+    Work has no future to poll). Now its wait polls the group's store and raises LinkFailure."""
+    from _it_wrapper_workers import pipeline_loss_worker
+
+    ranks = load_ranks(spawn(pipeline_loss_worker, 3, timeout_s=120), 3)
+    for r in ranks:
+        assert "crash" not in r, r.get("crash")
+        assert r["type"] == "LinkFailure", r
+    assert ranks[1]["frames_lost"] > 0 and ranks[2]["frames_lost"] == 0  # stage 2 lost nothing itself
+    assert "stopped waiting for recv from rank 1" in ranks[2]["raised"] and "lost" in ranks[2]["raised"]
+    # the group timeout is 20 s; stage 2 fails within the store poll (50 ms) of stage 1's failure
+    # (stage 1 itself may take seconds to get there on a loaded machine: first delivery, Numba load)
+    assert ranks[2]["failed_at"] - ranks[1]["failed_at"] < 3.0, ranks
+    assert ranks[2]["seconds"] < 15.0, ranks[2]
+
+
 def test_training_run_that_loses_a_frame_fails_visibly():
     """Issue 23: a run at a BER where a frame is lost stops on every rank at the same op and says so."""
     from integration.train import build_config, run_training
@@ -158,3 +176,23 @@ def test_experiment_table_has_frame_columns_and_which_ber():
     assert {"frames_lost", "frames_resent", "op_failures", "ber_is"} <= set(COLUMNS)
     md = table_md(rows)
     assert "pre-FEC line BER" in md and "error-free" in md and "| 3 | 24 | 1 |" in md
+
+
+def test_fsdp2_hooks_carry_the_link_errors_and_are_bit_identical_at_ber_0():
+    """Issue 23 item 4: FSDP2's supported comm hooks (set_custom_all_gather / set_custom_reduce_scatter)
+    run the parameter all-gathers and gradient reduce-scatters of a model sharded over a stock gloo
+    group through the phy802 group: bit-identical to no hooks at BER 0, flips logged at 3e-4."""
+    from _it_wrapper_workers import fsdp_hooks_worker
+
+    ranks = load_ranks(spawn(fsdp_hooks_worker, 2, timeout_s=240), 2)
+    for r in ranks:
+        assert "crash" not in r, r.get("crash")
+        assert r["hooked"] == {"clean": 3, "noisy": 3}
+        assert r["clean_identical"] is True
+        assert r["clean"]["flips"] == {} and r["clean"]["messages"].get("params", 0) > 0
+        assert r["clean"]["messages"].get("gradients", 0) > 0
+        assert {"all_gather_single", "reduce_scatter_single"} <= set(r["noisy"]["ops"])
+        assert "phy802 group" in r["refused_plain"]
+    assert any(r["noisy"]["flips"].get("params", 0) > 0 for r in ranks)
+    assert any(r["noisy"]["flips"].get("gradients", 0) > 0 for r in ranks)
+    assert any(r["noisy_differs"] for r in ranks)
