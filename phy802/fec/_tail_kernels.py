@@ -749,13 +749,15 @@ def nelder_mead_lagr(model, x0, step, lam, kind, lows, highs, counts, has_fail, 
 def profile_end(model, starts, nll_hat, kind, sign, crit, step, lows, highs, counts, has_fail, n, t, units,
                 max_steps):  # pragma: no cover - compiled
     """One end of the profile-likelihood interval of ``g`` (``kind`` as in :func:`_nll_g`); ``sign``
-    +1 = upper end, -1 = lower end. ``starts``: rows = the point fit's local optima (the first the
-    MLE). Returns ``(ln g_end, x_end, closed, nfev)``: ``closed`` False when the deviance never
+    +1 = upper end, -1 = lower end. ``starts``: rows = the sweep's starting points (the first the
+    MLE; then the point fit's other local optima and its raw starts: the Lagrangian has branches
+    that no optimum of the likelihood alone lies on). Returns ``(ln g_end, x_end, closed, nfev)``: ``closed`` False when the deviance never
     reached ``crit`` up to the largest multiplier (the end is then the most extreme ``g`` found, at
     the parameters' range)."""
     K = starts.shape[0]
     d = starts.shape[1]
     cur = starts.copy()
+    alive = np.ones(K, dtype=np.bool_)
     nfev = 0
     lam = 1.0
     lam_lo = 0.0
@@ -769,27 +771,35 @@ def profile_end(model, starts, nll_hat, kind, sign, crit, step, lows, highs, cou
     for _ in range(max_steps):
         best_val = np.inf
         bx = cur[0].copy()
+        kb = 0
+        fk = np.zeros(K)
+        gk = np.zeros(K)
         for k in range(K):
+            if not alive[k]:
+                continue
             xk, nf = nelder_mead_lagr(model, cur[k], step, sign * lam, kind, lows, highs, counts, has_fail, n, t,
                                       units, _PXTOL, _PFTOL, 400)
             nfev += nf
             cur[k] = xk
-            v = _lagr(model, xk, sign * lam, kind, lows, highs, counts, has_fail, n, t, units)
+            fk[k], gk[k] = _nll_g(model, xk, kind, lows, highs, counts, has_fail, n, t, units)
+            v = fk[k] - sign * lam * gk[k]
             if v < best_val:
                 best_val = v
                 bx = xk.copy()
-        fb, gb = _nll_g(model, bx, kind, lows, highs, counts, has_fail, n, t, units)
+                kb = k
+        fb, gb = fk[kb], gk[kb]
         dev = 2.0 * (fb - nll_hat)
         if dev < 0.0:
             dev = 0.0
-        # paths that met the best one stop being separate
+        # a path that reached the best one's optimum (same nll and ln g; on a ridge the x may differ)
+        # stops: its later steps would repeat the best path's
+        # stops, and so does one whose objective is worse than the best's by more than crit (in nll units:
+        # a deviance 2 crit above it; a branch that far behind was not seen to overtake within the sweep)
         for k in range(K):
-            same = True
-            for j in range(d):
-                if abs(cur[k, j] - bx[j]) > 1e-2:
-                    same = False
-            if same:
-                cur[k] = bx
+            if alive[k] and k != kb and abs(fk[k] - fb) < 0.02 and abs(gk[k] - gb) < 0.01:
+                alive[k] = False
+            elif alive[k] and k != kb and fk[k] - sign * lam * gk[k] > best_val + crit:
+                alive[k] = False
         if dev <= crit:
             if sign * gb >= sign * g_lo:
                 d_lo, g_lo = dev, gb
