@@ -345,9 +345,11 @@ def _scaled_par(model, par, s):  # pragma: no cover - compiled
     if model == 1:
         out[0] = par[0] * s
         return out, 0.0 < out[0] < 0.5
+    # GE: both error probabilities x s; the shape is held only while e_b s <= 1 (past it the bad state
+    # would saturate and the "margin" would grow e_g alone: absurd factors at e_b ~ 1)
     out[2] = par[2] * s
-    out[3] = min(par[3] * s, 1.0)
-    return out, out[2] < 1.0
+    out[3] = par[3] * s
+    return out, out[2] < 1.0 and out[3] <= 1.0
 
 
 @njit(cache=True)

@@ -202,8 +202,8 @@ def _scaled(model: str, p: dict, s: float) -> dict | None:
     if model == "dfe":
         ser = p["ser"] * s
         return None if not 0 < ser < 0.5 else {"ser": ser, "pb": p["pb"]}
-    eg, eb = p["e_g"] * s, p["e_b"] * s  # each capped at 1 (the bad state saturates first)
-    return None if eg >= 1.0 else {**p, "e_g": eg, "e_b": min(eb, 1.0)}
+    eg, eb = p["e_g"] * s, p["e_b"] * s  # shape held only up to e_b s = 1 (the bad state's boundary)
+    return None if eg >= 1.0 or eb > 1.0 else {**p, "e_g": eg, "e_b": eb}
 
 
 # ------------------------------------------------------------------------------ likelihood
@@ -544,6 +544,10 @@ def _profile_binomial(d: _Data, code: theory.RsCode, x_hat: float, ll_hat: float
     return out
 
 
+#: how GE's intervals are made: "region" (the projected chi2_4 likelihood region, the default) or
+#: "bootstrap" (the percentile bootstrap of dfe, the method before; kept for benchmarks/bench_tail.py)
+GE_INTERVALS = "region"
+
 #: a local optimum of the point fit also starts the profile sweeps when its deviance against the MLE is
 #: at most this (a mode that far down cannot hold points of the 95% set only through a long ridge)
 _MODE_DEV = 2.0 * float(_st.chi2.ppf(0.95, 4))
@@ -610,14 +614,16 @@ def _profile_burst(model: str, d: _Data, code: theory.RsCode, x_hat: np.ndarray,
         c = centre[key]
         out[key] = _interval(c, min(ends[0], c), max(ends[1], c))
     # post-FEC BER, margin and its derived values at the parameters of the FER ends (high FER -> small margin)
-    at = [_predict(model, _from_x(model, x), code, target) for x in fer_ends[::-1]]
+    hi_fer, lo_fer = (_predict(model, _from_x(model, x), code, target) for x in fer_ends[::-1])
     for key in ("post_fec_ber", "margin_factor", "ber_at_target", "margin_db", "snr_margin_db"):
-        vals = [a[key] for a in at if a[key] is not None]
         c = centre[key]
-        if c is None or len(vals) < 2:
-            out[key] = _interval(c, None, None)
-        else:
-            out[key] = _interval(c, min(min(vals), c), max(max(vals), c))
+        a, b = (hi_fer[key], lo_fer[key]) if key != "post_fec_ber" else (lo_fer[key], hi_fer[key])
+        if c is None:
+            out[key] = _interval(None, None, None)
+        else:  # an end without a value (a margin past the shape-held range) stays open (None)
+            lo = None if a is None else min(a, b if b is not None else a, c)
+            hi = None if b is None else max(a if a is not None else b, b, c)
+            out[key] = _interval(c, lo, hi)
     method = (f"likelihood region (2 dLL <= chi2_{_N_PARAMS[model]}(0.95) = {crit:.2f}, projected; Lagrangian "
               f"sweep from {n_opt} local optima and {len(rows) - n_opt} starts) for FER and pre-FEC BER; post-FEC BER and margin at the "
               f"FER ends' parameters")
@@ -857,7 +863,7 @@ def fit_histogram(
             pred = _profile_binomial(d, code, float(x_hat[0]), ll_hat, target_fer)
             method = "profile likelihood (2 dLL <= chi2_1(0.95) = 3.84)"
             note = ""
-        elif m == "ge":
+        elif m == "ge" and GE_INTERVALS == "region":
             # profile likelihood, not a bootstrap: the GE likelihood has two modes (long mild / short intense
             # bursts) and replicates drawn at one never visit the other; the percentile interval covered
             # 32/40 (benchmarks/bench_tail.py), the profile set spans both modes.
@@ -877,6 +883,8 @@ def fit_histogram(
                 pred = {k: _interval(c[k], None, None) for k in _PRED_KEYS}
                 method = "none (bootstrap = 0)"
             note = "effective burst parameters (codeword idealised as consecutive symbols on one lane)"
+        if m == "ge":
+            note = "; ".join(filter(None, [note, _ge_margin_note(params, code, target_fer, pred)]))
         fits[m] = ModelFit(m, params, ll_hat, _N_PARAMS[m], expected, gof, pred, method, note)
     comparison = {}
     if "binomial" in fits:
@@ -900,6 +908,26 @@ def fit_histogram(
                 "seed": seed if isinstance(seed, int) else None, "units_per_rs_symbol": UNITS}
     return TailFit(code, hist, float(target_fer), fits, skipped, comparison, best, observed, settings, per_lane,
                    sonic_baseline(hist, code, interleave), notes)
+
+
+def _ge_margin_note(params: dict, code: theory.RsCode, target: float, pred: dict) -> str:
+    """Why a GE margin is missing or bounded: the error probabilities scale with the shape held only up
+    to ``e_b s = 1`` (:func:`_scaled`); ``e_b`` at its boundary 1 leaves no room above x1."""
+    eb = float(params["e_b"])
+    s_max = 1.0 / eb
+    out = []
+    if eb >= 1.0 - 1e-9:
+        out.append("e_b = 1 (the boundary of its range: every PAM4 symbol of the bad state is wrong), so the "
+                   "error shape cannot be scaled up; the margin is only defined below x1")
+    if pred["margin_factor"]["value"] is None and s_max > 1.0 + 1e-9:
+        law = model_pmf("ge", {**params, "e_g": params["e_g"] * s_max, "e_b": 1.0}, code)
+        if law.fer < target:
+            out.append(f"margin > x{s_max:.3g} (at that scale e_b reaches 1, the end of the shape-held range, and "
+                       f"FER is still {law.fer:.2e} < target {target:.0e}); not reported")
+    if pred["margin_factor"]["value"] is not None and pred["margin_factor"]["hi"] is not None \
+            and pred["margin_factor"]["hi"] >= s_max * (1 - 1e-6):
+        out.append(f"the margin's upper end is bounded by x{s_max:.3g} (e_b reaches 1)")
+    return "; ".join(out)
 
 
 def _per_lane(hist: FecHistogram, code: theory.RsCode, target: float) -> list[dict]:
