@@ -395,6 +395,10 @@ class TailFit:
                                                  + ("" if p["snr_margin_db"]["value"] is None
                                                     else f", {p['snr_margin_db']['value']:+.2f} dB"))
             lines.append(f"{name:<9} {iv(p['pre_fec_ber']):<34} {iv(p['fer']):<34} {iv(p['post_fec_ber']):<34} {ms}")
+        for name, f in self.fits.items():  # model notes beyond the standing "effective parameters" one
+            extra = [x for x in f.note.split("; ") if x and not x.startswith("effective burst parameters")]
+            if extra:
+                lines.append(f"{name}: {'; '.join(extra)}")
         bl = self.baseline
         if bl:
             lines.append("")
