@@ -8,15 +8,19 @@ Usage::
 
 1. **Speed** (CPU seconds, ``time.process_time``): the codeword law per call, the compiled fast
    path against the step-by-step DP timed in the same run; one port's full fit (binomial, dfe, ge;
-   goodness of fit; profile and 200-replicate bootstrap intervals) on three histograms; the
-   64-port SONiC switch of ``vectors/fec_hist/example_switch64_portstat_*`` (``--since``), one process.
+   goodness of fit; profile, 200-replicate bootstrap and likelihood-region intervals) on three
+   histograms; the baseline in the same run: the first 8 ports of the 64-port SONiC switch of
+   ``vectors/fec_hist/example_switch64_portstat_*`` (``--since``) with GE by the 200-replicate
+   bootstrap (the method before) against the current code; the whole switch in one process, and
+   with ``workers=2`` (wall clock; the result compared port by port).
 2. **Baseline vs truth**: histograms of ``--codewords`` KP4 codewords drawn (fixed seeds) from the
    exact codeword law of DFE and Gilbert-Elliott channels with known FER; for each, the FER of
    phy802's models (with 95% intervals), of SONiC's predictor (log-linear fit of bins 1..15,
    extrapolated to 16..20) and the observed CER, as ratios to the true FER.
 3. **Coverage**: ``--coverage-reps`` independent histograms per channel, each fitted with
    ``--coverage-bootstrap`` replicates; the fraction of 95% FER intervals (of the true model family)
-   that hold the true FER, with its Clopper-Pearson 95% interval.
+   that hold the true FER, with its Clopper-Pearson 95% interval and the exact two-sided binomial
+   test of coverage = 0.95; GE both by its likelihood region (now) and by the bootstrap (before).
 """
 
 from __future__ import annotations
