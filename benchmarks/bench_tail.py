@@ -8,15 +8,19 @@ Usage::
 
 1. **Speed** (CPU seconds, ``time.process_time``): the codeword law per call, the compiled fast
    path against the step-by-step DP timed in the same run; one port's full fit (binomial, dfe, ge;
-   goodness of fit; profile and 200-replicate bootstrap intervals) on three histograms; the
-   64-port SONiC switch of ``vectors/fec_hist/example_switch64_portstat_*`` (``--since``), one process.
+   goodness of fit; profile, 200-replicate bootstrap and likelihood-region intervals) on three
+   histograms; the baseline in the same run: the first 8 ports of the 64-port SONiC switch of
+   ``vectors/fec_hist/example_switch64_portstat_*`` (``--since``) with GE by the 200-replicate
+   bootstrap (the method before) against the current code; the whole switch in one process, and
+   with ``workers=2`` (wall clock; the result compared port by port).
 2. **Baseline vs truth**: histograms of ``--codewords`` KP4 codewords drawn (fixed seeds) from the
    exact codeword law of DFE and Gilbert-Elliott channels with known FER; for each, the FER of
    phy802's models (with 95% intervals), of SONiC's predictor (log-linear fit of bins 1..15,
    extrapolated to 16..20) and the observed CER, as ratios to the true FER.
 3. **Coverage**: ``--coverage-reps`` independent histograms per channel, each fitted with
    ``--coverage-bootstrap`` replicates; the fraction of 95% FER intervals (of the true model family)
-   that hold the true FER, with its Clopper-Pearson 95% interval.
+   that hold the true FER, with its Clopper-Pearson 95% interval and the exact two-sided binomial
+   test of coverage = 0.95; GE both by its likelihood region (now) and by the bootstrap (before).
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ import json
 import os
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 os.environ.setdefault("NUMBA_NUM_THREADS", "1")
@@ -35,6 +40,7 @@ sys.path.insert(0, str(ROOT))
 import numpy as np  # noqa: E402
 
 from phy802.fec.tail import CODES, _reference_pmf, fit_histogram, fit_ports, model_pmf, sample_histogram  # noqa: E402
+from phy802.fec import tail as tail_mod  # noqa: E402
 from phy802.fec.telemetry import difference, read_telemetry  # noqa: E402
 from phy802.stats import rate  # noqa: E402
 
@@ -72,12 +78,31 @@ def speed(quick: bool) -> dict:
     for name, h in hists.items():
         t, f = _cpu(lambda: fit_histogram(h, "kp4", bootstrap=200, seed=1))
         out["one_port_s"][name] = {"cpu_s": t, "methods": {k: v.interval_method for k, v in f.fits.items()}}
+    t1 = read_telemetry(ROOT / "vectors/fec_hist/example_switch64_portstat_t1.out", t=15)
+    t0 = read_telemetry(ROOT / "vectors/fec_hist/example_switch64_portstat_t0.out", t=15)
+    sw = difference(t1, t0)
+    # the baseline, in this run: the method before (GE by the 200-replicate percentile bootstrap) on the
+    # first `base_ports` ports, against the current code on the same ports
+    base_ports = 4 if quick else 8
+    sub = replace(sw, ports=tuple(sw.ports[:base_ports]))
+    tail_mod.GE_INTERVALS = "bootstrap"
+    try:
+        tb, _ = _cpu(lambda: fit_ports(sub, KP4, bootstrap=200, seed=1))
+    finally:
+        tail_mod.GE_INTERVALS = "region"
+    tn, _ = _cpu(lambda: fit_ports(sub, KP4, bootstrap=200, seed=1))
+    out["baseline_ports"] = {"ports": base_ports, "before_cpu_s": tb, "now_cpu_s": tn, "ratio": tb / tn}
     if not quick:
-        t1 = read_telemetry(ROOT / "vectors/fec_hist/example_switch64_portstat_t1.out", t=15)
-        t0 = read_telemetry(ROOT / "vectors/fec_hist/example_switch64_portstat_t0.out", t=15)
         w0 = time.perf_counter()
-        t, fits = _cpu(lambda: fit_ports(difference(t1, t0), KP4, bootstrap=200, seed=1))
+        t, fits = _cpu(lambda: fit_ports(sw, KP4, bootstrap=200, seed=1))
         out["switch64"] = {"cpu_s": t, "wall_s": time.perf_counter() - w0, "ports": len(fits), "bootstrap": 200}
+        # --workers 2 (2 processes; CPU time of the children is not in process_time: wall clock only)
+        w0 = time.perf_counter()
+        fits2 = fit_ports(sw, KP4, bootstrap=200, seed=1, workers=2)
+        out["switch64"]["workers2_wall_s"] = time.perf_counter() - w0
+        out["switch64"]["workers2_same"] = all(
+            (fits[k] is None and fits2[k] is None) or fits[k].as_dict()["models"] == fits2[k].as_dict()["models"]
+            for k in fits)
     return out
 
 
@@ -97,21 +122,34 @@ def baseline(codewords: int, bootstrap: int) -> list[dict]:
     return rows
 
 
-def coverage(reps: int, bootstrap: int, codewords: int) -> list[dict]:
+def coverage(reps: int, bootstrap: int, codewords: int, ge_bootstrap_too: bool = True) -> list[dict]:
+    """Coverage of the 95% FER interval of the true model family, with the exact binomial test of
+    "coverage = 0.95" (two-sided, scipy.stats.binomtest; p < 0.05 rejects nominal coverage)."""
+    from scipy.stats import binomtest
+
     out = []
-    for name, m, p in (CHANNELS[0], CHANNELS[3]):
+    runs = [(CHANNELS[0], "bootstrap"), (CHANNELS[3], "region")]
+    if ge_bootstrap_too:
+        runs.append((CHANNELS[3], "bootstrap"))
+    for (name, m, p), how in runs:
         true = model_pmf(m, p, KP4).fer
         hit = 0
         widths = []
-        for k in range(reps):
-            h = sample_histogram(m, p, KP4, codewords, np.random.default_rng(1000 + k))
-            f = fit_histogram(h, "kp4", models=("binomial", m), bootstrap=bootstrap, seed=k)
-            r = f.fits[m].predicted["fer"]
-            hit += int(r["lo"] <= true <= r["hi"])
-            widths.append(r["hi"] / r["lo"])
+        tail_mod.GE_INTERVALS = how if m == "ge" else "region"
+        try:
+            for k in range(reps):
+                h = sample_histogram(m, p, KP4, codewords, np.random.default_rng(1000 + k))
+                f = fit_histogram(h, "kp4", models=("binomial", m), bootstrap=bootstrap, seed=k)
+                r = f.fits[m].predicted["fer"]
+                hit += int(r["lo"] <= true <= r["hi"])
+                widths.append(r["hi"] / r["lo"])
+        finally:
+            tail_mod.GE_INTERVALS = "region"
         cp = rate(hit, reps).as_dict()
-        out.append({"channel": name, "model": m, "reps": reps, "bootstrap": bootstrap, "codewords": codewords,
-                    "covered": hit, "coverage": cp, "median_hi_over_lo": float(np.median(widths))})
+        out.append({"channel": name, "model": m, "method": how if m == "ge" else "bootstrap", "reps": reps,
+                    "bootstrap": bootstrap, "codewords": codewords, "covered": hit, "coverage": cp,
+                    "binomtest_p": float(binomtest(hit, reps, 0.95).pvalue),
+                    "median_hi_over_lo": float(np.median(widths))})
     return out
 
 
@@ -138,7 +176,8 @@ def main() -> int:
     if "baseline" not in skip:
         res["baseline"] = baseline(int(a.codewords if not a.quick else 1e8), a.bootstrap if not a.quick else 20)
     if "coverage" not in skip:
-        res["coverage"] = coverage(reps, a.coverage_bootstrap if not a.quick else 20, int(a.coverage_codewords))
+        res["coverage"] = coverage(reps, a.coverage_bootstrap if not a.quick else 20, int(a.coverage_codewords),
+                                   not a.quick)
     if a.json:
         print(json.dumps(res, indent=2))
         return 0
@@ -150,9 +189,13 @@ def main() -> int:
               f"({lu['ratio']:.1f}x, same run)")
         for k, v in s["one_port_s"].items():
             print(f"one port, full fit (3 models, bootstrap 200): {v['cpu_s']:.2f} s CPU  {k}")
+        b = s["baseline_ports"]
+        print(f"first {b['ports']} switch ports, full fit: before (GE by 200-replicate bootstrap) {b['before_cpu_s']:.1f} s "
+              f"CPU, now {b['now_cpu_s']:.1f} s CPU ({b['ratio']:.1f}x, same run)")
         if "switch64" in s:
             w = s["switch64"]
-            print(f"64-port switch (--since, bootstrap 200, 1 process): {w['cpu_s']:.1f} s CPU, {w['wall_s']:.1f} s wall")
+            print(f"64-port switch (--since, bootstrap 200, 1 process): {w['cpu_s']:.1f} s CPU, {w['wall_s']:.1f} s wall; "
+                  f"--workers 2: {w['workers2_wall_s']:.1f} s wall (same result: {w['workers2_same']})")
     if "baseline" in res:
         print("\n| channel | true FER | binomial | dfe [95%] | ge [95%] | best | SONiC predicted (R^2) | observed CER |")
         print("|---|---|---|---|---|---|---|---|")
@@ -167,9 +210,10 @@ def main() -> int:
         print()
         for c in res["coverage"]:
             cp = c["coverage"]
-            print(f"coverage {c['channel']}: {c['covered']}/{c['reps']} {c['model']} 95% FER intervals hold the true FER "
-                  f"(CP 95% [{cp['lo']:.2f},{cp['hi']:.2f}]; {c['codewords']:.0e} codewords, bootstrap "
-                  f"{c['bootstrap']}; median hi/lo {c['median_hi_over_lo']:.2f})")
+            print(f"coverage {c['channel']}: {c['covered']}/{c['reps']} {c['model']} ({c['method']}) 95% FER intervals "
+                  f"hold the true FER (CP 95% [{cp['lo']:.2f},{cp['hi']:.2f}]; exact binomial test of 0.95: p = "
+                  f"{c['binomtest_p']:.3g}; {c['codewords']:.0e} codewords, bootstrap {c['bootstrap']}; median hi/lo "
+                  f"{c['median_hi_over_lo']:.2f})")
     return 0
 
 

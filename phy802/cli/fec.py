@@ -102,7 +102,8 @@ def _add_tail(sub) -> None:
     p.add_argument("--target-fer", type=probability(), default=1e-13,
                    help="codeword error ratio the margin is measured to, in (0, 1) (default 1e-13)")
     p.add_argument("--bootstrap", type=int_arg(0, 100000), default=200,
-                   help="parametric bootstrap replicates for the dfe/ge intervals, 0..100000; a job estimated "
+                   help="parametric bootstrap replicates for the dfe intervals (binomial and ge intervals come from "
+                        "their likelihood), 0..100000; a job estimated "
                         f"above {TAIL_MAX_CPU_S:.0f} s of CPU is refused up front (default 200; 0 = none)")
     p.add_argument("--interleave", type=int_arg(1, 16), default=2,
                    help="codewords interleaved per frame, X in SONiC's FLR = CER x (1 + 8X)/8: 2 at 200G/400G, "

@@ -345,9 +345,11 @@ def _scaled_par(model, par, s):  # pragma: no cover - compiled
     if model == 1:
         out[0] = par[0] * s
         return out, 0.0 < out[0] < 0.5
+    # GE: both error probabilities x s; the shape is held only while e_b s <= 1 (past it the bad state
+    # would saturate and the "margin" would grow e_g alone: absurd factors at e_b ~ 1)
     out[2] = par[2] * s
-    out[3] = min(par[3] * s, 1.0)
-    return out, out[2] < 1.0
+    out[3] = par[3] * s
+    return out, out[2] < 1.0 and out[3] <= 1.0
 
 
 @njit(cache=True)
@@ -611,3 +613,221 @@ def lm_refit(model, x0, lows, highs, counts, has_fail, n, t, units, maxit, h):  
         if converged:
             break
     return x, f, converged
+
+
+# ------------------------------------------------------------------------------ profile likelihood (issue 25)
+# The interval of a prediction g (FER, pre-FEC BER, post-FEC BER) is the profile-likelihood set
+# {g(x) : 2 (nll(x) - nll_hat) <= crit}. Its ends are found with a Lagrangian sweep: for a
+# multiplier lam > 0 the minimiser of nll(x) -/+ lam ln g(x) is the point of largest/smallest g at
+# its own deviance, and the deviance grows with lam; lam is searched until the deviance reaches
+# crit. Each sweep step is a compiled Nelder-Mead warm-started from the previous step, run from
+# every local optimum of the point fit (the GE likelihood has two modes: long mild and short
+# intense bursts; a parametric bootstrap drawn at one mode never visits the other, which is why its
+# percentile interval under-covered).
+
+
+#: sweep tolerances: Nelder-Mead x (log10 / logit units) and f (nll) tolerances, and the relative
+#: deviance tolerance at an end (0.05 x 3.84: the end's ln g then moves by ~1% of the half-width)
+_PXTOL = 1e-3
+_PFTOL = 1e-4
+_PDTOL = 0.05
+
+
+@njit(cache=True)
+def _nll_g(model, x, kind, lows, highs, counts, has_fail, n, t, units):  # pragma: no cover - compiled
+    """``(nll, ln g)`` at ``x``; ``kind`` 0 = FER, 1 = pre-FEC BER, 2 = post-FEC BER."""
+    q, fer, ew, ber, bps = chain_law(model, params_from_x(model, x), n, t, units)
+    nb = lows.shape[0]
+    probs = np.zeros(counts.shape[0])
+    for i in range(nb):
+        acc = 0.0
+        for w in range(lows[i], highs[i] + 1):
+            acc += q[w]
+        probs[i] = acc
+    if has_fail:
+        probs[nb] = fer
+    Q = probs.sum()
+    if kind == 0:
+        g = fer
+    elif kind == 1:
+        g = ber
+    else:
+        g = 0.0 if fer == 0 else ew / n * bps
+    lg = np.log(max(g, 1e-300))
+    if not Q > 0:
+        return 1e300, lg
+    ll = 0.0
+    for i in range(counts.shape[0]):
+        if counts[i] > 0:
+            ll += counts[i] * np.log(max(probs[i], 1e-300) / Q)
+    return -ll, lg
+
+
+@njit(cache=True)
+def _lagr(model, x, lam, kind, lows, highs, counts, has_fail, n, t, units):  # pragma: no cover - compiled
+    f, lg = _nll_g(model, x, kind, lows, highs, counts, has_fail, n, t, units)
+    return f - lam * lg
+
+
+@njit(cache=True)
+def nelder_mead_lagr(model, x0, step, lam, kind, lows, highs, counts, has_fail, n, t, units, xatol, fatol,
+                     maxiter):  # pragma: no cover - compiled
+    """:func:`nelder_mead` on ``nll(x) - lam ln g(x)`` (same coefficients and stopping rule)."""
+    d = x0.shape[0]
+    sim = np.zeros((d + 1, d))
+    fs = np.zeros(d + 1)
+    sim[0] = x0
+    for i in range(d):
+        sim[i + 1] = x0
+        sim[i + 1, i] += step
+    for i in range(d + 1):
+        fs[i] = _lagr(model, sim[i], lam, kind, lows, highs, counts, has_fail, n, t, units)
+    maxfev = 2 * maxiter
+    nfev = d + 1
+    it = 1
+    while nfev < maxfev and it < maxiter:
+        order = np.argsort(fs)
+        sim = sim[order].copy()
+        fs = fs[order].copy()
+        xmax = 0.0
+        fmax = 0.0
+        for i in range(1, d + 1):
+            fmax = max(fmax, abs(fs[0] - fs[i]))
+            for j in range(d):
+                xmax = max(xmax, abs(sim[i, j] - sim[0, j]))
+        if xmax <= xatol and fmax <= fatol:
+            break
+        xbar = np.zeros(d)
+        for i in range(d):
+            xbar += sim[i]
+        xbar /= d
+        xr = 2.0 * xbar - sim[d]
+        fr = _lagr(model, xr, lam, kind, lows, highs, counts, has_fail, n, t, units)
+        nfev += 1
+        shrink = False
+        if fr < fs[0]:
+            xe = 3.0 * xbar - 2.0 * sim[d]
+            fe = _lagr(model, xe, lam, kind, lows, highs, counts, has_fail, n, t, units)
+            nfev += 1
+            if fe < fr:
+                sim[d] = xe
+                fs[d] = fe
+            else:
+                sim[d] = xr
+                fs[d] = fr
+        elif fr < fs[d - 1]:
+            sim[d] = xr
+            fs[d] = fr
+        else:
+            if fr < fs[d]:
+                xc = 1.5 * xbar - 0.5 * sim[d]
+                fc = _lagr(model, xc, lam, kind, lows, highs, counts, has_fail, n, t, units)
+                nfev += 1
+                if fc <= fr:
+                    sim[d] = xc
+                    fs[d] = fc
+                else:
+                    shrink = True
+            else:
+                xcc = 0.5 * xbar + 0.5 * sim[d]
+                fcc = _lagr(model, xcc, lam, kind, lows, highs, counts, has_fail, n, t, units)
+                nfev += 1
+                if fcc < fs[d]:
+                    sim[d] = xcc
+                    fs[d] = fcc
+                else:
+                    shrink = True
+            if shrink:
+                for i in range(1, d + 1):
+                    sim[i] = sim[0] + 0.5 * (sim[i] - sim[0])
+                    fs[i] = _lagr(model, sim[i], lam, kind, lows, highs, counts, has_fail, n, t, units)
+                nfev += d
+        it += 1
+    best = np.argmin(fs)
+    return sim[best].copy(), nfev
+
+
+@njit(cache=True)
+def profile_end(model, starts, nll_hat, kind, sign, crit, step, lows, highs, counts, has_fail, n, t, units,
+                max_steps):  # pragma: no cover - compiled
+    """One end of the profile-likelihood interval of ``g`` (``kind`` as in :func:`_nll_g`); ``sign``
+    +1 = upper end, -1 = lower end. ``starts``: rows = the sweep's starting points (the first the
+    MLE; then the point fit's other local optima and its raw starts: the Lagrangian has branches
+    that no optimum of the likelihood alone lies on). Returns ``(ln g_end, x_end, closed, nfev)``: ``closed`` False when the deviance never
+    reached ``crit`` up to the largest multiplier (the end is then the most extreme ``g`` found, at
+    the parameters' range)."""
+    K = starts.shape[0]
+    d = starts.shape[1]
+    cur = starts.copy()
+    alive = np.ones(K, dtype=np.bool_)
+    nfev = 0
+    lam = 1.0
+    lam_lo = 0.0
+    lam_hi = np.inf
+    # bracket points (deviance, ln g, x) below / above crit; the MLE is the first "below" point
+    f0, g0 = _nll_g(model, starts[0], kind, lows, highs, counts, has_fail, n, t, units)
+    d_lo, g_lo = 0.0, g0
+    x_lo = starts[0].copy()
+    d_hi, g_hi = np.inf, g0
+    x_hi = starts[0].copy()
+    for _ in range(max_steps):
+        best_val = np.inf
+        bx = cur[0].copy()
+        kb = 0
+        fk = np.zeros(K)
+        gk = np.zeros(K)
+        for k in range(K):
+            if not alive[k]:
+                continue
+            xk, nf = nelder_mead_lagr(model, cur[k], step, sign * lam, kind, lows, highs, counts, has_fail, n, t,
+                                      units, _PXTOL, _PFTOL, 400)
+            nfev += nf
+            cur[k] = xk
+            fk[k], gk[k] = _nll_g(model, xk, kind, lows, highs, counts, has_fail, n, t, units)
+            v = fk[k] - sign * lam * gk[k]
+            if v < best_val:
+                best_val = v
+                bx = xk.copy()
+                kb = k
+        fb, gb = fk[kb], gk[kb]
+        dev = 2.0 * (fb - nll_hat)
+        if dev < 0.0:
+            dev = 0.0
+        # a path that reached the best one's optimum (same nll and ln g; on a ridge the x may differ)
+        # stops: its later steps would repeat the best path's
+        # stops, and so does one whose objective is worse than the best's by more than crit (in nll units:
+        # a deviance 2 crit above it; a branch that far behind was not seen to overtake within the sweep)
+        for k in range(K):
+            if alive[k] and k != kb and abs(fk[k] - fb) < 0.02 and abs(gk[k] - gb) < 0.01:
+                alive[k] = False
+            elif alive[k] and k != kb and fk[k] - sign * lam * gk[k] > best_val + crit:
+                alive[k] = False
+        if dev <= crit:
+            if sign * gb >= sign * g_lo:
+                d_lo, g_lo = dev, gb
+                x_lo = bx.copy()
+            lam_lo = lam
+        else:
+            d_hi, g_hi = dev, gb
+            x_hi = bx.copy()
+            lam_hi = lam
+        if abs(dev - crit) < _PDTOL * crit:
+            return gb, bx, True, nfev
+        if lam_hi == np.inf:
+            # deviance ~ (lam sigma)^2 near a quadratic optimum: rescale, at most x10 per step
+            fac = np.sqrt(crit / dev) if dev > 0.0 else 10.0
+            lam = lam * min(max(fac, 1.05), 10.0)
+            if lam > 1e7:
+                return g_lo, x_lo, False, nfev
+        else:
+            # secant on sqrt(deviance), linear in lam near a quadratic optimum; kept inside the bracket
+            a = np.sqrt(d_lo)
+            b = np.sqrt(d_hi)
+            lam = lam_lo + (np.sqrt(crit) - a) * (lam_hi - lam_lo) / (b - a) if b > a else 0.5 * (lam_lo + lam_hi)
+            w = lam_hi - lam_lo
+            lam = min(max(lam, lam_lo + 0.1 * w), lam_hi - 0.1 * w)
+    if d_hi == np.inf:
+        return g_lo, x_lo, False, nfev
+    # the ends bracket crit: interpolate ln g linearly in the deviance (a chord of the convex hull)
+    w = (crit - d_lo) / (d_hi - d_lo) if d_hi > d_lo else 0.0
+    return g_lo + w * (g_hi - g_lo), (x_hi if w > 0.5 else x_lo), True, nfev
