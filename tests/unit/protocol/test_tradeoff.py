@@ -6,6 +6,7 @@ import math
 
 import pytest
 
+from phy802._output import to_jsonable
 from phy802.cli import main
 from protocol.cluster.flat import Cluster
 from protocol.cluster.tradeoff import (TimeModel, load_results, parse_modes, pareto_front, steps_to_target,
@@ -35,7 +36,8 @@ def _rows():
 def results(tmp_path):
     d = tmp_path / "exp"
     d.mkdir()
-    (d / "results.json").write_text(json.dumps({"meta": {"fec": "bypass", "world_size": 2}, "rows": _rows()}))
+    # as `phy802 experiment` writes it: strict JSON, a NaN loss as null (phy802._output.to_jsonable)
+    (d / "results.json").write_text(json.dumps(to_jsonable({"meta": {"fec": "bypass", "world_size": 2}, "rows": _rows()})))
     return d
 
 
@@ -100,7 +102,7 @@ def test_combinations_without_a_loss_curve_are_reported(tmp_path, capsys):
     rows = [r for r in _rows() if r["guard"] != "exponent_protection"]
     d = tmp_path / "r"
     d.mkdir()
-    (d / "results.json").write_text(json.dumps({"meta": {"fec": "bypass"}, "rows": rows}))
+    (d / "results.json").write_text(json.dumps(to_jsonable({"meta": {"fec": "bypass"}, "rows": rows})))
     assert main(["tradeoff", "--cluster", "flat-ethernet", "--results", str(d), "--out", str(tmp_path / "o"), "--ranks", "8",
                  "--modes", "kp4:ieee,kp4:unequal"]) == 0
     out = capsys.readouterr().out
