@@ -572,57 +572,53 @@ class ConcatLink:
         ctr.message_bits += n_cw * _K * 10
 
     # --------------------------------------------------------------------- driver
+    def _cuts(self, n_codewords: int, seed, batch_groups: int | None, residual: bool):
+        """The one batch loop of :meth:`batches` and :meth:`run`: yields ``(g0, G, counters of the
+        batch, Residual or None)``; the caller may stop early (``run``'s error / time limits)."""
+        if not isinstance(n_codewords, (int, np.integer)) or n_codewords <= 0:
+            raise ValueError(f"n_codewords must be a positive int, got {n_codewords!r}")
+        X = self.config.interleave
+        if batch_groups is None:
+            batch_groups = 300 if self.path == "exact" else 30000
+        batch_groups = max(3, int(batch_groups) // 3 * 3)
+        ss = _seed_sequence(seed)
+        batch = self._batch_exact if self.path == "exact" else self._batch_fast
+        done = 0
+        g0 = 0
+        while done < n_codewords:
+            need = -(-(int(n_codewords) - done) // X)
+            G = min(batch_groups, -(-need // 3) * 3)  # whole batches of 3 interleave groups
+            child = ss.spawn(1)[0]
+            ctr = ConcatCounters()
+            res: list | None = [] if residual else None
+            batch(G, child, ctr, res)
+            done += ctr.codewords
+            yield g0, G, ctr, (res[0] if residual else None)
+            g0 += G
+
     def batches(self, n_codewords: int, seed, *, batch_groups: int | None = None):
         """The batches :meth:`run` simulates, one at a time: yields ``(g0, G, counters, residual)``
         for interleave groups ``[g0, g0 + G)`` (``counters`` of this batch alone, a
         :class:`Residual` of what the far end received).  ``run(n, seed)`` is the sum of these
         batches' counters (same seeds, same cuts), so a consumer of the residual errors (the
         800G/1.6T error traces, ``protocol.trace.inner``) counts exactly what ``run`` counts."""
-        if not isinstance(n_codewords, (int, np.integer)) or n_codewords <= 0:
-            raise ValueError(f"n_codewords must be a positive int, got {n_codewords!r}")
-        X = self.config.interleave
-        if batch_groups is None:
-            batch_groups = 300 if self.path == "exact" else 30000
-        batch_groups = max(3, int(batch_groups) // 3 * 3)
-        ss = _seed_sequence(seed)
-        done = 0
-        g0 = 0
-        while done < n_codewords:
-            need = -(-(int(n_codewords) - done) // X)
-            G = min(batch_groups, -(-need // 3) * 3)
-            child = ss.spawn(1)[0]
-            ctr = ConcatCounters()
-            res: list = []
-            (self._batch_exact if self.path == "exact" else self._batch_fast)(G, child, ctr, res)
-            done += ctr.codewords
-            yield g0, G, ctr, res[0]
-            g0 += G
+        yield from self._cuts(n_codewords, seed, batch_groups, residual=True)
 
     def run(self, n_codewords: int, seed, *, batch_groups: int | None = None, target_errors: int | None = None,
             max_seconds: float | None = None) -> ConcatResult:
         """Simulate at least ``n_codewords`` KP4 codewords (rounded up to whole batches of 3
         interleave groups: 120-bit inner blocks then align with the lanes' codeword groups), with
         optional early stop on ``target_errors`` codeword errors or ``max_seconds``."""
-        if not isinstance(n_codewords, (int, np.integer)) or n_codewords <= 0:
-            raise ValueError(f"n_codewords must be a positive int, got {n_codewords!r}")
-        X = self.config.interleave
-        if batch_groups is None:
-            batch_groups = 300 if self.path == "exact" else 30000
-        batch_groups = max(3, int(batch_groups) // 3 * 3)
-        ss = _seed_sequence(seed)
-        ctr = ConcatCounters()
+        total = ConcatCounters()
         t0 = time.perf_counter()
-        while ctr.codewords < n_codewords:
-            need = -(-(int(n_codewords) - ctr.codewords) // X)
-            G = min(batch_groups, -(-need // 3) * 3)
-            child = ss.spawn(1)[0]
-            (self._batch_exact if self.path == "exact" else self._batch_fast)(G, child, ctr)
-            if target_errors is not None and ctr.codeword_errors >= target_errors:
+        for _, _, ctr, _ in self._cuts(n_codewords, seed, batch_groups, residual=False):
+            total.merge(ctr)
+            if target_errors is not None and total.codeword_errors >= target_errors:
                 break
             if max_seconds is not None and time.perf_counter() - t0 > max_seconds:
                 break
-        ctr.seconds = time.perf_counter() - t0
-        return ConcatResult(self.config, ctr)
+        total.seconds = time.perf_counter() - t0
+        return ConcatResult(self.config, total)
 
     def lane_of_key(self, keys: NDArray[np.int64]) -> NDArray[np.int8]:
         """Physical lane (0..L-1) that carried RS symbol ``key = codeword * 544 + symbol``."""
