@@ -70,6 +70,27 @@ def check_interrupt() -> None:
     raise Terminated(f"terminated by signal {sig}")
 
 
+_DEFERRED: list[bool] = []  # depth of :func:`deferred_interrupts` blocks in this process
+
+
+@contextlib.contextmanager
+def deferred_interrupts():
+    """Within the block the CLI's handler only records a signal; the block's loop raises it with
+    :func:`check_interrupt` at a point of its choosing.  An exception raised by the handler at an
+    arbitrary bytecode could leave a lock held (the trace writer's queue: a deadlock in abort) or
+    land mid-update of the generator's buffers."""
+    _DEFERRED.append(True)
+    try:
+        yield
+    finally:
+        _DEFERRED.pop()
+
+
+def interrupts_deferred() -> bool:
+    """True inside :func:`deferred_interrupts` (the CLI's handler then records, not raises)."""
+    return bool(_DEFERRED)
+
+
 def _worker_init() -> None:  # pragma: no cover - runs in worker processes
     """Worker processes leave Ctrl-C to the parent (no worker tracebacks) and die quietly when it
     terminates them."""

@@ -99,11 +99,13 @@ def _handler(signum, frame):
     re-delivered a moment later), and not again while the first one's cleanup runs (10 s)."""
     import time
 
-    from phy802._io import Terminated, note_signal
+    from phy802._io import Terminated, interrupts_deferred, note_signal
 
     redelivered, _STATE["redeliver"] = _STATE["redeliver"], False
     if not redelivered:
         note_signal(signum)
+    if interrupts_deferred():
+        return  # the running loop raises it between its chunks (phy802._io.deferred_interrupts)
     if _in_compiled_call(frame):
         _STATE["redeliver"] = True
         t = threading.Timer(0.05, os.kill, (os.getpid(), signum))

@@ -36,7 +36,7 @@ from typing import Iterator
 
 import numpy as np
 
-from phy802._io import atomic_open, scratch_dir
+from phy802._io import atomic_open, check_interrupt, deferred_interrupts, scratch_dir
 
 from . import _kernels as TK
 from ..source import DetailedErrorSource, ErrorChunk, ErrorSource, empty_chunk
@@ -1163,21 +1163,23 @@ def generate_trace(
 
         try:
             if not parallel:  # streaming: chunk by chunk, encoding + writing overlap in the writer thread
-                for j, p0, p1 in bounds:
-                    gen = _new_generator(cfg, generator, shard_seed(seed, j), p0)
-                    done = p0
-                    while done < p1:
-                        k = min(step, p1 - done)
-                        e = gen.next_encoded(k)  # straight to trace records (the fused kernel, in the bypass mode)
-                        if done == p0:
-                            w.write_encoded(*_join_first(cfg, e, carry, gen.stats, n_lanes))
-                        else:
-                            w.write_encoded(e.stream_start, e.stream_end, e.n_flips, e.n_marks, e.blob)
-                        done += k
-                        pb.update(k * PAIR_LINE_BITS)
-                    ex_ = gen._expander
-                    carry = (ex_.key, ex_.lane, ex_.flag)
-                    total.add(gen.stats)
+                with deferred_interrupts():  # a signal is raised between chunks, never inside a lock
+                    for j, p0, p1 in bounds:
+                        gen = _new_generator(cfg, generator, shard_seed(seed, j), p0)
+                        done = p0
+                        while done < p1:
+                            check_interrupt()
+                            k = min(step, p1 - done)
+                            e = gen.next_encoded(k)  # straight to trace records (the fused kernel, in the bypass mode)
+                            if done == p0:
+                                w.write_encoded(*_join_first(cfg, e, carry, gen.stats, n_lanes))
+                            else:
+                                w.write_encoded(e.stream_start, e.stream_end, e.n_flips, e.n_marks, e.blob)
+                            done += k
+                            pb.update(k * PAIR_LINE_BITS)
+                        ex_ = gen._expander
+                        carry = (ex_.key, ex_.lane, ex_.flag)
+                        total.add(gen.stats)
             else:
                 if executor is not None:
                     ex, owned, slots = executor, False, max(1, int(workers or os.cpu_count() or 1))
