@@ -241,30 +241,29 @@ def chain_law(model, par, n, t, units):  # pragma: no cover - compiled
 @njit(cache=True)
 def nll_x(model, x, lows, highs, counts, has_fail, n, t, units):  # pragma: no cover - compiled
     """Negative binned log-likelihood (``tail._loglik`` of ``tail._bin_probs``) at transformed ``x``."""
-    q, fer, _, _, _ = chain_law(model, params_from_x(model, x), n, t, units)
-    nb = lows.shape[0]
-    probs = np.zeros(counts.shape[0])
-    for i in range(nb):
-        acc = 0.0
-        for w in range(lows[i], highs[i] + 1):
-            acc += q[w]
-        probs[i] = acc
-    if has_fail:
-        probs[nb] = fer
-    Q = probs.sum()
-    if not Q > 0:
-        return 1e300
-    ll = 0.0
-    for i in range(counts.shape[0]):
-        if counts[i] > 0:
-            ll += counts[i] * np.log(max(probs[i], 1e-300) / Q)
-    return -ll
+    return _nll_g(model, x, 0, lows, highs, counts, has_fail, n, t, units)[0]
+
+
+@njit(cache=True)
+def _objective(model, x, lam, kind, lows, highs, counts, has_fail, n, t, units):  # pragma: no cover - compiled
+    """What :func:`_nelder_mead` minimises: the nll (``kind`` < 0) or ``nll - lam ln g`` (:func:`_lagr`)."""
+    if kind < 0:
+        return nll_x(model, x, lows, highs, counts, has_fail, n, t, units)
+    return _lagr(model, x, lam, kind, lows, highs, counts, has_fail, n, t, units)
 
 
 @njit(cache=True)
 def nelder_mead(model, x0, step, lows, highs, counts, has_fail, n, t, units, xatol, fatol, maxiter, maxfev):  # pragma: no cover
     """scipy.optimize.minimize(method="Nelder-Mead", initial_simplex = x0 + diag(step)) (standard
     coefficients 1, 2, 0.5, 0.5, same stopping rule), compiled; returns ``(x, f, nfev)``."""
+    return _nelder_mead(model, x0, step, 0.0, -1, lows, highs, counts, has_fail, n, t, units, xatol, fatol,
+                        maxiter, maxfev)
+
+
+@njit(cache=True)
+def _nelder_mead(model, x0, step, lam, kind, lows, highs, counts, has_fail, n, t, units, xatol, fatol, maxiter,
+                 maxfev):  # pragma: no cover - compiled
+    """The one simplex search of :func:`nelder_mead` and :func:`nelder_mead_lagr` (objective: :func:`_objective`)."""
     d = x0.shape[0]
     sim = np.zeros((d + 1, d))
     fs = np.zeros(d + 1)
@@ -273,7 +272,7 @@ def nelder_mead(model, x0, step, lows, highs, counts, has_fail, n, t, units, xat
         sim[i + 1] = x0
         sim[i + 1, i] += step
     for i in range(d + 1):
-        fs[i] = nll_x(model, sim[i], lows, highs, counts, has_fail, n, t, units)
+        fs[i] = _objective(model, sim[i], lam, kind, lows, highs, counts, has_fail, n, t, units)
     nfev = d + 1
     it = 1
     while nfev < maxfev and it < maxiter:
@@ -293,12 +292,12 @@ def nelder_mead(model, x0, step, lows, highs, counts, has_fail, n, t, units, xat
             xbar += sim[i]
         xbar /= d
         xr = 2.0 * xbar - sim[d]
-        fr = nll_x(model, xr, lows, highs, counts, has_fail, n, t, units)
+        fr = _objective(model, xr, lam, kind, lows, highs, counts, has_fail, n, t, units)
         nfev += 1
         shrink = False
         if fr < fs[0]:
             xe = 3.0 * xbar - 2.0 * sim[d]
-            fe = nll_x(model, xe, lows, highs, counts, has_fail, n, t, units)
+            fe = _objective(model, xe, lam, kind, lows, highs, counts, has_fail, n, t, units)
             nfev += 1
             if fe < fr:
                 sim[d] = xe
@@ -312,7 +311,7 @@ def nelder_mead(model, x0, step, lows, highs, counts, has_fail, n, t, units, xat
         else:
             if fr < fs[d]:
                 xc = 1.5 * xbar - 0.5 * sim[d]
-                fc = nll_x(model, xc, lows, highs, counts, has_fail, n, t, units)
+                fc = _objective(model, xc, lam, kind, lows, highs, counts, has_fail, n, t, units)
                 nfev += 1
                 if fc <= fr:
                     sim[d] = xc
@@ -321,7 +320,7 @@ def nelder_mead(model, x0, step, lows, highs, counts, has_fail, n, t, units, xat
                     shrink = True
             else:
                 xcc = 0.5 * xbar + 0.5 * sim[d]
-                fcc = nll_x(model, xcc, lows, highs, counts, has_fail, n, t, units)
+                fcc = _objective(model, xcc, lam, kind, lows, highs, counts, has_fail, n, t, units)
                 nfev += 1
                 if fcc < fs[d]:
                     sim[d] = xcc
@@ -331,7 +330,7 @@ def nelder_mead(model, x0, step, lows, highs, counts, has_fail, n, t, units, xat
             if shrink:
                 for i in range(1, d + 1):
                     sim[i] = sim[0] + 0.5 * (sim[i] - sim[0])
-                    fs[i] = nll_x(model, sim[i], lows, highs, counts, has_fail, n, t, units)
+                    fs[i] = _objective(model, sim[i], lam, kind, lows, highs, counts, has_fail, n, t, units)
                 nfev += d
         it += 1
     best = np.argmin(fs)
@@ -673,78 +672,9 @@ def _lagr(model, x, lam, kind, lows, highs, counts, has_fail, n, t, units):  # p
 def nelder_mead_lagr(model, x0, step, lam, kind, lows, highs, counts, has_fail, n, t, units, xatol, fatol,
                      maxiter):  # pragma: no cover - compiled
     """:func:`nelder_mead` on ``nll(x) - lam ln g(x)`` (same coefficients and stopping rule)."""
-    d = x0.shape[0]
-    sim = np.zeros((d + 1, d))
-    fs = np.zeros(d + 1)
-    sim[0] = x0
-    for i in range(d):
-        sim[i + 1] = x0
-        sim[i + 1, i] += step
-    for i in range(d + 1):
-        fs[i] = _lagr(model, sim[i], lam, kind, lows, highs, counts, has_fail, n, t, units)
-    maxfev = 2 * maxiter
-    nfev = d + 1
-    it = 1
-    while nfev < maxfev and it < maxiter:
-        order = np.argsort(fs)
-        sim = sim[order].copy()
-        fs = fs[order].copy()
-        xmax = 0.0
-        fmax = 0.0
-        for i in range(1, d + 1):
-            fmax = max(fmax, abs(fs[0] - fs[i]))
-            for j in range(d):
-                xmax = max(xmax, abs(sim[i, j] - sim[0, j]))
-        if xmax <= xatol and fmax <= fatol:
-            break
-        xbar = np.zeros(d)
-        for i in range(d):
-            xbar += sim[i]
-        xbar /= d
-        xr = 2.0 * xbar - sim[d]
-        fr = _lagr(model, xr, lam, kind, lows, highs, counts, has_fail, n, t, units)
-        nfev += 1
-        shrink = False
-        if fr < fs[0]:
-            xe = 3.0 * xbar - 2.0 * sim[d]
-            fe = _lagr(model, xe, lam, kind, lows, highs, counts, has_fail, n, t, units)
-            nfev += 1
-            if fe < fr:
-                sim[d] = xe
-                fs[d] = fe
-            else:
-                sim[d] = xr
-                fs[d] = fr
-        elif fr < fs[d - 1]:
-            sim[d] = xr
-            fs[d] = fr
-        else:
-            if fr < fs[d]:
-                xc = 1.5 * xbar - 0.5 * sim[d]
-                fc = _lagr(model, xc, lam, kind, lows, highs, counts, has_fail, n, t, units)
-                nfev += 1
-                if fc <= fr:
-                    sim[d] = xc
-                    fs[d] = fc
-                else:
-                    shrink = True
-            else:
-                xcc = 0.5 * xbar + 0.5 * sim[d]
-                fcc = _lagr(model, xcc, lam, kind, lows, highs, counts, has_fail, n, t, units)
-                nfev += 1
-                if fcc < fs[d]:
-                    sim[d] = xcc
-                    fs[d] = fcc
-                else:
-                    shrink = True
-            if shrink:
-                for i in range(1, d + 1):
-                    sim[i] = sim[0] + 0.5 * (sim[i] - sim[0])
-                    fs[i] = _lagr(model, sim[i], lam, kind, lows, highs, counts, has_fail, n, t, units)
-                nfev += d
-        it += 1
-    best = np.argmin(fs)
-    return sim[best].copy(), nfev
+    x, _, nfev = _nelder_mead(model, x0, step, lam, kind, lows, highs, counts, has_fail, n, t, units, xatol, fatol,
+                              maxiter, 2 * maxiter)
+    return x, nfev
 
 
 @njit(cache=True)
