@@ -83,6 +83,7 @@ import torch._C._distributed_c10d as _c10d
 
 from integration.commlog import CommLog, instrument
 from integration.replay import (
+    _SIGN_EXP_BITS,
     LinkFailure,
     Metrics,
     InjectionLog,
@@ -191,16 +192,16 @@ class _ReplayWork(dist.Work):
         self._timeout_s = float(timeout_s)
         self._what = what
         self._poll = poll  # called every _POLL_S while blocked: raises a peer's LinkFailure
-        self._event = threading.Event()
-        fut.add_done_callback(lambda _f: self._event.set())
 
     def wait(self, timeout: timedelta | None = None) -> bool:
         limit = _seconds(timeout) or self._timeout_s
-        if not self._event.is_set():
+        if not self._fut.done():  # the event only when blocking (most Works are done by wait())
             import time as _time
 
+            event = threading.Event()
+            self._fut.add_done_callback(lambda _f: event.set())  # runs at once if done meanwhile
             end = _time.monotonic() + limit
-            while not self._event.wait(min(_POLL_S, max(end - _time.monotonic(), 0.0))):
+            while not event.wait(min(_POLL_S, max(end - _time.monotonic(), 0.0))):
                 if self._poll is not None:
                     self._poll(self._what)
                 if _time.monotonic() >= end:
@@ -916,6 +917,8 @@ class ReplayProcessGroup(dist.ProcessGroup):
         """
         if t.device.type == "cuda" or self.force_device_path:
             return self._apply_device(pending, t, elem_base)
+        if t.dtype in _WORD:  # fp32 / fp64 on the CPU: norm, flips, guard and changes in one Numba pass
+            return self._apply_cpu_fused(pending, t, elem_base)
         guard = self.config.guard
         seq, op, cls, src, hop, flips = pending
         x = t.detach()
@@ -929,8 +932,6 @@ class ReplayProcessGroup(dist.ProcessGroup):
                 with self._lock:
                     self._metrics.add("signal_sq", cls, sig)
             return
-        if t.dtype in _WORD:  # fp32 / fp64 on the CPU: flips, guard and changes in one Numba pass
-            return self._apply_cpu_fused(pending, x, sig, elem_base)
         elem, bit, old, new, idx, n_prot = corrupt_received(
             t, flips, protect_sign_exponent=(guard == "exponent_protection"))
         nonfinite = bool(len(new)) and not bool(np.isfinite(new).all())
@@ -954,30 +955,36 @@ class ReplayProcessGroup(dist.ProcessGroup):
         self._account(seq, op, cls, src, hop, elem, bit, old, new, flips[idx], elem_base,
                       sig, pert, n_prot, nonfinite, n_guard, n_skip)
 
-    def _apply_cpu_fused(self, pending: tuple, x: torch.Tensor, sig: float, elem_base: int) -> None:
+    def _apply_cpu_fused(self, pending: tuple, t: torch.Tensor, elem_base: int) -> None:
         """:meth:`_apply` for a CPU fp32/fp64 tensor: one Numba call (:func:`integration._kernels.receive_flips`).
 
-        Same results as the general path (tested): the flips, the guard on the flipped elements,
-        the change of each flipped element; only the sum of squared changes is left to numpy
-        (``np.sum``'s pairwise order, as before).
+        Same results as the general path (tested): the clean message's squared norm
+        (:func:`integration._kernels.sum_squares`, fp32 blocks summed in float64), the flips, the
+        guard on the flipped elements, the sum of squared changes of the flipped elements (float64,
+        element order). One kernel call and one scratch allocation per message: on this CPU every
+        call into torch or numpy costs microseconds, and the receive path runs once per bucket.
         """
-        from integration._kernels import receive_flips
-        from integration.replay import _SIGN_EXP_BITS
+        from integration._kernels import receive_flips, sum_squares
 
         seq, op, cls, src, hop, flips = pending
+        measure = self.config.measure_noise
+        vals = (t.detach() if t.requires_grad else t).numpy().reshape(-1)
+        k = len(flips)
+        if k == 0:
+            if measure:
+                sig = sum_squares(vals)
+                if math.isfinite(sig):
+                    with self._lock:
+                        self._metrics.add("signal_sq", cls, sig)
+            return
         guard = self.config.guard
-        vals = x.view(-1).numpy()
         offsets = flips if (flips.dtype == np.int64 and flips.flags.c_contiguous) else np.ascontiguousarray(flips, np.int64)
-        lo, hi = _SIGN_EXP_BITS[x.dtype] if guard == "exponent_protection" else (1, 0)
+        lo, hi = _SIGN_EXP_BITS[t.dtype] if guard == "exponent_protection" else (1, 0)
         clamp = float(self.config.clamp_for(cls)) if guard == "nan_to_zero_clamp" else -1.0
-        k = offsets.size
-        ints, floats, dv = np.empty((3, k), np.int64), np.empty((2, k)), np.empty(k)
-        n, n_prot, n_bad, n_guard, nu, finite = receive_flips(
-            vals, vals.view(_WORD[x.dtype]), offsets, 8 * vals.itemsize, lo, hi, clamp, ints, floats, dv)
-        pert = 0.0
-        if nu and self.config.measure_noise:
-            with np.errstate(all="ignore"):
-                pert = float(np.sum(dv[:nu] * dv[:nu])) if finite else math.inf
+        scratch = np.empty((5, k), np.int64)  # rows: element, bit, index in offsets | old, new (float64)
+        ints, floats = scratch[:3], scratch[3:].view(np.float64)
+        n, n_prot, n_bad, n_guard, _nu, sig, pert = receive_flips(
+            vals, vals.view(_WORD[t.dtype]), offsets, 8 * vals.itemsize, lo, hi, clamp, measure, ints, floats)
         self._account(seq, op, cls, src, hop, ints[0, :n], ints[1, :n], floats[0, :n], floats[1, :n],
                       offsets[ints[2, :n]], elem_base, sig, pert, int(n_prot), n_bad > 0, int(n_guard))
 
@@ -1019,7 +1026,9 @@ class ReplayProcessGroup(dist.ProcessGroup):
         measure = self.config.measure_noise
         if measure:
             xn = x if x.dtype in _FORMAT else x.float()
-            sig = torch.linalg.vector_norm(xn, dtype=torch.float32 if xn.element_size() < 4 else None).double() ** 2
+            # fp32/fp64 accumulate in float64, as the host path's sum_squares (the fp32 norm is ~1e-5 off)
+            acc = torch.float64 if x.dtype in _WORD else (torch.float32 if xn.element_size() < 4 else None)
+            sig = torch.linalg.vector_norm(xn, dtype=acc).double() ** 2
             with self._lock:  # a non-finite clean message adds nothing (as the host path)
                 self._dadd("signal_sq", cls, torch.where(torch.isfinite(sig), sig, torch.zeros_like(sig)))
         if len(flips) == 0:

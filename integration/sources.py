@@ -201,6 +201,10 @@ def resolved_kind(cfg: SourceConfig) -> str:
     return cfg.kind
 
 
+_NO_RANGES = np.empty((0, 2), np.int64)
+_NO_RANGES.flags.writeable = False  # shared by every delivery that lost no frame
+
+
 def make_link_source(cfg: SourceConfig, src: int, dst: int) -> ErrorSource:
     """Build the error source of link ``src -> dst`` (see :class:`SourceConfig`)."""
     ss = link_seed_sequence(cfg.seed, src, dst)
@@ -269,6 +273,10 @@ class BufferedLink:
         self._lost = np.empty((0, 2), np.int64)
         self._line: dict[int, int] = {}
         self._masks: dict[str, np.ndarray] = {}
+        # per-message constants, read once (each attribute chain costs on the per-bucket path)
+        self._tolerant = bool(self.mode.tolerant)
+        self._max_attempts = int(self._retx.max_attempts)
+        self._sign_exp = self.mode.protected == "sign_exponent"
 
     @staticmethod
     def supports(source: ErrorSource) -> bool:
@@ -335,7 +343,7 @@ class BufferedLink:
             flips, lost = self._flips, self._lost
             n, used, resent, nl, maxr, k, m = deliver_frames(
                 self._off, self._k, self._marks, self._m, self.cursor, self._end, fs, ps, pe, ce, fe, pf, pl,
-                self.mode.tolerant, self._retx.max_attempts, flips, lost)
+                self._tolerant, self._max_attempts, flips, lost)
             if n >= 0:
                 break
             # resends ran past the buffer: read further and redo the message (nothing was consumed)
@@ -345,7 +353,7 @@ class BufferedLink:
         self._k, self._m = int(k), int(m)
         out = flips[:n].copy()
         removed = 0
-        if self.mode.protected == "sign_exponent" and n:
+        if self._sign_exp and n:
             mask = self._masks.get(float_format)
             if mask is None:
                 from protocol.modes import protected_bit_mask
@@ -362,5 +370,5 @@ class BufferedLink:
             if len(self._line) < 4096:
                 self._line[used] = lb
         return Delivery(payload_flips=out, frames=int(fs.size), frames_resent=int(resent), frames_lost=int(nl),
-                        lost_ranges=lost[:nl].copy(), protected_removed=removed, stream_bits=int(used),
+                        lost_ranges=lost[:nl].copy() if nl else _NO_RANGES, protected_removed=removed, stream_bits=int(used),
                         line_bits=int(lb), retransmit_ns=float(maxr * self._resend_ns))
