@@ -49,7 +49,8 @@ failure is written to the group's store, where the other ranks find it while the
 failed rank: the key is written before the failed op's inner part is issued, and every rank
 looks it up when an op completes, so all ranks fail the same collective (and within ~50 ms while
 blocked in ``wait``, a send/recv wait included: :func:`_wait_polled`; a rank whose own frames
-were lost waits for its send/recv to finish, and gloo's reduce_scatter, which has no future and
+were lost waits for its send/recv to finish or its peer to stop (:meth:`ReplayProcessGroup.mark_stopped`,
+written by ``shutdown`` / ``abort``), and gloo's reduce_scatter, which has no future and
 runs on every rank, is waited on as is). A group in error still issues every op to the inner backend, so no
 peer is left with an unmatched op. Control messages (flags, shapes) fail like data. Nothing lost
 is ever delivered as if it had arrived.
@@ -111,6 +112,7 @@ _FORMAT = {torch.float32: "float32", torch.bfloat16: "bfloat16", torch.float16: 
 _RING_TAG = 0x50_38  # tags of the ring hops, apart from user point-to-point traffic (tag 0)
 _FAILED_KEY = "phy802_qp_error"  # in the group's (prefixed) store: set by a rank whose link lost a frame
 _POLL_S = 0.05  # while blocked in wait(), how often a rank looks for a peer's link failure
+_STOPPED_KEY = "phy802/stopped/{rank}"  # in the group's store: rank takes part in no further op (shutdown/abort)
 
 
 class UnsupportedOperation(NotImplementedError):
@@ -637,15 +639,30 @@ class ReplayProcessGroup(dist.ProcessGroup):
                                                f"of the group failed ({msg})", op=what, rank=self._rank)
         raise self._refuse(what)
 
-    def _p2p_poll(self, what: str) -> None:
-        """:meth:`_peer_poll` for a blocked send/recv wait (:func:`_wait_polled`), except while this rank's
-        own lost frames put it in error: its peer still takes part in the op and needs this rank's
-        part moved (a failed sender that stopped waiting could exit before its data left, and the
-        receiver would get a connection error instead of :class:`LinkFailure`), so the wait goes on.
+    def _p2p_poll(self, what: str, peer: int | None = None) -> None:
+        """:meth:`_peer_poll` for a blocked send/recv wait with ``peer`` (:func:`_wait_polled`), except while
+        this rank's own lost frames put it in error: its peer still takes part in the op and needs this
+        rank's part moved (a failed sender that stopped waiting could exit before its data left, and the
+        receiver would get a connection error instead of :class:`LinkFailure`), so the wait goes on,
+        unless the peer has stopped (its marker in the store, :meth:`mark_stopped`): it takes part in no
+        further op, so nothing more will move. One store look-up per poll, only in this state.
         """
         f = self._failed
         if f is not None and f.link is not None and f.rank == self._rank:
-            return  # this rank's own loss (LinkFailure with a link): keep waiting for the inner op
+            # this rank's own loss (LinkFailure with a link): keep waiting for the inner op
+            if peer is None:
+                return
+            try:
+                stopped = self._store.check([_STOPPED_KEY.format(rank=peer)])
+            except Exception:  # noqa: BLE001 - a store gone away: the wait's own timeout decides (as _peer_poll)
+                return
+            if stopped:
+                raise LinkFailure(f"{BACKEND_NAME}: rank {self._rank} stopped waiting for {what}: rank {peer} "
+                                  "stopped (takes part in no further op of the group) while this rank was in "
+                                  f"error ({f})",
+                                  link=f.link, op=f.op, frames_lost=f.frames_lost, frames_resent=f.frames_resent,
+                                  rank=f.rank)
+            return
         self._peer_poll(what)
 
     def _check_peer(self, what: str = "") -> None:
@@ -768,15 +785,28 @@ class ReplayProcessGroup(dist.ProcessGroup):
             out.append(self._nccl)
         return out
 
+    def mark_stopped(self) -> None:
+        """Tell the group's store that this rank takes part in no further op of this group: a peer in
+        error by its own lost frames stops waiting on a send/recv with this rank (:meth:`_p2p_poll`).
+        Called by :meth:`shutdown` and :meth:`abort`, and by ``phy802 train`` as soon as a run stops
+        after a :class:`LinkFailure` (before it gathers the counters over the default group)."""
+        try:
+            self._store.set(_STOPPED_KEY.format(rank=self._rank), "1")
+        except Exception:  # noqa: BLE001 - a store already gone: nobody is left to tell
+            pass
+
     def shutdown(self) -> None:
-        """Shut down every inner backend (gloo, NCCL) of this group."""
+        """Mark this rank stopped in the group's store, then shut down every inner backend (gloo, NCCL)."""
+        self.mark_stopped()
         for b in self._inners():
             fn = getattr(b, "shutdown", None) or getattr(b, "_shutdown", None)
             if fn is not None:
                 fn()
 
     def abort(self) -> None:
-        """Abort every inner backend (NCCL aborts its communicators; gloo's abort is a no-op in 2.13)."""
+        """Mark this rank stopped in the group's store, then abort every inner backend (NCCL aborts its
+        communicators; gloo's abort is a no-op in 2.13)."""
+        self.mark_stopped()
         for b in self._inners():
             fn = getattr(b, "abort", None)
             if fn is not None:
@@ -1472,15 +1502,18 @@ class ReplayProcessGroup(dist.ProcessGroup):
             if user_finish is not None:
                 user_finish()
 
+        def poll(what: str) -> None:
+            self._p2p_poll(what, peer)
+
         if not self._queue_p2p(tensors[0]):
             self._flush_p2p()
             w = inner.send(tensors, peer, tag) if kind == "send" else inner.recv(tensors, peer, tag)
-            return _DeferredWork(w, finish, self._timeout_s, tensors, what, poll=self._p2p_poll)
+            return _DeferredWork(w, finish, self._timeout_s, tensors, what, poll=poll)
         holder: list = []
         with self._p2p_lock:
             self._p2p_queue.append((kind, inner, tensors, peer, tag, holder))
         return _DeferredWork(lambda: holder[0], finish, self._timeout_s, tensors, what, before=self._flush_p2p,
-                             poll=self._p2p_poll)
+                             poll=poll)
 
     def _stage_p2p(self, t: torch.Tensor) -> torch.Tensor:
         """:meth:`_stage`, except that a CUDA tensor bound for gloo (ranks sharing one GPU) is staged

@@ -741,6 +741,9 @@ def _train_worker(rank: int, cfg: TrainConfig, init_method: str, out_dir: str) -
         failure = getattr(grp, "failed", None) if cfg.wrapper else None
         if not isinstance(failure, LinkFailure):
             raise
+        # before the gather below blocks on the default group: a stage in error by its own lost
+        # frames that waits on a send/recv with this one stops waiting (instead of the group timeout)
+        grp.mark_stopped()
         _write_failed_run(rank, world, cfg, out_dir, failure, grp, locals())
     finally:
         dist.destroy_process_group()

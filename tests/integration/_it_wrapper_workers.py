@@ -117,6 +117,75 @@ def _pipeline_loss(rank, n, store, out_dir):
     os._exit(0)
 
 
+def pipeline_stop_worker(rank: int, n: int, store: str, out_dir: str) -> None:
+    """Stage 1 loses its own receive 0 -> 1 while its receive from stage 2 is posted; stage 2 stops (issue 23)."""
+    try:
+        _pipeline_stop(rank, n, store, out_dir)
+    except BaseException:
+        _dump(out_dir, rank, {"crash": traceback.format_exc()})
+        raise
+
+
+def _pipeline_stop(rank, n, store, out_dir):
+    torch.set_num_threads(1)
+    from integration.process_group import register
+    from integration.replay import LinkFailure, ReplayConfig
+    from integration.sources import SourceConfig
+
+    # ieee at stream BER 1e-3: every frame of the 256 KiB activation 0 -> 1 is lost
+    register(ReplayConfig(source=SourceConfig(ber=1e-3, seed=3, kind="independent", fec="ieee")))
+    timeout = timedelta(seconds=20)
+    dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=n, timeout=timeout)
+    g = dist.new_group(backend="phy802", timeout=timeout)
+    x = torch.full((1 << 16,), float(rank + 1))
+    out: dict = {"raised": None, "type": None}
+    done, waiting = os.path.join(out_dir, "done"), os.path.join(out_dir, "waiting")
+    t0 = time.monotonic()
+    try:
+        if rank == 0:
+            dist.send(x, 1, group=g)
+        elif rank == 1:
+            # 1F1B: the gradient from stage 2 is posted before the activation from stage 0 arrives
+            with g.paused():  # link 2 -> 1 delivers: only the loss on 0 -> 1 is this rank's own
+                grad = dist.irecv(torch.empty(1 << 16), 2, group=g)
+            try:
+                dist.recv(x, 0, group=g)  # lost: this rank's own receive puts the group in error
+            except LinkFailure as exc:
+                out["own"] = str(exc)
+            t0 = time.monotonic()
+            out["waits_from"] = time.time()
+            open(waiting, "w").close()
+            grad.wait()  # stage 2 stopped and never sends: must not wait for the 20 s group timeout
+        else:
+            with g.paused():  # link 1 -> 2 itself delivers: stage 2 learns of the failure by the store
+                dist.recv(x, 1, group=g)
+    except LinkFailure as exc:
+        out["raised"], out["type"] = str(exc), "LinkFailure"
+    except Exception as exc:  # noqa: BLE001 - what the test checks
+        out["raised"], out["type"] = f"{type(exc).__name__}: {exc}"[:500], type(exc).__name__
+    out["seconds"] = time.monotonic() - t0
+    out["failed_at"] = time.time()  # wall clock: compared across the ranks (one machine)
+    if rank == 2:
+        _wait_for_file(waiting, 25.0)
+        time.sleep(0.5)  # stage 1 is blocked in its wait when this stage stops
+        dist.destroy_process_group()  # as phy802 train ends a run after a LinkFailure
+        out["stopped"] = time.time()
+    _dump(out_dir, rank, out)
+    if rank == 1:
+        open(done, "w").close()
+    else:
+        # stay alive (as a stage blocked elsewhere would): a peer that exits would end stage 1's
+        # receive with a connection error, which is not what is tested
+        _wait_for_file(done, 28.0)
+    os._exit(0)
+
+
+def _wait_for_file(path: str, limit_s: float) -> None:
+    end = time.monotonic() + limit_s
+    while not os.path.exists(path) and time.monotonic() < end:
+        time.sleep(0.05)
+
+
 def backend_hooks_worker(rank: int, n: int, store: str, out_dir: str) -> None:
     """Per-device backends, the coalescing manager with a device, the DDP comm hook, shutdown forwarding."""
     try:

@@ -147,6 +147,62 @@ def test_a_lost_p2p_message_fails_every_pipeline_stage_well_before_the_timeout()
     assert ranks[2]["seconds"] < 15.0, ranks[2]
 
 
+def test_a_stage_whose_own_receive_lost_frames_stops_waiting_on_a_stopped_stage():
+    """Issue 23: stage 1 of 0 -> 1 -> 2 lost its own receive 0 -> 1 with a receive from stage 2
+    posted (1F1B); stage 2 failed by the store and shut its groups down, as ``phy802 train`` does.
+    Stage 1, in error by its own loss, kept waiting for its inner receive (its peer might still
+    need this rank's part moved) and failed only at the 20 s group timeout, with gloo's connection
+    error instead of LinkFailure (~16-18 s into the wait). Now it finds stage 2's
+    stopped marker in the store and raises LinkFailure at once."""
+    from _it_wrapper_workers import pipeline_stop_worker
+
+    ranks = load_ranks(spawn(pipeline_stop_worker, 3, timeout_s=120), 3)
+    for r in ranks:
+        assert "crash" not in r, r.get("crash")
+        assert r["type"] == "LinkFailure", r
+    assert "lost" in ranks[1]["own"] and ranks[2]["stopped"], ranks
+    assert ranks[2]["stopped"] > ranks[1]["waits_from"], ranks  # stage 2 stopped while stage 1 waited
+    assert ranks[1]["seconds"] < 5.0, ranks  # the group timeout is 20 s; the store poll is 50 ms
+    assert "recv from rank 2" in ranks[1]["raised"] and "rank 2 stopped" in ranks[1]["raised"], ranks[1]
+
+
+def test_stopped_marker_ends_an_own_loss_p2p_wait_and_never_raises_out_of_shutdown():
+    """The marker behind the test above, in one process: shutdown / abort / mark_stopped write it,
+    a rank in error by its own loss stops waiting on that peer only (not on a peer still running),
+    and a store that is gone does not make shutdown raise."""
+    from datetime import timedelta
+
+    import torch.distributed as dist
+
+    from integration.process_group import ReplayProcessGroup
+    from integration.replay import LinkFailure, ReplayConfig
+
+    store = dist.HashStore()
+
+    def group(rank):
+        fake = torch._C._distributed_c10d.FakeProcessGroup._create_internal(rank, 3)
+        return ReplayProcessGroup(store, rank, 3, timedelta(seconds=5), ReplayConfig(), inner=fake)
+
+    g0, g1, g2 = group(0), group(1), group(2)
+    g1._failed = LinkFailure("own loss", link=(0, 1), op="recv", frames_lost=3, rank=1)
+    g1._p2p_poll("recv from rank 0", 0)  # peer running: this rank keeps waiting
+    g0.abort()
+    with pytest.raises(LinkFailure, match="rank 1 stopped waiting for recv from rank 0: rank 0 stopped") as ei:
+        g1._p2p_poll("recv from rank 0", 0)
+    assert ei.value.link == (0, 1) and ei.value.frames_lost == 3 and ei.value.rank == 1
+    g1._p2p_poll("send to rank 2", 2)  # rank 2 still runs
+    g2.shutdown()
+    with pytest.raises(LinkFailure, match="rank 2 stopped"):
+        g1._p2p_poll("send to rank 2", 2)
+
+    class Gone:
+        def set(self, *a):
+            raise RuntimeError("store gone")
+
+    g0._store = Gone()
+    g0.shutdown()  # does not raise
+
+
 def test_training_run_that_loses_a_frame_fails_visibly():
     """Issue 23: a run at a BER where a frame is lost stops on every rank at the same op and says so."""
     from integration.train import build_config, run_training
