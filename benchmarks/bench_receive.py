@@ -1,0 +1,161 @@
+"""Benchmark: the replay wrapper's own code per DDP step, by part, in one process (no training around it).
+
+The two DDP buckets of ``bench_replay.py``'s model (0.82 M fp32 parameters: DDP's first bucket
+of 1 MiB, then the rest) go through the wrapper's ``allreduce`` over torch's fake process group
+(``FakeProcessGroup``: every op completes at once and moves no data), so everything timed is the
+wrapper's own code: the delivery model at issue (framing, the link's error stream, resends) and
+the receive path at completion (the signal norm, the flips, the guard, counters and log). The
+parts are also timed alone, each against a baseline in the same run:
+
+* ``norm``: the signal norm of the step's received bytes, ``integration._kernels.sum_squares``
+  against ``torch.linalg.vector_norm`` (what the wrapper used before) -- one read of the
+  gradients, the floor of the receive path when ``measure_noise`` is on;
+* ``stream``: the live generator's error stream for the step's stream bits (``take_chunk``);
+* ``deliver``: ``BufferedLink.deliver`` of both messages (the stream included);
+* ``wrapper``: the whole own code per step, with and without ``measure_noise``, and at BER 0
+  (the bookkeeping alone), against torch's fake group by itself (torch's own cost per op).
+
+Times are the calling thread's CPU time (medians over ``--steps`` steps); between steps the
+buckets are refilled from stored random gradients (what gloo's reduction does to them).
+
+Usage::
+
+    python benchmarks/bench_receive.py [--steps 200] [--ber 1e-5] [--source generator] [--json]
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("NUMBA_NUM_THREADS", "1")
+
+import argparse  # noqa: E402
+import json  # noqa: E402
+import statistics  # noqa: E402
+import time  # noqa: E402
+
+
+def _median_us(fn, steps: int, before=None) -> float:
+    ts = []
+    for i in range(steps):
+        if before is not None:
+            before(i)
+        t0 = time.thread_time()
+        fn()
+        ts.append(time.thread_time() - t0)
+    return 1e6 * statistics.median(ts)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--steps", type=int, default=200, help="timed steps per part (default 200)")
+    p.add_argument("--ber", type=float, default=1e-5)
+    p.add_argument("--source", choices=("independent", "generator"), default="generator",
+                   help="generator: --ber is the pre-FEC line BER; independent: the payload-stream BER")
+    p.add_argument("--json", action="store_true")
+    args = p.parse_args()
+    if args.steps < 1 or not (0 < args.ber < 1):
+        p.error(f"--steps must be >= 1 and --ber in (0, 1), got {args.steps} and {args.ber}")
+
+    from datetime import timedelta
+
+    import torch
+    import torch.distributed as dist
+
+    from integration._kernels import sum_squares
+    from integration.data import CharCorpus
+    from integration.model import GPT, GPTConfig
+    from integration.process_group import ReplayProcessGroup
+    from integration.replay import ReplayConfig
+    from integration.sources import BufferedLink, SourceConfig, ber_meaning, make_link_source
+    from protocol.modes import get_mode
+
+    torch.set_num_threads(1)
+    corpus = CharCorpus.load("kjv")
+    n_params = sum(q.numel() for q in GPT(GPTConfig(corpus.vocab_size, 64, 4, 4, 128)).parameters())
+    first = (1 << 20) // 4  # DDP's first bucket: 1 MiB of fp32
+    sizes = [first, n_params - first]
+    gen = torch.Generator().manual_seed(3)
+    stored = [[torch.randn(n, generator=gen) * 1e-3 for _ in range(4)] for n in sizes]
+    bufs = [torch.empty(n) for n in sizes]
+
+    def refill(i: int) -> None:
+        for b, s in zip(bufs, stored):
+            b.copy_(s[i % 4])
+
+    src_cfg = SourceConfig(ber=args.ber, seed=1, kind=args.source)
+    res: dict = {"params": n_params, "buckets": sizes, "ber": args.ber, "ber_is": ber_meaning(args.source),
+                 "source": args.source, "steps": args.steps}
+
+    # torch's own cost of the two ops (the fake group alone): the baseline of everything below
+    fake0 = torch._C._distributed_c10d.FakeProcessGroup._create_internal(0, 2)
+    res["torch_fake_op_us"] = _median_us(lambda: [fake0.allreduce([b]).wait() for b in bufs], args.steps, refill)
+
+    # the whole own code per step, over torch's fake process group; at BER 0 only the bookkeeping
+    # (op decorator, comm log, bit accounting, Work, the store look-up) runs
+    flips = {}
+    for measure, ber in ((True, args.ber), (False, args.ber), (True, 0.0)):
+        fake = torch._C._distributed_c10d.FakeProcessGroup._create_internal(0, 2)
+        cfg = ReplayConfig(source=SourceConfig(ber=ber, seed=1, kind=args.source), mode="endpoint",
+                           measure_noise=measure)
+        g = ReplayProcessGroup(dist.HashStore(), 0, 2, timedelta(seconds=30), cfg, inner=fake)
+
+        def step(g=g) -> None:
+            for b in bufs:
+                g.allreduce([b]).wait()
+
+        for i in range(5):
+            refill(i)
+            step()
+        key = "wrapper_ber0_us" if ber == 0 else ("wrapper_us" if measure else "wrapper_no_measure_us")
+        res[key] = _median_us(step, args.steps, refill)
+        flips[key] = g.metrics.total("errors_injected") / (args.steps + 5)
+    res["flips_per_step"] = flips["wrapper_us"]
+
+    # the signal norm: one read of the step's gradients
+    views = [b.numpy() for b in bufs]
+    for v in views:
+        sum_squares(v)
+    res["norm_sum_squares_us"] = _median_us(lambda: [sum_squares(v) for v in views], args.steps, refill)
+    res["norm_vector_norm_us"] = _median_us(lambda: [float(torch.linalg.vector_norm(b)) ** 2 for b in bufs],
+                                            args.steps, refill)
+    res["norm_ratio"] = res["norm_sum_squares_us"] / res["norm_vector_norm_us"]
+
+    # the link's error stream, and the delivery of both messages (stream included)
+    octets = [4 * n for n in sizes]
+    link = BufferedLink(make_link_source(src_cfg, 1, 0), get_mode(src_cfg.fec), rate=src_cfg.rate,
+                        code=src_cfg.code)
+    for _ in range(20):
+        for o in octets:
+            link.deliver(o)
+    c0 = link.cursor
+    res["deliver_us"] = _median_us(lambda: [link.deliver(o) for o in octets], args.steps)
+    bits_per_step = (link.cursor - c0) / args.steps
+    res["stream_bits_per_step"] = bits_per_step
+    source = make_link_source(src_cfg, 1, 0)
+    take = getattr(source, "take_chunk", None) or source.take
+    chunk = 1 << 28
+    take(chunk)
+    n_chunks = max(3, args.steps // 20)
+    per_chunk = _median_us(lambda: take(chunk), n_chunks)
+    res["stream_us"] = per_chunk * bits_per_step / chunk
+
+    if args.json:
+        print(json.dumps(res, indent=2))
+        return
+    print(f"replay wrapper's own code per DDP step, one process, {n_params} fp32 parameters in buckets "
+          f"{sizes[0]} + {sizes[1]}, BER {args.ber:g} [{res['ber_is']}] ({args.source} source), "
+          f"{res['flips_per_step']:.0f} flips per step, thread CPU time (median of {args.steps})")
+    print(f"  torch's fake group alone (baseline): {res['torch_fake_op_us']:8.1f} us/step")
+    print(f"  wrapper at BER 0 (bookkeeping only): {res['wrapper_ber0_us']:8.1f} us/step "
+          f"({res['wrapper_ber0_us'] / res['torch_fake_op_us']:.1f}x the fake group)")
+    print(f"  wrapper, measure_noise on          : {res['wrapper_us']:8.1f} us/step")
+    print(f"  wrapper, measure_noise off         : {res['wrapper_no_measure_us']:8.1f} us/step")
+    print(f"  signal norm (one read of the gradients): sum_squares {res['norm_sum_squares_us']:.1f} us, "
+          f"torch.linalg.vector_norm {res['norm_vector_norm_us']:.1f} us, ratio {res['norm_ratio']:.2f}")
+    print(f"  delivery of both messages: {res['deliver_us']:.1f} us, of which the link's error stream "
+          f"~{res['stream_us']:.1f} us ({bits_per_step / 1e6:.1f} Mbit per step)")
+
+
+if __name__ == "__main__":
+    main()
