@@ -58,7 +58,8 @@ from phy802.link import _kernels as _k
 from phy802.link._base import _seed_sequence
 from phy802.stats import RateEstimate, clopper_pearson, rate
 
-__all__ = ["INNER_RATES", "INNER_CODES", "ConcatConfig", "ConcatCounters", "ConcatResult", "ConcatLink", "Residual"]
+__all__ = ["INNER_RATES", "INNER_CODES", "ConcatConfig", "ConcatCounters", "ConcatResult", "ConcatLink", "Residual",
+           "clustered_rate"]
 
 #: the 200G-per-lane rates and their physical lanes
 INNER_RATES: dict[str, int] = {"800G": 4, "1.6T": 8}
@@ -168,6 +169,35 @@ def _lane_index(X: int, L: int, rule: str) -> NDArray[np.int64]:
     return idx
 
 
+def clustered_rate(bit_errors: int, bits: int, units: int, bad_units: int, bit_errors_sq: int, unit_bits: int,
+                   confidence: float = 0.95) -> RateEstimate:
+    """A BER whose wrong bits come in clusters: ``bits`` split into ``units`` independent units of
+    ``unit_bits`` each, ``bad_units`` of them holding ``bit_errors`` wrong bits in all, whose sum of
+    squares per unit is ``bit_errors_sq``.  BER = (bad_units / units) x (mean wrong bits per bad
+    unit) / unit_bits: the unit failure rate's Clopper-Pearson interval and the mean's normal
+    interval (its spread from the sum of squares), each at (1 + confidence) / 2 so that both hold
+    together with at least ``confidence`` (Bonferroni); with fewer than 2 bad units the mean is
+    bounded by [0, unit_bits] only.  ``units == 0``: [0, 1]."""
+    n, k, b = int(units), int(bad_units), int(bit_errors)
+    if n == 0:
+        return RateEstimate(b, int(bits), 0.0, 1.0)
+    if not 0 <= k <= n or not 0 <= b <= k * unit_bits:
+        raise ValueError(f"clustered_rate needs 0 <= bad_units <= units and 0 <= bit_errors <= bad_units x unit_bits, "
+                         f"got units={n}, bad_units={k}, bit_errors={b}, unit_bits={unit_bits}")
+    c2 = (1.0 + confidence) / 2.0
+    flo, fhi = clopper_pearson(k, n, c2)
+    if k >= 2:
+        from scipy.stats import norm
+
+        m = b / k
+        var = max(0.0, (int(bit_errors_sq) - k * m * m) / (k - 1))
+        half = float(norm.ppf(0.5 + c2 / 2)) * math.sqrt(var / k)
+        mlo, mhi = max(0.0, m - half), min(float(unit_bits), m + half)
+    else:
+        mlo, mhi = 0.0, float(unit_bits)
+    return RateEstimate(b, int(bits), flo * mlo / unit_bits, min(1.0, fhi * mhi / unit_bits))
+
+
 def _zeros():
     return np.zeros(0, np.int64)
 
@@ -179,7 +209,11 @@ class ConcatCounters:
     ``line_*``: PAM4 symbols / bits on the line (all hops; bits = slicer bits of message and
     parity); ``inner_blocks``: inner blocks received, ``inner_failed``: blocks whose 120 message
     bits differ after the inner decoder, ``inner_corrected`` / ``inner_uncorrectable``: the
-    decoder's own status; ``kp4_input_bit_errors`` / ``kp4_input_symbol_errors``: at the KP4
+    decoder's own status; ``inner_output_bit_errors`` over ``inner_message_bits``: message bits
+    wrong after the inner decoder, all hops (``inner_output_bit_errors_sq``: the sum over inner
+    blocks -- over PAM4 symbols with ``inner="none"`` -- of their wrong bits squared, for the
+    clustered ``kp4_input_ber`` interval of :meth:`rates`); ``kp4_input_bit_errors`` /
+    ``kp4_input_symbol_errors``: at the KP4
     decoder input (last hop; over all n symbols); ``codewords``, ``codeword_errors`` (delivered
     message differs), ``uncorrected_codewords`` (flagged), ``post_fec_bit_errors`` over
     ``message_bits`` (``post_fec_bit_errors_sq``: the sum over codewords of their wrong message
@@ -197,6 +231,7 @@ class ConcatCounters:
     inner_uncorrectable: int = 0
     inner_message_bits: int = 0
     inner_output_bit_errors: int = 0
+    inner_output_bit_errors_sq: int = 0
     codewords: int = 0
     kp4_input_bit_errors: int = 0
     kp4_input_symbol_errors: int = 0
@@ -214,41 +249,44 @@ class ConcatCounters:
         return self
 
     def rates(self, confidence: float = 0.95) -> dict[str, RateEstimate]:
-        """Rates with Clopper-Pearson intervals: ``line_ber``, ``inner_block_failure``,
-        ``kp4_input_ber`` (inner decoder output), ``kp4_input_ser``, ``fer``, ``post_fec_ber``."""
+        """Rates with 95% intervals: Clopper-Pearson for ``line_ser``, ``line_ber``,
+        ``inner_block_failure``, ``kp4_input_ser`` and ``fer``; clustered (:func:`clustered_rate`)
+        for ``kp4_input_ber`` (inner decoder output, :meth:`_kp4_input_ber`) and ``post_fec_ber``
+        (:meth:`_post_fec_ber`), whose bit errors come in groups."""
         return {
             "line_ser": rate(self.line_symbol_errors, self.line_symbols, confidence),
             "line_ber": rate(self.line_bit_errors, self.line_bits, confidence),
             "inner_block_failure": rate(self.inner_failed, self.inner_blocks, confidence),
-            "kp4_input_ber": rate(self.inner_output_bit_errors, self.inner_message_bits, confidence),
+            "kp4_input_ber": self._kp4_input_ber(confidence),
             "kp4_input_ser": rate(self.kp4_input_symbol_errors, self.codewords * _N, confidence),
             "fer": rate(self.codeword_errors, self.codewords, confidence),
             "post_fec_ber": self._post_fec_ber(confidence),
         }
 
+    def _kp4_input_ber(self, confidence: float) -> RateEstimate:
+        """KP4-input BER (the inner decoder's output) with an interval over inner blocks, not
+        bits.  The inner decoder acts on one 128-bit block at a time: a failed block delivers
+        its wrong bits together (2-3 with the hard decoder: the channel's pair plus a
+        miscorrection), so its bits are not independent trials; distinct blocks are (i.i.d. AWGN
+        samples and random data, one decode per block; the blocks of every hop are counted).
+        Hence the unit is the block: ``inner_failed`` of ``inner_blocks`` and the sum of squares
+        ``inner_output_bit_errors_sq``.  Without the inner code (``inner="none"``) the slicer's
+        bits go straight to KP4 and the unit is the PAM4 symbol (a symbol error is 1 or 2 wrong
+        bits of the Gray pair).  A KP4 codeword would be a wrong unit: under the interleaved
+        lane rule an inner block holds symbols of all 4 codewords of its group."""
+        if self.inner_blocks:
+            units, bad, unit_bits = self.inner_blocks, self.inner_failed, 120
+        else:
+            units, bad, unit_bits = self.line_symbols, self.line_symbol_errors, 2
+        return clustered_rate(self.inner_output_bit_errors, self.inner_message_bits, units, bad,
+                              self.inner_output_bit_errors_sq, unit_bits, confidence)
+
     def _post_fec_ber(self, confidence: float) -> RateEstimate:
         """Post-FEC BER with an interval over codewords, not bits: a KP4 failure delivers its wrong
-        bits together (dozens per failed codeword), so Clopper-Pearson on bits is far too narrow.
-        BER = FER x (mean wrong bits per wrong codeword) / 5140: the FER's Clopper-Pearson interval
-        and the mean's normal interval (from the sum of squares), each at (1 + confidence) / 2 so
-        that both hold together with at least ``confidence`` (Bonferroni); with fewer than 2 wrong
-        codewords the mean is bounded by [0, 5140] only."""
-        n, k, b = int(self.codewords), int(self.codeword_errors), int(self.post_fec_bit_errors)
-        bits_cw = _K * 10
-        if n == 0:
-            return RateEstimate(b, int(self.message_bits), 0.0, 1.0)
-        c2 = (1.0 + confidence) / 2.0
-        flo, fhi = clopper_pearson(k, n, c2)
-        if k >= 2:
-            from scipy.stats import norm
-
-            m = b / k
-            var = max(0.0, (self.post_fec_bit_errors_sq - k * m * m) / (k - 1))
-            half = float(norm.ppf(0.5 + c2 / 2)) * math.sqrt(var / k)
-            mlo, mhi = max(0.0, m - half), min(float(bits_cw), m + half)
-        else:
-            mlo, mhi = 0.0, float(bits_cw)
-        return RateEstimate(b, int(self.message_bits), flo * mlo / bits_cw, min(1.0, fhi * mhi / bits_cw))
+        bits together (dozens per failed codeword), so Clopper-Pearson on bits is far too narrow
+        (:func:`clustered_rate` with the codeword as unit)."""
+        return clustered_rate(self.post_fec_bit_errors, self.message_bits, self.codewords, self.codeword_errors,
+                              self.post_fec_bit_errors_sq, _K * 10, confidence)
 
     def as_dict(self) -> dict:
         return {f.name: (getattr(self, f.name).tolist() if f.name == "hist" else getattr(self, f.name))
@@ -348,7 +386,9 @@ class ConcatLink:
             ctr.inner_corrected += int(np.count_nonzero(st == 1))
             ctr.inner_uncorrectable += int(np.count_nonzero(st == 2))
             ctr.inner_message_bits += msg.size
-            ctr.inner_output_bit_errors += int(np.count_nonzero(wrong))
+            per_blk = wrong.sum(1, dtype=np.int64)
+            ctr.inner_output_bit_errors += int(per_blk.sum())
+            ctr.inner_output_bit_errors_sq += int((per_blk * per_blk).sum())
             rx_bits = np.ascontiguousarray(dec[:, :120]).reshape(L, -1)
             flagged = np.repeat((st == 2).reshape(L, -1), 12, axis=1)  # 12 RS symbols per block
         else:
@@ -362,10 +402,12 @@ class ConcatLink:
             ctr.line_symbols += lv.size
             ctr.line_symbol_errors += int(np.count_nonzero(rl != lv))
             ctr.line_bits += bits.size
-            e = int(np.count_nonzero(rx_bits != bits))
+            per_sym = (rx_bits != bits).reshape(-1, 2).sum(1, dtype=np.int64)  # the Gray pair of one PAM4 symbol
+            e = int(per_sym.sum())
             ctr.line_bit_errors += e
             ctr.inner_message_bits += bits.size
             ctr.inner_output_bit_errors += e
+            ctr.inner_output_bit_errors_sq += int((per_sym * per_sym).sum())
         er = self._unlanes(flagged, G) if flagged is not None else None
         return self._unlanes(_syms_of(rx_bits), G), er
 
@@ -466,6 +508,8 @@ class ConcatLink:
                     erased.append((g2 * cfg.interleave + s2 % cfg.interleave) * _N + s2 // cfg.interleave)
                 ctr.inner_failed += int(np.unique(r).size)
                 ctr.inner_output_bit_errors += int(r.size)
+                per_blk = np.bincount(r)
+                ctr.inner_output_bit_errors_sq += int((per_blk * per_blk).sum())
                 q = ublk[r] * 120 + b  # lane bit
             else:
                 bit_a = np.flatnonzero((d >> 1) & 1)
@@ -473,6 +517,8 @@ class ConcatLink:
                 q = np.sort(np.concatenate([2 * pos[bit_a], 2 * pos[bit_b] + 1]))
                 ctr.inner_message_bits += 2 * n_sym
                 ctr.inner_output_bit_errors += q.size
+                nb = ((d >> 1) & 1).astype(np.int64) + (d & 1)  # wrong bits of each wrong PAM4 symbol
+                ctr.inner_output_bit_errors_sq += int((nb * nb).sum())
             if q.size == 0:
                 continue
             u = q // 10  # lane symbol

@@ -43,7 +43,8 @@ from ..source import FLAG_MISCORRECTED
 from .file import TraceWriter, encode_chunk
 from .generator import _Expander, _Scratch, merge_ranges
 
-__all__ = ["GROUP_STREAM_BITS", "GROUP_BLOCKS", "FORMAT_MINOR", "codewords_for_line_bits", "generate_inner_trace"]
+__all__ = ["GROUP_STREAM_BITS", "GROUP_BLOCKS", "FORMAT_MINOR", "UNIT_STREAM_BITS", "codewords_for_line_bits",
+           "generate_inner_trace", "payload_ber_ci95"]
 
 _N, _K = 544, 514
 X = 4  # KP4 codewords interleaved at 800G / 1.6T [S]
@@ -51,6 +52,11 @@ GROUP_BLOCKS = X * _K * 10 // 257  # 80 data 257b blocks per interleave group
 GROUP_MSG_BITS = X * _K * 10  # 20560 = GROUP_BLOCKS * 257
 GROUP_STREAM_BITS = GROUP_BLOCKS * 256  # 20480 = two 400G pairs of payload
 FORMAT_MINOR = 1  # version 2.1: the "inner" member, rates 800G / 1.6T, n_lanes 4 / 8, no AMs
+#: the independent unit of the payload BER interval: 3 interleave groups = 12 KP4 codewords, the
+#: span whose lane bits are a whole number of 120-bit inner blocks at 800G (136 per lane) and 1.6T
+#: (68 per lane); ConcatLink cuts its batches at these spans, so two spans share no inner block
+UNIT_GROUPS = 3
+UNIT_STREAM_BITS = UNIT_GROUPS * GROUP_BLOCKS * 256
 
 assert GROUP_BLOCKS * 257 == GROUP_MSG_BITS
 
@@ -59,6 +65,58 @@ def codewords_for_line_bits(line_bits: float, inner: str = "c177", hops: int = 1
     """KP4 codewords of a run of ``line_bits`` line bits per hop (the inner code adds 128/120)."""
     per_cw = _N * 10 * (128 / 120 if inner == "c177" else 1.0)
     return max(1, int(math.ceil(float(line_bits) / per_cw)))
+
+
+class _UnitFlips:
+    """Flips per :data:`UNIT_STREAM_BITS` span of the payload stream, accumulated over sorted
+    chunks (a span cut by a chunk boundary is closed by the next chunk): spans with flips and the
+    sum over spans of their flips squared."""
+
+    def __init__(self) -> None:
+        self.bad = 0
+        self.sq = 0
+        self._open = (-1, 0)  # the last span seen and its flips so far
+
+    def add(self, off: np.ndarray) -> None:
+        if off.size == 0:
+            return
+        u, c = np.unique(np.asarray(off, np.int64) // UNIT_STREAM_BITS, return_counts=True)
+        c = c.astype(np.int64)
+        if self._open[0] >= 0:
+            if u[0] < self._open[0]:
+                raise AssertionError("payload flips out of order across chunks")  # internal invariant
+            if u[0] == self._open[0]:
+                c[0] += self._open[1]
+            else:
+                self._close(self._open[1])
+        self.bad += int(u.size - 1)
+        self.sq += int((c[:-1] * c[:-1]).sum())
+        self._open = (int(u[-1]), int(c[-1]))
+
+    def _close(self, n: int) -> None:
+        self.bad += 1
+        self.sq += n * n
+
+    def finish(self) -> tuple[int, int]:
+        if self._open[0] >= 0:
+            self._close(self._open[1])
+            self._open = (-1, 0)
+        return self.bad, self.sq
+
+
+def payload_ber_ci95(flips: int, stream_bits: int, bad_units: int, flips_sq: int) -> list[float]:
+    """95% interval of the payload BER after the descrambler over :data:`UNIT_STREAM_BITS` spans,
+    not bits (:func:`phy802.link.concat.clustered_rate`).  The flips are not independent bits: a
+    failed KP4 codeword delivers its wrong message bits together (~17 with the hard inner
+    decoder) and the descrambler triples each, so a Clopper-Pearson interval on the flips is ~7x
+    too narrow.  Codewords are not independent either: the 4 codewords of a group share inner
+    blocks (interleaved lane rule) and a block straddling two groups of a span joins their
+    errors; two spans share no inner block, independent but for the descrambler's copies of a
+    span's last 58 bits landing in the next span (rare, at most 2 flips per wrong bit)."""
+    from phy802.link.concat import clustered_rate
+
+    r = clustered_rate(flips, stream_bits, stream_bits // UNIT_STREAM_BITS, bad_units, flips_sq, UNIT_STREAM_BITS)
+    return [float(r.lo), float(r.hi)]
 
 
 def _primaries(link, g0: int, res) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -122,6 +180,7 @@ def generate_inner_trace(path: str | Path, config, channel, *, n_codewords: int,
                   "scrambler": "1 + x^39 + x^58 (Clause 119/172)"},
     }
     exp = _Expander(_Scratch())
+    units = _UnitFlips()
     total = ConcatCounters()
     header_errors = marked_pairs = marked_bits = flips = dec_bits = miscorrected = 0
     encode_chunk(0, 1, [], [], [])  # load the compiled kernels outside the timed run
@@ -143,6 +202,7 @@ def generate_inner_trace(path: str | Path, config, channel, *, n_codewords: int,
             marked_pairs += 2 * int(fg.size)
             marked_bits += int((marks[:, 1] - marks[:, 0]).sum()) if marks.size else 0
             flips += int(off.size)
+            units.add(off)
             dec_bits += int(s.size)
             miscorrected += int(np.asarray(res.miscorrected).size)
             pb.update(ctr.codewords)
@@ -150,6 +210,9 @@ def generate_inner_trace(path: str | Path, config, channel, *, n_codewords: int,
         total.seconds = wall
         groups = total.codewords // X
         stream_bits = groups * GROUP_STREAM_BITS
+        if groups % UNIT_GROUPS:  # ConcatLink runs whole batches of 3 groups
+            raise AssertionError(f"{groups} interleave groups is not a whole number of {UNIT_GROUPS}-group spans")
+        bad_units, flips_sq = units.finish()
 
         def ci(k, n):
             lo, hi = clopper_pearson(int(k), int(n))
@@ -167,7 +230,9 @@ def generate_inner_trace(path: str | Path, config, channel, *, n_codewords: int,
                         "ber_ci95": ci(c.line_bit_errors, c.line_bits),
                         "definition": "PAM4 slicer bit errors on the line (all hops), before the inner decoder"},
             "post_fec": {"bit_errors": flips, "bits": stream_bits, "ber": flips / stream_bits if stream_bits else 0.0,
-                         "ber_ci95": ci(flips, stream_bits), "marked_bits": marked_bits,
+                         # over 12-codeword spans: flips come in failed codewords (payload_ber_ci95)
+                         "ber_ci95": payload_ber_ci95(flips, stream_bits, bad_units, flips_sq),
+                         "marked_bits": marked_bits,
                          "definition": "payload BER after the descrambler (flips / payload-stream bits)",
                          "decoder_output": {"bit_errors": dec_bits, "bits": c.message_bits,
                                             "ber": dec_bits / c.message_bits if c.message_bits else 0.0,
