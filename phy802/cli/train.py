@@ -231,7 +231,9 @@ def _summary(r: dict) -> str:
     src = c["replay"]["source"]
     lines = [
         f"phy802 train: {c['parallel']} x{c['world_size']}  {c['model']} on {c['device']} ({c['precision']})  "
-        f"BER {src['ber']:g} [{r.get('ber_is', '?')}] ({r.get('source_kind')}, code {src.get('code', 'kp4')}, fec {src['fec']})  "
+        f"BER {src['ber']:g} [{r.get('ber_is', '?')}] ({r.get('source_kind')}, {src.get('rate', '400G')}"
+        + (f" inner {src.get('inner') or 'c177'}" if str(src.get("rate")).upper() in ("800G", "1.6T") else "")
+        + f", code {src.get('code', 'kp4')}, fec {src['fec']})  "
         f"mode {c['replay']['mode']}  guard {c['replay']['guard']}  steps {c['steps']}  seed {c['seed']}"
         + ("  [plain backend]" if not c["wrapper"] else ""),
         f"  model: {r.get('n_params', 0):,} parameters (vocabulary {r['vocab']['data']}"

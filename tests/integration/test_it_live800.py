@@ -242,3 +242,25 @@ def test_train_cli_at_800g_end_to_end(capsys):
     src = r["config"]["replay"]["source"]
     assert src["rate"] == "800G" and src["inner"] == "none" and src["kind"] == "generator"
     assert sum(r["metrics"]["errors_injected"].values()) > 0
+
+
+def test_wrapper_replays_an_800g_trace_at_800g(tmp_path):
+    """``kind="trace"`` with ``rate="800G"`` (it was refused as an unknown rate): the non-buffered delivery path,
+    with the 800G line-bit count."""
+    from integration.process_group import ReplayProcessGroup
+    from integration.replay import ReplayConfig
+
+    path = tmp_path / "t.trace"
+    generate_inner_trace(path, ConcatConfig(rate="800G", inner="none", fec="bypass"), Pam4Awgn.from_ber(1e-4),
+                         n_codewords=4 * BG * 4, seed=2, batch_groups=BG)
+    cfg = ReplayConfig(source=SourceConfig(ber=1e-4, seed=3, fec="bypass", rate="800G", kind="trace", trace=str(path)),
+                       classes=("gradients",), guard="none")
+    fake = torch._C._distributed_c10d.FakeProcessGroup._create_internal(0, 2)
+    g = ReplayProcessGroup(dist.HashStore(), 0, 2, timedelta(seconds=60), cfg, inner=fake)
+    x = torch.ones(1 << 18)
+    g.allreduce([x]).wait()
+    ref = deliver(4 << 18, make_link_source(cfg.source, 1, 0), "bypass", rate="800G")
+    diff = (x.view(torch.int32) ^ torch.ones(1 << 18).view(torch.int32)).numpy().view(np.uint8)
+    assert ref.payload_flips.size > 10
+    assert np.array_equal(np.flatnonzero(np.unpackbits(diff, bitorder="little")), ref.payload_flips)
+    assert g.metrics.total("line_bits") == ref.line_bits == -(-17 * ref.stream_bits // 16)
