@@ -10,10 +10,12 @@ link direction. The wrapper hands each message to ``protocol.delivery.deliver``,
 stream bits of its RoCEv2 frames (headers, FCS, IPG and alignment included, resends too) from
 the link's source; the line bits (257b, RS parity, AMs) are counted in the metrics.
 
-Kinds: the protocol layer's live generator (``protocol.trace.LiveSource``: rate, FEC mode,
-pre-FEC line BER, seed), a trace file (``protocol.trace.open_source``, each link starting at its
-own seeded offset), or :class:`IndependentBitErrors` (independent stream-bit flips; fast, for
-tests and for a memoryless channel stated directly at the stream).
+Kinds: the protocol layer's live generator (``protocol.trace.LiveSource`` at 400G/200G: rate,
+FEC mode, pre-FEC line BER, seed; ``protocol.trace.ConcatLiveSource`` at 800G/1.6T: the
+concatenated link with the Clause 177 inner code, as ``phy802 trace generate --rate 800G``), a
+trace file (``protocol.trace.open_source``, each link starting at its own seeded offset), or
+:class:`IndependentBitErrors` (independent stream-bit flips; fast, for tests and for a memoryless
+channel stated directly at the stream).
 """
 
 from __future__ import annotations
@@ -151,13 +153,27 @@ class SourceConfig:
         ``kind="generator"``: pre-FEC line BER of the protocol layer's live generator, whose FEC
         mode ``fec`` decides what is delivered (``bypass``: every line error reaches the stream,
         multiplied by the descrambler).
+        At 800G/1.6T (``kind="generator"``): the PAM4 AWGN line BER before the inner decoder, in
+        (0, 0.5), as ``phy802 trace generate --rate 800G --ber``.
     seed : int
         Master seed; link ``src -> dst`` uses ``SeedSequence([seed, src + 1, dst + 1])``.
     fec, rate : str
         FEC (receive) mode and rate of the live generator (``"bypass"``, ``"400G"`` by default).
+        Rates 400G, 200G, 800G, 1.6T; at 800G/1.6T the generator is the concatenated link
+        (``protocol.trace.ConcatLiveSource``: for one seed exactly the flips of ``phy802 trace
+        generate --rate R --inner I --fec F --ber B --seed S`` over its whole batches of 614.4 Mbit),
+        whose KP4 decodes and marks (``ieee``, ``llr``) or does not decode (``bypass``,
+        ``unequal``); ``correct_no_indication`` and ``detect_only`` are refused there.  The line
+        bits counted at 800G/1.6T are the KP4 line's (17 per 16 stream bits; the inner code's
+        128/120 not included).
     code : str
         RS code on the line (``"kp4"`` default; ``kr4``, ``rs272``, ``none`` where the protocol
         layer's generator models them: a generator without code support refuses anything but kp4).
+        At 800G/1.6T: ``kp4`` (``none`` too for ``independent`` / ``trace``: the same layout).
+    inner : str or None
+        Inner code of the 800G/1.6T lanes: ``"c177"`` (Clause 177 (128,120), Chase-2 decoder, as
+        ``trace generate``) or ``"none"``; ``None`` (default) is the rate's own: c177 at
+        800G/1.6T, none at 400G/200G (where only ``None`` or ``"none"`` is accepted).
     kind : str
         ``"generator"`` (default), ``"independent"`` or ``"trace"`` (``trace`` names the file).
         Always explicit: the kind fixes what ``ber`` means (:data:`BER_MEANING`), so it is never
@@ -174,6 +190,7 @@ class SourceConfig:
     kind: str = "generator"
     code: str = "kp4"
     trace: str | None = None
+    inner: str | None = None
 
     def __post_init__(self) -> None:
         if not (0.0 <= float(self.ber) < 1.0):
@@ -189,6 +206,49 @@ class SourceConfig:
             raise ValueError("SourceConfig.kind='trace' needs a trace path")
         if self.code not in ("kp4", "kr4", "rs272", "none"):
             raise ValueError(f"SourceConfig.code must be kp4, kr4, rs272 or none, got {self.code!r}")
+        rate = _rate_key(self.rate)
+        if rate not in ("400G", "200G", *_INNER_RATES):
+            raise ValueError(f"SourceConfig.rate must be one of 400G, 200G, {', '.join(_INNER_RATES)}, "
+                             f"got {self.rate!r}")
+        if self.inner not in (None, "c177", "none"):
+            raise ValueError(f"SourceConfig.inner must be c177, none or None (the rate's own), got {self.inner!r}")
+        if rate not in _INNER_RATES:
+            if self.inner == "c177":
+                raise ValueError(f"SourceConfig.inner 'c177': rate {self.rate} has no inner code (Clause 177 is for "
+                                 f"the 200G-per-lane rates {', '.join(_INNER_RATES)})")
+            return
+        if self.code not in ("kp4", "none") or (self.kind == "generator" and self.code != "kp4"):
+            raise ValueError(f"SourceConfig.code {self.code!r} at {self.rate}: 802.3dj keeps RS(544,514) (kp4) as the "
+                             f"outer code" + (" (the generator models kp4)" if self.kind == "generator" else ""))
+        if self.kind == "generator":
+            from protocol.trace.inner import concat_fec
+
+            try:
+                concat_fec(self.fec)
+            except (KeyError, ValueError) as exc:
+                raise ValueError(f"SourceConfig.fec {self.fec!r} at {self.rate}: {exc}") from None
+            if float(self.ber) > 0.0:
+                from phy802.channel import Pam4Awgn
+
+                try:
+                    Pam4Awgn.from_ber(float(self.ber))
+                except ValueError as exc:
+                    raise ValueError(f"SourceConfig.ber {self.ber!r} at {self.rate} is the PAM4 line BER: "
+                                     f"{exc}") from None
+
+    @property
+    def inner_code(self) -> str:
+        """The inner code in force: :attr:`inner`, or the rate's own (c177 at 800G/1.6T, else none)."""
+        if self.inner is not None:
+            return self.inner
+        return "c177" if _rate_key(self.rate) in _INNER_RATES else "none"
+
+
+_INNER_RATES = ("800G", "1.6T")  # protocol.framing.INNER_STREAM_RATES (not imported: config stays light)
+
+
+def _rate_key(rate) -> str:
+    return str(rate).strip().upper()
 
 
 def link_seed_sequence(seed: int, src: int, dst: int) -> np.random.SeedSequence:
@@ -215,6 +275,10 @@ def make_link_source(cfg: SourceConfig, src: int, dst: int) -> ErrorSource:
         return open_source(cfg.trace, seed=ss)
     if cfg.ber == 0.0:
         return NoErrors()
+    if kind == "generator" and _rate_key(cfg.rate) in _INNER_RATES:
+        from protocol.trace import ConcatLiveSource
+
+        return ConcatLiveSource(_rate_key(cfg.rate), cfg.fec, cfg.ber, seed=ss, inner=cfg.inner_code)
     if kind == "generator":
         import inspect
 
@@ -248,12 +312,12 @@ class BufferedLink:
     def __init__(self, source: ErrorSource, mode, *, rate: str = "400G", prefetch_bits: int = 1 << 25,
                  code: str = "kp4", retransmit=None) -> None:
         from protocol.delivery import RetransmitConfig
-        from protocol.framing import FramingConfig, get_rate
+        from protocol.framing import FramingConfig, stream_rate
         from protocol.modes import get_mode
 
         self.source = source
         self.mode = get_mode(mode)
-        get_rate(rate)
+        stream_rate(rate)
         self.rate = rate
         self.code = code
         self.cursor = 0  # stream bits delivered (what ``source.cursor`` would be without read-ahead)
@@ -281,9 +345,9 @@ class BufferedLink:
     @staticmethod
     def supports(source: ErrorSource) -> bool:
         """Sources whose offsets are known to be independent of how the stream is cut."""
-        from protocol.trace import LiveSource
+        from protocol.trace import LiveWindow  # LiveSource (400G/200G), ConcatLiveSource (800G/1.6T)
 
-        return isinstance(source, (IndependentBitErrors, LiveSource))
+        return isinstance(source, (IndependentBitErrors, LiveWindow))
 
     def _layout(self, octets: int) -> tuple:
         lay = self._layouts.get(octets)

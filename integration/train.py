@@ -206,7 +206,7 @@ class TrainConfig:
 def build_config(*, parallel: str = "ddp", ber: float = 0.0, guard: str = "none", steps: int = 200, seed: int = 1,
                  model: str = "char-gpt", n_layer: int | None = None, n_head: int | None = None,
                  n_embd: int | None = None, block_size: int | None = None, code: str = "kp4", fec: str = "ieee",
-                 rate: str = "400G", source: str = "generator", trace: str | None = None,
+                 rate: str = "400G", inner: str | None = None, source: str = "generator", trace: str | None = None,
                  classes: tuple[str, ...] | None = None, mode: str = "endpoint", wrapper: bool = True,
                  link_seed: int | None = None, **train_kw: Any) -> TrainConfig:
     """A :class:`TrainConfig` from flat options (what ``phy802 train`` / ``experiment`` take).
@@ -225,7 +225,8 @@ def build_config(*, parallel: str = "ddp", ber: float = 0.0, guard: str = "none"
     except (KeyError, ValueError) as exc:
         raise ValueError(f"fec: {exc}") from None
     kind, tr = (source, trace) if ber > 0 else ("independent", None)
-    src = SourceConfig(ber=ber, seed=seed if link_seed is None else link_seed, fec=fec, rate=rate, kind=kind, trace=tr, code=code)
+    src = SourceConfig(ber=ber, seed=seed if link_seed is None else link_seed, fec=fec, rate=rate, kind=kind, trace=tr,
+                       code=code, inner=inner)
     if classes is None:
         classes = DEFAULT_CLASSES + (("params",) if parallel == "fsdp" else ())
     replay = ReplayConfig(source=src, mode=mode, classes=tuple(classes), guard=guard)

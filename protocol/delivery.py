@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .framing import FramingConfig, get_rate, layout, line_bits_of_stream
+from .framing import FramingConfig, layout, line_bits_of_stream, stream_rate
 from .modes import FecMode, get_mode, protected_bit_mask
 from .source import ErrorChunk, ErrorSource
 
@@ -144,7 +144,7 @@ def deliver(
     link round trip of a resend (:meth:`RetransmitConfig.resend_ns`); the error source already
     carries the code's post-FEC errors."""
     m = get_mode(mode)
-    get_rate(rate)
+    stream_rate(rate)  # 400G, 200G, 800G or 1.6T (the stream is framed alike)
     lay = layout(payload_octets, framing)
     if lay.n_frames == 0:
         e = np.empty(0, np.int64)

@@ -34,6 +34,8 @@ __all__ = [
     "RateGeometry",
     "RATES",
     "get_rate",
+    "INNER_STREAM_RATES",
+    "stream_rate",
     "CodeGeometry",
     "CODES",
     "get_code",
@@ -114,6 +116,25 @@ def get_rate(rate: str | RateGeometry) -> RateGeometry:
     if key not in RATES:
         raise ValueError(f"unknown rate {rate!r}; choose from {', '.join(RATES)}")
     return RATES[key]
+
+
+#: the 802.3dj 200G-per-lane rates (issue 26).  Their payload stream is the concatenated link's
+#: (``protocol.trace.inner``): 80 data 257b blocks = 20480 stream bits per interleave group of 4 KP4
+#: codewords = 21760 line bits, no alignment markers; messages are framed as at 400G.
+INNER_STREAM_RATES: tuple[str, ...] = ("800G", "1.6T")
+
+
+def stream_rate(rate: str | RateGeometry) -> str:
+    """The canonical name of a rate the layer delivers messages at: ``400G`` / ``200G``
+    (:data:`RATES`) or ``800G`` / ``1.6T`` (:data:`INNER_STREAM_RATES`); ValueError naming any other."""
+    if isinstance(rate, RateGeometry):
+        return rate.name
+    key = str(rate).strip().upper()
+    if key in INNER_STREAM_RATES:
+        return key
+    if key not in RATES:
+        raise ValueError(f"unknown rate {rate!r}; choose from {', '.join((*RATES, *INNER_STREAM_RATES))}")
+    return key
 
 
 @dataclass(frozen=True, slots=True)
@@ -355,7 +376,15 @@ def stream_bits(payload_bits: int, cfg: FramingConfig = FramingConfig()) -> int:
 
 def line_bits_of_stream(n_stream_bits: int, rate: str | RateGeometry = "400G", code: str = "kp4") -> int:
     """Line bits that carry ``n_stream_bits`` (257b, RS parity/pad and AM overhead of ``code``),
-    rounded up."""
+    rounded up.  At 800G / 1.6T (:data:`INNER_STREAM_RATES`, ``kp4`` or ``none``, the KP4 layout
+    either way): 17 line bits per 16 stream bits (21760 per group of 20480, no AMs), the KP4 line of
+    850 / 1700 Gb/s; the Clause 177 inner code's 128/120 on the physical lanes is not counted."""
+    if not isinstance(rate, RateGeometry) and str(rate).strip().upper() in INNER_STREAM_RATES:
+        c = get_code(code)
+        if c.name not in ("kp4", "none"):
+            raise ValueError(f"code {code!r} at {rate}: 802.3dj keeps RS(544,514) (kp4) as the outer code; "
+                             f"choose kp4 or none")
+        return -(-int(n_stream_bits) * 17 // 16)
     g = get_rate(rate)
     c = get_code(code)
     p = c.am_period_pairs(g)

@@ -69,7 +69,12 @@ def add_model_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--mode", choices=MODES, default="endpoint",
                    help="collective error model: endpoint (inner backend reduces) or ring hops (default endpoint)")
     add_code_fec(p)
-    p.add_argument("--rate", default="400G", choices=("400G", "200G"), help="line rate (default 400G)")
+    p.add_argument("--rate", default="400G", choices=("400G", "200G", "800G", "1.6T"),
+                   help="line rate (default 400G); 800G / 1.6T: the live generator is the concatenated link with the "
+                        "inner code (--inner; --ber is then its PAM4 line BER; as 'phy802 trace generate --rate 800G')")
+    p.add_argument("--inner", choices=("c177", "none"), default=None,
+                   help="inner code of the 800G/1.6T lanes: c177 (Clause 177, Chase-2; the default there) or none; "
+                        "only with --rate 800G or 1.6T")
     p.add_argument("--source", choices=("generator", "independent", "trace"), default=None,
                    help="error source, which fixes what --ber means: generator = protocol live generator "
                         "(--ber is the pre-FEC line BER), independent = independent flips of the payload stream "
@@ -139,6 +144,7 @@ def check_args(args: argparse.Namespace) -> None:
         close = getattr(reader, "close", None)
         if close is not None:
             close()
+    _check_link(args)
     if getattr(args, "log_flips", False) and not getattr(args, "out", None):
         raise ValueError("--log-flips needs --out DIR (the logs are written there)")
     if getattr(args, "data", None) is not None:
@@ -146,6 +152,22 @@ def check_args(args: argparse.Namespace) -> None:
         from integration.model import GPT2_VOCAB
 
         TokenFiles(args.data, args.vocab_size or GPT2_VOCAB, 1)  # exit 2 naming the file (TokenFileError)
+
+
+def _check_link(args: argparse.Namespace) -> None:
+    """The link options as every run's :class:`~integration.sources.SourceConfig` takes them
+    (``build_config``: BER 0 is error-free, independent), refused naming the option (exit 2)."""
+    from integration.sources import SourceConfig
+
+    bers = [args.ber] if hasattr(args, "ber") else list(getattr(args, "bers", []))
+    for ber in sorted({0.0, *bers}):
+        kind = args.source if ber > 0 else "independent"
+        try:
+            SourceConfig(ber=ber, fec=args.fec, rate=args.rate, kind=kind, code=args.code,
+                         trace=args.trace if kind == "trace" else None, inner=getattr(args, "inner", None))
+        except ValueError as exc:
+            msg = str(exc).replace("SourceConfig.", "--")
+            raise ValueError(msg if hasattr(args, "ber") else msg.replace("--ber ", "--bers ")) from None
 
 
 def check_cost(cfg, force: bool, what: str = "this run", runs: int = 1) -> dict:
@@ -180,7 +202,7 @@ def config_from_args(args: argparse.Namespace, *, parallel: str, ber: float, gua
         link_seed=args.link_seed if link_seed is None else link_seed, data=args.data, vocab_size=args.vocab_size,
         val_tokens=args.val_tokens, grad_clip=args.grad_clip,
         model=args.model, n_layer=args.n_layer, n_head=args.n_head, n_embd=args.n_embd, block_size=args.block_size,
-        code=args.code, fec=args.fec, rate=args.rate, source=args.source, trace=args.trace, classes=args.classes,
+        code=args.code, fec=args.fec, rate=args.rate, inner=getattr(args, "inner", None), source=args.source, trace=args.trace, classes=args.classes,
         mode=args.mode, wrapper=wrapper, world_size=args.world_size, corpus=args.corpus, batch_size=args.batch_size,
         lr=args.lr, microbatches=args.microbatches, schedule=args.schedule, eval_interval=args.eval_interval,
         eval_iters=args.eval_iters, threads=args.threads, dump_logs=getattr(args, "log_flips", False),
@@ -209,7 +231,9 @@ def _summary(r: dict) -> str:
     src = c["replay"]["source"]
     lines = [
         f"phy802 train: {c['parallel']} x{c['world_size']}  {c['model']} on {c['device']} ({c['precision']})  "
-        f"BER {src['ber']:g} [{r.get('ber_is', '?')}] ({r.get('source_kind')}, code {src.get('code', 'kp4')}, fec {src['fec']})  "
+        f"BER {src['ber']:g} [{r.get('ber_is', '?')}] ({r.get('source_kind')}, {src.get('rate', '400G')}"
+        + (f" inner {src.get('inner') or 'c177'}" if str(src.get("rate")).upper() in ("800G", "1.6T") else "")
+        + f", code {src.get('code', 'kp4')}, fec {src['fec']})  "
         f"mode {c['replay']['mode']}  guard {c['replay']['guard']}  steps {c['steps']}  seed {c['seed']}"
         + ("  [plain backend]" if not c["wrapper"] else ""),
         f"  model: {r.get('n_params', 0):,} parameters (vocabulary {r['vocab']['data']}"

@@ -10,7 +10,8 @@ file or live.
 * :mod:`protocol.trace.generator`: the fast event-driven generator and the bit-exact reference
   link of the PCS payload stream (:class:`FastGenerator`, :class:`BitExactGenerator`);
 * :mod:`protocol.trace.inner`: traces of 800G / 1.6T links with the Clause 177 inner code and
-  KP4, from :class:`phy802.link.concat.ConcatLink` (``phy802 trace generate --rate 800G``);
+  KP4, from :class:`phy802.link.concat.ConcatLink` (``phy802 trace generate --rate 800G``), and
+  their live source :class:`ConcatLiveSource` (the same batches, no file);
 * ``_kernels`` (chunk encoding/decoding) and ``_gen_kernels`` (the generator's hot loops): private
   Numba kernels.
 
@@ -23,6 +24,7 @@ from .file import (
     TRACE_SUFFIX,
     VERSION,
     LiveSource,
+    LiveWindow,
     TraceChunk,
     TraceCursor,
     TraceError,
@@ -35,6 +37,7 @@ from .file import (
     shard_layout,
     shard_seed,
 )
+from .inner import ConcatLiveSource
 from .generator import BitExactGenerator, FastGenerator, GeneratorConfig, TraceStats
 from ..source import DetailedErrorSource, ErrorChunk, ErrorSource
 
@@ -50,6 +53,8 @@ __all__ = [
     "TraceCursor",
     "TraceSource",
     "LiveSource",
+    "LiveWindow",
+    "ConcatLiveSource",
     "open_source",
     "generate_trace",
     "shard_seed",

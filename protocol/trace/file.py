@@ -53,6 +53,7 @@ __all__ = [
     "TraceCursor",
     "TraceSource",
     "LiveSource",
+    "LiveWindow",
     "open_source",
     "generate_trace",
     "shard_seed",
@@ -767,29 +768,27 @@ def open_source(path: str | os.PathLike, *, seed=None, start: int | None = None,
     return TraceCursor(reader, start=start, wrap=wrap)
 
 
-class LiveSource:
-    """An :class:`ErrorSource` backed by the live :class:`~protocol.trace.generator.FastGenerator`.
+class LiveWindow:
+    """Cursor-based window over a live generator's chunks (the ``take`` / ``take_chunk`` half of
+    :class:`LiveSource` and :class:`protocol.trace.inner.ConcatLiveSource`).
 
-    Parameters
-    ----------
-    rate, fec, ber, burst_pb, lane_weights, code : as :class:`~protocol.trace.generator.GeneratorConfig`
-        (pre-FEC line BER; ``code`` kp4, rs272 or none).
-    seed : explicit seed.
+    A subclass sets :meth:`_start_window` up and implements :meth:`_next_chunk`, which returns the
+    generator's next chunk as ``(stream_end, offsets, lanes, flags, marks)`` (absolute, sorted,
+    starting where the previous one ended).  The chunks depend only on the generator's seed and
+    settings, so what ``take`` returns depends only on the cursor, never on how the stream is cut
+    into calls (``integration.sources.BufferedLink`` relies on it).
     """
 
-    def __init__(self, rate: str = "400G", fec: str = "bypass", ber: float = 1e-5, *, seed, chunk_pairs: int = 4096,
-                 burst_pb: float | None = None, lane_weights=None, code: str = "kp4") -> None:
-        from .generator import FastGenerator, GeneratorConfig
-
-        self.cfg = GeneratorConfig(rate, fec, ber, burst_pb, lane_weights, code)
-        self.gen = FastGenerator(self.cfg, seed)
+    def _start_window(self) -> None:
         self.cursor = 0
-        self._chunk_pairs = int(chunk_pairs)
         self._end = 0
         self._off = np.empty(0, np.int64)
         self._lane = np.empty(0, np.int8)
         self._flag = np.empty(0, np.uint8)
         self._marks = np.empty((0, 2), np.int64)
+
+    def _next_chunk(self, need_bits: int) -> tuple:  # pragma: no cover - abstract
+        raise NotImplementedError
 
     def take_chunk(self, n_bits: int) -> ErrorChunk:
         n_bits = int(n_bits)
@@ -798,10 +797,9 @@ class LiveSource:
         a, b = self.cursor, self.cursor + n_bits
         parts = [(self._off, self._lane, self._flag, self._marks)]
         while self._end < b:
-            need = -(-(b - self._end) // 10240) + 1
-            ch = self.gen.next_chunk(max(self._chunk_pairs, need))
-            self._end = ch.stream_end
-            parts.append((ch.offsets, ch.lanes, ch.flags, ch.marks))
+            end, *part = self._next_chunk(b - self._end)
+            self._end = int(end)
+            parts.append(tuple(part))
         off = np.concatenate([p[0] for p in parts])
         lane = np.concatenate([p[1] for p in parts])
         flag = np.concatenate([p[2] for p in parts])
@@ -817,6 +815,31 @@ class LiveSource:
 
     def take(self, n_bits: int) -> np.ndarray:
         return self.take_chunk(n_bits).offsets
+
+
+class LiveSource(LiveWindow):
+    """An :class:`ErrorSource` backed by the live :class:`~protocol.trace.generator.FastGenerator`.
+
+    Parameters
+    ----------
+    rate, fec, ber, burst_pb, lane_weights, code : as :class:`~protocol.trace.generator.GeneratorConfig`
+        (pre-FEC line BER; ``code`` kp4, rs272 or none).
+    seed : explicit seed.
+    """
+
+    def __init__(self, rate: str = "400G", fec: str = "bypass", ber: float = 1e-5, *, seed, chunk_pairs: int = 4096,
+                 burst_pb: float | None = None, lane_weights=None, code: str = "kp4") -> None:
+        from .generator import FastGenerator, GeneratorConfig
+
+        self.cfg = GeneratorConfig(rate, fec, ber, burst_pb, lane_weights, code)
+        self.gen = FastGenerator(self.cfg, seed)
+        self._chunk_pairs = int(chunk_pairs)
+        self._start_window()
+
+    def _next_chunk(self, need_bits: int) -> tuple:
+        need = -(-need_bits // 10240) + 1
+        ch = self.gen.next_chunk(max(self._chunk_pairs, need))
+        return ch.stream_end, ch.offsets, ch.lanes, ch.flags, ch.marks
 
 
 def _default_chunk_pairs(ber: float) -> int:

@@ -35,16 +35,18 @@ from __future__ import annotations
 
 import math
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterator
 
 import numpy as np
 
 from ..source import FLAG_MISCORRECTED
-from .file import TraceWriter, encode_chunk
+from .file import LiveWindow, TraceWriter, encode_chunk
 from .generator import _Expander, _Scratch, merge_ranges
 
 __all__ = ["GROUP_STREAM_BITS", "GROUP_BLOCKS", "FORMAT_MINOR", "UNIT_STREAM_BITS", "codewords_for_line_bits",
-           "generate_inner_trace", "payload_ber_ci95"]
+           "generate_inner_trace", "payload_ber_ci95", "StreamBatch", "stream_batches", "ConcatLiveSource", "concat_fec"]
 
 _N, _K = 544, 514
 X = 4  # KP4 codewords interleaved at 800G / 1.6T [S]
@@ -137,6 +139,43 @@ def _primaries(link, g0: int, res) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return s[o], lane[o], flag[o]
 
 
+@dataclass(frozen=True)
+class StreamBatch:
+    """One batch of :meth:`ConcatLink.batches` in the payload-stream coordinate: stream window
+    ``[start, end)``, absolute sorted payload flips with their lanes and flags, error-block
+    ``marks`` (absolute, merged), the batch's link counters and what the trace metadata counts."""
+
+    start: int
+    end: int
+    offsets: np.ndarray
+    lanes: np.ndarray
+    flags: np.ndarray
+    marks: np.ndarray
+    counters: object
+    header_errors: int
+    flagged_groups: int
+    decoder_bit_errors: int
+    miscorrected: int
+
+
+def stream_batches(link, n_codewords: int, seed, *, batch_groups: int | None = None) -> Iterator[StreamBatch]:
+    """The payload-stream errors of ``link.batches(n_codewords, seed, batch_groups=...)``, batch by
+    batch (module docstring: scrambled positions, descrambler copies carried from batch to batch,
+    marks).  The one path from the concatenated link to the stream: :func:`generate_inner_trace`
+    writes these batches, :class:`ConcatLiveSource` serves them."""
+    exp = _Expander(_Scratch())
+    for g0, G, ctr, res in link.batches(n_codewords, seed, batch_groups=batch_groups):
+        s, lane, flag = _primaries(link, g0, res)
+        off, ln, fl, hdr = exp.run(s, lane, flag, np.int64((g0 + G) * GROUP_MSG_BITS))
+        fg = np.unique(g0 + np.asarray(res.flagged, np.int64) // X)
+        ranges = [np.stack([fg * GROUP_STREAM_BITS, (fg + 1) * GROUP_STREAM_BITS], 1)]
+        if hdr.size:
+            ranges.append(np.stack([hdr * 256, (hdr + 1) * 256], 1))
+        marks = merge_ranges(np.concatenate(ranges))
+        yield StreamBatch(g0 * GROUP_STREAM_BITS, (g0 + G) * GROUP_STREAM_BITS, off, ln, fl, marks, ctr,
+                          int(hdr.size), int(fg.size), int(s.size), int(np.asarray(res.miscorrected).size))
+
+
 def generate_inner_trace(path: str | Path, config, channel, *, n_codewords: int, seed: int, path_kind: str = "fast",
                          batch_groups: int | None = None, progress: bool = False, theory: dict | None = None) -> dict:
     """Write the payload error trace of ``n_codewords`` KP4 codewords of an 800G/1.6T link
@@ -179,7 +218,6 @@ def generate_inner_trace(path: str | Path, config, channel, *, n_codewords: int,
                   "path": path_kind, "am": "none (the 802.3dj AM layout is [?])",
                   "scrambler": "1 + x^39 + x^58 (Clause 119/172)"},
     }
-    exp = _Expander(_Scratch())
     units = _UnitFlips()
     total = ConcatCounters()
     header_errors = marked_pairs = marked_bits = flips = dec_bits = miscorrected = 0
@@ -188,23 +226,17 @@ def generate_inner_trace(path: str | Path, config, channel, *, n_codewords: int,
     from phy802._output import progress as bar
 
     with TraceWriter(path, meta) as w, bar(total=int(n_codewords), desc="trace generate", unit="codeword", enable=progress) as pb:
-        for g0, G, ctr, res in link.batches(int(n_codewords), seed, batch_groups=batch_groups):
-            s, lane, flag = _primaries(link, g0, res)
-            off, ln, fl, hdr = exp.run(s, lane, flag, np.int64((g0 + G) * GROUP_MSG_BITS))
-            fg = np.unique(g0 + np.asarray(res.flagged, np.int64) // X)
-            ranges = [np.stack([fg * GROUP_STREAM_BITS, (fg + 1) * GROUP_STREAM_BITS], 1)]
-            if hdr.size:
-                ranges.append(np.stack([hdr * 256, (hdr + 1) * 256], 1))
-            marks = merge_ranges(np.concatenate(ranges))
-            w.write_chunk(g0 * GROUP_STREAM_BITS, (g0 + G) * GROUP_STREAM_BITS, off, ln, fl, marks)
+        for b in stream_batches(link, int(n_codewords), seed, batch_groups=batch_groups):
+            w.write_chunk(b.start, b.end, b.offsets, b.lanes, b.flags, b.marks)
+            ctr = b.counters
             total.merge(ctr)
-            header_errors += int(hdr.size)
-            marked_pairs += 2 * int(fg.size)
-            marked_bits += int((marks[:, 1] - marks[:, 0]).sum()) if marks.size else 0
-            flips += int(off.size)
-            units.add(off)
-            dec_bits += int(s.size)
-            miscorrected += int(np.asarray(res.miscorrected).size)
+            header_errors += b.header_errors
+            marked_pairs += 2 * b.flagged_groups
+            marked_bits += int((b.marks[:, 1] - b.marks[:, 0]).sum()) if b.marks.size else 0
+            flips += int(b.offsets.size)
+            units.add(b.offsets)
+            dec_bits += b.decoder_bit_errors
+            miscorrected += b.miscorrected
             pb.update(ctr.codewords)
         wall = time.perf_counter() - t0
         total.seconds = wall
@@ -257,3 +289,79 @@ def generate_inner_trace(path: str | Path, config, channel, *, n_codewords: int,
             raise AssertionError(f"trace holds {dec_bits} wrong message bits, the link counted {c.post_fec_bit_errors}")
         w.meta.update(meta_extra)
     return dict(w.meta)
+
+
+def concat_fec(fec: str) -> str:
+    """The concatenated link's KP4 receive mode (``ieee`` or ``bypass``) for delivery mode ``fec``:
+    ``ieee`` and ``llr`` decode, correct and mark alike (llr differs in who resends), ``bypass``
+    and ``unequal`` do not decode; ``correct_no_indication`` and ``detect_only`` are not modelled
+    at 800G/1.6T (ValueError)."""
+    from ..modes import get_mode
+
+    m = get_mode(fec)
+    if m.decoder == "none":
+        return "bypass"
+    if m.decoder == "correct" and m.indicate:
+        return "ieee"
+    raise ValueError(f"fec {m.name!r}: the 800G/1.6T link models KP4 correcting and marking (ieee, llr) or not "
+                     f"decoding (bypass, unequal), not {m.name}")
+
+
+_ENDLESS = 1 << 62  # codewords asked of ConcatLink.batches by a live source: every batch is a whole one
+
+
+class ConcatLiveSource(LiveWindow):
+    """A live :class:`~protocol.source.ErrorSource` of an 800G / 1.6T link: the payload-stream
+    errors of :class:`phy802.link.concat.ConcatLink`, batch by batch, through the same
+    :func:`stream_batches` that ``phy802 trace generate --rate R --inner I`` writes.
+
+    ``ConcatLiveSource(R, F, B, seed=S, inner=I)`` yields exactly the flips, lanes, flags and marks
+    of ``phy802 trace generate --rate R --inner I --fec F --ber B --seed S`` (other options at their
+    defaults; ``snr_db`` for ``--snr-db``) over every *whole* batch of that trace: ``batch_groups``
+    interleave groups (default: the link's, 30000 on the fast path = 614.4 Mbit of stream, 300 on
+    the exact path).  The trace's last batch, cut to its length, is drawn with another layout and
+    differs; a trace of a whole number of batches equals this source over all of it.  Offsets
+    depend only on the cursor (:class:`~protocol.trace.file.LiveWindow`).
+
+    Parameters
+    ----------
+    rate : ``"800G"`` or ``"1.6T"``.
+    fec : delivery mode; :func:`concat_fec` maps it to the link's ``ieee`` / ``bypass``.
+    ber, snr_db : the PAM4 AWGN line noise, one of the two: line BER in (0, 0.5) (before the inner
+        decoder, as ``trace generate --ber`` at 800G) or SNR in dB.
+    seed : int or ``numpy.random.SeedSequence`` (copied: the caller's is not advanced), as
+        ``ConcatLink.run``.
+    inner, inner_decoder, n_lrp, lane_rule, hops, outer, erasure : as
+        :class:`phy802.link.concat.ConcatConfig` (``trace generate``'s defaults).
+    path : the link's ``"fast"`` (default, as ``trace generate``) or ``"exact"`` path.
+    batch_groups : as :meth:`ConcatLink.batches` (``None``: the link's default).
+    """
+
+    code = "kp4"
+
+    def __init__(self, rate: str = "800G", fec: str = "ieee", ber: float | None = None, *, seed,
+                 snr_db: float | None = None, inner: str = "c177", inner_decoder: str = "chase", n_lrp: int = 2,
+                 lane_rule: str = "interleaved", hops: int = 1, outer: str = "segmented", erasure: bool = False,
+                 path: str = "fast", batch_groups: int | None = None) -> None:
+        from phy802.channel import Pam4Awgn
+        from phy802.link.concat import ConcatConfig, ConcatLink
+
+        if (ber is None) == (snr_db is None):
+            raise ValueError(f"give the line noise as ber or snr_db, one of the two "
+                             f"(got ber={ber!r}, snr_db={snr_db!r})")
+        self.config = ConcatConfig(rate=rate, inner=inner, inner_decoder=inner_decoder, n_lrp=n_lrp,
+                                   fec=concat_fec(fec), lane_rule=lane_rule, hops=hops, outer=outer, erasure=erasure)
+        self.channel = Pam4Awgn.from_ber(float(ber)) if ber is not None else Pam4Awgn(snr_db=float(snr_db))
+        if isinstance(seed, np.random.SeedSequence):  # a copy: ConcatLink spawns one child per batch from it
+            seed = np.random.SeedSequence(seed.entropy, spawn_key=seed.spawn_key, pool_size=seed.pool_size,
+                                          n_children_spawned=seed.n_children_spawned)
+        self.link = ConcatLink(self.config, self.channel, path=path)
+        self.rate = self.config.rate
+        self._batches = stream_batches(self.link, _ENDLESS, seed, batch_groups=batch_groups)
+        self._start_window()
+
+    def _next_chunk(self, need_bits: int) -> tuple:
+        b = next(self._batches)
+        if b.start != self._end:  # internal invariant: batches tile the stream
+            raise AssertionError(f"batch starts at stream bit {b.start}, the window ends at {self._end}")
+        return b.end, b.offsets, b.lanes, b.flags, b.marks
