@@ -38,6 +38,7 @@ __all__ = [
     "link_seed_sequence",
     "make_link_source",
     "BufferedLink",
+    "trace_rate_mismatch",
 ]
 
 
@@ -247,6 +248,20 @@ class SourceConfig:
 _INNER_RATES = ("800G", "1.6T")  # protocol.framing.INNER_STREAM_RATES (not imported: config stays light)
 
 
+def trace_rate_mismatch(meta: dict, rate, path, field: str = "rate") -> None:
+    """Raise ``ValueError`` when a trace written at one line rate is replayed at another.
+
+    The wrapper counts a message's line bits at the configured rate (RS/AM overhead differ: at
+    800G/1.6T there are no 400G alignment markers), so an 800G trace replayed as 400G would be
+    accounted at the wrong line rate without a word. Traces without a ``rate`` in their metadata
+    are taken as they are.
+    """
+    trate = meta.get("rate")
+    if trate is not None and _rate_key(str(trate)) != _rate_key(rate):
+        raise ValueError(f"{field} {rate!r} does not match the rate the trace was written at, {trate!r} "
+                         f"({path}): its line bits would be counted at the wrong rate; use {trate!r}")
+
+
 def _rate_key(rate) -> str:
     return str(rate).strip().upper()
 
@@ -272,7 +287,9 @@ def make_link_source(cfg: SourceConfig, src: int, dst: int) -> ErrorSource:
     if kind == "trace":
         from protocol.trace import open_source
 
-        return open_source(cfg.trace, seed=ss)
+        cur = open_source(cfg.trace, seed=ss)
+        trace_rate_mismatch(cur.reader.meta, cfg.rate, cfg.trace, field="SourceConfig.rate")
+        return cur
     if cfg.ber == 0.0:
         return NoErrors()
     if kind == "generator" and _rate_key(cfg.rate) in _INNER_RATES:

@@ -137,13 +137,18 @@ def check_args(args: argparse.Namespace) -> None:
     if args.trace is not None:
         from protocol.trace import TraceReader
 
+        from integration.sources import trace_rate_mismatch
+
         try:
             reader = TraceReader(args.trace)
         except ValueError as exc:
             raise ValueError(f"--trace: {exc}") from None
-        close = getattr(reader, "close", None)
-        if close is not None:
-            close()
+        try:
+            trace_rate_mismatch(reader.meta, args.rate, args.trace, field="--rate")
+        finally:
+            close = getattr(reader, "close", None)
+            if close is not None:
+                close()
     _check_link(args)
     if getattr(args, "log_flips", False) and not getattr(args, "out", None):
         raise ValueError("--log-flips needs --out DIR (the logs are written there)")

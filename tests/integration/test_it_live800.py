@@ -264,3 +264,18 @@ def test_wrapper_replays_an_800g_trace_at_800g(tmp_path):
     assert ref.payload_flips.size > 10
     assert np.array_equal(np.flatnonzero(np.unpackbits(diff, bitorder="little")), ref.payload_flips)
     assert g.metrics.total("line_bits") == ref.line_bits == -(-17 * ref.stream_bits // 16)
+
+
+def test_a_trace_replayed_at_another_rate_is_refused(tmp_path, capsys):
+    """An 800G trace at the default rate 400G was replayed and its line bits counted at 400G, silently."""
+    path = tmp_path / "t.trace"
+    generate_inner_trace(path, ConcatConfig(rate="800G", inner="none", fec="bypass"), Pam4Awgn.from_ber(1e-4),
+                         n_codewords=4 * BG, seed=2, batch_groups=BG)
+    bad = SourceConfig(ber=1e-4, seed=3, fec="bypass", rate="400G", kind="trace", trace=str(path))
+    with pytest.raises(ValueError, match=r"SourceConfig.rate '400G' does not match .* '800G'"):
+        make_link_source(bad, 1, 0)
+    make_link_source(SourceConfig(ber=1e-4, seed=3, fec="bypass", rate="800G", kind="trace", trace=str(path)), 1, 0)
+    assert main(["train", "--source", "trace", "--trace", str(path), "--fec", "bypass", "--ber", "1e-4",
+                 "--steps", "1"]) == 2
+    err = capsys.readouterr().err
+    assert "--rate '400G' does not match" in err and "'800G'" in err and "Traceback" not in err
