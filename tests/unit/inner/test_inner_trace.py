@@ -189,9 +189,9 @@ def test_the_wrapper_replays_an_inner_trace(tmp_path):
 
     cfg = ConcatConfig(rate="800G", inner_decoder="hard", fec="bypass")
     generate_inner_trace(tmp_path / "t.trace", cfg, Pam4Awgn(snr_db=15.0), n_codewords=1200, seed=2)
-    sc = SourceConfig(kind="trace", trace=str(tmp_path / "t.trace"))
+    sc = SourceConfig(kind="trace", trace=str(tmp_path / "t.trace"), rate="800G")  # the trace's rate (400G: refused)
     src = make_link_source(sc, 0, 1)
     c = src.take_chunk(1 << 22)
     assert c.offsets.size > 0 and 0 <= c.lanes.min() and c.lanes.max() <= 3
-    d = BufferedLink(make_link_source(sc, 0, 1), get_mode("bypass")).deliver(1 << 20)
+    d = BufferedLink(make_link_source(sc, 0, 1), get_mode("bypass"), rate="800G").deliver(1 << 20)
     assert d.payload_flips.size > 0 and d.frames > 0
