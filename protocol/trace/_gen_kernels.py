@@ -341,7 +341,7 @@ def _pair_of_offset(o, period, am_blocks):
 @njit(cache=True, nogil=True)
 def bypass_run(rng, scale, nxt, end, half_lanes, period, am_blocks, s_end, hist_out, lane_out,
                pend_key, pend_lane, pend_flag, out_off, out_lane, out_flag, hdr_block,
-               new_key, new_lane, new_flag, counters, enc, enc_state, dec_units, flip_units, unit_p0):
+               new_key, new_lane, new_flag, counters, enc, enc_state, dec_units, flip_units, line_units, unit_p0):
     """Fused fast path of the ``bypass`` mode: sample, count, multiply and map in one pass.
 
     Equivalent to :func:`sample_positions` + :func:`group_pairs` (decoder 0) +
@@ -364,8 +364,8 @@ def bypass_run(rng, scale, nxt, end, half_lanes, period, am_blocks, s_end, hist_
     flips on other lanes than the newcomer's are single records); clusters and same-lane
     neighbours go through :func:`protocol.trace._kernels.encode_records`, the greedy encoder.
 
-    ``dec_units`` / ``flip_units`` (int64, in place): decoder-output (message, non-AM) bit errors
-    / payload flips per pair, pair ``unit_p0 + i`` at ``i`` (the clustered post-FEC interval's
+    ``dec_units`` / ``flip_units`` / ``line_units`` (int64, in place): decoder-output (message,
+    non-AM) bit errors / payload flips / line bit errors per pair, pair ``unit_p0 + i`` at ``i`` (the clustered post-FEC interval's
     units; a flip counts in the pair it lands in: a lone primary's copies in its own pair or,
     past the pair's last scrambled bit, the next).  Valid only on success.
     """
@@ -433,6 +433,7 @@ def bypass_run(rng, scale, nxt, end, half_lanes, period, am_blocks, s_end, hist_
             n_err += 1
             gs = g // 10  # global symbol index: 1088 per pair, its parity = the codeword (119.2.4.5)
             P = gs // 1088
+            line_units[P - unit_p0] += 1
             # a new pair closes the previous pair's two codewords; branch-free, since the pair
             # changes at an unpredictable ~2/3 of the errors at BER 1e-4
             newp = np.int64(P != curP)

@@ -1238,8 +1238,13 @@ def generate_trace(
         extra = {
             "pairs": st.pairs,
             "line_bits": st.line_bits,
+            # pre-FEC: independent line bits on the BSC channel (Clopper-Pearson is exact there); a
+            # lane_dfe burst is several dependent bits, so over pairs there (CI_UNIT)
             "pre_fec": {"bit_errors": st.line_bit_errors, "bits": st.line_bits, "ber": st.pre_fec_ber,
-                        "ber_ci95": ci(st.line_bit_errors, st.line_bits)},
+                        "ber_ci95": ci(st.line_bit_errors, st.line_bits) if cfg.burst_pb is None
+                        else st.line_ber_ci95_over_pairs(),
+                        **({} if cfg.burst_pb is None else {"ci_unit": CI_UNIT, "units_with_errors": st.line_bad_pairs,
+                                                            "bit_errors_sq": st.line_bit_errors_sq})},
             # two post-FEC BERs (README "Two post-FEC BERs"): ``ber`` = payload flips after the
             # descrambler (what the trace replays); ``decoder_output`` = message bits wrong at the
             # decoder output, before the descrambler's x3 (what ``phy802 sweep`` calls post-FEC BER)

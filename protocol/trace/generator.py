@@ -255,6 +255,10 @@ class TraceStats:
     payload_flips_sq: int = 0
     decoder_bad_pairs: int = 0
     decoder_bit_errors_sq: int = 0
+    # the same for the line bit errors (pre-FEC), whose interval is over pairs on the lane_dfe
+    # channel only (there a burst is several dependent bits; independent bits otherwise)
+    line_bad_pairs: int = 0
+    line_bit_errors_sq: int = 0
     lane_errors: np.ndarray = field(default_factory=lambda: np.zeros(16, np.int64))
     symbol_hist: np.ndarray = field(default_factory=lambda: np.zeros(HIST_BINS, np.int64))
 
@@ -287,11 +291,13 @@ class TraceStats:
         """Post-FEC BER at the decoder output (before the descrambler's x3; README "Two post-FEC BERs")."""
         return self.decoder_bit_errors / self.decoder_bits if self.decoder_bits else float("nan")
 
-    def add_units(self, flips_per_pair: np.ndarray | None, dec_per_pair: np.ndarray | None) -> None:
-        """Count the pairs of a chunk with payload flips / decoder-output bit errors (int64 counts
-        per pair; None: none) and the sums of their squares."""
+    def add_units(self, flips_per_pair: np.ndarray | None, dec_per_pair: np.ndarray | None,
+                  line_per_pair: np.ndarray | None = None) -> None:
+        """Count the pairs of a chunk with payload flips / decoder-output bit errors / line bit
+        errors (int64 counts per pair; None: none) and the sums of their squares."""
         for c, bad, sq in ((flips_per_pair, "payload_bad_pairs", "payload_flips_sq"),
-                           (dec_per_pair, "decoder_bad_pairs", "decoder_bit_errors_sq")):
+                           (dec_per_pair, "decoder_bad_pairs", "decoder_bit_errors_sq"),
+                           (line_per_pair, "line_bad_pairs", "line_bit_errors_sq")):
             if c is None or not c.size:
                 continue
             c = np.asarray(c, np.int64)
@@ -312,6 +318,15 @@ class TraceStats:
             r = clustered_rate(b, bits, self.pairs, bad, sq, bits / self.pairs if self.pairs else 1, confidence)
             out.append([float(r.lo), float(r.hi)])
         return out[0], out[1]
+
+    def line_ber_ci95_over_pairs(self, confidence: float = 0.95) -> list[float]:
+        """Interval of the pre-FEC BER over codeword pairs (10880 line bits each), for bursty
+        channels (``pre_fec.ber_ci95`` with ``burst_pb``)."""
+        from phy802.link.concat import clustered_rate
+
+        r = clustered_rate(self.line_bit_errors, self.line_bits, self.pairs, self.line_bad_pairs,
+                           self.line_bit_errors_sq, PAIR_LINE_BITS, confidence)
+        return [float(r.lo), float(r.hi)]
 
     def histogram(self) -> np.ndarray:
         """Per-codeword symbol-error-count histogram including the error-free codewords."""
@@ -501,6 +516,11 @@ class _Base:
             return np.zeros(P1 - P0, np.int64)
         return np.bincount(pair_of_data_block(blocks, self.geom) - P0, minlength=P1 - P0).astype(np.int64)
 
+    @staticmethod
+    def _per_pair_line(P0: int, P1: int, pos: np.ndarray) -> np.ndarray:
+        """int64[P1 - P0]: line bit errors per pair of sorted pair-space positions ``pos``."""
+        return np.bincount(np.asarray(pos, np.int64) // PAIR_LINE_BITS - P0, minlength=P1 - P0).astype(np.int64)
+
     def _finish_chunk(self, P0, P1, off, ln, fl, hdr, mark_pairs, dec_units=None) -> GenChunk:
         """Counters and marks of pairs [P0, P1) (shared by the fast and the bit-exact generator);
         ``dec_units``: decoder-output bit errors per pair."""
@@ -513,7 +533,8 @@ class _Base:
                      dec_units=None) -> tuple[int, int, np.ndarray]:
         """Update the counters for pairs [P0, P1); return the chunk's stream window and marks.
         ``flip_units`` / ``dec_units``: payload flips / decoder-output bit errors per pair."""
-        self.stats.add_units(flip_units, dec_units)
+        self.stats.add_units(flip_units, dec_units, getattr(self, "_line_units", None))
+        self._line_units = None
         self.first_pair_flips = int(flip_units[0]) if flip_units is not None and flip_units.size else 0
         geom = self.geom
         marks = chunk_marks(mark_pairs, hdr, geom, self._split)
@@ -746,6 +767,7 @@ class FastGenerator(_Base):
         J = geom.n_lanes // 2
         half = PAIR_LINE_BITS // 2
         st.line_bit_errors += int(pos.size)
+        self._line_units = self._per_pair_line(P0, P1, pos)
         P, u = np.divmod(pos, PAIR_LINE_BITS)
         sub, v = np.divmod(u, half)
         t, c, b = v // 20, (v // 10) & 1, v % 10
@@ -853,10 +875,11 @@ class FastGenerator(_Base):
             counters = np.zeros(4, np.int64)
             dec_units = np.zeros(P1 - P0, np.int64)
             flip_units = np.zeros(P1 - P0, np.int64)
+            line_units = np.zeros(P1 - P0, np.int64)
             nxt, no, nh, nn = K.bypass_run(
                 self._rng, self._scale, np.int64(self._nxt), np.int64(end), geom.n_lanes // 2,
                 geom.am_period_pairs, geom.am_blocks, np.int64(s_end), st.symbol_hist, st.lane_errors,
-                ex.key, ex.lane, ex.flag, *bufs, counters, enc, enc_state, dec_units, flip_units, np.int64(P0),
+                ex.key, ex.lane, ex.flag, *bufs, counters, enc, enc_state, dec_units, flip_units, line_units, np.int64(P0),
             )
             if nxt >= 0:
                 break
@@ -867,6 +890,7 @@ class FastGenerator(_Base):
             ecap *= 2
         self._nxt = int(nxt)
         st.line_bit_errors += int(counters[0])
+        self._line_units = line_units
         st.codewords_with_errors += int(counters[1])
         st.am_bit_errors += int(counters[3])
         st.decoder_bit_errors += int(counters[0] - counters[2] - counters[3])  # message bits, AMs excluded
@@ -924,6 +948,7 @@ class FastGenerator(_Base):
             st.symbol_hist, st.lane_errors, prim_s, prim_lane, hp, hlo, hhi, mp, counters,
         )
         st.line_bit_errors += n
+        self._line_units = self._per_pair_line(P0, P1, pos)
         st.codewords_with_errors += int(counters[1])
         st.corrected_codewords += int(counters[2])
         st.am_bit_errors += int(counters[3])
@@ -1024,6 +1049,7 @@ class BitExactGenerator(_Base):
             c_, t_, b_ = (u // 10) & 1, u // 20, u % 10
             err[q, t_ // J, self._lane_of[c_, t_], b_] ^= 1
         st.line_bit_errors += int(err.sum())
+        self._line_units = err.reshape(n_pairs, -1).sum(axis=1, dtype=np.int64)
         np.add.at(st.lane_errors, np.nonzero(err)[2], 1)
         rx_line = line ^ err
         # RX: de-interleave
@@ -1177,6 +1203,7 @@ class BitExactGenerator(_Base):
             c_, t_, b_ = (v // 10) & 1, v // 20, v % 10
             err[q, sub_ * R + t_ // J, lane_of[c_, t_], b_] ^= 1
         st.line_bit_errors += int(err.sum())
+        self._line_units = err.reshape(n_pairs, -1).sum(axis=1, dtype=np.int64)
         np.add.at(st.lane_errors, np.nonzero(err)[2], 1)
         rx_lanes = ((line ^ err).astype(np.uint16) << np.arange(10, dtype=np.uint16)).sum(axis=3, dtype=np.uint16)
         rx_cw = np.empty((n_pairs, 2, 2, N_272), np.uint16)

@@ -28,7 +28,8 @@ def _coverage(tmp_path, runs: int, pairs: int, seed0: int, **kw):
     metas = [generate_trace(tmp_path / f"{s}.trace", line_bits=pairs * PAIR_LINE_BITS, seed=seed0 + s, workers=1, **kw)
              for s in range(runs)]
     out = {}
-    for key, get in (("payload", lambda m: m["post_fec"]), ("decoder", lambda m: m["post_fec"]["decoder_output"])):
+    for key, get in (("payload", lambda m: m["post_fec"]), ("decoder", lambda m: m["post_fec"]["decoder_output"]),
+                     ("pre_fec", lambda m: m["pre_fec"])):
         ms = [get(m) for m in metas]
         truth = sum(m["bit_errors"] for m in ms) / sum(m["bits"] for m in ms)
         new = sum(m["ber_ci95"][0] <= truth <= m["ber_ci95"][1] for m in ms)
@@ -44,6 +45,8 @@ def test_400g_ieee_post_fec_intervals_cover_the_pooled_ber(tmp_path):
     # output); the bit-level ones in 5/40 and 9/40 (p ~ 1e-40, 1e-32).
     metas, cov = _coverage(tmp_path, 40, 600, 100, rate="400G", fec="ieee", ber=2e-3)
     assert all(m["codewords"]["uncorrectable"] >= 50 for m in metas)  # enough clusters for the mean's interval
+    ms, new, old = cov.pop("pre_fec")
+    assert new == old and "ci_unit" not in ms[0]  # independent line bits: Clopper-Pearson, unchanged
     for key, (ms, new, old) in cov.items():
         assert all(m["units_with_errors"] >= 50 for m in ms), key
         per = sum(m["bit_errors"] for m in ms) / sum(m["units_with_errors"] for m in ms)
@@ -96,10 +99,17 @@ def test_stored_payload_interval_is_over_pairs_of_the_flips_read_back(tmp_path, 
     # the bit-level interval is right and only the payload one (x3 flips) must fail
     ("400G", "bypass", 1e-4, None, False),
     ("200G", "ieee", 2e-3, None, True),  # 59, 59 vs 16, 28
-    ("400G", "ieee", 4e-3, 0.5, True),  # lane_dfe bursts (mean 2 bits): 60, 60 vs 13, 20
+    # lane_dfe bursts (mean 2 bits): 60, 60 vs 13, 20, and pre-FEC 59 vs 41 (at burst_pb 0.9, mean
+    # 10 bits, the pre-FEC interval held 59 vs 20 of 60; KP4 then saw too few failures to test)
+    ("400G", "ieee", 4e-3, 0.5, True),
 ])
 def test_post_fec_interval_coverage_other_traces(tmp_path, rate, fec, ber, burst_pb, decoder_old_fails):
     metas, cov = _coverage(tmp_path, 60, 600, 500, rate=rate, fec=fec, ber=ber, burst_pb=burst_pb)
+    ms, new, old = cov.pop("pre_fec")
+    if burst_pb is None:
+        assert new == old  # independent line bits: Clopper-Pearson, unchanged
+    else:  # a burst's bits together: over pairs
+        assert _binom_ok(new, 60) and not _binom_ok(old, 60), f"pre-FEC: {new}/60 over pairs, {old}/60 bit-level"
     for key, (ms, new, old) in cov.items():
         assert all(m["units_with_errors"] >= 50 for m in ms), key
         assert _binom_ok(new, 60), f"{key}: {new}/60 stored intervals hold the pooled BER"
