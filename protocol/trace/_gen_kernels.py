@@ -328,6 +328,21 @@ def _encode_staged(off, lane, flag, no, final, n_lanes, enc, nbytes, prev, plf, 
 
 
 @njit(cache=True, nogil=True, inline="always")
+def _acc(units, r, u, w):
+    """Add ``w`` errors in pair ``u`` (relative; not below the open one) to row ``r`` of ``units``
+    (:func:`bypass_run`); a new pair closes the open one.  Branch-free: at BER 1e-4 the pair
+    changes at an unpredictable ~2/3 of the errors."""
+    c = units[r, 1]
+    new = np.int64(u != units[r, 0])
+    units[r, 2] += new * np.int64(c > 0)
+    units[r, 3] += new * c * c
+    units[r, 4] += new * np.int64(units[r, 0] == 0) * c
+    units[r, 0] = u
+    units[r, 1] = c * (1 - new) + w
+    units[r, 5] += w
+
+
+@njit(cache=True, nogil=True, inline="always")
 def _pair_of_offset(o, period, am_blocks):
     """The pair that carries payload offset ``o`` (``protocol.framing.pair_of_data_block``)."""
     blk = o // 256
@@ -341,7 +356,7 @@ def _pair_of_offset(o, period, am_blocks):
 @njit(cache=True, nogil=True)
 def bypass_run(rng, scale, nxt, end, half_lanes, period, am_blocks, s_end, hist_out, lane_out,
                pend_key, pend_lane, pend_flag, out_off, out_lane, out_flag, hdr_block,
-               new_key, new_lane, new_flag, counters, enc, enc_state, dec_units, flip_units, line_units, unit_p0):
+               new_key, new_lane, new_flag, counters, enc, enc_state, units, unit_p0):
     """Fused fast path of the ``bypass`` mode: sample, count, multiply and map in one pass.
 
     Equivalent to :func:`sample_positions` + :func:`group_pairs` (decoder 0) +
@@ -364,10 +379,14 @@ def bypass_run(rng, scale, nxt, end, half_lanes, period, am_blocks, s_end, hist_
     flips on other lanes than the newcomer's are single records); clusters and same-lane
     neighbours go through :func:`protocol.trace._kernels.encode_records`, the greedy encoder.
 
-    ``dec_units`` / ``flip_units`` / ``line_units`` (int64, in place): decoder-output (message,
-    non-AM) bit errors / payload flips / line bit errors per pair, pair ``unit_p0 + i`` at ``i`` (the clustered post-FEC interval's
-    units; a flip counts in the pair it lands in: a lone primary's copies in its own pair or,
-    past the pair's last scrambled bit, the next).  Valid only on success.
+    ``units`` (int64[3, 6], in place): per codeword pair, the clustered post-FEC intervals' unit,
+    running counts (:func:`_acc`; columns: open pair - ``unit_p0`` or -1, its count, pairs with
+    errors, sum of counts squared, the count of pair ``unit_p0``, total) of the decoder-output
+    (message, non-AM) bit errors (row 1) and the payload flips (row 2); row 0, line bit errors,
+    is used for the bursty channels only, which never take this path.  Errors come pair by pair
+    and flips are made in increasing offset order, so no per-pair array is needed.  A flip counts
+    in the pair it lands in: a lone primary's copies in its own pair or, past the pair's last
+    scrambled bit, the next.  Closed and valid only on success.
     """
     encode = enc.size > 0
     nbytes = enc_state[0]
@@ -433,7 +452,6 @@ def bypass_run(rng, scale, nxt, end, half_lanes, period, am_blocks, s_end, hist_
             n_err += 1
             gs = g // 10  # global symbol index: 1088 per pair, its parity = the codeword (119.2.4.5)
             P = gs // 1088
-            line_units[P - unit_p0] += 1
             # a new pair closes the previous pair's two codewords; branch-free, since the pair
             # changes at an unpredictable ~2/3 of the errors at BER 1e-4
             newp = np.int64(P != curP)
@@ -461,7 +479,7 @@ def bypass_run(rng, scale, nxt, end, half_lanes, period, am_blocks, s_end, hist_
                 am_err += np.int64(u < 10280)  # alignment marker
                 continue
             s = s0 + u
-            dec_units[P - unit_p0] += 1
+            _acc(units, 1, P - unit_p0, 1)
             if nb > 0 and s <= bmax:
                 # interacts with the cluster: append its three copies
                 if nb + 3 > bk.size:
@@ -506,7 +524,7 @@ def bypass_run(rng, scale, nxt, end, half_lanes, period, am_blocks, s_end, hist_
             no, nh, nn = _expand_cluster(bk[:nb], bl[:nb], bf[:nb], s_end, out_off, out_lane, out_flag,
                                          hdr_block, new_key, new_lane, new_flag, no, nh, nn)
             for i in range(no0, no):
-                flip_units[_pair_of_offset(out_off[i], period, am_blocks) - unit_p0] += 1
+                _acc(units, 2, _pair_of_offset(out_off[i], period, am_blocks) - unit_p0, 1)
             nb = 0
             if encode:
                 no, nbytes, eprev, eplf, nfl = _encode_staged(out_off, out_lane, out_flag, no, False, n_lanes, enc,
@@ -530,7 +548,7 @@ def bypass_run(rng, scale, nxt, end, half_lanes, period, am_blocks, s_end, hist_
                     no = 0
             if encode and no == 0 and clean:
                 nbytes, eprev, eplf = put_record(enc, nbytes, blk0 * 256 + rem0 - 1, iso_l, 1, eprev, eplf)
-                flip_units[iso_u] += 3  # one block: the lone primary's pair
+                _acc(units, 2, iso_u, 3)  # one block: the lone primary's pair
                 nfl += 3
             elif encode and no == 0 and (done or lane != iso_l):
                 # no triple of its own, and none with the next primary's copies (another lane, or
@@ -544,7 +562,7 @@ def bypass_run(rng, scale, nxt, end, half_lanes, period, am_blocks, s_end, hist_
                         nh += 1
                     else:
                         nbytes, eprev, eplf = put_record(enc, nbytes, blk * 256 + rem - 1, iso_l, 0, eprev, eplf)
-                        flip_units[iso_u + np.int64(v >= iso_se)] += 1
+                        _acc(units, 2, iso_u + np.int64(v >= iso_se), 1)
                         nfl += 1
             else:  # branch-free: a copy on a 257b header bit goes to hdr_block instead
                 for r in range(3):
@@ -556,7 +574,7 @@ def bypass_run(rng, scale, nxt, end, half_lanes, period, am_blocks, s_end, hist_
                     out_flag[no] = 0
                     hdr_block[nh] = blk
                     h = np.int64(rem == 0)
-                    flip_units[iso_u + np.int64(v >= iso_se)] += 1 - h
+                    _acc(units, 2, iso_u + np.int64(v >= iso_se), 1 - h)
                     no += 1 - h
                     nh += h
             if greedy:
@@ -579,6 +597,8 @@ def bypass_run(rng, scale, nxt, end, half_lanes, period, am_blocks, s_end, hist_
     hist[min(w0, H - 1) if curP >= 0 else H] += 1
     hist[min(w1, H - 1) if curP >= 0 else H] += 1
     cw_err = hist[1:H].sum()  # codewords with errors: every closed codeword with w >= 1
+    for r in range(3):
+        _acc(units, r, np.int64(-2), 0)  # close the open pairs
     enc_state[0] = nbytes
     enc_state[1] = eprev
     enc_state[2] = eplf

@@ -255,8 +255,8 @@ class TraceStats:
     payload_flips_sq: int = 0
     decoder_bad_pairs: int = 0
     decoder_bit_errors_sq: int = 0
-    # the same for the line bit errors (pre-FEC), whose interval is over pairs on the lane_dfe
-    # channel only (there a burst is several dependent bits; independent bits otherwise)
+    # the same for the line bit errors (pre-FEC), counted and taken over pairs on the lane_dfe
+    # channel only (there a burst is several dependent bits; independent bits otherwise: 0)
     line_bad_pairs: int = 0
     line_bit_errors_sq: int = 0
     lane_errors: np.ndarray = field(default_factory=lambda: np.zeros(16, np.int64))
@@ -767,7 +767,7 @@ class FastGenerator(_Base):
         J = geom.n_lanes // 2
         half = PAIR_LINE_BITS // 2
         st.line_bit_errors += int(pos.size)
-        self._line_units = self._per_pair_line(P0, P1, pos)
+        self._line_units = self._per_pair_line(P0, P1, pos) if self.cfg.burst_pb is not None else None
         P, u = np.divmod(pos, PAIR_LINE_BITS)
         sub, v = np.divmod(u, half)
         t, c, b = v // 20, (v // 10) & 1, v % 10
@@ -873,13 +873,12 @@ class FastGenerator(_Base):
             enc = np.empty(ecap if encode else 0, np.uint8)  # fresh: the bytes leave with the chunk, uncopied
             enc_state = np.array([0, lo - 1, -1, 0], np.int64)
             counters = np.zeros(4, np.int64)
-            dec_units = np.zeros(P1 - P0, np.int64)
-            flip_units = np.zeros(P1 - P0, np.int64)
-            line_units = np.zeros(P1 - P0, np.int64)
+            units = np.zeros((3, 6), np.int64)
+            units[:, 0] = -1
             nxt, no, nh, nn = K.bypass_run(
                 self._rng, self._scale, np.int64(self._nxt), np.int64(end), geom.n_lanes // 2,
                 geom.am_period_pairs, geom.am_blocks, np.int64(s_end), st.symbol_hist, st.lane_errors,
-                ex.key, ex.lane, ex.flag, *bufs, counters, enc, enc_state, dec_units, flip_units, line_units, np.int64(P0),
+                ex.key, ex.lane, ex.flag, *bufs, counters, enc, enc_state, units, np.int64(P0),
             )
             if nxt >= 0:
                 break
@@ -890,7 +889,13 @@ class FastGenerator(_Base):
             ecap *= 2
         self._nxt = int(nxt)
         st.line_bit_errors += int(counters[0])
-        self._line_units = line_units
+        # the kernel's running unit counts (rows line, decoder output, flips; _gen_kernels.bypass_run)
+        st.decoder_bad_pairs += int(units[1, 2])
+        st.decoder_bit_errors_sq += int(units[1, 3])
+        st.payload_bad_pairs += int(units[2, 2])
+        st.payload_flips_sq += int(units[2, 3])
+        if int(units[1, 5]) != int(counters[0] - counters[2] - counters[3]):
+            raise RuntimeError(f"internal: the fused kernel counted {int(units[1, 5])} decoder-output errors per pair")
         st.codewords_with_errors += int(counters[1])
         st.am_bit_errors += int(counters[3])
         st.decoder_bit_errors += int(counters[0] - counters[2] - counters[3])  # message bits, AMs excluded
@@ -900,15 +905,17 @@ class FastGenerator(_Base):
         if not encode:
             off = off[:no].copy()
             self.last_raw = (off, ln[:no].copy(), fl[:no].copy(), hdr[:nh].copy(), mark_pairs)
-            lo_, hi, marks = self._count_chunk(P0, P1, no, self.last_raw[3], mark_pairs, flip_units, dec_units)
+            lo_, hi, marks = self._count_chunk(P0, P1, no, self.last_raw[3], mark_pairs)
+            self.first_pair_flips = int(units[2, 4])
             return GenChunk(P0, P1, lo_, hi, *self.last_raw[:3], marks), None
         self.last_raw = None
         n_flips = int(enc_state[3])
         hdr = hdr[:nh].copy()
         nb = int(enc_state[0])
-        if int(flip_units.sum()) != n_flips:  # the kernel counts each flip it makes in its pair
-            raise RuntimeError(f"internal: {int(flip_units.sum())} flips counted per pair, {n_flips} written")
-        lo_, hi, marks = self._count_chunk(P0, P1, n_flips, hdr, mark_pairs, flip_units, dec_units)
+        if int(units[2, 5]) != n_flips:  # the kernel counts each flip it makes in its pair
+            raise RuntimeError(f"internal: {int(units[2, 5])} flips counted per pair, {n_flips} written")
+        lo_, hi, marks = self._count_chunk(P0, P1, n_flips, hdr, mark_pairs)
+        self.first_pair_flips = int(units[2, 4])
         blob = enc
         if nb + 20 * marks.shape[0] + 16 > enc.size:
             blob = np.empty(nb + 20 * marks.shape[0] + 16, np.uint8)
@@ -948,7 +955,7 @@ class FastGenerator(_Base):
             st.symbol_hist, st.lane_errors, prim_s, prim_lane, hp, hlo, hhi, mp, counters,
         )
         st.line_bit_errors += n
-        self._line_units = self._per_pair_line(P0, P1, pos)
+        self._line_units = self._per_pair_line(P0, P1, pos) if self.cfg.burst_pb is not None else None
         st.codewords_with_errors += int(counters[1])
         st.corrected_codewords += int(counters[2])
         st.am_bit_errors += int(counters[3])
@@ -1049,7 +1056,8 @@ class BitExactGenerator(_Base):
             c_, t_, b_ = (u // 10) & 1, u // 20, u % 10
             err[q, t_ // J, self._lane_of[c_, t_], b_] ^= 1
         st.line_bit_errors += int(err.sum())
-        self._line_units = err.reshape(n_pairs, -1).sum(axis=1, dtype=np.int64)
+        self._line_units = (err.reshape(n_pairs, -1).sum(axis=1, dtype=np.int64) if self.cfg.burst_pb is not None
+                            else None)
         np.add.at(st.lane_errors, np.nonzero(err)[2], 1)
         rx_line = line ^ err
         # RX: de-interleave
@@ -1203,7 +1211,8 @@ class BitExactGenerator(_Base):
             c_, t_, b_ = (v // 10) & 1, v // 20, v % 10
             err[q, sub_ * R + t_ // J, lane_of[c_, t_], b_] ^= 1
         st.line_bit_errors += int(err.sum())
-        self._line_units = err.reshape(n_pairs, -1).sum(axis=1, dtype=np.int64)
+        self._line_units = (err.reshape(n_pairs, -1).sum(axis=1, dtype=np.int64) if self.cfg.burst_pb is not None
+                            else None)
         np.add.at(st.lane_errors, np.nonzero(err)[2], 1)
         rx_lanes = ((line ^ err).astype(np.uint16) << np.arange(10, dtype=np.uint16)).sum(axis=3, dtype=np.uint16)
         rx_cw = np.empty((n_pairs, 2, 2, N_272), np.uint16)
