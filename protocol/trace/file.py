@@ -1046,6 +1046,10 @@ def _join_first(cfg, e, carry, stats, n_lanes: int) -> tuple:
     hdr2 = np.setxor1d(e.hdr, c_hdr)
     marks = chunk_marks(e.mark_pairs, hdr2, geom, split)
     stats.payload_flips += off2.size - k
+    # the carry lands in the first 58 bits, inside the first pair: fix that pair's unit count
+    old, new = int(e.first_pair_flips), int(e.first_pair_flips) + int(off2.size) - int(k)
+    stats.payload_bad_pairs += int(new > 0) - int(old > 0)
+    stats.payload_flips_sq += new * new - old * old
     stats.header_errors += hdr2.size - e.hdr.size
     old_marks = chunk_marks(e.mark_pairs, e.hdr, geom, split)
     bits = lambda mk: int((mk[:, 1] - mk[:, 0]).sum()) if mk.size else 0  # noqa: E731
@@ -1250,19 +1254,32 @@ def generate_trace(
             lo, hi = clopper_pearson(int(k), int(n))
             return [float(lo), float(hi)]
 
+        from .generator import CI_UNIT
+
+        # post-FEC intervals over codeword pairs, not bits (generator.CI_UNIT says why)
+        payload_ci, decoder_ci = st.unit_ber_ci95()
         extra = {
             "pairs": st.pairs,
             "line_bits": st.line_bits,
+            # pre-FEC: independent line bits on the BSC channel (Clopper-Pearson is exact there); a
+            # lane_dfe burst is several dependent bits, so over pairs there (CI_UNIT)
             "pre_fec": {"bit_errors": st.line_bit_errors, "bits": st.line_bits, "ber": st.pre_fec_ber,
-                        "ber_ci95": ci(st.line_bit_errors, st.line_bits)},
+                        "ber_ci95": ci(st.line_bit_errors, st.line_bits) if cfg.burst_pb is None
+                        else st.line_ber_ci95_over_pairs(),
+                        **({} if cfg.burst_pb is None else {"ci_unit": CI_UNIT, "units_with_errors": st.line_bad_pairs,
+                                                            "bit_errors_sq": st.line_bit_errors_sq})},
             # two post-FEC BERs (README "Two post-FEC BERs"): ``ber`` = payload flips after the
             # descrambler (what the trace replays); ``decoder_output`` = message bits wrong at the
             # decoder output, before the descrambler's x3 (what ``phy802 sweep`` calls post-FEC BER)
             "post_fec": {"bit_errors": st.payload_flips, "bits": st.stream_bits, "ber": st.post_fec_ber,
-                         "ber_ci95": ci(st.payload_flips, st.stream_bits), "marked_bits": st.marked_bits,
+                         "ber_ci95": payload_ci, "marked_bits": st.marked_bits,
+                         "ci_unit": CI_UNIT, "units_with_errors": st.payload_bad_pairs,
+                         "bit_errors_sq": st.payload_flips_sq,
                          "definition": "payload BER after the descrambler (flips / payload-stream bits)",
                          "decoder_output": {"bit_errors": st.decoder_bit_errors, "bits": st.decoder_bits,
-                                            "ber": st.decoder_ber, "ber_ci95": ci(st.decoder_bit_errors, st.decoder_bits),
+                                            "ber": st.decoder_ber, "ber_ci95": decoder_ci,
+                                            "ci_unit": CI_UNIT, "units_with_errors": st.decoder_bad_pairs,
+                                            "bit_errors_sq": st.decoder_bit_errors_sq,
                                             "definition": "post-FEC BER at the decoder output (257b-block bits "
                                                           "before the descrambler, AMs excluded)"}},
             "codewords": {"total": st.codewords, "with_errors": st.codewords_with_errors,

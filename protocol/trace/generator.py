@@ -64,6 +64,7 @@ from ..framing import (
     RateGeometry,
     data_blocks_before,
     get_rate,
+    pair_of_data_block,
 )
 from ..modes import FecMode, get_mode
 from ..source import FLAG_MISCORRECTED, FLAG_UNDETECTED
@@ -84,6 +85,22 @@ HIST_BINS = 64
 
 
 TRACE_CODES = ("kp4", "rs272", "none")
+
+#: The independent unit of both post-FEC intervals of a 400G/200G trace (``post_fec.ber_ci95``,
+#: ``post_fec.decoder_output.ber_ci95``): the codeword pair -- 40 257b blocks, 10240 payload bits
+#: (fewer in an AM pair).  Not the bit: a failed or miscorrected KP4 codeword delivers its ~18
+#: wrong message bits together and the descrambler makes each 3 flips.  Not the codeword: A and B
+#: are dealt 10 bits at a time into the same blocks (119.2.4.5), so a codeword's flips cover the
+#: whole pair, and on the lane_dfe channel one lane burst hits A and B (rows alternate them on a
+#: lane, 119.2.4.7); with rs272 a trace pair is two rs272 pairs (one rule for all codes, the
+#: bypass mode too: there a line error is a cluster of up to 3 flips inside its pair).  Pairs are
+#: independent on the BSC channel (each pair's line bits are its own), except that (a) the
+#: descrambler's copies n + 39, n + 58 of a wrong bit in a pair's last 58 scrambled bits land in
+#: the next pair (counted there: units are taken where the flips land, so a trace's own flips
+#: give the counts back), ~0.6% of the bits, at most 2 flips per such bit, and (b) on the lane_dfe
+#: channel a burst may run across a pair boundary (a lane carries 680 bits of a pair at 400G,
+#: 1360 at 200G; bursts average 1 / (1 - burst_pb) bits).
+CI_UNIT = "codeword pair (40 257b blocks: 2 KP4 codewords / 4 rs272 codewords)"
 N_272, K_272, T_272 = 272, 257, 7  # rs272: codeword symbols, data symbols (pad excluded), t
 
 
@@ -231,6 +248,17 @@ class TraceStats:
     decoder_bit_errors: int = 0  # message bits wrong at the decoder output, before the descrambler
     decoder_bits: int = 0  # scrambled 257b-block bits (message bits less AMs) they are counted over
     marked_bits: int = 0
+    # the clustered post-FEC intervals (``unit_ber_ci95``): per codeword pair, the independent
+    # unit (:data:`CI_UNIT`), pairs with payload flips / wrong decoder-output bits and the sum over
+    # pairs of their count squared; a pair lies in one chunk, so chunk and shard sums are exact
+    payload_bad_pairs: int = 0
+    payload_flips_sq: int = 0
+    decoder_bad_pairs: int = 0
+    decoder_bit_errors_sq: int = 0
+    # the same for the line bit errors (pre-FEC), counted and taken over pairs on the lane_dfe
+    # channel only (there a burst is several dependent bits; independent bits otherwise: 0)
+    line_bad_pairs: int = 0
+    line_bit_errors_sq: int = 0
     lane_errors: np.ndarray = field(default_factory=lambda: np.zeros(16, np.int64))
     symbol_hist: np.ndarray = field(default_factory=lambda: np.zeros(HIST_BINS, np.int64))
 
@@ -262,6 +290,43 @@ class TraceStats:
     def decoder_ber(self) -> float:
         """Post-FEC BER at the decoder output (before the descrambler's x3; README "Two post-FEC BERs")."""
         return self.decoder_bit_errors / self.decoder_bits if self.decoder_bits else float("nan")
+
+    def add_units(self, flips_per_pair: np.ndarray | None, dec_per_pair: np.ndarray | None,
+                  line_per_pair: np.ndarray | None = None) -> None:
+        """Count the pairs of a chunk with payload flips / decoder-output bit errors / line bit
+        errors (int64 counts per pair; None: none) and the sums of their squares."""
+        for c, bad, sq in ((flips_per_pair, "payload_bad_pairs", "payload_flips_sq"),
+                           (dec_per_pair, "decoder_bad_pairs", "decoder_bit_errors_sq"),
+                           (line_per_pair, "line_bad_pairs", "line_bit_errors_sq")):
+            if c is None or not c.size:
+                continue
+            c = np.asarray(c, np.int64)
+            setattr(self, bad, getattr(self, bad) + int(np.count_nonzero(c)))
+            setattr(self, sq, getattr(self, sq) + int(np.dot(c, c)))  # no temporary array
+
+    def unit_ber_ci95(self, confidence: float = 0.95) -> tuple[list[float], list[float]]:
+        """Intervals of (payload BER, decoder-output BER) over codeword pairs, not bits
+        (:func:`phy802.link.concat.clustered_rate`; :data:`CI_UNIT` says why the pair)."""
+        from phy802.link.concat import clustered_rate
+
+        out = []
+        for b, bits, bad, sq in ((self.payload_flips, self.stream_bits, self.payload_bad_pairs, self.payload_flips_sq),
+                                 (self.decoder_bit_errors, self.decoder_bits, self.decoder_bad_pairs,
+                                  self.decoder_bit_errors_sq)):
+            # the mean bits of a pair (AM pairs carry fewer data blocks), so that the point
+            # estimate is exactly bit_errors / bits
+            r = clustered_rate(b, bits, self.pairs, bad, sq, bits / self.pairs if self.pairs else 1, confidence)
+            out.append([float(r.lo), float(r.hi)])
+        return out[0], out[1]
+
+    def line_ber_ci95_over_pairs(self, confidence: float = 0.95) -> list[float]:
+        """Interval of the pre-FEC BER over codeword pairs (10880 line bits each), for bursty
+        channels (``pre_fec.ber_ci95`` with ``burst_pb``)."""
+        from phy802.link.concat import clustered_rate
+
+        r = clustered_rate(self.line_bit_errors, self.line_bits, self.pairs, self.line_bad_pairs,
+                           self.line_bit_errors_sq, PAIR_LINE_BITS, confidence)
+        return [float(r.lo), float(r.hi)]
 
     def histogram(self) -> np.ndarray:
         """Per-codeword symbol-error-count histogram including the error-free codewords."""
@@ -314,6 +379,7 @@ class EncodedChunk:
     flips_nbytes: int
     hdr: np.ndarray
     mark_pairs: np.ndarray
+    first_pair_flips: int = 0  # flips in the chunk's first pair (a shard's carry join fixes its unit count)
 
 
 def _lane_generators(rng: np.random.Generator, n: int) -> list[np.random.Generator]:
@@ -442,16 +508,34 @@ class _Base:
             s, lane, flag = s[order], lane[order], flag[order]
         off, ln, fl, hdr = self._expander.run(s, lane, flag, s_end)
         self.stats.decoder_bit_errors += int(s.size)
-        return self._finish_chunk(P0, P1, off, ln, fl, hdr, mark_pairs)
+        return self._finish_chunk(P0, P1, off, ln, fl, hdr, mark_pairs, self._per_pair(P0, P1, s // BLOCK_BITS))
 
-    def _finish_chunk(self, P0, P1, off, ln, fl, hdr, mark_pairs) -> GenChunk:
-        """Counters and marks of pairs [P0, P1) (shared by the fast and the bit-exact generator)."""
+    def _per_pair(self, P0: int, P1: int, blocks: np.ndarray) -> np.ndarray:
+        """int64[P1 - P0]: how many of the errors in data 257b blocks ``blocks`` lie in each pair."""
+        if not blocks.size:
+            return np.zeros(P1 - P0, np.int64)
+        return np.bincount(pair_of_data_block(blocks, self.geom) - P0, minlength=P1 - P0).astype(np.int64)
+
+    @staticmethod
+    def _per_pair_line(P0: int, P1: int, pos: np.ndarray) -> np.ndarray:
+        """int64[P1 - P0]: line bit errors per pair of sorted pair-space positions ``pos``."""
+        return np.bincount(np.asarray(pos, np.int64) // PAIR_LINE_BITS - P0, minlength=P1 - P0).astype(np.int64)
+
+    def _finish_chunk(self, P0, P1, off, ln, fl, hdr, mark_pairs, dec_units=None) -> GenChunk:
+        """Counters and marks of pairs [P0, P1) (shared by the fast and the bit-exact generator);
+        ``dec_units``: decoder-output bit errors per pair."""
         self.last_raw = (off, ln, fl, hdr, mark_pairs)  # what next_encoded keeps beside the bytes
-        lo, hi, marks = self._count_chunk(P0, P1, int(off.size), hdr, mark_pairs)
+        lo, hi, marks = self._count_chunk(P0, P1, int(off.size), hdr, mark_pairs,
+                                          self._per_pair(P0, P1, off // BLOCK_PAYLOAD_BITS), dec_units)
         return GenChunk(P0, P1, lo, hi, off, ln, fl, marks)
 
-    def _count_chunk(self, P0, P1, n_flips: int, hdr, mark_pairs) -> tuple[int, int, np.ndarray]:
-        """Update the counters for pairs [P0, P1); return the chunk's stream window and marks."""
+    def _count_chunk(self, P0, P1, n_flips: int, hdr, mark_pairs, flip_units=None,
+                     dec_units=None) -> tuple[int, int, np.ndarray]:
+        """Update the counters for pairs [P0, P1); return the chunk's stream window and marks.
+        ``flip_units`` / ``dec_units``: payload flips / decoder-output bit errors per pair."""
+        self.stats.add_units(flip_units, dec_units, getattr(self, "_line_units", None))
+        self._line_units = None
+        self.first_pair_flips = int(flip_units[0]) if flip_units is not None and flip_units.size else 0
         geom = self.geom
         marks = chunk_marks(mark_pairs, hdr, geom, self._split)
         st = self.stats
@@ -484,7 +568,7 @@ class _Base:
         if n < 0:
             raise RuntimeError(f"internal: chunk [{ch.stream_start}, {ch.stream_end}) not encodable (code {n})")
         return EncodedChunk(ch.pair_start, ch.pair_end, ch.stream_start, ch.stream_end, int(ch.offsets.size),
-                            int(ch.marks.shape[0]), out[:n], int(nf), hdr, mark_pairs)
+                            int(ch.marks.shape[0]), out[:n], int(nf), hdr, mark_pairs, self.first_pair_flips)
 
     def _decode_heavy(self, P_list, c_list, t_list, v_list):
         """Decode the error words of the listed pairs; return residual primaries and marked pairs.
@@ -683,6 +767,7 @@ class FastGenerator(_Base):
         J = geom.n_lanes // 2
         half = PAIR_LINE_BITS // 2
         st.line_bit_errors += int(pos.size)
+        self._line_units = self._per_pair_line(P0, P1, pos) if self.cfg.burst_pb is not None else None
         P, u = np.divmod(pos, PAIR_LINE_BITS)
         sub, v = np.divmod(u, half)
         t, c, b = v // 20, (v // 10) & 1, v % 10
@@ -788,10 +873,12 @@ class FastGenerator(_Base):
             enc = np.empty(ecap if encode else 0, np.uint8)  # fresh: the bytes leave with the chunk, uncopied
             enc_state = np.array([0, lo - 1, -1, 0], np.int64)
             counters = np.zeros(4, np.int64)
+            units = np.zeros((3, 6), np.int64)
+            units[:, 0] = -1
             nxt, no, nh, nn = K.bypass_run(
                 self._rng, self._scale, np.int64(self._nxt), np.int64(end), geom.n_lanes // 2,
                 geom.am_period_pairs, geom.am_blocks, np.int64(s_end), st.symbol_hist, st.lane_errors,
-                ex.key, ex.lane, ex.flag, *bufs, counters, enc, enc_state,
+                ex.key, ex.lane, ex.flag, *bufs, counters, enc, enc_state, units, np.int64(P0),
             )
             if nxt >= 0:
                 break
@@ -802,6 +889,13 @@ class FastGenerator(_Base):
             ecap *= 2
         self._nxt = int(nxt)
         st.line_bit_errors += int(counters[0])
+        # the kernel's running unit counts (rows line, decoder output, flips; _gen_kernels.bypass_run)
+        st.decoder_bad_pairs += int(units[1, 2])
+        st.decoder_bit_errors_sq += int(units[1, 3])
+        st.payload_bad_pairs += int(units[2, 2])
+        st.payload_flips_sq += int(units[2, 3])
+        if int(units[1, 5]) != int(counters[0] - counters[2] - counters[3]):
+            raise RuntimeError(f"internal: the fused kernel counted {int(units[1, 5])} decoder-output errors per pair")
         st.codewords_with_errors += int(counters[1])
         st.am_bit_errors += int(counters[3])
         st.decoder_bit_errors += int(counters[0] - counters[2] - counters[3])  # message bits, AMs excluded
@@ -809,13 +903,19 @@ class FastGenerator(_Base):
         ex.key, ex.lane, ex.flag = nk[:nn].copy(), nl[:nn].copy(), nf[:nn].copy()
         mark_pairs = np.empty(0, np.int64)
         if not encode:
-            return self._finish_chunk(P0, P1, off[:no].copy(), ln[:no].copy(), fl[:no].copy(), hdr[:nh].copy(),
-                                      mark_pairs), None
+            off = off[:no].copy()
+            self.last_raw = (off, ln[:no].copy(), fl[:no].copy(), hdr[:nh].copy(), mark_pairs)
+            lo_, hi, marks = self._count_chunk(P0, P1, no, self.last_raw[3], mark_pairs)
+            self.first_pair_flips = int(units[2, 4])
+            return GenChunk(P0, P1, lo_, hi, *self.last_raw[:3], marks), None
         self.last_raw = None
         n_flips = int(enc_state[3])
         hdr = hdr[:nh].copy()
-        lo_, hi, marks = self._count_chunk(P0, P1, n_flips, hdr, mark_pairs)
         nb = int(enc_state[0])
+        if int(units[2, 5]) != n_flips:  # the kernel counts each flip it makes in its pair
+            raise RuntimeError(f"internal: {int(units[2, 5])} flips counted per pair, {n_flips} written")
+        lo_, hi, marks = self._count_chunk(P0, P1, n_flips, hdr, mark_pairs)
+        self.first_pair_flips = int(units[2, 4])
         blob = enc
         if nb + 20 * marks.shape[0] + 16 > enc.size:
             blob = np.empty(nb + 20 * marks.shape[0] + 16, np.uint8)
@@ -823,7 +923,8 @@ class FastGenerator(_Base):
         n = TK.encode_marks(marks, np.int64(lo_), np.int64(hi), blob, np.int64(nb))
         if n < 0:
             raise RuntimeError(f"internal: marks of chunk [{lo_}, {hi}) not encodable (code {n})")
-        return None, EncodedChunk(P0, P1, lo_, hi, n_flips, int(marks.shape[0]), blob[:n], nb, hdr, mark_pairs)
+        return None, EncodedChunk(P0, P1, lo_, hi, n_flips, int(marks.shape[0]), blob[:n], nb, hdr, mark_pairs,
+                                  self.first_pair_flips)
 
     def next_encoded(self, n_pairs: int) -> EncodedChunk:
         """:meth:`next_chunk` as version-2 trace bytes (the bytes ``protocol.trace.encode_chunk``
@@ -854,6 +955,7 @@ class FastGenerator(_Base):
             st.symbol_hist, st.lane_errors, prim_s, prim_lane, hp, hlo, hhi, mp, counters,
         )
         st.line_bit_errors += n
+        self._line_units = self._per_pair_line(P0, P1, pos) if self.cfg.burst_pb is not None else None
         st.codewords_with_errors += int(counters[1])
         st.corrected_codewords += int(counters[2])
         st.am_bit_errors += int(counters[3])
@@ -954,6 +1056,8 @@ class BitExactGenerator(_Base):
             c_, t_, b_ = (u // 10) & 1, u // 20, u % 10
             err[q, t_ // J, self._lane_of[c_, t_], b_] ^= 1
         st.line_bit_errors += int(err.sum())
+        self._line_units = (err.reshape(n_pairs, -1).sum(axis=1, dtype=np.int64) if self.cfg.burst_pb is not None
+                            else None)
         np.add.at(st.lane_errors, np.nonzero(err)[2], 1)
         rx_line = line ^ err
         # RX: de-interleave
@@ -1018,6 +1122,7 @@ class BitExactGenerator(_Base):
         # lane/flag attribution: origin at v, else v-39, else v-58 among scrambled-domain errors
         scr_err = (rx_scr != scr)
         st.decoder_bit_errors += int(scr_err.sum())
+        dec_units = self._per_pair(P0, P1, (s0 + np.flatnonzero(scr_err)) // BLOCK_BITS)
         # the previous chunk's tail can be the origin of this chunk's first errors
         tail = getattr(self, "_tail", None)
         if tail is None:
@@ -1044,7 +1149,8 @@ class BitExactGenerator(_Base):
         for q in range(n_pairs):
             if has_am[q]:
                 st.am_bit_errors += int((rx_msg[q, :am_bits] != msg[q, :am_bits]).sum())
-        return self._finish_chunk(P0, P1, off[~hdr].astype(np.int64), lanes[~hdr], flags[~hdr], hdr_blocks, mark_pairs)
+        return self._finish_chunk(P0, P1, off[~hdr].astype(np.int64), lanes[~hdr], flags[~hdr], hdr_blocks, mark_pairs,
+                                  dec_units)
 
     def _tx_messages(self, n_pairs: int):
         """The TX side every code shares, for the next ``n_pairs`` pairs: random payload -> 257b
@@ -1105,6 +1211,8 @@ class BitExactGenerator(_Base):
             c_, t_, b_ = (v // 10) & 1, v // 20, v % 10
             err[q, sub_ * R + t_ // J, lane_of[c_, t_], b_] ^= 1
         st.line_bit_errors += int(err.sum())
+        self._line_units = (err.reshape(n_pairs, -1).sum(axis=1, dtype=np.int64) if self.cfg.burst_pb is not None
+                            else None)
         np.add.at(st.lane_errors, np.nonzero(err)[2], 1)
         rx_lanes = ((line ^ err).astype(np.uint16) << np.arange(10, dtype=np.uint16)).sum(axis=3, dtype=np.uint16)
         rx_cw = np.empty((n_pairs, 2, 2, N_272), np.uint16)

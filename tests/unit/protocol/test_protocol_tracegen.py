@@ -367,7 +367,8 @@ def test_fused_encoder_joins_a_staged_flip_to_a_triple_only_on_the_same_lane(pen
         pend = (np.array([4 * (33 * 257 - 1) + 1], np.int64), np.array([pend_lane], np.int8), np.zeros(1, np.uint8))
         nxt, no, nh, nn = K.bypass_run(np.random.default_rng(0), 1e15, np.int64(P * PAIR_LINE_BITS + u),
                                        np.int64((P + 1) * PAIR_LINE_BITS), 8, geom.am_period_pairs, geom.am_blocks,
-                                       np.int64(s_end), hist, lanes, *pend, *bufs, counters, enc, state)
+                                       np.int64(s_end), hist, lanes, *pend, *bufs, counters, enc, state,
+                                       np.array([[-1, 0, 0, 0, 0, 0]] * 3, np.int64), np.int64(P))
         assert nxt > (P + 1) * PAIR_LINE_BITS and counters[0] == 1 and lanes[8] == 1
         return bufs[0][:no], bufs[1][:no], bufs[3][:nh], enc[:state[0]], state
 
