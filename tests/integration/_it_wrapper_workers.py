@@ -71,6 +71,20 @@ def _lost_frames(rank, n, store, fec, ber, op, out_dir):
     os._exit(0)  # the failed group's pending inner ops would hold teardown until the gloo timeout
 
 
+def _lossy_chain(rank: int, n: int, store: str):
+    """The pipeline workers' group: ieee at stream BER 1e-3, so every frame of the 256 KiB activation
+    0 -> 1 is lost; group timeout 20 s. Returns ``(group, this stage's activation)``."""
+    torch.set_num_threads(1)
+    from integration.process_group import register
+    from integration.replay import ReplayConfig
+    from integration.sources import SourceConfig
+
+    register(ReplayConfig(source=SourceConfig(ber=1e-3, seed=3, kind="independent", fec="ieee")))
+    timeout = timedelta(seconds=20)
+    dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=n, timeout=timeout)
+    return dist.new_group(backend="phy802", timeout=timeout), torch.full((1 << 16,), float(rank + 1))
+
+
 def pipeline_loss_worker(rank: int, n: int, store: str, out_dir: str) -> None:
     """A 3-stage chain 0 -> 1 -> 2 whose first message is lost: stage 2 must fail promptly (issue 23)."""
     try:
@@ -81,17 +95,9 @@ def pipeline_loss_worker(rank: int, n: int, store: str, out_dir: str) -> None:
 
 
 def _pipeline_loss(rank, n, store, out_dir):
-    torch.set_num_threads(1)
-    from integration.process_group import register
-    from integration.replay import LinkFailure, ReplayConfig
-    from integration.sources import SourceConfig
+    from integration.replay import LinkFailure
 
-    # ieee at stream BER 1e-3: every frame of the 256 KiB activation 0 -> 1 is lost
-    register(ReplayConfig(source=SourceConfig(ber=1e-3, seed=3, kind="independent", fec="ieee")))
-    timeout = timedelta(seconds=20)
-    dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=n, timeout=timeout)
-    g = dist.new_group(backend="phy802", timeout=timeout)
-    x = torch.full((1 << 16,), float(rank + 1))
+    g, x = _lossy_chain(rank, n, store)
     out: dict = {"raised": None, "type": None}
     t0 = time.monotonic()
     try:
@@ -127,17 +133,9 @@ def pipeline_stop_worker(rank: int, n: int, store: str, out_dir: str) -> None:
 
 
 def _pipeline_stop(rank, n, store, out_dir):
-    torch.set_num_threads(1)
-    from integration.process_group import register
-    from integration.replay import LinkFailure, ReplayConfig
-    from integration.sources import SourceConfig
+    from integration.replay import LinkFailure
 
-    # ieee at stream BER 1e-3: every frame of the 256 KiB activation 0 -> 1 is lost
-    register(ReplayConfig(source=SourceConfig(ber=1e-3, seed=3, kind="independent", fec="ieee")))
-    timeout = timedelta(seconds=20)
-    dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=n, timeout=timeout)
-    g = dist.new_group(backend="phy802", timeout=timeout)
-    x = torch.full((1 << 16,), float(rank + 1))
+    g, x = _lossy_chain(rank, n, store)
     out: dict = {"raised": None, "type": None}
     done, waiting = os.path.join(out_dir, "done"), os.path.join(out_dir, "waiting")
     t0 = time.monotonic()
