@@ -244,7 +244,7 @@ def receive_flips(vals, words, offsets, width, protect_lo, protect_hi, clamp, me
     by :func:`flip_bits`. The change of a distinct flipped element is (value after the guard) -
     (value before the flips), 0 where the value before was non-finite (a clean Inf/NaN is the
     sender's, not the link's); their squares are summed in float64 in element order. Returns
-    ``(n_applied, n_protected, n_nonfinite, n_guarded, n_distinct, signal_sq, perturbation_sq)``:
+    ``(n_applied, n_protected, n_nonfinite, n_guarded, signal_sq, perturbation_sq)``:
     ``signal_sq`` is NaN unless ``measure``; ``perturbation_sq`` is 0 unless ``measure`` and ``inf``
     when an element finite before is not finite after.
     """
@@ -252,7 +252,6 @@ def receive_flips(vals, words, offsets, width, protect_lo, protect_hi, clamp, me
     n, n_prot, n_bad = flip_bits(vals, words, offsets, width, protect_lo, protect_hi, ints, floats)
     elem, old, new = ints[0], floats[0], floats[1]
     n_guard = 0
-    nu = 0
     pert = 0.0
     finite = True
     j = 0
@@ -272,10 +271,9 @@ def receive_flips(vals, words, offsets, width, protect_lo, protect_hi, clamp, me
                 finite = False
             else:
                 pert += (f - o) * (f - o)
-        nu += 1
         j = k + 1
     if not measure:
         pert = 0.0
     elif not finite:
         pert = np.inf
-    return n, n_prot, n_bad, n_guard, nu, sig, pert
+    return n, n_prot, n_bad, n_guard, sig, pert

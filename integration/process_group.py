@@ -616,9 +616,12 @@ class ReplayProcessGroup(dist.ProcessGroup):
             return work
         return _FailedWork(work, exc, self._timeout_s)
 
-    def _refuse(self, name: str) -> LinkFailure:
+    def _refuse(self, name: str, why: str | None = None) -> LinkFailure:
+        """A :class:`LinkFailure` carrying the group's failure (link, op, frames); ``why`` replaces the
+        default message's reason."""
         f = self._failed
-        return LinkFailure(f"{BACKEND_NAME}: {name} refused on rank {self._rank}: the group is in error ({f})",
+        msg = why or f"{name} refused on rank {self._rank}: the group is in error"
+        return LinkFailure(f"{BACKEND_NAME}: {msg} ({f})",
                            link=f.link, op=f.op, frames_lost=f.frames_lost, frames_resent=f.frames_resent, rank=f.rank)
 
     def _peer_poll(self, what: str) -> None:
@@ -657,11 +660,8 @@ class ReplayProcessGroup(dist.ProcessGroup):
             except Exception:  # noqa: BLE001 - a store gone away: the wait's own timeout decides (as _peer_poll)
                 return
             if stopped:
-                raise LinkFailure(f"{BACKEND_NAME}: rank {self._rank} stopped waiting for {what}: rank {peer} "
-                                  "stopped (takes part in no further op of the group) while this rank was in "
-                                  f"error ({f})",
-                                  link=f.link, op=f.op, frames_lost=f.frames_lost, frames_resent=f.frames_resent,
-                                  rank=f.rank)
+                raise self._refuse(what, f"rank {self._rank} stopped waiting for {what}: rank {peer} stopped "
+                                         "(takes part in no further op of the group) while this rank was in error")
             return
         self._peer_poll(what)
 
@@ -1013,7 +1013,7 @@ class ReplayProcessGroup(dist.ProcessGroup):
         clamp = float(self.config.clamp_for(cls)) if guard == "nan_to_zero_clamp" else -1.0
         scratch = np.empty((5, k), np.int64)  # rows: element, bit, index in offsets | old, new (float64)
         ints, floats = scratch[:3], scratch[3:].view(np.float64)
-        n, n_prot, n_bad, n_guard, _nu, sig, pert = receive_flips(
+        n, n_prot, n_bad, n_guard, sig, pert = receive_flips(
             vals, vals.view(_WORD[t.dtype]), offsets, 8 * vals.itemsize, lo, hi, clamp, measure, ints, floats)
         self._account(seq, op, cls, src, hop, ints[0, :n], ints[1, :n], floats[0, :n], floats[1, :n],
                       offsets[ints[2, :n]], elem_base, sig, pert, int(n_prot), n_bad > 0, int(n_guard))
