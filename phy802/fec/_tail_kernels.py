@@ -198,6 +198,33 @@ def params_from_x(model, x):  # pragma: no cover - compiled
 
 
 @njit(cache=True)
+def _block_transfer2(P, e, units):  # pragma: no cover - compiled
+    """:func:`block_transfer` for two states in scalars (the same operations in the same order, so
+    the same bits), without its per-unit array allocations: most of a small chain law's time."""
+    n00, n01, n10, n11 = 1.0, 0.0, 0.0, 1.0
+    y00, y01, y10, y11 = 0.0, 0.0, 0.0, 0.0
+    p00, p01, p10, p11 = P[0, 0], P[0, 1], P[1, 0], P[1, 1]
+    e0, e1 = e[0], e[1]
+    c0, c1 = 1.0 - e0, 1.0 - e1
+    for _ in range(units):
+        a00 = (0.0 + n00 * c0 * p00) + n01 * c1 * p10
+        a01 = (0.0 + n00 * c0 * p01) + n01 * c1 * p11
+        a10 = (0.0 + n10 * c0 * p00) + n11 * c1 * p10
+        a11 = (0.0 + n10 * c0 * p01) + n11 * c1 * p11
+        b00 = (0.0 + (y00 * p00 + n00 * e0 * p00)) + (y01 * p10 + n01 * e1 * p10)
+        b01 = (0.0 + (y00 * p01 + n00 * e0 * p01)) + (y01 * p11 + n01 * e1 * p11)
+        b10 = (0.0 + (y10 * p00 + n10 * e0 * p00)) + (y11 * p10 + n11 * e1 * p10)
+        b11 = (0.0 + (y10 * p01 + n10 * e0 * p01)) + (y11 * p11 + n11 * e1 * p11)
+        n00, n01, n10, n11 = a00, a01, a10, a11
+        y00, y01, y10, y11 = b00, b01, b10, b11
+    N = np.empty((2, 2))
+    Y = np.empty((2, 2))
+    N[0, 0], N[0, 1], N[1, 0], N[1, 1] = n00, n01, n10, n11
+    Y[0, 0], Y[0, 1], Y[1, 0], Y[1, 1] = y00, y01, y10, y11
+    return N, Y
+
+
+@njit(cache=True)
 def chain_law(model, par, n, t, units):  # pragma: no cover - compiled
     """``(q[0..t], fer, ew_fail, ber, bits_per_sym)`` of ``tail.model_pmf`` for dfe (1) / ge (2)."""
     P = np.zeros((2, 2))
@@ -224,7 +251,7 @@ def chain_law(model, par, n, t, units):  # pragma: no cover - compiled
         e[1] = par[3]
         pi[0] = b / (a + b)
         pi[1] = a / (a + b)
-    Nm, Ym = block_transfer(P, e, units)
+    Nm, Ym = _block_transfer2(P, e, units)
     out, ew = markov_count_pmf_fast2(Nm, Ym, pi, n, t + 1)
     ser = pi[0] * e[0] + pi[1] * e[1]
     v0 = pi[0] * (1.0 - e[0])
@@ -438,44 +465,64 @@ def bootstrap_refits(model, draws, x_hat, step, lows, highs, has_fail, n, t, uni
 
 
 @njit(cache=True, inline="always")
-def _mm_acc(x, y, out):  # pragma: no cover - compiled
-    out[0] += x[0] * y[0] + x[1] * y[2]
-    out[1] += x[0] * y[1] + x[1] * y[3]
-    out[2] += x[2] * y[0] + x[3] * y[2]
-    out[3] += x[2] * y[1] + x[3] * y[3]
+def _mm_acc(x, i, y, j, out, k):  # pragma: no cover - compiled
+    """``out[k] += x[i] @ y[j]`` for 2x2 matrices stored as rows [00, 01, 10, 11] (indexed, not sliced:
+    a row view costs a reference count, which was most of a product's time)."""
+    out[k, 0] += x[i, 0] * y[j, 0] + x[i, 1] * y[j, 2]
+    out[k, 1] += x[i, 0] * y[j, 1] + x[i, 1] * y[j, 3]
+    out[k, 2] += x[i, 2] * y[j, 0] + x[i, 3] * y[j, 2]
+    out[k, 3] += x[i, 2] * y[j, 1] + x[i, 3] * y[j, 3]
 
 
 @njit(cache=True)
-def _poly_mul2(a, ma, b, mb, kmax, c, mc, SB, MB):  # pragma: no cover - compiled
+def _poly_mul2(a, ma, b, mb, kmax, c, mc, SB, MB, da, db):  # pragma: no cover - compiled
+    # da, db: the degrees of a and b (kmax: the absorbing last coefficient may be non-zero). The
+    # coefficients above them are exact zeros, whose products would add +0.0: skipping them changes
+    # no bit, and the powers' first squarings (degrees 1, 2, 4, 8) cost a fraction of a full product.
+    # ma, mb, mc: (1, 4) (one matrix each, indexed as row 0).
     for q in range(4):
         SB[kmax, q] = b[kmax, q]
-        MB[kmax, q] = mb[q]
+        MB[kmax, q] = mb[0, q]
     for j in range(kmax - 1, -1, -1):
         for q in range(4):
             SB[j, q] = SB[j + 1, q] + b[j, q]
             MB[j, q] = MB[j + 1, q] + j * b[j, q]
     c[:, :] = 0.0
-    mc[:] = 0.0
-    for k in range(kmax):
-        ck = c[k]
-        for i in range(k + 1):
-            _mm_acc(a[i], b[k - i], ck)
-    ck = c[kmax]
-    _mm_acc(a[kmax], SB[0], ck)
-    _mm_acc(ma, SB[0], mc)
-    _mm_acc(a[kmax], MB[0], mc)
-    tmp = np.zeros(4)
+    mc[:, :] = 0.0
+    for k in range(min(kmax, da + db + 1)):
+        # in registers (c may not alias a or b, but the compiler cannot know): the same sums, in order
+        s0 = s1 = s2 = s3 = 0.0
+        for i in range(max(0, k - db), min(k, da) + 1):
+            j = k - i
+            s0 += a[i, 0] * b[j, 0] + a[i, 1] * b[j, 2]
+            s1 += a[i, 0] * b[j, 1] + a[i, 1] * b[j, 3]
+            s2 += a[i, 2] * b[j, 0] + a[i, 3] * b[j, 2]
+            s3 += a[i, 2] * b[j, 1] + a[i, 3] * b[j, 3]
+        c[k, 0] = s0
+        c[k, 1] = s1
+        c[k, 2] = s2
+        c[k, 3] = s3
+    _mm_acc(a, kmax, SB, 0, c, kmax)
+    _mm_acc(ma, 0, SB, 0, mc, 0)
+    _mm_acc(a, kmax, MB, 0, mc, 0)
     for i in range(kmax):
-        ai = a[i]
-        if ai[0] == 0.0 and ai[1] == 0.0 and ai[2] == 0.0 and ai[3] == 0.0:
+        if a[i, 0] == 0.0 and a[i, 1] == 0.0 and a[i, 2] == 0.0 and a[i, 3] == 0.0:
             continue
         j = kmax - i
-        _mm_acc(ai, SB[j], ck)
-        tmp[:] = 0.0
-        _mm_acc(ai, SB[j], tmp)
-        for q in range(4):
-            mc[q] += i * tmp[q]
-        _mm_acc(ai, MB[j], mc)
+        # x @ SB[j] once: c[kmax] gains the same bits as from its own product (0 + x is x)
+        t0 = a[i, 0] * SB[j, 0] + a[i, 1] * SB[j, 2]
+        t1 = a[i, 0] * SB[j, 1] + a[i, 1] * SB[j, 3]
+        t2 = a[i, 2] * SB[j, 0] + a[i, 3] * SB[j, 2]
+        t3 = a[i, 2] * SB[j, 1] + a[i, 3] * SB[j, 3]
+        c[kmax, 0] += t0
+        c[kmax, 1] += t1
+        c[kmax, 2] += t2
+        c[kmax, 3] += t3
+        mc[0, 0] += i * t0
+        mc[0, 1] += i * t1
+        mc[0, 2] += i * t2
+        mc[0, 3] += i * t3
+        _mm_acc(a, i, MB, j, mc, 0)
 
 
 @njit(cache=True)
@@ -485,34 +532,39 @@ def markov_count_pmf_fast2(N, Y, init, n_symbols, kmax):  # pragma: no cover - c
     p = np.zeros((K1, 4))
     p[0, 0], p[0, 1], p[0, 2], p[0, 3] = N[0, 0], N[0, 1], N[1, 0], N[1, 1]
     p[1, 0], p[1, 1], p[1, 2], p[1, 3] = Y[0, 0], Y[0, 1], Y[1, 0], Y[1, 1]
-    mp = np.zeros(4)
+    mp = np.zeros((1, 4))
     r = np.zeros((K1, 4))
-    mr = np.zeros(4)
+    mr = np.zeros((1, 4))
     c = np.zeros((K1, 4))
-    mc = np.zeros(4)
+    mc = np.zeros((1, 4))
     SB = np.zeros((K1, 4))
     MB = np.zeros((K1, 4))
     have = False
+    dp = min(1, kmax)
+    dr = 0
     e = n_symbols
     while e > 0:
         if e & 1:
             if have:
-                _poly_mul2(r, mr, p, mp, kmax, c, mc, SB, MB)
+                _poly_mul2(r, mr, p, mp, kmax, c, mc, SB, MB, dr, dp)
                 r, c = c, r
                 mr, mc = mc, mr
+                dr = min(dr + dp, kmax)
             else:
                 r[:, :] = p
                 mr[:] = mp
+                dr = dp
                 have = True
         e >>= 1
         if e > 0:
-            _poly_mul2(p, mp, p, mp, kmax, c, mc, SB, MB)
+            _poly_mul2(p, mp, p, mp, kmax, c, mc, SB, MB, dp, dp)
             p, c = c, p
             mp, mc = mc, mp
+            dp = min(2 * dp, kmax)
     out = np.zeros(K1)
     for k in range(K1):
         out[k] = init[0] * (r[k, 0] + r[k, 1]) + init[1] * (r[k, 2] + r[k, 3])
-    tot = init[0] * (mr[0] + mr[1]) + init[1] * (mr[2] + mr[3])
+    tot = init[0] * (mr[0, 0] + mr[0, 1]) + init[1] * (mr[0, 2] + mr[0, 3])
     return out, tot
 
 
