@@ -211,7 +211,7 @@ def test_readme_command_runs(page: str, cmd: str, page_dirs, request):
 
 
 ANSWER = re.compile(r"<!-- demo-answer -->(.*?)<!-- /demo-answer -->", re.S)
-NUMBER = re.compile(r"(?<![\w.])[-+]?\d+(?:\.\d+)?(?:e-?\d+)?(?![\d.])")
+NUMBER = re.compile(r"(?<![\w.])[-+]?\d+(?:\.\d+)?(?:e[-+]?\d+)?(?![\d.])")
 
 
 def _demo_out(cmd: str) -> str:
@@ -225,11 +225,30 @@ def answer_numbers(text: str) -> list[str]:
     return NUMBER.findall(m.group(1)) if m else []
 
 
+def _as_quoted(x: str, quoted: str) -> str:
+    """The report's number ``x`` written with the digits of the README's ``quoted`` (its rounding)."""
+    v = abs(float(x))
+    q = quoted.lstrip("+-")
+    if "e" in q:
+        mant = q.split("e")[0]
+        digits = len(mant.split(".")[1]) if "." in mant else 0
+        return f"{float(f'{v:.{digits}e}'):.{digits}e}"
+    digits = len(q.split(".")[1]) if "." in q else 0
+    return f"{v:.{digits}f}"
+
+
+def _canon(quoted: str) -> str:
+    """``quoted`` without its sign, written the way :func:`_as_quoted` writes (``3e+03``, ``0.02``)."""
+    q = quoted.lstrip("+-")
+    return _as_quoted(q, q)
+
+
 def missing_numbers(readme_text: str, report_text: str) -> list[str]:
-    """The answer's numbers that the report does not print as a whole number (``0.023`` is not
-    found in ``0.02381``: a substring test let a stale answer pass, issue 27)."""
-    printed = {n.lstrip("+-") for n in NUMBER.findall(report_text)}
-    return [n for n in answer_numbers(readme_text) if n.lstrip("+-") not in printed]
+    """The answer's numbers that are not a number of the report rounded to the digits the answer
+    quotes: ``+0.02`` is ``0.02279`` to two decimals, while ``0.023`` is not ``0.02381`` (a substring
+    test let that stale answer pass, issue 27); signs are not compared."""
+    printed = NUMBER.findall(report_text)
+    return [n for n in answer_numbers(readme_text) if not any(_as_quoted(x, n) == _canon(n) for x in printed)]
 
 
 def _answer_matches_the_report(report: Path) -> None:
@@ -244,10 +263,17 @@ def test_readme_answer_quotes_the_demo():
     assert len(nums) >= 4, nums
     assert answer_numbers("a <!-- demo-answer -->x 0.996x, -1.0% and 1e-5 (64 ranks)<!-- /demo-answer -->") == [
         "0.996", "-1.0", "1e-5", "64"]
-    # a number must be printed whole by the report, not be the start of a longer one
-    answer = "<!-- demo-answer -->penalty +0.023, 3.28e+03x<!-- /demo-answer -->"
-    assert missing_numbers(answer, "| 0.02381 | 3.283e+03 |") == ["+0.023", "3.28"]
-    assert missing_numbers(answer, "(+0.023) ... 3.28e+03x") == []
+    # a number is the report's rounded to the digits quoted, not the start of a longer one
+    answer = "<!-- demo-answer -->penalty +0.023, 3.28e+03x, 64 ranks<!-- /demo-answer -->"
+    assert missing_numbers(answer, "| 0.02381 | 3.283e+03 | 64 |") == ["+0.023"]
+    assert missing_numbers(answer, "| 0.02281 | 3.276e+03 | 64 |") == []
+    assert missing_numbers(answer, "(+0.023) ... 3.28e+03x, 64") == []
+    assert missing_numbers(answer, "0.023 3.28e+04 3.28 64") == ["3.28e+03"]  # the exponent counts
+    assert missing_numbers(answer, "0.023 3.28e+03 65") == ["64"]
+    # one digit quoted: any report number that rounds to it
+    short = "<!-- demo-answer -->penalty +0.02, 3e+03x<!-- /demo-answer -->"
+    assert missing_numbers(short, "0.02279 3.24e+03") == []
+    assert missing_numbers(short, "0.0251 3.6e+03") == ["+0.02", "3e+03"]
 
 
 def test_readme_steps_are_what_ci_runs():
