@@ -213,21 +213,24 @@ def sum_squares(x):
     block whose sum overflowed, underflowed below ``_SQ_TINY`` or is not finite is summed again
     in float64 element by element, so the result is within a few fp32 ulps (relative) of the exact
     sum for any finite input -- NaN or Inf in ``x`` give NaN or Inf, as the exact sum would.
-    About 1.5x faster than ``torch.linalg.vector_norm`` of an fp32 message on one core, and more
+    About 2.5x faster than ``torch.linalg.vector_norm`` of an fp32 message on one core
+    (``benchmarks/bench_receive.py``, AVX-512), and more
     accurate (its fp32 result is ~1e-5 off at 0.5 M elements).
     """
     s = 0.0
     n = x.shape[0]
     for a in range(0, n, _SQ_BLOCK):
-        b = min(a + _SQ_BLOCK, n)
+        # a slice of fixed bounds: the inner loop over range(a, min(a + block, n)) was not
+        # vectorised usefully (12x slower on AVX-512)
+        xb = x[a:a + _SQ_BLOCK]
         t = x.dtype.type(0)
-        for i in range(a, b):
-            t += x[i] * x[i]
+        for i in range(xb.shape[0]):
+            t += xb[i] * xb[i]
         t64 = np.float64(t)
         if not (t64 >= _SQ_TINY and t64 <= 1e300):  # NaN fails both tests
             t64 = 0.0
-            for i in range(a, b):
-                v = np.float64(x[i])
+            for i in range(xb.shape[0]):
+                v = np.float64(xb[i])
                 t64 += v * v
         s += t64
     return s
