@@ -24,6 +24,14 @@ from protocol.framing import RATES
 __all__ = ["add_arguments", "run"]
 
 
+
+def _ci_text(d: dict, lo: float, hi: float) -> str:
+    """``95% CI lo..hi over <unit>``: a trace's interval is over independent bits or, where errors
+    come in bursts, over the unit its metadata names (``ci_unit``)."""
+    unit = d.get("ci_unit")
+    over = "bits" if not unit else unit.split(" (")[0] + "s"
+    return f"95% CI {lo:.3g}..{hi:.3g} over {over}"
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
     g = sub.add_parser("generate", help="simulate a link and write its payload error trace")
@@ -178,15 +186,15 @@ def _summary(meta: dict) -> str:
     ]
     if pre:
         lo, hi = pre.get("ber_ci95", [float("nan")] * 2)
-        lines.append(f"pre-FEC    {pre['bit_errors']} bit errors, BER {pre['ber']:.4g} (95% CI {lo:.3g}..{hi:.3g})")
+        lines.append(f"pre-FEC    {pre['bit_errors']} bit errors, BER {pre['ber']:.4g} ({_ci_text(pre, lo, hi)})")
     if post:
         lo, hi = post.get("ber_ci95", [float("nan")] * 2)
         dec = post.get("decoder_output")
         if dec:
             dlo, dhi = dec.get("ber_ci95", [float("nan")] * 2)
-            lines.append(f"post-FEC   BER at the decoder output {dec['ber']:.4g} (95% CI {dlo:.3g}..{dhi:.3g}; "
+            lines.append(f"post-FEC   BER at the decoder output {dec['ber']:.4g} ({_ci_text(dec, dlo, dhi)}; "
                          f"{dec['bit_errors']} bit errors, before the descrambler)")
-        lines.append(f"payload    BER after the descrambler {post['ber']:.4g} (95% CI {lo:.3g}..{hi:.3g}; "
+        lines.append(f"payload    BER after the descrambler {post['ber']:.4g} ({_ci_text(post, lo, hi)}; "
                      f"{post['bit_errors']} payload flips); {post.get('marked_bits', 0)} bits in error blocks")
     if cw:
         lines.append(f"codewords  {cw['total']} total, {cw['with_errors']} with errors, {cw['corrected']} corrected, "

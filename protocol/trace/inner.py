@@ -264,12 +264,14 @@ def generate_inner_trace(path: str | Path, config, channel, *, n_codewords: int,
             "post_fec": {"bit_errors": flips, "bits": stream_bits, "ber": flips / stream_bits if stream_bits else 0.0,
                          # over 12-codeword spans: flips come in failed codewords (payload_ber_ci95)
                          "ber_ci95": payload_ber_ci95(flips, stream_bits, bad_units, flips_sq),
+                         "ci_unit": f"{4 * UNIT_GROUPS}-codeword span ({UNIT_STREAM_BITS} payload-stream bits)",
                          "marked_bits": marked_bits,
                          "definition": "payload BER after the descrambler (flips / payload-stream bits)",
                          "decoder_output": {"bit_errors": dec_bits, "bits": c.message_bits,
                                             "ber": dec_bits / c.message_bits if c.message_bits else 0.0,
                                             # over codewords: a KP4 failure delivers its wrong bits together
                                             "ber_ci95": [c.rates()["post_fec_ber"].lo, c.rates()["post_fec_ber"].hi],
+                                            "ci_unit": "KP4 codeword",
                                             "definition": "post-FEC BER at the KP4 decoder output (message bits "
                                                           "before the descrambler) = link's post_fec_bit_errors"}},
             "codewords": {"total": c.codewords, "with_errors": with_err,

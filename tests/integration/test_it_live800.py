@@ -177,6 +177,11 @@ def test_source_config_at_800g_defaults_and_round_trip():
     assert make_link_source(SourceConfig(ber=1e-3, rate="1.6T", fec="llr", inner="none"), 0, 1).config.fec == "ieee"
     assert SourceConfig(**json.loads(json.dumps(c.__dict__))) == c
     assert SourceConfig(ber=1e-5, rate="400G", inner="none").inner_code == "none"
+    # the config's own copy of the rates (kept so that it imports no protocol module) is the layer's
+    from integration.sources import _INNER_RATES
+    from protocol.framing import INNER_STREAM_RATES
+
+    assert _INNER_RATES == INNER_STREAM_RATES
 
 
 @pytest.mark.parametrize("kw,field", [
