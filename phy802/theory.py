@@ -29,7 +29,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 from scipy import optimize, special
-from scipy import stats as _st
 
 __all__ = [
     "RsCode",

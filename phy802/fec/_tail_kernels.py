@@ -198,33 +198,6 @@ def params_from_x(model, x):  # pragma: no cover - compiled
 
 
 @njit(cache=True)
-def _block_transfer2(P, e, units):  # pragma: no cover - compiled
-    """:func:`block_transfer` for two states in scalars (the same operations in the same order, so
-    the same bits), without its per-unit array allocations: most of a small chain law's time."""
-    n00, n01, n10, n11 = 1.0, 0.0, 0.0, 1.0
-    y00, y01, y10, y11 = 0.0, 0.0, 0.0, 0.0
-    p00, p01, p10, p11 = P[0, 0], P[0, 1], P[1, 0], P[1, 1]
-    e0, e1 = e[0], e[1]
-    c0, c1 = 1.0 - e0, 1.0 - e1
-    for _ in range(units):
-        a00 = (0.0 + n00 * c0 * p00) + n01 * c1 * p10
-        a01 = (0.0 + n00 * c0 * p01) + n01 * c1 * p11
-        a10 = (0.0 + n10 * c0 * p00) + n11 * c1 * p10
-        a11 = (0.0 + n10 * c0 * p01) + n11 * c1 * p11
-        b00 = (0.0 + (y00 * p00 + n00 * e0 * p00)) + (y01 * p10 + n01 * e1 * p10)
-        b01 = (0.0 + (y00 * p01 + n00 * e0 * p01)) + (y01 * p11 + n01 * e1 * p11)
-        b10 = (0.0 + (y10 * p00 + n10 * e0 * p00)) + (y11 * p10 + n11 * e1 * p10)
-        b11 = (0.0 + (y10 * p01 + n10 * e0 * p01)) + (y11 * p11 + n11 * e1 * p11)
-        n00, n01, n10, n11 = a00, a01, a10, a11
-        y00, y01, y10, y11 = b00, b01, b10, b11
-    N = np.empty((2, 2))
-    Y = np.empty((2, 2))
-    N[0, 0], N[0, 1], N[1, 0], N[1, 1] = n00, n01, n10, n11
-    Y[0, 0], Y[0, 1], Y[1, 0], Y[1, 1] = y00, y01, y10, y11
-    return N, Y
-
-
-@njit(cache=True)
 def chain_law(model, par, n, t, units):  # pragma: no cover - compiled
     """``(q[0..t], fer, ew_fail, ber, bits_per_sym)`` of ``tail.model_pmf`` for dfe (1) / ge (2)."""
     P = np.zeros((2, 2))
@@ -251,7 +224,7 @@ def chain_law(model, par, n, t, units):  # pragma: no cover - compiled
         e[1] = par[3]
         pi[0] = b / (a + b)
         pi[1] = a / (a + b)
-    Nm, Ym = _block_transfer2(P, e, units)
+    Nm, Ym = block_transfer(P, e, units)
     out, ew = markov_count_pmf_fast2(Nm, Ym, pi, n, t + 1)
     ser = pi[0] * e[0] + pi[1] * e[1]
     v0 = pi[0] * (1.0 - e[0])
