@@ -24,13 +24,13 @@ from protocol.framing import RATES
 __all__ = ["add_arguments", "run"]
 
 
-
 def _ci_text(d: dict, lo: float, hi: float) -> str:
     """``95% CI lo..hi over <unit>``: a trace's interval is over independent bits or, where errors
     come in bursts, over the unit its metadata names (``ci_unit``)."""
     unit = d.get("ci_unit")
     over = "bits" if not unit else unit.split(" (")[0] + "s"
     return f"95% CI {lo:.3g}..{hi:.3g} over {over}"
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="action", required=True, metavar="ACTION")

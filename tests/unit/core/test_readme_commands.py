@@ -232,7 +232,7 @@ def _as_quoted(x: str, quoted: str) -> str:
     if "e" in q:
         mant = q.split("e")[0]
         digits = len(mant.split(".")[1]) if "." in mant else 0
-        return f"{float(f'{v:.{digits}e}'):.{digits}e}"
+        return f"{v:.{digits}e}"
     digits = len(q.split(".")[1]) if "." in q else 0
     return f"{v:.{digits}f}"
 
@@ -248,7 +248,12 @@ def missing_numbers(readme_text: str, report_text: str) -> list[str]:
     quotes: ``+0.02`` is ``0.02279`` to two decimals, while ``0.023`` is not ``0.02381`` (a substring
     test let that stale answer pass, issue 27); signs are not compared."""
     printed = NUMBER.findall(report_text)
-    return [n for n in answer_numbers(readme_text) if not any(_as_quoted(x, n) == _canon(n) for x in printed)]
+    missing = []
+    for n in answer_numbers(readme_text):
+        want = _canon(n)
+        if not any(_as_quoted(x, n) == want for x in printed):
+            missing.append(n)
+    return missing
 
 
 def _answer_matches_the_report(report: Path) -> None:
