@@ -82,6 +82,7 @@ import torch
 import torch.distributed as dist
 import torch._C._distributed_c10d as _c10d
 
+from integration._kernels import receive_flips, sum_squares
 from integration.commlog import CommLog, instrument
 from integration.replay import (
     _SIGN_EXP_BITS,
@@ -902,19 +903,15 @@ class ReplayProcessGroup(dist.ProcessGroup):
             self._seq += 1
             source = self.link_source(src, self._rank)
             m = self._metrics
-            m.add("messages", cls, 1)
-            m.add("payload_bits", cls, 8 * octets)
             if isinstance(source, NoErrors):  # error-free link: only the bit accounting
                 sb, lb = self._clean_cost(octets)
                 source.take(sb)
-                m.add("stream_bits", cls, sb)
-                m.add("line_bits", cls, lb)
+                m.add_message(cls, 8 * octets, sb, lb)
                 self._log.add_message(seq, op, cls, src, self._rank, hop, 8 * octets, sb, 0)
                 return None
             d = self._deliver(src, source, octets, t.dtype)
             flips = d.payload_flips
-            m.add("stream_bits", cls, d.stream_bits)
-            m.add("line_bits", cls, d.line_bits)
+            m.add_message(cls, 8 * octets, d.stream_bits, d.line_bits)
             if d.frames_resent:
                 m.add("frames_resent", cls, d.frames_resent)
             if d.frames_lost:
@@ -994,8 +991,6 @@ class ReplayProcessGroup(dist.ProcessGroup):
         element order). One kernel call and one scratch allocation per message: on this CPU every
         call into torch or numpy costs microseconds, and the receive path runs once per bucket.
         """
-        from integration._kernels import receive_flips, sum_squares
-
         seq, op, cls, src, hop, flips = pending
         measure = self.config.measure_noise
         vals = (t.detach() if t.requires_grad else t).numpy().reshape(-1)

@@ -336,6 +336,12 @@ class Metrics:
         d = getattr(self, name)
         d[cls] = d.get(cls, 0) + (float(n) if name in self._FLOAT_FIELDS else int(n))
 
+    def add_message(self, cls: str, payload_bits: int, stream_bits: int, line_bits: int) -> None:
+        """One received message: ``messages`` +1 and its payload, stream and line bits (one call per message)."""
+        for d, n in ((self.messages, 1), (self.payload_bits, payload_bits), (self.stream_bits, stream_bits),
+                     (self.line_bits, line_bits)):
+            d[cls] = d.get(cls, 0) + int(n)
+
     def total(self, name: str) -> int:
         return int(sum(getattr(self, name).values()))
 

@@ -358,6 +358,12 @@ class BufferedLink:
         self._tolerant = bool(self.mode.tolerant)
         self._max_attempts = int(self._retx.max_attempts)
         self._sign_exp = self.mode.protected == "sign_exponent"
+        # bound once: an import statement per message costs more than the Numba pass on a loaded CPU
+        from integration._kernels import deliver_frames
+        from protocol.delivery import Delivery
+
+        self._deliver_frames = deliver_frames
+        self._delivery = Delivery
 
     @staticmethod
     def supports(source: ErrorSource) -> bool:
@@ -402,15 +408,12 @@ class BufferedLink:
 
     def deliver(self, octets: int, float_format: str = "float32"):
         """One message of ``octets`` payload octets; returns a ``protocol.delivery.Delivery``."""
-        from protocol.delivery import Delivery
-        from integration._kernels import deliver_frames
-
         octets = int(octets)
         if octets < 0:
             raise ValueError(f"octets must be >= 0, got {octets}")
         if octets == 0:
             e = np.empty(0, np.int64)
-            return Delivery(e, 0, 0, 0, np.empty((0, 2), np.int64), 0, 0, 0, 0.0)
+            return self._delivery(e, 0, 0, 0, np.empty((0, 2), np.int64), 0, 0, 0, 0.0)
         fs, ps, pe, ce, fe, pf, pl = self._layout(octets)
         need = self.cursor + int(fe[-1])
         while True:
@@ -422,7 +425,7 @@ class BufferedLink:
             if self._lost.shape[0] < fs.size:
                 self._lost = np.empty((fs.size, 2), np.int64)
             flips, lost = self._flips, self._lost
-            n, used, resent, nl, maxr, k, m = deliver_frames(
+            n, used, resent, nl, maxr, k, m = self._deliver_frames(
                 self._off, self._k, self._marks, self._m, self.cursor, self._end, fs, ps, pe, ce, fe, pf, pl,
                 self._tolerant, self._max_attempts, flips, lost)
             if n >= 0:
@@ -450,6 +453,6 @@ class BufferedLink:
             lb = line_bits_of_stream(int(used), self.rate, self.code)
             if len(self._line) < 4096:
                 self._line[used] = lb
-        return Delivery(payload_flips=out, frames=int(fs.size), frames_resent=int(resent), frames_lost=int(nl),
-                        lost_ranges=lost[:nl].copy() if nl else _NO_RANGES, protected_removed=removed, stream_bits=int(used),
-                        line_bits=int(lb), retransmit_ns=float(maxr * self._resend_ns))
+        return self._delivery(payload_flips=out, frames=int(fs.size), frames_resent=int(resent), frames_lost=int(nl),
+                              lost_ranges=lost[:nl].copy() if nl else _NO_RANGES, protected_removed=removed,
+                              stream_bits=int(used), line_bits=int(lb), retransmit_ns=float(maxr * self._resend_ns))
