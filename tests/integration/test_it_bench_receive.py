@@ -15,7 +15,8 @@ def test_bench_receive_runs_and_reports_every_part():
     assert r.returncode == 0, r.stderr
     d = json.loads(r.stdout)
     for k in ("torch_fake_op_us", "wrapper_ber0_us", "wrapper_us", "wrapper_no_measure_us", "norm_sum_squares_us",
-              "norm_vector_norm_us", "deliver_us", "stream_us"):
+              "norm_vector_norm_us", "deliver_us", "stream_us", "lookup_hashstore_us", "lookup_filestore_us",
+              "lookup_tcpstore_us"):
         assert d[k] > 0, k
     assert d["flips_per_step"] > 100  # BER 1e-5 over 3.3 MB: ~780 flips per step
     assert d["buckets"][0] == 262144 and sum(d["buckets"]) == d["params"]
