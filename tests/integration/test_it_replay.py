@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from integration.replay import ReplayConfig, apply_guard, corrupt_received
+from integration.replay import Metrics, ReplayConfig, apply_guard, corrupt_received
 
 
 def test_fp32_bit_layout_known_answers():
@@ -93,3 +93,14 @@ def test_device_path_matches_numpy_path():
         for u, v in zip(ra, rb):
             assert np.array_equal(np.asarray(u), np.asarray(v), equal_nan=True) if np.asarray(u).dtype.kind == "f" \
                 else np.array_equal(u, v)
+
+
+def test_metrics_add_message_counts_as_four_adds():
+    a, b = Metrics(), Metrics()
+    for cls, bits in (("gradients", 8192), ("gradients", 16), ("activations", 64)):
+        a.add_message(cls, bits, bits + 100, bits + 200)
+        for name, n in (("messages", 1), ("payload_bits", bits), ("stream_bits", bits + 100), ("line_bits", bits + 200)):
+            b.add(name, cls, n)
+    assert a.to_dict() == b.to_dict()
+    assert a.messages == {"gradients": 2, "activations": 1} and a.line_bits["gradients"] == 8392 + 216
+    assert all(type(v) is int for d in (a.payload_bits, a.stream_bits, a.line_bits) for v in d.values())
