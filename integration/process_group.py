@@ -213,7 +213,14 @@ class _ReplayWork(dist.Work):
                     raise TimeoutError(f"{BACKEND_NAME}: {self._what} did not complete within {limit:g} s")
         # Future.wait(): re-raises the inner backend's or the wrapper's exception; for a CUDA
         # future (devices=[...]) it makes the current stream wait for the op's events, not the host
-        self._fut.wait()
+        try:
+            self._fut.wait()
+        except Exception:
+            if self._poll is not None:
+                # torch re-raises a callback's LinkFailure as a RuntimeError: a group in error
+                # raises its LinkFailure itself instead (the RuntimeError is its __context__)
+                self._poll(self._what)
+            raise
         return True
 
     def get_future(self) -> torch.futures.Future:
@@ -683,6 +690,22 @@ class ReplayProcessGroup(dist.ProcessGroup):
             if not hit:
                 return
         self._peer_poll(what)
+
+    @staticmethod
+    def _signals_in_band(buf: torch.Tensor, op) -> bool:
+        """Whether a lost frame can travel in ``buf`` itself: a CPU float SUM/AVG all-reduce, where a
+        rank that lost data adds NaN to element 0 and NaN survives the sum on every rank."""
+        return (buf.device.type == "cpu" and buf.is_floating_point() and buf.numel() >= 1
+                and getattr(op, "op", op) in (dist.ReduceOp.SUM, dist.ReduceOp.AVG))
+
+    def _check_peer_after(self, what: str, summed: torch.Tensor | None) -> None:
+        """:meth:`_check_peer` when an op completes, skipped after an in-band all-reduce
+        (:meth:`_signals_in_band`) whose element 0 came out finite: no rank added the NaN that a
+        lost frame puts there, so no rank of the group lost a frame in this op (the store look-up
+        costs 0.01-0.1 ms per op; a non-finite element 0, lost frame or not, still looks it up)."""
+        if summed is not None and self._failed is None and math.isfinite(float(summed.detach().view(-1)[0])):
+            return
+        self._check_peer(what)
 
     @property
     def metrics(self) -> Metrics:
@@ -1169,21 +1192,30 @@ class ReplayProcessGroup(dist.ProcessGroup):
             self._unstage(t, buf)
             return self._done(tensors)
         pending = self._reserve("allreduce", cls, buf, (self._rank + 1) % self._size)
-        work = self._inner_for(buf).allreduce([buf], opts)
+        inner = self._inner_for(buf)
+        # not over NCCL (or its stand-in): its future completes at issue, before the sum exists; not
+        # on the device path either (force_device_path on CPU included): reading element 0 is a host sync
+        in_band = (inner is not self._nccl and not self.force_device_path
+                   and self._signals_in_band(buf, opts.reduceOp))
+        if in_band and (self._failed is not None or self._tl.loss is not None):
+            # this rank's data is lost (or the group is in error): its part of the sum carries NaN
+            # in element 0, so every peer sees a non-finite element 0 and looks the failure up
+            buf.detach().view(-1)[0] = math.nan
+        work = inner.allreduce([buf], opts)
         if pending is None and buf is t:
             if t.device.type == "cuda":  # NCCL's Work: wait() makes the current stream wait
                 return work
 
             def done(fut):
                 fut.value()
-                self._check_peer("allreduce")
+                self._check_peer_after("allreduce", buf if in_band else None)
                 return tensors
 
             return _ReplayWork(work.get_future().then(done), self._timeout_s, "allreduce", poll=self._peer_poll)
 
         def finish(fut):
             fut.value()  # re-raise an inner failure (into the chained future: wait() raises it)
-            self._check_peer("allreduce")
+            self._check_peer_after("allreduce", buf if in_band else None)
             self._receive(pending, cls, self._flat(buf))
             self._unstage(t, buf)
             return tensors

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import time
 import traceback
@@ -67,6 +68,75 @@ def _lost_frames(rank, n, store, fec, ber, op, out_dir):
     m = g.metrics
     out.update(frames_lost=m.total("frames_lost"), frames_resent=m.total("frames_resent"),
                op_failures=m.total("op_failures"), flips=m.total("errors_injected"))
+    _dump(out_dir, rank, out)
+    os._exit(0)  # the failed group's pending inner ops would hold teardown until the gloo timeout
+
+
+def in_band_worker(rank: int, n: int, store: str, out_dir: str) -> None:
+    """Store look-ups per op, and a loss on rank 1 only, for the in-band signal of float SUM all-reduces."""
+    try:
+        _in_band(rank, n, store, out_dir)
+    except BaseException:
+        _dump(out_dir, rank, {"crash": traceback.format_exc()})
+        raise
+
+
+def _in_band(rank, n, store, out_dir):
+    import dataclasses
+
+    torch.set_num_threads(1)
+    from integration.process_group import register
+    from integration.replay import LinkFailure, ReplayConfig
+    from integration.sources import SourceConfig
+
+    # BER 1e-12: the link is not error-free (every message goes through the delivery model), no flips
+    register(ReplayConfig(source=SourceConfig(ber=1e-12, seed=3, kind="independent")))
+    timeout = timedelta(seconds=20)
+    dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=n, timeout=timeout)
+    g = dist.new_group(backend="phy802", timeout=timeout)
+
+    # the completion look-ups (ReplayProcessGroup._check_peer, one store.check each); a wait that
+    # blocks also polls the store (_peer_poll), which depends on timing and is not counted here
+    looks = {"n": 0}
+    check_peer = g._check_peer
+
+    def counted(*a, **k):
+        looks["n"] += 1
+        return check_peer(*a, **k)
+
+    g._check_peer = counted
+    out: dict = {}
+
+    def looked_up(fn):
+        c = looks["n"]
+        fn()
+        return looks["n"] - c
+
+    x = torch.full((4096,), float(rank + 1))
+    out["sum_lookups"] = looked_up(lambda: dist.all_reduce(x, group=g))
+    out["sum_ok"] = bool(torch.all(x == 3.0))
+    out["int_lookups"] = looked_up(lambda: dist.all_reduce(torch.ones(4096, dtype=torch.int32), group=g))
+    out["max_lookups"] = looked_up(lambda: dist.all_reduce(torch.ones(4096), op=dist.ReduceOp.MAX, group=g))
+    y = torch.ones(4096)
+    if rank == 0:
+        y[0] = math.nan  # a NaN of the data's own (no frame lost): looked up, delivered, no failure
+    out["nan_lookups"] = looked_up(lambda: dist.all_reduce(y, group=g))
+    out["nan_ok"] = bool(math.isnan(float(y[0])) and torch.all(y[1:] == 2.0))
+    dist.barrier()  # plain gloo: both ranks are done with the ops above before rank 1's link fails
+    if rank == 1:  # rank 1's link loses a frame in the next all-reduce; rank 0's link loses nothing
+        orig = g._deliver
+
+        def lossy(*a, **k):
+            d = orig(*a, **k)
+            return dataclasses.replace(d, frames_lost=1, frames_resent=7)
+
+        g._deliver = lossy
+    z = torch.ones(4096)
+    try:
+        dist.all_reduce(z, group=g)
+        out["raised"] = None
+    except LinkFailure as exc:
+        out["raised"] = str(exc)
     _dump(out_dir, rank, out)
     os._exit(0)  # the failed group's pending inner ops would hold teardown until the gloo timeout
 

@@ -129,6 +129,24 @@ def test_lost_frames_make_the_op_raise_on_every_rank(fec, ber, op):
     assert any("NCCL_IB_RETRY_CNT=7" in r["raised"] for r in ranks)
 
 
+def test_float_sum_allreduce_carries_a_loss_in_band_and_skips_the_store_otherwise():
+    """A CPU float SUM all-reduce looks the failure key up only when its element 0 comes out
+    non-finite: a rank that lost data adds NaN there, so a loss on rank 1 alone still fails the
+    same all-reduce on rank 0; a NaN of the data's own costs a look-up and fails nothing; integer
+    and MAX all-reduces look up at every op."""
+    from _it_wrapper_workers import in_band_worker
+
+    r0, r1 = load_ranks(spawn(in_band_worker, 2, timeout_s=120), 2)
+    for r in (r0, r1):
+        assert "crash" not in r, r.get("crash")
+        assert r["sum_lookups"] == 0 and r["sum_ok"] is True
+        assert r["int_lookups"] >= 1 and r["max_lookups"] >= 1
+        assert r["nan_lookups"] >= 1 and r["nan_ok"] is True
+    assert r1["raised"] is not None and "lost 1 frame(s)" in r1["raised"], r1
+    # rank 0 lost nothing itself and fails the same all-reduce, from the in-band NaN and the store
+    assert r0["raised"] is not None and "a link of the group failed" in r0["raised"], r0
+
+
 def test_a_lost_p2p_message_fails_every_pipeline_stage_well_before_the_timeout():
     """Issue 23: in a 3-stage pipeline, a lost activation 0 -> 1 made stage 1 raise, and stage 2,
     waiting on stage 1's send that never came, failed only at the 20 s group timeout (a gloo recv
