@@ -19,7 +19,7 @@ numbers alone, and ``wrapper / plain_corrupt`` is what the wrapper itself adds. 
 time per step (all threads) is printed too: it moves less than wall time when other jobs share
 the machine. So is the CPU time spent in the wrapper's own code, by stage (the calling thread's
 CPU time: reserve and shadow at issue, receive and the peer look-up at completion, and the
-delivery model inside reserve/shadow), per timed step.
+delivery model inside reserve/shadow and the store look-up inside the peer look-up), per timed step.
 
 Usage::
 
@@ -46,7 +46,8 @@ _STAGES = {
     "reserve": ("_reserve", True),  # at issue: the link's delivery of a received message
     "shadow": ("_shadow", True),  # at issue: the sender's copy of that delivery (lost frames)
     "receive": ("_receive", True),  # at completion: flips, guard, norms, log
-    "check_peer": ("_check_peer", True),  # at completion: a peer's link failure (store look-up)
+    "look_up": ("_check_peer_after", True),  # at completion: a peer's link failure (in band, else the store)
+    "check_peer": ("_check_peer", False),  # inside look_up: the store look-up, when the in-band test cannot decide
     "deliver": ("_deliver", False),  # inside reserve and shadow: framing + errors (Numba)
 }
 
@@ -77,7 +78,7 @@ def _worker(rank: int, args: argparse.Namespace, store: str, out: str) -> None:
     import integration.process_group as pgmod
 
     # stages of the wrapper's own code (seconds summed over the timed wrapper steps); "own" is
-    # the top-level stages (reserve + shadow + receive + check_peer), the others are nested in them
+    # the top-level stages (reserve + shadow + receive + look_up), the others are nested in them
     inside = {"s": 0.0, "cpu": 0.0}
     stages = {k: 0.0 for k in _STAGES}
     calls = {k: 0 for k in _STAGES}
