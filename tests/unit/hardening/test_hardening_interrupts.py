@@ -27,11 +27,19 @@ def _env(tmp_path: Path) -> dict:
             "PHY802_STATE_DIR": str(tmp_path / "state")}
 
 
+def _default_signals() -> None:
+    """In the child: the signals' default dispositions. A run under ``nohup`` (or a shell's '&')
+    passes SIGHUP (SIGINT) on ignored, and the CLI then keeps them ignored, as it should."""
+    for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(s, signal.SIG_DFL)
+
+
 def _interrupt(argv, tmp_path: Path, sig: int, delay: float, *, group: bool = True):
     """Start ``phy802 argv``, send ``sig`` after ``delay`` s (to its process group, as a terminal's
     Ctrl-C does); returns (exit code, stderr, seconds from the signal to the exit)."""
     proc = subprocess.Popen([sys.executable, "-m", "phy802", *argv], cwd=tmp_path, env=_env(tmp_path),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+                            preexec_fn=_default_signals)
     time.sleep(delay)
     assert proc.poll() is None, "finished before it could be interrupted"
     t0 = time.monotonic()
