@@ -12,8 +12,8 @@ parts are also timed alone, each against a baseline in the same run:
   gradients, the floor of the receive path when ``measure_noise`` is on;
 * ``stream``: the live generator's error stream for the step's stream bits (``take_chunk``);
 * ``deliver``: ``BufferedLink.deliver`` of both messages (the stream included);
-* ``lookup``: the peer look-up of both ops (one ``store.check`` each) on a HashStore, a FileStore
-  and a TCPStore on localhost;
+* ``lookup``: one store look-up (``store.check``) for each of two ops, alone, on a HashStore, a
+  FileStore and a TCPStore on localhost (what every op but a CPU float-sum all-reduce makes);
 * ``wrapper``: the whole own code per step, with and without ``measure_noise``, and at BER 0
   (the bookkeeping alone), against torch's fake group by itself (torch's own cost per op).
 
@@ -142,8 +142,9 @@ def main() -> None:
     per_chunk = _median_us(lambda: take(chunk), n_chunks)
     res["stream_us"] = per_chunk * bits_per_step / chunk
 
-    # the peer look-up of every completed op (ReplayProcessGroup._check_peer: one store.check, two ops
-    # per step) on the stores a job may give the group, behind the PrefixStore torch puts in front of
+    # the store look-up of a completed op (ReplayProcessGroup._check_peer: one store.check; a CPU float
+    # sum all-reduce, as in this benchmark's wrapper rows, skips it when its result shows no loss),
+    # timed alone for two ops on the stores a job may give the group, behind the PrefixStore torch puts in front of
     # each group's: torch's in-memory HashStore (this benchmark's groups), a FileStore (train.py,
     # bench_replay.py) and a TCPStore served on localhost in this process (torchrun's default; across
     # machines each look-up is also a network round trip to the server on rank 0)
@@ -175,7 +176,7 @@ def main() -> None:
           f"torch.linalg.vector_norm {res['norm_vector_norm_us']:.1f} us, ratio {res['norm_ratio']:.2f}")
     print(f"  delivery of both messages: {res['deliver_us']:.1f} us, of which the link's error stream "
           f"~{res['stream_us']:.1f} us ({bits_per_step / 1e6:.1f} Mbit per step)")
-    print(f"  peer look-up of both ops (store.check): HashStore {res['lookup_hashstore_us']:.1f} us, "
+    print(f"  store look-up for two ops (store.check, alone): HashStore {res['lookup_hashstore_us']:.1f} us, "
           f"FileStore {res['lookup_filestore_us']:.1f} us, TCPStore on localhost {res['lookup_tcpstore_us']:.1f} us")
 
 

@@ -701,8 +701,8 @@ class ReplayProcessGroup(dist.ProcessGroup):
     def _check_peer_after(self, what: str, summed: torch.Tensor | None) -> None:
         """:meth:`_check_peer` when an op completes, skipped after an in-band all-reduce
         (:meth:`_signals_in_band`) whose element 0 came out finite: no rank added the NaN that a
-        lost frame puts there, so no rank of the group lost a frame in this op (the store look-up
-        costs 0.01-0.1 ms per op; a non-finite element 0, lost frame or not, still looks it up)."""
+        lost frame puts there, so no rank of the group lost a frame in this op (otherwise each op is a
+        call to the store's server; a non-finite element 0, lost frame or not, still looks it up)."""
         if summed is not None and self._failed is None and math.isfinite(float(summed.detach().view(-1)[0])):
             return
         self._check_peer(what)
