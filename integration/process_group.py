@@ -698,12 +698,16 @@ class ReplayProcessGroup(dist.ProcessGroup):
         return (buf.device.type == "cpu" and buf.is_floating_point() and buf.numel() >= 1
                 and getattr(op, "op", op) in (dist.ReduceOp.SUM, dist.ReduceOp.AVG))
 
-    def _check_peer_after(self, what: str, summed: torch.Tensor | None) -> None:
+    def _check_peer_after(self, what: str, summed: torch.Tensor | None, vals: np.ndarray | None = None) -> None:
         """:meth:`_check_peer` when an op completes, skipped after an in-band all-reduce
         (:meth:`_signals_in_band`) whose element 0 came out finite: no rank added the NaN that a
         lost frame puts there, so no rank of the group lost a frame in this op (otherwise each op is a
-        call to the store's server; a non-finite element 0, lost frame or not, still looks it up)."""
-        if summed is not None and self._failed is None and math.isfinite(float(summed.detach().view(-1)[0])):
+        call to the store's server; a non-finite element 0, lost frame or not, still looks it up).
+        ``vals``: ``summed``'s elements as a flat numpy view, when the caller has one (element 0
+        read without a tensor index: on a CPU cold from the step's other work, each torch call
+        costs microseconds)."""
+        if summed is not None and self._failed is None and math.isfinite(
+                vals[0] if vals is not None else float(summed.detach().view(-1)[0])):
             return
         self._check_peer(what)
 
@@ -959,16 +963,17 @@ class ReplayProcessGroup(dist.ProcessGroup):
             c = self._cost_cache[octets] = (sb, line_bits_of_stream(sb, self.config.source.rate, self.config.source.code))
         return c
 
-    def _apply(self, pending: tuple, t: torch.Tensor, elem_base: int = 0) -> None:
+    def _apply(self, pending: tuple, t: torch.Tensor, elem_base: int = 0, vals: np.ndarray | None = None) -> None:
         """Apply a reserved corruption to the received contiguous flat tensor ``t``, then the guard.
 
         The guard (``nan_to_zero_clamp``) acts on the flipped elements only; nothing the link did
-        not touch is changed.
+        not touch is changed. ``vals``: ``t``'s elements as a flat numpy view (:meth:`_host_view`),
+        when the caller has one.
         """
-        if t.device.type == "cuda" or self.force_device_path:
+        if self.force_device_path or (vals is None and t.device.type == "cuda"):
             return self._apply_device(pending, t, elem_base)
-        if t.dtype in _WORD:  # fp32 / fp64 on the CPU: norm, flips, guard and changes in one Numba pass
-            return self._apply_cpu_fused(pending, t, elem_base)
+        if vals is not None or t.dtype in _WORD:  # fp32 / fp64 on the CPU: norm, flips, guard and changes in one Numba pass
+            return self._apply_cpu_fused(pending, t, elem_base, vals)
         guard = self.config.guard
         seq, op, cls, src, hop, flips = pending
         x = t.detach()
@@ -1005,7 +1010,7 @@ class ReplayProcessGroup(dist.ProcessGroup):
         self._account(seq, op, cls, src, hop, elem, bit, old, new, flips[idx], elem_base,
                       sig, pert, n_prot, nonfinite, n_guard, n_skip)
 
-    def _apply_cpu_fused(self, pending: tuple, t: torch.Tensor, elem_base: int) -> None:
+    def _apply_cpu_fused(self, pending: tuple, t: torch.Tensor, elem_base: int, vals: np.ndarray | None = None) -> None:
         """:meth:`_apply` for a CPU fp32/fp64 tensor: one Numba call (:func:`integration._kernels.receive_flips`).
 
         Same results as the general path (tested): the clean message's squared norm
@@ -1016,7 +1021,8 @@ class ReplayProcessGroup(dist.ProcessGroup):
         """
         seq, op, cls, src, hop, flips = pending
         measure = self.config.measure_noise
-        vals = (t.detach() if t.requires_grad else t).numpy().reshape(-1)
+        if vals is None:
+            vals = self._host_view(t)
         k = len(flips)
         if k == 0:
             if measure:
@@ -1032,7 +1038,7 @@ class ReplayProcessGroup(dist.ProcessGroup):
         scratch = np.empty((5, k), np.int64)  # rows: element, bit, index in offsets | old, new (float64)
         ints, floats = scratch[:3], scratch[3:].view(np.float64)
         n, n_prot, n_bad, n_guard, sig, pert = receive_flips(
-            vals, vals.view(_WORD[t.dtype]), offsets, 8 * vals.itemsize, lo, hi, clamp, measure, ints, floats)
+            vals, vals.view(np.uint32 if vals.itemsize == 4 else np.uint64), offsets, 8 * vals.itemsize, lo, hi, clamp, measure, ints, floats)
         self._account(seq, op, cls, src, hop, ints[0, :n], ints[1, :n], floats[0, :n], floats[1, :n],
                       offsets[ints[2, :n]], elem_base, sig, pert, int(n_prot), n_bad > 0, int(n_guard))
 
@@ -1136,9 +1142,15 @@ class ReplayProcessGroup(dist.ProcessGroup):
             self._dadd("nonfinite_events", cls, (~torch.isfinite(after)).any().double())
             self._dev_log.append((seq, op, cls, src, hop, elem + elem_base, bit, offsets[idx], inv, before, after))
 
-    def _receive(self, pending: tuple | None, cls: str, t: torch.Tensor, elem_base: int = 0) -> None:  # noqa: ARG002
+    def _receive(self, pending: tuple | None, cls: str, t: torch.Tensor, elem_base: int = 0,  # noqa: ARG002
+                 vals: np.ndarray | None = None) -> None:
         if pending is not None:
-            self._apply(pending, t, elem_base)
+            self._apply(pending, t, elem_base, vals)
+
+    @staticmethod
+    def _host_view(t: torch.Tensor) -> np.ndarray:
+        """A CPU fp32/fp64 tensor's elements as a flat numpy view (no copy)."""
+        return (t.detach() if t.requires_grad else t).numpy().reshape(-1)
 
     @staticmethod
     def _flat(t: torch.Tensor) -> torch.Tensor:
@@ -1197,26 +1209,29 @@ class ReplayProcessGroup(dist.ProcessGroup):
         # on the device path either (force_device_path on CPU included): reading element 0 is a host sync
         in_band = (inner is not self._nccl and not self.force_device_path
                    and self._signals_in_band(buf, opts.reduceOp))
+        # a CPU fp32/fp64 result is read through one numpy view (element 0, then the flips)
+        host = in_band and buf.dtype in _WORD
         if in_band and (self._failed is not None or self._tl.loss is not None):
             # this rank's data is lost (or the group is in error): its part of the sum carries NaN
             # in element 0, so every peer sees a non-finite element 0 and looks the failure up
             buf.detach().view(-1)[0] = math.nan
         work = inner.allreduce([buf], opts)
         if pending is None and buf is t:
-            if t.device.type == "cuda":  # NCCL's Work: wait() makes the current stream wait
+            if not in_band and t.device.type == "cuda":  # NCCL's Work: wait() makes the current stream wait
                 return work
 
             def done(fut):
                 fut.value()
-                self._check_peer_after("allreduce", buf if in_band else None)
+                self._check_peer_after("allreduce", buf if in_band else None, self._host_view(buf) if host else None)
                 return tensors
 
             return _ReplayWork(work.get_future().then(done), self._timeout_s, "allreduce", poll=self._peer_poll)
 
         def finish(fut):
             fut.value()  # re-raise an inner failure (into the chained future: wait() raises it)
-            self._check_peer_after("allreduce", buf if in_band else None)
-            self._receive(pending, cls, self._flat(buf))
+            vals = self._host_view(buf) if host else None
+            self._check_peer_after("allreduce", buf if in_band else None, vals)
+            self._receive(pending, cls, buf if host else self._flat(buf), vals=vals)
             self._unstage(t, buf)
             return tensors
 
