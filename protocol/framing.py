@@ -374,23 +374,28 @@ def stream_bits(payload_bits: int, cfg: FramingConfig = FramingConfig()) -> int:
     return layout(_octets(payload_bits), cfg).stream_bits
 
 
-def line_bits_of_stream(n_stream_bits: int, rate: str | RateGeometry = "400G", code: str = "kp4") -> int:
-    """Line bits that carry ``n_stream_bits`` (257b, RS parity/pad and AM overhead of ``code``),
-    rounded up.  At 800G / 1.6T (:data:`INNER_STREAM_RATES`, ``kp4`` or ``none``, the KP4 layout
-    either way): 17 line bits per 16 stream bits (21760 per group of 20480, no AMs), the KP4 line of
-    850 / 1700 Gb/s; the Clause 177 inner code's 128/120 on the physical lanes is not counted."""
+def line_bits_ratio(rate: str | RateGeometry = "400G", code: str = "kp4") -> tuple[int, int]:
+    """``(num, den)``: ``n`` stream bits take ``ceil(n * num / den)`` line bits (257b, RS parity/pad
+    and AM overhead of ``code``).  At 800G / 1.6T (:data:`INNER_STREAM_RATES`, ``kp4`` or ``none``,
+    the KP4 layout either way): 17 line bits per 16 stream bits (21760 per group of 20480, no AMs),
+    the KP4 line of 850 / 1700 Gb/s; the Clause 177 inner code's 128/120 on the physical lanes is
+    not counted."""
     if not isinstance(rate, RateGeometry) and str(rate).strip().upper() in INNER_STREAM_RATES:
         c = get_code(code)
         if c.name not in ("kp4", "none"):
             raise ValueError(f"code {code!r} at {rate}: 802.3dj keeps RS(544,514) (kp4) as the outer code; "
                              f"choose kp4 or none")
-        return -(-int(n_stream_bits) * 17 // 16)
+        return 17, 16
     g = get_rate(rate)
     c = get_code(code)
     p = c.am_period_pairs(g)
-    num = int(n_stream_bits) * c.pair_line_bits * p
-    den = BLOCK_PAYLOAD_BITS * (c.blocks_per_pair * p - g.am_blocks)
-    return -(-num // den)
+    return c.pair_line_bits * p, BLOCK_PAYLOAD_BITS * (c.blocks_per_pair * p - g.am_blocks)
+
+
+def line_bits_of_stream(n_stream_bits: int, rate: str | RateGeometry = "400G", code: str = "kp4") -> int:
+    """Line bits that carry ``n_stream_bits``, rounded up (:func:`line_bits_ratio`)."""
+    num, den = line_bits_ratio(rate, code)
+    return -(-int(n_stream_bits) * num // den)
 
 
 def line_bits(payload_bits: int, rate: str | RateGeometry = "400G", cfg: FramingConfig = FramingConfig(),
