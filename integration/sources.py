@@ -278,6 +278,7 @@ def resolved_kind(cfg: SourceConfig) -> str:
 
 _NO_RANGES = np.empty((0, 2), np.int64)
 _NO_RANGES.flags.writeable = False  # shared by every delivery that lost no frame
+_MAX_PREDICTED = 16  # messages BufferedLink works out ahead at most (DDP: a few steps' buckets)
 
 
 def make_link_source(cfg: SourceConfig, src: int, dst: int) -> ErrorSource:
@@ -320,6 +321,8 @@ class BufferedLink:
     so reading ahead changes no flip. What changes is the cost: ``deliver`` spends ~0.2-0.5 ms per
     1-3 MB message in Python (a source call and a ``frame_fates`` per resent frame); here a message
     is one Numba call over the buffered offsets and marks (:func:`integration._kernels.deliver_frames`).
+    Calls also work out the messages they predict next (:meth:`_predict`), consuming nothing; a
+    call that asks for the predicted message gets that result (:attr:`predicted` counts them).
 
     The wrapped source's own cursor runs ahead of :attr:`cursor` (``prefetch_bits`` at first, then
     about 16k errors' worth, within ``min(prefetch_bits, 2^22)`` .. 2^28 bits), so the source must
@@ -329,7 +332,7 @@ class BufferedLink:
     def __init__(self, source: ErrorSource, mode, *, rate: str = "400G", prefetch_bits: int = 1 << 25,
                  code: str = "kp4", retransmit=None) -> None:
         from protocol.delivery import RetransmitConfig
-        from protocol.framing import FramingConfig, stream_rate
+        from protocol.framing import FramingConfig, line_bits_ratio, stream_rate
         from protocol.modes import get_mode
 
         self.source = source
@@ -352,7 +355,13 @@ class BufferedLink:
         self._layouts: dict[int, tuple] = {}
         self._flips = np.empty(0, np.int64)
         self._lost = np.empty((0, 2), np.int64)
-        self._line: dict[int, int] = {}
+        # line bits of ``n`` stream bits: ceil(n * num / den) (protocol.framing.line_bits_ratio)
+        self._line_num, self._line_den = line_bits_ratio(rate, code)
+        self.predicted = 0  # messages served from the prediction made at the end of the previous call
+        self._chain: list[tuple] = []  # predicted messages, next last: (octets, float_format, *_message(...))
+        self._depth = 1  # how many messages _predict works out ahead (1 .. _MAX_PREDICTED)
+        self._last: int | None = None  # the previous message's octets
+        self._next: dict[int, int] = {}  # octets -> the octets of the message that followed it last
         self._masks: dict[str, np.ndarray] = {}
         # per-message constants, read once (each attribute chain costs on the per-bucket path)
         self._tolerant = bool(self.mode.tolerant)
@@ -414,27 +423,82 @@ class BufferedLink:
         if octets == 0:
             e = np.empty(0, np.int64)
             return self._delivery(e, 0, 0, 0, np.empty((0, 2), np.int64), 0, 0, 0, 0.0)
+        chain = self._chain
+        if chain and chain[-1][0] == octets and chain[-1][1] == float_format:
+            # the next of the messages predicted earlier, at this cursor: the same result (the buffer
+            # has not changed since), worked out while the code was in the caches
+            _, _, d, used, k, m = chain.pop()
+            self.predicted += 1
+            if not chain:
+                self._depth = min(2 * self._depth, _MAX_PREDICTED)  # every guess held: guess further
+        else:
+            if chain:
+                chain.clear()
+                self._depth = 1
+            d, used, k, m = self._message(octets, float_format, True, self.cursor, self._k, self._m)
+            if self._last is not None and (self._last in self._next or len(self._next) < 4096):
+                self._next[self._last] = octets  # bounded for sizes that never repeat
+        self._last = octets
+        self.cursor += used
+        self._k, self._m = k, m
+        if not chain:
+            self._predict(octets, float_format)
+        return d
+
+    def _predict(self, octets: int, float_format: str) -> None:
+        """Work out the next messages now, each the size that followed the previous one last time
+        (DDP's buckets and a pipeline's activations repeat every step), up to ``_depth`` of them
+        and as far as the buffer goes, consuming nothing.
+
+        On a CPU busy with the step's other work the wrapper's code is cold at each call, and each
+        call into numpy or Numba then costs several times what it does in a loop; worked out in one
+        go, the messages cost what they do warm, and a predicted call only looks its result up. A
+        wrong guess drops the rest (and the depth falls back to one); the depth doubles each time
+        every guess held.
+        """
+        cursor, k, m = self.cursor, self._k, self._m
+        out = []
+        for _ in range(self._depth):
+            octets = self._next.get(octets)
+            if octets is None:
+                break
+            r = self._message(octets, float_format, False, cursor, k, m)
+            if r is None:  # the buffer ends first: the call that needs it reads further
+                break
+            out.append((octets, float_format) + r)
+            cursor, k, m = cursor + r[1], r[2], r[3]
+        out.reverse()  # popped from the end
+        self._chain[:] = out
+
+    def _message(self, octets: int, float_format: str, extend: bool, cursor: int, k: int, m: int):
+        """``(Delivery, used_bits, k_next, m_next)`` of a message at stream position ``cursor``
+        (buffered offsets from ``k``, marks from ``m``), consuming nothing; ``None`` if the buffer
+        ends first and ``extend`` is False (with ``extend``, ``cursor`` must be :attr:`cursor`:
+        reading further drops what lies behind it)."""
         fs, ps, pe, ce, fe, pf, pl = self._layout(octets)
-        need = self.cursor + int(fe[-1])
+        need = cursor + int(fe[-1])
         while True:
             if self._end < need:
+                if not extend:
+                    return None
                 self._extend(need)
+                k, m = self._k, self._m
             # scratch outputs reused from message to message (at most one flip per buffered error)
-            if self._flips.size < self._off.size - self._k:
-                self._flips = np.empty(2 * (self._off.size - self._k), np.int64)
+            if self._flips.size < self._off.size - k:
+                self._flips = np.empty(2 * (self._off.size - k), np.int64)
             if self._lost.shape[0] < fs.size:
                 self._lost = np.empty((fs.size, 2), np.int64)
             flips, lost = self._flips, self._lost
-            n, used, resent, nl, maxr, k, m = self._deliver_frames(
-                self._off, self._k, self._marks, self._m, self.cursor, self._end, fs, ps, pe, ce, fe, pf, pl,
+            n, used, resent, nl, maxr, k2, m2 = self._deliver_frames(
+                self._off, k, self._marks, m, cursor, self._end, fs, ps, pe, ce, fe, pf, pl,
                 self._tolerant, self._max_attempts, flips, lost)
             if n >= 0:
                 break
+            if not extend:
+                return None
             # resends ran past the buffer: read further and redo the message (nothing was consumed)
             need = self._end + int(fe[-1])
             self.redone += 1
-        self.cursor += int(used)
-        self._k, self._m = int(k), int(m)
         out = flips[:n].copy()
         removed = 0
         if self._sign_exp and n:
@@ -446,13 +510,9 @@ class BufferedLink:
             hit = mask[out % mask.size]
             removed = int(hit.sum())
             out = out[~hit]
-        lb = self._line.get(used)
-        if lb is None:
-            from protocol.framing import line_bits_of_stream
-
-            lb = line_bits_of_stream(int(used), self.rate, self.code)
-            if len(self._line) < 4096:
-                self._line[used] = lb
-        return self._delivery(payload_flips=out, frames=int(fs.size), frames_resent=int(resent), frames_lost=int(nl),
-                              lost_ranges=lost[:nl].copy() if nl else _NO_RANGES, protected_removed=removed,
-                              stream_bits=int(used), line_bits=int(lb), retransmit_ns=float(maxr * self._resend_ns))
+        used = int(used)
+        d = self._delivery(payload_flips=out, frames=int(fs.size), frames_resent=int(resent), frames_lost=int(nl),
+                           lost_ranges=lost[:nl].copy() if nl else _NO_RANGES, protected_removed=removed,
+                           stream_bits=used, line_bits=-(-used * self._line_num // self._line_den),
+                           retransmit_ns=float(maxr * self._resend_ns))
+        return d, used, int(k2), int(m2)

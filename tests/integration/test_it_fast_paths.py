@@ -30,6 +30,7 @@ def _compare(cfg: SourceConfig, sizes, fmt: str, prefetch: int) -> dict:
         seen["protected"] += d.protected_removed
     assert fast.cursor == ref.cursor
     seen["redone"] = fast.redone
+    seen["predicted"] = fast.predicted
     return seen
 
 
@@ -51,6 +52,25 @@ def test_buffered_link_equals_deliver(fec, kind):
                     prefetch=1 << 25)
     if fec in ("bypass", "unequal"):
         assert seen["flips"] > 0 and seen["resent"] > 0
+    # DDP's two buckets: from the third message on, each is the one predicted at the end of the previous call
+    assert seen["predicted"] == 3
+
+
+@pytest.mark.parametrize("fec", ["unequal", "ieee"])
+def test_buffered_link_prediction_changes_no_delivery(fec):
+    # repeats, wrong guesses (a size that followed another only once), a float format the
+    # prediction was not made for, and a read-ahead so small that predictions find the buffer short
+    a, b, c = 3000, 70_000, 150_000
+    sizes = [a, b, a, b, a, c, a, b, b, b, c, c, a, b] * 3
+    for fmt, prefetch in (("float32", 1 << 16), ("bfloat16", 1 << 22)):
+        seen = _compare(SourceConfig(ber=2e-3, seed=11, fec=fec, kind="generator"), sizes, fmt, prefetch=prefetch)
+        assert 0 < seen["predicted"] < len(sizes) - 1 and seen["resent"] > 0
+    ref = make_link_source(SourceConfig(ber=2e-3, seed=11, fec=fec), 1, 0)
+    fast = BufferedLink(make_link_source(SourceConfig(ber=2e-3, seed=11, fec=fec), 1, 0), fec)
+    for i, s in enumerate(sizes):
+        fmt = "float32" if i % 3 else "float16"
+        d, e = deliver(s, ref, fec, float_format=fmt), fast.deliver(s, fmt)
+        assert np.array_equal(d.payload_flips, e.payload_flips) and d.stream_bits == e.stream_bits, i
 
 
 def test_buffered_link_supports_only_cut_invariant_sources():
