@@ -237,14 +237,15 @@ def sum_squares(x):
 
 
 @njit(cache=True, nogil=True)
-def receive_flips(vals, words, offsets, width, protect_lo, protect_hi, clamp, measure, ints, floats):
+def receive_flips(vals, words, offsets, width, protect_lo, protect_hi, clamp, measure, block, elem_base):
     """The whole CPU receive path of one message in one pass: the clean message's
     :func:`sum_squares` (``measure``), :func:`flip_bits`, then per flipped element the guard
     (``clamp >= 0``: ``nan_to_zero_clamp`` on that element only) and its change.
 
     ``offsets`` are sorted (as delivered), so the applied flips of one element are adjacent.
-    ``ints`` is int64[3, k] and ``floats`` float64[2, k] scratch (``k = len(offsets)``), filled as
-    by :func:`flip_bits`. The change of a distinct flipped element is (value after the guard) -
+    ``block`` is int64[5, k] (``k = len(offsets)``), filled as an injection-log block
+    (``integration.replay.InjectionLog.BLOCK_ROWS``): element + ``elem_base``, bit, the applied
+    offset (msg_bit), then old and new as float64 (rows 3-4 viewed). The change of a distinct flipped element is (value after the guard) -
     (value before the flips), 0 where the value before was non-finite (a clean Inf/NaN is the
     sender's, not the link's); their squares are summed in float64 in element order. Returns
     ``(n_applied, n_protected, n_nonfinite, n_guarded, signal_sq, perturbation_sq)``:
@@ -252,6 +253,8 @@ def receive_flips(vals, words, offsets, width, protect_lo, protect_hi, clamp, me
     when an element finite before is not finite after.
     """
     sig = sum_squares(vals) if measure else np.nan
+    ints = block[:3]
+    floats = block[3:].view(np.float64)
     n, n_prot, n_bad = flip_bits(vals, words, offsets, width, protect_lo, protect_hi, ints, floats)
     elem, old, new = ints[0], floats[0], floats[1]
     n_guard = 0
@@ -275,6 +278,9 @@ def receive_flips(vals, words, offsets, width, protect_lo, protect_hi, clamp, me
             else:
                 pert += (f - o) * (f - o)
         j = k + 1
+    for j in range(n):  # the log's columns: the message's offset, the element in the whole tensor
+        ints[2, j] = offsets[ints[2, j]]
+        elem[j] += elem_base
     if not measure:
         pert = 0.0
     elif not finite:

@@ -1035,31 +1035,19 @@ class ReplayProcessGroup(dist.ProcessGroup):
         offsets = flips if (flips.dtype == np.int64 and flips.flags.c_contiguous) else np.ascontiguousarray(flips, np.int64)
         lo, hi = _SIGN_EXP_BITS[t.dtype] if guard == "exponent_protection" else (1, 0)
         clamp = float(self.config.clamp_for(cls)) if guard == "nan_to_zero_clamp" else -1.0
-        scratch = np.empty((5, k), np.int64)  # rows: element, bit, index in offsets | old, new (float64)
-        ints, floats = scratch[:3], scratch[3:].view(np.float64)
+        block = np.empty((5, k), np.int64)  # filled as an InjectionLog block, kept by the log
         n, n_prot, n_bad, n_guard, sig, pert = receive_flips(
-            vals, vals.view(np.uint32 if vals.itemsize == 4 else np.uint64), offsets, 8 * vals.itemsize, lo, hi, clamp, measure, ints, floats)
-        self._account(seq, op, cls, src, hop, ints[0, :n], ints[1, :n], floats[0, :n], floats[1, :n],
-                      offsets[ints[2, :n]], elem_base, sig, pert, int(n_prot), n_bad > 0, int(n_guard))
+            vals, vals.view(np.uint32 if vals.itemsize == 4 else np.uint64), offsets, 8 * vals.itemsize, lo, hi,
+            clamp, measure, block, elem_base)
+        with self._lock:
+            self._metrics.add_received(cls, n, sig, pert, n_prot, n_bad > 0, n_guard)
+            self._log.add_block(seq, op, cls, src, self._rank, hop, block, n)
 
     def _account(self, seq, op, cls, src, hop, elem, bit, old, new, msg_bit, elem_base, sig, pert, n_prot,
                  nonfinite, n_guard, n_skip=0) -> None:
         """Counters and log of one received message's applied flips (one lock, one pass)."""
         with self._lock:
-            m = self._metrics
-            m.add("errors_injected", cls, len(elem))
-            if math.isfinite(sig):
-                m.add("signal_sq", cls, sig)
-            if pert:
-                m.add("perturbation_sq", cls, pert)
-            if n_prot:
-                m.add("errors_protected", cls, n_prot)
-            if nonfinite:
-                m.add("nonfinite_events", cls, 1)
-            if n_guard:
-                m.add("guard_elements", cls, n_guard)
-            if n_skip:
-                m.add("guard_skipped", cls, n_skip)
+            self._metrics.add_received(cls, len(elem), sig, pert, n_prot, nonfinite, n_guard, n_skip)
             self._log.add(seq=seq, op=op, cls=cls, src=src, dst=self._rank, hop=hop,
                           element=elem + elem_base if elem_base else elem,
                           bit=bit, old=old, new=new, msg_bit=msg_bit)

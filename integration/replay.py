@@ -245,12 +245,19 @@ class InjectionLog:
     ``msg_bit`` is the flipped payload bit of the message (what the delivery model returned), so
     a log can be checked against the source replayed through ``protocol.delivery``. ``old``/``new`` are the
     element's values before and after the message's flips (per-bit when one flip hits an element).
+
+    A message's flips are kept as one int64 block of :data:`BLOCK_ROWS` rows (element, bit,
+    msg_bit, then old and new as float64 bits) that the CPU receive kernel fills in place
+    (:meth:`add_block`): no per-message slicing or copying on the per-bucket path.
     """
+
+    #: rows of a block: element, bit, msg_bit (int64), old, new (float64, viewed)
+    BLOCK_ROWS = 5
 
     def __init__(self, limit: int = 200_000) -> None:
         self.limit = int(limit)
         self.dropped = 0
-        self._parts: list[dict[str, Any]] = []
+        self._parts: list[tuple] = []  # (seq, op, cls, src, dst, hop, block, n): block int64[5, >= n]
         self._n = 0
         self.messages: list[tuple] = []  # (seq, op, cls, src, dst, hop, payload_bits, stream_bits, n_offsets)
 
@@ -261,34 +268,42 @@ class InjectionLog:
                     payload_bits: int, stream_bits: int, n_offsets: int) -> None:
         self.messages.append((seq, op, cls, src, dst, hop, payload_bits, stream_bits, n_offsets))
 
+    def add_block(self, seq: int, op: str, cls: str, src: int, dst: int, hop: int, block: np.ndarray, n: int) -> None:
+        """Log the first ``n`` columns of ``block`` (int64[5, >= n], rows as :data:`BLOCK_ROWS`),
+        kept by reference: the caller does not write to it afterwards."""
+        room = self.limit - self._n
+        if n > room:
+            self.dropped += n - max(0, room)
+            n = max(0, room)
+        if n:
+            self._parts.append((seq, op, cls, src, dst, hop, block, n))
+            self._n += n
+
     def add(self, *, seq: int, op: str, cls: str, src: int, dst: int, hop: int, element: np.ndarray,
             bit: np.ndarray, old: np.ndarray, new: np.ndarray, msg_bit: np.ndarray) -> None:
         n = len(element)
-        room = max(0, self.limit - self._n)
-        if n > room:
-            self.dropped += n - room
-            n = room
-        if n == 0:
-            return
-        self._parts.append(dict(seq=seq, op=op, cls=cls, src=src, dst=dst, hop=hop, element=element[:n],
-                                bit=bit[:n], old=old[:n], new=new[:n], msg_bit=msg_bit[:n]))
-        self._n += n
+        block = np.empty((self.BLOCK_ROWS, n), np.int64)
+        block[0], block[1], block[2] = element, bit, msg_bit
+        fl = block[3:].view(np.float64)
+        fl[0], fl[1] = old, new
+        self.add_block(seq, op, cls, src, dst, hop, block, n)
 
     def records(self) -> list[dict[str, Any]]:
         """One plain dict per flip (JSON-ready)."""
         out = []
-        for p in self._parts:
-            for i in range(len(p["element"])):
-                out.append(dict(seq=p["seq"], op=p["op"], cls=p["cls"], link=[p["src"], p["dst"]], hop=p["hop"],
-                                element=int(p["element"][i]), bit=int(p["bit"][i]), old=float(p["old"][i]),
-                                new=float(p["new"][i]), msg_bit=int(p["msg_bit"][i])))
+        for seq, op, cls, src, dst, hop, block, n in self._parts:
+            ints = block[:3, :n].tolist()
+            fl = block[3:, :n].view(np.float64).tolist()
+            for e, b, mb, o, w in zip(ints[0], ints[1], ints[2], fl[0], fl[1]):
+                out.append(dict(seq=seq, op=op, cls=cls, link=[src, dst], hop=hop, element=e, bit=b, old=o,
+                                new=w, msg_bit=mb))
         return out
 
     def offsets_by_message(self) -> dict[int, np.ndarray]:
         """``seq -> msg_bit offsets`` of the applied flips (for checks against the source)."""
         d: dict[int, list[np.ndarray]] = {}
-        for p in self._parts:
-            d.setdefault(p["seq"], []).append(p["msg_bit"])
+        for seq, *_, block, n in self._parts:
+            d.setdefault(seq, []).append(block[2, :n])
         return {k: np.sort(np.concatenate(v)) for k, v in d.items()}
 
 
@@ -335,6 +350,21 @@ class Metrics:
     def add(self, name: str, cls: str, n: int | float) -> None:
         d = getattr(self, name)
         d[cls] = d.get(cls, 0) + (float(n) if name in self._FLOAT_FIELDS else int(n))
+
+    def add_received(self, cls: str, injected: int, signal_sq: float, perturbation_sq: float, protected: int,
+                     nonfinite: bool, guarded: int, skipped: int = 0) -> None:
+        """The counters of one received message's applied flips in one call (the per-bucket path):
+        ``signal_sq`` only when finite, the others only when nonzero (as :meth:`add` per counter)."""
+        d = self.errors_injected
+        d[cls] = d.get(cls, 0) + int(injected)
+        if math.isfinite(signal_sq):
+            d = self.signal_sq
+            d[cls] = d.get(cls, 0) + float(signal_sq)
+        for d, v in ((self.perturbation_sq, perturbation_sq), (self.errors_protected, protected),
+                     (self.nonfinite_events, nonfinite), (self.guard_elements, guarded),
+                     (self.guard_skipped, skipped)):
+            if v:
+                d[cls] = d.get(cls, 0) + (float(v) if d is self.perturbation_sq else int(v))
 
     def add_message(self, cls: str, payload_bits: int, stream_bits: int, line_bits: int) -> None:
         """One received message: ``messages`` +1 and its payload, stream and line bits (one call per message)."""
