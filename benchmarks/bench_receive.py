@@ -15,14 +15,19 @@ parts are also timed alone, each against a baseline in the same run:
 * ``lookup``: one store look-up (``store.check``) for each of two ops, alone, on a HashStore, a
   FileStore and a TCPStore on localhost (what every op but a CPU float-sum all-reduce makes);
 * ``wrapper``: the whole own code per step, with and without ``measure_noise``, and at BER 0
-  (the bookkeeping alone), against torch's fake group by itself (torch's own cost per op).
+  (the bookkeeping alone), against torch's fake group by itself (torch's own cost per op);
+* ``cold``: the whole own code and the fake group again, each step after ``--gap-ms`` of sleep
+  (default 5): the CPU gone cold between steps, as it is in training, where the model's forward
+  and backward passes run between the buckets' calls.
 
-Times are the calling thread's CPU time (medians over ``--steps`` steps); between steps the
+Times are the calling thread's CPU time over ``--steps`` steps: means for the wrapper and
+``deliver`` (the stream's read-ahead and the messages ``BufferedLink`` works out ahead are paid by
+a few of the calls), medians for the rest; between steps the
 buckets are refilled from stored random gradients (what gloo's reduction does to them).
 
 Usage::
 
-    python benchmarks/bench_receive.py [--steps 200] [--ber 1e-5] [--source generator] [--json]
+    python benchmarks/bench_receive.py [--steps 200] [--ber 1e-5] [--source generator] [--gap-ms 5] [--json]
 """
 
 from __future__ import annotations
@@ -37,7 +42,7 @@ import statistics  # noqa: E402
 import time  # noqa: E402
 
 
-def _median_us(fn, steps: int, before=None) -> float:
+def _median_us(fn, steps: int, before=None, mean: bool = False) -> float:
     ts = []
     for i in range(steps):
         if before is not None:
@@ -45,7 +50,7 @@ def _median_us(fn, steps: int, before=None) -> float:
         t0 = time.thread_time()
         fn()
         ts.append(time.thread_time() - t0)
-    return 1e6 * statistics.median(ts)
+    return 1e6 * (statistics.fmean(ts) if mean else statistics.median(ts))
 
 
 def main() -> None:
@@ -54,10 +59,13 @@ def main() -> None:
     p.add_argument("--ber", type=float, default=1e-5)
     p.add_argument("--source", choices=("independent", "generator"), default="generator",
                    help="generator: --ber is the pre-FEC line BER; independent: the payload-stream BER")
+    p.add_argument("--gap-ms", type=float, default=5.0,
+                   help="sleep before each step of the cold rows, in ms (default 5; 0 skips them)")
     p.add_argument("--json", action="store_true")
     args = p.parse_args()
-    if args.steps < 1 or not (0 < args.ber < 1):
-        p.error(f"--steps must be >= 1 and --ber in (0, 1), got {args.steps} and {args.ber}")
+    if args.steps < 1 or not (0 < args.ber < 1) or not (0 <= args.gap_ms <= 1000):
+        p.error(f"--steps must be >= 1, --ber in (0, 1) and --gap-ms in [0, 1000], got {args.steps}, {args.ber} "
+                f"and {args.gap_ms}")
 
     from datetime import timedelta
 
@@ -87,11 +95,18 @@ def main() -> None:
 
     src_cfg = SourceConfig(ber=args.ber, seed=1, kind=args.source)
     res: dict = {"params": n_params, "buckets": sizes, "ber": args.ber, "ber_is": ber_meaning(args.source),
-                 "source": args.source, "steps": args.steps}
+                 "source": args.source, "steps": args.steps, "gap_ms": args.gap_ms}
+
+    def cold(i: int) -> None:  # the cold rows: refilled, then idle for --gap-ms
+        refill(i)
+        time.sleep(args.gap_ms / 1e3)
 
     # torch's own cost of the two ops (the fake group alone): the baseline of everything below
     fake0 = torch._C._distributed_c10d.FakeProcessGroup._create_internal(0, 2)
     res["torch_fake_op_us"] = _median_us(lambda: [fake0.allreduce([b]).wait() for b in bufs], args.steps, refill)
+    if args.gap_ms:
+        res["torch_fake_op_cold_us"] = _median_us(lambda: [fake0.allreduce([b]).wait() for b in bufs], args.steps,
+                                                  cold)
 
     # the whole own code per step, over torch's fake process group; at BER 0 only the bookkeeping
     # (op decorator, comm log, bit accounting, Work, the store look-up) runs
@@ -110,8 +125,10 @@ def main() -> None:
             refill(i)
             step()
         key = "wrapper_ber0_us" if ber == 0 else ("wrapper_us" if measure else "wrapper_no_measure_us")
-        res[key] = _median_us(step, args.steps, refill)
+        res[key] = _median_us(step, args.steps, refill, mean=True)
         flips[key] = g.metrics.total("errors_injected") / (args.steps + 5)
+        if key == "wrapper_us" and args.gap_ms:
+            res["wrapper_cold_us"] = _median_us(step, args.steps, cold, mean=True)
     res["flips_per_step"] = flips["wrapper_us"]
 
     # the signal norm: one read of the step's gradients
@@ -131,7 +148,10 @@ def main() -> None:
         for o in octets:
             link.deliver(o)
     c0 = link.cursor
-    res["deliver_us"] = _median_us(lambda: [link.deliver(o) for o in octets], args.steps)
+    # the mean (here and in the wrapper rows), not the median: most calls find their message worked
+    # out by an earlier one (BufferedLink._predict) and the stream is read ahead in chunks, both paid
+    # by a few of the calls
+    res["deliver_us"] = _median_us(lambda: [link.deliver(o) for o in octets], args.steps, mean=True)
     bits_per_step = (link.cursor - c0) / args.steps
     res["stream_bits_per_step"] = bits_per_step
     source = make_link_source(src_cfg, 1, 0)
@@ -166,12 +186,17 @@ def main() -> None:
         return
     print(f"replay wrapper's own code per DDP step, one process, {n_params} fp32 parameters in buckets "
           f"{sizes[0]} + {sizes[1]}, BER {args.ber:g} [{res['ber_is']}] ({args.source} source), "
-          f"{res['flips_per_step']:.0f} flips per step, thread CPU time (median of {args.steps})")
+          f"{res['flips_per_step']:.0f} flips per step, thread CPU time per step ({args.steps} steps; "
+          f"means for the wrapper and the delivery, medians for the rest)")
     print(f"  torch's fake group alone (baseline): {res['torch_fake_op_us']:8.1f} us/step")
     print(f"  wrapper at BER 0 (bookkeeping only): {res['wrapper_ber0_us']:8.1f} us/step "
           f"({res['wrapper_ber0_us'] / res['torch_fake_op_us']:.1f}x the fake group)")
     print(f"  wrapper, measure_noise on          : {res['wrapper_us']:8.1f} us/step")
     print(f"  wrapper, measure_noise off         : {res['wrapper_no_measure_us']:8.1f} us/step")
+    if args.gap_ms:
+        print(f"  after {args.gap_ms:g} ms idle before each step (cold): wrapper {res['wrapper_cold_us']:.1f} us/step "
+              f"({res['wrapper_cold_us'] / res['wrapper_us']:.2f}x warm, measure_noise on), torch's fake group "
+              f"{res['torch_fake_op_cold_us']:.1f} us/step ({res['torch_fake_op_cold_us'] / res['torch_fake_op_us']:.2f}x warm)")
     print(f"  signal norm (one read of the gradients): sum_squares {res['norm_sum_squares_us']:.1f} us, "
           f"torch.linalg.vector_norm {res['norm_vector_norm_us']:.1f} us, ratio {res['norm_ratio']:.2f}")
     print(f"  delivery of both messages: {res['deliver_us']:.1f} us, of which the link's error stream "
