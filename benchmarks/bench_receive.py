@@ -20,9 +20,9 @@ parts are also timed alone, each against a baseline in the same run:
   (default 5): the CPU gone cold between steps, as it is in training, where the model's forward
   and backward passes run between the buckets' calls.
 
-Times are the calling thread's CPU time over ``--steps`` steps: means for the wrapper and
-``deliver`` (the stream's read-ahead and the messages ``BufferedLink`` works out ahead are paid by
-a few of the calls), medians for the rest; between steps the
+Times are the calling thread's CPU time over ``--steps`` steps: means for the wrapper (its median
+too, over another ``--steps``) and ``deliver`` (the stream's read-ahead and the messages
+``BufferedLink`` works out ahead are paid by a few of the calls), medians for the rest; between steps the
 buckets are refilled from stored random gradients (what gloo's reduction does to them).
 
 Usage::
@@ -126,9 +126,11 @@ def main() -> None:
             step()
         key = "wrapper_ber0_us" if ber == 0 else ("wrapper_us" if measure else "wrapper_no_measure_us")
         res[key] = _median_us(step, args.steps, refill, mean=True)
-        flips[key] = g.metrics.total("errors_injected") / (args.steps + 5)
+        res[key.replace("_us", "_median_us")] = _median_us(step, args.steps, refill)
+        flips[key] = g.metrics.total("errors_injected") / (2 * args.steps + 5)
         if key == "wrapper_us" and args.gap_ms:
             res["wrapper_cold_us"] = _median_us(step, args.steps, cold, mean=True)
+            res["wrapper_cold_median_us"] = _median_us(step, args.steps, cold)
     res["flips_per_step"] = flips["wrapper_us"]
 
     # the signal norm: one read of the step's gradients
@@ -190,11 +192,13 @@ def main() -> None:
           f"means for the wrapper and the delivery, medians for the rest)")
     print(f"  torch's fake group alone (baseline): {res['torch_fake_op_us']:8.1f} us/step")
     print(f"  wrapper at BER 0 (bookkeeping only): {res['wrapper_ber0_us']:8.1f} us/step "
-          f"({res['wrapper_ber0_us'] / res['torch_fake_op_us']:.1f}x the fake group)")
-    print(f"  wrapper, measure_noise on          : {res['wrapper_us']:8.1f} us/step")
-    print(f"  wrapper, measure_noise off         : {res['wrapper_no_measure_us']:8.1f} us/step")
+          f"({res['wrapper_ber0_us'] / res['torch_fake_op_us']:.1f}x the fake group; median {res['wrapper_ber0_median_us']:.1f})")
+    print(f"  wrapper, measure_noise on          : {res['wrapper_us']:8.1f} us/step (median {res['wrapper_median_us']:.1f})")
+    print(f"  wrapper, measure_noise off         : {res['wrapper_no_measure_us']:8.1f} us/step "
+          f"(median {res['wrapper_no_measure_median_us']:.1f})")
     if args.gap_ms:
         print(f"  after {args.gap_ms:g} ms idle before each step (cold): wrapper {res['wrapper_cold_us']:.1f} us/step "
+              f"(median {res['wrapper_cold_median_us']:.1f}) "
               f"({res['wrapper_cold_us'] / res['wrapper_us']:.2f}x warm, measure_noise on), torch's fake group "
               f"{res['torch_fake_op_cold_us']:.1f} us/step ({res['torch_fake_op_cold_us'] / res['torch_fake_op_us']:.2f}x warm)")
     print(f"  signal norm (one read of the gradients): sum_squares {res['norm_sum_squares_us']:.1f} us, "
