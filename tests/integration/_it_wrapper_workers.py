@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
@@ -13,21 +14,28 @@ import torch
 import torch.distributed as dist
 
 
+def _dumps_crash(worker):
+    """A spawned worker that writes its traceback to its output file (``out_dir``: the last
+    argument) before the exception ends the process, so the test shows why a rank died."""
+
+    @functools.wraps(worker)
+    def run(rank: int, *args) -> None:
+        try:
+            worker(rank, *args)
+        except BaseException:
+            _dump(args[-1], rank, {"crash": traceback.format_exc()})
+            raise
+    return run
+
+
 def _dump(out_dir: str, rank: int, out: dict) -> None:
     with open(os.path.join(out_dir, f"rank{rank}.json"), "w") as fh:
         json.dump(out, fh)
 
 
+@_dumps_crash
 def lost_frames_worker(rank: int, n: int, store: str, fec: str, ber: float, op: str, out_dir: str) -> None:
     """One op at a BER where frames are lost: every rank must raise LinkFailure, none may get clean data."""
-    try:
-        _lost_frames(rank, n, store, fec, ber, op, out_dir)
-    except BaseException:
-        _dump(out_dir, rank, {"crash": traceback.format_exc()})
-        raise
-
-
-def _lost_frames(rank, n, store, fec, ber, op, out_dir):
     torch.set_num_threads(1)
     from integration.process_group import register
     from integration.replay import LinkFailure, ReplayConfig
@@ -72,16 +80,9 @@ def _lost_frames(rank, n, store, fec, ber, op, out_dir):
     os._exit(0)  # the failed group's pending inner ops would hold teardown until the gloo timeout
 
 
+@_dumps_crash
 def in_band_worker(rank: int, n: int, store: str, out_dir: str) -> None:
     """Store look-ups per op, and a loss on rank 1 only, for the in-band signal of float SUM all-reduces."""
-    try:
-        _in_band(rank, n, store, out_dir)
-    except BaseException:
-        _dump(out_dir, rank, {"crash": traceback.format_exc()})
-        raise
-
-
-def _in_band(rank, n, store, out_dir):
     import dataclasses
 
     torch.set_num_threads(1)
@@ -155,16 +156,9 @@ def _lossy_chain(rank: int, n: int, store: str):
     return dist.new_group(backend="phy802", timeout=timeout), torch.full((1 << 16,), float(rank + 1))
 
 
+@_dumps_crash
 def pipeline_loss_worker(rank: int, n: int, store: str, out_dir: str) -> None:
     """A 3-stage chain 0 -> 1 -> 2 whose first message is lost: stage 2 must fail promptly (issue 23)."""
-    try:
-        _pipeline_loss(rank, n, store, out_dir)
-    except BaseException:
-        _dump(out_dir, rank, {"crash": traceback.format_exc()})
-        raise
-
-
-def _pipeline_loss(rank, n, store, out_dir):
     from integration.replay import LinkFailure
 
     g, x = _lossy_chain(rank, n, store)
@@ -193,16 +187,9 @@ def _pipeline_loss(rank, n, store, out_dir):
     os._exit(0)
 
 
+@_dumps_crash
 def pipeline_stop_worker(rank: int, n: int, store: str, out_dir: str) -> None:
     """Stage 1 loses its own receive 0 -> 1 while its receive from stage 2 is posted; stage 2 stops (issue 23)."""
-    try:
-        _pipeline_stop(rank, n, store, out_dir)
-    except BaseException:
-        _dump(out_dir, rank, {"crash": traceback.format_exc()})
-        raise
-
-
-def _pipeline_stop(rank, n, store, out_dir):
     from integration.replay import LinkFailure
 
     g, x = _lossy_chain(rank, n, store)
@@ -254,16 +241,9 @@ def _wait_for_file(path: str, limit_s: float) -> None:
         time.sleep(0.05)
 
 
+@_dumps_crash
 def backend_hooks_worker(rank: int, n: int, store: str, out_dir: str) -> None:
     """Per-device backends, the coalescing manager with a device, the DDP comm hook, shutdown forwarding."""
-    try:
-        _backend_hooks(rank, n, store, out_dir)
-    except BaseException:
-        _dump(out_dir, rank, {"crash": traceback.format_exc()})
-        raise
-
-
-def _backend_hooks(rank, n, store, out_dir):
     torch.set_num_threads(1)
     from torch.distributed.distributed_c10d import _coalescing_manager
     from torch.nn.parallel import DistributedDataParallel as DDP
@@ -312,16 +292,9 @@ def _backend_hooks(rank, n, store, out_dir):
     dist.destroy_process_group()
 
 
+@_dumps_crash
 def fsdp_hooks_worker(rank: int, n: int, store: str, out_dir: str) -> None:
     """FSDP2 over a plain gloo group with the phy802 all-gather / reduce-scatter hooks (issue 23 item 4)."""
-    try:
-        _fsdp_hooks(rank, n, store, out_dir)
-    except BaseException:
-        _dump(out_dir, rank, {"crash": traceback.format_exc()})
-        raise
-
-
-def _fsdp_hooks(rank, n, store, out_dir):
     torch.set_num_threads(1)
     from torch.distributed.device_mesh import DeviceMesh
     from torch.distributed.fsdp import fully_shard
