@@ -73,6 +73,8 @@ def deliver_frames(off, k0, marks, m0, cursor, avail_end, fstart, pstart, pend, 
     i_end = i
     # a mark [a, b) drops every frame whose [frame_start, check_end) it overlaps
     for j in range(m0, nm):
+        if marks[j, 0] >= end:
+            break  # marks are sorted and disjoint: none further reaches into the message
         a = max(marks[j, 0] - cursor, 0)
         b = min(marks[j, 1] - cursor, S)
         if b > a:
@@ -121,7 +123,9 @@ def deliver_frames(off, k0, marks, m0, cursor, avail_end, fstart, pstart, pend, 
                     d = True
                 i1 += 1
             for j in range(m, nm):
-                if marks[j, 0] < c + span and marks[j, 1] > c and max(marks[j, 0] - c, 0) < ce:
+                if marks[j, 0] >= c + span:
+                    break  # sorted: the rest start after this send
+                if marks[j, 1] > c and max(marks[j, 0] - c, 0) < ce:
                     d = True
             if not d:
                 for q in range(i, i1):
