@@ -548,6 +548,10 @@ class ReplayProcessGroup(dist.ProcessGroup):
         self._override: str | None = None
         self._enabled = True
         self._selected = frozenset(config.classes)
+        # read once: an attribute chain per message costs on a CPU gone cold between buckets
+        self._measure = bool(config.measure_noise)
+        self._clamps: dict[str, float] = {}  # cls -> the kernel's clamp (_clamp_of)
+        self._protect = config.guard == "exponent_protection"
         self._fec = get_mode(config.source.fec)
         self._cost_cache: dict[int, tuple[int, int]] = {}
         self._links: dict[tuple[int, int], BufferedLink | None] = {}
@@ -1019,8 +1023,8 @@ class ReplayProcessGroup(dist.ProcessGroup):
         element order). One kernel call and one scratch allocation per message: on this CPU every
         call into torch or numpy costs microseconds, and the receive path runs once per bucket.
         """
-        seq, op, cls, src, hop, flips = pending
-        measure = self.config.measure_noise
+        seq, op, cls, src, hop, flips = pending  # flips: int64, as every delivery gives them
+        measure = self._measure
         if vals is None:
             vals = self._host_view(t)
         k = len(flips)
@@ -1031,17 +1035,26 @@ class ReplayProcessGroup(dist.ProcessGroup):
                     with self._lock:
                         self._metrics.add("signal_sq", cls, sig)
             return
-        guard = self.config.guard
-        offsets = flips if (flips.dtype == np.int64 and flips.flags.c_contiguous) else np.ascontiguousarray(flips, np.int64)
-        lo, hi = _SIGN_EXP_BITS[t.dtype] if guard == "exponent_protection" else (1, 0)
-        clamp = float(self.config.clamp_for(cls)) if guard == "nan_to_zero_clamp" else -1.0
+        lo, hi = _SIGN_EXP_BITS[t.dtype] if self._protect else (1, 0)
+        clamp = self._clamps.get(cls)
+        if clamp is None:
+            clamp = self._clamp_of(cls)
         block = np.empty((5, k), np.int64)  # filled as an InjectionLog block, kept by the log
+        wide = vals.itemsize == 8
         n, n_prot, n_bad, n_guard, sig, pert = receive_flips(
-            vals, vals.view(np.uint32 if vals.itemsize == 4 else np.uint64), offsets, 8 * vals.itemsize, lo, hi,
+            vals, vals.view(np.uint64 if wide else np.uint32), flips, 64 if wide else 32, lo, hi,
             clamp, measure, block, elem_base)
         with self._lock:
             self._metrics.add_received(cls, n, sig, pert, n_prot, n_bad > 0, n_guard)
             self._log.add_block(seq, op, cls, src, self._rank, hop, block, n)
+
+    def _clamp_of(self, cls: str) -> float:
+        """The receive clamp of class ``cls`` for the kernel (-1: no ``nan_to_zero_clamp``)."""
+        c = self._clamps.get(cls)
+        if c is None:
+            c = self._clamps[cls] = (float(self.config.clamp_for(cls)) if self.config.guard == "nan_to_zero_clamp"
+                                     else -1.0)
+        return c
 
     def _account(self, seq, op, cls, src, hop, elem, bit, old, new, msg_bit, elem_base, sig, pert, n_prot,
                  nonfinite, n_guard, n_skip=0) -> None:
@@ -1133,7 +1146,10 @@ class ReplayProcessGroup(dist.ProcessGroup):
     def _receive(self, pending: tuple | None, cls: str, t: torch.Tensor, elem_base: int = 0,  # noqa: ARG002
                  vals: np.ndarray | None = None) -> None:
         if pending is not None:
-            self._apply(pending, t, elem_base, vals)
+            if vals is not None and not self.force_device_path:  # CPU fp32/fp64 seen through numpy
+                self._apply_cpu_fused(pending, t, elem_base, vals)
+            else:
+                self._apply(pending, t, elem_base, vals)
 
     @staticmethod
     def _host_view(t: torch.Tensor) -> np.ndarray:
