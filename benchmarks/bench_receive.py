@@ -42,7 +42,9 @@ import statistics  # noqa: E402
 import time  # noqa: E402
 
 
-def _median_us(fn, steps: int, before=None, mean: bool = False) -> float:
+def _cpu_us(fn, steps: int, before=None, stat=statistics.median) -> float:
+    """``stat`` (median or mean) of ``fn``'s thread CPU time over ``steps`` calls, in us; ``before(i)``
+    runs untimed before call ``i``."""
     ts = []
     for i in range(steps):
         if before is not None:
@@ -50,7 +52,7 @@ def _median_us(fn, steps: int, before=None, mean: bool = False) -> float:
         t0 = time.thread_time()
         fn()
         ts.append(time.thread_time() - t0)
-    return 1e6 * (statistics.fmean(ts) if mean else statistics.median(ts))
+    return 1e6 * stat(ts)
 
 
 def main() -> None:
@@ -103,10 +105,12 @@ def main() -> None:
 
     # torch's own cost of the two ops (the fake group alone): the baseline of everything below
     fake0 = torch._C._distributed_c10d.FakeProcessGroup._create_internal(0, 2)
-    res["torch_fake_op_us"] = _median_us(lambda: [fake0.allreduce([b]).wait() for b in bufs], args.steps, refill)
+    def fake_step() -> list:
+        return [fake0.allreduce([b]).wait() for b in bufs]
+
+    res["torch_fake_op_us"] = _cpu_us(fake_step, args.steps, refill)
     if args.gap_ms:
-        res["torch_fake_op_cold_us"] = _median_us(lambda: [fake0.allreduce([b]).wait() for b in bufs], args.steps,
-                                                  cold)
+        res["torch_fake_op_cold_us"] = _cpu_us(fake_step, args.steps, cold)
 
     # the whole own code per step, over torch's fake process group; at BER 0 only the bookkeeping
     # (op decorator, comm log, bit accounting, Work, the store look-up) runs
@@ -125,20 +129,20 @@ def main() -> None:
             refill(i)
             step()
         key = "wrapper_ber0_us" if ber == 0 else ("wrapper_us" if measure else "wrapper_no_measure_us")
-        res[key] = _median_us(step, args.steps, refill, mean=True)
-        res[key.replace("_us", "_median_us")] = _median_us(step, args.steps, refill)
+        res[key] = _cpu_us(step, args.steps, refill, stat=statistics.fmean)
+        res[key.replace("_us", "_median_us")] = _cpu_us(step, args.steps, refill)
         flips[key] = g.metrics.total("errors_injected") / (2 * args.steps + 5)
         if key == "wrapper_us" and args.gap_ms:
-            res["wrapper_cold_us"] = _median_us(step, args.steps, cold, mean=True)
-            res["wrapper_cold_median_us"] = _median_us(step, args.steps, cold)
+            res["wrapper_cold_us"] = _cpu_us(step, args.steps, cold, stat=statistics.fmean)
+            res["wrapper_cold_median_us"] = _cpu_us(step, args.steps, cold)
     res["flips_per_step"] = flips["wrapper_us"]
 
     # the signal norm: one read of the step's gradients
     views = [b.numpy() for b in bufs]
     for v in views:
         sum_squares(v)
-    res["norm_sum_squares_us"] = _median_us(lambda: [sum_squares(v) for v in views], args.steps, refill)
-    res["norm_vector_norm_us"] = _median_us(lambda: [float(torch.linalg.vector_norm(b)) ** 2 for b in bufs],
+    res["norm_sum_squares_us"] = _cpu_us(lambda: [sum_squares(v) for v in views], args.steps, refill)
+    res["norm_vector_norm_us"] = _cpu_us(lambda: [float(torch.linalg.vector_norm(b)) ** 2 for b in bufs],
                                             args.steps, refill)
     res["norm_ratio"] = res["norm_sum_squares_us"] / res["norm_vector_norm_us"]
 
@@ -153,7 +157,7 @@ def main() -> None:
     # the mean (here and in the wrapper rows), not the median: most calls find their message worked
     # out by an earlier one (BufferedLink._predict) and the stream is read ahead in chunks, both paid
     # by a few of the calls
-    res["deliver_us"] = _median_us(lambda: [link.deliver(o) for o in octets], args.steps, mean=True)
+    res["deliver_us"] = _cpu_us(lambda: [link.deliver(o) for o in octets], args.steps, stat=statistics.fmean)
     bits_per_step = (link.cursor - c0) / args.steps
     res["stream_bits_per_step"] = bits_per_step
     source = make_link_source(src_cfg, 1, 0)
@@ -161,7 +165,7 @@ def main() -> None:
     chunk = 1 << 28
     take(chunk)
     n_chunks = max(3, args.steps // 20)
-    per_chunk = _median_us(lambda: take(chunk), n_chunks)
+    per_chunk = _cpu_us(lambda: take(chunk), n_chunks)
     res["stream_us"] = per_chunk * bits_per_step / chunk
 
     # the store look-up of a completed op (ReplayProcessGroup._check_peer: one store.check; a CPU float
@@ -180,7 +184,7 @@ def main() -> None:
         for name, base in stores.items():
             st = dist.PrefixStore("phy802_bench/", base)
             st.set("ready", "1")
-            res[f"lookup_{name}_us"] = _median_us(lambda st=st: [st.check([_FAILED_KEY]) for _ in range(2)], args.steps)
+            res[f"lookup_{name}_us"] = _cpu_us(lambda st=st: [st.check([_FAILED_KEY]) for _ in range(2)], args.steps)
         del stores
 
     if args.json:

@@ -550,7 +550,7 @@ class ReplayProcessGroup(dist.ProcessGroup):
         self._selected = frozenset(config.classes)
         # read once: an attribute chain per message costs on a CPU gone cold between buckets
         self._measure = bool(config.measure_noise)
-        self._clamps: dict[str, float] = {}  # cls -> the kernel's clamp (_clamp_of)
+        self._clamps: dict[str, float] = {}  # cls -> the kernel's clamp (filled by _clamp_of on first use)
         self._protect = config.guard == "exponent_protection"
         self._fec = get_mode(config.source.fec)
         self._cost_cache: dict[int, tuple[int, int]] = {}
@@ -1049,11 +1049,8 @@ class ReplayProcessGroup(dist.ProcessGroup):
             self._log.add_block(seq, op, cls, src, self._rank, hop, block, n)
 
     def _clamp_of(self, cls: str) -> float:
-        """The receive clamp of class ``cls`` for the kernel (-1: no ``nan_to_zero_clamp``)."""
-        c = self._clamps.get(cls)
-        if c is None:
-            c = self._clamps[cls] = (float(self.config.clamp_for(cls)) if self.config.guard == "nan_to_zero_clamp"
-                                     else -1.0)
+        """The receive clamp of class ``cls`` for the kernel (-1: no ``nan_to_zero_clamp``), kept in ``_clamps``."""
+        c = self._clamps[cls] = float(self.config.clamp_for(cls)) if self.config.guard == "nan_to_zero_clamp" else -1.0
         return c
 
     def _account(self, seq, op, cls, src, hop, elem, bit, old, new, msg_bit, elem_base, sig, pert, n_prot,

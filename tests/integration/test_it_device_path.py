@@ -20,10 +20,10 @@ from integration.sources import SourceConfig
 _SYNCING = ("item", "cpu", "numpy", "tolist", "__float__", "__bool__", "__int__")
 
 
-def _group(guard: str, dev_path: bool) -> ReplayProcessGroup:
+def _group(guard: str, dev_path: bool, log_limit: int = 200_000) -> ReplayProcessGroup:
     fake = torch._C._distributed_c10d.FakeProcessGroup._create_internal(0, 2)
     cfg = ReplayConfig(source=SourceConfig(ber=3e-4, seed=21, kind="independent", fec="bypass"), guard=guard,
-                       classes=("gradients", "params"))
+                       classes=("gradients", "params"), log_limit=log_limit)
     g = ReplayProcessGroup(dist.HashStore(), 0, 2, timedelta(seconds=5), cfg, inner=fake)
     g.force_device_path = dev_path
     return g
@@ -87,3 +87,38 @@ def test_device_path_reads_nothing_back_until_metrics_are_read(monkeypatch):
     monkeypatch.undo()
     assert during == [], during  # no .item()/.cpu()/float(t)/bool(t) on the receive path
     assert g.metrics.total("errors_injected") > 0 and not g._dev_log  # one read fetches them all
+
+
+@pytest.mark.parametrize("guard", ["none", "nan_to_zero_clamp", "exponent_protection"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_fused_receive_writes_the_log_block_as_the_torch_path(guard, dtype):
+    # the CPU kernel fills the log's block itself (element + elem_base, msg_bit, old/new); the torch
+    # (device) path builds its log from index ops: same records, counters, bytes, and the same cut
+    # at the log's limit (700 of ~1000 flips kept, the rest counted as dropped)
+    rng = np.random.default_rng(3)
+    groups = [_group(guard, False, log_limit=700), _group(guard, True, log_limit=700)]
+    outs, clean = [], []
+    for g in groups:
+        ts = []
+        for seq, (numel, base) in enumerate(((9000, 0), (7000, 123_456), (20_000, 5))):
+            t = torch.from_numpy(rng.standard_normal(numel) * 4).to(dtype) if not outs else clean[seq].clone()
+            flips = np.sort(np.random.default_rng(seq).choice(numel * 8 * t.element_size(), 300 + 50 * seq,
+                                                                replace=False)).astype(np.int64)
+            if not outs:
+                clean.append(t.clone())
+            g._apply((seq, "allreduce", "gradients", 1, 0, flips), t, base)
+            ts.append(t)
+        outs.append(ts)
+    (host, dev), (a, b) = groups, outs
+    assert all(torch.equal(u.view(torch.uint8), v.view(torch.uint8)) for u, v in zip(a, b))
+    mh, md = host.metrics.to_dict(), dev.metrics.to_dict()
+    for name in ("errors_injected", "errors_protected", "nonfinite_events", "guard_elements"):
+        assert mh[name] == md[name], name
+    assert host.log.dropped == dev.log.dropped > 0 and len(host.log) == len(dev.log) == 700
+    rh, rd = host.log.records(), dev.log.records()
+    assert [r["element"] for r in rh if r["seq"] == 1][0] >= 123_456
+    for x, y in zip(rh, rd):
+        assert {k: x[k] for k in ("seq", "element", "bit", "msg_bit")} == {k: y[k] for k in ("seq", "element", "bit", "msg_bit")}
+        assert np.allclose([x["old"], x["new"]], [y["old"], y["new"]], equal_nan=True)
+    oh, od = host.log.offsets_by_message(), dev.log.offsets_by_message()
+    assert oh.keys() == od.keys() and all(np.array_equal(oh[k], od[k]) for k in oh)
