@@ -85,6 +85,7 @@ import torch._C._distributed_c10d as _c10d
 from integration._kernels import receive_flips, sum_squares
 from integration.commlog import CommLog, instrument
 from integration.replay import (
+    _FLOAT8,
     _SIGN_EXP_BITS,
     LinkFailure,
     Metrics,
@@ -1129,7 +1130,9 @@ class ReplayProcessGroup(dist.ProcessGroup):
         fin_b = torch.isfinite(before)
         dv = torch.where(fin_b, final - before, torch.zeros_like(before))  # a clean Inf/NaN is not the link's
         pert = (dv * dv).sum()
-        pert = torch.where(torch.isfinite(final[fin_b]).all(), pert, torch.full_like(pert, math.inf))
+        # every element finite before is finite after, without a boolean-mask index (final[fin_b]):
+        # a mask index sizes its result from the data, which reads the device on the host (a sync)
+        pert = torch.where((torch.isfinite(final) | ~fin_b).all(), pert, torch.full_like(pert, math.inf))
         with self._lock:
             m = self._metrics
             m.add("errors_injected", cls, len(idx))
@@ -1238,8 +1241,13 @@ class ReplayProcessGroup(dist.ProcessGroup):
 
         return _ReplayWork(work.get_future().then(finish), self._timeout_s, "allreduce", poll=self._peer_poll)
 
-    def _ring_reduce_op(self, op, what: str):
+    def _ring_reduce_op(self, op, what: str, dtype: torch.dtype):
         """``(in-place reduce, divide by world size after)`` of a ReduceOp (AVG = SUM, then divide)."""
+        # torch 2.13 has no float8 arithmetic kernels on CPU ("add_stub not implemented for
+        # 'Float8_e4m3fn'", seen here); CUDA's add dispatches over the same type list [I]
+        if dtype in _FLOAT8:
+            raise UnsupportedOperation(f"{BACKEND_NAME}: ring {what} cannot reduce {dtype} tensors (torch has no "
+                                       "float8 arithmetic); endpoint mode leaves the reduction to the inner backend")
         key = op if not hasattr(op, "op") else op.op
         if key == dist.ReduceOp.AVG:
             return torch.Tensor.add_, True
@@ -1249,7 +1257,7 @@ class ReplayProcessGroup(dist.ProcessGroup):
         return reduce, False
 
     def _ring_allreduce(self, t: torch.Tensor, op, cls: str) -> None:
-        reduce, avg = self._ring_reduce_op(op, "allreduce")
+        reduce, avg = self._ring_reduce_op(op, "allreduce", t.dtype)
         flat = self._flat(t)
         chunks = gloo_ring_chunks(flat.numel(), flat.element_size(), self._size)
         with self._ring_lock:
@@ -1428,7 +1436,7 @@ class ReplayProcessGroup(dist.ProcessGroup):
         cls = self._classify("gradients", output)
         obuf = self._stage(output)
         if self.config.mode == "ring" and is_float(output) and n > 1:
-            reduce, avg = self._ring_reduce_op(opts.reduceOp, "reduce_scatter")
+            reduce, avg = self._ring_reduce_op(opts.reduceOp, "reduce_scatter", output.dtype)
             k = output.numel()
             work_buf = input.detach().reshape(-1).clone()  # never modify the caller's input
             chunks = [(j * k, (j + 1) * k) for j in range(n)]

@@ -1,0 +1,131 @@
+"""Issue 23 item 3: the device (CUDA) path of every op issues no op that syncs the host, checked on CPU.
+
+``torch.cuda.set_sync_debug_mode("error")`` needs a GPU. What it catches can be seen without one:
+an op syncs the host when its CUDA kernel must read device data on the host before it returns --
+a scalar read (``aten._local_scalar_dense``: ``.item()``, ``float(t)``, ``bool(t)``), or an output
+whose size depends on the data (``nonzero``, ``masked_select``, an index or index_put with a
+boolean/uint8 mask, which torch expands through ``nonzero``; ``unique``; ``repeat_interleave``
+without ``output_size``), or a host answer (``equal``, ``is_nonzero``). A ``TorchDispatchMode``
+sees every aten op the wrapper runs on the tensors, so running the device path
+(``force_device_path``) on CPU tensors under it finds such ops before a GPU run would. The
+tensor-to-host methods that do not dispatch on CPU tensors (``.cpu()``, ``.numpy()``, ``.tolist()``)
+are trapped by name as in ``test_it_device_path.py``.
+
+Each op below goes through the wrapper over torch's fake process group (one process playing rank 0
+of 2; the fake group completes at once and moves no data), with flips at 3e-4 on every class.
+"""
+
+from datetime import timedelta
+
+import pytest
+import torch
+import torch.distributed as dist
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from integration.process_group import ReplayProcessGroup
+from integration.replay import ReplayConfig
+from integration.sources import SourceConfig
+
+aten = torch.ops.aten
+_SYNC_OPS = {aten._local_scalar_dense.default, aten.nonzero.default, aten.argwhere.default,
+             aten.masked_select.default, aten.is_nonzero.default, aten.equal.default,
+             aten.repeat_interleave.Tensor}
+_MASKABLE = {aten.index.Tensor, aten.index_put.default, aten.index_put_.default, aten._index_put_impl_.default}
+_HOST_METHODS = ("item", "cpu", "numpy", "tolist", "__float__", "__bool__", "__int__")
+
+
+class _SyncDetector(TorchDispatchMode):
+    """Records every dispatched aten op that would sync the host if its tensors were on a GPU."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.hits: list[str] = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        name = str(func)
+        if func in _SYNC_OPS or "unique" in name:
+            self.hits.append(name)
+        elif func in _MASKABLE and any(i is not None and i.dtype in (torch.bool, torch.uint8) for i in args[1]):
+            self.hits.append(f"{name} with a boolean mask")
+        return func(*args, **(kwargs or {}))
+
+
+def test_the_detector_sees_what_syncs_and_passes_what_does_not():
+    x = torch.randn(64)
+    idx = torch.arange(0, 64, 3)
+    with _SyncDetector() as m:
+        _ = x[idx] * 2, torch.isfinite(x).all(), torch.where(x > 0, x, 0.0)
+    assert m.hits == []
+    for fn in (lambda: x[x > 0], lambda: torch.nonzero(x), lambda: x.sum().item(), lambda: bool(x.any()),
+               lambda: torch.unique(x), lambda: torch.equal(x, x)):
+        with _SyncDetector() as m:
+            fn()
+        assert m.hits, fn
+
+
+def _group(mode: str, guard: str) -> ReplayProcessGroup:
+    fake = torch._C._distributed_c10d.FakeProcessGroup._create_internal(0, 2)
+    cfg = ReplayConfig(source=SourceConfig(ber=3e-4, seed=21, kind="independent", fec="bypass"), guard=guard,
+                       mode=mode, classes=("gradients", "params", "activations", "activation_grads"))
+    g = ReplayProcessGroup(dist.HashStore(), 0, 2, timedelta(seconds=5), cfg, inner=fake)
+    g.force_device_path = True
+    return g
+
+
+def _ops(g: ReplayProcessGroup, dtype: torch.dtype) -> None:
+    gen = torch.Generator().manual_seed(5)
+
+    def r(n: int) -> torch.Tensor:
+        return (torch.randn(n, generator=gen) * 2).to(dtype)
+
+    n = 2048
+    if g.config.mode == "endpoint" or dtype not in (torch.float8_e4m3fn, torch.float8_e5m2):
+        # (ring mode reduces in torch, which has no float8 arithmetic: refused, tested below)
+        g.allreduce([r(n)]).wait()
+        g.reduce_scatter_single(r(n), r(2 * n)).wait()
+    g.broadcast([r(n)], dist.BroadcastOptions()).wait()
+    g.allgather([[r(n), r(n)]], [r(n)]).wait()
+    g.all_gather_single(r(2 * n), r(n)).wait()
+    g.alltoall([r(n), r(n)], [r(n), r(n)]).wait()
+    g.send([r(n)], 1, 0).wait()
+    g.recv([r(n)], 1, 0).wait()
+
+
+@pytest.mark.parametrize("mode", ["endpoint", "ring"])
+@pytest.mark.parametrize("guard", ["none", "nan_to_zero_clamp", "exponent_protection"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16, torch.float8_e4m3fn,
+                                   torch.float8_e5m2])
+def test_device_path_of_every_op_issues_no_host_sync(mode, guard, dtype, monkeypatch):
+    g = _group(mode, guard)
+    _ops(g, dtype)  # warm-up (Numba, caches): its syncs are not under test
+    g.sync_device()
+    before = g.metrics.total("errors_injected")
+    calls: list[str] = []
+
+    def trap(name):
+        orig = getattr(torch.Tensor, name)
+
+        def f(self, *a, **k):
+            calls.append(name)
+            return orig(self, *a, **k)
+        return f
+
+    for name in _HOST_METHODS:
+        monkeypatch.setattr(torch.Tensor, name, trap(name))
+    with _SyncDetector() as m:
+        _ops(g, dtype)
+    monkeypatch.undo()
+    assert m.hits == [], sorted(set(m.hits))
+    assert calls == [], calls
+    assert g.metrics.total("errors_injected") > before  # flips were applied on the device path
+
+
+@pytest.mark.parametrize("dtype", [torch.float8_e4m3fn, torch.float8_e5m2])
+def test_ring_reduction_of_float8_is_refused_by_name(dtype):
+    from integration.process_group import UnsupportedOperation
+
+    g = _group("ring", "none")
+    for call in (lambda: g.allreduce([torch.zeros(64).to(dtype)]),
+                 lambda: g.reduce_scatter_single(torch.zeros(32).to(dtype), torch.zeros(64).to(dtype))):
+        with pytest.raises(UnsupportedOperation, match="float8.*endpoint mode"):
+            call()
