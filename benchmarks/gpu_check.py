@@ -9,7 +9,11 @@ On a GPU machine (``--device cuda``, the default when a GPU is visible) it runs,
    all_gather_into_tensor, reduce_scatter_tensor, batched send/recv) on device tensors, one row
    per op and mode (ring mode at 3+ ranks against a reference summed in the ring's order).
 1c. **no host sync** (CUDA only): a DDP backward through the wrapper at ``--ber`` (clamp guard)
-   under ``torch.cuda.set_sync_debug_mode("error")`` must raise nothing.
+   under ``torch.cuda.set_sync_debug_mode("error")`` must raise nothing. With one GPU the inner is
+   gloo, whose CUDA path stages through host memory, so a FAIL there may be gloo's, not the wrapper's:
+1d. **no host sync in the wrapper's own code** (any device): the same backward over a wrapper whose
+   inner is torch's fake group (no transport), under ``set_sync_debug_mode("error")`` on CUDA; on
+   CPU the device path is forced and ``integration.host_sync``'s dispatch-level detector stands in.
 2. **flip-rate honesty**: all-reduces of a device tensor with independent stream-bit errors at
    ``--ber``: the flip rate per payload bit must lie in its 99.9% Clopper-Pearson interval around
    the configured BER, and the popcount of (wrapper result XOR plain result) must equal the
@@ -196,6 +200,15 @@ def _worker(rank: int, args: argparse.Namespace, store: str, out: str) -> None:
             rows.append((f"no host sync: DDP backward through the wrapper, BER {args.ber:g}, sync_debug_mode error",
                          "FAIL" if bad else "PASS", bad[0] if bad else f"{n} ranks"))
 
+    # 1d. no host sync in the wrapper's own code, any GPU count: DDP over the wrapper whose inner is
+    # torch's fake group (rank 0 of 2 in this process; completes at once, moves no data), so the
+    # check sees the wrapper's device path and DDP's reducer and no transport (gloo's CUDA path, the
+    # inner when ranks share a GPU, stages through host memory by design). On CPU (the smoke test)
+    # the device path is forced and integration.host_sync's dispatch-level detector stands in for
+    # set_sync_debug_mode("error").
+    if rank == 0:
+        rows.append(_sync_check_fake_inner(dev, gcfg, corpus, per_rank, args))
+
     # 2. flip-rate honesty on device tensors (no guard: every flipped bit stays visible)
     g = groups["noisy_raw"]
     before = len(g.log)
@@ -250,6 +263,56 @@ def _worker(rank: int, args: argparse.Namespace, store: str, out: str) -> None:
             json.dump({"rows": rows, "ms": med}, fh)
     dist.barrier()
     dist.destroy_process_group()
+
+
+def _sync_check_fake_inner(dev, gcfg, corpus, per_rank: int, args) -> tuple[str, str, str]:
+    """Row 1d: one DDP backward over the wrapper (fake inner, ``--ber``, clamp guard) under
+    :func:`integration.host_sync.no_host_sync`: PASS when nothing synchronised the host."""
+    from datetime import timedelta
+
+    import torch
+    import torch.distributed as dist
+    import torch.nn.functional as F
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    from integration.host_sync import no_host_sync
+    from integration.model import GPT
+    from integration.process_group import ReplayProcessGroup
+    from integration.replay import ReplayConfig
+    from integration.sources import SourceConfig
+
+    name = (f"no host sync: DDP backward through the wrapper's own code (fake inner), BER {args.ber:g}, "
+            + ("sync_debug_mode error" if dev.type == "cuda" else "dispatch-level detector (CPU)"))
+    fake = torch._C._distributed_c10d.FakeProcessGroup._create_internal(0, 2)
+    cfg = ReplayConfig(source=SourceConfig(ber=args.ber, seed=7, kind="independent", fec="bypass"),
+                       guard="nan_to_zero_clamp", classes=("gradients", "params"))
+    g = ReplayProcessGroup(dist.HashStore(), 0, 2, timedelta(seconds=60), cfg, inner=fake)
+    g.force_device_path = dev.type != "cuda"
+    try:
+        torch.manual_seed(1)
+        model = DDP(GPT(gcfg).to(dev), process_group=g, device_ids=[dev.index] if dev.type == "cuda" else None)
+        gen = torch.Generator().manual_seed(3)
+
+        def loss():
+            xb, yb = corpus.batch("train", per_rank, args.block, gen)
+            logits = model(xb.to(dev))
+            return F.cross_entropy(logits.view(-1, logits.size(-1)), yb.to(dev).view(-1))
+
+        loss().backward()  # warm-up: allocator, Numba, the link's read-ahead
+        lo = loss()
+        if dev.type == "cuda":
+            torch.cuda.synchronize()
+        with no_host_sync(dev) as det:
+            lo.backward()
+        if dev.type == "cuda":
+            torch.cuda.synchronize()
+        hits = det.hits if det is not None else []
+        flips = g.metrics.total("errors_injected")  # read after the block: one transfer
+    except Exception as exc:  # noqa: BLE001 - reported as the row's failure, with its message
+        return name, "FAIL", f"{type(exc).__name__}: {str(exc).splitlines()[0][:150] if str(exc) else ''}"
+    if hits:
+        return name, "FAIL", ", ".join(sorted(set(hits)))[:150]
+    return name, "PASS", f"{flips} flips applied on the device path"
 
 
 FAKE_OPS = ("allreduce", "reduce_scatter", "reduce_scatter_tensor", "all_gather", "all_gather_into_tensor",

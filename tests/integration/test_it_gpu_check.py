@@ -19,8 +19,11 @@ def test_gpu_check_smoke_on_cpu(tmp_path):
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     res = json.loads(out.read_text())
     results = {r[0]: r[1] for r in res["rows"]}
-    # 5 ops x 2 modes at BER 0 (one row each), 2 DDP identity rows, 2 flip-rate rows (no sync row on CPU)
-    assert sum(v == "PASS" for v in results.values()) == 14 and "FAIL" not in results.values(), results
+    # 5 ops x 2 modes at BER 0 (one row each), 2 DDP identity rows, the wrapper's own no-sync row
+    # (dispatch-level detector on CPU; the 1c row over the real inner is CUDA only), 2 flip-rate rows
+    assert sum(v == "PASS" for v in results.values()) == 15 and "FAIL" not in results.values(), results
+    sync = [r for r in res["rows"] if r[0].startswith("no host sync")]
+    assert len(sync) == 1 and "fake inner" in sync[0][0] and int(sync[0][2].split()[0]) > 0, sync
     assert res["setup"]["device"] == "cpu" and res["setup"]["inner"] == "gloo"
     assert "| check | result | detail |" in p.stdout
 

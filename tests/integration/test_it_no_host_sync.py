@@ -6,10 +6,10 @@ a scalar read (``aten._local_scalar_dense``: ``.item()``, ``float(t)``, ``bool(t
 whose size depends on the data (``nonzero``, ``masked_select``, an index or index_put with a
 boolean/uint8 mask, which torch expands through ``nonzero``; ``unique``; ``repeat_interleave``
 without ``output_size``), or a host answer (``equal``, ``is_nonzero``). A ``TorchDispatchMode``
-sees every aten op the wrapper runs on the tensors, so running the device path
-(``force_device_path``) on CPU tensors under it finds such ops before a GPU run would. The
-tensor-to-host methods that do not dispatch on CPU tensors (``.cpu()``, ``.numpy()``, ``.tolist()``)
-are trapped by name as in ``test_it_device_path.py``.
+sees every aten op the wrapper runs on the tensors (``integration.host_sync.HostSyncDetector``),
+so running the device path (``force_device_path``) on CPU tensors under it finds such ops before a
+GPU run would. The tensor-to-host methods that do not dispatch on CPU tensors (``.cpu()``,
+``.numpy()``, ``.tolist()``) are trapped by name as in ``test_it_device_path.py``.
 
 Each op below goes through the wrapper over torch's fake process group (one process playing rank 0
 of 2; the fake group completes at once and moves no data), with flips at 3e-4 on every class.
@@ -20,45 +20,22 @@ from datetime import timedelta
 import pytest
 import torch
 import torch.distributed as dist
-from torch.utils._python_dispatch import TorchDispatchMode
 
+from integration.host_sync import HOST_METHODS, HostSyncDetector
 from integration.process_group import ReplayProcessGroup
 from integration.replay import ReplayConfig
 from integration.sources import SourceConfig
-
-aten = torch.ops.aten
-_SYNC_OPS = {aten._local_scalar_dense.default, aten.nonzero.default, aten.argwhere.default,
-             aten.masked_select.default, aten.is_nonzero.default, aten.equal.default,
-             aten.repeat_interleave.Tensor}
-_MASKABLE = {aten.index.Tensor, aten.index_put.default, aten.index_put_.default, aten._index_put_impl_.default}
-_HOST_METHODS = ("item", "cpu", "numpy", "tolist", "__float__", "__bool__", "__int__")
-
-
-class _SyncDetector(TorchDispatchMode):
-    """Records every dispatched aten op that would sync the host if its tensors were on a GPU."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.hits: list[str] = []
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        name = str(func)
-        if func in _SYNC_OPS or "unique" in name:
-            self.hits.append(name)
-        elif func in _MASKABLE and any(i is not None and i.dtype in (torch.bool, torch.uint8) for i in args[1]):
-            self.hits.append(f"{name} with a boolean mask")
-        return func(*args, **(kwargs or {}))
 
 
 def test_the_detector_sees_what_syncs_and_passes_what_does_not():
     x = torch.randn(64)
     idx = torch.arange(0, 64, 3)
-    with _SyncDetector() as m:
+    with HostSyncDetector() as m:
         _ = x[idx] * 2, torch.isfinite(x).all(), torch.where(x > 0, x, 0.0)
     assert m.hits == []
     for fn in (lambda: x[x > 0], lambda: torch.nonzero(x), lambda: x.sum().item(), lambda: bool(x.any()),
                lambda: torch.unique(x), lambda: torch.equal(x, x)):
-        with _SyncDetector() as m:
+        with HostSyncDetector() as m:
             fn()
         assert m.hits, fn
 
@@ -110,9 +87,9 @@ def test_device_path_of_every_op_issues_no_host_sync(mode, guard, dtype, monkeyp
             return orig(self, *a, **k)
         return f
 
-    for name in _HOST_METHODS:
+    for name in HOST_METHODS:
         monkeypatch.setattr(torch.Tensor, name, trap(name))
-    with _SyncDetector() as m:
+    with HostSyncDetector() as m:
         _ops(g, dtype)
     monkeypatch.undo()
     assert m.hits == [], sorted(set(m.hits))
