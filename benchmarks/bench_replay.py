@@ -11,16 +11,18 @@ with guard ``none`` the corrupted gradients change the step itself (fp32 norm ov
 values), so the ratio mixes wrapper cost with the cost of training on corrupted numbers; with
 ``--guard exponent_protection`` the flips are applied but values stay bounded.
 
-To separate the two, a third replica (``plain_corrupt``, on by default) trains over plain gloo
-and gets flips from the same error process (same source kind, BER, FEC mode and delivery model
-over link ``rank+1 -> rank``, another seed) and the same receive guard applied to its averaged
-gradients *outside* the timed region: its ratio to plain is the cost of training on corrupted
-numbers alone, and ``wrapper / plain_corrupt`` is what the wrapper itself adds. The process CPU
+To separate the two, a third replica (``plain_corrupt``, on by default; endpoint mode) trains over
+plain gloo and gets *the wrapper's own flips* of the same step (read from its injection log, mapped
+from DDP's buckets to the parameters) with the same receive guard, applied to its averaged
+gradients *outside* the timed region. Both replicas start from the same weights and data, so they
+compute the same numbers bit for bit (checked at the end on every rank: ``corrupt_identical``); its
+ratio to plain is the cost of training on these corrupted numbers alone, and ``wrapper /
+plain_corrupt`` is what the wrapper itself adds. The process CPU
 time per step (all threads) is printed too: it moves less than wall time when other jobs share
 the machine. So is the CPU time spent in the wrapper's own code, by stage (the calling thread's
 CPU time: reserve and shadow at issue, receive and the peer look-up at completion, and the
-delivery model inside reserve/shadow, the error process's own reads ahead (``source``, what
-plain_corrupt pays too, outside its timer) inside the delivery model, and the store look-up inside
+delivery model inside reserve/shadow, the error process's own reads ahead (``source``: drawing
+the errors, which any corrupted baseline must pay somewhere) inside the delivery model, and the store look-up inside
 the peer look-up), per timed step.
 
 Usage::
@@ -37,6 +39,7 @@ import os
 os.environ.setdefault("NUMBA_NUM_THREADS", "1")
 
 import argparse  # noqa: E402
+import sys  # noqa: E402
 import json  # noqa: E402
 import statistics  # noqa: E402
 import tempfile  # noqa: E402
@@ -57,6 +60,39 @@ _STAGES = {
 }
 
 
+def _bucket_layouts(model, group, corpus, per_rank: int) -> list[list[list[tuple[str, int]]]]:
+    """DDP's gradient buckets for ``model`` over ``group`` in each of three steps: per step, per bucket
+    in bucket order, ``[(parameter name, numel), ...]``, what the flat buffer of that bucket's
+    all-reduce holds, parameter after parameter. Learnt from a probe replica whose comm hook records
+    ``bucket.parameters()`` (torch's own allreduce underneath). DDP's first step runs on its initial
+    buckets and rebuilds them after it (first bucket capped at 1 MiB, in the order the gradients
+    became ready), the same for every replica of one model."""
+    import torch
+    import torch.nn.functional as F
+    from torch.nn.parallel import DistributedDataParallel as DDP
+    from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
+
+    torch.manual_seed(1)
+    probe = DDP(model, process_group=group)
+    names = {p: n for n, p in probe.module.named_parameters()}
+    seen: dict[int, list[tuple[str, int]]] = {}
+
+    def hook(state, bucket):
+        seen[bucket.index()] = [(names[p], p.numel()) for p in bucket.parameters()]
+        return allreduce_hook(state, bucket)
+
+    probe.register_comm_hook(group, hook)
+    gen = torch.Generator().manual_seed(99)
+    layouts = []
+    for _ in range(3):
+        seen.clear()
+        x, y = corpus.batch("train", per_rank, 64, gen)
+        logits = probe(x)
+        F.cross_entropy(logits.view(-1, logits.size(-1)), y.view(-1)).backward()
+        layouts.append([seen[i] for i in sorted(seen)])
+    return layouts
+
+
 def _worker(rank: int, args: argparse.Namespace, store: str, out: str) -> None:
     import numpy as np
     import torch
@@ -67,15 +103,16 @@ def _worker(rank: int, args: argparse.Namespace, store: str, out: str) -> None:
     from integration.data import CharCorpus
     from integration.model import GPT, GPTConfig
     from integration.process_group import register
-    from integration.replay import DEFAULT_CLAMP, ReplayConfig, corrupt_received, guard_flipped
+    from integration.replay import DEFAULT_CLAMP, ReplayConfig, guard_flipped
     from integration.sources import SourceConfig
     from integration.train import TrainConfig, _clip_global, _optimizer
 
     torch.set_num_threads(args.threads)
     dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=args.world_size)
     classes = tuple(c for c in args.classes.split(",") if c)
+    # the log keeps every flip: plain_corrupt replays it (2e6 flips, 80 MB at most)
     register(ReplayConfig(source=SourceConfig(ber=args.ber, seed=1, kind=args.source), mode=args.mode,
-                          classes=classes, guard=args.guard,
+                          classes=classes, guard=args.guard, log_limit=2_000_000,
                           **({} if args.measure_noise else {"measure_noise": False})))
     g_plain = dist.new_group(backend="gloo")
     g_wrap = dist.new_group(backend="phy802")
@@ -107,13 +144,7 @@ def _worker(rank: int, args: argparse.Namespace, store: str, out: str) -> None:
             setattr(pgmod.ReplayProcessGroup, attr, timed(getattr(pgmod.ReplayProcessGroup, attr), name, top))
     import integration.sources as srcmod
 
-    extend = srcmod.BufferedLink._extend
-    timed_extend = timed(extend, "source", False)
-    not_timed = []  # plain_corrupt's link (its reads are outside its timer)
-
-    def source_reads(self, upto):
-        return extend(self, upto) if self in not_timed else timed_extend(self, upto)
-    srcmod.BufferedLink._extend = source_reads
+    srcmod.BufferedLink._extend = timed(srcmod.BufferedLink._extend, "source", False)
     corpus = CharCorpus.load(args.corpus)
     gcfg = GPTConfig(corpus.vocab_size, 64, args.n_layer, 4, args.n_embd)
     tcfg = TrainConfig()
@@ -126,32 +157,50 @@ def _worker(rank: int, args: argparse.Namespace, store: str, out: str) -> None:
         runs[name] = dict(model=model, group=grp, opt=_optimizer(tcfg, list(model.parameters())),
                           gen=torch.Generator().manual_seed(10 + rank), times=[], cpu=[])
     per_rank = args.batch_size // args.world_size
-    # plain_corrupt: plain gloo, then flips from the same error process as the wrapper's (same
-    # source kind, BER, FEC mode and delivery model, link (rank+1) -> rank, another seed) applied
-    # to each rank's averaged gradients outside the timed region (what endpoint mode does on
-    # receive), with the same receive guard on the flipped elements: its step time is the cost of
-    # training on such corrupted numbers without any of the wrapper's code
-    from protocol.modes import get_mode
+    # plain_corrupt: plain gloo, then the very flips the wrapper applied to the same step's buckets
+    # (its injection log), applied to this replica's averaged gradients outside the timed region,
+    # with the same guard. The two replicas start from the same weights and data, so while their
+    # corruption is the same their numbers are the same, bit for bit (checked at the end:
+    # ``corrupt_identical``): the step-time ratio is the wrapper's own cost, not a difference in
+    # what corrupted numbers cost to train on (Inf, NaN, overflowed norms).
+    log = g_wrap.log
+    replay: list[list[tuple]] = []  # per wrapper step not yet replayed: (seq, payload bits) per message
+    layouts = _bucket_layouts(GPT(gcfg), g_plain, corpus, per_rank) if args.corrupt_plain else []
 
-    from integration.sources import BufferedLink, make_link_source
-
-    ccfg = SourceConfig(ber=args.ber, seed=101, kind=args.source)
-    flip_link = BufferedLink(make_link_source(ccfg, (rank + 1) % args.world_size, rank), get_mode(ccfg.fec),
-                             rate=ccfg.rate, code=ccfg.code) if args.ber > 0 else None
-    not_timed.append(flip_link)
+    if layouts and layouts[1] != layouts[2]:
+        raise RuntimeError("bench_replay: DDP's buckets changed after their rebuild; no exact corrupted baseline")
+    replayed = [0]
 
     def corrupt(model):
-        # per parameter gradient (one message each), not per bucket: the same flips per payload bit
-        if flip_link is None:
-            return
-        for p_ in model.parameters():
-            g = p_.grad.detach().view(-1)
-            flips = flip_link.deliver(g.numel() * g.element_size()).payload_flips
-            elem = corrupt_received(g, flips, protect_sign_exponent=args.guard == "exponent_protection")[0]
-            if args.guard == "nan_to_zero_clamp" and len(elem):
-                guard_flipped(g, np.unique(elem), DEFAULT_CLAMP["gradients"])
+        msgs = replay.pop(0)
+        # DDP's first step runs on its initial buckets, every later one on the rebuilt buckets
+        layout = layouts[min(replayed[0], 1)]
+        replayed[0] += 1
+        sizes = [bits // 32 for _, bits in msgs]  # fp32 elements per bucket message, in issue order
+        if [sum(n for _, n in b) for b in layout] != sizes:
+            raise RuntimeError(f"bench_replay: the wrapper's bucket messages {sizes} are not DDP's buckets "
+                               f"{[sum(n for _, n in b) for b in layout]}")
+        by_msg = log.offsets_by_message()
+        params = dict(model.module.named_parameters())
+        for (seq, _), bucket in zip(msgs, layout):
+            offs = by_msg.get(seq)
+            if offs is None:
+                continue
+            elem, bit = offs // 32, (offs % 32).astype(np.uint32)  # fp32 words, bit 0 = LSB (as flip_bits)
+            starts = np.cumsum([0] + [n for _, n in bucket])
+            which = np.searchsorted(starts, elem, side="right") - 1
+            for q in np.unique(which):
+                name, _ = bucket[q]
+                g = params[name].grad.detach().view(-1)
+                sel = which == q
+                e = elem[sel] - starts[q]
+                words = g.numpy().view(np.uint32)
+                np.bitwise_xor.at(words, e, np.left_shift(np.uint32(1), bit[sel]))
+                if args.guard == "nan_to_zero_clamp":
+                    guard_flipped(g, np.unique(e), DEFAULT_CLAMP["gradients"])
 
     def step(r, corrupted=False):
+        n0 = len(log.messages)
         c0 = time.process_time()
         t0 = time.perf_counter()
         r["opt"].zero_grad(set_to_none=True)
@@ -167,6 +216,8 @@ def _worker(rank: int, args: argparse.Namespace, store: str, out: str) -> None:
         r["opt"].step()
         t_end = time.perf_counter()
         r["cpu"].append(time.process_time() - c0 - t_out)
+        if r["group"] is g_wrap and args.corrupt_plain:
+            replay.append([(m[0], m[6]) for m in log.messages[n0:] if m[1] == "allreduce"])
         return t_end - t0 - t_out
 
     for name in names:  # warm-up (numba compile, allocator)
@@ -184,6 +235,14 @@ def _worker(rank: int, args: argparse.Namespace, store: str, out: str) -> None:
             for _ in range(args.block):
                 runs[name]["times"].append(step(runs[name], name == "plain_corrupt"))
         done += args.block
+    identical = None
+    if args.corrupt_plain:  # every rank: the baseline's weights equal the wrapper replica's, bit for bit
+        same = log.dropped == 0 and all(
+            torch.equal(a.detach().view(torch.int32), b.detach().view(torch.int32))
+            for a, b in zip(runs["wrapper"]["model"].parameters(), runs["plain_corrupt"]["model"].parameters()))
+        flag = torch.tensor([int(same)])
+        dist.all_reduce(flag, op=dist.ReduceOp.MIN)
+        identical = bool(flag.item())
     if rank == 0:
         m = g_wrap.metrics
         res = {
@@ -205,6 +264,8 @@ def _worker(rank: int, args: argparse.Namespace, store: str, out: str) -> None:
         res["wrapper_cpu_ms"] = 1e3 * statistics.median(runs["wrapper"]["cpu"])
         res["cpu_ratio"] = res["wrapper_cpu_ms"] / res["plain_cpu_ms"]
         if args.corrupt_plain:
+            # the baseline replayed the wrapper's flips: same corruption, so the same numbers
+            res["corrupt_identical"] = identical
             res["plain_corrupt_ms"] = 1e3 * statistics.median(runs["plain_corrupt"]["times"])
             res["corrupt_ratio"] = res["plain_corrupt_ms"] / res["plain_ms"]
             res["wrapper_vs_corrupt"] = res["wrapper_ms"] / res["plain_corrupt_ms"]
@@ -243,6 +304,11 @@ def main() -> None:
                         "ReplayConfig.measure_noise, default on)")
     p.add_argument("--json", action="store_true")
     args = p.parse_args()
+    if args.mode == "ring" and args.corrupt_plain:
+        # ring hops corrupt partial sums: the received flips replayed on the final gradients are
+        # not the same numbers, so there is no exact corrupted baseline in ring mode
+        print("bench_replay: no plain_corrupt baseline in ring mode (--no-corrupt-plain implied)", file=sys.stderr)
+        args.corrupt_plain = False
     import shutil
 
     work = tempfile.mkdtemp(prefix="phy802-bench-")
@@ -273,7 +339,8 @@ def main() -> None:
         if args.corrupt_plain:
             print(f"    plain with corrupted gradients: {res['plain_corrupt_cpu_ms']:.2f} ms CPU, "
                   f"ratio {res['corrupt_cpu_ratio']:.3f}")
-            print(f"  plain gloo, gradients corrupted outside the timer (same error process): "
+            print(f"  plain gloo, the wrapper's flips replayed outside the timer "
+                  f"(weights bit-identical to the wrapper replica's: {'yes' if res['corrupt_identical'] else 'NO'}): "
                   f"{res['plain_corrupt_ms']:.2f} ms/step, ratio {res['corrupt_ratio']:.3f}; "
                   f"wrapper / this: {res['wrapper_vs_corrupt']:.3f} (issue 23 goal <= 1.03); CPU time wrapper / this: "
                   f"{res['wrapper_cpu_ms'] / res['plain_corrupt_cpu_ms']:.3f}")

@@ -25,3 +25,5 @@ def test_bench_replay_runs_and_reports_every_stage():
     assert d["flips_rank0"] > 0 and d["ber_is"] == "pre-FEC line BER"
     for k in ("ratio", "wrapper_vs_corrupt", "cpu_ratio", "wrapper_code_cpu_ms_per_step"):
         assert d[k] > 0, k
+    # the corrupted baseline replayed the wrapper's own flips: the same weights, bit for bit
+    assert d["corrupt_identical"] is True
