@@ -290,3 +290,25 @@ def noncontig_worker(rank: int, n: int, store: str, mode: str, ber: float, out_d
         json.dump(res, fh)
     dist.barrier()
     dist.destroy_process_group()
+
+
+def trap_host_methods(monkeypatch) -> list[str]:
+    """Record every call of the tensor-to-host methods (``integration.host_sync.HOST_METHODS``:
+    ``.item()``, ``.cpu()``, ``.numpy()``, ``float(t)``, ...) until ``monkeypatch.undo()``; returns
+    the list the names are appended to. On CPU tensors these do not dispatch, so the dispatch-level
+    detector cannot see them."""
+    from integration.host_sync import HOST_METHODS
+
+    calls: list[str] = []
+
+    def trap(name):
+        orig = getattr(torch.Tensor, name)
+
+        def f(self, *a, **k):
+            calls.append(name)
+            return orig(self, *a, **k)
+        return f
+
+    for name in HOST_METHODS:
+        monkeypatch.setattr(torch.Tensor, name, trap(name))
+    return calls

@@ -12,13 +12,12 @@ import pytest
 import torch
 import torch.distributed as dist
 
+from _it_helpers import trap_host_methods
+
 from integration._kernels import _SQ_BLOCK
 from integration.process_group import ReplayProcessGroup
 from integration.replay import ReplayConfig
 from integration.sources import SourceConfig
-
-_SYNCING = ("item", "cpu", "numpy", "tolist", "__float__", "__bool__", "__int__")
-
 
 def _group(guard: str, dev_path: bool, log_limit: int = 200_000) -> ReplayProcessGroup:
     fake = torch._C._distributed_c10d.FakeProcessGroup._create_internal(0, 2)
@@ -68,21 +67,9 @@ def test_device_path_reads_nothing_back_until_metrics_are_read(monkeypatch):
     g = _group("nan_to_zero_clamp", True)
     _run(g, torch.float32)  # compile / warm up
     g.sync_device()
-    calls = []
-
-    def trap(name):
-        orig = getattr(torch.Tensor, name)
-
-        def f(self, *a, **k):
-            calls.append(name)
-            return orig(self, *a, **k)
-        return f
-
-    for name in _SYNCING:
-        monkeypatch.setattr(torch.Tensor, name, trap(name))
-    before = len(calls)
+    calls = trap_host_methods(monkeypatch)
     _run(g, torch.float32)
-    during = calls[before:]
+    during = list(calls)
     assert g._dev_log and g._dev_acc  # values wait on the device
     monkeypatch.undo()
     assert during == [], during  # no .item()/.cpu()/float(t)/bool(t) on the receive path

@@ -21,7 +21,9 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from integration.host_sync import HOST_METHODS, HostSyncDetector
+from _it_helpers import trap_host_methods
+
+from integration.host_sync import HostSyncDetector
 from integration.process_group import ReplayProcessGroup
 from integration.replay import ReplayConfig
 from integration.sources import SourceConfig
@@ -77,18 +79,7 @@ def test_device_path_of_every_op_issues_no_host_sync(mode, guard, dtype, monkeyp
     _ops(g, dtype)  # warm-up (Numba, caches): its syncs are not under test
     g.sync_device()
     before = g.metrics.total("errors_injected")
-    calls: list[str] = []
-
-    def trap(name):
-        orig = getattr(torch.Tensor, name)
-
-        def f(self, *a, **k):
-            calls.append(name)
-            return orig(self, *a, **k)
-        return f
-
-    for name in HOST_METHODS:
-        monkeypatch.setattr(torch.Tensor, name, trap(name))
+    calls = trap_host_methods(monkeypatch)
     with HostSyncDetector() as m:
         _ops(g, dtype)
     monkeypatch.undo()
