@@ -7,7 +7,9 @@ On a GPU machine (``--device cuda``, the default when a GPU is visible) it runs,
    group (endpoint and ring modes), from the same initial weights and data: the final
    parameters must be bit-identical; plus the primitive ops (all_reduce, broadcast,
    all_gather_into_tensor, reduce_scatter_tensor, batched send/recv) on device tensors, one row
-   per op and mode (ring mode at 3+ ranks against a reference summed in the ring's order).
+   per op and mode (ring mode at 3+ ranks against a reference summed in the ring's order; batched
+   send/recv against the peer's input, since plain gloo cannot send CUDA tensors). A row whose op
+   raises is a FAIL with the error, and the check goes on.
 1c. **no host sync** (CUDA only): a DDP backward through the wrapper at ``--ber`` (clamp guard)
    under ``torch.cuda.set_sync_debug_mode("error")`` must raise nothing. With one GPU the inner is
    gloo, whose CUDA path stages through host memory, so a FAIL there may be gloo's, not the wrapper's:
@@ -126,13 +128,21 @@ def _worker(rank: int, args: argparse.Namespace, store: str, out: str) -> None:
         mode = gname.split("_")[1]
         for op in ("all_reduce", "broadcast", "all_gather_into_tensor", "reduce_scatter_tensor", "batched_p2p"):
             ringed = mode == "ring" and n >= 3 and op in ("all_reduce", "reduce_scatter_tensor")
-            ref = ring_ref(op) if ringed else prim(op, g_plain)
-            ok = torch.equal(ref, prim(op, groups[gname]))
+            # batched p2p: what rank r receives is rank r-1's input, known from the gathered inputs
+            # (plain gloo has no send/recv of CUDA tensors, the inner when ranks share one GPU)
+            try:
+                ref = ring_ref(op) if ringed else (xs[(rank - 1) % n] if op == "batched_p2p" else prim(op, g_plain))
+                ok, why = bool(torch.equal(ref, prim(op, groups[gname]))), ""
+            except Exception as exc:  # noqa: BLE001 - a row's error goes into the table (every rank runs the same op)
+                ok, why = False, f"{type(exc).__name__}: {str(exc).splitlines()[0][:120] if str(exc) else ''}"
             flags = [None] * n
-            dist.all_gather_object(flags, bool(ok))
+            dist.all_gather_object(flags, (ok, why))
             if rank == 0:
-                rows.append((f"BER 0: {op}, {mode} mode == " + ("ring-order reference" if ringed else "plain"),
-                             "PASS" if all(flags) else "FAIL", f"{plain_backend}, {n} ranks"))
+                errs = [w for _, w in flags if w]
+                ref_name = ("ring-order reference" if ringed else
+                            "the peer's input" if op == "batched_p2p" else "plain")
+                rows.append((f"BER 0: {op}, {mode} mode == {ref_name}", "PASS" if all(f for f, _ in flags) else "FAIL",
+                             errs[0] if errs else f"{plain_backend}, {n} ranks"))
 
     # the model
     corpus = CharCorpus.load("stdlib", "byte")
