@@ -1286,10 +1286,17 @@ class ReplayProcessGroup(dist.ProcessGroup):
                 work = inner._end_coalescing()
             self._wait(work, "ring hop", recv_t if recv_t.numel() else send_t)
             return
-        sw = inner.send([send_t], down, tag) if send_t.numel() else None
-        rw = inner.recv([recv_t], up, tag) if recv_t.numel() else None
+        # gloo moves CUDA tensors in its collectives but not in send/recv: over gloo (ranks sharing
+        # one GPU, PHY802_CUDA_INNER=gloo) a hop goes through host copies
+        host = self._host_staged(recv_t if recv_t.numel() else send_t, inner)
+        s = send_t.detach().to("cpu", copy=True) if host and send_t.numel() else send_t
+        r = torch.empty(recv_t.shape, dtype=recv_t.dtype) if host and recv_t.numel() else recv_t
+        sw = inner.send([s], down, tag) if send_t.numel() else None
+        rw = inner.recv([r], up, tag) if recv_t.numel() else None
         self._wait(rw, f"ring hop recv from rank {up}")
         self._wait(sw, f"ring hop send to rank {down}")
+        if r is not recv_t:
+            recv_t.copy_(r)
 
     def _ring_reduce_scatter(self, flat, chunks, reduce, cls: str, op: str) -> None:
         """Ring reduce-scatter in place on ``flat``: afterwards rank r holds chunk r fully reduced.
@@ -1566,11 +1573,15 @@ class ReplayProcessGroup(dist.ProcessGroup):
         return _DeferredWork(lambda: holder[0], finish, self._timeout_s, tensors, what, before=self._flush_p2p,
                              poll=poll)
 
+    def _host_staged(self, t: torch.Tensor, inner) -> bool:
+        """Whether a send/recv of ``t`` over ``inner`` goes through a host copy: a CUDA tensor bound
+        for gloo (ranks sharing one GPU), since gloo's send/recv read host pointers (its collectives
+        take CUDA tensors, its send/recv do not). Not yet run on a GPU; tests force it on CPU."""
+        return inner is self._gloo and t.device.type == "cuda"
+
     def _stage_p2p(self, t: torch.Tensor) -> torch.Tensor:
-        """:meth:`_stage`, except that a CUDA tensor bound for gloo (ranks sharing one GPU) is staged
-        through a host copy: gloo's send/recv read host pointers (gloo takes CUDA tensors only in
-        allreduce and broadcast). Not yet run on a GPU."""
-        if t.device.type == "cuda" and self._inner_for(t) is self._gloo:
+        """:meth:`_stage`, through a host copy where :meth:`_host_staged` says so."""
+        if self._host_staged(t, self._inner_for(t)):
             return t.detach().to("cpu", copy=True)
         return self._stage(t)
 
