@@ -236,9 +236,6 @@ class ReplayConfig:
         return cls(**d)
 
 
-_LOG_FIELDS = ("seq", "hop", "src", "dst", "element", "bit", "msg_bit")
-
-
 class InjectionLog:
     """Every applied flip: op, traffic class, link, hop, element, bit, old and new value.
 
