@@ -47,7 +47,10 @@ operation: the Work raises :class:`LinkFailure` on the receiving rank, the group
 (every later operation on that rank raises at issue, as a queue pair in the error state) and the
 failure is written to the group's store, where the other ranks find it while they wait for the
 failed rank: the key is written before the failed op's inner part is issued, and every rank
-looks it up when an op completes, so all ranks fail the same collective (and within ~50 ms while
+looks it up when an op completes, so all ranks fail the same collective (the key says which: the
+collectives of a group are counted alike on every rank, and a look-up at collective ``k`` fails it
+only for a loss at ``k`` or before, as a rank that ran ahead may already have written the key for
+``k + 1``; and within ~50 ms while
 blocked in ``wait``, a send/recv wait included: :func:`_wait_polled`; a rank whose own frames
 were lost waits for its send/recv to finish or its peer to stop (:meth:`ReplayProcessGroup.mark_stopped`,
 written by ``shutdown`` / ``abort``), and gloo's reduce_scatter, which has no future and
@@ -113,6 +116,9 @@ CUDA_INNER_ENV_VAR = "PHY802_CUDA_INNER"  # "nccl" (default) or "gloo": the inne
 _FORMAT = {torch.float32: "float32", torch.bfloat16: "bfloat16", torch.float16: "float16", torch.float64: "float64"}
 _RING_TAG = 0x50_38  # tags of the ring hops, apart from user point-to-point traffic (tag 0)
 _FAILED_KEY = "phy802_qp_error"  # in the group's (prefixed) store: set by a rank whose link lost a frame
+# beside it, per rank, written just before it: "<collective index> <message>" of that rank's first loss
+_FAILED_AT_KEY = "phy802_qp_error/{rank}"
+_P2P_OPS = ("send", "recv")  # not counted as collectives: their order differs from rank to rank
 _POLL_S = 0.05  # while blocked in wait(), how often a rank looks for a peer's link failure
 _STOPPED_KEY = "phy802/stopped/{rank}"  # in the group's store: rank takes part in no further op (shutdown/abort)
 
@@ -411,9 +417,15 @@ def _op(fn):
     on the inner backend (the peers take part in it), and its Work raises :class:`LinkFailure`.
     A group in error keeps issuing every op to the inner backend (so no peer is left with an
     unmatched op, which would hang it, or abort its process at exit) and fails each one.
-    Nested ops (coalesced forms) report to the outermost one.
+    Nested ops (coalesced forms) report to the outermost one. Each outermost collective gets the
+    next index of the group (``tl.coll``): every rank issues a group's collectives in the same order
+    (c10d requires it), so the index names the same collective on every rank, and a failure found
+    in the store applies from the index at which it was lost (:meth:`ReplayProcessGroup._peer_loss`).
+    A send/recv has no index (``None``): its peers issue other ops than it, so any failure applies.
     """
     import functools
+
+    p2p = fn.__name__ in _P2P_OPS
 
     @functools.wraps(fn)
     def wrapped(self, *a, **k):
@@ -421,6 +433,11 @@ def _op(fn):
         depth = getattr(tl, "depth", 0)
         if depth == 0:
             tl.loss = None
+            if p2p:
+                tl.coll = None
+            else:  # one issuing thread at a time per group (the order must be the same on every rank)
+                tl.coll = self._colls
+                self._colls += 1
         tl.depth = depth + 1
         try:
             work = fn(self, *a, **k)
@@ -558,6 +575,11 @@ class ReplayProcessGroup(dist.ProcessGroup):
         self._links: dict[tuple[int, int], BufferedLink | None] = {}
         self._retx = config.retransmit()  # NCCL_IB_RETRY_CNT + 1 sends per frame
         self._failed: LinkFailure | None = None  # set once a frame is lost: the group is in error
+        # from which collective index on (ops issued before it may still complete on other threads and
+        # are judged by the store; None: every op, e.g. a failure set from outside)
+        self._failed_at: int | None = None
+        self._colls = 0  # collectives issued so far (outermost ops except send/recv): the next one's index
+        self._loss_at: int | None = None  # collective index of this rank's first lost frame (in the store too)
         self._tl = threading.local()  # per issuing thread: op nesting depth and the op's lost frames
 
     # ------------------------------------------------------------------ link failure (lost frames)
@@ -594,13 +616,19 @@ class ReplayProcessGroup(dist.ProcessGroup):
         tl = self._tl
         prev = getattr(tl, "loss", None)
         dst = self._rank if dst is None else dst
-        if not getattr(self, "_key_set", False):
+        if self._loss_at is None:
             # before the op's inner part is issued: a peer can complete this op only after this
-            # rank issued it, and then finds the key (every rank fails the same collective)
-            self._key_set = True
+            # rank issued it, and then finds the key (every rank fails the same collective). With
+            # the op's collective index (a send/recv: the next collective's): a peer may still be
+            # completing an earlier collective, and a look-up there must not fail it (this rank
+            # completed that one, so it fails only this one: the peers would stop one op apart and
+            # one would wait for the other's part of this op until the group timeout)
+            at = getattr(tl, "coll", None)
+            self._loss_at = at = self._colls if at is None else at  # this process's completions see it first
+            msg = f"rank {self._rank}: {op} lost {int(d.frames_lost)} frame(s) on link {src} -> {dst}"
             try:
-                self._store.set(_FAILED_KEY, f"rank {self._rank}: {op} lost {int(d.frames_lost)} frame(s) "
-                                             f"on link {src} -> {dst}")
+                self._store.set(_FAILED_AT_KEY.format(rank=self._rank), f"{at} {msg}")
+                self._store.set(_FAILED_KEY, msg)  # after: whoever sees this one finds the index
             except Exception:  # noqa: BLE001 - a store that refuses does not hide the failure here
                 pass
         received = dst == self._rank
@@ -625,6 +653,8 @@ class ReplayProcessGroup(dist.ProcessGroup):
                 self._metrics.add("op_failures", cls, 1)
             if self._failed is None:
                 self._failed = exc
+                # this rank's first failure: the op of its first loss (_note_loss)
+                self._failed_at = self._loss_at if self._loss_at is not None else self._colls
         if work is None:
             return work
         return _FailedWork(work, exc, self._timeout_s)
@@ -637,22 +667,56 @@ class ReplayProcessGroup(dist.ProcessGroup):
         return LinkFailure(f"{BACKEND_NAME}: {msg} ({f})",
                            link=f.link, op=f.op, frames_lost=f.frames_lost, frames_resent=f.frames_resent, rank=f.rank)
 
-    def _peer_poll(self, what: str) -> None:
-        """While blocked: raise :class:`LinkFailure` if this or another rank of the group lost a frame."""
-        if self._failed is None and getattr(self._tl, "loss", None) is not None:
-            return  # this op's own loss (in flight on this thread): reported by _op
-        if self._failed is None:
+    def _in_error(self, at: int | None) -> bool:
+        """Whether this rank's error state fails the op with collective index ``at`` (None: a send/recv).
+        A collective issued before the failed one and completing later (on gloo's thread, e.g. an
+        earlier DDP bucket) is not in error: the store decides it, as on the other ranks."""
+        return self._failed is not None and (at is None or self._failed_at is None or at >= self._failed_at)
+
+    def _peer_loss(self, at: int | None) -> str | None:
+        """Another rank's lost frame that fails the op with collective index ``at`` (None: a send/recv,
+        any loss of the group): its message, else None. Called once the group's key was found, so the
+        look-ups per rank are paid only after a loss. Every loss at ``at`` or before is there once
+        collective ``at`` has completed (each was written before its rank issued ``at``)."""
+        if at is None:
+            return self._store.get(_FAILED_KEY).decode(errors="replace")
+        found = None
+        for r in range(self._size):
+            key = _FAILED_AT_KEY.format(rank=r)
+            if r == self._rank or not self._store.check([key]):
+                continue
+            i, _, msg = self._store.get(key).decode(errors="replace").partition(" ")
+            if int(i) <= at and (found is None or int(i) < found[0]):
+                found = (int(i), msg)
+        return None if found is None else found[1]
+
+    def _peer_poll(self, what: str, at: int | None = None) -> None:
+        """While blocked: raise :class:`LinkFailure` if this or another rank of the group lost a frame
+        that fails the op with collective index ``at`` (None: a send/recv, any loss)."""
+        if not self._in_error(at):
+            if getattr(self._tl, "loss", None) is not None:
+                return  # this op's own loss (in flight on this thread): reported by _op
+            own = self._loss_at
+            if own is not None and (at is None or own <= at):
+                # this rank's own loss, noted by the issuing thread, which fails the op through _op
+                # once the op is issued; a completion on gloo's thread may run before that and took
+                # this rank's key for a peer's (the report lost the link and the retry count)
+                return
             try:
-                hit = self._store.check([_FAILED_KEY])
+                if not self._store.check([_FAILED_KEY]):
+                    return
+                msg = self._peer_loss(at)
             except Exception:  # noqa: BLE001 - a store gone away: the wait's own timeout decides
                 return
-            if not hit:
-                return
-            msg = self._store.get(_FAILED_KEY).decode(errors="replace")
+            if msg is None:
+                return  # lost in a later collective: this one completes (the peer issued it first)
             with self._lock:
                 if self._failed is None:
                     self._failed = LinkFailure(f"{BACKEND_NAME}: rank {self._rank} stopped waiting for {what}: a link "
                                                f"of the group failed ({msg})", op=what, rank=self._rank)
+                    self._failed_at = self._colls if at is None else at
+                elif at is not None and self._failed_at is not None and at < self._failed_at:
+                    self._failed_at = at  # an earlier collective, completed late, failed too: in error from it
         raise self._refuse(what)
 
     def _p2p_poll(self, what: str, peer: int | None = None) -> None:
@@ -678,14 +742,16 @@ class ReplayProcessGroup(dist.ProcessGroup):
             return
         self._peer_poll(what)
 
-    def _check_peer(self, what: str = "") -> None:
+    def _check_peer(self, what: str = "", at: int | None = None) -> None:
         """When an op completes: raise if another rank of the group has failed (one store lookup).
 
         A collective completes only after every rank issued it, and a rank that loses a frame
         writes the store key before it issues the op's inner part, so every rank fails the same
-        collective (the training loop then stops all ranks at the same op).
+        collective (the training loop then stops all ranks at the same op). ``at``: the op's
+        collective index (None: a send/recv): a loss found in the store fails it only if it was lost
+        at ``at`` or before (:meth:`_peer_loss`).
         """
-        if self._failed is None:
+        if self._failed is None or not self._in_error(at):
             if getattr(self._tl, "loss", None) is not None:
                 return  # this op's own loss: the op fails through _op, with its own message
             try:
@@ -694,7 +760,7 @@ class ReplayProcessGroup(dist.ProcessGroup):
                 return
             if not hit:
                 return
-        self._peer_poll(what)
+        self._peer_poll(what, at)
 
     @staticmethod
     def _signals_in_band(buf: torch.Tensor, op) -> bool:
@@ -703,18 +769,19 @@ class ReplayProcessGroup(dist.ProcessGroup):
         return (buf.device.type == "cpu" and buf.is_floating_point() and buf.numel() >= 1
                 and getattr(op, "op", op) in (dist.ReduceOp.SUM, dist.ReduceOp.AVG))
 
-    def _check_peer_after(self, what: str, summed: torch.Tensor | None, vals: np.ndarray | None = None) -> None:
+    def _check_peer_after(self, what: str, summed: torch.Tensor | None, vals: np.ndarray | None = None,
+                          at: int | None = None) -> None:
         """:meth:`_check_peer` when an op completes, skipped after an in-band all-reduce
         (:meth:`_signals_in_band`) whose element 0 came out finite: no rank added the NaN that a
         lost frame puts there, so no rank of the group lost a frame in this op (otherwise each op is a
         call to the store's server; a non-finite element 0, lost frame or not, still looks it up).
         ``vals``: ``summed``'s elements as a flat numpy view, when the caller has one (element 0
         read without a tensor index: on a CPU cold from the step's other work, each torch call
-        costs microseconds)."""
-        if summed is not None and self._failed is None and math.isfinite(
+        costs microseconds). ``at``: the op's collective index (:meth:`_check_peer`)."""
+        if summed is not None and (self._failed is None or not self._in_error(at)) and math.isfinite(
                 vals[0] if vals is not None else float(summed.detach().view(-1)[0])):
             return
-        self._check_peer(what)
+        self._check_peer(what, at)
 
     @property
     def metrics(self) -> Metrics:
@@ -1173,22 +1240,24 @@ class ReplayProcessGroup(dist.ProcessGroup):
             t.detach().copy_(buf)
 
     def _wait(self, work, what: str, t: torch.Tensor | None = None) -> None:
-        """Wait for an inner Work, at most the group timeout; raise if it failed or timed out."""
+        """Wait for an inner Work, at most the group timeout; raise if it failed or timed out.
+        Called inside the op being issued: its collective index is this thread's ``tl.coll``."""
         if work is None:
             return
+        at = getattr(self._tl, "coll", None)
         if t is not None and self._nccl is not None and self._inner_for(t) is self._nccl:
             work.wait()  # NCCL: the current stream waits for the op's stream; the host does not block
-            self._check_peer(what)
+            self._check_peer(what, at)
             return
         try:
             fut = work.get_future()
         except Exception:  # noqa: BLE001 - gloo send/recv/reduce_scatter Works have no future
             fut = None
         if fut is not None:
-            _ReplayWork(fut, self._timeout_s, what, poll=self._peer_poll).wait()
+            _ReplayWork(fut, self._timeout_s, what, poll=lambda w: self._peer_poll(w, at)).wait()
         elif work.wait(self._timeout) is False:
             raise TimeoutError(f"{BACKEND_NAME}: {what} did not complete within {self._timeout_s:g} s")
-        self._check_peer(what)
+        self._check_peer(what, at)
 
     def _done(self, result: Any) -> dist.Work:
         return _done_work(result, self._timeout_s)
@@ -1220,26 +1289,31 @@ class ReplayProcessGroup(dist.ProcessGroup):
             # in element 0, so every peer sees a non-finite element 0 and looks the failure up
             buf.detach().view(-1)[0] = math.nan
         work = inner.allreduce([buf], opts)
+        # the completion runs on gloo's thread and wait() on the caller's, after this op: both look
+        # the store up for this collective's index, taken now
+        at = self._tl.coll
+        poll = lambda w: self._peer_poll(w, at)  # noqa: E731
         if pending is None and buf is t:
             if not in_band and t.device.type == "cuda":  # NCCL's Work: wait() makes the current stream wait
                 return work
 
             def done(fut):
                 fut.value()
-                self._check_peer_after("allreduce", buf if in_band else None, self._host_view(buf) if host else None)
+                self._check_peer_after("allreduce", buf if in_band else None, self._host_view(buf) if host else None,
+                                       at)
                 return tensors
 
-            return _ReplayWork(work.get_future().then(done), self._timeout_s, "allreduce", poll=self._peer_poll)
+            return _ReplayWork(work.get_future().then(done), self._timeout_s, "allreduce", poll=poll)
 
         def finish(fut):
             fut.value()  # re-raise an inner failure (into the chained future: wait() raises it)
             vals = self._host_view(buf) if host else None
-            self._check_peer_after("allreduce", buf if in_band else None, vals)
+            self._check_peer_after("allreduce", buf if in_band else None, vals, at)
             self._receive(pending, cls, buf if host else self._flat(buf), vals=vals)
             self._unstage(t, buf)
             return tensors
 
-        return _ReplayWork(work.get_future().then(finish), self._timeout_s, "allreduce", poll=self._peer_poll)
+        return _ReplayWork(work.get_future().then(finish), self._timeout_s, "allreduce", poll=poll)
 
     def _ring_reduce_op(self, op, what: str, dtype: torch.dtype):
         """``(in-place reduce, divide by world size after)`` of a ReduceOp (AVG = SUM, then divide)."""

@@ -142,6 +142,69 @@ def in_band_worker(rank: int, n: int, store: str, out_dir: str) -> None:
     os._exit(0)  # the failed group's pending inner ops would hold teardown until the gloo timeout
 
 
+@_dumps_crash
+def loss_order_worker(rank: int, n: int, store: str, out_dir: str) -> None:
+    """A DDP step's two all-reduces, the int flag (looked up in the store at every op) then the float
+    gradients, with rank 0's link losing a frame in the gradients, and both races of the training run
+    forced: rank 1 looks the failure up for the flag only once rank 0 has noted its loss in the
+    gradients (rank 0 runs ahead: its flag all-reduce completed without rank 1's look-up), and rank 0's
+    own completion of the gradients runs before its issuing thread puts the group in error."""
+    import dataclasses
+    import threading
+
+    torch.set_num_threads(1)
+    from integration.process_group import _FAILED_KEY, register
+    from integration.replay import LinkFailure, ReplayConfig
+    from integration.sources import SourceConfig
+
+    # BER 1e-12: every message goes through the delivery model, no frame lost but the forced one
+    register(ReplayConfig(source=SourceConfig(ber=1e-12, seed=3, kind="independent")))
+    timeout = timedelta(seconds=20)
+    dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=n, timeout=timeout)
+    g = dist.new_group(backend="phy802", timeout=timeout)
+    out: dict = {}
+    if rank == 1:  # the flag's completion look-up waits until rank 0 has written the failure key
+        check = g._check_peer
+
+        def late(what, *a, **k):
+            if not out.get("waited"):
+                g._store.wait([_FAILED_KEY], timedelta(seconds=15))
+                out["waited"] = True
+            return check(what, *a, **k)
+
+        g._check_peer = late
+    else:  # rank 0: the group goes to error only after the gradients' completion has looked up
+        looked = threading.Event()
+        after, fail = g._check_peer_after, g._fail
+
+        def seen(what, summed, *a, **k):
+            try:
+                return after(what, summed, *a, **k)
+            finally:
+                if summed is not None:  # the float all-reduce (the flag's has no in-band element)
+                    looked.set()
+
+        def late_fail(work, loss):
+            out["completed_first"] = looked.wait(15)
+            return fail(work, loss)
+
+        g._check_peer_after, g._fail = seen, late_fail
+    for name, t in (("flag", torch.zeros(1, dtype=torch.int32)), ("grads", torch.ones(4096))):
+        if name == "grads" and rank == 0:  # link 1 -> 0 loses a frame of the gradients
+            orig = g._deliver
+            g._deliver = lambda *a, **k: dataclasses.replace(orig(*a, **k), frames_lost=1, frames_resent=7)
+        try:
+            dist.all_reduce(t, group=g)
+            out[name] = None
+        except LinkFailure as exc:
+            out[name] = str(exc)
+    f = g.failed
+    out["failed_link"] = list(f.link) if f is not None and f.link is not None else None
+    _dump(out_dir, rank, out)
+    dist.barrier()  # default group: both ranks issued the same ops on g, nothing is left pending
+    dist.destroy_process_group()
+
+
 def _lossy_chain(rank: int, n: int, store: str):
     """The pipeline workers' group: ieee at stream BER 1e-3, so every frame of the 256 KiB activation
     0 -> 1 is lost; group timeout 20 s. Returns ``(group, this stage's activation)``."""

@@ -147,6 +147,28 @@ def test_float_sum_allreduce_carries_a_loss_in_band_and_skips_the_store_otherwis
     assert r0["raised"] is not None and "a link of the group failed" in r0["raised"], r0
 
 
+def test_every_rank_fails_the_collective_that_lost_the_frame_whatever_the_look_up_timing():
+    """The training run below failed now and then (a gloo timeout after 120 s; 1 of 20 runs, and 6 of
+    31 with logging): rank 0 lost a frame in step 2's gradient all-reduce and wrote the failure key
+    while rank 1's completion of step 1's flag all-reduce had not yet looked the store up; rank 1
+    found the key there, failed step 1 and stopped, and rank 0 waited in step 2's all-reduce for a
+    peer that never issued it. Also (1 of 30 with logging) rank 0's own completion, run before its
+    issuing thread put the group in error, took its own key for a peer's failure (no link, no
+    NCCL_IB_RETRY_CNT in the run's report). Both interleavings forced here (each failed this test
+    before the fix): each rank fails the gradients' all-reduce and only that one."""
+    from _it_wrapper_workers import loss_order_worker
+
+    r0, r1 = load_ranks(spawn(loss_order_worker, 2, timeout_s=120), 2)
+    for r in (r0, r1):
+        assert "crash" not in r, r.get("crash")
+        assert r["flag"] is None, r  # the flag all-reduce completed before any frame was lost
+        assert r["grads"] is not None, r
+    assert r1["waited"] is True and r0["completed_first"] is True  # the forced interleavings happened
+    assert "lost 1 frame(s) on link 1 -> 0" in r0["grads"] and "NCCL_IB_RETRY_CNT=7" in r0["grads"], r0
+    assert r0["failed_link"] == [1, 0], r0  # its own loss, not a peer's
+    assert "a link of the group failed" in r1["grads"], r1
+
+
 def test_a_lost_p2p_message_fails_every_pipeline_stage_well_before_the_timeout():
     """Issue 23: in a 3-stage pipeline, a lost activation 0 -> 1 made stage 1 raise, and stage 2,
     waiting on stage 1's send that never came, failed only at the 20 s group timeout (a gloo recv
