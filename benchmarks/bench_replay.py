@@ -17,7 +17,10 @@ from DDP's buckets to the parameters) with the same receive guard, applied to it
 gradients *outside* the timed region. Both replicas start from the same weights and data, so they
 compute the same numbers bit for bit (checked at the end on every rank: ``corrupt_identical``); its
 ratio to plain is the cost of training on these corrupted numbers alone, and ``wrapper /
-plain_corrupt`` is what the wrapper itself adds. The process CPU
+plain_corrupt`` is what the wrapper itself adds. A fourth replica (``plain_aa``, on by default) is
+plain again, the same computation: ``plain_aa / plain`` is an A/A test, how far two identical
+replicas drift apart in the same run (on a 2-vCPU VM, several percent: memory placement and
+caches differ per replica), which bounds what one run can resolve. The process CPU
 time per step (all threads) is printed too: it moves less than wall time when other jobs share
 the machine. So is the CPU time spent in the wrapper's own code, by stage (the calling thread's
 CPU time: reserve and shadow at issue, receive and the peer look-up at completion, and the
@@ -149,7 +152,10 @@ def _worker(rank: int, args: argparse.Namespace, store: str, out: str) -> None:
     gcfg = GPTConfig(corpus.vocab_size, 64, args.n_layer, 4, args.n_embd)
     tcfg = TrainConfig()
     runs = {}
-    names = ("plain", "wrapper") + (("plain_corrupt",) if args.corrupt_plain else ())
+    # plain_aa: a second plain replica, the same computation as plain: their ratio (an A/A test) is
+    # how far two identical replicas drift apart in this run (memory placement, caches, the order
+    # of the blocks), the scale against which the other ratios can be read
+    names = ("plain", "wrapper") + (("plain_corrupt",) if args.corrupt_plain else ()) + (("plain_aa",) if args.aa else ())
     for name in names:
         grp = g_wrap if name == "wrapper" else g_plain
         torch.manual_seed(1)
@@ -263,6 +269,9 @@ def _worker(rank: int, args: argparse.Namespace, store: str, out: str) -> None:
         res["plain_cpu_ms"] = 1e3 * statistics.median(runs["plain"]["cpu"])
         res["wrapper_cpu_ms"] = 1e3 * statistics.median(runs["wrapper"]["cpu"])
         res["cpu_ratio"] = res["wrapper_cpu_ms"] / res["plain_cpu_ms"]
+        if args.aa:
+            res["aa_ratio"] = statistics.median(runs["plain_aa"]["times"]) / statistics.median(runs["plain"]["times"])
+            res["aa_cpu_ratio"] = statistics.median(runs["plain_aa"]["cpu"]) / statistics.median(runs["plain"]["cpu"])
         if args.corrupt_plain:
             # the baseline replayed the wrapper's flips: same corruption, so the same numbers
             res["corrupt_identical"] = identical
@@ -299,6 +308,9 @@ def main() -> None:
     p.add_argument("--corrupt-plain", action=argparse.BooleanOptionalAction, default=True,
                    help="also time plain gloo with flips applied to the gradients outside the timed region "
                         "(the cost of training on corrupted numbers alone; default on)")
+    p.add_argument("--aa", action=argparse.BooleanOptionalAction, default=True,
+                   help="a second plain replica (plain_aa), the same computation as plain: their ratio is this "
+                        "run's noise floor for the other ratios (default on)")
     p.add_argument("--measure-noise", action=argparse.BooleanOptionalAction, default=True,
                    help="the wrapper measures the injected noise (a norm of every received message; "
                         "ReplayConfig.measure_noise, default on)")
@@ -344,6 +356,9 @@ def main() -> None:
                   f"{res['plain_corrupt_ms']:.2f} ms/step, ratio {res['corrupt_ratio']:.3f}; "
                   f"wrapper / this: {res['wrapper_vs_corrupt']:.3f} (issue 23 goal <= 1.03); CPU time wrapper / this: "
                   f"{res['wrapper_cpu_ms'] / res['plain_corrupt_cpu_ms']:.3f}")
+        if args.aa:
+            print(f"  A/A: a second plain replica, the same computation: wall {res['aa_ratio']:.3f}, CPU "
+                  f"{res['aa_cpu_ratio']:.3f} of plain (how far identical replicas drift apart in this run)")
         print(f"  of which in the wrapper's own code: {res['wrapper_code_ms_per_step']:.2f} ms/step "
               f"({100 * res['wrapper_code_ms_per_step'] / res['plain_ms']:.1f}% of a plain step)")
         print(f"    CPU time in the wrapper's own code (its threads): {res['wrapper_code_cpu_ms_per_step']:.3f} ms/step; "

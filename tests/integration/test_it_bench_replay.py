@@ -27,3 +27,4 @@ def test_bench_replay_runs_and_reports_every_stage():
         assert d[k] > 0, k
     # the corrupted baseline replayed the wrapper's own flips: the same weights, bit for bit
     assert d["corrupt_identical"] is True
+    assert d["aa_ratio"] > 0 and d["aa_cpu_ratio"] > 0
