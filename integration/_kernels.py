@@ -217,9 +217,9 @@ def sum_squares(x):
     block whose sum overflowed, underflowed below ``_SQ_TINY`` or is not finite is summed again
     in float64 element by element, so the result is within a few fp32 ulps (relative) of the exact
     sum for any finite input -- NaN or Inf in ``x`` give NaN or Inf, as the exact sum would.
-    About 2.5x faster than ``torch.linalg.vector_norm`` of an fp32 message on one core
-    (``benchmarks/bench_receive.py``, AVX-512), and more accurate (its fp32 result is ~1e-5 off
-    at 0.5 M elements).
+    No slower than ``torch.linalg.vector_norm`` of an fp32 message on one core, faster where
+    memory bandwidth does not bound both (``benchmarks/bench_receive.py`` prints the ratio), and
+    more accurate (torch's fp32 result is ~1e-5 off at 0.5 M elements).
     """
     s = 0.0
     n = x.shape[0]
