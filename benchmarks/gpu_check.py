@@ -93,9 +93,11 @@ def _worker(rank: int, args: argparse.Namespace, store: str, out: str) -> None:
     gen = torch.Generator().manual_seed(100 + rank)
     n = args.world_size
     x = torch.randn(n * (1 << 14) + 0, generator=gen).to(dev)  # a multiple of n (reduce-scatter)
-    allx = torch.empty(n * x.numel(), device=dev)
-    dist.all_gather_into_tensor(allx, x, group=g_plain)
-    xs = allx.view(n, -1)
+    # every rank's input, for the references: gathered as host copies over the default (CPU gloo)
+    # group, so the references do not depend on which device ops the plain backend supports
+    xc = [torch.empty(x.numel()) for _ in range(n)]
+    dist.all_gather(xc, x.cpu())
+    xs = torch.stack(xc).to(dev)
 
     def ring_sum(lo: int, hi: int, c: int) -> torch.Tensor:
         acc = xs[(c - 1) % n, lo:hi].clone()  # the wrapper's ring: x_c + (x_c+1 + (... + x_c-1))
