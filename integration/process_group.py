@@ -629,6 +629,10 @@ class ReplayProcessGroup(dist.ProcessGroup):
             try:
                 self._store.set(_FAILED_AT_KEY.format(rank=self._rank), f"{at} {msg}")
                 self._store.set(_FAILED_KEY, msg)  # after: whoever sees this one finds the index
+                # TCPStore's set (torchrun's store) returns without the server's reply; a check on the
+                # same connection is answered only after the server has applied the sets before it,
+                # so the keys are there before this rank issues the op (and a peer completes it)
+                self._store.check([_FAILED_KEY])
             except Exception:  # noqa: BLE001 - a store that refuses does not hide the failure here
                 pass
         received = dst == self._rank

@@ -1,13 +1,16 @@
 """Regressions of issue 11 (defects 1-4): failures reach the caller, non-contiguous tensors, guards, noise metric."""
 
+import dataclasses
 import json
 import math
 import os
 import time
+from datetime import timedelta
 
 import numpy as np
 import pytest
 import torch
+import torch.distributed as dist
 
 from integration.process_group import _DeferredWork, _ReplayWork
 from integration.replay import Metrics, corrupt_received, guard_flipped
@@ -292,3 +295,49 @@ def test_fsdp2_hooks_carry_the_link_errors_and_are_bit_identical_at_ber_0():
     assert any(r["noisy"]["flips"].get("params", 0) > 0 for r in ranks)
     assert any(r["noisy"]["flips"].get("gradients", 0) > 0 for r in ranks)
     assert any(r["noisy_differs"] for r in ranks)
+
+
+def test_a_loss_is_in_the_store_before_the_lost_op_is_issued():
+    """TCPStore's set returns before the server has applied it (no reply), so a rank that loses a
+    frame asks the store a question on the same connection (check) before it issues the op: the
+    server answers only after applying the sets, and a peer completing the op finds the key."""
+    from integration.process_group import _FAILED_KEY, ReplayProcessGroup
+    from integration.replay import LinkFailure, ReplayConfig
+    from integration.sources import SourceConfig
+
+    calls: list[str] = []
+
+    class Recording(dist.Store):
+        def __init__(self):
+            super().__init__()
+            self._d = {}
+
+        def set(self, key, value):
+            calls.append(f"set {key}")
+            self._d[key] = value if isinstance(value, bytes) else str(value).encode()
+
+        def get(self, key):
+            return self._d[key]
+
+        def check(self, keys):
+            calls.append(f"check {','.join(keys)}")
+            return all(k in self._d for k in keys)
+
+    class Inner:  # records when the op reaches the transport
+        def __init__(self, fake):
+            self._fake = fake
+
+        def allreduce(self, tensors, opts):
+            calls.append("issue allreduce")
+            return self._fake.allreduce(tensors, opts)
+
+    fake = torch._C._distributed_c10d.FakeProcessGroup._create_internal(0, 2)
+    cfg = ReplayConfig(source=SourceConfig(ber=1e-12, seed=3, kind="independent"))
+    g = ReplayProcessGroup(Recording(), 0, 2, timedelta(seconds=5), cfg, inner=fake)
+    g._forced_inner = Inner(fake)
+    orig = g._deliver
+    g._deliver = lambda *a, **k: dataclasses.replace(orig(*a, **k), frames_lost=1, frames_resent=7)
+    with pytest.raises(LinkFailure):
+        g.allreduce([torch.ones(4096)]).wait()
+    first = calls[:calls.index("issue allreduce")]
+    assert first[-3:] == ["set phy802_qp_error/0", f"set {_FAILED_KEY}", f"check {_FAILED_KEY}"], calls
