@@ -42,9 +42,9 @@ import os
 os.environ.setdefault("NUMBA_NUM_THREADS", "1")
 
 import argparse  # noqa: E402
-import sys  # noqa: E402
 import json  # noqa: E402
 import statistics  # noqa: E402
+import sys  # noqa: E402
 import tempfile  # noqa: E402
 import time  # noqa: E402
 
@@ -106,7 +106,7 @@ def _worker(rank: int, args: argparse.Namespace, store: str, out: str) -> None:
     from integration.data import CharCorpus
     from integration.model import GPT, GPTConfig
     from integration.process_group import register
-    from integration.replay import DEFAULT_CLAMP, ReplayConfig, guard_flipped
+    from integration.replay import DEFAULT_CLAMP, ReplayConfig, corrupt_received, guard_flipped
     from integration.sources import SourceConfig
     from integration.train import TrainConfig, _clip_global, _optimizer
 
@@ -189,21 +189,18 @@ def _worker(rank: int, args: argparse.Namespace, store: str, out: str) -> None:
         by_msg = log.offsets_by_message()
         params = dict(model.module.named_parameters())
         for (seq, _), bucket in zip(msgs, layout):
-            offs = by_msg.get(seq)
+            offs = by_msg.get(seq)  # sorted message bits of the applied flips
             if offs is None:
                 continue
-            elem, bit = offs // 32, (offs % 32).astype(np.uint32)  # fp32 words, bit 0 = LSB (as flip_bits)
-            starts = np.cumsum([0] + [n for _, n in bucket])
-            which = np.searchsorted(starts, elem, side="right") - 1
-            for q in np.unique(which):
-                name, _ = bucket[q]
+            starts = 32 * np.cumsum([0] + [n for _, n in bucket])  # each fp32 parameter's first bit
+            cuts = np.searchsorted(offs, starts)
+            for q, (name, _) in enumerate(bucket):
+                if cuts[q] == cuts[q + 1]:
+                    continue
                 g = params[name].grad.detach().view(-1)
-                sel = which == q
-                e = elem[sel] - starts[q]
-                words = g.numpy().view(np.uint32)
-                np.bitwise_xor.at(words, e, np.left_shift(np.uint32(1), bit[sel]))
+                elem = corrupt_received(g, offs[cuts[q]:cuts[q + 1]] - starts[q])[0]
                 if args.guard == "nan_to_zero_clamp":
-                    guard_flipped(g, np.unique(e), DEFAULT_CLAMP["gradients"])
+                    guard_flipped(g, np.unique(elem), DEFAULT_CLAMP["gradients"])
 
     def step(r, corrupted=False):
         n0 = len(log.messages)
