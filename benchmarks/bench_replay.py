@@ -3,8 +3,11 @@
 Two DDP replicas of the same char GPT (default 0.82 M parameters, batch 12, block 64) run in the
 same ``world_size`` processes: one over a plain gloo group (the baseline), one over the
 ``phy802`` wrapper group (endpoint mode, BER 1e-5 from the protocol layer's live generator by
-default, guard none). Steps alternate in blocks (plain, wrapper, plain, ...) so machine load
-hits both alike; the median step time of each and their ratio are printed. A step is forward,
+default, guard none). Steps alternate in blocks, one block of each replica per round and the
+order rotated from round to round, so machine load hits all alike; the median step time of each
+and their ratio are printed, and per pair of replicas the geometric mean over the rounds of the
+ratio of their blocks' mean step times, with a 95% t-interval (the blocks of one round ran next to
+each other, so the machine's drift cancels in their ratio). A step is forward,
 backward (bucket allreduces), global-norm clipping and AdamW. The time spent inside the wrapper's
 own code (reserving errors at issue, corrupting/guarding/logging on receive) is also reported:
 with guard ``none`` the corrupted gradients change the step itself (fp32 norm overflows, huge
@@ -94,6 +97,21 @@ def _bucket_layouts(model, group, corpus, per_rank: int) -> list[list[list[tuple
         F.cross_entropy(logits.view(-1, logits.size(-1)), y.view(-1)).backward()
         layouts.append([seen[i] for i in sorted(seen)])
     return layouts
+
+
+def _paired_ratio(x: list[float], y: list[float], block: int) -> dict[str, float]:
+    """Geometric mean over rounds of ``mean(x's block) / mean(y's block)``, with its 95% t-interval
+    (``lo``, ``hi``) and the number of rounds ``n``: the blocks of one round ran next to each other."""
+    import numpy as np
+    from scipy import stats
+
+    n = min(len(x), len(y)) // block
+    bx = np.asarray(x[:n * block]).reshape(n, block).mean(axis=1)
+    by = np.asarray(y[:n * block]).reshape(n, block).mean(axis=1)
+    lr = np.log(bx / by)
+    m = float(lr.mean())
+    h = float(stats.t.ppf(0.975, n - 1) * lr.std(ddof=1) / np.sqrt(n)) if n > 1 else float("inf")
+    return {"ratio": float(np.exp(m)), "lo": float(np.exp(m - h)), "hi": float(np.exp(m + h)), "n": n}
 
 
 def _worker(rank: int, args: argparse.Namespace, store: str, out: str) -> None:
@@ -186,7 +204,7 @@ def _worker(rank: int, args: argparse.Namespace, store: str, out: str) -> None:
         if [sum(n for _, n in b) for b in layout] != sizes:
             raise RuntimeError(f"bench_replay: the wrapper's bucket messages {sizes} are not DDP's buckets "
                                f"{[sum(n for _, n in b) for b in layout]}")
-        by_msg = log.offsets_by_message()
+        by_msg = log.offsets_by_message(seq for seq, _ in msgs)
         params = dict(model.module.named_parameters())
         for (seq, _), bucket in zip(msgs, layout):
             offs = by_msg.get(seq)  # sorted message bits of the applied flips
@@ -226,6 +244,11 @@ def _worker(rank: int, args: argparse.Namespace, store: str, out: str) -> None:
     for name in names:  # warm-up (numba compile, allocator)
         for _ in range(3):
             step(runs[name], name == "plain_corrupt")
+    if args.corrupt_plain:
+        # the wrapper replica runs one block ahead, so that plain_corrupt finds the flips of its
+        # steps whichever of the two comes first in a round; it catches up after the timed rounds
+        for _ in range(args.block):
+            step(runs["wrapper"])
     inside["s"] = inside["cpu"] = 0.0
     for k in stages:
         stages[k] = 0.0
@@ -233,11 +256,23 @@ def _worker(rank: int, args: argparse.Namespace, store: str, out: str) -> None:
     for r in runs.values():
         r["cpu"].clear()
     done = 0
+    rounds = 0
     while done < args.steps:
-        for name in names:
+        # one block of each replica per round, the order rotated from round to round so that no
+        # replica always follows the same one (a block after another replica's finds the caches
+        # holding that replica's weights)
+        for q in range(len(names)):
+            name = names[(rounds + q) % len(names)]
             for _ in range(args.block):
                 runs[name]["times"].append(step(runs[name], name == "plain_corrupt"))
         done += args.block
+        rounds += 1
+    if args.corrupt_plain:  # the catching up, untimed
+        r = runs["plain_corrupt"]
+        n_cpu = len(r["cpu"])
+        while replay:
+            step(r, True)
+        del r["cpu"][n_cpu:]
     identical = None
     if args.corrupt_plain:  # every rank: the baseline's weights equal the wrapper replica's, bit for bit
         same = log.dropped == 0 and all(
@@ -266,6 +301,16 @@ def _worker(rank: int, args: argparse.Namespace, store: str, out: str) -> None:
         res["plain_cpu_ms"] = 1e3 * statistics.median(runs["plain"]["cpu"])
         res["wrapper_cpu_ms"] = 1e3 * statistics.median(runs["wrapper"]["cpu"])
         res["cpu_ratio"] = res["wrapper_cpu_ms"] / res["plain_cpu_ms"]
+        # per round, the ratio of two replicas' mean step times in that round's blocks (adjacent in
+        # time, so the machine's slow drift cancels): their geometric mean and its 95% t-interval
+        # over the rounds
+        pairs = [("wrapper", "plain", "ratio"), ("plain_aa", "plain", "aa_ratio"),
+                 ("wrapper", "plain_corrupt", "wrapper_vs_corrupt"), ("plain_corrupt", "plain", "corrupt_ratio")]
+        res["paired"] = {key: _paired_ratio(runs[a]["times"], runs[b]["times"], args.block)
+                         for a, b, key in pairs if a in runs and b in runs}
+        res["paired_cpu"] = {key: _paired_ratio(runs[a]["cpu"], runs[b]["cpu"], args.block)
+                             for a, b, key in pairs if a in runs and b in runs}
+        res["rounds"] = rounds
         if args.aa:
             res["aa_ratio"] = statistics.median(runs["plain_aa"]["times"]) / statistics.median(runs["plain"]["times"])
             res["aa_cpu_ratio"] = statistics.median(runs["plain_aa"]["cpu"]) / statistics.median(runs["plain"]["cpu"])
@@ -356,6 +401,15 @@ def main() -> None:
         if args.aa:
             print(f"  A/A: a second plain replica, the same computation: wall {res['aa_ratio']:.3f}, CPU "
                   f"{res['aa_cpu_ratio']:.3f} of plain (how far identical replicas drift apart in this run)")
+        labels = {"ratio": "wrapper / plain", "wrapper_vs_corrupt": "wrapper / plain_corrupt (goal <= 1.03)",
+                  "corrupt_ratio": "plain_corrupt / plain", "aa_ratio": "A/A plain_aa / plain"}
+        print(f"  per-round paired ratios of mean step time, geometric mean [95% CI] over {res['rounds']} rounds "
+              f"of {args.block} steps (wall; process CPU):")
+        for key, label in labels.items():
+            if key in res["paired"]:
+                w, c = res["paired"][key], res["paired_cpu"][key]
+                print(f"    {label:40s} {w['ratio']:.3f} [{w['lo']:.3f}, {w['hi']:.3f}];  "
+                      f"{c['ratio']:.3f} [{c['lo']:.3f}, {c['hi']:.3f}]")
         print(f"  of which in the wrapper's own code: {res['wrapper_code_ms_per_step']:.2f} ms/step "
               f"({100 * res['wrapper_code_ms_per_step'] / res['plain_ms']:.1f}% of a plain step)")
         print(f"    CPU time in the wrapper's own code (its threads): {res['wrapper_code_cpu_ms_per_step']:.3f} ms/step; "

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 import sys
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -296,11 +297,14 @@ class InjectionLog:
                                 new=w, msg_bit=mb))
         return out
 
-    def offsets_by_message(self) -> dict[int, np.ndarray]:
-        """``seq -> msg_bit offsets`` of the applied flips (for checks against the source)."""
+    def offsets_by_message(self, seqs: Iterable[int] | None = None) -> dict[int, np.ndarray]:
+        """``seq -> msg_bit offsets`` of the applied flips (for checks against the source), sorted;
+        only the messages in ``seqs`` when given (a caller reading step by step sorts each flip once)."""
+        want = None if seqs is None else set(seqs)
         d: dict[int, list[np.ndarray]] = {}
         for seq, *_, block, n in self._parts:
-            d.setdefault(seq, []).append(block[2, :n])
+            if want is None or seq in want:
+                d.setdefault(seq, []).append(block[2, :n])
         return {k: np.sort(np.concatenate(v)) for k, v in d.items()}
 
 

@@ -104,3 +104,23 @@ def test_metrics_add_message_counts_as_four_adds():
     assert a.to_dict() == b.to_dict()
     assert a.messages == {"gradients": 2, "activations": 1} and a.line_bits["gradients"] == 8392 + 216
     assert all(type(v) is int for d in (a.payload_bits, a.stream_bits, a.line_bits) for v in d.values())
+
+
+def test_injection_log_offsets_by_message_sorts_each_message_and_selects_by_seq():
+    from integration.replay import InjectionLog
+
+    log = InjectionLog()
+    z = np.zeros(2)
+    # message 7 arrives in two parts (two hops' blocks), out of order; message 9 in one
+    log.add(seq=7, op="allreduce", cls="gradients", src=1, dst=0, hop=0, element=np.array([3, 1]),
+            bit=np.array([0, 0]), old=z, new=z, msg_bit=np.array([96, 32]))
+    log.add(seq=9, op="allreduce", cls="gradients", src=1, dst=0, hop=0, element=np.array([0]),
+            bit=np.array([5]), old=z[:1], new=z[:1], msg_bit=np.array([5]))
+    log.add(seq=7, op="allreduce", cls="gradients", src=1, dst=0, hop=1, element=np.array([2]),
+            bit=np.array([1]), old=z[:1], new=z[:1], msg_bit=np.array([65]))
+    every = log.offsets_by_message()
+    assert sorted(every) == [7, 9]
+    assert every[7].tolist() == [32, 65, 96] and every[9].tolist() == [5]
+    some = log.offsets_by_message([9, 11])  # a message with no flips logged is simply absent
+    assert list(some) == [9] and some[9].tolist() == [5]
+    assert log.offsets_by_message(iter([7]))[7].tolist() == [32, 65, 96]  # any iterable, read once
