@@ -47,7 +47,7 @@ def lost_frames_worker(rank: int, n: int, store: str, fec: str, ber: float, op: 
     dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=n, timeout=timeout)
     g = dist.new_group(backend="phy802", timeout=timeout)
     x = torch.full((1 << 16,), float(rank + 1))
-    out: dict = {"raised": None, "type": None, "clean": None, "refused": None}
+    out: dict = {"raised": None, "type": None, "clean": None, "refused": None, "at": "op"}
     t0 = time.monotonic()
     try:
         if op == "allreduce":
@@ -62,7 +62,8 @@ def lost_frames_worker(rank: int, n: int, store: str, fec: str, ber: float, op: 
             else:
                 dist.recv(x, 0, group=g)
                 out["clean"] = bool(torch.all(x == 1.0))
-        dist.barrier(group=g)  # a rank that did not lose data finds the peer's failure here
+        out["at"] = "barrier"
+        dist.barrier(group=g)  # not reached: every rank's op fails, the sender's too (its queue pair)
     except LinkFailure as exc:
         out["raised"], out["type"] = str(exc), "LinkFailure"
     except Exception as exc:  # noqa: BLE001 - what the test checks

@@ -127,6 +127,9 @@ def test_lost_frames_make_the_op_raise_on_every_rank(fec, ber, op):
         assert r["clean"] is not True  # nothing undeliverable was handed over as if it had arrived
         assert r["refused"] is True, r  # the queue pair stays in error
         assert r["seconds"] < 18, r  # found by polling the store, before the 20 s group timeout
+        # at the op itself on every rank, the sender's included (a broadcast's root, a send): in
+        # RDMA the requester's queue pair is the one that runs out of retries
+        assert r["at"] == "op", r
     lost = [r for r in ranks if r["op_failures"] > 0]
     assert lost and all(r["frames_lost"] > 0 and r["frames_resent"] >= 7 * r["frames_lost"] for r in lost)
     assert any("NCCL_IB_RETRY_CNT=7" in r["raised"] for r in ranks)
