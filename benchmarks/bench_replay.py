@@ -22,14 +22,14 @@ compute the same numbers bit for bit (checked at the end on every rank: ``corrup
 ratio to plain is the cost of training on these corrupted numbers alone, and ``wrapper /
 plain_corrupt`` is what the wrapper itself adds. A fourth replica (``plain_aa``, on by default) is
 plain again, the same computation: ``plain_aa / plain`` is an A/A test, how far two identical
-replicas drift apart in the same run (on a 2-vCPU VM, several percent: memory placement and
-caches differ per replica), which bounds what one run can resolve. The process CPU
-time per step (all threads) is printed too: it moves less than wall time when other jobs share
-the machine. So is the CPU time spent in the wrapper's own code, by stage (the calling thread's
-CPU time: reserve and shadow at issue, receive and the peer look-up at completion, and the
-delivery model inside reserve/shadow, the error process's own reads ahead (``source``: drawing
-the errors, which any corrupted baseline must pay somewhere) inside the delivery model, and the store look-up inside
-the peer look-up), per timed step.
+replicas drift apart in the same run (memory placement and caches differ per replica), the
+scale against which the other ratios are read. The process CPU time per step (all threads) is
+printed too: it moves less than wall time when other jobs share the machine. So is the CPU time
+spent in the wrapper's own code, by stage (the calling thread's CPU time: ``issue``, every op
+method as torch calls it, with ``reserve`` and ``shadow`` inside it; ``receive`` and the peer
+``look_up`` at completion; the delivery model inside reserve/shadow, the error process's own
+reads ahead (``source``: drawing the errors, which any corrupted baseline must pay somewhere)
+inside the delivery model, and the store look-up inside the peer look-up), per timed step.
 
 Usage::
 
@@ -54,8 +54,11 @@ import time  # noqa: E402
 
 # name -> (ReplayProcessGroup method, top-level: counted in the wrapper's own code)
 _STAGES = {
-    "reserve": ("_reserve", True),  # at issue: the link's delivery of a received message
-    "shadow": ("_shadow", True),  # at issue: the sender's copy of that delivery (lost frames)
+    # at issue: every op method as torch calls it (the comm log, the op's own code, the inner op's
+    # issue, the Work), the outermost call only
+    "issue": ("*ops", True),
+    "reserve": ("_reserve", False),  # inside issue: the link's delivery of a received message
+    "shadow": ("_shadow", False),  # inside issue: the sender's copy of that delivery (lost frames)
     "receive": ("_receive", True),  # at completion: flips, guard, norms, log
     "look_up": ("_check_peer_after", True),  # at completion: a peer's link failure (in band, else the store)
     "check_peer": ("_check_peer", False),  # inside look_up: the store look-up, when the in-band test cannot decide
@@ -141,27 +144,44 @@ def _worker(rank: int, args: argparse.Namespace, store: str, out: str) -> None:
     import integration.process_group as pgmod
 
     # stages of the wrapper's own code (seconds summed over the timed wrapper steps); "own" is
-    # the top-level stages (reserve + shadow + receive + look_up), the others are nested in them
+    # the top-level stages (issue + receive + look_up), each counted where no other top-level
+    # stage is running in the same thread (a completion that runs inline at issue is in issue);
+    # the others are nested in them
+    import threading
+
+    from integration.commlog import _spec
+
     inside = {"s": 0.0, "cpu": 0.0}
     stages = {k: 0.0 for k in _STAGES}
     calls = {k: 0 for k in _STAGES}
+    depth = threading.local()  # per thread: running top-level stages, and each stage's nesting
 
     def timed(fn, name, top):
         def wrapped(self, *a, **k):
+            d = depth.__dict__
+            mine, tops = d.get(name, 0), d.get("top", 0)
+            d[name] = mine + 1
+            d["top"] = tops + top
             t0, c0 = time.perf_counter(), time.thread_time()
             try:
                 return fn(self, *a, **k)
             finally:
                 dt, dc = time.perf_counter() - t0, time.thread_time() - c0
-                stages[name] += dc  # CPU time of the calling thread: load on the machine barely moves it
-                calls[name] += 1
-                if top:
+                d[name], d["top"] = mine, tops
+                if not mine:  # a stage inside itself (an op nested in an op) counts once
+                    stages[name] += dc  # CPU time of the calling thread: load on the machine barely moves it
+                    calls[name] += 1
+                if top and not tops:
                     inside["s"] += dt
                     inside["cpu"] += dc
         return wrapped
 
     for name, (attr, top) in _STAGES.items():
-        if attr is not None:
+        if attr == "*ops":
+            for op in _spec():
+                if op in pgmod.ReplayProcessGroup.__dict__:
+                    setattr(pgmod.ReplayProcessGroup, op, timed(getattr(pgmod.ReplayProcessGroup, op), name, top))
+        elif attr is not None:
             setattr(pgmod.ReplayProcessGroup, attr, timed(getattr(pgmod.ReplayProcessGroup, attr), name, top))
     import integration.sources as srcmod
 
