@@ -116,10 +116,9 @@ def main() -> None:
     # (op decorator, comm log, bit accounting, Work, the store look-up) runs
     flips = {}
     for measure, ber in ((True, args.ber), (False, args.ber), (True, 0.0)):
-        fake = torch._C._distributed_c10d.FakeProcessGroup._create_internal(0, 2)
         cfg = ReplayConfig(source=SourceConfig(ber=ber, seed=1, kind=args.source), mode="endpoint",
                            measure_noise=measure)
-        g = ReplayProcessGroup(dist.HashStore(), 0, 2, timedelta(seconds=30), cfg, inner=fake)
+        g = ReplayProcessGroup.standalone(cfg, timeout=timedelta(seconds=30))
 
         def step(g=g) -> None:
             for b in bufs:

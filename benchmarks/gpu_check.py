@@ -280,10 +280,7 @@ def _worker(rank: int, args: argparse.Namespace, store: str, out: str) -> None:
 def _sync_check_fake_inner(dev, gcfg, corpus, per_rank: int, args) -> tuple[str, str, str]:
     """Row 1d: one DDP backward over the wrapper (fake inner, ``--ber``, clamp guard) under
     :func:`integration.host_sync.no_host_sync`: PASS when nothing synchronised the host."""
-    from datetime import timedelta
-
     import torch
-    import torch.distributed as dist
     import torch.nn.functional as F
     from torch.nn.parallel import DistributedDataParallel as DDP
 
@@ -295,10 +292,9 @@ def _sync_check_fake_inner(dev, gcfg, corpus, per_rank: int, args) -> tuple[str,
 
     name = (f"no host sync: DDP backward through the wrapper's own code (fake inner), BER {args.ber:g}, "
             + ("sync_debug_mode error" if dev.type == "cuda" else "dispatch-level detector (CPU)"))
-    fake = torch._C._distributed_c10d.FakeProcessGroup._create_internal(0, 2)
     cfg = ReplayConfig(source=SourceConfig(ber=args.ber, seed=7, kind="independent", fec="bypass"),
                        guard="nan_to_zero_clamp", classes=("gradients", "params"))
-    g = ReplayProcessGroup(dist.HashStore(), 0, 2, timedelta(seconds=60), cfg, inner=fake)
+    g = ReplayProcessGroup.standalone(cfg)
     g.force_device_path = dev.type != "cuda"
     try:
         torch.manual_seed(1)

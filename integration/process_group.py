@@ -582,6 +582,22 @@ class ReplayProcessGroup(dist.ProcessGroup):
         self._loss_at: int | None = None  # collective index of this rank's first lost frame (in the store too)
         self._tl = threading.local()  # per issuing thread: op nesting depth and the op's lost frames
 
+    @classmethod
+    def standalone(cls, config: ReplayConfig, rank: int = 0, size: int = 2, timeout: timedelta = timedelta(seconds=60),
+                   store=None) -> "ReplayProcessGroup":
+        """A group in this process alone, over torch's fake backend (``FakeProcessGroup``: every op
+        completes at once and moves no data): this process plays rank ``rank`` of ``size``, and what
+        a tensor comes back with is the link's errors alone.
+
+        For what one message gets without starting a job (tests, ``benchmarks/bench_receive.py``,
+        ``benchmarks/gpu_check.py``'s sync check): the delivery model, flips, guard, counters and
+        log are the wrapper's own. Peers' losses are looked up in ``store`` (default a fresh
+        ``HashStore``), which no peer writes."""
+        if not 0 <= rank < size:
+            raise ValueError(f"{BACKEND_NAME}: standalone rank must be in 0..{size - 1}, got {rank}")
+        fake = _c10d.FakeProcessGroup._create_internal(rank, size)
+        return cls(store if store is not None else dist.HashStore(), rank, size, timeout, config, inner=fake)
+
     # ------------------------------------------------------------------ link failure (lost frames)
     def _shadow(self, op: str, t: torch.Tensor, dst: int) -> None:
         """The fate of a message this rank *sends* to ``dst``: the same delivery its receiver runs.

@@ -10,7 +10,6 @@ from datetime import timedelta
 import numpy as np
 import pytest
 import torch
-import torch.distributed as dist
 
 from _it_helpers import trap_host_methods
 
@@ -20,10 +19,9 @@ from integration.replay import ReplayConfig
 from integration.sources import SourceConfig
 
 def _group(guard: str, dev_path: bool, log_limit: int = 200_000) -> ReplayProcessGroup:
-    fake = torch._C._distributed_c10d.FakeProcessGroup._create_internal(0, 2)
     cfg = ReplayConfig(source=SourceConfig(ber=3e-4, seed=21, kind="independent", fec="bypass"), guard=guard,
                        classes=("gradients", "params"), log_limit=log_limit)
-    g = ReplayProcessGroup(dist.HashStore(), 0, 2, timedelta(seconds=5), cfg, inner=fake)
+    g = ReplayProcessGroup.standalone(cfg, timeout=timedelta(seconds=5))
     g.force_device_path = dev_path
     return g
 

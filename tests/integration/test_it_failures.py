@@ -226,8 +226,7 @@ def test_stopped_marker_ends_an_own_loss_p2p_wait_and_never_raises_out_of_shutdo
     store = dist.HashStore()
 
     def group(rank):
-        fake = torch._C._distributed_c10d.FakeProcessGroup._create_internal(rank, 3)
-        return ReplayProcessGroup(store, rank, 3, timedelta(seconds=5), ReplayConfig(), inner=fake)
+        return ReplayProcessGroup.standalone(ReplayConfig(), rank, 3, timeout=timedelta(seconds=5), store=store)
 
     g0, g1, g2 = group(0), group(1), group(2)
     g1._failed = LinkFailure("own loss", link=(0, 1), op="recv", frames_lost=3, rank=1)

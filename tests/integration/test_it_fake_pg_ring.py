@@ -12,7 +12,6 @@ from datetime import timedelta
 import numpy as np
 import pytest
 import torch
-import torch.distributed as dist
 
 from integration.process_group import ReplayProcessGroup, gloo_ring_chunks
 from integration.replay import ReplayConfig
@@ -20,10 +19,9 @@ from integration.sources import SourceConfig
 
 
 def _rank(k: int, n: int, ber: float, mode: str = "ring") -> ReplayProcessGroup:
-    fake = torch._C._distributed_c10d.FakeProcessGroup._create_internal(k, n)
     cfg = ReplayConfig(source=SourceConfig(ber=ber, seed=11, kind="independent"), mode=mode,
                        classes=("gradients", "params"))
-    return ReplayProcessGroup(dist.HashStore(), k, n, timedelta(seconds=5), cfg, inner=fake)
+    return ReplayProcessGroup.standalone(cfg, k, n, timeout=timedelta(seconds=5))
 
 
 @pytest.mark.parametrize("n", [16, 24])
@@ -85,3 +83,14 @@ def test_isend_is_issued_when_called():
     w = g.send([torch.ones(8)], 1, 0)
     assert g._nccl.calls == ["send"]  # before any wait
     w.wait()
+
+
+def test_standalone_group_plays_one_rank_and_refuses_a_rank_outside_the_world():
+    g = ReplayProcessGroup.standalone(ReplayConfig(), 3, 16)
+    assert (g.rank(), g.size()) == (3, 16)
+    x = torch.ones(1000)
+    g.allreduce([x]).wait()  # BER 0 (the default source): the fake group moves nothing, nothing flips
+    assert torch.equal(x, torch.ones(1000))
+    for bad in (-1, 16):
+        with pytest.raises(ValueError, match=f"standalone rank must be in 0..15, got {bad}"):
+            ReplayProcessGroup.standalone(ReplayConfig(), bad, 16)

@@ -12,7 +12,6 @@ import math
 import numpy as np
 import pytest
 import torch
-import torch.distributed as dist
 
 from integration.process_group import ReplayProcessGroup
 from integration.replay import ReplayConfig, clamp_bound
@@ -22,10 +21,9 @@ _F8 = [torch.float8_e4m3fn, torch.float8_e5m2]
 
 
 def _group(guard: str, dev_path: bool = False, ber: float = 3e-4, **kw) -> ReplayProcessGroup:
-    fake = torch._C._distributed_c10d.FakeProcessGroup._create_internal(0, 2)
     cfg = ReplayConfig(source=SourceConfig(ber=ber, seed=5, kind="independent", fec="bypass"), guard=guard,
                        classes=("gradients", "params"), **kw)
-    g = ReplayProcessGroup(dist.HashStore(), 0, 2, timedelta(seconds=5), cfg, inner=fake)
+    g = ReplayProcessGroup.standalone(cfg, timeout=timedelta(seconds=5))
     g.force_device_path = dev_path
     return g
 

@@ -7,12 +7,10 @@ refuse settings the concatenated link does not model, naming the field.
 """
 
 import json
-from datetime import timedelta
 
 import numpy as np
 import pytest
 import torch
-import torch.distributed as dist
 
 from phy802.channel import Pam4Awgn
 from phy802.cli import main
@@ -147,8 +145,7 @@ def test_wrapper_applies_the_live_800g_flips(rate):
     src_cfg = SourceConfig(ber=1e-5, seed=3, fec="bypass", rate=rate, inner="none")
     cfg = ReplayConfig(source=src_cfg, mode="endpoint", classes=("gradients",), guard="none")
     assert ReplayConfig.from_dict(json.loads(json.dumps(cfg.to_dict()))) == cfg  # what register() puts in the env
-    fake = torch._C._distributed_c10d.FakeProcessGroup._create_internal(0, 2)
-    g = ReplayProcessGroup(dist.HashStore(), 0, 2, timedelta(seconds=60), cfg, inner=fake)
+    g = ReplayProcessGroup.standalone(cfg)
     oracle = BufferedLink(ConcatLiveSource(rate, "bypass", 1e-5, seed=link_seed_sequence(3, 1, 0), inner="none"),
                           "bypass", rate=rate)
     total = 0
@@ -260,8 +257,7 @@ def test_wrapper_replays_an_800g_trace_at_800g(tmp_path):
                          n_codewords=4 * BG * 4, seed=2, batch_groups=BG)
     cfg = ReplayConfig(source=SourceConfig(ber=1e-4, seed=3, fec="bypass", rate="800G", kind="trace", trace=str(path)),
                        classes=("gradients",), guard="none")
-    fake = torch._C._distributed_c10d.FakeProcessGroup._create_internal(0, 2)
-    g = ReplayProcessGroup(dist.HashStore(), 0, 2, timedelta(seconds=60), cfg, inner=fake)
+    g = ReplayProcessGroup.standalone(cfg)
     x = torch.ones(1 << 18)
     g.allreduce([x]).wait()
     ref = deliver(4 << 18, make_link_source(cfg.source, 1, 0), "bypass", rate="800G")

@@ -43,10 +43,9 @@ def test_the_detector_sees_what_syncs_and_passes_what_does_not():
 
 
 def _group(mode: str, guard: str) -> ReplayProcessGroup:
-    fake = torch._C._distributed_c10d.FakeProcessGroup._create_internal(0, 2)
     cfg = ReplayConfig(source=SourceConfig(ber=3e-4, seed=21, kind="independent", fec="bypass"), guard=guard,
                        mode=mode, classes=("gradients", "params", "activations", "activation_grads"))
-    g = ReplayProcessGroup(dist.HashStore(), 0, 2, timedelta(seconds=5), cfg, inner=fake)
+    g = ReplayProcessGroup.standalone(cfg, timeout=timedelta(seconds=5))
     g.force_device_path = True
     return g
 
