@@ -33,7 +33,7 @@ inside the delivery model, and the store look-up inside the peer look-up), per t
 
 Usage::
 
-    python benchmarks/bench_replay.py [--steps 60] [--block 5] [--world-size 2] [--ber 1e-5]
+    python benchmarks/bench_replay.py [--steps 600] [--block 5] [--world-size 2] [--ber 1e-5]
                                       [--mode endpoint] [--source generator] [--guard none]
                                       [--classes ...] [--no-corrupt-plain] [--json]
 """
@@ -352,7 +352,8 @@ def main() -> None:
     import torch.multiprocessing as mp
 
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--steps", type=int, default=60, help="timed steps per variant (default 60)")
+    p.add_argument("--steps", type=int, default=600,
+                   help="timed steps per variant (default 600: 120 rounds of 5, a 95%% interval of about +-2%%)")
     p.add_argument("--block", type=int, default=5, help="steps per alternation block (default 5)")
     p.add_argument("--world-size", type=int, default=2)
     p.add_argument("--ber", type=float, default=1e-5)
