@@ -117,6 +117,37 @@ def _paired_ratio(x: list[float], y: list[float], block: int) -> dict[str, float
     return {"ratio": float(np.exp(m)), "lo": float(np.exp(m - h)), "hi": float(np.exp(m + h)), "n": n}
 
 
+def _passthrough_group(inner):
+    """A process group written in Python that forwards each op DDP makes to ``inner`` and returns
+    ``inner``'s own Work: what any Python backend pays per op (torch's C++ calling into Python,
+    the arguments converted), none of the wrapper's code, no completion callback."""
+    import torch.distributed as dist
+
+    class PassThrough(dist.ProcessGroup):
+        def __init__(self) -> None:
+            super().__init__(inner.rank(), inner.size())
+
+        def allreduce(self, tensors, opts=None):
+            return inner.allreduce(tensors, opts if opts is not None else dist.AllreduceOptions())
+
+        def broadcast(self, tensors, opts=None):
+            return inner.broadcast(tensors, opts if opts is not None else dist.BroadcastOptions())
+
+        def allgather(self, outs, ins, opts=None):
+            return inner.allgather(outs, ins, opts if opts is not None else dist.AllgatherOptions())
+
+        def _allgather_base(self, out, inp, opts=None):
+            return inner._allgather_base(out, inp, opts if opts is not None else dist.AllgatherOptions())
+
+        def barrier(self, opts=None):
+            return inner.barrier(opts if opts is not None else dist.BarrierOptions())
+
+        def getBackendName(self) -> str:
+            return "passthrough"
+
+    return PassThrough()
+
+
 def _worker(rank: int, args: argparse.Namespace, store: str, out: str) -> None:
     import numpy as np
     import torch
@@ -193,9 +224,11 @@ def _worker(rank: int, args: argparse.Namespace, store: str, out: str) -> None:
     # plain_aa: a second plain replica, the same computation as plain: their ratio (an A/A test) is
     # how far two identical replicas drift apart in this run (memory placement, caches, the order
     # of the blocks), the scale against which the other ratios can be read
-    names = ("plain", "wrapper") + (("plain_corrupt",) if args.corrupt_plain else ()) + (("plain_aa",) if args.aa else ())
+    names = (("plain", "wrapper") + (("plain_corrupt",) if args.corrupt_plain else ()) + (("plain_aa",) if args.aa else ())
+             + (("python_pg",) if args.python_pg else ()))
+    g_py = _passthrough_group(g_plain) if args.python_pg else None
     for name in names:
-        grp = g_wrap if name == "wrapper" else g_plain
+        grp = g_wrap if name == "wrapper" else (g_py if name == "python_pg" else g_plain)
         torch.manual_seed(1)
         model = DDP(GPT(gcfg), process_group=grp)
         runs[name] = dict(model=model, group=grp, opt=_optimizer(tcfg, list(model.parameters())),
@@ -324,7 +357,8 @@ def _worker(rank: int, args: argparse.Namespace, store: str, out: str) -> None:
         # per round, the ratio of two replicas' mean step times in that round's blocks (adjacent in
         # time, so the machine's slow drift cancels): their geometric mean and its 95% t-interval
         # over the rounds
-        pairs = [("wrapper", "plain", "ratio"), ("plain_aa", "plain", "aa_ratio"),
+        pairs = [("wrapper", "plain", "ratio"), ("plain_aa", "plain", "aa_ratio"), ("python_pg", "plain", "python_pg_ratio"),
+                 ("wrapper", "python_pg", "wrapper_vs_python_pg"),
                  ("wrapper", "plain_corrupt", "wrapper_vs_corrupt"), ("plain_corrupt", "plain", "corrupt_ratio")]
         res["paired"] = {key: _paired_ratio(runs[a]["times"], runs[b]["times"], args.block)
                          for a, b, key in pairs if a in runs and b in runs}
@@ -374,6 +408,9 @@ def main() -> None:
     p.add_argument("--aa", action=argparse.BooleanOptionalAction, default=True,
                    help="a second plain replica (plain_aa), the same computation as plain: their ratio is this "
                         "run's noise floor for the other ratios (default on)")
+    p.add_argument("--python-pg", action=argparse.BooleanOptionalAction, default=False,
+                   help="a fifth replica over a pass-through process group written in Python (python_pg): "
+                        "what a Python backend costs per op before any of the wrapper's code (default off)")
     p.add_argument("--measure-noise", action=argparse.BooleanOptionalAction, default=True,
                    help="the wrapper measures the injected noise (a norm of every received message; "
                         "ReplayConfig.measure_noise, default on)")
@@ -423,7 +460,8 @@ def main() -> None:
             print(f"  A/A: a second plain replica, the same computation: wall {res['aa_ratio']:.3f}, CPU "
                   f"{res['aa_cpu_ratio']:.3f} of plain (how far identical replicas drift apart in this run)")
         labels = {"ratio": "wrapper / plain", "wrapper_vs_corrupt": "wrapper / plain_corrupt (goal <= 1.03)",
-                  "corrupt_ratio": "plain_corrupt / plain", "aa_ratio": "A/A plain_aa / plain"}
+                  "corrupt_ratio": "plain_corrupt / plain", "aa_ratio": "A/A plain_aa / plain",
+                  "python_pg_ratio": "python_pg / plain", "wrapper_vs_python_pg": "wrapper / python_pg"}
         print(f"  per-round paired ratios of mean step time, geometric mean [95% CI] over {res['rounds']} rounds "
               f"of {args.block} steps (wall; process CPU):")
         for key, label in labels.items():

@@ -13,7 +13,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 @pytest.mark.slow
 def test_bench_replay_runs_and_reports_every_stage():
     cmd = [sys.executable, os.path.join(ROOT, "benchmarks", "bench_replay.py"), "--steps", "4", "--block", "1",
-           "--n-layer", "1", "--n-embd", "32", "--json"]
+           "--n-layer", "1", "--n-embd", "32", "--python-pg", "--json"]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=ROOT, env=dict(os.environ, PYTHONPATH=ROOT))
     assert r.returncode == 0, r.stderr
     d = json.loads(r.stdout)
@@ -35,7 +35,8 @@ def test_bench_replay_runs_and_reports_every_stage():
     assert d["corrupt_identical"] is True
     assert d["rounds"] == 4
     for kind in ("paired", "paired_cpu"):
-        assert set(d[kind]) == {"ratio", "aa_ratio", "wrapper_vs_corrupt", "corrupt_ratio"}
+        assert set(d[kind]) == {"ratio", "aa_ratio", "wrapper_vs_corrupt", "corrupt_ratio", "python_pg_ratio",
+                                "wrapper_vs_python_pg"}
         for v in d[kind].values():
             assert v["n"] == 4 and 0 < v["lo"] <= v["ratio"] <= v["hi"]
     assert d["aa_ratio"] > 0 and d["aa_cpu_ratio"] > 0
