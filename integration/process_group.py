@@ -771,7 +771,7 @@ class ReplayProcessGroup(dist.ProcessGroup):
         collective index (None: a send/recv): a loss found in the store fails it only if it was lost
         at ``at`` or before (:meth:`_peer_loss`).
         """
-        if self._failed is None or not self._in_error(at):
+        if not self._in_error(at):
             if getattr(self._tl, "loss", None) is not None:
                 return  # this op's own loss: the op fails through _op, with its own message
             try:
@@ -798,6 +798,7 @@ class ReplayProcessGroup(dist.ProcessGroup):
         ``vals``: ``summed``'s elements as a flat numpy view, when the caller has one (element 0
         read without a tensor index: on a CPU cold from the step's other work, each torch call
         costs microseconds). ``at``: the op's collective index (:meth:`_check_peer`)."""
+        # `_failed is None` first: the usual case skips the call on this per-op path
         if summed is not None and (self._failed is None or not self._in_error(at)) and math.isfinite(
                 vals[0] if vals is not None else float(summed.detach().view(-1)[0])):
             return

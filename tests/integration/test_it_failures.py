@@ -333,10 +333,9 @@ def test_a_loss_is_in_the_store_before_the_lost_op_is_issued():
             calls.append("issue allreduce")
             return self._fake.allreduce(tensors, opts)
 
-    fake = torch._C._distributed_c10d.FakeProcessGroup._create_internal(0, 2)
     cfg = ReplayConfig(source=SourceConfig(ber=1e-12, seed=3, kind="independent"))
-    g = ReplayProcessGroup(Recording(), 0, 2, timedelta(seconds=5), cfg, inner=fake)
-    g._forced_inner = Inner(fake)
+    g = ReplayProcessGroup.standalone(cfg, timeout=timedelta(seconds=5), store=Recording())
+    g._forced_inner = Inner(g._forced_inner)
     orig = g._deliver
     g._deliver = lambda *a, **k: dataclasses.replace(orig(*a, **k), frames_lost=1, frames_resent=7)
     with pytest.raises(LinkFailure):
