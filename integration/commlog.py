@@ -25,6 +25,8 @@ import threading
 import time
 from typing import Any, Iterable
 
+import torch
+
 __all__ = ["ENV_VAR", "CommLog", "instrument", "save_gathered"]
 
 #: set to a file path to make ``phy802 train`` write the gathered log there
@@ -60,12 +62,14 @@ class CommLog:
             if len(self._records) >= self.limit:
                 self.dropped += 1
                 return
-            self._records.append({"rank": self.rank, "step": self.step, "op": op, "bytes": int(nbytes),
-                                  "dtype": dtype, "cls": cls, "peers": peers})
+            # a tuple per op (made into a dict when read): this runs once per op, on the issuing thread
+            self._records.append((self.step, op, nbytes, dtype, cls, peers))
 
     def records(self) -> list[dict]:
         with self._lock:
-            return list(self._records)
+            recs = list(self._records)
+        return [{"rank": self.rank, "step": step, "op": op, "bytes": int(nbytes), "dtype": dtype, "cls": cls,
+                 "peers": peers} for step, op, nbytes, dtype, cls, peers in recs]
 
     def step_times(self) -> list[float]:
         """Wall time of each completed step, seconds (step ``k`` ends at the ``mark_step`` of ``k + 1``)."""
@@ -96,12 +100,22 @@ def save_gathered(path: str | os.PathLike, parts: Iterable[dict], **meta: Any) -
 
 # ---------------------------------------------------------------- recording the group's operations
 
+# torch dtype -> (name without "torch.", element size in bytes), read once per op
+_DTYPES = {dt: (str(dt).replace("torch.", ""), int(dt.itemsize))
+           for dt in {v for v in vars(torch).values() if isinstance(v, torch.dtype)}}
+
+
+def _dtype_info(dt) -> tuple[str, int]:
+    info = _DTYPES.get(dt)
+    return info if info is not None else (str(dt).replace("torch.", ""), int(dt.itemsize))
+
+
 def _dtype(t) -> str:
-    return str(t.dtype).replace("torch.", "")
+    return _dtype_info(t.dtype)[0]
 
 
 def _nbytes(ts) -> int:
-    return int(sum(t.numel() * t.element_size() for t in ts))
+    return int(sum(t.numel() * _dtype_info(t.dtype)[1] for t in ts))
 
 
 def _spec():
@@ -153,9 +167,14 @@ def instrument(group_cls: type) -> type:
             log = getattr(self, "commlog", None)
             if log is not None and log.enabled:
                 ts, peers = __extract(self, a, k)
-                ts = list(ts)
-                cls = _classify(self, __op, __default, ts, peers)
-                log.record(__op, _nbytes(ts), _dtype(ts[0]) if ts else "none", cls, peers)
+                if len(ts) == 1:  # the usual case (one tensor per rank), without a generator per op
+                    t = ts[0]
+                    name, size = _dtype_info(t.dtype)
+                    log.record(__op, t.numel() * size, name, _classify(self, __op, __default, ts, peers), peers)
+                else:
+                    ts = list(ts)
+                    cls = _classify(self, __op, __default, ts, peers)
+                    log.record(__op, _nbytes(ts), _dtype(ts[0]) if ts else "none", cls, peers)
             return __orig(self, *a, **k)
 
         functools.update_wrapper(wrapped, orig)

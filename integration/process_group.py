@@ -102,7 +102,7 @@ from integration.replay import (
     is_corruptible,
     is_float,
 )
-from integration.sources import BufferedLink, ErrorSource, NoErrors, make_link_source
+from integration.sources import BufferedLink, ErrorSource, NoErrors, make_link_source, resolved_kind
 from protocol.delivery import deliver
 from protocol.modes import get_mode
 
@@ -119,6 +119,7 @@ _FAILED_KEY = "phy802_qp_error"  # in the group's (prefixed) store: set by a ran
 # beside it, per rank, written just before it: "<collective index> <message>" of that rank's first loss
 _FAILED_AT_KEY = "phy802_qp_error/{rank}"
 _P2P_OPS = ("send", "recv")  # not counted as collectives: their order differs from rank to rank
+_IN_BAND_OPS = (dist.ReduceOp.SUM, dist.ReduceOp.AVG)  # reductions that carry a NaN to every rank
 _POLL_S = 0.05  # while blocked in wait(), how often a rank looks for a peer's link failure
 _STOPPED_KEY = "phy802/stopped/{rank}"  # in the group's store: rank takes part in no further op (shutdown/abort)
 
@@ -574,6 +575,8 @@ class ReplayProcessGroup(dist.ProcessGroup):
         self._cost_cache: dict[int, tuple[int, int]] = {}
         self._links: dict[tuple[int, int], BufferedLink | None] = {}
         self._retx = config.retransmit()  # NCCL_IB_RETRY_CNT + 1 sends per frame
+        # no link of the group can lose a frame (make_link_source gives NoErrors for every link)
+        self._error_free = resolved_kind(config.source) != "trace" and config.source.ber == 0.0
         self._failed: LinkFailure | None = None  # set once a frame is lost: the group is in error
         # from which collective index on (ops issued before it may still complete on other threads and
         # are judged by the store; None: every op, e.g. a failure set from outside)
@@ -786,8 +789,8 @@ class ReplayProcessGroup(dist.ProcessGroup):
     def _signals_in_band(buf: torch.Tensor, op) -> bool:
         """Whether a lost frame can travel in ``buf`` itself: a CPU float SUM/AVG all-reduce, where a
         rank that lost data adds NaN to element 0 and NaN survives the sum on every rank."""
-        return (buf.device.type == "cpu" and buf.is_floating_point() and buf.numel() >= 1
-                and getattr(op, "op", op) in (dist.ReduceOp.SUM, dist.ReduceOp.AVG))
+        return (buf.is_cpu and buf.is_floating_point() and buf.numel() >= 1
+                and getattr(op, "op", op) in _IN_BAND_OPS)
 
     def _check_peer_after(self, what: str, summed: torch.Tensor | None, vals: np.ndarray | None = None,
                           at: int | None = None) -> None:
@@ -1315,7 +1318,10 @@ class ReplayProcessGroup(dist.ProcessGroup):
         at = self._tl.coll
         poll = lambda w: self._peer_poll(w, at)  # noqa: E731
         if pending is None and buf is t:
-            if not in_band and t.device.type == "cuda":  # NCCL's Work: wait() makes the current stream wait
+            # NCCL's Work: wait() makes the current stream wait. An error-free group (every link of
+            # every rank: one config, as _shadow assumes) loses no frame, so nothing is looked up at
+            # completion: the inner Work as any backend returns it (a group in error still fails it: _op)
+            if self._error_free or (not in_band and t.device.type == "cuda"):
                 return work
 
             def done(fut):
@@ -1619,6 +1625,8 @@ class ReplayProcessGroup(dist.ProcessGroup):
 
     def _flush_p2p(self) -> None:
         """Issue the queued sends/receives as one batch (one NCCL group where the backend coalesces)."""
+        if not self._p2p_queue:  # the usual case (batch_p2p "auto"), without taking the lock per op
+            return
         with self._p2p_lock:
             queue, self._p2p_queue = self._p2p_queue, []
             if not queue:

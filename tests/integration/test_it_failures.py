@@ -153,6 +153,36 @@ def test_float_sum_allreduce_carries_a_loss_in_band_and_skips_the_store_otherwis
     assert r0["raised"] is not None and "a link of the group failed" in r0["raised"], r0
 
 
+def test_an_error_free_group_returns_the_inner_work_and_a_group_in_error_still_fails():
+    """At BER 0 (generator or independent source) no link of the group can lose a frame, so an
+    all-reduce has nothing to look up at completion and returns the inner backend's Work as it
+    is; its message is still counted. A group in error (here set from outside) still fails it,
+    and at BER > 0 the completion check stays (a Work of the wrapper's)."""
+    from integration.process_group import ReplayProcessGroup, _FailedWork
+    from integration.replay import LinkFailure, ReplayConfig
+    from integration.sources import SourceConfig
+
+    for kind in ("generator", "independent"):
+        g = ReplayProcessGroup.standalone(ReplayConfig(source=SourceConfig(ber=0.0, kind=kind)),
+                                          timeout=timedelta(seconds=5))
+        t = torch.arange(1000, dtype=torch.float32)
+        w = g.allreduce([t])
+        assert not isinstance(w, (_ReplayWork, _FailedWork)), (kind, type(w))
+        w.wait()
+        assert torch.equal(t, torch.arange(1000, dtype=torch.float32))
+        assert g.metrics.total("messages") == 1
+        g._failed = LinkFailure("set from outside", op="allreduce", rank=0)
+        w = g.allreduce([t])
+        assert isinstance(w, _FailedWork)
+        with pytest.raises(LinkFailure, match="the group is in error"):
+            w.wait()
+    g = ReplayProcessGroup.standalone(ReplayConfig(source=SourceConfig(ber=1e-9, kind="independent")),
+                                      timeout=timedelta(seconds=5))
+    w = g.allreduce([torch.ones(1000)])
+    assert isinstance(w, _ReplayWork)
+    w.wait()
+
+
 def test_every_rank_fails_the_collective_that_lost_the_frame_whatever_the_look_up_timing():
     """The training run below failed now and then (a gloo timeout after 120 s; 1 of 20 runs, and 6 of
     31 with logging): rank 0 lost a frame in step 2's gradient all-reduce and wrote the failure key
