@@ -66,6 +66,10 @@ _STAGES = {
     # inside deliver: the error process itself (BufferedLink._extend: the generator's reads ahead),
     # which plain_corrupt pays too, outside its timer
     "source": (None, False),
+    # --python-pg: the pass-through group's op methods as torch calls them (not the wrapper's code):
+    # what issuing an op costs any Python backend over gloo (the call from C++, the inner op's issue),
+    # which the wrapper's ``issue`` stage includes
+    "pt_issue": (None, False),
 }
 
 
@@ -227,6 +231,9 @@ def _worker(rank: int, args: argparse.Namespace, store: str, out: str) -> None:
     names = (("plain", "wrapper") + (("plain_corrupt",) if args.corrupt_plain else ()) + (("plain_aa",) if args.aa else ())
              + (("python_pg",) if args.python_pg else ()))
     g_py = _passthrough_group(g_plain) if args.python_pg else None
+    if g_py is not None:
+        for op in ("allreduce", "broadcast", "allgather", "_allgather_base", "barrier"):
+            setattr(type(g_py), op, timed(getattr(type(g_py), op), "pt_issue", False))
     for name in names:
         grp = g_wrap if name == "wrapper" else (g_py if name == "python_pg" else g_plain)
         torch.manual_seed(1)
@@ -475,7 +482,15 @@ def main() -> None:
               f"less the error process's reads (stage source): "
               f"{res['wrapper_code_cpu_ms_per_step'] - res['stage_ms_per_step']['source']:.3f} ms/step")
         print("    by stage (CPU ms/step, calls/step): " + ", ".join(
-            f"{k} {v:.3f} ({res['stage_calls_per_step'][k]:g})" for k, v in res["stage_ms_per_step"].items()))
+            f"{k} {v:.3f} ({res['stage_calls_per_step'][k]:g})" for k, v in res["stage_ms_per_step"].items()
+            if k != "pt_issue"))
+        if args.python_pg:
+            pt = res["stage_ms_per_step"]["pt_issue"]
+            print(f"    the pass-through group's ops as torch calls them (python_pg; what any Python backend spends "
+                  f"issuing, inside issue above): {pt:.3f} ms/step "
+                  f"({res['stage_calls_per_step']['pt_issue']:g} calls); the wrapper's own code less this and the "
+                  f"error process's reads: {res['wrapper_code_cpu_ms_per_step'] - res['stage_ms_per_step']['source'] - pt:.3f}"
+                  " ms/step")
 
 
 if __name__ == "__main__":

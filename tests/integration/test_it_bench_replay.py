@@ -18,7 +18,7 @@ def test_bench_replay_runs_and_reports_every_stage():
     assert r.returncode == 0, r.stderr
     d = json.loads(r.stdout)
     assert set(d["stage_ms_per_step"]) == {"issue", "reserve", "shadow", "receive", "look_up", "check_peer", "deliver",
-                                           "source"}
+                                           "source", "pt_issue"}
     assert all(v >= 0 for v in d["stage_ms_per_step"].values())
     # nested stages never exceed the stage they sit in; the own code is the top-level stages
     st = d["stage_ms_per_step"]
@@ -26,6 +26,8 @@ def test_bench_replay_runs_and_reports_every_stage():
     assert st["deliver"] <= st["reserve"] + st["shadow"] and st["source"] <= st["deliver"]
     calls = d["stage_calls_per_step"]
     assert calls["issue"] == calls["look_up"] >= 1  # one all-reduce per DDP bucket, each looked up once
+    # the pass-through replica issues the same ops as the wrapper's, through its own (timed) methods
+    assert calls["pt_issue"] == calls["issue"] and st["pt_issue"] > 0
     assert st["issue"] <= d["wrapper_code_cpu_ms_per_step"] <= st["issue"] + st["receive"] + st["look_up"] + 1e-9
     assert d["flips_rank0"] > 0 and d["ber_is"] == "pre-FEC line BER"
     for k in ("ratio", "wrapper_vs_corrupt", "cpu_ratio", "wrapper_code_cpu_ms_per_step"):
