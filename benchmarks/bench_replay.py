@@ -23,7 +23,9 @@ ratio to plain is the cost of training on these corrupted numbers alone, and ``w
 plain_corrupt`` is what the wrapper itself adds. A fourth replica (``plain_aa``, on by default) is
 plain again, the same computation: ``plain_aa / plain`` is an A/A test, how far two identical
 replicas drift apart in the same run (memory placement and caches differ per replica), the
-scale against which the other ratios are read. The process CPU time per step (all threads) is
+scale against which the other ratios are read. By default it runs over a gloo group of its own
+(``--aa-own-gloo``), as the wrapper's inner gloo is its own (its own worker threads and
+connections) while the other replicas share one. The process CPU time per step (all threads) is
 printed too: it moves less than wall time when other jobs share the machine. So is the CPU time
 spent in the wrapper's own code, by stage (the calling thread's CPU time: ``issue``, every op
 method as torch calls it, with ``reserve`` and ``shadow`` inside it; ``receive`` and the peer
@@ -175,6 +177,7 @@ def _worker(rank: int, args: argparse.Namespace, store: str, out: str) -> None:
                           **({} if args.measure_noise else {"measure_noise": False})))
     g_plain = dist.new_group(backend="gloo")
     g_wrap = dist.new_group(backend="phy802")
+    g_aa = dist.new_group(backend="gloo") if args.aa_own_gloo else g_plain  # every rank creates it, used or not
     # time spent in the wrapper's own code (reserve at issue, corrupt/guard/log on receive)
     import integration.process_group as pgmod
 
@@ -235,7 +238,7 @@ def _worker(rank: int, args: argparse.Namespace, store: str, out: str) -> None:
         for op in ("allreduce", "broadcast", "allgather", "_allgather_base", "barrier"):
             setattr(type(g_py), op, timed(getattr(type(g_py), op), "pt_issue", False))
     for name in names:
-        grp = g_wrap if name == "wrapper" else (g_py if name == "python_pg" else g_plain)
+        grp = {"wrapper": g_wrap, "python_pg": g_py, "plain_aa": g_aa}.get(name, g_plain)
         torch.manual_seed(1)
         model = DDP(GPT(gcfg), process_group=grp)
         runs[name] = dict(model=model, group=grp, opt=_optimizer(tcfg, list(model.parameters())),
@@ -373,6 +376,7 @@ def _worker(rank: int, args: argparse.Namespace, store: str, out: str) -> None:
                              for a, b, key in pairs if a in runs and b in runs}
         res["rounds"] = rounds
         if args.aa:
+            res["aa_own_gloo"] = bool(args.aa_own_gloo)
             res["aa_ratio"] = statistics.median(runs["plain_aa"]["times"]) / statistics.median(runs["plain"]["times"])
             res["aa_cpu_ratio"] = statistics.median(runs["plain_aa"]["cpu"]) / statistics.median(runs["plain"]["cpu"])
         if args.corrupt_plain:
@@ -415,6 +419,9 @@ def main() -> None:
     p.add_argument("--aa", action=argparse.BooleanOptionalAction, default=True,
                    help="a second plain replica (plain_aa), the same computation as plain: their ratio is this "
                         "run's noise floor for the other ratios (default on)")
+    p.add_argument("--aa-own-gloo", action=argparse.BooleanOptionalAction, default=True,
+                   help="plain_aa over a gloo group of its own, as the wrapper's inner gloo is its own (default "
+                        "on; off: the gloo group of plain)")
     p.add_argument("--python-pg", action=argparse.BooleanOptionalAction, default=False,
                    help="a fifth replica over a pass-through process group written in Python (python_pg): "
                         "what a Python backend costs per op before any of the wrapper's code (default off)")
@@ -464,7 +471,8 @@ def main() -> None:
                   f"wrapper / this: {res['wrapper_vs_corrupt']:.3f} (issue 23 goal <= 1.03); CPU time wrapper / this: "
                   f"{res['wrapper_cpu_ms'] / res['plain_corrupt_cpu_ms']:.3f}")
         if args.aa:
-            print(f"  A/A: a second plain replica, the same computation: wall {res['aa_ratio']:.3f}, CPU "
+            print(f"  A/A: a second plain replica, the same computation"
+                  f"{' over a gloo group of its own' if res['aa_own_gloo'] else ''}: wall {res['aa_ratio']:.3f}, CPU "
                   f"{res['aa_cpu_ratio']:.3f} of plain (how far identical replicas drift apart in this run)")
         labels = {"ratio": "wrapper / plain", "wrapper_vs_corrupt": "wrapper / plain_corrupt (goal <= 1.03)",
                   "corrupt_ratio": "plain_corrupt / plain", "aa_ratio": "A/A plain_aa / plain",

@@ -41,7 +41,7 @@ def test_bench_replay_runs_and_reports_every_stage():
                                 "wrapper_vs_python_pg"}
         for v in d[kind].values():
             assert v["n"] == 4 and 0 < v["lo"] <= v["ratio"] <= v["hi"]
-    assert d["aa_ratio"] > 0 and d["aa_cpu_ratio"] > 0
+    assert d["aa_ratio"] > 0 and d["aa_cpu_ratio"] > 0 and d["aa_own_gloo"] is True
 
 
 def _bench_module():
