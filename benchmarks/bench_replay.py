@@ -234,9 +234,10 @@ def _worker(rank: int, args: argparse.Namespace, store: str, out: str) -> None:
     names = (("plain", "wrapper") + (("plain_corrupt",) if args.corrupt_plain else ()) + (("plain_aa",) if args.aa else ())
              + (("python_pg",) if args.python_pg else ()))
     g_py = _passthrough_group(g_plain) if args.python_pg else None
-    if g_py is not None:
-        for op in ("allreduce", "broadcast", "allgather", "_allgather_base", "barrier"):
-            setattr(type(g_py), op, timed(getattr(type(g_py), op), "pt_issue", False))
+    if g_py is not None:  # every op the pass-through defines
+        for op, fn in list(vars(type(g_py)).items()):
+            if callable(fn) and not op.startswith("__") and op != "getBackendName":
+                setattr(type(g_py), op, timed(fn, "pt_issue", False))
     for name in names:
         grp = {"wrapper": g_wrap, "python_pg": g_py, "plain_aa": g_aa}.get(name, g_plain)
         torch.manual_seed(1)

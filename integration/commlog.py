@@ -167,14 +167,9 @@ def instrument(group_cls: type) -> type:
             log = getattr(self, "commlog", None)
             if log is not None and log.enabled:
                 ts, peers = __extract(self, a, k)
-                if len(ts) == 1:  # the usual case (one tensor per rank), without a generator per op
-                    t = ts[0]
-                    name, size = _dtype_info(t.dtype)
-                    log.record(__op, t.numel() * size, name, _classify(self, __op, __default, ts, peers), peers)
-                else:
-                    ts = list(ts)
-                    cls = _classify(self, __op, __default, ts, peers)
-                    log.record(__op, _nbytes(ts), _dtype(ts[0]) if ts else "none", cls, peers)
+                ts = list(ts)
+                cls = _classify(self, __op, __default, ts, peers)
+                log.record(__op, _nbytes(ts), _dtype(ts[0]) if ts else "none", cls, peers)
             return __orig(self, *a, **k)
 
         functools.update_wrapper(wrapped, orig)

@@ -102,7 +102,7 @@ from integration.replay import (
     is_corruptible,
     is_float,
 )
-from integration.sources import BufferedLink, ErrorSource, NoErrors, make_link_source, resolved_kind
+from integration.sources import BufferedLink, ErrorSource, NoErrors, error_free, make_link_source
 from protocol.delivery import deliver
 from protocol.modes import get_mode
 
@@ -575,8 +575,7 @@ class ReplayProcessGroup(dist.ProcessGroup):
         self._cost_cache: dict[int, tuple[int, int]] = {}
         self._links: dict[tuple[int, int], BufferedLink | None] = {}
         self._retx = config.retransmit()  # NCCL_IB_RETRY_CNT + 1 sends per frame
-        # no link of the group can lose a frame (make_link_source gives NoErrors for every link)
-        self._error_free = resolved_kind(config.source) != "trace" and config.source.ber == 0.0
+        self._error_free = error_free(config.source)  # no link of the group can lose a frame
         self._failed: LinkFailure | None = None  # set once a frame is lost: the group is in error
         # from which collective index on (ops issued before it may still complete on other threads and
         # are judged by the store; None: every op, e.g. a failure set from outside)

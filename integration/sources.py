@@ -34,6 +34,7 @@ __all__ = [
     "BER_MEANING",
     "ber_meaning",
     "resolved_kind",
+    "error_free",
     "SourceConfig",
     "link_seed_sequence",
     "make_link_source",
@@ -281,8 +282,16 @@ _NO_RANGES.flags.writeable = False  # shared by every delivery that lost no fram
 _MAX_PREDICTED = 16  # messages BufferedLink works out ahead at most (DDP: a few steps' buckets)
 
 
+def error_free(cfg: SourceConfig) -> bool:
+    """Whether every link built from ``cfg`` is error-free (:func:`make_link_source` gives
+    :class:`NoErrors`): BER 0 from a generator or independent flips (a trace has the errors it holds)."""
+    return resolved_kind(cfg) != "trace" and cfg.ber == 0.0
+
+
 def make_link_source(cfg: SourceConfig, src: int, dst: int) -> ErrorSource:
     """Build the error source of link ``src -> dst`` (see :class:`SourceConfig`)."""
+    if error_free(cfg):
+        return NoErrors()
     ss = link_seed_sequence(cfg.seed, src, dst)
     kind = resolved_kind(cfg)
     if kind == "trace":
@@ -291,8 +300,6 @@ def make_link_source(cfg: SourceConfig, src: int, dst: int) -> ErrorSource:
         cur = open_source(cfg.trace, seed=ss)
         trace_rate_mismatch(cur.reader.meta, cfg.rate, cfg.trace, field="SourceConfig.rate")
         return cur
-    if cfg.ber == 0.0:
-        return NoErrors()
     if kind == "generator" and _rate_key(cfg.rate) in _INNER_RATES:
         from protocol.trace import ConcatLiveSource
 

@@ -8,6 +8,7 @@ from integration.sources import (
     IndependentBitErrors,
     NoErrors,
     SourceConfig,
+    error_free,
     make_link_source,
 )
 
@@ -42,6 +43,14 @@ def test_ber_zero_and_bad_input():
         IndependentBitErrors(1e-3, 1).take(-1)
     with pytest.raises(ValueError, match="kind"):
         SourceConfig(ber=1e-3, kind="nope")
+
+
+def test_error_free_is_exactly_when_make_link_source_gives_no_errors():
+    for kind in ("generator", "independent"):
+        assert error_free(SourceConfig(ber=0.0, kind=kind))
+        assert isinstance(make_link_source(SourceConfig(ber=0.0, kind=kind), 0, 1), NoErrors)
+        assert not error_free(SourceConfig(ber=1e-9, kind=kind))
+        assert not isinstance(make_link_source(SourceConfig(ber=1e-9, kind=kind), 0, 1), NoErrors)
 
 
 def test_links_are_seeded_by_seed_src_dst():
