@@ -170,7 +170,7 @@ class ReplayConfig:
         Measure the injected noise (default True): ``signal_sq``, the squared L2 norm of every
         received float message, and ``perturbation_sq``. The norm is a pass over each whole
         message, the one cost of the receive path that grows with the message rather than with
-        its flips (a fifth to a quarter of the wrapper's own CPU time per DDP step at line BER 1e-5,
+        its flips (about a fifth of the wrapper's own CPU time per DDP step at line BER 1e-5,
         ``benchmarks/bench_replay.py``); False leaves both counters at 0 (``injected_noise``
         then reads ``nan``: not measured) and touches only the flipped elements.
     """
