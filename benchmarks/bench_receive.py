@@ -12,6 +12,10 @@ parts are also timed alone, each against a baseline in the same run:
   gradients, the floor of the receive path when ``measure_noise`` is on;
 * ``stream``: the live generator's error stream for the step's stream bits (``take_chunk``);
 * ``deliver``: ``BufferedLink.deliver`` of both messages (the stream included);
+* ``kernels``: the link's work with no Python around it, each Numba kernel alone on the step's two
+  messages (``deliver_frames``: the frame fates; ``receive_flips`` with the norm off: the flips);
+  with ``stream``, ``norm`` and torch's own op they make the ``floor`` of any implementation of
+  this model in this process, and the wrapper's time above it is its per-op Python;
 * ``lookup``: one store look-up (``store.check``) for each of two ops, alone, on a HashStore, a
   FileStore and a TCPStore on localhost (what every op but a CPU float-sum all-reduce makes);
 * ``wrapper``: the whole own code per step, with and without ``measure_noise``, and at BER 0
@@ -167,6 +171,40 @@ def main() -> None:
     per_chunk = _cpu_us(lambda: take(chunk), n_chunks)
     res["stream_us"] = per_chunk * bits_per_step / chunk
 
+    # the link's work with no Python around it: each Numba kernel alone on this step's two messages,
+    # at the buffer's current position (consuming nothing): the frame fates (framing, header hits,
+    # resends: integration._kernels.deliver_frames) and the flips without the norm (receive_flips,
+    # measure off). With the error stream, the norm and torch's own op, the floor of any
+    # implementation of this model in this process: what the wrapper spends above it is per-op Python
+    import numpy as np
+
+    from integration._kernels import deliver_frames, receive_flips
+
+    frame_args, step_flips = [], []
+    link._extend(link._end + 16 * sum(octets))  # the buffer covers both messages (framing adds < 2x)
+    cur, k, m = link.cursor, link._k, link._m
+    for o in octets:
+        d, used, k2, m2 = link._message(o, "float32", False, cur, k, m)
+        frame_args.append((link._off, k, link._marks, m, cur, link._end, *link._layout(o), link._tolerant,
+                           link._max_attempts, np.empty(link._off.size, np.int64),
+                           np.empty((link._layout(o)[0].size, 2), np.int64)))
+        step_flips.append(d.payload_flips)
+        cur, k, m = cur + used, k2, m2
+    for a in frame_args:
+        deliver_frames(*a)
+    res["kernel_frames_us"] = _cpu_us(lambda: [deliver_frames(*a) for a in frame_args], args.steps)
+    blocks = [np.empty((5, f.size), np.int64) for f in step_flips]
+
+    def flips_alone() -> None:
+        for v, f, blk in zip(views, step_flips, blocks):
+            receive_flips(v, v.view(np.uint32), f, 32, 1, 0, -1.0, False, blk, 0)
+
+    flips_alone()
+    res["kernel_flips_us"] = _cpu_us(flips_alone, args.steps, refill)
+    res["floor_us"] = (res["torch_fake_op_us"] + res["stream_us"] + res["kernel_frames_us"] + res["kernel_flips_us"]
+                       + res["norm_sum_squares_us"])
+    res["above_floor_us"] = res["wrapper_us"] - res["floor_us"]
+
     # the store look-up of a completed op (ReplayProcessGroup._check_peer: one store.check; a CPU float
     # sum all-reduce, as in this benchmark's wrapper rows, skips it when its result shows no loss),
     # timed alone for two ops on the stores a job may give the group, behind the PrefixStore torch puts in front of
@@ -208,6 +246,9 @@ def main() -> None:
           f"torch.linalg.vector_norm {res['norm_vector_norm_us']:.1f} us, ratio {res['norm_ratio']:.2f}")
     print(f"  delivery of both messages: {res['deliver_us']:.1f} us, of which the link's error stream "
           f"~{res['stream_us']:.1f} us ({bits_per_step / 1e6:.1f} Mbit per step)")
+    print(f"  kernels alone (no Python around them): frame fates {res['kernel_frames_us']:.1f} us, flips without "
+          f"the norm {res['kernel_flips_us']:.1f} us; floor (torch's op + stream + both kernels + norm) "
+          f"{res['floor_us']:.1f} us, wrapper above it {res['above_floor_us']:.1f} us (per-op Python)")
     print(f"  store look-up for two ops (store.check, alone): HashStore {res['lookup_hashstore_us']:.1f} us, "
           f"FileStore {res['lookup_filestore_us']:.1f} us, TCPStore on localhost {res['lookup_tcpstore_us']:.1f} us")
 

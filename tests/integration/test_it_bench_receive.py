@@ -16,9 +16,13 @@ def test_bench_receive_runs_and_reports_every_part():
     d = json.loads(r.stdout)
     for k in ("torch_fake_op_us", "wrapper_ber0_us", "wrapper_us", "wrapper_no_measure_us", "norm_sum_squares_us",
               "norm_vector_norm_us", "deliver_us", "stream_us", "lookup_hashstore_us", "lookup_filestore_us",
-              "lookup_tcpstore_us", "wrapper_cold_us", "torch_fake_op_cold_us"):
+              "lookup_tcpstore_us", "wrapper_cold_us", "torch_fake_op_cold_us", "kernel_frames_us", "kernel_flips_us",
+              "floor_us"):
         assert d[k] > 0, k
     assert d["flips_per_step"] > 100  # BER 1e-5 over 3.3 MB: ~780 flips per step
+    parts = ("torch_fake_op_us", "stream_us", "kernel_frames_us", "kernel_flips_us", "norm_sum_squares_us")
+    assert abs(d["floor_us"] - sum(d[k] for k in parts)) < 1e-6 * d["floor_us"]
+    assert abs(d["above_floor_us"] - (d["wrapper_us"] - d["floor_us"])) < 1e-6 * d["floor_us"]
     assert d["buckets"][0] == 262144 and sum(d["buckets"]) == d["params"]
 
 
