@@ -36,7 +36,11 @@ tensors, ``inner gloo`` in the table): ``python benchmarks/gpu_check.py --out gp
 Usage::
 
     python benchmarks/gpu_check.py [--device auto|cpu|cuda] [--tiny] [--world-size N] [--steps 6]
-                                   [--ber 1e-5] [--block 32] [--json] [--out FILE]
+                                   [--ber 1e-5] [--block 128] [--json] [--out FILE] [--force]
+                                   [--fake-nccl]
+
+Refused up front (exit 2): ``--out`` where phy802 may not write it, ``--device cuda`` with no GPU
+visible, and a model that would not fit in memory (host memory on CPU, each GPU's on CUDA).
 """
 
 from __future__ import annotations
@@ -48,8 +52,11 @@ os.environ.setdefault("NUMBA_NUM_THREADS", "1")
 import argparse  # noqa: E402
 import json  # noqa: E402
 import statistics  # noqa: E402
+import sys  # noqa: E402
 import tempfile  # noqa: E402
 import time  # noqa: E402
+
+from phy802._io import atomic_write_text  # noqa: E402
 
 
 def _worker(rank: int, args: argparse.Namespace, store: str, out: str) -> None:
@@ -185,6 +192,7 @@ def _worker(rank: int, args: argparse.Namespace, store: str, out: str) -> None:
         same = torch.equal(flat["plain"], flat[k])
         rows.append((f"BER 0: DDP {args.steps} steps, {k.split('_')[1]} mode, params == plain", "PASS" if same else "FAIL",
                      f"{sum(p.numel() for p in runs['plain']['model'].parameters()) / 1e6:.3g} M parameters"))
+    del runs, flat  # at most _REPLICAS_ALIVE replicas at once (main's memory check)
 
     # 1c. no host sync on the CUDA path: a DDP backward (bucket all-reduces through the wrapper at
     # --ber, clamp guard) under torch.cuda.set_sync_debug_mode("error") must raise nothing
@@ -205,6 +213,7 @@ def _worker(rank: int, args: argparse.Namespace, store: str, out: str) -> None:
         finally:
             torch.cuda.set_sync_debug_mode("default")
         torch.cuda.synchronize()
+        del r, logits, loss
         flags = [None] * n
         dist.all_gather_object(flags, err)
         if rank == 0:
@@ -474,8 +483,7 @@ def fake_nccl_main(args) -> int:
                     "Backend binding", "nccl_calls": parts[0]["calls"], "rows": rows,
            "seconds": time.perf_counter() - t0}
     if args.out:
-        with open(args.out, "w") as fh:
-            json.dump(res, fh, indent=1)
+        atomic_write_text(args.out, json.dumps(res, indent=1), force=args.force)
     if args.json:
         print(json.dumps(res, indent=1))
     else:
@@ -484,6 +492,74 @@ def fake_nccl_main(args) -> int:
         for r in rows:
             print("| " + " | ".join(str(c) for c in r) + " |")
     return 0 if passed else 1
+
+
+# DDP replicas of the model alive at once in one rank (three in the identity check 1b, three in the
+# overhead check 3, one in between), and what each holds: parameters, gradients, DDP's bucket copies
+# and AdamW's two moments, 20 bytes per parameter, plus activations and the allocator's slack.
+# Measured on CPU with the GPT-2 small preset (85.5 M parameters): 1.7-1.9 GiB per replica, and a
+# peak of 6.66 GiB per rank over the whole check; the estimate (26 bytes per parameter per replica
+# and 1 GiB per rank for torch, Numba and the rest) gives 7.2 GiB
+_REPLICAS_ALIVE = 3
+_BYTES_PER_PARAM = 26
+_RANK_BASE_BYTES = 1 << 30
+
+
+def _check_out(p: argparse.ArgumentParser, path: str | None, force: bool) -> None:
+    """Refuse ``--out`` up front where it may not be written (phy802's output rule), not after the run."""
+    if path is None:
+        return
+    from phy802._output import OutputRefused, resolve_output_file
+
+    try:
+        resolve_output_file(path, force=force)
+    except (OutputRefused, IsADirectoryError) as exc:
+        p.error(f"--out {path}: {exc.strerror}")
+
+
+def _model_params(args) -> int:
+    """Parameters of the check's model, counted on the meta device (nothing allocated)."""
+    import torch
+
+    from integration.data import CharCorpus
+    from integration.model import GPT, GPTConfig
+
+    preset = dict(n_layer=2, n_head=2, n_embd=32) if args.tiny else dict(n_layer=12, n_head=12, n_embd=768)
+    with torch.device("meta"):
+        model = GPT(GPTConfig(CharCorpus.load("stdlib", "byte").vocab_size, args.block, **preset))
+    return sum(q.numel() for q in model.parameters())
+
+
+def _available_host_bytes() -> int:
+    """MemAvailable from /proc/meminfo (free physical pages where it is missing)."""
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+
+
+def _memory_refusal(args, n_gpu: int) -> str | None:
+    """Why the check would not fit in memory (host for ``--device cpu``, each GPU's for ``cuda``), or None."""
+    import torch
+
+    per_rank = _REPLICAS_ALIVE * _BYTES_PER_PARAM * _model_params(args) + _RANK_BASE_BYTES
+    if args.device == "cuda":
+        per_gpu = -(-args.world_size // n_gpu)  # ranks sharing one GPU
+        have = min(torch.cuda.get_device_properties(i).total_memory for i in range(n_gpu))
+        need = per_gpu * per_rank
+        where = f"{per_gpu} rank(s) per GPU, {have / 2**30:.1f} GiB per GPU"
+    else:
+        have = _available_host_bytes()
+        need = args.world_size * per_rank
+        where = f"{args.world_size} ranks on the host, {have / 2**30:.1f} GiB available"
+    if need <= have:
+        return None
+    return (f"the check's model ({'tiny' if args.tiny else 'GPT-2 small preset'}) needs about "
+            f"{need / 2**30:.1f} GiB ({where}): use --tiny, fewer --world-size ranks, or a bigger machine")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -507,7 +583,16 @@ def main(argv: list[str] | None = None) -> int:
                         "ProcessGroupNCCL stand-in (integration/fake_nccl.py); no GPU needed")
     p.add_argument("--json", action="store_true")
     p.add_argument("--out", default=None, help="also write the JSON result here")
+    p.add_argument("--force", action="store_true", help="let --out replace a file phy802 did not write")
     args = p.parse_args(argv)
+    for name in ("steps", "block_steps", "block", "batch", "flip_reps"):
+        if getattr(args, name) < 1:
+            p.error(f"--{name.replace('_', '-')} must be at least 1, got {getattr(args, name)}")
+    if not 0 < args.ber < 1:
+        p.error(f"--ber must be in (0, 1), got {args.ber}")
+    if args.world_size is not None and args.world_size < 2:
+        p.error(f"--world-size must be at least 2, got {args.world_size}")
+    _check_out(p, args.out, args.force)
     if args.fake_nccl:
         return fake_nccl_main(args)
     if args.device == "auto":
@@ -518,13 +603,28 @@ def main(argv: list[str] | None = None) -> int:
     args.nccl = args.device == "cuda" and n_gpu >= args.world_size and torch.distributed.is_nccl_available()
     if args.device == "cuda" and not args.nccl:
         os.environ["PHY802_CUDA_INNER"] = "gloo"  # ranks share a GPU: NCCL refuses duplicate devices
+    if args.device == "cuda" and n_gpu == 0:
+        p.error("--device cuda: no GPU is visible (--device cpu --tiny runs the check's smoke test on CPU, "
+                "--fake-nccl the wrapper's NCCL code path)")
+    why = _memory_refusal(args, n_gpu)
+    if why is not None:  # refused up front: a rank killed for memory midway says nothing useful
+        p.error(why)
     work = tempfile.mkdtemp(prefix="phy802-gpucheck-")
     try:
         out = os.path.join(work, "res.json")
         store = os.path.join(work, "store")
         os.environ["OMP_NUM_THREADS"] = "1"
         t0 = time.perf_counter()
-        mp.start_processes(_worker, args=(args, store, out), nprocs=args.world_size, start_method="spawn")
+        try:
+            mp.start_processes(_worker, args=(args, store, out), nprocs=args.world_size, start_method="spawn")
+        except mp.ProcessRaisedException as exc:  # the rank's own traceback is in the message
+            print(f"gpu_check: error: rank {exc.error_index} failed:{exc.msg}", file=sys.stderr)
+            return 1
+        except mp.ProcessExitedException as exc:  # killed by a signal (out of memory: SIGKILL) or exited
+            print(f"gpu_check: error: {exc} (the memory check estimated "
+                  f"{(_REPLICAS_ALIVE * _BYTES_PER_PARAM * _model_params(args) + _RANK_BASE_BYTES) / 2**30:.1f} GiB "
+                  "per rank)", file=sys.stderr)
+            return 1
         with open(out) as fh:
             res = json.load(fh)
     finally:
@@ -535,8 +635,7 @@ def main(argv: list[str] | None = None) -> int:
                     "gpu_name": torch.cuda.get_device_name(0) if n_gpu else None}
     failed = [r for r in res["rows"] if r[1] == "FAIL"]
     if args.out:
-        with open(args.out, "w") as fh:
-            json.dump(res, fh, indent=1)
+        atomic_write_text(args.out, json.dumps(res, indent=1), force=args.force)
     if args.json:
         print(json.dumps(res, indent=1))
     else:

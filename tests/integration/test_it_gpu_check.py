@@ -40,3 +40,54 @@ def test_gpu_check_ring_order_reference_at_three_ranks(tmp_path):
     rows = {r[0]: r[1] for r in json.loads(out.read_text())["rows"]}
     assert rows["BER 0: all_reduce, ring mode == ring-order reference"] == "PASS"
     assert rows["BER 0: reduce_scatter_tensor, ring mode == ring-order reference"] == "PASS"
+
+
+def _load_gpu_check():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("gpu_check_mod", os.path.join(ROOT, "benchmarks", "gpu_check.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_gpu_check_refuses_what_it_cannot_do_before_starting(tmp_path):
+    """No rank starts for an --out it may not write, a missing GPU or a single rank: exit 2, one
+    line naming the option, no traceback, and a foreign file left as it was."""
+    script = os.path.join(ROOT, "benchmarks", "gpu_check.py")
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    foreign = tmp_path / "mine.json"
+    foreign.write_text("{}")
+    cases = [(["--device", "cpu", "--tiny", "--out", str(foreign)], "--out"),
+             (["--device", "cpu", "--tiny", "--world-size", "1"], "--world-size"),
+             (["--device", "cpu", "--tiny", "--block", "0"], "--block"),
+             (["--device", "cpu", "--tiny", "--ber", "1.5"], "--ber")]
+    if not torch.cuda.is_available():
+        cases.append((["--device", "cuda"], "no GPU is visible"))
+    for extra, what in cases:
+        p = subprocess.run([sys.executable, script, *extra], capture_output=True, text=True, timeout=120, env=env)
+        assert p.returncode == 2 and what in p.stderr and "Traceback" not in p.stderr, (extra, p.stderr[-2000:])
+    assert foreign.read_text() == "{}"
+
+
+def test_gpu_check_memory_estimate_refuses_a_model_that_does_not_fit(monkeypatch):
+    """The up-front memory check: the GPT-2 preset's estimate (three replicas per rank) against the
+    host memory the check would have; what fits runs."""
+    import argparse
+
+    from integration.data import CharCorpus
+    from integration.model import GPT, GPTConfig
+
+    gc = _load_gpu_check()
+    args = argparse.Namespace(device="cpu", tiny=False, block=128, world_size=2)
+    n = gc._model_params(args)
+    assert n == 85_547_520  # 12 x 12 x 768, byte vocabulary, context 128: counted on the meta device
+    tiny = argparse.Namespace(device="cpu", tiny=True, block=16, world_size=2)
+    model = GPT(GPTConfig(CharCorpus.load("stdlib", "byte").vocab_size, 16, n_layer=2, n_head=2, n_embd=32))
+    assert gc._model_params(tiny) == sum(q.numel() for q in model.parameters())
+    need = 2 * (gc._REPLICAS_ALIVE * gc._BYTES_PER_PARAM * n + gc._RANK_BASE_BYTES)
+    monkeypatch.setattr(gc, "_available_host_bytes", lambda: need - 1)
+    why = gc._memory_refusal(args, 0)
+    assert why is not None and f"{need / 2**30:.1f} GiB" in why and "--tiny" in why
+    monkeypatch.setattr(gc, "_available_host_bytes", lambda: need)
+    assert gc._memory_refusal(args, 0) is None
