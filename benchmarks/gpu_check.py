@@ -273,6 +273,12 @@ def _worker(rank: int, args: argparse.Namespace, store: str, out: str) -> None:
                 r["times"].append(step(r))
         done += args.block_steps
     med = {k: 1e3 * statistics.median(r["times"]) for k, r in timing.items()}
+    # each rank's peak memory over the whole check, against main's up-front estimate
+    import resource
+
+    peaks = [None] * n
+    dist.all_gather_object(peaks, {"host_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
+                                   "gpu_gib": torch.cuda.max_memory_allocated(dev) / 2**30 if cuda else None})
     if rank == 0:
         rows.append(("step time, plain (ms, median)", f"{med['plain']:.2f}", f"DDP x{n}, batch {per_rank}/rank, "
                                                                              f"context {args.block}"))
@@ -281,7 +287,7 @@ def _worker(rank: int, args: argparse.Namespace, store: str, out: str) -> None:
         rows.append((f"step time, wrapper BER {args.ber:g} + clamp (ratio to plain)",
                      f"{med['wrapper_ber'] / med['plain']:.3f}", f"{med['wrapper_ber']:.2f} ms"))
         with open(out, "w") as fh:
-            json.dump({"rows": rows, "ms": med}, fh)
+            json.dump({"rows": rows, "ms": med, "peak_memory": peaks}, fh)
     dist.barrier()
     dist.destroy_process_group()
 
@@ -542,11 +548,16 @@ def _available_host_bytes() -> int:
     return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
 
 
+def _rank_bytes(args) -> int:
+    """The up-front estimate of one rank's peak memory (host on CPU, its GPU's on CUDA)."""
+    return _REPLICAS_ALIVE * _BYTES_PER_PARAM * _model_params(args) + _RANK_BASE_BYTES
+
+
 def _memory_refusal(args, n_gpu: int) -> str | None:
     """Why the check would not fit in memory (host for ``--device cpu``, each GPU's for ``cuda``), or None."""
     import torch
 
-    per_rank = _REPLICAS_ALIVE * _BYTES_PER_PARAM * _model_params(args) + _RANK_BASE_BYTES
+    per_rank = _rank_bytes(args)
     if args.device == "cuda":
         per_gpu = -(-args.world_size // n_gpu)  # ranks sharing one GPU
         have = min(torch.cuda.get_device_properties(i).total_memory for i in range(n_gpu))
@@ -621,8 +632,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"gpu_check: error: rank {exc.error_index} failed:{exc.msg}", file=sys.stderr)
             return 1
         except mp.ProcessExitedException as exc:  # killed by a signal (out of memory: SIGKILL) or exited
-            print(f"gpu_check: error: {exc} (the memory check estimated "
-                  f"{(_REPLICAS_ALIVE * _BYTES_PER_PARAM * _model_params(args) + _RANK_BASE_BYTES) / 2**30:.1f} GiB "
+            print(f"gpu_check: error: {exc} (the memory check estimated {_rank_bytes(args) / 2**30:.1f} GiB "
                   "per rank)", file=sys.stderr)
             return 1
         with open(out) as fh:
@@ -632,7 +642,9 @@ def main(argv: list[str] | None = None) -> int:
     res["setup"] = {"device": args.device, "gpus": n_gpu, "world_size": args.world_size,
                     "inner": "nccl" if args.nccl else "gloo", "model": "tiny" if args.tiny else "gpt2-small preset",
                     "torch": torch.__version__, "seconds": time.perf_counter() - t0,
-                    "gpu_name": torch.cuda.get_device_name(0) if n_gpu else None}
+                    "gpu_name": torch.cuda.get_device_name(0) if n_gpu else None,
+                    "memory_estimate_gib_per_rank": _rank_bytes(args) / 2**30,
+                    "peak_memory_per_rank": res.pop("peak_memory")}
     failed = [r for r in res["rows"] if r[1] == "FAIL"]
     if args.out:
         atomic_write_text(args.out, json.dumps(res, indent=1), force=args.force)
@@ -642,6 +654,11 @@ def main(argv: list[str] | None = None) -> int:
         s = res["setup"]
         print(f"gpu_check: {s['device']} ({s['gpu_name'] or 'no GPU'}), {s['world_size']} ranks, inner {s['inner']}, "
               f"{s['model']}, torch {s['torch']}, {s['seconds']:.0f} s")
+        pk = s["peak_memory_per_rank"]
+        host = ", ".join(f"{q['host_gib']:.2f}" for q in pk)
+        gpu = ", ".join(f"{q['gpu_gib']:.2f}" for q in pk) if pk[0]["gpu_gib"] is not None else None
+        print(f"peak memory per rank: host {host} GiB" + (f", GPU {gpu} GiB" if gpu else "")
+              + f" (estimated up front: {s['memory_estimate_gib_per_rank']:.2f} GiB)")
         print("| check | result | detail |\n|---|---|---|")
         for r in res["rows"]:
             print(f"| {r[0]} | {r[1]} | {r[2]} |")

@@ -26,6 +26,10 @@ def test_gpu_check_smoke_on_cpu(tmp_path):
     assert len(sync) == 1 and "fake inner" in sync[0][0] and int(sync[0][2].split()[0]) > 0, sync
     assert res["setup"]["device"] == "cpu" and res["setup"]["inner"] == "gloo"
     assert "| check | result | detail |" in p.stdout
+    # every rank's peak memory is reported next to the up-front estimate (on CPU: no GPU figure)
+    peaks = res["setup"]["peak_memory_per_rank"]
+    assert len(peaks) == 2 and all(0 < q["host_gib"] and q["gpu_gib"] is None for q in peaks), peaks
+    assert res["setup"]["memory_estimate_gib_per_rank"] > 0 and "peak memory per rank: host" in p.stdout
 
 
 def test_gpu_check_ring_order_reference_at_three_ranks(tmp_path):
