@@ -33,6 +33,9 @@ Usage::
 
     python benchmarks/paper_run.py --out DIR [--data TOKENS_DIR] [--steps 40] [--device auto]
     python benchmarks/paper_run.py --out DIR --tiny          # CPU smoke test
+
+Work estimated over an hour (or, on CPU, over the free memory) is refused before it starts (exit
+2; ``--force`` runs it anyway): the full run on CPU is estimated at about 9 hours.
 """
 
 from __future__ import annotations
@@ -68,6 +71,8 @@ def _args(argv):
     p.add_argument("--tiny", action="store_true", help="CPU smoke test: tiny model, 2 steps, stdlib corpus")
     p.add_argument("--timeout", type=float, default=1800.0, help="wall-clock limit per parallelism (default 1800 s)")
     p.add_argument("--json", action="store_true", help="print paper.json on stdout")
+    p.add_argument("--force", action="store_true",
+                   help="run even when estimated to take over an hour, or on CPU to need more memory than is free")
     return p.parse_args(argv)
 
 
@@ -138,6 +143,15 @@ def main(argv=None) -> int:
     print(f"paper_run: {n_runs} runs of {base.steps} steps, gpt2-small ({est['params']:,} parameters"
           + (", tiny settings" if a.tiny else "") + f") on {device} ({n_gpu} GPU(s), inner {inner}); "
           f"estimated {est['seconds'] * n_runs / 60:.2g} min", file=sys.stderr)
+    from phy802.cli._common import CliError, check_budget
+
+    try:  # refused up front, as phy802 train/experiment refuse (GPU memory is not the host's: CPU only)
+        check_budget("paper_run", memory_bytes=est["memory_bytes"] if device == "cpu" else 0.0,
+                     seconds=est["seconds"] * n_runs, force=a.force,
+                     hint="--tiny is the CPU smoke test; the full run is meant for a GPU")
+    except CliError as exc:
+        print(f"paper_run.py: error: {exc}", file=sys.stderr)
+        return 2
     t0 = time.perf_counter()
     rows = run_experiment(spec, timeout_s=a.timeout,
                           on_run=lambda par, seed, ber, guard: print(f"  done: {par} BER {ber:g}", file=sys.stderr))

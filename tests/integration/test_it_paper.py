@@ -36,3 +36,17 @@ def test_paper_command_tiny_one_ber(tmp_path):
 def test_paper_command_tiny_all_bers(tmp_path):
     out = tmp_path / "paper"
     _check(_run(out), out, (1e-6, 1e-5, 1e-4))
+
+
+def test_paper_command_refuses_the_full_run_on_cpu_up_front(tmp_path):
+    """GPT-2 124M x 8 runs on CPU is estimated at hours: exit 2 before anything starts, with the
+    estimate and the way out (--tiny, --force), and no output folder made."""
+    if __import__("torch").cuda.is_available():
+        pytest.skip("a GPU is visible: the full run is what it is for")
+    out = tmp_path / "paper"
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    p = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "paper_run.py"), "--out", str(out),
+                        "--device", "cpu"], capture_output=True, text=True, env=env, timeout=300)
+    assert p.returncode == 2, p.stderr[-2000:]
+    assert "would take about" in p.stderr and "--force" in p.stderr and "--tiny" in p.stderr
+    assert "Traceback" not in p.stderr and not out.exists()
