@@ -56,7 +56,7 @@ import sys  # noqa: E402
 import tempfile  # noqa: E402
 import time  # noqa: E402
 
-from phy802._io import atomic_write_text  # noqa: E402
+from phy802._output import write_output_text  # noqa: E402
 
 
 def _worker(rank: int, args: argparse.Namespace, store: str, out: str) -> None:
@@ -489,7 +489,7 @@ def fake_nccl_main(args) -> int:
                     "Backend binding", "nccl_calls": parts[0]["calls"], "rows": rows,
            "seconds": time.perf_counter() - t0}
     if args.out:
-        atomic_write_text(args.out, json.dumps(res, indent=1), force=args.force)
+        write_output_text(args.out, json.dumps(res, indent=1), force=args.force)
     if args.json:
         print(json.dumps(res, indent=1))
     else:
@@ -515,10 +515,10 @@ def _check_out(p: argparse.ArgumentParser, path: str | None, force: bool) -> Non
     """Refuse ``--out`` up front where it may not be written (phy802's output rule), not after the run."""
     if path is None:
         return
-    from phy802._output import OutputRefused, resolve_output_file
+    from phy802._output import OutputRefused, check_output_file
 
     try:
-        resolve_output_file(path, force=force)
+        check_output_file(path, force=force)
     except (OutputRefused, IsADirectoryError) as exc:
         p.error(f"--out {path}: {exc.strerror}")
 
@@ -536,35 +536,25 @@ def _model_params(args) -> int:
     return sum(q.numel() for q in model.parameters())
 
 
-def _available_host_bytes() -> int:
-    """MemAvailable from /proc/meminfo (free physical pages where it is missing)."""
-    try:
-        with open("/proc/meminfo") as fh:
-            for line in fh:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-
-
 def _rank_bytes(args) -> int:
     """The up-front estimate of one rank's peak memory (host on CPU, its GPU's on CUDA)."""
     return _REPLICAS_ALIVE * _BYTES_PER_PARAM * _model_params(args) + _RANK_BASE_BYTES
 
 
-def _memory_refusal(args, n_gpu: int) -> str | None:
-    """Why the check would not fit in memory (host for ``--device cpu``, each GPU's for ``cuda``), or None."""
+def _memory_refusal(args, n_gpu: int, per_rank: int) -> str | None:
+    """Why ranks of ``per_rank`` bytes (:func:`_rank_bytes`) would not fit in memory (host for
+    ``--device cpu``: the free memory, as phy802's commands count it; each GPU's for ``cuda``), or None."""
     import torch
 
-    per_rank = _rank_bytes(args)
+    from phy802.cli import _common
+
     if args.device == "cuda":
         per_gpu = -(-args.world_size // n_gpu)  # ranks sharing one GPU
         have = min(torch.cuda.get_device_properties(i).total_memory for i in range(n_gpu))
         need = per_gpu * per_rank
         where = f"{per_gpu} rank(s) per GPU, {have / 2**30:.1f} GiB per GPU"
     else:
-        have = _available_host_bytes()
+        have = _common._available_memory()
         need = args.world_size * per_rank
         where = f"{args.world_size} ranks on the host, {have / 2**30:.1f} GiB available"
     if need <= have:
@@ -609,15 +599,16 @@ def main(argv: list[str] | None = None) -> int:
     if args.device == "auto":
         args.device = "cuda" if torch.cuda.is_available() else "cpu"
     n_gpu = torch.cuda.device_count() if args.device == "cuda" else 0
+    if args.device == "cuda" and n_gpu == 0:
+        p.error("--device cuda: no GPU is visible (--device cpu --tiny runs the check's smoke test on CPU, "
+                "--fake-nccl the wrapper's NCCL code path)")
     if args.world_size is None:
         args.world_size = max(2, n_gpu)
     args.nccl = args.device == "cuda" and n_gpu >= args.world_size and torch.distributed.is_nccl_available()
     if args.device == "cuda" and not args.nccl:
         os.environ["PHY802_CUDA_INNER"] = "gloo"  # ranks share a GPU: NCCL refuses duplicate devices
-    if args.device == "cuda" and n_gpu == 0:
-        p.error("--device cuda: no GPU is visible (--device cpu --tiny runs the check's smoke test on CPU, "
-                "--fake-nccl the wrapper's NCCL code path)")
-    why = _memory_refusal(args, n_gpu)
+    per_rank = _rank_bytes(args)  # builds the model on the meta device: once
+    why = _memory_refusal(args, n_gpu, per_rank)
     if why is not None:  # refused up front: a rank killed for memory midway says nothing useful
         p.error(why)
     work = tempfile.mkdtemp(prefix="phy802-gpucheck-")
@@ -632,7 +623,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"gpu_check: error: rank {exc.error_index} failed:{exc.msg}", file=sys.stderr)
             return 1
         except mp.ProcessExitedException as exc:  # killed by a signal (out of memory: SIGKILL) or exited
-            print(f"gpu_check: error: {exc} (the memory check estimated {_rank_bytes(args) / 2**30:.1f} GiB "
+            print(f"gpu_check: error: {exc} (the memory check estimated {per_rank / 2**30:.1f} GiB "
                   "per rank)", file=sys.stderr)
             return 1
         with open(out) as fh:
@@ -643,11 +634,11 @@ def main(argv: list[str] | None = None) -> int:
                     "inner": "nccl" if args.nccl else "gloo", "model": "tiny" if args.tiny else "gpt2-small preset",
                     "torch": torch.__version__, "seconds": time.perf_counter() - t0,
                     "gpu_name": torch.cuda.get_device_name(0) if n_gpu else None,
-                    "memory_estimate_gib_per_rank": _rank_bytes(args) / 2**30,
+                    "memory_estimate_gib_per_rank": per_rank / 2**30,
                     "peak_memory_per_rank": res.pop("peak_memory")}
     failed = [r for r in res["rows"] if r[1] == "FAIL"]
     if args.out:
-        atomic_write_text(args.out, json.dumps(res, indent=1), force=args.force)
+        write_output_text(args.out, json.dumps(res, indent=1), force=args.force)
     if args.json:
         print(json.dumps(res, indent=1))
     else:

@@ -89,9 +89,12 @@ def test_gpu_check_memory_estimate_refuses_a_model_that_does_not_fit(monkeypatch
     tiny = argparse.Namespace(device="cpu", tiny=True, block=16, world_size=2)
     model = GPT(GPTConfig(CharCorpus.load("stdlib", "byte").vocab_size, 16, n_layer=2, n_head=2, n_embd=32))
     assert gc._model_params(tiny) == sum(q.numel() for q in model.parameters())
+    per_rank = gc._rank_bytes(args)
     need = 2 * (gc._REPLICAS_ALIVE * gc._BYTES_PER_PARAM * n + gc._RANK_BASE_BYTES)
-    monkeypatch.setattr(gc, "_available_host_bytes", lambda: need - 1)
-    why = gc._memory_refusal(args, 0)
+    from phy802.cli import _common
+
+    monkeypatch.setattr(_common, "_available_memory", lambda: need - 1)
+    why = gc._memory_refusal(args, 0, per_rank)
     assert why is not None and f"{need / 2**30:.1f} GiB" in why and "--tiny" in why
-    monkeypatch.setattr(gc, "_available_host_bytes", lambda: need)
-    assert gc._memory_refusal(args, 0) is None
+    monkeypatch.setattr(_common, "_available_memory", lambda: need)
+    assert gc._memory_refusal(args, 0, per_rank) is None
