@@ -185,9 +185,9 @@ def main() -> None:
     cur, k, m = link.cursor, link._k, link._m
     for o in octets:
         d, used, k2, m2 = link._message(o, "float32", False, cur, k, m)
-        frame_args.append((link._off, k, link._marks, m, cur, link._end, *link._layout(o), link._tolerant,
-                           link._max_attempts, np.empty(link._off.size, np.int64),
-                           np.empty((link._layout(o)[0].size, 2), np.int64)))
+        lay = link._layout(o)  # (frame starts, ...): one row of lost ranges per frame
+        frame_args.append((link._off, k, link._marks, m, cur, link._end, *lay, link._tolerant, link._max_attempts,
+                           np.empty(link._off.size, np.int64), np.empty((lay[0].size, 2), np.int64)))
         step_flips.append(d.payload_flips)
         cur, k, m = cur + used, k2, m2
     for a in frame_args:
