@@ -100,14 +100,18 @@ def save_gathered(path: str | os.PathLike, parts: Iterable[dict], **meta: Any) -
 
 # ---------------------------------------------------------------- recording the group's operations
 
-# torch dtype -> (name without "torch.", element size in bytes), read once per op
-_DTYPES = {dt: (str(dt).replace("torch.", ""), int(dt.itemsize))
-           for dt in {v for v in vars(torch).values() if isinstance(v, torch.dtype)}}
+def _dtype_entry(dt) -> tuple[str, int]:
+    """(name without "torch.", element size in bytes) of a torch dtype."""
+    return str(dt).replace("torch.", ""), int(dt.itemsize)
+
+
+# every dtype torch names, worked out once: read once per op
+_DTYPES = {dt: _dtype_entry(dt) for dt in {v for v in vars(torch).values() if isinstance(v, torch.dtype)}}
 
 
 def _dtype_info(dt) -> tuple[str, int]:
     info = _DTYPES.get(dt)
-    return info if info is not None else (str(dt).replace("torch.", ""), int(dt.itemsize))
+    return info if info is not None else _dtype_entry(dt)
 
 
 def _dtype(t) -> str:
