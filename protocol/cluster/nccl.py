@@ -78,7 +78,7 @@ from ..latency import added_latency
 from .topology import ClusterSpec
 
 __all__ = ["OPS", "ALGOS", "PROTOS", "load_table", "default_table", "Prediction", "predict", "candidates",
-           "bus_factor", "phy_latency_ns", "norm_op"]
+           "bus_factor", "phy_latency_ns", "norm_op", "channels_used"]
 
 OPS: tuple[str, ...] = ("allreduce", "reduce_scatter", "allgather", "broadcast", "alltoall", "sendrecv")
 ALGOS: tuple[str, ...] = ("ring", "tree", "nvls", "nvls_tree", "collnet_direct", "collnet_chain", "pat", "p2p")
@@ -265,6 +265,10 @@ def _lat_us(op: str, a: str, p: str, c: ClusterSpec, T: dict, size: int) -> floa
     base = T["base_latency_us"][a][p]
     intra = hw[c.intra_hw][a][p]
     inter = hw["net"]["tree" if ppn == 1 and a == "ring" else a][p] if n > 1 else intra
+    if n > 1:
+        # the transport's own latency (graph->latencyInter), once per inter-node step, twice for
+        # Simple (its flush), as ncclTopoTuneModel adds it
+        inter += T["net_latency_us"][c.transport] * (2.0 if p == "Simple" else 1.0)
     if a == "ring":
         if op == "broadcast":
             lat = hw["net" if n > 1 else c.intra_hw]["tree" if p == "Simple" else "ring"][p]
@@ -289,6 +293,39 @@ def _lat_us(op: str, a: str, p: str, c: ClusterSpec, T: dict, size: int) -> floa
     if a == "collnet_chain":
         return base + 2 * (ppn - 1) * intra + inter
     return base + _log2i(n) * inter / 3.5 + N * 2.8  # pat
+
+
+def _nvls_channels(c: ClusterSpec, T: dict) -> int:
+    """NVLS channels (src/transport/nvls.cc): 16 on Hopper, 32 on Blackwell across nodes, 24 in one node."""
+    ch = T["channel_tuning"]["nvls_channels"]
+    if c.gpu == "blackwell":
+        return int(ch["blackwell"] if c.nodes > 1 else ch["blackwell_single_node"])
+    return int(ch["hopper"])
+
+
+def channels_used(a: str, p: str, c: ClusterSpec, T: dict, size: int) -> tuple[int, float]:
+    """``(channels, share of the full-channel bandwidth)`` NCCL runs ``a``/``p`` with at ``size`` bytes.
+
+    NCCL chooses the algorithm and protocol on its table, which assumes all ``comm->nChannels``
+    channels, then (``src/enqueue.cc`` topoGetAlgoInfo) drops ring/tree channels while ``size <
+    channels x threads x threshold`` and, for the ring, halves its threads (while a multiple of 128)
+    under the same test; the tree keeps all its threads, NVLS/NVLSTree run their own channel
+    count.  Each channel is one SM's pipeline, so the bandwidth scales with channels x threads.
+    """
+    nch = c.n_channels
+    if a in ("nvls", "nvls_tree"):
+        return _nvls_channels(c, T), 1.0
+    if a not in ("ring", "tree"):
+        return nch, 1.0
+    ct = T["channel_tuning"]
+    nt_max = int(ct["max_threads"][p])
+    thr = int(ct["thread_threshold"][p]) * (c.ranks if (a == "ring" and p == "LL") else 1)
+    nc = max(1, min(nch, size // (nt_max * thr)))
+    nt = nt_max
+    if a == "ring":
+        while size < nc * nt * thr and nt % 128 == 0:
+            nt //= 2
+    return nc, (nc * nt) / (nch * nt_max)
 
 
 def _nvls_bw(c: ClusterSpec, T: dict) -> float:
@@ -321,7 +358,10 @@ def _algbw(op: str, a: str, p: str, c: ClusterSpec, T: dict, size: int) -> float
     if a == "tree":
         # NCCL doubles the 2-node tree's network bandwidth; we do not [I]: NCCL's own choice of
         # NVLSTree over Tree for large sizes on 2 x 8 H100 is only reproduced without it
-        phys = net if n > 1 else 2 * intra_ring
+        # one node: the tree's chains run on the same NVLink graph as the ring (NCCL: bwIntra); two
+        # nodes of one GPU each: the tree is a pairwise exchange, each byte crosses the network once
+        # per direction (NCCL's 2-node doubling, kept here where no NVLSTree competes)
+        phys = intra_ring if n == 1 else (2 * net if n == 2 and ppn == 1 else net)
         bus = min(phys * pf["tree"], nch * capch["tree"][c.gpu][gi])
         if p == "LL":
             bus = min(bus * pf["tree_LL"], ll_max)
@@ -337,8 +377,14 @@ def _algbw(op: str, a: str, p: str, c: ClusterSpec, T: dict, size: int) -> float
     if a in ("nvls", "nvls_tree", "collnet_direct", "collnet_chain"):
         nv = _nvls_bw(c, T) if a.startswith("nvls") else intra_ring
         if a == "nvls_tree":
-            cap = nch * capch["nvls_tree"][c.gpu][gi] if capch["nvls_tree"][c.gpu][gi] > 0 else math.inf
+            nvch = _nvls_channels(c, T)
+            cap = nvch * capch["nvls_tree"][c.gpu][gi] if capch["nvls_tree"][c.gpu][gi] > 0 else math.inf
             bus = min(nv, net * (2.0 if n == 2 else 1.0), cap)
+            ls = _log2i(max(1, size >> 6))
+            corr = T["tree_correction"][p]
+            if c.gpu == "blackwell" and size >= 64 and ls < 24 and ls < len(corr):
+                # ncclTopoGetAlgoTime: NVLSTree takes the tree correction on compute capability >= 10.0 (x86)
+                bus *= corr[ls]
         elif a == "nvls":
             bus = nv if n == 1 else min(nv, net)
             if op in ("reduce_scatter", "allgather"):
@@ -446,9 +492,18 @@ def _predict(op: str, size: int, c: ClusterSpec, algo: str | None, proto: str | 
     if not pool:
         raise ValueError(f"{op} with algo={algo or 'any'} proto={proto or 'any'} is not available on this cluster; "
                          f"possible: {', '.join(f'{a}/{p}' for a, p in cands)}")
+    # NCCL's choice: minimum time on its full-channel table (ncclTopoGetAlgoTime) ...
     times = {f"{a}/{p}": _time_us(op, a, p, c, T, size) for a, p in cands}
     a, p = min(pool, key=lambda ap: times[f"{ap[0]}/{ap[1]}"][0])
     total, lat, bwt = times[f"{a}/{p}"]
+    # ... then run with the channels and threads it gives that size (channels_used)
+    nch, share = channels_used(a, p, c, T, size)
+    if share < 1.0:
+        bwt /= share
+        total = lat + bwt
+    if lat < 0:
+        raise ValueError(f"the modelled latency of {op} {a}/{p} is negative ({lat:.3g} us): latency_offset_us "
+                         f"{c.latency_offset_us:g} / algo_latency_us {dict(c.algo_latency_us)} shift it below zero")
     hops = _hops(op, a, c)
     fibre = c.fiber_m * c.fiber_ns_per_m
     # the two NIC-leaf links run (code, fec), the switch-switch links beyond them the spine's PHY
@@ -469,4 +524,4 @@ def _predict(op: str, size: int, c: ClusterSpec, algo: str | None, proto: str | 
                       bandwidth_s=bwt * 1e-6, path_s=path_ns * 1e-9, phy_s=phy_total * 1e-9, phy_ns=phy,
                       phy_rate=phy_rate, fec_traversals=trav, hops=hops, algbw_GBps=algbw,
                       busbw_GBps=algbw * bus_factor(op, N), forced=algo is not None or proto is not None,
-                      channels=c.n_channels, candidates={k: v[0] for k, v in times.items()})
+                      channels=nch, candidates={k: v[0] for k, v in times.items()})

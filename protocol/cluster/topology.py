@@ -55,7 +55,9 @@ SCALE_UP: dict[str, tuple[float, str]] = {"nvlink3": (300.0, "nvlink"), "nvlink4
                                           "nvlink5": (900.0, "nvlink"), "pcie": (48.0, "pci"), "none": (0.0, "pci")}
 TOPOLOGIES: tuple[str, ...] = ("single-switch", "rail-optimized", "leaf-spine", "three-tier")
 #: ``ib``/``roce``: reliable connection, go-back-N; ``selective``: selective repeat (IRN, UEC)
-TRANSPORTS: tuple[str, ...] = ("ib", "roce", "selective")
+#: ``efa``: AWS EFA (SRD: out-of-order, selective resend); ``tcpxo``: GPUDirect-TCPXO (TCP with SACK);
+#: the transport also sets NCCL's per-step network latency (``nccl_tuning.json`` ``net_latency_us``)
+TRANSPORTS: tuple[str, ...] = ("ib", "roce", "selective", "efa", "tcpxo")
 GPUS: tuple[str, ...] = ("volta", "ampere", "hopper", "blackwell")
 
 
@@ -88,6 +90,9 @@ class ClusterSpec:
       small sizes alone and makes the measured bus bandwidth *fall* to a plateau at large ones,
       which no ``latency + bytes / bandwidth`` form can; ``--calibrate`` fits it where the run
       shows one.  A healthy cluster has none.
+    * ``gpu_pcie_GBps``: what one GPU's PCIe link carries to its NICs (default 48: Gen5 x16 as
+      achieved [I], the ``pcie`` scale-up rate); binds only where a node has more NICs than GPUs
+      (one GPU driving several NICs, nccl-tests issue 232).
     * ``switch_ns``, ``nic_ns``, ``fiber_m``: the path beyond NCCL's reference path (one switch,
       two links, KP4 ``ieee``), whose latency NCCL's table already holds [I].
     * ``burst_pb``: None for independent bit errors (the closed forms); else the link's errors come
@@ -121,6 +126,7 @@ class ClusterSpec:
     collnet: bool = False
     cpu: str = "intel"
     channels: int | None = None
+    gpu_pcie_GBps: float = 48.0
     net_efficiency: float = 0.94
     ring_intra_efficiency: float = 0.82
     nvls_busbw_per_up: float = 1.058
@@ -190,6 +196,9 @@ class ClusterSpec:
             v = getattr(self, name)
             if not (isinstance(v, (int, float)) and math.isfinite(v) and 0 < v <= 2):
                 raise ValueError(f"{flag(name)} must be in (0, 2], got {v!r}")
+        if not (isinstance(self.gpu_pcie_GBps, (int, float)) and math.isfinite(self.gpu_pcie_GBps)
+                and self.gpu_pcie_GBps > 0):
+            raise ValueError(f"gpu_pcie_GBps must be a finite number > 0, got {self.gpu_pcie_GBps!r}")
         for name in ("switch_ns", "nic_ns", "fiber_m", "fiber_ns_per_m"):
             v = getattr(self, name)
             if not (isinstance(v, (int, float)) and math.isfinite(v) and v >= 0):
@@ -294,8 +303,10 @@ class ClusterSpec:
 
     @property
     def node_net_GBps(self) -> float:
-        """All NICs of a node together, GB/s."""
-        return self.nics_per_node * self.nic_GBps
+        """All NICs of a node together, GB/s, as far as its GPUs can feed them: a GPU reaches its NICs
+        through its own PCIe link (GPUDirect RDMA through the PCIe switch), so a node with more NICs
+        than GPUs gets at most ``gpus_per_node x gpu_pcie_GBps``."""
+        return min(self.nics_per_node * self.nic_GBps, self.gpus_per_node * self.gpu_pcie_GBps)
 
     @property
     def up_GBps(self) -> float:

@@ -64,7 +64,8 @@ from .topology import ClusterSpec
 
 __all__ = ["Traffic", "traffic", "SimResult", "simulate", "estimate", "frame_loss", "rto_ns"]
 
-_TRANSPORT = {"ib": 0, "roce": 0, "selective": 1}
+# EFA's SRD and TCP (TCPXO) resend only what was lost [I: SRD and SACK], as selective repeat does
+_TRANSPORT = {"ib": 0, "roce": 0, "selective": 1, "efa": 1, "tcpxo": 1}
 
 
 def rto_ns(timeout: int) -> float:

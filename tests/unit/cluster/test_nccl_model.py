@@ -1,5 +1,6 @@
 """protocol.cluster.nccl / topology: each algorithm and protocol against hand-computed values from
-NCCL 2.30's table (literals written out here, not read from the JSON), the FEC identity at BER 0,
+NCCL 2.30's table (literals written out here, not read from the JSON), the channels NCCL runs at a
+size (src/enqueue.cc topoGetAlgoInfo), the transport's per-step latency, the FEC identity at BER 0,
 the fabric's link counts, and bad clusters."""
 
 import json
@@ -14,6 +15,7 @@ from protocol.cluster.topology import ClusterSpec, preset
 H2 = preset("dgx-h100-ib", nodes=2)  # 16 ranks, 8 per node, 16 channels, Intel host
 NET = 8 * 50.0 * 0.94  # 376 GB/s of NICs per node
 RING_INTRA = 450.0 * 0.82  # 369 GB/s
+IB = 2.5  # the model's InfiniBand latency per inter-node step (net_latency_us), twice for Simple
 
 
 def t(op, size, c=H2, **kw):
@@ -22,9 +24,9 @@ def t(op, size, c=H2, **kw):
 
 def test_ring_ll_ll128_simple_allreduce_by_hand():
     # 30 steps, 2 between nodes; intra steps pay max(NVLink hop, 1 us net overhead, x3 for Simple)
-    lat_ll = 6.6 + 28 * max(0.6, 1.0) + 2 * 2.7
-    lat_128 = 14.0 + 28 * max(1.9, 1.0) + 2 * 4.0
-    lat_s = (8.4 + 28 * max(3.4, 3.0) + 2 * 14.0) * 1.4  # ring plateau (>= 64 B per rank and channel)
+    lat_ll = 6.6 + 28 * max(0.6, 1.0) + 2 * (2.7 + IB)
+    lat_128 = 14.0 + 28 * max(1.9, 1.0) + 2 * (4.0 + IB)
+    lat_s = (8.4 + 28 * max(3.4, 3.0) + 2 * (14.0 + 2 * IB)) * 1.4  # ring plateau (>= 64 B per rank and channel)
     bus = min(RING_INTRA, NET)
     bw_ll = min(39.0, bus * 0.5) * 16 / 30  # llMaxBws Intel, 2 nodes
     bw_128 = min(bus * 0.92, 16 * 36.7) * 16 / 30
@@ -36,28 +38,36 @@ def test_ring_ll_ll128_simple_allreduce_by_hand():
     assert t("allreduce", S, algo="ring", proto="Simple").time_us == pytest.approx(lat_s + S / (1000 * bw_s), rel=1e-12)
     # below 64 B per rank and channel no plateau factor
     small = t("allreduce", 8192, algo="ring", proto="Simple")
-    assert small.latency_s * 1e6 == pytest.approx(8.4 + 28 * 3.4 + 2 * 14.0, rel=1e-12)
+    assert small.latency_s * 1e6 == pytest.approx(8.4 + 28 * 3.4 + 2 * (14.0 + 2 * IB), rel=1e-12)
 
 
 def test_tree_protocols_by_hand_with_correction_factor():
     bus = min(NET * 0.92, 16 * 41.4)  # perChMaxTreeBw Hopper, 2 nodes
     S = 8192  # log2(8192 / 64) = 7: corrections LL .7, LL128 .8, Simple .8
-    ll = 6.8 + 2 * (7 * 0.6 + 1 * 5.0)
-    assert t("allreduce", S, algo="tree", proto="LL").time_us == pytest.approx(
-        ll + S / (1000 * min(bus / 3.8, 39.0) * 0.5 * 0.7), rel=1e-12)
-    l128 = 14.0 + 2 * (7 * 1.25 + 1 * 8.5)
+    # channels NCCL runs at 8 KB (of 16): bytes // (threads x threshold): LL 8192 // (512 x 8) = 2,
+    # LL128 8192 // (640 x 8) = 1, Simple 8192 // (512 x 64) = 0 -> 1; the tree keeps all its threads
+    ll = 6.8 + 2 * (7 * 0.6 + 1 * (5.0 + IB))
+    r = t("allreduce", S, algo="tree", proto="LL")
+    assert r.channels == 2
+    assert r.time_us == pytest.approx(ll + S / (1000 * min(bus / 3.8, 39.0) * 0.5 * 0.7 * 2 / 16), rel=1e-12)
+    # NCCL chooses on its full-channel table: the candidate time is the 16-channel one
+    assert r.candidates["tree/LL"] == pytest.approx(ll + S / (1000 * min(bus / 3.8, 39.0) * 0.5 * 0.7), rel=1e-12)
+    l128 = 14.0 + 2 * (7 * 1.25 + 1 * (8.5 + IB))
     assert t("allreduce", S, algo="tree", proto="LL128").time_us == pytest.approx(
-        l128 + S / (1000 * min(bus * 120 / 128, 16 * 36.7) * 0.5 * 0.8), rel=1e-12)
-    simple = 8.4 + 2 * (7 * 4.0 + 1 * 14.0)
+        l128 + S / (1000 * min(bus * 120 / 128, 16 * 36.7) * 0.5 * 0.8 / 16), rel=1e-12)
+    simple = 8.4 + 2 * (7 * 4.0 + 1 * (14.0 + 2 * IB))
     assert t("allreduce", S, algo="tree", proto="Simple").time_us == pytest.approx(
-        simple + S / (1000 * bus * 0.5 * 0.8), rel=1e-12)
+        simple + S / (1000 * bus * 0.5 * 0.8 / 16), rel=1e-12)
+    # from 16 x 512 x 64 B = 512 KB up the Simple tree runs all 16 channels
+    assert t("allreduce", 1 << 19, algo="tree", proto="Simple").channels == 16
+    assert t("allreduce", (1 << 19) - 64, algo="tree", proto="Simple").channels == 15
 
 
 def test_nvls_and_nvlstree_by_hand():
     nv = 450.0 * 1.058
     S = 1 << 30
     assert t("allreduce", S, algo="nvls_tree").time_us == pytest.approx(
-        25.0 + 2 * 1 * 20.9 + S / (1000 * min(nv, 2 * NET, 16 * 57.7) * 16 / 30), rel=1e-12)
+        25.0 + 2 * 1 * (20.9 + 2 * IB) + S / (1000 * min(nv, 2 * NET, 16 * 57.7) * 16 / 30), rel=1e-12)
     one = preset("dgx-h100-ib", nodes=1)
     assert t("allreduce", S, one, algo="nvls").time_us == pytest.approx(25.0 + S / (1000 * nv * 8 / 14), rel=1e-12)
     with pytest.raises(ValueError, match="possible"):
@@ -70,7 +80,7 @@ def test_nvls_and_nvlstree_by_hand():
 def test_ring_reduce_scatter_allgather_broadcast_by_hand():
     S = 1 << 26
     bus = min(RING_INTRA, NET)
-    lat = 8.4 + (15 - 1) * max(3.4, 3.0) + 1 * 14.0
+    lat = 8.4 + (15 - 1) * max(3.4, 3.0) + 1 * (14.0 + 2 * IB)
     for op in ("reduce_scatter", "allgather"):
         r = t(op, S, algo="ring", proto="Simple")
         assert r.time_us == pytest.approx(lat + S / (1000 * bus * 16 / 15), rel=1e-12)
