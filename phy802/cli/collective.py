@@ -422,6 +422,10 @@ def _run_nccl_tests(args: argparse.Namespace) -> int:
                        f"(default {0.94}), latency offset {cal['latency_offset_us']:.3g} us, rms log ratio "
                        f"{cal['rms_log_ratio']:.3g}" + (f"; held-out worst ratio {summary['held_out_worst_ratio']:.2f}"
                                                         if held else ""))
+            if cal.get("not_identified"):
+                out.append("  not identified by these sizes (left at their defaults): " + ", ".join(cal["not_identified"]))
+            for line in cal.get("implausible", ()):
+                out.append("  IMPLAUSIBLE (written, not a healthy cluster's constant): " + line)
             if cal["structure"] == "per-algorithm":
                 unused = sorted(set(cal["algo_latency_us"]) - set(cal["algos_chosen"]))
                 out.append("  per algorithm (NCCL's table refitted to this run): " + ", ".join(

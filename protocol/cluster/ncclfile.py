@@ -55,12 +55,14 @@ from .nccl import bus_factor, norm_op, predict
 from .topology import ClusterSpec
 
 __all__ = ["NcclTestsError", "NcclRun", "read_nccl_tests", "compare", "diagnose", "calibrate", "write_calibration",
-           "read_calibration", "apply_calibration", "UNDERPERFORMING", "BELOW_EXPECTED", "SLOW_LATENCY", "CAL_FORMAT"]
+           "read_calibration", "apply_calibration", "implausible", "PLAUSIBLE", "UNDERPERFORMING", "BELOW_EXPECTED", "SLOW_LATENCY", "CAL_FORMAT"]
 
 UNDERPERFORMING = 0.6
 BELOW_EXPECTED = 0.8
 SLOW_LATENCY = 2.0
 CAL_FORMAT = "phy802-calibration"
+#: calibration file versions this reader knows (1: NIC share and latency offset; 2: + per-algorithm constants)
+CAL_VERSIONS = (1, 2)
 _BINARIES = {"all_reduce_perf": "allreduce", "all_gather_perf": "allgather", "reduce_scatter_perf": "reduce_scatter",
              "alltoall_perf": "alltoall", "sendrecv_perf": "sendrecv", "broadcast_perf": "broadcast"}
 _GPU_WORDS = (("B200", "blackwell"), ("B100", "blackwell"), ("GB200", "blackwell"), ("H100", "hopper"),
@@ -384,7 +386,11 @@ def calibrate(run: NcclRun, cluster: ClusterSpec, *, algo: str | None = None, pr
     meas = [run.time_us[i] for i in idx]
     best = None
     base = replace(cluster, latency_offset_us=0.0)
-    grid = [0.02 * 1.06 ** k for k in range(0, 80) if 0.02 * 1.06 ** k <= 2.0]
+    not_identified = _unidentified(run, base, algo, proto, table, idx)
+    # the NIC share is a share of the line rate: at most 1 (NCCL gets ~0.94 of NDR, 46-48 of 50 GB/s)
+    grid = [0.02 * 1.06 ** k for k in range(0, 80) if 0.02 * 1.06 ** k <= 1.0]
+    if "net_efficiency" in not_identified:
+        grid = [cluster.net_efficiency]
     for eff in grid:
         c = replace(base, net_efficiency=eff)
         pred = [predict(run.op, run.bytes[i], c, algo=algo, proto=proto, table=table).time_us for i in idx]
@@ -393,8 +399,8 @@ def calibrate(run: NcclRun, cluster: ClusterSpec, *, algo: str | None = None, pr
             best = (err, eff, o)
     err, eff, o = best
     # refine the efficiency around the grid point
-    lo, hi = eff / 1.06, min(2.0, eff * 1.06)
-    for _ in range(30):
+    lo, hi = eff / 1.06, min(1.0, eff * 1.06)
+    for _ in range(30 if len(grid) > 1 else 0):
         m1, m2 = lo + (hi - lo) / 3, hi - (hi - lo) / 3
         e1 = _fit_offset([predict(run.op, run.bytes[i], replace(base, net_efficiency=m1), algo=algo, proto=proto,
                                   table=table).time_us for i in idx], meas)
@@ -404,14 +410,22 @@ def calibrate(run: NcclRun, cluster: ClusterSpec, *, algo: str | None = None, pr
             hi = m2
         else:
             lo = m1
-    eff = (lo + hi) / 2
+    eff = (lo + hi) / 2 if len(grid) > 1 else cluster.net_efficiency
     o, err = _fit_offset([predict(run.op, run.bytes[i], replace(base, net_efficiency=eff), algo=algo, proto=proto,
                                   table=table).time_us for i in idx], meas)
     out = {"format": CAL_FORMAT, "version": 2, "structure": "two-constant", "net_efficiency": eff,
            "latency_offset_us": o, "algo_latency_us": {}, "algo_bw_factor": {}, "sustained_busbw_GBps": None,
            "rms_log_ratio": math.sqrt(err / len(idx)), "fitted_on": os.path.abspath(run.path), "op": run.op,
-           "sizes_fitted": [int(run.bytes[i]) for i in idx], "cluster": cluster.describe(), "aicc": {}}
+           "sizes_fitted": [int(run.bytes[i]) for i in idx], "cluster": cluster.describe(), "aicc": {},
+           "not_identified": not_identified}
+    if "latency_offset_us" in not_identified:  # left at its default, the error taken there
+        o = 0.0
+        pred = [predict(run.op, run.bytes[i], replace(base, net_efficiency=eff), algo=algo, proto=proto,
+                        table=table).time_us for i in idx]
+        err = sum((math.log(p) - math.log(m)) ** 2 for p, m in zip(pred, meas))
+        out.update(latency_offset_us=0.0, rms_log_ratio=math.sqrt(err / len(idx)))
     if structure == "two-constant":
+        out["implausible"] = implausible(out, cluster)
         return out
     st = _fit_structured(run, replace(base, net_efficiency=eff), algo, proto, table, idx, o)
     n = len(idx)
@@ -428,6 +442,49 @@ def calibrate(run: NcclRun, cluster: ClusterSpec, *, algo: str | None = None, pr
                     "algo_bw_factor": st["algo_bw_factor"], "sustained_busbw_GBps": st["sustained_busbw_GBps"],
                     "rms_log_ratio": math.sqrt(st["rss"] / n), "parameters": st["k"],
                     "algos_chosen": st["algos_chosen"]})
+    out["implausible"] = implausible(out, cluster)
+    return out
+
+
+#: what a fitted constant may be before the fit is reported as physically implausible for the cluster
+#: described: a NIC share far below the link (NCCL reaches ~0.94 of NDR), a latency floor removed
+#: below NCCL's smallest fixed cost (ring/LL's 6.6 us base latency) or raised past what an RDMA
+#: transport costs (IB/RoCE floors are 25-60 us on 2 nodes)
+PLAUSIBLE = {"net_efficiency": (0.5, 1.0), "latency_offset_us": (-6.6, 100.0), "algo_bw_factor": (0.25, 4.0)}
+
+
+def implausible(cal: dict, cluster: ClusterSpec) -> list[str]:
+    """Sentences naming each fitted constant outside :data:`PLAUSIBLE` (``[]`` if none): the fit is
+    still written, with these beside it, never applied as a healthy cluster's constants silently."""
+    out = []
+    lo, hi = PLAUSIBLE["net_efficiency"]
+    e = cal["net_efficiency"]
+    if "net_efficiency" not in cal.get("not_identified", ()) and not lo <= e <= hi:
+        out.append(f"net_efficiency {e:.3g}: the collective gets {e:.0%} of the NICs' line rate "
+                   f"({cluster.nics_per_node} x {cluster.rate}); a healthy cluster gets {lo:.0%}-{hi:.0%} (fewer NICs "
+                   "in use, PCIe/NUMA placement, a degraded link, or a bottleneck the model lacks)")
+    lo, hi = PLAUSIBLE["latency_offset_us"]
+    o = cal["latency_offset_us"]
+    if not lo <= o <= hi:
+        out.append(f"latency_offset_us {o:+.3g}: outside [{lo:g}, {hi:g}] us of NCCL's table (a non-RDMA "
+                   "transport, a proxy in the path, or the wrong cluster)")
+    lo, hi = PLAUSIBLE["algo_bw_factor"]
+    for a, f in sorted(cal.get("algo_bw_factor", {}).items()):
+        if a in cal.get("algos_chosen", ()) and not lo <= f <= hi:
+            out.append(f"algo_bw_factor {a} {f:.3g}: {a}'s bandwidth moved by more than {hi:g}x from NCCL's table")
+    return out
+
+
+def _unidentified(run: NcclRun, c: ClusterSpec, algo, proto, table, idx: list[int]) -> list[str]:
+    """The constants the sizes ``idx`` of ``run`` cannot identify: the NIC share where the cluster has
+    no network (one node) or no fitted size spends half its modelled time on bandwidth; the latency
+    offset where no fitted size spends half its modelled time on latency.  They keep their defaults."""
+    out = []
+    prs = [predict(run.op, run.bytes[i], c, algo=algo, proto=proto, table=table) for i in idx]
+    if c.nodes <= 1 or not any(p.bandwidth_s >= 0.5 * p.time_s for p in prs if p.time_s > 0):
+        out.append("net_efficiency")
+    if not any(p.latency_s >= 0.5 * p.time_s for p in prs if p.time_s > 0):
+        out.append("latency_offset_us")
     return out
 
 
@@ -437,6 +494,16 @@ def _aicc(rss: float, n: int, k: int) -> float:
     if n <= k + 1:
         return math.inf
     return n * math.log(max(rss, 1e-300) / n) + 2 * k + 2 * k * (k + 1) / (n - k - 1)
+
+
+# the per-algorithm fit's bounds are the calibration reader's: bandwidth factor >= 0.01, latency shift
+# >= PLAUSIBLE's floor, a ceiling <= 1e4 GB/s (so that what is written can be read back)
+_LF_LO = math.log(1e-2)
+_CEIL_HI = math.log(1e4)
+
+
+def _shift(v: float) -> float:
+    return max(PLAUSIBLE["latency_offset_us"][0], float(v))
 
 
 def _fit_structured(run: NcclRun, c: ClusterSpec, algo, proto, table, idx: list[int], offset: float) -> dict | None:
@@ -467,14 +534,14 @@ def _fit_structured(run: NcclRun, c: ClusterSpec, algo, proto, table, idx: list[
     lf_hi = min(6.0, math.log(1.0 / c.net_efficiency))
 
     def lfc(v: float) -> float:
-        return min(lf_hi, max(-6.0, v))
+        return min(lf_hi, max(_LF_LO, v))
 
     def times(x):
         t = None
         for k, lat, bwt in parts:
-            tt = lat + x[2 * k] + bwt / math.exp(lfc(x[2 * k + 1]))
+            tt = lat + _shift(x[2 * k]) + bwt / math.exp(lfc(x[2 * k + 1]))
             t = tt if t is None else np.minimum(t, tt)
-        ceil = bf / math.exp(min(12.0, max(-6.0, x[-1])))
+        ceil = bf / math.exp(min(_CEIL_HI, max(-6.0, x[-1])))
         return np.maximum(t, ceil), t, ceil
 
     def f(x):
@@ -499,14 +566,14 @@ def _fit_structured(run: NcclRun, c: ClusterSpec, algo, proto, table, idx: list[
     binds = bool(np.any(ceil > t))
     chosen = set()
     for i in range(len(sizes)):
-        ts = [(lat[i] + x[2 * k] + bwt[i] / math.exp(lfc(x[2 * k + 1])), k) for k, lat, bwt in parts]
+        ts = [(lat[i] + _shift(x[2 * k]) + bwt[i] / math.exp(lfc(x[2 * k + 1])), k) for k, lat, bwt in parts]
         chosen.add(min(ts)[1])
     k_used = 2 * len(chosen) + (1 if binds else 0)
-    lat_d = {fams[k]: float(x[2 * k]) for k in range(nf)}
+    lat_d = {fams[k]: _shift(x[2 * k]) for k in range(nf)}
     bw_d = {fams[k]: float(math.exp(lfc(x[2 * k + 1]))) for k in range(nf)}
     return {"rss": float(best.fun), "k": k_used, "algos_chosen": sorted(fams[k] for k in chosen),
             "algo_latency_us": lat_d, "algo_bw_factor": bw_d,
-            "sustained_busbw_GBps": float(math.exp(min(12.0, max(-6.0, x[-1])))) if binds else None}
+            "sustained_busbw_GBps": float(math.exp(min(_CEIL_HI, max(-6.0, x[-1])))) if binds else None}
 
 
 def apply_calibration(cluster: ClusterSpec, cal: dict) -> ClusterSpec:
@@ -516,6 +583,23 @@ def apply_calibration(cluster: ClusterSpec, cal: dict) -> ClusterSpec:
         if k in cal:
             kw[k] = tuple(sorted(dict(cal[k]).items()))
     return replace(cluster, **kw)
+
+
+def _duplicate_key(path: str) -> str | None:
+    """The first key given twice in one JSON object of the (already validated) file ``path``."""
+    found: list[str] = []
+
+    def pairs(items):
+        seen = set()
+        for k, _ in items:
+            if k in seen and not found:
+                found.append(k)
+            seen.add(k)
+        return dict(items)
+
+    with open(path, encoding="utf-8") as fh:
+        json.load(fh, object_pairs_hook=pairs)
+    return found[0] if found else None
 
 
 def write_calibration(path: str | os.PathLike, cal: dict) -> None:
@@ -535,27 +619,41 @@ def read_calibration(path: str | os.PathLike) -> dict:
         raise ValueError(f"{p}: cannot read: {exc.strerror}") from None
     if not isinstance(doc, dict) or doc.get("format") != CAL_FORMAT:
         raise ValueError(f"{p}: not a phy802 calibration (field 'format' must be {CAL_FORMAT!r})")
+    v = doc.get("version")
+    if isinstance(v, bool) or v not in CAL_VERSIONS:
+        raise ValueError(f"{p}: field 'version' must be one of {', '.join(map(str, CAL_VERSIONS))} (this "
+                         f"phy802's calibration formats), got {v!r}")
+    dup = _duplicate_key(p)
+    if dup:
+        raise ValueError(f"{p}: field {dup!r} is given twice (a JSON reader would silently keep the last)")
     out = {}
-    for k, lo, hi in (("net_efficiency", 1e-6, 2.0), ("latency_offset_us", -1e6, 1e6)):
+    # a share of the line rate is at most 1; a latency offset below NCCL's smallest fixed cost (ring/LL's
+    # 6.6 us base latency) would take small collectives below zero (PLAUSIBLE: what a fit may need)
+    for k, lo, hi in (("net_efficiency", 0.0, 1.0), ("latency_offset_us", PLAUSIBLE["latency_offset_us"][0], 1e6)):
         v = doc.get(k)
-        if not isinstance(v, (int, float)) or isinstance(v, bool) or not (lo < v <= hi):
-            raise ValueError(f"{p}: field {k!r} must be a number in ({lo:g}, {hi:g}], got {v!r}")
+        if not isinstance(v, (int, float)) or isinstance(v, bool) or not (lo < v <= hi if k == "net_efficiency"
+                                                                          else lo <= v <= hi):
+            raise ValueError(f"{p}: field {k!r} must be a number in {'(' if k == 'net_efficiency' else '['}{lo:g}, "
+                             f"{hi:g}], got {v!r}")
         out[k] = float(v)
     # version 2 adds the per-algorithm constants (absent or empty: NCCL's table as it is)
     from .nccl import ALGOS
 
-    for k, lo, hi in (("algo_latency_us", -1e6, 1e6), ("algo_bw_factor", 1e-4, 1e4)):
+    # a bandwidth factor on top of the NIC share: the two together stay within the line rate
+    bw_hi = 1.0 / out["net_efficiency"]
+    for k, lo, hi in (("algo_latency_us", PLAUSIBLE["latency_offset_us"][0], 1e6), ("algo_bw_factor", 1e-2, bw_hi)):
         v = doc.get(k, {})
         if not isinstance(v, dict):
             raise ValueError(f"{p}: field {k!r} must be an object of algorithm: number, got {v!r}")
         for a, x in v.items():
             if a not in ALGOS:
                 raise ValueError(f"{p}: field {k!r}: unknown algorithm {a!r} (known: {', '.join(ALGOS)})")
-            if not isinstance(x, (int, float)) or isinstance(x, bool) or not (lo <= x <= hi):
-                raise ValueError(f"{p}: field {k!r}: {a} must be a number in [{lo:g}, {hi:g}], got {x!r}")
+            if not isinstance(x, (int, float)) or isinstance(x, bool) or not (lo <= x <= hi * (1 + 1e-9)):
+                why = " (x net_efficiency above the line rate)" if k == "algo_bw_factor" and x > hi else ""
+                raise ValueError(f"{p}: field {k!r}: {a} must be a number in [{lo:g}, {hi:.4g}]{why}, got {x!r}")
         out[k] = {a: float(x) for a, x in v.items()}
     v = doc.get("sustained_busbw_GBps")
-    if v is not None and (not isinstance(v, (int, float)) or isinstance(v, bool) or not (0 < v <= 1e6)):
-        raise ValueError(f"{p}: field 'sustained_busbw_GBps' must be null or a number in (0, 1e6], got {v!r}")
+    if v is not None and (not isinstance(v, (int, float)) or isinstance(v, bool) or not (0 < v <= 1e4)):
+        raise ValueError(f"{p}: field 'sustained_busbw_GBps' must be null or a number in (0, 1e4], got {v!r}")
     out["sustained_busbw_GBps"] = None if v is None else float(v)
     return out
