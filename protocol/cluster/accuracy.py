@@ -4,8 +4,8 @@ Each entry names a run file, the cluster its header states or infers (a preset a
 :class:`~protocol.cluster.topology.ClusterSpec` fields), the regime it stands for, the goal it is
 held to (worst measured/predicted ratio from ``MIN_BYTES`` up, before calibration) and its role:
 ``held-out`` runs set no constant of the model, ``tuning-small`` runs set a transport's latency
-from their rows below ``MIN_BYTES`` only, ``flagged`` runs are clusters with a problem that the
-model must report, not fit.  :func:`evaluate` gives, per run and size, the ratio
+from their rows below ``MIN_BYTES`` only, ``tuning`` runs set the constant named in ``sets``,
+``flagged`` runs are clusters with a problem that the model must report, not fit.  :func:`evaluate` gives, per run and size, the ratio
 (measured / predicted: above 1, the model is too fast).
 """
 
@@ -21,10 +21,11 @@ from .nccl import predict
 from .ncclfile import read_nccl_tests
 from .topology import preset
 
-__all__ = ["MIN_BYTES", "RunSpec", "load_runs", "evaluate", "summary"]
+__all__ = ["MIN_BYTES", "ROLES", "RunSpec", "load_runs", "evaluate", "summary", "holdout"]
 
 #: the goals of the model are stated from 8 KB up (below, nccl-tests times are launch-bound)
 MIN_BYTES = 8192
+ROLES = ("held-out", "tuning-small", "tuning", "flagged")
 
 
 @dataclass(frozen=True)
@@ -39,6 +40,7 @@ class RunSpec:
     regime: str
     goal: float | None
     role: str
+    goal_median: float | None = None
 
     def cluster(self, **over):
         run = read_nccl_tests(self.path, op=self.op)
@@ -58,10 +60,10 @@ def load_runs(path: str | os.PathLike) -> list[RunSpec]:
     base = os.path.dirname(p)
     out = []
     for i, e in enumerate(doc["runs"]):
-        if e.get("role") not in ("held-out", "tuning-small", "flagged"):
-            raise ValueError(f"{p}: runs[{i}]: field 'role' must be held-out, tuning-small or flagged")
+        if e.get("role") not in ROLES:
+            raise ValueError(f"{p}: runs[{i}]: field 'role' must be one of {', '.join(ROLES)}")
         out.append(RunSpec(os.path.join(base, e["file"]), e["op"], e["preset"], tuple(sorted(e["fields"].items())),
-                           e.get("algo"), e["regime"], e.get("goal"), e["role"]))
+                           e.get("algo"), e["regime"], e.get("goal"), e["role"], e.get("goal_median")))
     return out
 
 
@@ -84,3 +86,26 @@ def summary(rows: list[dict], min_bytes: int = MIN_BYTES) -> dict | None:
         return None
     return {"n": len(rs), "min": min(rs), "max": max(rs), "worst": max(max(rs), 1 / min(rs)),
             "median": statistics.median(rs), "median_abs": math.exp(statistics.median(abs(math.log(r)) for r in rs))}
+
+
+def holdout(spec: RunSpec, k: int = 2, *, table=None) -> list[dict] | None:
+    """Calibrate on the sizes from ``MIN_BYTES`` up but every ``k``-th and return the held-out rows
+    (``ratio`` after calibration; None where fewer than 3 sizes are left to fit)."""
+    from .ncclfile import apply_calibration, calibrate
+
+    run = read_nccl_tests(spec.path, op=spec.op)
+    c = spec.cluster()
+    idx = [i for i, b in enumerate(run.bytes) if b >= MIN_BYTES]
+    use = [i for j, i in enumerate(idx) if j % k != k - 1]
+    held = [i for i in idx if i not in use]
+    if len(use) < 3 or not held:
+        return None
+    cal = calibrate(run, c, algo=spec.algo, table=table, use=use)
+    cc = apply_calibration(c, cal)
+    out = []
+    for i in held:
+        pr = predict(run.op, run.bytes[i], cc, algo=spec.algo, table=table)
+        out.append({"bytes": int(run.bytes[i]), "measured_us": float(run.time_us[i]), "predicted_us": pr.time_us,
+                    "ratio": float(run.time_us[i]) / pr.time_us, "structure": cal["structure"],
+                    "implausible": cal["implausible"]})
+    return out

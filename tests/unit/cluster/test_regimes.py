@@ -1,0 +1,87 @@
+"""The regimes of the cluster model, each against a real public run of tests/data/nccl/ (runs.json says
+which cluster each describes, which goal it is held to and which constant, if any, it sets), before
+any calibration, plus the NCCL behaviours behind them.  Bounds are the issue's goals where the model
+meets them; where it does not (GPUDirect-TCPXO's mid sizes), the bound is what the model achieves
+rounded up by 0.1, a regression guard that says so, not the goal."""
+
+from pathlib import Path
+
+import pytest
+
+from protocol.cluster.accuracy import MIN_BYTES, evaluate, holdout, load_runs, summary
+from protocol.cluster.nccl import predict
+from protocol.cluster.topology import preset
+
+DATA = Path(__file__).resolve().parents[2] / "data" / "nccl"
+RUNS = {Path(s.path).name: s for s in load_runs(DATA / "runs.json")}
+
+# file -> bound on the worst measured/predicted ratio from 8 KB up (max of r and 1/r)
+MEETS_GOAL = ["oci_bm_gpu4_a100_roce_2n_allreduce.txt", "i152_a100_hdr_2n_allreduce.csv",
+              "nccl1244_h20_ndr_2n_allreduce_default.csv", "spark_gb10_2x1_roce200_allreduce.csv",
+              "i232_h100_2x1_4nic_allreduce_tree.csv", "i290_h100_1n_allreduce.csv",
+              "cw_gb200_nvl72_1rack_allreduce.csv"]
+
+
+@pytest.mark.parametrize("name", MEETS_GOAL)
+def test_regime_within_its_goal(name):
+    s = RUNS[name]
+    sm = summary(evaluate(s))
+    assert sm["worst"] <= s.goal, (name, sm)
+    if s.goal_median is not None:
+        assert sm["median_abs"] <= s.goal_median, (name, sm)
+
+
+def test_tcpxo_cloud_transport_guard():
+    # GPUDirect-TCPXO, 2 x 8 H100 on 8 x 200G: from 8 KB to 1 MB and from 128 MB up within the 2x goal;
+    # between (2 - 64 MB, NVLSTree/LL128 on a TCP offload) the model is up to 2.82x too fast: the goal
+    # is NOT met there, this bound only guards the present model
+    rows = [r for r in evaluate(RUNS["gcp_a3mega_h100_tcpxo_2n_allreduce.csv"]) if r["bytes"] >= MIN_BYTES]
+    out = [r for r in rows if not (r["bytes"] <= 1 << 20 or r["bytes"] >= 128 << 20)]
+    assert all(0.5 <= r["ratio"] <= 2.0 for r in rows if r not in out)
+    assert max(r["ratio"] for r in out) <= 2.9
+
+
+def test_small_message_floor_per_transport():
+    # 8 B on 2 x 8: the transport's own latency per inter-node step (net_latency_us) makes the floor;
+    # measured: TCPXO 123 us (A3 Mega file), EFA 50.6-57 us (p6-b200 file), within 10%
+    for name, lo, hi in (("gcp_a3mega_h100_tcpxo_2n_allreduce.csv", 0.9, 1.1),
+                         ("p6b200_efa_2n_allreduce_small.csv", 0.9, 1.1)):
+        rows = [r for r in evaluate(RUNS[name]) if 16 <= r["bytes"] <= 256]
+        assert all(lo <= r["ratio"] <= hi for r in rows), name
+    ib = predict("allreduce", 8, preset("dgx-h100-ib")).time_us
+    roce = predict("allreduce", 8, preset("dgx-h100-ib", transport="roce")).time_us
+    assert ib < roce < predict("allreduce", 8, preset("dgx-h100-ib", transport="efa")).time_us
+    assert 28 <= ib <= 33 and 40 <= roce <= 46  # public 2 x 8 floors: ~30-37 us IB, ~43-56 us RoCE
+
+
+def test_one_node_picks_nvls_not_a_doubled_tree():
+    one = preset("dgx-h100-ib", nodes=1)
+    r = predict("allreduce", 1 << 30, one)
+    assert r.algo == "nvls"
+    tree = predict("allreduce", 1 << 30, one, algo="tree")
+    assert tree.busbw_GBps < 0.92 * 450 * 0.82  # the chains run on the ring's NVLink graph: no doubling
+    assert r.busbw_GBps == pytest.approx(476, rel=0.02)  # nccl-tests #290's single node
+
+
+def test_one_gpu_cannot_drive_four_nics():
+    c = preset("dgx-h100-ib", gpus_per_node=1, scale_up="none", nics_per_node=4)
+    assert c.node_net_GBps == pytest.approx(48.0)
+    assert preset("dgx-h100-ib").node_net_GBps == pytest.approx(8 * 50 * 0.94)
+
+
+def test_channels_used_grow_with_size():
+    c = preset("dgx-h100-ib")
+    chans = [predict("allreduce", 1 << k, c, algo="ring", proto="Simple").channels for k in range(13, 22)]
+    assert chans == sorted(chans) and chans[0] == 1 and chans[-1] == 16
+    # NVLSTree runs its own 16 channels on Hopper, 32 on Blackwell across nodes
+    assert predict("allreduce", 1 << 30, c).channels == 16
+    assert predict("allreduce", 1 << 30, preset("hgx-b200-roce")).channels == 32
+
+
+def test_held_out_sizes_after_calibration():
+    # calibrated on every other size from 8 KB up: held-out sizes within 1.2x on these runs
+    for name in ("i152_a100_hdr_2n_allreduce.csv", "nccl1244_h20_ndr_2n_allreduce_default.csv",
+                 "i290_h100_1n_allreduce.csv", "i290_h100_ndr_2n_allreduce_default.csv",
+                 "i290_h100_ndr_2n_allreduce_ring.csv"):
+        ho = holdout(RUNS[name])
+        assert max(max(r["ratio"], 1 / r["ratio"]) for r in ho) <= 1.2, name
