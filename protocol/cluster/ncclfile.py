@@ -12,7 +12,7 @@ Two inputs are read:
   ``# Avg bus bandwidth``.  The library's own lines in that stdout (its ``NCCL version ...`` banner,
   whole ``host:pid:tid [dev] NCCL INFO ...`` debug lines) are skipped; any other text is refused.  The op comes from ``# Collective test starting: NAME`` where present,
   otherwise from ``op=`` (the caller's ``--op``);
-* the **CSV** form of ``../shared/reference/nccl/`` (``# key: value`` header lines with ``nodes``,
+* the **CSV** form of ``tests/data/nccl/`` (``# key: value`` header lines with ``nodes``,
   ``gpus_per_node``, ``collective``; then ``size_bytes,time_us_out_of_place,algbw_GBps,busbw_GBps``).
 
 Strict: a truncated file (text: no ``# Avg bus bandwidth`` line, or a short row), mixed ops, no
