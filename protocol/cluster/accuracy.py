@@ -89,15 +89,16 @@ def summary(rows: list[dict], min_bytes: int = MIN_BYTES) -> dict | None:
 
 
 def holdout(spec: RunSpec, k: int = 2, *, table=None) -> list[dict] | None:
-    """Calibrate on the sizes from ``MIN_BYTES`` up but every ``k``-th and return the held-out rows
-    (``ratio`` after calibration; None where fewer than 3 sizes are left to fit)."""
+    """Hold out every ``k``-th size from ``MIN_BYTES`` up, calibrate on all the others (smaller sizes
+    included, as ``--calibrate --holdout`` does) and return the held-out rows (``ratio`` after
+    calibration; None where fewer than 3 sizes are left to fit)."""
     from .ncclfile import apply_calibration, calibrate
 
     run = read_nccl_tests(spec.path, op=spec.op)
     c = spec.cluster()
     idx = [i for i, b in enumerate(run.bytes) if b >= MIN_BYTES]
-    use = [i for j, i in enumerate(idx) if j % k != k - 1]
-    held = [i for i in idx if i not in use]
+    held = [i for j, i in enumerate(idx) if j % k == k - 1]
+    use = [i for i in range(len(run.bytes)) if i not in held]
     if len(use) < 3 or not held:
         return None
     cal = calibrate(run, c, algo=spec.algo, table=table, use=use)

@@ -79,8 +79,10 @@ def test_channels_used_grow_with_size():
 
 
 def test_held_out_sizes_after_calibration():
-    # calibrated on every other size from 8 KB up: held-out sizes within 1.2x on these runs
+    # every other size from 8 KB up held out, the rest fitted: held-out sizes within 1.2x on these runs
+    # (not on NVL72, 1.21, nor issue 232's, 1.46: see docs/cluster.md)
     for name in ("i152_a100_hdr_2n_allreduce.csv", "nccl1244_h20_ndr_2n_allreduce_default.csv",
+                 "gcp_a3mega_h100_tcpxo_2n_allreduce.csv",
                  "i290_h100_1n_allreduce.csv", "i290_h100_ndr_2n_allreduce_default.csv",
                  "i290_h100_ndr_2n_allreduce_ring.csv"):
         ho = holdout(RUNS[name])
