@@ -23,7 +23,9 @@ CollNet direct     ``base + 2(min(1, ppn-1) intra + 0.4 (ppn-1)) + net``; chain 
 PAT (RS / AG)      ``base + floor(log2 n) net / 3.5 + 2.8 N`` (one GPU per node)
 =================  ===========================================================================
 
-with ``N`` ranks, ``n`` nodes, ``ppn`` GPUs per node.  ``algbw`` comes from the cluster's
+with ``N`` ranks, ``n`` nodes, ``ppn`` GPUs per node; ``net`` is NCCL's network hop latency plus the
+transport's own (``net_latency_us`` by ``ClusterSpec.transport``: NCCL's ``graph->latencyInter``,
+twice for Simple).  ``algbw`` comes from the cluster's
 physical bandwidths (this is where the model is ours, not NCCL's: NCCL reads them from the
 topology it detects) and NCCL's protocol refinements (``protocol_factor``, the per-channel caps,
 ``ll_max_busbw``, ``tree_correction``); bus bandwidths as nccl-tests report them:
@@ -31,9 +33,11 @@ topology it detects) and NCCL's protocol refinements (``protocol_factor``, the p
 * ring: ``min(ring_intra_efficiency x scale-up, node NICs)`` (a ring crosses each node boundary
   once per channel, so the node's NICs together are its inter-node limit);
 * tree: NCCL's ``busBw x 0.5`` with ``busBw = min(0.92 x node NICs, channels x per-channel cap)``
-  (NCCL's doubling on 2 nodes is left out [I], see ``_algbw``);
+  (NCCL's doubling on 2 nodes is left out [I] except with one GPU per node, see ``_algbw``; one
+  node: the ring's NVLink rate, NCCL's ``bwIntra``);
 * NVLS: ``nvls_busbw_per_up x scale-up`` (x ``nvlsEfficiency`` relative to Hopper);
-  NVLSTree: ``min(NVLS, node NICs x (2 on 2 nodes), channels x cap)``;
+  NVLSTree: ``min(NVLS, node NICs x (2 on 2 nodes), NVLS channels x cap)``, with the tree
+  correction on Blackwell (``ncclTopoGetAlgoTime``);
 * all-to-all: each rank's ``(N - ppn)/N`` share crosses its node's NICs (``/ oversubscription``
   when leaves are crossed), the rest NVLink; send/recv: one NIC (``p2p_latency_us``, [I]).
 
@@ -46,8 +50,11 @@ constants would), and a sustained bus-bandwidth ceiling (``sustained_busbw_GBps`
 algorithm, so it does not move the choice, and it is charged to ``bandwidth_s``).  With the ceiling
 binding, the FEC identity below holds only where the ceiling does not bind.
 
-(algorithm, protocol) is chosen per size by minimum time, as NCCL does; ``algo=`` / ``proto=``
-force it (``NCCL_ALGO`` / ``NCCL_PROTO``).  The choice uses NCCL's table only: NCCL does not know
+(algorithm, protocol) is chosen per size by minimum time on the full-channel table, as NCCL does;
+``algo=`` / ``proto=`` force it (``NCCL_ALGO`` / ``NCCL_PROTO``).  The chosen pair then runs with
+the channels and threads NCCL gives that size (:func:`channels_used`, ``src/enqueue.cc``
+topoGetAlgoInfo): below ``channels x threads x threshold`` bytes a ring or tree runs fewer
+channels, and its bandwidth term grows in proportion; ``Prediction.channels`` says how many.  The choice uses NCCL's table only: NCCL does not know
 the links' FEC mode.
 
 **FEC and the path.**  NCCL's network hop latency is measured on a reference path (one switch,
