@@ -147,7 +147,7 @@ def _flat_from_args(args: argparse.Namespace, **over):
 
 def spec_from_args(args: argparse.Namespace, **over):
     """The :class:`ClusterSpec` of ``--cluster`` with every given flag applied."""
-    from protocol.cluster.ncclfile import read_calibration
+    from protocol.cluster.ncclfile import check_hardware, read_calibration
     from protocol.cluster.topology import preset
 
     bad = _given(args, _FLAT_FLAGS)
@@ -155,14 +155,17 @@ def spec_from_args(args: argparse.Namespace, **over):
         raise CliError(f"{', '.join(bad)}: only with --cluster flat-ethernet (the cluster model has its own path "
                        "per fabric)")
     kw = {n: getattr(args, n, None) for n in _NEW_FLAGS + ("rate", "topology", "switch_ns", "nic_ns", "fiber_m")}
+    cal = None
     if getattr(args, "calibration", None):
         cal = read_calibration(args.calibration)
         for k, v in cal.items():
-            if kw.get(k) is None:
+            if kw.get(k) is None and k != "hardware":
                 kw[k] = v
     ranks = over.pop("ranks", None)
     kw.update({k: v for k, v in over.items()})
     spec = preset(args.cluster, **kw)
+    if cal is not None:
+        check_hardware(cal, spec, args.calibration)
     if ranks is not None and args.gpus_per_node is not None and ranks < args.gpus_per_node:
         raise CliError(f"--gpus-per-node {args.gpus_per_node} is more GPUs than --ranks {ranks}")
     if ranks is not None and ranks != spec.ranks:

@@ -55,12 +55,15 @@ from .nccl import bus_factor, norm_op, predict
 from .topology import ClusterSpec
 
 __all__ = ["NcclTestsError", "NcclRun", "read_nccl_tests", "compare", "diagnose", "calibrate", "write_calibration",
-           "read_calibration", "apply_calibration", "implausible", "PLAUSIBLE", "UNDERPERFORMING", "BELOW_EXPECTED", "SLOW_LATENCY", "CAL_FORMAT"]
+           "read_calibration", "apply_calibration", "check_hardware", "HARDWARE", "implausible", "PLAUSIBLE", "UNDERPERFORMING", "BELOW_EXPECTED", "SLOW_LATENCY", "CAL_FORMAT"]
 
 UNDERPERFORMING = 0.6
 BELOW_EXPECTED = 0.8
 SLOW_LATENCY = 2.0
 CAL_FORMAT = "phy802-calibration"
+#: the fields of the cluster a calibration was fitted on that it must agree with where it is applied
+#: (the node count may differ: fit on 2 nodes, price 64)
+HARDWARE = ("gpus_per_node", "nics_per_node", "rate", "scale_up", "gpu", "transport")
 #: calibration file versions this reader knows (1: NIC share and latency offset; 2: + per-algorithm constants)
 CAL_VERSIONS = (1, 2)
 _BINARIES = {"all_reduce_perf": "allreduce", "all_gather_perf": "allgather", "reduce_scatter_perf": "reduce_scatter",
@@ -416,7 +419,8 @@ def calibrate(run: NcclRun, cluster: ClusterSpec, *, algo: str | None = None, pr
     out = {"format": CAL_FORMAT, "version": 2, "structure": "two-constant", "net_efficiency": eff,
            "latency_offset_us": o, "algo_latency_us": {}, "algo_bw_factor": {}, "sustained_busbw_GBps": None,
            "rms_log_ratio": math.sqrt(err / len(idx)), "fitted_on": os.path.abspath(run.path), "op": run.op,
-           "sizes_fitted": [int(run.bytes[i]) for i in idx], "cluster": cluster.describe(), "aicc": {},
+           "sizes_fitted": [int(run.bytes[i]) for i in idx], "cluster": cluster.describe(),
+           "hardware": {k: getattr(cluster, k) for k in HARDWARE}, "aicc": {},
            "not_identified": not_identified}
     if "latency_offset_us" in not_identified:  # left at its default, the error taken there
         o = 0.0
@@ -656,4 +660,20 @@ def read_calibration(path: str | os.PathLike) -> dict:
     if v is not None and (not isinstance(v, (int, float)) or isinstance(v, bool) or not (0 < v <= 1e4)):
         raise ValueError(f"{p}: field 'sustained_busbw_GBps' must be null or a number in (0, 1e4], got {v!r}")
     out["sustained_busbw_GBps"] = None if v is None else float(v)
+    hw = doc.get("hardware")
+    if hw is not None:
+        if not isinstance(hw, dict) or set(hw) - set(HARDWARE):
+            raise ValueError(f"{p}: field 'hardware' must be an object with keys among {', '.join(HARDWARE)}, "
+                             f"got {hw!r}")
+        out["hardware"] = dict(hw)
     return out
+
+
+def check_hardware(cal: dict, cluster: ClusterSpec, path: str | os.PathLike) -> None:
+    """ValueError naming both where the calibration ``cal`` (read from ``path``) was fitted on other
+    hardware than ``cluster`` (:data:`HARDWARE`; files without the record are not checked)."""
+    hw = cal.get("hardware") or {}
+    bad = [f"{k} {hw[k]!r} (calibration) vs {getattr(cluster, k)!r} (cluster)" for k in HARDWARE
+           if k in hw and hw[k] != getattr(cluster, k)]
+    if bad:
+        raise ValueError(f"{os.fspath(path)}: a calibration of another cluster: " + "; ".join(bad))

@@ -97,3 +97,19 @@ def test_written_calibrations_read_back(tmp_path, capsys):
     capsys.readouterr()
     cal = read_calibration(out)
     assert 0 < cal["net_efficiency"] <= 1.0
+
+
+def test_a_calibration_of_another_cluster_is_refused(tmp_path, capsys):
+    # fitted on GPUDirect-TCPXO at 200G, applied to the default 400G InfiniBand cluster: exit 2 naming both;
+    # the same hardware at another node count is what calibration is for (fit on 2 nodes, price 64)
+    s = RUNS["gcp_a3mega_h100_tcpxo_2n_allreduce.csv"]
+    out = tmp_path / "tcpxo.json"
+    assert main(["collective", "--nccl-tests", s.path, "--rate", "200G", "--transport", "tcpxo", "--calibrate",
+                 str(out)]) == 0
+    capsys.readouterr()
+    assert main(["collective", "--calibration", str(out), "--bytes", "8192"]) == 2
+    err = capsys.readouterr().err
+    assert str(out) in err and "rate '200G' (calibration) vs '400G' (cluster)" in err
+    assert "transport 'tcpxo' (calibration) vs 'ib' (cluster)" in err
+    assert main(["collective", "--calibration", str(out), "--rate", "200G", "--transport", "tcpxo", "--nodes", "64",
+                 "--bytes", "8192"]) == 0
