@@ -219,12 +219,42 @@ def _config_key(cfg) -> dict:
     return {f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg) if f.name not in SAME_CONFIG_EXEMPT}
 
 
+# Independent seeds repeat every raw count of a point only by chance; with this many pre-FEC bit
+# errors over the common points that chance is below ~1e-5 even on the coarsest counters (8 lanes'
+# Poisson counts of mean ~1 each agreeing), so identical counts mean one run given twice.
+REPEAT_MIN_BIT_ERRORS = 10
+
+
+def _raw_counts(counters) -> dict:
+    """A point's counts without its wall time (``seconds`` differs between copies of nothing)."""
+    return {k: v for k, v in counters.as_dict().items() if k != "seconds"}
+
+
+def _refuse_repeated_run(results: Sequence[Any], sources: Sequence[Any]) -> None:
+    """Refuse two results whose common points hold identical raw counts (one run given twice under
+    another name or with its seed edited: the seed check alone cannot see that)."""
+    for j in range(1, len(results)):
+        for i in range(j):
+            a = {(p.mode, p.x): p.counters for p in results[i].points}
+            common = [(p.mode, p.x, a[(p.mode, p.x)], p.counters) for p in results[j].points if (p.mode, p.x) in a]
+            if not common or sum(ca.bit_errors for _, _, ca, _ in common) < REPEAT_MIN_BIT_ERRORS:
+                continue
+            if all(_raw_counts(ca) == _raw_counts(cb) for _, _, ca, cb in common):
+                raise SweepFileError(
+                    f"{sources[j] or 'result'}: every raw count of its {len(common)} common point(s) equals "
+                    f"{sources[i] or 'an earlier result'}'s; that is one run given twice (runs with distinct seeds "
+                    f"do not repeat the same errors)")
+
+
 def merge_results(results: Sequence[Any]) -> Any:
     """Merge loaded results (each from :func:`read_sweep_json` or a run): same configuration,
     distinct seeds; returns a new result with ``provenance`` listing every source and seed."""
     if not results:
         raise SweepFileError("nothing to merge")
     sources = [getattr(r, "source", None) for r in results]
+    for r, s in zip(results, sources):
+        if not r.points:  # phy802 never writes such a file (an interrupted run with no point is not saved)
+            raise SweepFileError(f"{s or 'result'}: holds no points; there is nothing in it to merge")
     real = [os.path.realpath(s) for s in sources if s]
     if len(set(real)) != len(real):
         dup = sorted({s for s in real if real.count(s) > 1})
@@ -245,6 +275,7 @@ def merge_results(results: Sequence[Any]) -> Any:
                 raise SweepFileError(f"{s or 'result'}: seed {seed} was already merged from {seen[seed]}; runs with "
                                      f"the same seed repeat the same errors (give each run its own --seed)")
             seen[seed] = e.get("file", s)
+    _refuse_repeated_run(results, sources)
     out = results[0]
     for r in results[1:]:
         out = out.merge(r)
