@@ -14,7 +14,6 @@ keeps the whole chain, so a seed can never be counted twice.
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import os
 from pathlib import Path
