@@ -108,3 +108,19 @@ def test_plumbing_modules_form_no_circle_and_define_each_name_once():
                  "atomic_write_text", "atomic_write_bytes", "scratch_dir", "track_temp_dir", "remove_temp"):
         assert getattr(_io, name) is getattr(_output if hasattr(_output, name) else __import__(
             "phy802._tempfiles", fromlist=["x"]), name)  # the old import path still works
+
+
+def test_argparse_only_in_the_command_line_face():
+    # phy802/fec/vectors.py carried a second command line of its own (now `phy802 vectors`)
+    import ast
+
+    users = []
+    for p in sorted((ROOT / "phy802").rglob("*.py")):
+        if p.relative_to(ROOT).parts[:2] == ("phy802", "cli"):
+            continue
+        for node in ast.walk(ast.parse(p.read_text())):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import) else
+                     [node.module] if isinstance(node, ast.ImportFrom) else [])
+            if "argparse" in names:
+                users.append(str(p.relative_to(ROOT)))
+    assert users == []
