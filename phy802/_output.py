@@ -97,7 +97,7 @@ class LogProgress:
         if total is None and iterable is not None and hasattr(iterable, "__len__"):
             total = len(iterable)
         self.total = total
-        self.n = 0
+        self.n: int | float = 0
         self.file = file if file is not None else sys.stderr
         self.interval = float(interval)
         self._clock = time.monotonic
@@ -836,8 +836,8 @@ def output_set(path: str | os.PathLike, kind: str = "output", *, force: bool | N
                 print(f"phy802: note: the previous {real} had entries it did not list; kept in {moved}",
                       file=sys.stderr)
         else:  # update (ours + the user's additions) or merge (--force into a foreign folder)
-            m = _read_marker(real) if how == "update" else None
-            _place_into(tmp, real, kind, force, m if isinstance(m, dict) else None)
+            marker = _read_marker(real) if how == "update" else None
+            _place_into(tmp, real, kind, force, marker if isinstance(marker, dict) else None)
             _remove(tmp)
     except BaseException:
         _remove(tmp)

@@ -7,12 +7,15 @@ and matplotlib's (``MPLCONFIGDIR``: its configuration and font cache).  Subproce
 them.  A session fixture lists everything under the real ``$HOME`` before the first test and after
 the last, and fails the run, naming the paths, if anything there was created, changed or removed
 (the Python installation is skipped: the interpreter may write its own bytecode caches there).
+On a machine where other processes write into the same home while the tests run,
+``PHY802_HOME_GUARD=warn`` turns that failure into a warning.
 """
 
 import os
 import shutil
 import sys
 import tempfile
+import warnings
 
 import pytest
 
@@ -58,8 +61,12 @@ def _home_untouched(request):
     # a folder's mtime changes with any entry created or removed in it: its entries name the cause
     named = [c for c in changes if not (c.startswith("changed ") and any(
         d.split(" ", 1)[1].startswith(c.split(" ", 1)[1] + os.sep) for d in changes))]
-    assert not named, (f"the tests changed {len(named)} path(s) under $HOME ({_HOME}); tests must write only "
-                       f"into their own temporary folders: " + "; ".join(named[:20]))
+    msg = (f"the tests changed {len(named)} path(s) under $HOME ({_HOME}); tests must write only into their "
+           f"own temporary folders: " + "; ".join(named[:20]))
+    if named and os.environ.get("PHY802_HOME_GUARD") == "warn":  # other users' processes write there too
+        warnings.warn(msg)
+    else:
+        assert not named, msg
 
 
 def pytest_unconfigure(config):
