@@ -530,24 +530,10 @@ def check_output_file(path: str | os.PathLike, *, force: bool | None = None,
     resolve_output_file(path, force=force, inputs=inputs)
 
 
-@contextlib.contextmanager
-def output_file(path: str | os.PathLike, mode: str = "w", *, force: bool | None = None,
-                inputs: Sequence[str | os.PathLike] | None = None, **kwargs) -> Iterator[IO]:
-    """Write one output file under the rule: atomically (temp + rename) and recorded as phy802's."""
-    with atomic_open(path, mode, force=force, inputs=inputs, **kwargs) as fh:
-        yield fh
-
-
-def write_output_text(path: str | os.PathLike, text: str, **kw) -> None:
-    """Write ``text`` (UTF-8) to the output file ``path`` under the rule."""
-    with output_file(path, "w", encoding="utf-8", **kw) as fh:
-        fh.write(text)
-
-
-def write_output_bytes(path: str | os.PathLike, data: bytes, **kw) -> None:
-    """Write ``data`` to the output file ``path`` under the rule."""
-    with output_file(path, "wb", **kw) as fh:
-        fh.write(data)
+# the names the commands use for the same writers (one definition each: atomic_open and its two helpers)
+output_file = atomic_open
+write_output_text = atomic_write_text
+write_output_bytes = atomic_write_bytes
 
 
 # ------------------------------------------------------------------ output folders: the marker
