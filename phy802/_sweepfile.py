@@ -174,13 +174,13 @@ def read_sweep_json(cls, path, *, config_cls, point_cls, mode_label) -> Any:
         if not isinstance(d["mode"], str):
             raise SweepFileError(f"{where}: field mode must be a name, got {d['mode']!r:.40}")
         d = {**d, "mode": relabel.get(d["mode"], d["mode"])}
-        key = (d["mode"], float(d["x"]))
-        if key not in grid:
+        point = (d["mode"], float(d["x"]))
+        if point not in grid:
             raise SweepFileError(f"{where}: mode={d['mode']!r:.40} x={d['x']!r} is not a point of the file's config "
                                  f"(modes {', '.join(cfg.modes)}; points {', '.join(map(repr, cfg.points))})")
-        if key in seen:
+        if point in seen:
             raise SweepFileError(f"{where}: mode={d['mode']} x={d['x']!r} appears twice")
-        seen.add(key)
+        seen.add(point)
         if d["axis"] != cfg.axis or d["precoding"] != cfg.precoding or d["burst_pb"] != cfg.burst_pb:
             raise SweepFileError(f"{where}: axis/precoding/burst_pb differ from the file's config")
         if abs(float(d["snr_db"]) - cfg.snr_db(float(d["x"]))) > 1e-9 * max(1.0, abs(float(d["snr_db"]))):
