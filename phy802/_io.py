@@ -18,9 +18,9 @@ import os
 from typing import Any, Callable
 
 # one definition each, in the module whose job it is; imported here so that older import paths work
-from phy802._output import (SET_MARKER, OutputExistsError, atomic_open, atomic_write_bytes,  # noqa: F401
+from phy802._output import (SET_MARKER, OutputExistsError, atomic_open, atomic_write_bytes,
                             atomic_write_text, check_output_dir, output_set)
-from phy802._tempfiles import remove_temp, scratch_dir, track_temp_dir  # noqa: F401
+from phy802._tempfiles import remove_temp, scratch_dir, track_temp_dir
 
 __all__ = ["atomic_open", "atomic_write_text", "atomic_write_bytes", "output_set", "check_output_dir", "scratch_dir",
            "Terminated", "Interrupted", "OutputExistsError", "SET_MARKER", "interrupt_requested", "check_interrupt",

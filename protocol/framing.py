@@ -23,10 +23,10 @@ from dataclasses import dataclass
 import numpy as np
 
 # the Clause 119 geometry (defined once, in phy802.clause119; RS_N / RS_K are the names used here)
-from phy802.clause119 import AM_SPACING_BLOCKS, BLOCK_BITS, BLOCK_PAYLOAD_BITS, BLOCKS_PER_PAIR, CODE_SIZES  # noqa: F401
-from phy802.clause119 import KP4_K as RS_K  # noqa: F401
+from phy802.clause119 import AM_SPACING_BLOCKS, BLOCK_BITS, BLOCK_PAYLOAD_BITS, BLOCKS_PER_PAIR, CODE_SIZES
+from phy802.clause119 import KP4_K as RS_K
 from phy802.clause119 import KP4_N as RS_N
-from phy802.clause119 import PAIR_LINE_BITS, PAIR_MESSAGE_BITS, PCS_LANES, SYMBOL_BITS  # noqa: F401
+from phy802.clause119 import PAIR_LINE_BITS, PAIR_MESSAGE_BITS, PCS_LANES, SYMBOL_BITS
 
 __all__ = [
     "RS_N",
