@@ -218,9 +218,11 @@ def _config_key(cfg) -> dict:
     return {f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg) if f.name not in SAME_CONFIG_EXEMPT}
 
 
-# Independent seeds repeat every raw count of a point only by chance; with this many pre-FEC bit
-# errors over the common points that chance is below ~1e-5 even on the coarsest counters (8 lanes'
-# Poisson counts of mean ~1 each agreeing), so identical counts mean one run given twice.
+# Independent seeds repeat every raw count of a point only by chance: with this many pre-FEC bit
+# errors over the common points, the 8 physical lanes' Poisson counts alone (mean 1.25 each) agree
+# with probability sum_k P(k)^2 ^ 8 = 0.27^8 ~ 3e-5 (4 lanes at 200G: 0.18^4 ~ 1e-3), and the PCS
+# lanes' counts, the error-weight histogram and the symbol counts must agree too; so identical
+# counts mean one run given twice.
 REPEAT_MIN_BIT_ERRORS = 10
 
 
