@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from phy802.clause119 import AM_SPACING_BLOCKS, BLOCK_BITS, BLOCKS_PER_PAIR, RATES, pcs_lanes
+from phy802.clause119 import AM_SPACING_BLOCKS, CODE_SIZES, RATES, pcs_lanes
 from phy802.pcs.alignment import am_group_len, am_table, pad_len
 from phy802.pcs.scrambler import DEFAULT_SEED
 
@@ -115,12 +115,12 @@ class PcsConfig:
     @property
     def blocks_per_pair(self) -> int:
         """257b blocks per codeword pair: 40 (KP4), 20 (rs272)."""
-        return BLOCKS_PER_PAIR if self.fec == "kp4" else BLOCKS_PER_PAIR // 2
+        return CODE_SIZES[self.fec].blocks_per_pair
 
     @property
     def data_symbols(self) -> int:
         """Message symbols per codeword that carry the 257b stream: 514, or 257 (rs272)."""
-        return self.blocks_per_pair * BLOCK_BITS // 20
+        return CODE_SIZES[self.fec].data_symbols
 
     @property
     def pad_index(self) -> int | None:
