@@ -1,33 +1,31 @@
-"""Atomic file writes and output sets.
+"""Interrupts, worker pools and bounded input files; the names of the output modules, re-exported.
 
-* :func:`atomic_open` / :func:`atomic_write_text` / :func:`atomic_write_bytes`: a temporary file in
-  the target folder, fsync, then ``os.replace``; on any exit path other than success (an exception,
-  Ctrl-C, SIGTERM via :class:`Terminated`, interpreter exit) the temporary file is removed.
-* :func:`output_set`: a folder of outputs built in a temporary sibling folder and swapped in as a
-  whole, so a killed run never leaves a folder mixing two runs; it refuses to replace a folder
-  holding files it did not write.
-* :func:`scratch_dir`: a temporary working folder removed on every exit path.
+* interrupts as a flag: the CLI's signal handler records a signal (:func:`note_signal`); loops
+  poll it (:func:`check_interrupt`) outside compiled kernels;
+* worker pools whose workers leave Ctrl-C to the parent (:func:`worker_pool`, :func:`stop_pool`,
+  :func:`run_in_worker`);
+* bounded, strict reading of input files (:func:`read_input_bytes`, :func:`read_json_file`).
 
-Files and folders get the permissions a plain ``open()`` / ``mkdir()`` would (umask respected).
+Atomic writes and output sets are defined in :mod:`phy802._output` (the output rule) and
+temporary folders in :mod:`phy802._tempfiles`; their names import from here too.
 """
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import json
 import os
-import shutil
-import tempfile
-import threading
-from pathlib import Path
-from typing import IO, Any, Callable, Iterable, Iterator
+from typing import Any, Callable
+
+# one definition each, in the module whose job it is; imported here so that older import paths work
+from phy802._output import (SET_MARKER, OutputExistsError, atomic_open, atomic_write_bytes,
+                            atomic_write_text, check_output_dir, output_set)
+from phy802._tempfiles import remove_temp, scratch_dir, track_temp_dir
 
 __all__ = ["atomic_open", "atomic_write_text", "atomic_write_bytes", "output_set", "check_output_dir", "scratch_dir",
            "Terminated", "Interrupted", "OutputExistsError", "SET_MARKER", "interrupt_requested", "check_interrupt",
-           "worker_pool", "stop_pool", "run_in_worker", "track_temp_dir"]
-
-SET_MARKER = ".phy802-output"  # the same name as phy802._output.SET_MARKER
+           "worker_pool", "stop_pool", "run_in_worker", "track_temp_dir", "remove_temp", "note_signal",
+           "deferred_interrupts", "interrupts_deferred", "read_input_bytes", "read_json_file", "MAX_JSON_DEPTH"]
 
 
 class Terminated(KeyboardInterrupt):
@@ -144,197 +142,6 @@ def run_in_worker(fn: Callable[..., Any], /, *args: Any, **kw: Any) -> Any:
     finally:
         ex.shutdown(wait=True)
 
-
-class OutputExistsError(FileExistsError):
-    """An output location holds data phy802 did not write; it is never replaced."""
-
-
-# ------------------------------------------------------------------ temporaries removed at exit
-
-_LIVE: dict[str, int] = {}  # path -> pid of the process that created it
-_LIVE_LOCK = threading.Lock()
-
-
-_LIVE_DIRS: set[str] = set()  # real paths of folders phy802 is building (output sets, scratch)
-
-
-def _track(path: str, folder: bool = False) -> None:
-    with _LIVE_LOCK:
-        _LIVE[path] = os.getpid()
-        if folder:
-            _LIVE_DIRS.add(os.path.realpath(path))
-
-
-def _untrack(path: str) -> None:
-    with _LIVE_LOCK:
-        _LIVE.pop(path, None)
-        _LIVE_DIRS.discard(os.path.realpath(path))
-
-
-def _in_live_dir(path: str | os.PathLike) -> bool:
-    """True when ``path`` lies inside a folder this process is building right now."""
-    with _LIVE_LOCK:
-        if not _LIVE_DIRS:
-            return False
-        live = [d for d in _LIVE_DIRS]
-    real = os.path.realpath(os.path.dirname(os.path.abspath(os.fspath(path))))
-    return any(real == d or real.startswith(d + os.sep) for d in live)
-
-
-def _name_max(folder: str | os.PathLike) -> int:
-    try:
-        return int(os.pathconf(folder, "PC_NAME_MAX"))
-    except (OSError, ValueError, AttributeError):
-        return 255
-
-
-def _short_prefix(name: str, suffix: str, folder: str | os.PathLike) -> str:
-    """``.NAME.PID.`` cut so that the temporary name (plus mkstemp's 8 random characters and
-    ``suffix``) stays within the file system's NAME_MAX (issue 28 item 16)."""
-    tail = f".{os.getpid()}."
-    room = _name_max(folder) - len(tail.encode()) - 1 - 8 - len(suffix.encode())
-    cut = name
-    while len(cut.encode("utf-8", "surrogateescape")) > room and cut:
-        cut = cut[:-1]
-    return f".{cut}{tail}"
-
-
-def _mkdtemp(name: str, suffix: str, parent: str | os.PathLike) -> str:
-    tmp = tempfile.mkdtemp(prefix=_short_prefix(name, suffix, parent), suffix=suffix, dir=parent)
-    _track(tmp, folder=True)
-    return tmp
-
-
-def _remove(path: str) -> None:
-    with contextlib.suppress(FileNotFoundError, NotADirectoryError):
-        if os.path.isdir(path) and not os.path.islink(path):
-            shutil.rmtree(path, ignore_errors=True)
-        else:
-            os.unlink(path)
-    _untrack(path)
-
-
-@atexit.register
-def _cleanup_at_exit() -> None:  # writers never closed (e.g. a generator abandoned by an exception)
-    pid = os.getpid()
-    with _LIVE_LOCK:
-        paths = [p for p, owner in _LIVE.items() if owner == pid]  # not what a fork's parent made
-    for p in paths:
-        _remove(p)
-
-
-def _umask() -> int:
-    umask = os.umask(0)
-    os.umask(umask)
-    return umask
-
-
-def _mkdirs(path: Path) -> None:
-    path.mkdir(parents=True, exist_ok=True)  # mode 0o777 & ~umask
-
-
-@contextlib.contextmanager
-def atomic_open(path: str | os.PathLike, mode: str = "w", *, force: bool | None = None,
-                inputs=None, **kwargs) -> Iterator[IO]:
-    """Open a temporary file next to ``path``; on clean exit it replaces ``path`` atomically.
-
-    What may be written follows the one rule of :mod:`phy802._output` (checked on open and again
-    before the rename): a device, FIFO, socket or link is never replaced, an existing file only if
-    phy802 wrote it (``force`` -- default: the command's ``--force`` -- overrides; see there), and
-    the written file's provenance is recorded.  A crash, exception, Ctrl-C or SIGTERM leaves any
-    previous ``path`` untouched and removes the temporary file.  The file's ``name`` is the
-    temporary path (other processes may write into it, e.g. :func:`protocol.trace.generate_trace`'s
-    workers).
-    """
-    from phy802 import _output
-
-    if mode not in ("w", "wb"):
-        raise ValueError(f"atomic_open supports modes 'w' and 'wb', not {mode!r}")
-    where, direct = _output.resolve_output_file(path, force=force, inputs=inputs)
-    if direct:  # --force on a device or FIFO: written into, never replaced
-        with open(where, mode, **kwargs) as fh:
-            yield fh
-        return
-    target = Path(where)
-    _mkdirs(target.parent)
-    fd, tmp = tempfile.mkstemp(prefix=_short_prefix(target.name, ".tmp", target.parent), suffix=".tmp",
-                               dir=target.parent)
-    _track(tmp)
-    try:
-        os.close(fd)  # reopened by name, so that ``fh.name`` is the path
-        with open(tmp, mode, **kwargs) as fh:
-            yield fh
-            fh.flush()
-            os.fsync(fh.fileno())
-        # mkstemp creates 0600; give the file the permissions a plain open() would (0666 & ~umask).
-        os.chmod(tmp, 0o666 & ~_umask())
-        again, direct = _output.resolve_output_file(target, force=force, inputs=inputs)  # a race
-        if direct or Path(again) != target:
-            raise _output.OutputRefused(target, "changed into something else while it was written; not replaced")
-        os.replace(tmp, target)
-        _untrack(tmp)
-        if not _in_live_dir(target):
-            _output._record_file(target)
-    except BaseException:
-        _remove(tmp)
-        raise
-
-
-def atomic_write_text(path: str | os.PathLike, text: str, **kw) -> None:
-    """Write ``text`` (UTF-8) to ``path`` atomically (under the rule of :func:`atomic_open`)."""
-    with atomic_open(path, "w", encoding="utf-8", **kw) as fh:
-        fh.write(text)
-
-
-def atomic_write_bytes(path: str | os.PathLike, data: bytes, **kw) -> None:
-    """Write ``data`` to ``path`` atomically (under the rule of :func:`atomic_open`)."""
-    with atomic_open(path, "wb", **kw) as fh:
-        fh.write(data)
-
-
-# ------------------------------------------------------------------ output sets (the rule: phy802._output)
-
-def check_output_dir(path: str | os.PathLike, kind: str = "output", **kw) -> None:
-    """See :func:`phy802._output.check_output_dir`."""
-    from phy802._output import check_output_dir as check
-
-    check(path, kind, **kw)
-
-
-def output_set(path: str | os.PathLike, kind: str = "output", **kw):
-    """See :func:`phy802._output.output_set` (the one place output folders are built)."""
-    from phy802._output import output_set as build
-
-    return build(path, kind, **kw)
-
-
-def track_temp_dir(prefix: str, dir: str | os.PathLike | None = None) -> str:
-    """``tempfile.mkdtemp`` whose folder is also removed at interpreter exit (an interrupt in a
-    caller's cleanup leaves nothing in ``$TMPDIR``); remove it with :func:`remove_temp`."""
-    tmp = tempfile.mkdtemp(prefix=prefix, dir=dir)
-    _track(tmp, folder=True)
-    return tmp
-
-
-def remove_temp(path: str) -> None:
-    """Remove a folder or file made by :func:`track_temp_dir` (or tracked otherwise)."""
-    _remove(path)
-
-
-@contextlib.contextmanager
-def scratch_dir(prefix: str = "phy802-", dir: str | os.PathLike | None = None) -> Iterator[Path]:
-    """A temporary working folder (in ``dir``, default the system's), removed on every exit path
-    (and at interpreter exit)."""
-    parent = dir if dir is not None else tempfile.gettempdir()
-    short, limit = prefix, _name_max(parent) - 8  # mkdtemp adds 8 characters
-    while len(short.encode("utf-8", "surrogateescape")) > limit and len(short) > 1:
-        short = short[:-2] + short[-1]  # keep the prefix's last character (its separator)
-    tmp = tempfile.mkdtemp(prefix=short, dir=dir)
-    _track(tmp, folder=True)
-    try:
-        yield Path(tmp)
-    finally:
-        _remove(tmp)
 
 
 # ------------------------------------------------------------------ bounded input files

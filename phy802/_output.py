@@ -20,6 +20,10 @@ The rule, for every writer (single files and output folders, libraries and the c
 * an input of the command is never its own output (nor inside an output folder);
 * temporary names stay within the file system's NAME_MAX.
 
+Every write goes through :func:`atomic_open` (temporary file, fsync, ``os.replace``) or
+:func:`output_set` (a folder built beside its target and swapped in); temporaries are tracked by
+:mod:`phy802._tempfiles`.  :mod:`phy802._io` re-exports these names for older imports.
+
 Also here: JSON-ready values (:func:`to_jsonable`) and progress bars (:func:`progress`).  They live
 below both :mod:`phy802` libraries and :mod:`phy802.cli`, so no library imports the command line.
 """
@@ -33,6 +37,7 @@ import hmac
 import json
 import os
 import stat
+import tempfile
 import sys
 import threading
 from pathlib import Path
@@ -40,9 +45,12 @@ from typing import IO, Any, Iterable, Iterator, Sequence
 
 import numpy as np
 
+from phy802._tempfiles import _in_live_dir, _mkdirs, _mkdtemp, _remove, _short_prefix, _track, _umask, _untrack
+
 __all__ = ["to_jsonable", "progress", "LogProgress", "OutputRefused", "check_output_file", "output_file",
            "write_output_text", "write_output_bytes", "check_output_dir", "output_set", "output_policy",
-           "is_ours", "SET_MARKER", "state_dir"]
+           "is_ours", "SET_MARKER", "state_dir", "OutputExistsError", "atomic_open", "atomic_write_text",
+           "atomic_write_bytes"]
 
 
 def to_jsonable(obj: Any) -> Any:
@@ -89,7 +97,7 @@ class LogProgress:
         if total is None and iterable is not None and hasattr(iterable, "__len__"):
             total = len(iterable)
         self.total = total
-        self.n = 0
+        self.n: int | float = 0
         self.file = file if file is not None else sys.stderr
         self.interval = float(interval)
         self._clock = time.monotonic
@@ -206,13 +214,8 @@ _REG_LOCK = threading.Lock()
 _POLICY: dict[str, Any] = {"force": False, "inputs": ()}
 
 
-def _io():
-    from phy802 import _io as io_mod
-
-    return io_mod
-
-
-from phy802._io import OutputExistsError  # noqa: E402  (_io imports this module lazily only)
+class OutputExistsError(FileExistsError):
+    """An output location holds data phy802 did not write; it is never replaced."""
 
 
 class OutputRefused(OutputExistsError):
@@ -427,8 +430,7 @@ def resolve_output_file(path: str | os.PathLike, *, force: bool | None = None,
     s = os.fspath(path)
     if s == "":
         raise OutputRefused("", "an empty path names no file")
-    io_mod = _io()
-    if io_mod._in_live_dir(s):  # inside a folder phy802 is building right now
+    if _in_live_dir(s):  # inside a folder phy802 is building right now
         if os.path.isdir(s):
             raise IsADirectoryError(errno.EISDIR, "is a folder, expected a file path", s)
         return s, False
@@ -465,30 +467,73 @@ def resolve_output_file(path: str | os.PathLike, *, force: bool | None = None,
                            "(--force to overwrite it)")
 
 
+@contextlib.contextmanager
+def atomic_open(path: str | os.PathLike, mode: str = "w", *, force: bool | None = None,
+                inputs=None, **kwargs) -> Iterator[IO]:
+    """Open a temporary file next to ``path``; on clean exit it replaces ``path`` atomically.
+
+    What may be written follows the one rule of this module (checked on open and again
+    before the rename): a device, FIFO, socket or link is never replaced, an existing file only if
+    phy802 wrote it (``force`` -- default: the command's ``--force`` -- overrides; see there), and
+    the written file's provenance is recorded.  A crash, exception, Ctrl-C or SIGTERM leaves any
+    previous ``path`` untouched and removes the temporary file.  The file's ``name`` is the
+    temporary path (other processes may write into it, e.g. :func:`protocol.trace.generate_trace`'s
+    workers).
+    """
+    if mode not in ("w", "wb"):
+        raise ValueError(f"atomic_open supports modes 'w' and 'wb', not {mode!r}")
+    where, direct = resolve_output_file(path, force=force, inputs=inputs)
+    if direct:  # --force on a device or FIFO: written into, never replaced
+        with open(where, mode, **kwargs) as fh:
+            yield fh
+        return
+    target = Path(where)
+    _mkdirs(target.parent)
+    fd, tmp = tempfile.mkstemp(prefix=_short_prefix(target.name, ".tmp", target.parent), suffix=".tmp",
+                               dir=target.parent)
+    _track(tmp)
+    try:
+        os.close(fd)  # reopened by name, so that ``fh.name`` is the path
+        with open(tmp, mode, **kwargs) as fh:
+            yield fh
+            fh.flush()
+            os.fsync(fh.fileno())
+        # mkstemp creates 0600; give the file the permissions a plain open() would (0666 & ~umask).
+        os.chmod(tmp, 0o666 & ~_umask())
+        again, direct = resolve_output_file(target, force=force, inputs=inputs)  # a race
+        if direct or Path(again) != target:
+            raise OutputRefused(target, "changed into something else while it was written; not replaced")
+        os.replace(tmp, target)
+        _untrack(tmp)
+        if not _in_live_dir(target):
+            _record_file(target)
+    except BaseException:
+        _remove(tmp)
+        raise
+
+
+def atomic_write_text(path: str | os.PathLike, text: str, **kw) -> None:
+    """Write ``text`` (UTF-8) to ``path`` atomically (under the rule of :func:`atomic_open`)."""
+    with atomic_open(path, "w", encoding="utf-8", **kw) as fh:
+        fh.write(text)
+
+
+def atomic_write_bytes(path: str | os.PathLike, data: bytes, **kw) -> None:
+    """Write ``data`` to ``path`` atomically (under the rule of :func:`atomic_open`)."""
+    with atomic_open(path, "wb", **kw) as fh:
+        fh.write(data)
+
+
 def check_output_file(path: str | os.PathLike, *, force: bool | None = None,
                       inputs: Sequence[str | os.PathLike] | None = None) -> None:
     """Refuse, before any work, an output file that :func:`output_file` would refuse."""
     resolve_output_file(path, force=force, inputs=inputs)
 
 
-@contextlib.contextmanager
-def output_file(path: str | os.PathLike, mode: str = "w", *, force: bool | None = None,
-                inputs: Sequence[str | os.PathLike] | None = None, **kwargs) -> Iterator[IO]:
-    """Write one output file under the rule: atomically (temp + rename) and recorded as phy802's."""
-    with _io().atomic_open(path, mode, force=force, inputs=inputs, **kwargs) as fh:
-        yield fh
-
-
-def write_output_text(path: str | os.PathLike, text: str, **kw) -> None:
-    """Write ``text`` (UTF-8) to the output file ``path`` under the rule."""
-    with output_file(path, "w", encoding="utf-8", **kw) as fh:
-        fh.write(text)
-
-
-def write_output_bytes(path: str | os.PathLike, data: bytes, **kw) -> None:
-    """Write ``data`` to the output file ``path`` under the rule."""
-    with output_file(path, "wb", **kw) as fh:
-        fh.write(data)
+# the names the commands use for the same writers (one definition each: atomic_open and its two helpers)
+output_file = atomic_open
+write_output_text = atomic_write_text
+write_output_bytes = atomic_write_bytes
 
 
 # ------------------------------------------------------------------ output folders: the marker
@@ -533,13 +578,12 @@ def _write_marker(folder: str, kind: str, only: set[str] | None = None) -> None:
     fst = os.lstat(folder)
     body = {"kind": kind, "files": files, "dirs": dirs}
     doc = {"format": _MARKER_FORMAT, "version": 2, **body, "mac": _mac(key, "set", [fst.st_dev, fst.st_ino], body)}
-    io_mod = _io()
     tmp = os.path.join(folder, f"{SET_MARKER}.{os.getpid()}.tmp")
     with open(tmp, "w", encoding="utf-8") as fh:
         json.dump(doc, fh)
         fh.flush()
         os.fsync(fh.fileno())
-    os.chmod(tmp, 0o666 & ~io_mod._umask())
+    os.chmod(tmp, 0o666 & ~_umask())
     os.replace(tmp, os.path.join(folder, SET_MARKER))
 
 
@@ -672,7 +716,7 @@ def check_output_dir(path: str | os.PathLike, kind: str = "output", *, force: bo
     s = os.fspath(path)
     if s == "":
         raise OutputRefused("", "an empty path names no folder")
-    if _io()._in_live_dir(os.path.abspath(s)):
+    if _in_live_dir(os.path.abspath(s)):
         return
     _plan_set(s, kind, _POLICY["force"] if force is None else bool(force),
               [os.fspath(i) for i in (_POLICY["inputs"] if inputs is None else inputs)])
@@ -746,22 +790,21 @@ def output_set(path: str | os.PathLike, kind: str = "output", *, force: bool | N
         raise OutputRefused("", "an empty path names no folder")
     force = _POLICY["force"] if force is None else bool(force)
     ins = [os.fspath(i) for i in (_POLICY["inputs"] if inputs is None else inputs)]
-    io_mod = _io()
     how, real = _plan_set(s, kind, force, ins)
     parent = os.path.dirname(real)
-    io_mod._mkdirs(Path(parent))
-    tmp = io_mod._mkdtemp(os.path.basename(real), ".tmp", parent)
+    _mkdirs(Path(parent))
+    tmp = _mkdtemp(os.path.basename(real), ".tmp", parent)
     try:
-        os.chmod(tmp, 0o777 & ~io_mod._umask())
+        os.chmod(tmp, 0o777 & ~_umask())
         yield Path(tmp)
         how, real = _plan_set(s, kind, force, ins)  # again: something may have appeared meanwhile
         if how in ("new", "empty"):
             _write_marker(tmp, kind)
             os.rename(tmp, real)  # one atomic rename (onto an empty folder too)
-            io_mod._untrack(tmp)
+            _untrack(tmp)
         elif how == "swap":
             _write_marker(tmp, kind)
-            old = io_mod._mkdtemp(os.path.basename(real), ".old", parent)
+            old = _mkdtemp(os.path.basename(real), ".old", parent)
             moved = os.path.join(old, "set")
             os.rename(real, moved)
             try:
@@ -769,19 +812,19 @@ def output_set(path: str | os.PathLike, kind: str = "output", *, force: bool | N
             except BaseException:
                 os.rename(moved, real)
                 raise
-            io_mod._untrack(tmp)
+            _untrack(tmp)
             m = _read_marker(moved)  # the folder kept its inode: its marker still verifies
             gone = isinstance(m, dict) and _delete_listed(moved, m)
             if gone:
-                io_mod._remove(old)
+                _remove(old)
             else:
-                io_mod._untrack(old)
+                _untrack(old)
                 print(f"phy802: note: the previous {real} had entries it did not list; kept in {moved}",
                       file=sys.stderr)
         else:  # update (ours + the user's additions) or merge (--force into a foreign folder)
-            m = _read_marker(real) if how == "update" else None
-            _place_into(tmp, real, kind, force, m if isinstance(m, dict) else None)
-            io_mod._remove(tmp)
+            marker = _read_marker(real) if how == "update" else None
+            _place_into(tmp, real, kind, force, marker if isinstance(marker, dict) else None)
+            _remove(tmp)
     except BaseException:
-        io_mod._remove(tmp)
+        _remove(tmp)
         raise

@@ -14,7 +14,6 @@ keeps the whole chain, so a seed can never be counted twice.
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import os
 from pathlib import Path
@@ -175,13 +174,13 @@ def read_sweep_json(cls, path, *, config_cls, point_cls, mode_label) -> Any:
         if not isinstance(d["mode"], str):
             raise SweepFileError(f"{where}: field mode must be a name, got {d['mode']!r:.40}")
         d = {**d, "mode": relabel.get(d["mode"], d["mode"])}
-        key = (d["mode"], float(d["x"]))
-        if key not in grid:
+        point = (d["mode"], float(d["x"]))
+        if point not in grid:
             raise SweepFileError(f"{where}: mode={d['mode']!r:.40} x={d['x']!r} is not a point of the file's config "
                                  f"(modes {', '.join(cfg.modes)}; points {', '.join(map(repr, cfg.points))})")
-        if key in seen:
+        if point in seen:
             raise SweepFileError(f"{where}: mode={d['mode']} x={d['x']!r} appears twice")
-        seen.add(key)
+        seen.add(point)
         if d["axis"] != cfg.axis or d["precoding"] != cfg.precoding or d["burst_pb"] != cfg.burst_pb:
             raise SweepFileError(f"{where}: axis/precoding/burst_pb differ from the file's config")
         if abs(float(d["snr_db"]) - cfg.snr_db(float(d["x"]))) > 1e-9 * max(1.0, abs(float(d["snr_db"]))):
@@ -219,12 +218,44 @@ def _config_key(cfg) -> dict:
     return {f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg) if f.name not in SAME_CONFIG_EXEMPT}
 
 
+# Independent seeds repeat every raw count of a point only by chance: with this many pre-FEC bit
+# errors over the common points, the 8 physical lanes' Poisson counts alone (mean 1.25 each) agree
+# with probability sum_k P(k)^2 ^ 8 = 0.27^8 ~ 3e-5 (4 lanes at 200G: 0.18^4 ~ 1e-3), and the PCS
+# lanes' counts, the error-weight histogram and the symbol counts must agree too; so identical
+# counts mean one run given twice.
+REPEAT_MIN_BIT_ERRORS = 10
+
+
+def _raw_counts(counters) -> dict:
+    """A point's counts without its wall time (``seconds`` differs between copies of nothing)."""
+    return {k: v for k, v in counters.as_dict().items() if k != "seconds"}
+
+
+def _refuse_repeated_run(results: Sequence[Any], sources: Sequence[Any]) -> None:
+    """Refuse two results whose common points hold identical raw counts (one run given twice under
+    another name or with its seed edited: the seed check alone cannot see that)."""
+    for j in range(1, len(results)):
+        for i in range(j):
+            a = {(p.mode, p.x): p.counters for p in results[i].points}
+            common = [(p.mode, p.x, a[(p.mode, p.x)], p.counters) for p in results[j].points if (p.mode, p.x) in a]
+            if not common or sum(ca.bit_errors for _, _, ca, _ in common) < REPEAT_MIN_BIT_ERRORS:
+                continue
+            if all(_raw_counts(ca) == _raw_counts(cb) for _, _, ca, cb in common):
+                raise SweepFileError(
+                    f"{sources[j] or 'result'}: every raw count of its {len(common)} common point(s) equals "
+                    f"{sources[i] or 'an earlier result'}'s; that is one run given twice (runs with distinct seeds "
+                    f"do not repeat the same errors)")
+
+
 def merge_results(results: Sequence[Any]) -> Any:
     """Merge loaded results (each from :func:`read_sweep_json` or a run): same configuration,
     distinct seeds; returns a new result with ``provenance`` listing every source and seed."""
     if not results:
         raise SweepFileError("nothing to merge")
     sources = [getattr(r, "source", None) for r in results]
+    for r, s in zip(results, sources):
+        if not r.points:  # phy802 never writes such a file (an interrupted run with no point is not saved)
+            raise SweepFileError(f"{s or 'result'}: holds no points; there is nothing in it to merge")
     real = [os.path.realpath(s) for s in sources if s]
     if len(set(real)) != len(real):
         dup = sorted({s for s in real if real.count(s) > 1})
@@ -245,6 +276,7 @@ def merge_results(results: Sequence[Any]) -> Any:
                 raise SweepFileError(f"{s or 'result'}: seed {seed} was already merged from {seen[seed]}; runs with "
                                      f"the same seed repeat the same errors (give each run its own --seed)")
             seen[seed] = e.get("file", s)
+    _refuse_repeated_run(results, sources)
     out = results[0]
     for r in results[1:]:
         out = out.merge(r)

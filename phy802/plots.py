@@ -474,7 +474,7 @@ def plot_pareto(rows: list[dict], path, reference: str = "kp4/ieee", clip_pct: f
                   label=_GUARD_TEXT.get(g, f"top half: {g}")) for g in guards]
     hs += [Line2D([], [], color="red", ls=":", lw=0.9, label=f"0 %: error-free {reference} (reference)"),
            Line2D([], [], ls="none", marker=">", ms=8, color="0.35",
-                  label=f"beyond the axis: value written")]
+                  label="beyond the axis: value written")]
     fig.legend(handles=hs, loc="center right", fontsize=7.5, frameon=False,
                title="colour = BER\nmarker = mode\nfill = guard", title_fontsize=8)
     fig.suptitle("Is skipping FEC worth it? Loss penalty (measured, small model) and step time (model) per "

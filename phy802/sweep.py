@@ -61,6 +61,7 @@ import numpy as np
 from phy802 import theory
 from phy802._io import atomic_write_text, check_interrupt, stop_pool, worker_pool
 from phy802._sweepfile import merge_results, read_sweep_json
+from phy802.clause119 import CODE_SIZES
 from phy802.channel import DfeBurst, Pam4Awgn
 from phy802.link import CODE_NAMES, FEC_MODES, OLD_FEC_SPELLINGS, FastLink, Link, LinkConfig, LinkCounters
 from phy802.stats import RateEstimate
@@ -258,7 +259,7 @@ def theory_point(mode: str, snr_db: float, precoding: bool = False) -> dict[str,
         out["fer"] = float(theory.rs_codeword_error_ratio(ps, code))
         out["post_fec_ber"] = float(theory.post_fec_ber(ber, code))
     else:
-        k_data = 257 if code_name == "rs272" else 514  # payload symbols (rs272: less its pad)
+        k_data = CODE_SIZES["rs272" if code_name == "rs272" else "kp4"].data_symbols  # rs272: less its pad
         out["fer"] = float(-math.expm1(k_data * math.log1p(-ps)))
         out["post_fec_ber"] = ber
     return out

@@ -30,6 +30,8 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy import optimize, special
 
+from phy802.clause119 import CODE_SIZES, SYMBOL_BITS
+
 __all__ = [
     "RsCode",
     "KP4",
@@ -77,9 +79,9 @@ class RsCode:
         return (self.n - self.k) // 2
 
 
-KP4 = RsCode(544, 514, 10, "kp4")  # RS(544,514), 119.2.4.4 / 91.5.2.7
-KR4 = RsCode(528, 514, 10, "kr4")  # RS(528,514), Clause 91
-RS272 = RsCode(272, 258, 10, "rs272")  # RS(272,257+1), t = 7: Ethernet Consortium LL-FEC (tradeoff notes sec.1)
+KP4 = RsCode(CODE_SIZES["kp4"].n, CODE_SIZES["kp4"].k, SYMBOL_BITS, "kp4")  # RS(544,514), 119.2.4.6 / 91.5.2.7
+KR4 = RsCode(CODE_SIZES["kr4"].n, CODE_SIZES["kr4"].k, SYMBOL_BITS, "kr4")  # RS(528,514), Clause 91
+RS272 = RsCode(CODE_SIZES["rs272"].n, CODE_SIZES["rs272"].k, SYMBOL_BITS, "rs272")  # RS(272,257+1), t = 7: Ethernet Consortium LL-FEC (tradeoff notes sec.1)
 #: the closed-form codes by their vocabulary name (as :data:`phy802.fec.CODES`)
 CODES: dict[str, RsCode] = {"kp4": KP4, "kr4": KR4, "rs272": RS272}
 

@@ -50,6 +50,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from phy802 import theory
+from phy802.clause119 import KP4_N as N_KP4
+from phy802.clause119 import KP4_T as T_KP4
 from phy802.fec import inner as _inner
 
 __all__ = [
@@ -68,8 +70,6 @@ __all__ = [
 
 N_POS = 68
 RS_PER_BLOCK = 12  # 120 message bits = 12 ten-bit RS symbols
-T_KP4 = 15
-N_KP4 = 544
 
 
 def bsc_block_failure(p: float) -> float:

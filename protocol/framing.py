@@ -22,6 +22,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+# the Clause 119 geometry (defined once, in phy802.clause119; RS_N / RS_K are the names used here)
+from phy802.clause119 import AM_SPACING_BLOCKS, BLOCK_BITS, BLOCK_PAYLOAD_BITS, BLOCKS_PER_PAIR, CODE_SIZES
+from phy802.clause119 import KP4_K as RS_K
+from phy802.clause119 import KP4_N as RS_N
+from phy802.clause119 import PAIR_LINE_BITS, PAIR_MESSAGE_BITS, PCS_LANES, SYMBOL_BITS
+
 __all__ = [
     "RS_N",
     "RS_K",
@@ -50,14 +56,6 @@ __all__ = [
     "pair_of_data_block",
 ]
 
-RS_N = 544  # RS(544,514) "KP4", 119.2.4.6
-RS_K = 514
-SYMBOL_BITS = 10
-BLOCK_BITS = 257  # 256b/257b transcoded block, 119.2.4.2
-BLOCK_PAYLOAD_BITS = 256
-BLOCKS_PER_PAIR = 40  # 40 x 257 = 10280 = 2 x 514 x 10, 119.2.4.5
-PAIR_MESSAGE_BITS = BLOCKS_PER_PAIR * BLOCK_BITS  # 10280
-PAIR_LINE_BITS = 2 * RS_N * SYMBOL_BITS  # 10880
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,8 +101,8 @@ class RateGeometry:
 
 
 RATES: dict[str, RateGeometry] = {
-    "400G": RateGeometry("400G", 16, 425.0, 8, 4096),
-    "200G": RateGeometry("200G", 8, 212.5, 4, 2048),
+    rate: RateGeometry(rate, PCS_LANES[rate], gbps, PCS_LANES[rate] // 2, AM_SPACING_BLOCKS[rate] // BLOCKS_PER_PAIR)
+    for rate, gbps in (("400G", 425.0), ("200G", 212.5))
 }
 
 
@@ -201,10 +199,9 @@ class CodeGeometry:
 
 
 CODES: dict[str, CodeGeometry] = {
-    "kp4": CodeGeometry("kp4", 544, 514, 40),
-    "kr4": CodeGeometry("kr4", 528, 514, 40),
-    "rs272": CodeGeometry("rs272", 272, 257, 20, 1),
-    "none": CodeGeometry("none", 544, 514, 40),
+    **{name: CodeGeometry(name, c.n, c.data_symbols, c.blocks_per_pair, c.k - c.data_symbols)
+       for name, c in CODE_SIZES.items()},
+    "none": CodeGeometry("none", RS_N, RS_K, BLOCKS_PER_PAIR),
 }
 
 

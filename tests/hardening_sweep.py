@@ -219,6 +219,10 @@ def attacks(arena: Path, facts: dict) -> list[tuple[str, list[str]]]:
             doc["points"][0][field] = v
             out.append((f"sweep.json points[0].{field}={str(v)[:20]}",
                         ["sweep", "--merge", sweep_file(doc), "s2", "--out", "mnew"]))
+    out.append(("sweep.json with no points", ["sweep", "--merge", sweep_file({**base, "points": []}), "s2", "--out", "mnew"]))
+    reseeded = json.loads(json.dumps(base))  # one run given twice, its seed edited
+    reseeded["config"]["seed"] = base["config"]["seed"] + 1000
+    out.append(("sweep.json one run twice", ["sweep", "--merge", sweep_file(base), sweep_file(reseeded), "--out", "mnew"]))
     for depth in (100, 1000, 100000):
         out.append((f"sweep.json depth {depth}", ["sweep", "--merge", sweep_file("[" * depth + "]" * depth), "s2",
                                                    "--out", "mnew"]))

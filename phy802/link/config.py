@@ -7,6 +7,8 @@ from typing import Literal
 
 import numpy as np
 
+from phy802.clause119 import KP4_K as K_MSG  # noqa: F401  (the name phy802.link exports)
+from phy802.clause119 import PHYSICAL_LANES, RATES, pcs_lanes
 from phy802.fec import KP4, RSCode, code_by_name
 from phy802.pcs import (
     PcsConfig,
@@ -31,7 +33,6 @@ OLD_FEC_SPELLINGS: dict[str, tuple[str, str]] = {
     "kp4": ("kp4", "ieee"), "kr4": ("kr4", "ieee"), "detect": ("kp4", "detect_only"), "none": ("none", "bypass"),
 }
 _POP10 = np.array([bin(i).count("1") for i in range(1024)], dtype=np.int64)
-K_MSG = 514
 _CODEWORD_ONLY = ("kr4",)  # no Clause 119 PCS framing (rs272's is in phy802.pcs, issue 10)
 
 
@@ -98,7 +99,7 @@ class LinkConfig:
     pad_value: int = 0
 
     def __post_init__(self) -> None:
-        if self.rate not in ("400G", "200G"):
+        if self.rate not in RATES:
             raise ValueError(f"LinkConfig.rate must be '400G' or '200G', got {self.rate!r}")
         if self.fec in OLD_FEC_SPELLINGS:
             raise ValueError("LinkConfig: " + old_spelling_message(self.fec))
@@ -115,9 +116,9 @@ class LinkConfig:
             raise ValueError(f"LinkConfig.precoding must be a bool, got {self.precoding!r}")
         if self.precoder_init not in (0, 1, 2, 3):
             raise ValueError(f"LinkConfig.precoder_init must be 0..3, got {self.precoder_init!r}")
-        n_pcsl = 16 if self.rate == "400G" else 8
+        n_pcsl = pcs_lanes(self.rate)
         if self.n_lanes is None:
-            object.__setattr__(self, "n_lanes", 8 if self.rate == "400G" else 4)
+            object.__setattr__(self, "n_lanes", PHYSICAL_LANES[self.rate])
         if not isinstance(self.n_lanes, (int, np.integer)) or self.n_lanes <= 0 or n_pcsl % self.n_lanes:
             raise ValueError(f"LinkConfig.n_lanes must divide the {n_pcsl} PCS lanes of {self.rate}, got {self.n_lanes!r}")
         if self.lane_order is not None:
@@ -144,7 +145,7 @@ class LinkConfig:
 
     @property
     def n_pcs_lanes(self) -> int:
-        return 16 if self.rate == "400G" else 8
+        return pcs_lanes(self.rate)
 
     @property
     def rs(self) -> RSCode:

@@ -8,6 +8,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from phy802.stats import RateEstimate, rate
+from phy802.clause119 import KP4_N
 from phy802.link.config import K_MSG, LinkConfig
 
 
@@ -50,7 +51,7 @@ class LinkCounters:
     seconds : wall time spent producing these counts.
     """
 
-    n: int = 544
+    n: int = KP4_N
     k: int = K_MSG
     n_phys: int = 8
     n_pcsl: int = 16

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
+from phy802.clause119 import pcs_lanes
 from phy802.pcs.distribution import pair_gather_index
 from phy802.pcs.distribution import lane_of_symbol as _pcs_lane_of_symbol
 from phy802.link.config import LinkConfig
@@ -45,7 +46,7 @@ class LinkGeometry:
 
 @functools.lru_cache(maxsize=None)
 def _geometry(rate: str, n: int, n_phys: int, order: tuple) -> LinkGeometry:
-    n_pcsl = 16 if rate == "400G" else 8
+    n_pcsl = pcs_lanes(rate)
     # the PCS package's own tables (119.2.4.7, generalised to n = 528 / 272)
     la, lb, sa, sb = _pcs_lane_of_symbol(rate, n)
     lane, slot, gather = np.stack([la, lb]), np.stack([sa, sb]), np.array(pair_gather_index(rate, n))

@@ -12,6 +12,9 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+# a compile-time constant of the kernels (Numba freezes module globals when it compiles)
+from phy802.clause119 import PAIR_MESSAGE_BITS
+
 __all__: list[str] = []  # private module
 
 _ONES = np.uint64(0xFFFFFFFFFFFFFFFF)
@@ -566,13 +569,13 @@ def data_to_messages(data, am_bits, am_pair, am_group_of_pair, am_nbits, msgs):
                 tmp[w] = 0
             g = am_group_of_pair[p]
             copy_bits(am_bits[g], 0, tmp, 0, am_nbits)
-            nd = 10280 - am_nbits
+            nd = PAIR_MESSAGE_BITS - am_nbits
             copy_bits(data, dpos, tmp, am_nbits, nd)
             dpos += nd
             _split_pair(tmp, 0, msgs, p)
         else:
             _split_pair(data, dpos, msgs, p)
-            dpos += 10280
+            dpos += PAIR_MESSAGE_BITS
     return dpos
 
 
@@ -595,7 +598,7 @@ def messages_to_data(msgs, am_pair, am_nbits, data, am_out):
             _join_pair(msgs, p, tmp, 0)
             copy_bits(tmp, 0, am_out[g], 0, am_nbits)
             g += 1
-            nd = 10280 - am_nbits
+            nd = PAIR_MESSAGE_BITS - am_nbits
             q = am_nbits
             while nd > 0:  # append the data part through the writer
                 n = min(nd, 64)

@@ -31,6 +31,7 @@ from typing import Sequence
 import numpy as np
 from numpy.typing import NDArray
 
+from phy802.clause119 import pcs_lanes
 from phy802.pcs import _kernels as _k
 
 __all__ = [
@@ -94,9 +95,7 @@ def am_table(rate: str = "400G", lanes_200g: Sequence[int] = tuple(range(8)),
              custom: Sequence[bytes] | None = None) -> tuple[bytes, ...]:
     """The marker table in use: 16 rows for 400G; 8 for 200G (default: 400G rows 0..7, a [?]
     choice), or ``custom`` rows (checked)."""
-    n = {"400G": 16, "200G": 8}.get(rate)
-    if n is None:
-        raise ValueError(f"rate must be '400G' or '200G', got {rate!r}")
+    n = pcs_lanes(rate)
     if custom is not None:
         rows = tuple(bytes(r) for r in custom)
     elif rate == "400G":

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from phy802.clause119 import AM_SPACING_BLOCKS, CODE_SIZES, RATES, pcs_lanes
 from phy802.pcs.alignment import am_group_len, am_table, pad_len
 from phy802.pcs.scrambler import DEFAULT_SEED
 
@@ -64,7 +65,7 @@ class PcsConfig:
     pad_value: int = 0
 
     def __post_init__(self) -> None:
-        if self.rate not in ("400G", "200G"):
+        if self.rate not in RATES:
             raise ValueError(f"PcsConfig.rate must be '400G' or '200G', got {self.rate!r}")
         if self.fec not in ("kp4", "rs272"):
             raise ValueError(f"PcsConfig.fec must be 'kp4' (RS(544,514), Clause 119) or 'rs272' (RS(272,257+1)), "
@@ -95,14 +96,14 @@ class PcsConfig:
 
     @property
     def n_lanes(self) -> int:
-        return 16 if self.rate == "400G" else 8
+        return pcs_lanes(self.rate)
 
     @property
     def spacing(self) -> int:
         """AM spacing in 257b blocks."""
         if self.am_spacing is not None:
             return int(self.am_spacing)
-        return 163840 if self.rate == "400G" else 81920
+        return AM_SPACING_BLOCKS[self.rate]
 
     @property
     def code(self):
@@ -114,12 +115,12 @@ class PcsConfig:
     @property
     def blocks_per_pair(self) -> int:
         """257b blocks per codeword pair: 40 (KP4), 20 (rs272)."""
-        return 40 if self.fec == "kp4" else 20
+        return CODE_SIZES[self.fec].blocks_per_pair
 
     @property
     def data_symbols(self) -> int:
         """Message symbols per codeword that carry the 257b stream: 514, or 257 (rs272)."""
-        return self.blocks_per_pair * 257 // 20
+        return CODE_SIZES[self.fec].data_symbols
 
     @property
     def pad_index(self) -> int | None:

@@ -19,20 +19,18 @@ from functools import lru_cache
 import numpy as np
 from numpy.typing import NDArray
 
+from phy802.clause119 import KP4_N as N
+from phy802.clause119 import KP4_K, PAIR_MESSAGE_BITS, pcs_lanes
 from phy802.pcs import _kernels as _k
 
 __all__ = ["lane_of_symbol", "pair_gather_index", "interleave", "deinterleave", "n_lanes_of", "interleave_n",
            "deinterleave_n",
            "symbols_to_bits", "bits_to_symbols", "round_robin", "round_robin_inverse"]
 
-N = 544
-
 
 def n_lanes_of(rate: str) -> int:
-    try:
-        return {"400G": 16, "200G": 8}[rate]
-    except KeyError:
-        raise ValueError(f"rate must be '400G' or '200G', got {rate!r}") from None
+    """PCS lanes of ``rate`` (:func:`phy802.clause119.pcs_lanes`)."""
+    return pcs_lanes(rate)
 
 
 @lru_cache(maxsize=None)
@@ -161,13 +159,13 @@ def round_robin(tx_scrambled_am: NDArray[np.uint8]) -> NDArray[np.uint16]:
     ``uint16[P, 2, 514]`` messages A (even 10-bit symbols) and B (odd).  The transmitter uses a
     fused Numba kernel; this is the readable form (and the tests' independent path)."""
     b = np.asarray(tx_scrambled_am)
-    if b.ndim != 2 or b.shape[1] != 10280:
-        raise ValueError(f"expected bits of shape [pairs, 10280], got {b.shape}")
+    if b.ndim != 2 or b.shape[1] != PAIR_MESSAGE_BITS:
+        raise ValueError(f"expected bits of shape [pairs, {PAIR_MESSAGE_BITS}], got {b.shape}")
     sym = bits_to_symbols(b)  # [P, 1028]
-    return np.ascontiguousarray(sym.reshape(-1, 514, 2).transpose(0, 2, 1))
+    return np.ascontiguousarray(sym.reshape(-1, KP4_K, 2).transpose(0, 2, 1))
 
 
 def round_robin_inverse(msgs: NDArray[np.uint16]) -> NDArray[np.uint8]:
     """Inverse of :func:`round_robin`: ``uint16[P, 2, >=514]`` -> ``uint8[P, 10280]`` bits."""
-    m = np.asarray(msgs)[:, :, :514]
-    return symbols_to_bits(m.transpose(0, 2, 1).reshape(m.shape[0], 1028))
+    m = np.asarray(msgs)[:, :, :KP4_K]
+    return symbols_to_bits(m.transpose(0, 2, 1).reshape(m.shape[0], 2 * KP4_K))

@@ -18,13 +18,13 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+# compile-time constants of the kernels below (Clause 119 geometry, defined in phy802.clause119)
+from phy802.clause119 import BLOCK_BITS, BLOCKS_PER_PAIR, PAIR_MESSAGE_BITS
+from phy802.clause119 import PAIR_LINE_BITS as PAIR_BITS
+
 from ._kernels import encode_records, put_record
 
 __all__: list[str] = []  # private module
-
-PAIR_BITS = 10880
-BLOCKS_PER_PAIR = 40
-BLOCK_BITS = 257
 
 
 @njit(cache=True)
@@ -94,7 +94,7 @@ def group_pairs(pos, half_lanes, period, am_blocks, t_corr, decoder, hist, err_l
             w1 += c * (sym != last1)
             last0 += nc * (sym - last0)
             last1 += c * (sym - last1)
-            if decoder != 1 and u < 10280:  # provisional pass-through of message bits
+            if decoder != 1 and u < PAIR_MESSAGE_BITS:  # provisional pass-through of message bits
                 if u < am_bits:
                     am_err += 1  # alignment-marker bit: removed before descrambling
                 else:
@@ -474,9 +474,9 @@ def bypass_run(rng, scale, nxt, end, half_lanes, period, am_blocks, s_end, hist_
             w1 = w1 * keep + c * (gs != last1)
             last0 += nc * (gs - last0)
             last1 += c * (gs - last1)
-            if u >= 10280 or u < am_bits:
-                par_err += np.int64(u >= 10280)  # parity
-                am_err += np.int64(u < 10280)  # alignment marker
+            if u >= PAIR_MESSAGE_BITS or u < am_bits:
+                par_err += np.int64(u >= PAIR_MESSAGE_BITS)  # parity
+                am_err += np.int64(u < PAIR_MESSAGE_BITS)  # alignment marker
                 continue
             s = s0 + u
             _acc(units, 1, P - unit_p0, 1)
@@ -593,7 +593,7 @@ def bypass_run(rng, scale, nxt, end, half_lanes, period, am_blocks, s_end, hist_
         iso = s
         iso_l = lane
         iso_u = curP - unit_p0
-        iso_se = s0 + 10280  # s0 + u, u < 10280 (message bits; u < am_bits are AM bits)
+        iso_se = s0 + PAIR_MESSAGE_BITS  # s0 + u, u < 10280 (message bits; u < am_bits are AM bits)
     hist[min(w0, H - 1) if curP >= 0 else H] += 1
     hist[min(w1, H - 1) if curP >= 0 else H] += 1
     cw_err = hist[1:H].sum()  # codewords with errors: every closed codeword with w >= 1

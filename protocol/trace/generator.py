@@ -50,6 +50,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from phy802._rng import as_generator
+from phy802.clause119 import CODE_SIZES, KP4_T as T_KP4
 
 from . import _gen_kernels as K
 from . import _kernels as TK
@@ -80,7 +81,6 @@ __all__ = [
     "chunk_marks",
 ]
 
-T_KP4 = 15
 HIST_BINS = 64
 
 
@@ -101,7 +101,7 @@ TRACE_CODES = ("kp4", "rs272", "none")
 #: channel a burst may run across a pair boundary (a lane carries 680 bits of a pair at 400G,
 #: 1360 at 200G; bursts average 1 / (1 - burst_pb) bits).
 CI_UNIT = "codeword pair (40 257b blocks: 2 KP4 codewords / 4 rs272 codewords)"
-N_272, K_272, T_272 = 272, 257, 7  # rs272: codeword symbols, data symbols (pad excluded), t
+N_272, K_272, T_272 = CODE_SIZES["rs272"].n, CODE_SIZES["rs272"].data_symbols, CODE_SIZES["rs272"].t  # pad excluded
 
 
 def lane_of_symbol(rate: str | RateGeometry, n: int = RS_N) -> np.ndarray:

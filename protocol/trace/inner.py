@@ -41,6 +41,8 @@ from typing import Iterator
 
 import numpy as np
 
+from phy802.clause119 import KP4_K, KP4_N
+
 from ..source import FLAG_MISCORRECTED
 from .file import LiveWindow, TraceWriter, encode_chunk
 from .generator import _Expander, _Scratch, merge_ranges
@@ -48,7 +50,7 @@ from .generator import _Expander, _Scratch, merge_ranges
 __all__ = ["GROUP_STREAM_BITS", "GROUP_BLOCKS", "FORMAT_MINOR", "UNIT_STREAM_BITS", "codewords_for_line_bits",
            "generate_inner_trace", "payload_ber_ci95", "StreamBatch", "stream_batches", "ConcatLiveSource", "concat_fec"]
 
-_N, _K = 544, 514
+_N, _K = KP4_N, KP4_K
 X = 4  # KP4 codewords interleaved at 800G / 1.6T [S]
 GROUP_BLOCKS = X * _K * 10 // 257  # 80 data 257b blocks per interleave group
 GROUP_MSG_BITS = X * _K * 10  # 20560 = GROUP_BLOCKS * 257

@@ -38,15 +38,42 @@ def test_paper_command_tiny_all_bers(tmp_path):
     _check(_run(out), out, (1e-6, 1e-5, 1e-4))
 
 
-def test_paper_command_refuses_the_full_run_on_cpu_up_front(tmp_path):
+def _paper_main(argv, monkeypatch, free_bytes):
+    """benchmarks/paper_run.py's main in this process, with the free memory phy802's refusals read
+    (phy802.cli._common._available_memory) pinned to ``free_bytes``: the refusal tested does not
+    depend on how much memory the machine has free at the moment."""
+    import importlib.util
+
+    import phy802.cli._common as common
+
+    monkeypatch.setattr(common, "_available_memory", lambda: int(free_bytes))
+    spec = importlib.util.spec_from_file_location("paper_run_under_test", os.path.join(ROOT, "benchmarks", "paper_run.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod.main(argv)
+
+
+def test_paper_command_refuses_the_full_run_on_cpu_up_front(tmp_path, monkeypatch, capsys):
     """GPT-2 124M x 8 runs on CPU is estimated at hours: exit 2 before anything starts, with the
-    estimate and the way out (--tiny, --force), and no output folder made."""
+    estimate and the way out (--tiny, --force), and no output folder made.  Free memory pinned
+    ample (1 TiB), so the refusal is the run-time one on any machine (with less memory free than
+    the run's estimate it was the memory one, and the test failed)."""
     if __import__("torch").cuda.is_available():
         pytest.skip("a GPU is visible: the full run is what it is for")
     out = tmp_path / "paper"
-    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    p = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "paper_run.py"), "--out", str(out),
-                        "--device", "cpu"], capture_output=True, text=True, env=env, timeout=300)
-    assert p.returncode == 2, p.stderr[-2000:]
-    assert "would take about" in p.stderr and "--force" in p.stderr and "--tiny" in p.stderr
-    assert "Traceback" not in p.stderr and not out.exists()
+    assert _paper_main(["--out", str(out), "--device", "cpu"], monkeypatch, 1 << 40) == 2
+    err = capsys.readouterr().err
+    assert "would take about" in err and "--force" in err and "--tiny" in err and "of memory" not in err
+    assert not out.exists()
+
+
+def test_paper_command_refuses_the_full_run_on_cpu_when_memory_is_short(tmp_path, monkeypatch, capsys):
+    """The same run with little memory free (pinned at 1 GiB): refused for memory first, naming its
+    estimate, before anything starts."""
+    if __import__("torch").cuda.is_available():
+        pytest.skip("a GPU is visible: the full run is what it is for")
+    out = tmp_path / "paper"
+    assert _paper_main(["--out", str(out), "--device", "cpu"], monkeypatch, 1 << 30) == 2
+    err = capsys.readouterr().err
+    assert "of memory, more than the" in err and "--force" in err and "--tiny" in err
+    assert not out.exists()

@@ -70,3 +70,57 @@ def test_cli_face_imports_upward_only_in_command_modules():
                 continue
             if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("phy802.cli"):
                 assert rel.parts[:2] == ("phy802", "cli"), f"library module {rel} imports the CLI face"
+
+
+def _phy802_imports(path: Path) -> set[str]:
+    """Every phy802 module a file imports, at any depth of the file (lazy imports included)."""
+    import ast
+
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            out |= {node.module} | {f"{node.module}.{a.name}" for a in node.names}
+        elif isinstance(node, ast.Import):
+            out |= {a.name for a in node.names}
+    return {m for m in out if m.startswith("phy802")}
+
+
+def test_plumbing_modules_form_no_circle_and_define_each_name_once():
+    # _io imported _output lazily while _output imported _io halfway down; both defined
+    # SET_MARKER, check_output_dir and output_set.  Now: _io -> _output -> _tempfiles, one way.
+    import ast
+
+    imports = {m: _phy802_imports(ROOT / "phy802" / f"{m}.py") for m in ("_io", "_output", "_tempfiles")}
+    assert not any(m.startswith("phy802._io") for m in imports["_output"] | imports["_tempfiles"])
+    assert not any(m.startswith(("phy802._io", "phy802._output")) for m in imports["_tempfiles"])
+    defined: dict[str, list[str]] = {}
+    for m in ("_io", "_output", "_tempfiles"):
+        for node in ast.parse((ROOT / "phy802" / f"{m}.py").read_text()).body:
+            names = ([node.name] if isinstance(node, (ast.FunctionDef, ast.ClassDef)) else
+                     [t.id for t in node.targets if isinstance(t, ast.Name)] if isinstance(node, ast.Assign) else [])
+            for n in names:
+                if n != "__all__":
+                    defined.setdefault(n, []).append(m)
+    assert {n: ms for n, ms in defined.items() if len(ms) > 1} == {}
+    from phy802 import _io, _output
+
+    for name in ("SET_MARKER", "check_output_dir", "output_set", "OutputExistsError", "atomic_open",
+                 "atomic_write_text", "atomic_write_bytes", "scratch_dir", "track_temp_dir", "remove_temp"):
+        assert getattr(_io, name) is getattr(_output if hasattr(_output, name) else __import__(
+            "phy802._tempfiles", fromlist=["x"]), name)  # the old import path still works
+
+
+def test_argparse_only_in_the_command_line_face():
+    # phy802/fec/vectors.py carried a second command line of its own (now `phy802 vectors`)
+    import ast
+
+    users = []
+    for p in sorted((ROOT / "phy802").rglob("*.py")):
+        if p.relative_to(ROOT).parts[:2] == ("phy802", "cli"):
+            continue
+        for node in ast.walk(ast.parse(p.read_text())):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import) else
+                     [node.module] if isinstance(node, ast.ImportFrom) else [])
+            if "argparse" in names:
+                users.append(str(p.relative_to(ROOT)))
+    assert users == []

@@ -301,3 +301,29 @@ def test_lanes_config_decimal_with_leading_zeros(tmp_path, lanes_text):
         assert str(exc).startswith(str(p))
     else:
         assert cfg["am_spacing"] == int(_re.search(r"am_spacing=(\d+)", lanes_text).group(1))
+
+
+def test_sweep_merge_refuses_a_file_without_points_and_one_run_given_twice(tmp_path, sweep_docs, capsys):
+    # a sweep.json with no points, or a copy of a run with only its seed edited, merged without a word
+    from phy802.cli import main
+
+    a = tmp_path / "a.json"
+    a.write_text(json.dumps(sweep_docs[0]))
+    empty = copy.deepcopy(sweep_docs[1])
+    empty["points"] = []
+    e = tmp_path / "empty.json"
+    e.write_text(json.dumps(empty))
+    assert main(["sweep", "--merge", str(a), str(e), "--no-progress"]) == 2
+    assert f"{e}: holds no points" in capsys.readouterr().err
+    assert main(["sweep", "--merge", str(e), "--no-progress"]) == 2
+    assert f"{e}: holds no points" in capsys.readouterr().err
+    renamed = copy.deepcopy(sweep_docs[0])
+    renamed["config"]["seed"] = 7  # the same counts under another seed: one run, given twice
+    r = tmp_path / "r.json"
+    r.write_text(json.dumps(renamed))
+    assert main(["sweep", "--merge", str(a), str(r), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert f"{r}: every raw count" in err and str(a) in err and "one run given twice" in err
+    b = tmp_path / "b.json"  # two real runs (seeds 1 and 2) still merge
+    b.write_text(json.dumps(sweep_docs[1]))
+    assert main(["sweep", "--merge", str(a), str(b), "--no-progress"]) == 0

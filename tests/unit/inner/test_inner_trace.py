@@ -58,7 +58,6 @@ def _oracle(link, n_cw, seed):
     codeword x at stream symbol 4 i + x), the 1 + x^39 + x^58 descrambler as shifted XORs over the
     whole 257b-block stream, header bits (every 257th) turned into block marks."""
     es, ks = [], []
-    lane_of = np.zeros(0, np.int8)
     G_total = 0
     for g0, G, _, res in link.batches(n_cw, seed, batch_groups=150):
         d = np.zeros((4 * G, 514), np.int64)

@@ -3,7 +3,6 @@ the descrambler) in sweep rows and trace metadata."""
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
 from phy802 import plots
