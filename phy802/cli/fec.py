@@ -101,6 +101,10 @@ def _add_tail(sub) -> None:
                    help="comma-separated models to fit: binomial, dfe, ge (default binomial,dfe,ge)")
     p.add_argument("--target-fer", type=probability(), default=1e-13,
                    help="codeword error ratio the margin is measured to, in (0, 1) (default 1e-13)")
+    p.add_argument("--gof-level", type=probability(), default=0.01,
+                   help="a law whose goodness-of-fit G2 p-value is below this level is rejected; when no law "
+                        "passes, the port's FER and margin are withheld and it ranks as unknown, in (0, 1) "
+                        "(default 0.01)")
     p.add_argument("--bootstrap", type=int_arg(0, 100000), default=200,
                    help="parametric bootstrap replicates for the dfe intervals (binomial and ge intervals come from "
                         "their likelihood), 0..100000; a job estimated "
@@ -120,8 +124,25 @@ def _add_tail(sub) -> None:
     p.add_argument("--no-progress", action="store_true", help="no progress lines on stderr for several ports")
 
 
-def _tail_progress(msg: str) -> None:  # module level: it goes to a worker process (pickled by name)
-    print(f"phy802 fec tail: {msg}", file=sys.stderr, flush=True)
+class _TailProgress:
+    """Ports done, shown by the project's progress display (phy802._output.progress: a bar on a terminal,
+    else a line at most every 10 s and one summary line). Picklable: the display is made on first use,
+    in the process that fits (a worker under --bootstrap)."""
+
+    def __init__(self, total: int) -> None:
+        self.total, self._bar = total, None
+
+    def __call__(self, port: str) -> None:
+        if self._bar is None:
+            from phy802._output import progress
+
+            self._bar = progress(total=self.total, desc="phy802 fec tail: ports", unit="port")
+        self._bar.set_postfix_str(port)
+        self._bar.update(1)
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.close()
 
 
 def _run_tail(args: argparse.Namespace) -> int:
@@ -151,9 +172,14 @@ def _run_tail(args: argparse.Namespace) -> int:
                          f"{args.bootstrap}, models {','.join(models)}), above the {TAIL_MAX_CPU_S:.0f} s limit: lower "
                          "--bootstrap or pick a port with --ifname")
     many = len(tel.ports) > 1
-    prog = _tail_progress if many and not args.no_progress else None
+    with_data = [p for p in tel.ports if p.hist.bins and p.hist.total > 0]
+    if not with_data:  # one port or a whole switch alike: nothing to fit is an error, not an empty table
+        between = " between the snapshots" if args.since else ""
+        raise ValueError(f"{tel.ports[0].hist.source if not many else tel.source}: no codewords counted{between}"
+                         + (f" on any of the {len(tel.ports)} ports" if many else ""))
+    prog = _TailProgress(len(with_data)) if many and not args.no_progress else None
     kw = dict(workers=args.workers, progress=prog, models=models, target_fer=args.target_fer,
-              bootstrap=args.bootstrap, seed=args.seed, interleave=args.interleave)
+              bootstrap=args.bootstrap, seed=args.seed, interleave=args.interleave, gof_level=args.gof_level)
     if args.bootstrap and not (args.workers > 1 and many):
         # the bootstrap is seconds inside one compiled call, where Ctrl-C cannot land: fitted in a
         # worker process that an interrupt terminates at once (fit_ports' own pool does it for --workers)
@@ -165,15 +191,13 @@ def _run_tail(args: argparse.Namespace) -> int:
     info = {"input": str(args.file), "input_format": tel.fmt, "since": args.since}
     if not many and not args.csv:
         fit = fits[tel.ports[0].name]
-        if fit is None:
-            raise ValueError(f"{tel.ports[0].hist.source}: no codewords counted"
-                             + (" between the snapshots" if args.since else ""))
         doc = json_document({**fit.as_dict(), **info, "port": tel.ports[0].name})
         text = fit.format_text()
     else:
         rows = rank_ports(tel, fits)
         doc = json_document({"format": "phy802.fec_tail_ports", "version": 1, **info, "code": args.code,
-                             "target_fer": args.target_fer, "ports": rows,
+                             "target_fer": args.target_fer, "gof_level": args.gof_level,
+                             "unknown_ports": [r["port"] for r in rows if r["status"] == "unknown"], "ports": rows,
                              "fits": {k: (None if v is None else v.as_dict()) for k, v in fits.items()}})
         text = ports_text(rows, args.target_fer, tel.fmt)
     payload = json.dumps(doc, indent=2, allow_nan=False) + "\n"

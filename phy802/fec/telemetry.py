@@ -253,15 +253,6 @@ def _total_and_lanes(v: Any, where: str, lanes_key: str = "lanes") -> tuple[int 
     return total, lanes
 
 
-def _lane_notes(bins: list[FecBin], where: str) -> list[str]:
-    have = [b for b in bins if b.per_lane is not None]
-    if have and len(have) < len(bins):
-        missing = [b.label() for b in bins if b.per_lane is None]
-        return [f"{where}: per-lane counts in {len(have)} of {len(bins)} bins (none for bin "
-                f"{', '.join(missing[:6])}): no per-lane fit"]
-    return []
-
-
 def _ethtool_json(obj: Any, where: str) -> list[Port]:
     devs = obj if isinstance(obj, list) else [obj]
     if not devs:
@@ -313,7 +304,7 @@ def _ethtool_json(obj: Any, where: str) -> list[Port]:
         bits, _ = _total_and_lanes(st.get("corrected_bits"), f"{at}.statistics.corrected_bits")
         mode = dev.get("active")
         mode = mode[0] if isinstance(mode, list) and mode and isinstance(mode[0], str) else None
-        ports.append(_port(name, bins, unc, corr, bits, f"{where} {name}", _lane_notes(bins, f"{where} {name}"), mode))
+        ports.append(_port(name, bins, unc, corr, bits, f"{where} {name}", [], mode))
     return ports
 
 
@@ -377,7 +368,7 @@ def _ynl(obj: Any, where: str) -> list[Port]:
         corr, _ = _total_and_lanes(stats.get("corrected"), f"{where}: field '{pre}.corrected'")
         bits, _ = _total_and_lanes(stats.get("corr-bits"), f"{where}: field '{pre}.corr-bits'")
         src = where if name == "-" else f"{where} {name}"
-        ports.append(_port(name, bins, unc, corr, bits, src, _lane_notes(bins, src)))
+        ports.append(_port(name, bins, unc, corr, bits, src, []))
     return ports
 
 
@@ -463,7 +454,7 @@ def _ethtool_text(text: str, where: str) -> list[Port]:
         bins = [FecBin(c[4][1], c[4][2], c[2], tuple(c[1]) if c[1] else None) for c in d["bins"]]
         cnt = {k: v[2] for k, v in d["counters"].items()}
         ports.append(_port(d["name"], bins, cnt.get("uncorrectable_blocks"), cnt.get("corrected_blocks"),
-                           cnt.get("corrected_bits"), src, _lane_notes(bins, src), d["mode"]))
+                           cnt.get("corrected_bits"), src, [], d["mode"]))
     return ports
 
 
