@@ -266,6 +266,10 @@ def _ethtool_json(obj: Any, where: str) -> list[Port]:
         if not isinstance(name, str) or not name:
             raise TelemetryError(f"{at}.ifname: expected a device name, got {name!r}")
         st = dev.get("statistics")
+        if st is None and ("stats" in dev or "hist" in dev):
+            raise TelemetryError(f"{at}: this is the kernel's YNL shape ('stats'/'hist' of bin-low, bin-high, bin-val, "
+                                 "as 'ynl --do fec-get' and phy802's --format ynl write), not ethtool --json's: read it "
+                                 "with --format ynl (or without --format)")
         if st is None:
             raise TelemetryError(f"{at}.statistics is missing ({name}: run ethtool with --include-statistics)")
         if not isinstance(st, dict):
@@ -325,6 +329,10 @@ def _ynl(obj: Any, where: str) -> list[Port]:
         hdr = rep.get("header")
         if isinstance(hdr, dict) and isinstance(hdr.get("dev-name"), str):
             name = hdr["dev-name"]
+        if "statistics" in rep or "ifname" in rep:
+            raise TelemetryError(f"{where}: field '{at or ''}statistics': this is ethtool --json's shape (a list of "
+                                 "devices, statistics.hist of bin_low, bin_high, total), not the kernel's YNL shape: "
+                                 "read it with --format ethtool-json (or without --format)")
         if "stats" in rep:
             stats, pre = rep["stats"], f"{at}stats"
         else:
@@ -631,11 +639,36 @@ def _port(name, bins, unc, corr, bits, src, notes, mode=None) -> Port:
     return Port(name, h, tuple(notes), mode)
 
 
+#: how far a corrected-blocks counter and the bins it must agree with may differ (relative): counters of one
+#: snapshot are read moments apart on a live link (~4e6 corrected codewords/s at 400G and pre-FEC BER 1e-5,
+#: so 1 ms apart is ~1e-3 of a one-second snapshot); a counter of another port, time or kind is off by far more
+CORRECTED_AGREEMENT = 0.01
+
+
+def _check_corrected(h: FecHistogram, t: int | None) -> None:
+    """The corrected-blocks counter (codewords with 1..t corrected symbols) against the bins: it holds every
+    codeword of the bins from 1 up, and equals their sum when the bins cover every count 1..t."""
+    if h.corrected is None or not h.bins:
+        return
+    s = sum(int(b.count) for b in h.bins if b.low >= 1)
+    covered = t is not None and sorted(c for b in h.bins for c in range(max(b.low, 1), min(b.high, t) + 1)) \
+        == list(range(1, t + 1))
+    c = int(h.corrected)
+    tol = CORRECTED_AGREEMENT * max(c, s)
+    if s - c > tol or (covered and c - s > tol):
+        rel = "holds only" if c < s else "is far more than"
+        raise TelemetryError(f"{h.source}: the corrected-blocks counter {c} {rel} the {s} codewords the bins count with "
+                             f"1{'..' + str(t) if covered else ' or more'} corrected symbols: the counters are not "
+                             "from one snapshot of this port (or not codeword counts)")
+
+
 def _for_code(p: Port, t: int | None, n: int | None) -> Port:
     """Bins checked against the code: within 0..n; above t only when empty (SONiC's fixed BIN0..15 on a
-    t = 7 code), then dropped; a non-empty bin above t is refused."""
+    t = 7 code), then dropped; a non-empty bin above t is refused; the corrected-blocks counter must agree
+    with the bins (:func:`_check_corrected`)."""
     h = p.hist
     if t is None or not h.bins:
+        _check_corrected(h, None)
         return p
     keep = []
     for i, b in enumerate(h.bins):
@@ -651,6 +684,7 @@ def _for_code(p: Port, t: int | None, n: int | None) -> Port:
         h2 = FecHistogram(tuple(keep), h.uncorrectable, h.corrected, h.corr_bits, t, h.source)
     except ValueError as exc:
         raise TelemetryError(str(exc)) from None
+    _check_corrected(h2, t)
     return replace(p, hist=h2)
 
 
