@@ -227,15 +227,71 @@ def _code(args: argparse.Namespace) -> RSCode:
 
 
 _DEC_TOKEN = re.compile(r"[0-9]+\Z")
-_HEX_TOKEN = re.compile(r"[0-9a-fA-F]+\Z")
+_HEX_TOKEN = re.compile(r"(?:0[xX])?[0-9a-fA-F]+\Z")
+#: a line of ``xxd``'s default dump: the offset, a colon, the bytes in hex groups, two spaces, the ASCII column
+_XXD_LINE = re.compile(r"[ \t]*([0-9a-fA-F]{4,16}):[ \t]+(.*?)(?:  .*)?\Z")
+#: a line of ``xxd -p`` (plain): hex digits only, an even number of them
+_XXD_PLAIN = re.compile(r"(?:[0-9a-fA-F]{2}){4,}\Z")
+#: bits per RS symbol (GF(2^10))
+SYMBOL_BITS = 10
+
+
+def _tokens(toks: list[str]) -> list[str]:
+    """Whitespace tokens split at commas too (``0x0c0, 0x1ff,`` as C arrays and many dumps print them)."""
+    return [x for tok in toks for x in tok.split(",") if x]
+
+
+def _packed_words(data: bytes, length: int, name: str) -> np.ndarray:
+    """Words of ``length`` 10-bit symbols packed MSB first, back to back, in ``data`` (a hex dump of a
+    bit stream); up to 7 zero bits pad the last byte."""
+    bits = np.unpackbits(np.frombuffer(data, np.uint8))
+    per = length * SYMBOL_BITS
+    n = bits.size // per
+    rest = bits[n * per:]
+    if n == 0 or rest.size >= 8 or rest.any():
+        raise ValueError(f"{name}: a hex dump of {len(data)} bytes ({bits.size} bits) is not a whole number of "
+                         f"{length}-symbol words of {SYMBOL_BITS}-bit symbols packed MSB first ({per} bits each, "
+                         "the last byte padded with zero bits)")
+    w = bits[: n * per].reshape(n * length, SYMBOL_BITS).astype(np.uint16)
+    return (w << np.arange(SYMBOL_BITS - 1, -1, -1, dtype=np.uint16)).sum(axis=1, dtype=np.uint16).reshape(n, length)
+
+
+def _dump_bytes(first: tuple[int, str], rest: Iterable[tuple[int, str]], name: str, plain: bool) -> bytes:
+    """The bytes of an ``xxd`` dump (offsets checked: a line missing from a paste is an error, not a
+    shifted word) or of ``xxd -p``."""
+    out = bytearray()
+    for lineno, raw in [first, *rest]:
+        line = raw.rstrip("\r\n")
+        if not line.strip():
+            continue
+        if plain:
+            hexpart = line.strip()
+            if not _XXD_PLAIN.match(hexpart) and not re.fullmatch(r"(?:[0-9a-fA-F]{2})+", hexpart):
+                raise ValueError(f"{name}:{lineno}: not a line of 'xxd -p' (an even number of hex digits): {line[:40]!r}")
+        else:
+            m = _XXD_LINE.match(line)
+            if not m:
+                raise ValueError(f"{name}:{lineno}: not a line of an xxd dump ('OFFSET: hex bytes  ascii'): {line[:40]!r}")
+            if int(m.group(1), 16) != len(out):
+                raise ValueError(f"{name}:{lineno}: xxd offset {m.group(1)} but {len(out)} bytes came before it "
+                                 "(a line missing or repeated in the paste)")
+            hexpart = m.group(2).replace(" ", "")
+            if not re.fullmatch(r"(?:[0-9a-fA-F]{2})*", hexpart):
+                raise ValueError(f"{name}:{lineno}: xxd bytes {m.group(2)[:40]!r} are not hex digit pairs")
+        out += bytes.fromhex(hexpart)
+    return bytes(out)
 
 
 def parse_symbol_lines(stream: Iterable[str], length: int, name: str, fmt: str = "dec") -> tuple[np.ndarray, list[int]]:
     """Read one word of ``length`` symbols per non-blank line; returns (uint16[N, length], line numbers).
 
-    Tokens are plain ASCII digits: decimal ``0``..``1023``, or hex ``0``..``3ff`` without a ``0x``
-    prefix; signs, ``_`` separators and non-ASCII digits are rejected. Raises ValueError naming
-    ``name``, the line and the field of the first bad token; a file with no words, a binary or
+    Tokens are plain ASCII digits: decimal ``0``..``1023``, or hex ``0``..``3ff`` with or without a
+    ``0x`` prefix, separated by spaces, tabs or commas; signs, ``_`` separators and non-ASCII digits
+    are rejected. In hex, a byte dump as ``xxd`` prints it (``OFFSET: 0c01 2f3a ...  ascii``, offsets
+    checked) or ``xxd -p`` (plain hex lines) is read as a bit stream of 10-bit symbols packed MSB
+    first, words back to back (line numbers are then those where each word starts in the stream's
+    order: 1, 2, ...). A decimal token that reads as hex suggests ``--format hex``. Raises ValueError
+    naming ``name``, the line and the field of the first bad token; a file with no words, a binary or
     non-UTF-8 file is an error too.
     """
     if fmt not in ("dec", "hex"):
@@ -243,15 +299,32 @@ def parse_symbol_lines(stream: Iterable[str], length: int, name: str, fmt: str =
     pattern, base, kind = (_HEX_TOKEN, 16, "hex") if fmt == "hex" else (_DEC_TOKEN, 10, "decimal")
     rows: list[list[int]] = []
     lines: list[int] = []
-    for lineno, toks in token_lines(stream, name, f"{kind} symbols"):
+    raw_line = [""]
+
+    def keep(src):  # token_lines drops comments and splits; an xxd line is read from the raw text
+        for raw in src:
+            raw_line[0] = raw
+            yield raw
+
+    it = iter(token_lines(keep(stream), name, f"{kind} symbols"))
+    for lineno, toks in it:
+        if fmt == "hex" and not rows and (_XXD_LINE.match(raw_line[0].rstrip("\r\n")) and toks[0].endswith(":")
+                                          or (len(toks) == 1 and length > 1 and _XXD_PLAIN.match(toks[0]))):
+            plain = not toks[0].endswith(":")
+            data = _dump_bytes((lineno, raw_line[0]), ((ln, raw_line[0]) for ln, _ in it), name, plain)
+            words = _packed_words(data, length, name)
+            return words, list(range(1, len(words) + 1))
+        toks = _tokens(toks)
         if len(toks) != length:
             raise ValueError(f"{name}:{lineno}: expected {length} symbols, got {len(toks)}")
         row = []
         for j, tok in enumerate(toks, start=1):
             if not pattern.match(tok):
-                raise ValueError(f"{name}:{lineno}: field {j}: {tok[:20]!r} is not a {kind} number"
-                                 + (" (write hex without 0x)" if fmt == "hex" and tok[:2].lower() == "0x" else ""))
-            v = int(tok, base)
+                hint = ""
+                if fmt == "dec" and _HEX_TOKEN.match(tok):
+                    hint = " (the input looks like hex symbols: give --format hex)"
+                raise ValueError(f"{name}:{lineno}: field {j}: {tok[:20]!r} is not a {kind} number{hint}")
+            v = int(tok[2:] if fmt == "hex" and tok[:2] in ("0x", "0X") else tok, base)
             if not 0 <= v < 1024:
                 raise ValueError(f"{name}:{lineno}: field {j}: symbol {tok[:20]} = {v} is outside 0..1023")
             row.append(v)

@@ -47,7 +47,7 @@ import os
 import re
 import sys
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -471,9 +471,26 @@ def _split(line: str) -> list[str]:
 
 
 _IFACE_LINE = re.compile(r"^[ \t]*([A-Za-z][A-Za-z0-9_/.:-]*?):?[ \t]*$")
+#: a shell prompt pasted with the output: ``admin@sonic:~$ CMD``, ``root@host:/x# CMD``, ``$ CMD``
+_PROMPT = re.compile(r"^[ \t]*(?:[A-Za-z0-9_.-]+@[A-Za-z0-9_.-]+(?::[^\s$#]*)?[ \t]*[$#]|[$#])(?:[ \t]+(\S.*?))?[ \t]*$", re.M)
+_FEC_HIST_CMD = re.compile(r"show[ \t]+interfaces?[ \t]+counters[ \t]+fec-histogram(?:[ \t]+(?:-i[ \t]+)?(\S+))?")
 
 
-def _sonic_hist(text: str, where: str) -> list[Port]:
+def _drop_prompts(text: str) -> tuple[str, list[str]]:
+    """``text`` with each pasted shell-prompt line blanked (line numbers kept), and the interfaces its
+    ``show interfaces counters fec-histogram IFACE`` commands name."""
+    named: list[str] = []
+
+    def blank(m: re.Match) -> str:
+        c = _FEC_HIST_CMD.search(m.group(1) or "")
+        if c and c.group(1):
+            named.append(c.group(1))
+        return ""
+
+    return _PROMPT.sub(blank, text), named
+
+
+def _sonic_hist(text: str, where: str, named: Sequence[str] = ()) -> list[Port]:
     blocks: list[dict] = []
     cur = None
     for lineno, raw in enumerate(text.splitlines(), start=1):
@@ -506,6 +523,8 @@ def _sonic_hist(text: str, where: str) -> list[Port]:
     blocks = [b for b in blocks if b["bins"] or b["name"] != "-"]
     if not blocks:
         raise TelemetryError(f"{where}: no BIN rows found")
+    if len(named) == 1 and len(blocks) == 1 and blocks[0]["name"] == "-":
+        blocks[0]["name"] = named[0]  # the port the pasted command asked for
     ports = []
     seen = set()
     for b in blocks:
@@ -532,6 +551,9 @@ def _portstat(text: str, where: str) -> list[Port]:
             continue
         toks = _split(s)
         if header is None:
+            if _SONIC_BIN_ROW.match(raw) or "Symbol Errors Per Codeword" in s:
+                raise TelemetryError(f"{at}: a SONiC fec-histogram row before the portstat table: this file holds "
+                                     "two commands' output; give each its own file (its ports would be dropped)")
             if toks[0] != "IFACE":
                 continue  # a banner line before the table ("Last cached time was ...")
             header = toks
@@ -694,8 +716,14 @@ def parse_telemetry(text: str, where: str = "<text>", *, fmt: str | None = None,
     if fmt is not None and fmt not in FORMATS:
         raise TelemetryError(f"unknown format {fmt!r} (choose from {', '.join(FORMATS)})")
     _check_chars(text, where)
+    text = text.replace("\r\n", "\n")  # a paste from a Windows terminal or a SONiC web console
     if not text.strip():
         raise TelemetryError(f"{where}: empty file")
+    named: list[str] = []
+    if text.lstrip()[:1] not in ("[", "{"):
+        text, named = _drop_prompts(text)
+        if not text.strip():
+            raise TelemetryError(f"{where}: only a shell prompt line, no output")
     f = fmt or detect_format(text)
     if f in ("ethtool-json", "ynl"):
         obj = _load_json(text, where)
@@ -703,7 +731,7 @@ def parse_telemetry(text: str, where: str = "<text>", *, fmt: str | None = None,
     elif f == "ethtool-text":
         ports = _ethtool_text(text, where)
     elif f == "sonic-hist":
-        ports = _sonic_hist(text, where)
+        ports = _sonic_hist(text, where, named)
     elif f == "portstat":
         ports = _portstat(text, where)
     else:
