@@ -215,6 +215,8 @@ def run_trace(args, summary) -> int:
     cfg = _config(args, args.inner_decoder)
     try:
         ch = _channel(args)
+    except CliError:  # neither --ber nor --snr-db: its own message, no '--ber None' before it
+        raise
     except ValueError as exc:
         raise CliError(f"--ber {args.ber}: {exc}") from None
     check_output_file(args.out)

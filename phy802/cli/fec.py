@@ -16,7 +16,8 @@ from typing import Iterable
 
 import numpy as np
 
-from phy802.cli._common import add_seed, bounded_lines, choice_list, int_arg, json_document, probability, token_lines
+from phy802.cli._common import (add_seed, bounded_lines, choice_list, int_arg, json_document, probability, stdin_text,
+                                token_lines)
 from phy802.fec.counters import FecCounters
 from phy802.fec.rs import CODES, RSCode, decode, encode
 from phy802.cli import _fec_inner
@@ -379,12 +380,7 @@ def run(args: argparse.Namespace) -> int:
 
         check_output_file(args.out)  # a device/FIFO/link, the input itself, a file phy802 did not write
     if args.file == "-":
-        import io
-
-        # strict UTF-8 like a file (sys.stdin may decode with surrogateescape under a C locale)
-        stdin = io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="strict") \
-            if hasattr(sys.stdin, "buffer") else sys.stdin
-        words, lines = parse_symbol_lines(bounded_lines(stdin, "<stdin>"), length, "<stdin>", args.format)
+        words, lines = parse_symbol_lines(bounded_lines(stdin_text(), "<stdin>"), length, "<stdin>", args.format)
     else:
         with open(args.file, encoding="utf-8") as fh:
             words, lines = parse_symbol_lines(bounded_lines(fh, args.file), length, args.file, args.format)

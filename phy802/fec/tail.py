@@ -1217,11 +1217,22 @@ def sample_histogram(model: str, params: dict, code: theory.RsCode | str, codewo
     return FecHistogram.from_counts(c[:-1], code.t, edges, uncorrectable=int(c[-1]), source=source)
 
 
-def read_fit(path: str | os.PathLike) -> dict:
-    """Read a FIT.json written by ``phy802 fec tail --out`` (checked for format and fields)."""
-    from phy802.fec.telemetry import _load_json, read_text
+#: the largest FIT.json read (bytes): a switch's fits with per-lane rows are a few MB
+MAX_FIT_BYTES = 64 << 20
 
-    text, name = read_text(path)
+
+def read_fit(path: str | os.PathLike) -> dict:
+    """Read a FIT.json written by ``phy802 fec tail --out`` (checked for format and fields): a regular
+    file of at most :data:`MAX_FIT_BYTES` (a FIFO would block until someone writes it, a device never ends)."""
+    from phy802._io import read_input_bytes
+    from phy802.fec.telemetry import _load_json
+
+    name = os.fspath(path)
+    data = read_input_bytes(name, MAX_FIT_BYTES, what="fit file (from 'phy802 fec tail --out')")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{name}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     obj = _load_json(text, name)
     if not isinstance(obj, dict) or obj.get("format") != "phy802.fec_tail_fit":
         raise ValueError(f"{name}: field 'format' must be 'phy802.fec_tail_fit' (a file from 'phy802 fec tail --out')")
@@ -1238,7 +1249,9 @@ def generator_channel(fit: dict, model: str | None = None, where: str = "FIT.jso
     BER with ``burst_pb = (1 + pb) / 2``: a burst of L PAM4 symbols covers about L/5 RS symbols, a
     burst of L' lane bits about L'/10, so doubling the mean burst length keeps the RS-symbol span
     (an approximation; the generator's lane interleave differs from the fit's idealisation).
-    ``ge`` has no generator counterpart and is refused.
+    ``ge`` has no generator counterpart and is refused, naming the models it can replay: the trace
+    generator (:mod:`protocol.trace.generator`) draws independent bit errors or a per-lane DFE chain
+    whose good state is error-free, not a two-state channel with errors in both states.
     """
     name = model or fit.get("best")
     models = fit.get("models")
@@ -1247,6 +1260,17 @@ def generator_channel(fit: dict, model: str | None = None, where: str = "FIT.jso
     if name is None or name not in models:
         raise ValueError(f"{where}: field 'models.{name}' is missing (fitted: {', '.join(models) or 'none'})")
     m = models[name]
+    if name == "ge":
+        def aic(k):
+            v = models.get(k, {}).get("aic") if isinstance(models.get(k), dict) else None
+            return v if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+        alts = [f"{k} (AIC {'+' if aic(k) - aic('ge') >= 0 else ''}{aic(k) - aic('ge'):.4g} vs ge)"
+                if aic(k) is not None and aic("ge") is not None else k for k in ("dfe", "binomial") if k in models]
+        raise ValueError(f"{where}: {'the best model by AIC' if model is None else 'the model asked for'} is 'ge' "
+                         "(Gilbert-Elliott), which the trace generator cannot draw: it has independent bit errors and a "
+                         "per-lane DFE chain only (no second state with its own error rate); pick "
+                         + (f"--fit-model {' or '.join(alts)}" if alts else "a fit with a binomial or dfe model"))
     if not isinstance(m, dict) or not isinstance(m.get("params"), dict):
         raise ValueError(f"{where}: field 'models.{name}.params' is missing or not an object")
     params = m["params"]

@@ -146,15 +146,31 @@ def _check_chars(text: str, where: str) -> None:
                              "(plain text: ASCII spaces, tabs and newlines separate fields)")
 
 
-def read_text(path: str | os.PathLike) -> tuple[str, str]:
-    """``(text, name)`` of a file or of stdin (``'-'``), decoded as strict UTF-8 in both cases."""
+#: the largest telemetry input read (bytes): a 64-port portstat is ~10 KB, ethtool JSON of 1,000 ports with
+#: per-lane counts a few MB; a device or stream that never ends is refused at this size, not read until
+#: memory runs out
+MAX_TELEMETRY_BYTES = 64 << 20
+
+
+def read_text(path: str | os.PathLike, limit: int = MAX_TELEMETRY_BYTES) -> tuple[str, str]:
+    """``(text, name)`` of a file or of stdin (``'-'``), decoded as strict UTF-8 in both cases; at most
+    ``limit`` bytes are read (a longer input, ``/dev/zero`` or an endless pipe, is a TelemetryError
+    naming it); a closed stdin and a folder are TelemetryErrors too."""
     name = os.fspath(path)
     if name == "-":
-        data = sys.stdin.buffer.read() if hasattr(sys.stdin, "buffer") else sys.stdin.read().encode("utf-8")
         name = "<stdin>"
+        if sys.stdin is None:
+            raise TelemetryError(f"{name}: standard input is closed; give a FILE, or pipe or redirect the input in")
+        src = sys.stdin.buffer if hasattr(sys.stdin, "buffer") else None
+        data = src.read(limit + 1) if src is not None else sys.stdin.read(limit + 1).encode("utf-8")
     else:
+        if os.path.isdir(name):
+            raise TelemetryError(f"{name}: is a folder, expected a telemetry file")
         with open(name, "rb") as fh:
-            data = fh.read()
+            data = fh.read(limit + 1)
+    if len(data) > limit:
+        raise TelemetryError(f"{name}: more than {limit >> 20} MiB, too large for FEC telemetry (a device or a "
+                             "stream that does not end?)")
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
