@@ -63,7 +63,9 @@ CSV rows 'bin,count' / 'bin_low,bin_high,count' (a row 'uncorrectable,N' gives t
 Counters are cumulative since link-up: --since OLD fits NEW - OLD and refuses a counter reset.
 Several ports (a switch) give a table ranked by margin, worst first; --ifname picks one port.
 Models: binomial (independent symbol errors), dfe (1-tap DFE error propagation), ge (Gilbert-Elliott).
-Intervals: profile likelihood (binomial) or parametric bootstrap (dfe, ge), 95%. Margin: how far the
+A law must pass its G2 goodness-of-fit test at --gof-level: when none does (or FEC is off on the port),
+the output says so first and withholds the FER and margin, and the port ranks 'unknown'.
+Intervals (95%): profile likelihood (binomial), parametric bootstrap (dfe), likelihood region (ge). Margin: how far the
 pre-FEC BER may grow (error shape held) before FER reaches --target-fer (default 1e-13). Beside the
 models: SONiC's predicted FLR (log-linear fit of bins 1..15 extrapolated to 16..20) and the observed
 FLR = CER x (1 + X x 8)/8 (X = --interleave).

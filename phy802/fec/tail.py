@@ -1260,6 +1260,10 @@ def generator_channel(fit: dict, model: str | None = None, where: str = "FIT.jso
     if name is None or name not in models:
         raise ValueError(f"{where}: field 'models.{name}' is missing (fitted: {', '.join(models) or 'none'})")
     m = models[name]
+    verdict = fit.get("verdict")
+    if model is None and isinstance(verdict, dict) and verdict.get("status") not in (None, "fits"):
+        raise ValueError(f"{where}: {verdict.get('message') or 'the fit has no law that fits'}; its best model is not a "
+                         "channel the counts support: name one with --fit-model to replay it anyway")
     if name == "ge":
         def aic(k):
             v = models.get(k, {}).get("aic") if isinstance(models.get(k), dict) else None

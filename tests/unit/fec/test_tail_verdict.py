@@ -121,3 +121,13 @@ def test_gof_level_range(level, capsys):
     with pytest.raises(SystemExit) as exc:
         main(["fec", "tail", str(SONIC), "--gof-level", level])
     assert exc.value.code == 2 and "--gof-level" in capsys.readouterr().err
+
+
+def test_from_fit_refuses_an_unfitted_best_unless_named():
+    from phy802.fec.tail import generator_channel
+
+    fit = fit_histogram(_hump(), KP4, models=("binomial", "dfe"), bootstrap=0).as_dict()
+    fit = json.loads(json.dumps(fit, allow_nan=False))  # as FIT.json holds it
+    with pytest.raises(ValueError, match=r"FIT\.json: no law fits this histogram.*name one with --fit-model"):
+        generator_channel(fit, None, "FIT.json")
+    assert generator_channel(fit, "dfe", "FIT.json")["model"] == "dfe"
