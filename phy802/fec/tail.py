@@ -1224,16 +1224,11 @@ MAX_FIT_BYTES = 64 << 20
 def read_fit(path: str | os.PathLike) -> dict:
     """Read a FIT.json written by ``phy802 fec tail --out`` (checked for format and fields): a regular
     file of at most :data:`MAX_FIT_BYTES` (a FIFO would block until someone writes it, a device never ends)."""
-    from phy802._io import read_input_bytes
+    from phy802._io import read_input_text
     from phy802.fec.telemetry import _load_json
 
     name = os.fspath(path)
-    data = read_input_bytes(name, MAX_FIT_BYTES, what="fit file (from 'phy802 fec tail --out')")
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise ValueError(f"{name}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
-    obj = _load_json(text, name)
+    obj = _load_json(read_input_text(name, MAX_FIT_BYTES, what="fit file (from 'phy802 fec tail --out')"), name)
     if not isinstance(obj, dict) or obj.get("format") != "phy802.fec_tail_fit":
         raise ValueError(f"{name}: field 'format' must be 'phy802.fec_tail_fit' (a file from 'phy802 fec tail --out')")
     if not isinstance(obj.get("models"), dict):
