@@ -318,15 +318,15 @@ def parse_symbol_lines(stream: Iterable[str], length: int, name: str, fmt: str =
             words = _packed_words(data, length, name)
             return words, list(range(1, len(words) + 1))
         toks = _tokens(toks)
+        xxd = fmt == "dec" and _XXD_LINE.match(raw_line[0].rstrip("\r\n")) and toks[0].endswith(":")
+        hint = " (the input looks like hex symbols or an xxd dump: give --format hex)"
         if len(toks) != length:
-            raise ValueError(f"{name}:{lineno}: expected {length} symbols, got {len(toks)}")
+            raise ValueError(f"{name}:{lineno}: expected {length} symbols, got {len(toks)}" + (hint if xxd else ""))
         row = []
         for j, tok in enumerate(toks, start=1):
             if not pattern.match(tok):
-                hint = ""
-                if fmt == "dec" and _HEX_TOKEN.match(tok):
-                    hint = " (the input looks like hex symbols: give --format hex)"
-                raise ValueError(f"{name}:{lineno}: field {j}: {tok[:20]!r} is not a {kind} number{hint}")
+                shown = hint if fmt == "dec" and (xxd or _HEX_TOKEN.match(tok)) else ""
+                raise ValueError(f"{name}:{lineno}: field {j}: {tok[:20]!r} is not a {kind} number{shown}")
             v = int(tok[2:] if fmt == "hex" and tok[:2] in ("0x", "0X") else tok, base)
             if not 0 <= v < 1024:
                 raise ValueError(f"{name}:{lineno}: field {j}: symbol {tok[:20]} = {v} is outside 0..1023")

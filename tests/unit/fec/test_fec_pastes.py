@@ -130,7 +130,11 @@ def test_decimal_reading_of_hex_suggests_format_hex(tmp_path, capsys):
     p = tmp_path / "h.txt"
     p.write_text(" ".join(f"{v:03x}" for v in _codewords()[0]) + "\n")
     assert main(["fec", "decode", str(p)]) == 2
-    assert "is not a decimal number (the input looks like hex symbols: give --format hex)" in capsys.readouterr().err
+    assert "is not a decimal number (the input looks like hex symbols or an xxd dump: give --format hex)" \
+        in capsys.readouterr().err
+    p.write_text(_xxd(_packed(_codewords())))
+    assert main(["fec", "decode", str(p)]) == 2
+    assert "give --format hex" in capsys.readouterr().err
 
 
 # ------------------------------------------------------------------------------ SONiC pastes
