@@ -46,6 +46,16 @@ def test_sweep_ethtool_json_is_one_device_per_point(capsys):
     assert tel.names() == ["kp4/ieee:ber=0.001", "kp4/ieee:ber=0.002"]
 
 
+@pytest.mark.parametrize("fmt", ["ethtool-json", "ynl"])
+def test_800g_link_honours_the_histogram_formats(fmt, capsys):
+    # the 800G/1.6T model printed its usual text for any --format (the option silently ignored)
+    assert main(["link", "--rate", "800G", "--snr-db", "16", "--codewords", "60", "--seed", "1", "--format", fmt,
+                 "--bins", "0,1,2,3-15"]) == 0
+    tel = parse_telemetry(capsys.readouterr().out, "800g.json", fmt=fmt, t=15)
+    assert [(b.low, b.high) for b in tel.ports[0].hist.bins] == [(0, 0), (1, 1), (2, 2), (3, 15)]
+    assert tel.ports[0].hist.total >= 60
+
+
 # ------------------------------------------------------------------------------ counters against the bins
 
 
