@@ -457,6 +457,8 @@ def _check_rate_and_inner(path: Path, meta: dict) -> None:
                 _meta_type(path, f"inner.rates.{key}.{k}", r[k], "count")
         for k in ("value", "lo", "hi"):
             x = r.get(k)
+            if isinstance(x, float) and math.isnan(x) and r.get("trials") == 0:
+                continue  # a rate over no trials (no inner code: no inner blocks) is written as NaN
             if x is not None and (isinstance(x, bool) or not isinstance(x, (int, float)) or not 0 <= x <= 1):
                 raise TraceError(f"{path}: trace meta field 'inner.rates.{key}.{k}' must be a probability in [0, 1], "
                                  f"got {json.dumps(x)[:40]}")
