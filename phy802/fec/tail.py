@@ -449,7 +449,8 @@ class TailFit:
                 lines.append(f"  lane {r['lane']:>2}: {r['codewords']} codewords, BER "
                              f"{fmt_interval(b['value'], b['lo'], b['hi'])}, FER {f['value']:.2e}, G2 p {_f(r['g2_p'], '.2g')}")
         for note in self.notes:
-            lines.append(f"note: {note}")
+            if note != self.verdict.get("message"):  # already the first line
+                lines.append(f"note: {note}")
         if self.best:
             lines.append(f"best (AIC{' among the laws that fit' if not self.withheld else ''}): {self.best}; intervals: "
                          + "; ".join(f"{k} {v.interval_method}" for k, v in self.fits.items()))
@@ -946,6 +947,8 @@ def fit_histogram(
         missing = [b.label() for b in hist.bins if b.per_lane is None]
         notes.append(f"per-lane counts in only {len(hist.bins) - len(missing)} of {len(hist.bins)} bins "
                      f"(none for {', '.join(missing[:6])}): no per-lane fit")
+    if verdict["status"] != "fits":
+        notes.insert(0, verdict["message"])  # notes read by tools say it too, first
     settings = {"models": list(models), "bootstrap": bootstrap, "gof_level": float(gof_level),
                 "seed": seed if isinstance(seed, int) else None, "units_per_rs_symbol": UNITS}
     return TailFit(code, hist, float(target_fer), fits, skipped, comparison, best, observed, settings, per_lane,
@@ -990,9 +993,11 @@ def judge_fits(fits: dict, skipped: dict, level: float) -> dict:
 def mark_fec_off(fit: TailFit, mode: str) -> None:
     """A port whose active FEC mode is off (ethtool ``"active": ["None"]``): no RS decoder counted its
     bins, so its tail is withheld like a fit that fails (the verdict says why first)."""
+    old = fit.verdict.get("message")
     fit.verdict = {**fit.verdict, "status": "fec_off", "fec_mode": mode,
                    "message": f"FEC is off on this port (active FEC mode {mode!r}): no RS decoder counted these "
                               "bins, so no FER, post-FEC BER or margin is reported for it"}
+    fit.notes[:] = [fit.verdict["message"]] + [n for n in fit.notes if n != old]
 
 
 def _ge_margin_note(params: dict, code: theory.RsCode, target: float, pred: dict) -> str:
@@ -1110,9 +1115,8 @@ def rank_ports(tel, fits: dict) -> list[dict]:
         r.update(model=f.best, pre_fec_ber=b["pre_fec_ber"])
         if "binomial" in f.fits:
             r["binomial_g2_p"] = f.fits["binomial"].gof["g2_p"]
-        if f.withheld:  # said first; no FER or margin to rank by
+        if f.withheld:  # said first (fit_histogram / mark_fec_off put it first in the notes); nothing to rank by
             r.update(status="unknown")
-            r["notes"].insert(0, f.verdict["message"])
             r["sonic_predicted_fer"] = f.baseline.get("predicted_fer")
             r["sonic_r2"] = f.baseline.get("r2")
             r["observed_flr"] = f.baseline.get("observed_flr")

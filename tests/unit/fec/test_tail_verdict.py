@@ -56,6 +56,7 @@ def test_untestable_laws_do_not_pass(capsys):
     doc = json.loads(capsys.readouterr().out)
     assert list(doc)[:4] == ["format", "version", "phy802_version", "verdict"]
     assert doc["verdict"]["status"] == "no_fit" and doc["verdict"]["untested"] == ["binomial", "dfe"]
+    assert doc["notes"][0] == doc["verdict"]["message"]  # notes (read by tools) say it first too
 
 
 def test_switch_ranks_an_unfitted_port_unknown(tmp_path, capsys):
@@ -92,6 +93,7 @@ def test_fec_off_port_flagged_and_lane_note_once(tmp_path, capsys):
     assert main(["fec", "tail", str(p), "--models", "binomial", "--bootstrap", "0", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["verdict"]["status"] == "fec_off" and "FEC is off" in out["verdict"]["message"]
+    assert out["notes"][0] == out["verdict"]["message"] and out["notes"].count(out["verdict"]["message"]) == 1
     lane_notes = [n for n in out["notes"] if "per-lane counts" in n]
     assert len(lane_notes) == 1, out["notes"]
     assert main(["fec", "tail", str(p), "--models", "binomial", "--bootstrap", "0"]) == 0
