@@ -34,7 +34,10 @@ Goodness of fit: Pearson ``X^2`` and the likelihood-ratio ``G^2`` against the sa
 multinomial, on bins pooled in order until each pooled group expects >= 5 codewords, with
 ``df = groups - 1 - parameters`` (no p-value when ``df < 1``). Model comparison: likelihood-ratio
 tests against the binomial (``dfe``: boundary ``pb = 0``, p-value ``0.5 P(chi2_1 > LR)``;
-``ge``: ``P(chi2_3 > LR)``, approximate) and AIC; ``best`` is the model with the lowest AIC.
+``ge``: ``P(chi2_3 > LR)``, approximate) and AIC. A law whose ``G^2`` p-value is below ``gof_level``
+(default 0.01) is rejected, one with ``df < 1`` untested (:func:`judge_fits`); ``best`` is the lowest
+AIC among the laws that pass. When none passes, the fit's ``verdict`` says so and its FER, post-FEC
+BER and margin are withheld from every report (a model's tail is only as good as its fit).
 
 Extrapolation and intervals (95%)
 ---------------------------------
