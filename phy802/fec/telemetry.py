@@ -31,7 +31,10 @@ Numbers are plain ASCII digits (values are unsigned 64-bit counters); SONiC's th
 (``1,200,470``) are accepted in the two SONiC formats only. Signs, ``_``, decimals, exponents and
 non-ASCII digits or separators are refused, as are control characters and non-UTF-8 bytes. JSON
 objects with a key twice and JSON nested deeper than :data:`MAX_JSON_DEPTH` are refused. Per-lane
-counts are checked against their totals. Every error is a :class:`TelemetryError` (a ValueError)
+counts are checked against their totals, and a corrected-blocks counter against the bins (it holds
+every codeword with 1..t corrections). Text pastes may carry CRLF line ends and shell-prompt lines
+(``admin@sonic:~$ CMD``: skipped; a ``show interfaces counters fec-histogram IFACE`` command names
+its port); input is read up to :data:`MAX_TELEMETRY_BYTES`. Every error is a :class:`TelemetryError` (a ValueError)
 naming the file, the line or field, and the value.
 
 Snapshots: all these counters are cumulative since link-up; :func:`difference` subtracts an older
