@@ -145,6 +145,8 @@ def load_results(folder: str | os.PathLike) -> tuple[dict, list[dict]]:
     doc = read_json_file(path, 1 << 28, what="phy802 experiment results.json")
     if not isinstance(doc, dict) or not isinstance(doc.get("rows"), list):
         raise ValueError(f"{path}: expected an object with a 'rows' list (phy802 experiment results.json)")
+    if not doc["rows"]:
+        raise ValueError(f"{path}: field 'rows' is empty: no loss curve to join (phy802 experiment results.json)")
     for i, r in enumerate(doc["rows"]):
         if not isinstance(r, dict):
             raise ValueError(f"{path}: row {i} must be an object, got {type(r).__name__} {str(r)[:40]}")
@@ -155,7 +157,20 @@ def load_results(folder: str | os.PathLike) -> tuple[dict, list[dict]]:
             raise ValueError(f"{path}: row {i}: parallel must be one of {', '.join(PARALLEL)}, got {r['parallel']!r}")
         if not isinstance(r["evals"], list) or not all(isinstance(e, (list, tuple)) and len(e) == 2 for e in r["evals"]):
             raise ValueError(f"{path}: row {i}: evals must be a list of [step, val_loss] pairs")
+        if not _is_num(r["ber"]) or not 0 <= r["ber"] < 0.5:
+            raise ValueError(f"{path}: row {i}: field 'ber' must be a number in [0, 0.5), got {r['ber']!r}")
+        if not (r["final_val_loss"] is None or _is_num(r["final_val_loss"])):
+            raise ValueError(f"{path}: row {i}: field 'final_val_loss' must be a number (or null: the run died), "
+                             f"got {r['final_val_loss']!r}")
+        for j, (st, v) in enumerate(r["evals"]):
+            if not _is_num(st) or st < 0 or not (v is None or _is_num(v)):
+                raise ValueError(f"{path}: row {i}: evals[{j}] must be [step >= 0, val_loss (a number or null)], "
+                                 f"got {[st, v]!r}")
     return dict(doc.get("meta") or {}), doc["rows"]
+
+
+def _is_num(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
 
 
 def _num(x) -> float:

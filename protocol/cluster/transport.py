@@ -331,7 +331,7 @@ def simulate(pr: Prediction, c: ClusterSpec, trials: int, *, seed: int | np.rand
     kp = kernel_params(pr, c, q_override)
     det = pr.time_us
     qp = kp["qp"]
-    samples = np.full(trials, det, dtype=np.float64)
+    delay = np.zeros(trials, dtype=np.float64)  # us
     failed = np.zeros(trials, dtype=np.bool_)
     total_losses = 0
     if qp > 0 and kp["M"] > 0:
@@ -349,15 +349,19 @@ def simulate(pr: Prediction, c: ClusterSpec, trials: int, *, seed: int | np.rand
                 b = min(trials, a + step)
                 seed_ = int(rng.integers(0, 2**31 - 1))
                 delay_ns, fail, losses, _ = sim_trials(seed_, b - a, *args, none, none, none)
-                samples[a:b] += delay_ns * 1e-3
+                delay[a:b] = delay_ns * 1e-3
                 failed[a:b] |= fail
                 total_losses += int(losses)
                 check_interrupt()
+    samples = det + delay
     samples[failed] = math.inf
-    ok = samples[~failed]
-    if ok.size:
-        mean = float(ok.mean())
-        p50, p99, p999 = (float(np.quantile(ok, x, method="inverted_cdf")) for x in (0.5, 0.99, 0.999))
+    ok = ~failed
+    if ok.any():
+        # the mean as det + the mean delay: the mean of n equal floats is not that float (it came
+        # out up to 1e-14 us off), which made the mean delay of a run that lost nothing +-1e-14 us,
+        # printed as a negative resend time; this way it is 0 exactly, and >= 0 always
+        mean = det + float(delay[ok].mean())
+        p50, p99, p999 = (float(np.quantile(samples[ok], x, method="inverted_cdf")) for x in (0.5, 0.99, 0.999))
     else:
         mean = p50 = p99 = p999 = math.inf
     return SimResult(trials, det, mean, p50, p99, p999, float(failed.mean()), kp["q"], qp, total_losses,
