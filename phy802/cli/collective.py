@@ -27,7 +27,7 @@ _FLAT_FLAGS = ("step_ns", "link_gbps", "path_links", "ranks_per_leaf", "ranks_pe
 
 def add_cluster_arguments(p: argparse.ArgumentParser, *, code: bool = True) -> None:
     """Cluster flags shared by ``collective`` and ``tradeoff``."""
-    from phy802.cli._vocab import CODE_HELP, code_list
+    from phy802.cli._vocab import CODE_HELP, _Given, code_list
     from protocol.cluster.topology import GPUS, PRESET_NAMES, RATES_GBPS, SCALE_UP, TOPOLOGIES, TRANSPORTS
     from protocol.framing import CODES
     from protocol.modes import MODE_NAMES
@@ -75,7 +75,7 @@ def add_cluster_arguments(p: argparse.ArgumentParser, *, code: bool = True) -> N
                    help="NCCL_IB_TIMEOUT: RTO = 4.096 us x 2^timeout (default 20)")
     g.add_argument("--retry-cnt", type=int_arg(0, 7), default=None, help="NCCL_IB_RETRY_CNT (default 7)")
     if code:
-        g.add_argument("--code", type=code_list, default=("kp4",), metavar="CODE[,CODE...]",
+        g.add_argument("--code", type=code_list, default=("kp4",), metavar="CODE[,CODE...]", action=_Given,
                        help=f"{CODE_HELP}; on every link, comma list (default kp4)")
     g.add_argument("--spine-code", choices=tuple(CODES), default=None,
                    help="code of the switch-switch links (default: --code, as the NIC links)")
@@ -208,11 +208,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--proto", default=None, choices=PROTOS, help="force a protocol, like NCCL_PROTO (default: NCCL's choice)")
     p.add_argument("--ranks", type=list_arg(int_arg(1, 10**7)), default=None,
                    help="ranks, comma list (default: nodes x GPUs of the cluster; flat-ethernet 64)")
-    p.add_argument("--bytes", type=list_arg(count_arg(0, 10**15)), default=(25_000_000,),
+    p.add_argument("--bytes", type=list_arg(count_arg(0, 10**15)), default=(25_000_000,), action=_Given,
                    help="message size in bytes (nccl-tests' size), comma list; 1e6 is fine (default 25e6)")
     p.add_argument("--fec", type=fec_list, default=("ieee",), metavar="MODE[,MODE...]", action=_Given,
                    help=f"{FEC_HELP}; comma list (default ieee; bypass on --code none, which decodes nothing)")
-    p.add_argument("--ber", type=list_arg(float_arg(0.0, 0.5, hi_open=True)),
+    p.add_argument("--ber", type=list_arg(float_arg(0.0, 0.5, hi_open=True)), action=_Given,
                    default=(0.0,), help="pre-FEC line BER of every link, each in [0, 0.5) (0 = error-free; 0.5 = a coin flip per bit), "
                         "comma list (default 0)")
     p.add_argument("--trials", type=int_arg(0, 10**9), default=None,
@@ -303,6 +303,9 @@ def run(args: argparse.Namespace) -> int:
     from protocol.cluster.nccl import predict
 
     _check_code_fec(args)
+    if args.trials and not any(b > 0 for b in args.ber):
+        raise CliError(f"--trials {args.trials} at BER 0: nothing is lost, there is nothing to simulate; give "
+                       "--ber > 0 (or drop --trials)")
     if args.trials == 0 and any(b > 0 for b in args.ber):
         raise CliError(f"--trials 0 with --ber {max(args.ber):g}: the time at a BER > 0 is simulated loss "
                        f"recovery (mean and tails); give --trials N >= 1 (default {DEFAULT_TRIALS})")
@@ -480,6 +483,14 @@ def _run_nccl_tests(args: argparse.Namespace) -> int:
         raise CliError("--nccl-tests compares with the cluster model; choose a --cluster other than flat-ethernet")
     if args.trials:
         raise CliError("--trials and --nccl-tests do not go together (a measured run has no BER)")
+    if args.ranks is not None or getattr(args, "_bytes_given", False):
+        raise CliError(f"{'--ranks' if args.ranks is not None else '--bytes'} and --nccl-tests do not go together: "
+                       f"the ranks and sizes are the file's ({args.nccl_tests})")
+    if any(b > 0 for b in args.ber):
+        raise CliError(f"--ber {max(args.ber):g} and --nccl-tests do not go together (a measured run has no BER)")
+    for flag, vals in (("--code", args.code), ("--fec", args.fec)):
+        if len(vals) > 1:
+            raise CliError(f"{flag} {','.join(vals)}: --nccl-tests compares one cluster with the run; give one value")
     if args.holdout and args.calibrate is None:
         raise CliError("--holdout needs --calibrate OUT")
     if args.calibrate is not None:

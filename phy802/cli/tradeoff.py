@@ -269,6 +269,9 @@ def _refuse_unused(args: argparse.Namespace) -> None:
         raise CliError("--workload / --tp need the cluster model, not --cluster flat-ethernet")
     if args.tp and args.workload not in ("tp", "decode"):
         raise CliError("--tp needs --workload tp or decode")
+    if args.workload == "decode" and typed("tflops", "mfu"):
+        raise CliError(f"--workload decode is memory bound (reading the weights once per token): "
+                       f"{', '.join(typed('tflops', 'mfu'))} would be ignored (drop it)")
     if args.trials is not None and is_flat(args):
         raise CliError("--trials: the flat-ethernet model has expected resends, no simulated trials (drop it)")
     if args.target_loss is not None and args.target_rel is not None:

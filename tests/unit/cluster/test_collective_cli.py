@@ -219,3 +219,23 @@ def test_rank_lines_are_read_in_linear_time(tmp_path):
     run = read_nccl_tests(f)
     assert run.nodes == 16000 and run.gpus_per_node == 1
     assert time.perf_counter() - t0 < 5
+
+
+@pytest.mark.parametrize("extra, named", [
+    (["--ranks", "16"], "--ranks"), (["--bytes", "1e6"], "--bytes"), (["--fec", "ieee,bypass"], "--fec ieee,bypass"),
+    (["--code", "kp4,rs272"], "--code kp4,rs272"), (["--ber", "1e-6"], "--ber 1e-06"),
+])
+def test_options_a_measured_run_would_ignore_are_refused(tmp_path, capsys, extra, named):
+    # the file gives ranks and sizes, and one cluster is compared with it: these were dropped silently
+    f = tmp_path / "ar.txt"
+    f.write_text(_text(ROWS))
+    assert main(["collective", "--nccl-tests", str(f), *extra]) == 2
+    assert named in capsys.readouterr().err
+
+
+def test_trials_at_ber_0_only_are_refused(capsys):
+    assert main(["collective", "--trials", "100"]) == 2
+    assert "nothing to simulate" in capsys.readouterr().err
+    assert main(["collective", "--trials", "20", "--ber", "0,1e-6", "--fec", "bypass", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)["rows"]
+    assert isinstance(rows[0]["time_us"], float) and set(rows[1]["time_us"]) == {"mean", "p50", "p99", "p999"}

@@ -162,3 +162,10 @@ def test_simulated_mean_of_a_lossless_run_is_the_deterministic_time():
 def test_negative_offset_refused_in_tradeoff(results, tmp_path, capsys):
     assert _run(results, tmp_path, "--ranks", "16", "--latency-offset-us", "-100") == 2
     assert "negative" in capsys.readouterr().err
+
+
+def test_throughput_of_a_memory_bound_decode_is_refused(results, tmp_path, capsys):
+    assert _run(results, tmp_path, "--ranks", "16", "--workload", "decode", "--model", "llama3-70b", "--tp", "16",
+                "--tflops", "2000") == 2
+    err = capsys.readouterr().err
+    assert "--tflops" in err and "decode" in err
