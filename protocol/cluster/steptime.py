@@ -114,26 +114,20 @@ _OPS = ("allreduce", "reduce_scatter", "allgather", "broadcast", "alltoall", "se
 #:   (one node, as the Llama 3 paper's 405B layout [I]), 2 for 7-8B [I: the usual Megatron-LM layout].
 #:
 #: fp32 gradients, bf16 activations throughout.
+_BF16_FP32 = dict(grad_dtype_bytes=4, act_dtype_bytes=2)
+_GPT2 = dict(seq_len=1024, tokens_per_step=524_288, tp=1, **_BF16_FP32)
+_LLAMA = dict(tokens_per_step=4_194_304, seq_len=8192, **_BF16_FP32)
 MODEL_PRESETS: dict[str, dict[str, Any]] = {
-    "gpt2-124m": dict(params=124_439_808, tokens_per_step=524_288, d_model=768, n_layer=12, seq_len=1024,
-                      grad_dtype_bytes=4, act_dtype_bytes=2, tp=1),
-    "gpt2-small": dict(params=124_475_904, tokens_per_step=524_288, d_model=768, n_layer=12, seq_len=1024,
-                       grad_dtype_bytes=4, act_dtype_bytes=2, tp=1),
-    "gpt2-medium": dict(params=354_823_168, tokens_per_step=524_288, d_model=1024, n_layer=24, seq_len=1024,
-                        grad_dtype_bytes=4, act_dtype_bytes=2, tp=1),
-    "gpt2-large": dict(params=774_030_080, tokens_per_step=524_288, d_model=1280, n_layer=36, seq_len=1024,
-                       grad_dtype_bytes=4, act_dtype_bytes=2, tp=1),
-    "gpt2-xl": dict(params=1_557_611_200, tokens_per_step=1_048_576, d_model=1600, n_layer=48, seq_len=1024,
-                    grad_dtype_bytes=4, act_dtype_bytes=2, tp=1),
-    "llama2-7b": dict(params=6_738_415_616, tokens_per_step=4_194_304, d_model=4096, n_layer=32, seq_len=4096,
-                      grad_dtype_bytes=4, act_dtype_bytes=2, tp=2),
-    "llama3-8b": dict(params=8_030_261_248, tokens_per_step=4_194_304, d_model=4096, n_layer=32, seq_len=8192,
-                      grad_dtype_bytes=4, act_dtype_bytes=2, tp=2),
-    "llama3-70b": dict(params=70_553_706_496, tokens_per_step=4_194_304, d_model=8192, n_layer=80, seq_len=8192,
-                       grad_dtype_bytes=4, act_dtype_bytes=2, tp=8),
-    "mixtral-8x7b": dict(params=46_702_792_704, tokens_per_step=4_194_304, d_model=4096, n_layer=32, seq_len=8192,
-                         grad_dtype_bytes=4, act_dtype_bytes=2, n_experts=8, top_k=2, active_params=12_879_921_152,
-                         expert_params=45_097_156_608, tp=8),
+    "gpt2-124m": dict(_GPT2, params=124_439_808, d_model=768, n_layer=12),
+    "gpt2-small": dict(_GPT2, params=124_475_904, d_model=768, n_layer=12),
+    "gpt2-medium": dict(_GPT2, params=354_823_168, d_model=1024, n_layer=24),
+    "gpt2-large": dict(_GPT2, params=774_030_080, d_model=1280, n_layer=36),
+    "gpt2-xl": dict(_GPT2, params=1_557_611_200, d_model=1600, n_layer=48, tokens_per_step=1_048_576),
+    "llama2-7b": dict(_LLAMA, params=6_738_415_616, d_model=4096, n_layer=32, seq_len=4096, tp=2),
+    "llama3-8b": dict(_LLAMA, params=8_030_261_248, d_model=4096, n_layer=32, tp=2),
+    "llama3-70b": dict(_LLAMA, params=70_553_706_496, d_model=8192, n_layer=80, tp=8),
+    "mixtral-8x7b": dict(_LLAMA, params=46_702_792_704, d_model=4096, n_layer=32, n_experts=8, top_k=2,
+                         active_params=12_879_921_152, expert_params=45_097_156_608, tp=8),
 }
 
 #: the fields a model needs (:func:`model_preset` of a mapping): what the time side uses

@@ -12,10 +12,7 @@ import pytest
 
 from phy802.cli import main
 from protocol.cluster.steptime import MODEL_PRESETS, model_preset
-
-
-def _curve(pen=0.0):
-    return [[s, 4.0 - 2.0 * (s / 300) ** 0.5 + pen * s / 300] for s in range(0, 301, 50)]
+from test_tradeoff_cluster import _curve  # the same directory (pytest puts it on sys.path)
 
 
 @pytest.fixture
