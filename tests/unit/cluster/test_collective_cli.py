@@ -239,3 +239,15 @@ def test_trials_at_ber_0_only_are_refused(capsys):
     assert main(["collective", "--trials", "20", "--ber", "0,1e-6", "--fec", "bypass", "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)["rows"]
     assert isinstance(rows[0]["time_us"], float) and set(rows[1]["time_us"]) == {"mean", "p50", "p99", "p999"}
+
+
+@pytest.mark.parametrize("field", [{"latency_offset_us": -1000.0}, {"algo_latency_us": {"tree": -500.0}}])
+def test_negative_offsets_from_a_calibration_file_are_refused(tmp_path, capsys, field):
+    from protocol.cluster.ncclfile import CAL_FORMAT
+
+    cal = {"format": CAL_FORMAT, "version": 2, "net_efficiency": 0.9, "latency_offset_us": 0.0, **field}
+    f = tmp_path / "cal.json"
+    f.write_text(json.dumps(cal))
+    assert main(["collective", "--calibration", str(f), "--bytes", "8192"]) == 2
+    err = capsys.readouterr().err
+    assert f"--calibration {f}" in err and "negative" in err

@@ -166,3 +166,25 @@ def test_throughput_of_a_memory_bound_decode_is_refused(results, tmp_path, capsy
                 "--tflops", "2000") == 2
     err = capsys.readouterr().err
     assert "--tflops" in err and "decode" in err
+
+
+def test_doc_commands_write_where_gitignore_expects():
+    # the docs' tradeoff / collective commands, run from the repository root, left tradeoff_out/,
+    # tradeoff_3tier/ (and the calibration files) untracked in the clone
+    import re
+    import shutil
+    import subprocess
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[3]
+    if shutil.which("git") is None or not (root / ".git").exists():
+        pytest.skip("not a git checkout")
+    targets = set()
+    for page in [root / "README.md", *sorted((root / "docs").glob("*.md"))]:
+        for line in page.read_text(encoding="utf-8").splitlines():
+            if re.match(r"\s*phy802 (tradeoff|collective)\b", line):
+                targets |= set(re.findall(r"--(?:out|calibrate) ([\w./-]+)", line))
+    assert {"tradeoff_out/", "tradeoff_3tier/"} <= targets
+    for t in sorted(targets):
+        r = subprocess.run(["git", "check-ignore", "-q", "--no-index", t], cwd=root)
+        assert r.returncode == 0, f"{t}: a doc command writes it and .gitignore does not list it"
