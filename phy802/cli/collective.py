@@ -4,8 +4,9 @@ The model (:mod:`protocol.cluster.nccl`, sources in its docstring): the cluster 
 (nodes, NVLink inside, NICs and fabric between; :mod:`protocol.cluster.topology`), NCCL's cost
 table as data (``protocol/cluster/nccl_tuning.json``, NCCL 2.30), the (algorithm, protocol) NCCL
 would pick per size, and the FEC receive latency of every link an inter-node hop crosses.
-``--trials N`` simulates loss recovery (:mod:`protocol.cluster.transport`) and reports quantiles
-and the failure rate.  ``--nccl-tests FILE`` compares the model with a measured run, per size;
+At a BER > 0 the time shown is the time at that BER: loss recovery simulated over ``--trials``
+seeded trials (:mod:`protocol.cluster.transport`; 1000 by default), their mean, quantiles and
+failure rate, with the no-loss time beside it under its own name.  ``--nccl-tests FILE`` compares the model with a measured run, per size;
 ``--calibrate OUT`` fits the effective inter-node bandwidth and a latency offset to it,
 ``--calibration FILE`` applies such a fit.  ``--cluster flat-ethernet`` is the earlier flat
 alpha-beta model (:mod:`protocol.cluster.flat`) with its own flags (``--ranks``, ``--nic-ns``, ...).

@@ -2,8 +2,10 @@
 
 Joins an ``experiment`` results folder (``--results``; without it a small experiment is run
 first, which needs torch) with the modelled step time (:mod:`protocol.cluster.tradeoff`,
-:mod:`protocol.cluster.steptime`, :mod:`protocol.cluster.flat`).  The table goes to stderr as it is
-made; ``tradeoff.csv``, ``tradeoff.json`` and ``pareto.png`` are written into ``--out``.
+:mod:`protocol.cluster.steptime`, :mod:`protocol.cluster.flat`).  The table goes to stdout as it is
+made (then the summary; ``--json``: the JSON document only); ``tradeoff.csv``, ``tradeoff.json`` and
+``pareto.png`` are written into ``--out``.  Every option is used or refused (:func:`_refuse_unused`,
+:func:`model_from_args`, :func:`ranks_from_args`).
 """
 
 from __future__ import annotations
