@@ -56,7 +56,7 @@ def add_cluster_arguments(p: argparse.ArgumentParser, *, code: bool = True) -> N
                    help="leaf down:up port ratio, >= 1 (default 1: non-blocking)")
     g.add_argument("--transport", choices=TRANSPORTS, default=None,
                    help="loss recovery: ib / roce (go-back-N, RC queue pairs), selective (selective repeat); "
-                        "--fec llr adds link-level retry below it (default: the preset's, ib for dgx-h100-ib)")
+                        "the llr mode adds link-level retry below it (default: the preset's, ib for dgx-h100-ib)")
     g.add_argument("--cpu", choices=("intel", "amd"), default=None, help="host CPU (NCCL's LL caps; default intel)")
     g.add_argument("--channels", type=int_arg(1, 64), default=None, help="NCCL channels (default 2 per NIC, <= 32)")
     g.add_argument("--nvls", action=argparse.BooleanOptionalAction, default=None,
@@ -67,7 +67,7 @@ def add_cluster_arguments(p: argparse.ArgumentParser, *, code: bool = True) -> N
     g.add_argument("--latency-offset-us", type=float_arg(-1e6, 1e6), default=None,
                    help="added to every collective, us (default 0; 'phy802 collective --nccl-tests FILE --calibrate OUT' fits it)")
     g.add_argument("--calibration", default=None, metavar="FILE",
-                   help="apply a --calibrate output (net efficiency, latency offset and any per-algorithm "
+                   help="apply a 'phy802 collective --calibrate' output (net efficiency, latency offset and any per-algorithm "
                         "constants and bandwidth ceiling it holds) (default: none)")
     g.add_argument("--nccl-table", default=None, metavar="FILE",
                    help="JSON overriding values of NCCL's cost table (keys of protocol/cluster/nccl_tuning.json) "
@@ -79,11 +79,11 @@ def add_cluster_arguments(p: argparse.ArgumentParser, *, code: bool = True) -> N
         g.add_argument("--code", type=code_list, default=("kp4",), metavar="CODE[,CODE...]", action=_Given,
                        help=f"{CODE_HELP}; on every link, comma list (default kp4)")
     g.add_argument("--spine-code", choices=tuple(CODES), default=None,
-                   help="code of the switch-switch links (default: --code, as the NIC links)")
+                   help="code of the switch-switch links (default: the NIC links' code)")
     g.add_argument("--spine-fec", choices=MODE_NAMES, default=None,
-                   help="receive mode of the switch-switch links (default: --fec)")
+                   help="receive mode of the switch-switch links (default: the NIC links' mode)")
     g.add_argument("--spine-ber", type=float_arg(0.0, 0.5, hi_open=True), default=None,
-                   help="pre-FEC BER of the switch-switch links (default: --ber)")
+                   help="pre-FEC BER of the switch-switch links (default: the NIC links' BER)")
     g.add_argument("--burst-pb", type=float_arg(0.0, 1.0, hi_open=True), default=None,
                    help="burst errors: 1-tap DFE error propagation with this burst continuation probability per "
                         "PAM4 symbol (phy802.theory ErrorChain.dfe; default: independent errors)")

@@ -83,6 +83,12 @@ def test_help_states_each_presets_tokens_per_step(capsys):
     assert "llama3-8b (8.03B parameters, 32 x 4096, 4M tokens per step" in text
     assert "gpt2-124m (124M parameters, 12 x 768, 0.5M tokens per step" in text
     assert "--calibrate fits" not in text  # an option only collective has
+    # every option the help names is one of tradeoff's (another command's is quoted with its command)
+    import re
+
+    own = set(re.findall(r"(--[a-z][a-z0-9-]*)", text.split("options:")[0]))
+    named = set(re.findall(r"(--[a-z][a-z0-9-]*)", re.sub(r"'phy802 [^']*'", "", text)))
+    assert named <= own | {"--help"}, sorted(named - own)
 
 
 def test_model_flags_and_conflicts(results, tmp_path, capsys):
