@@ -20,7 +20,10 @@ For each mode (code, FEC), BER, guard and cluster size:
   pair failed (the flat model has no trials: its quantiles are its one value), of the named model size (``gpt2-124m`` by default, compute from
   ``--tflops`` x MFU) or of a recorded communication log.  The loss side is measured on the
   small model of the experiment: the join assumes its loss penalty carries over [I].
-* **loss penalty** = final validation loss - the error-free run's; **steps to target**: the
+* **loss penalty** = final validation loss - the error-free run's, a measured difference of two
+  training runs (``loss_penalty_ci95``: the results' 95% half-width of the paired difference over
+  the model seeds, ``delta_val_loss_ci95``; NaN with one run: then a penalty of a few 1e-6, of
+  either sign, is a run that delivered mantissa flips, not a measured cost); **steps to target**: the
   first step at which the measured validation curve reaches the target loss (linear
   interpolation between evaluations; default target: the error-free final loss x 1.01);
   **time to target** = steps to target x modelled step time.  ``vs_ref`` is the time to target
@@ -50,7 +53,7 @@ REFERENCE = ("kp4", "ieee")
 #: below this post-FEC BER, ``correct_no_indication`` is taken as error-free on the loss side
 CLEAN_POST_FEC_BER = 1e-18
 COLUMNS = ("parallel", "workload", "mode", "code", "fec", "ber", "guard", "ranks", "step_ms", "step_p50_ms",
-           "step_p99_ms", "step_p999_ms", "failure_rate", "compute_ms", "exposed_ms", "phy_us", "resend_ms", "final_val_loss", "loss_penalty",
+           "step_p99_ms", "step_p999_ms", "failure_rate", "compute_ms", "exposed_ms", "phy_us", "resend_ms", "final_val_loss", "loss_penalty", "loss_penalty_ci95",
            "steps_to_target", "time_to_target_s", "vs_ref")
 
 
@@ -236,7 +239,8 @@ def tradeoff_rows(meta: dict, rows: list[dict], *, modes=DEFAULT_MODES, ranks=(8
             ref_time = None
             for code, fec in modes:
                 for ber in bers:
-                    if _clean(code, fec, ber):
+                    clean = _clean(code, fec, ber)
+                    if clean:
                         loss_rows = [dict(shadow, guard="-")]
                     else:
                         loss_rows = _measured(rows, meta_fec, par, fec, ber)
@@ -258,6 +262,10 @@ def tradeoff_rows(meta: dict, rows: list[dict], *, modes=DEFAULT_MODES, ranks=(8
                                "compute_ms": 1e3 * st.compute_s, "exposed_ms": 1e3 * st.exposed_s,
                                "phy_us": 1e6 * st.phy_s, "resend_ms": 1e3 * st.resend_s,
                                "final_val_loss": final, "loss_penalty": final - shadow_loss,
+                               # a measured difference of two training runs, not a residue (a guard that
+                               # delivers mantissa flips moves the final loss by ~1e-6 either way): shown
+                               # with the results' interval (0 where the mode is the error-free run)
+                               "loss_penalty_ci95": 0.0 if clean else _num(lr.get("delta_val_loss_ci95")),
                                "steps_to_target": s2t, "time_to_target_s": t2t, "target_loss": target}
                         if (code, fec) == REFERENCE and ber == 0.0:
                             ref_time = t2t

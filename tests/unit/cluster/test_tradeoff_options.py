@@ -194,3 +194,26 @@ def test_doc_commands_write_where_gitignore_expects():
     for t in sorted(targets):
         r = subprocess.run(["git", "check-ignore", "-q", "--no-index", t], cwd=root)
         assert r.returncode == 0, f"{t}: a doc command writes it and .gitignore does not list it"
+
+
+def test_a_measured_loss_difference_is_kept_with_its_interval(tmp_path):
+    # tradeoff's own one-seed experiment: exponent_protection at BER 1e-5 delivered 9,204 mantissa
+    # flips and ended 9.37e-7 below the error-free run -- a measured difference, not a residue: kept,
+    # with the results' interval beside it (NaN with one seed), and 0 / 0 for the modes that deliver none
+    d = tmp_path / "exp"
+    d.mkdir()
+    shadow = 2.765322909169066
+    rows = [dict(parallel="ddp", ber=0.0, guard="-", evals=_curve(), final_val_loss=shadow),
+            dict(parallel="ddp", ber=1e-5, guard="exponent_protection", evals=_curve(), final_val_loss=2.76532197196897,
+                 delta_val_loss_ci95=None),
+            dict(parallel="ddp", ber=1e-6, guard="exponent_protection", evals=_curve(), final_val_loss=shadow + 0.01,
+                 delta_val_loss_ci95=0.004)]
+    (d / "results.json").write_text(json.dumps({"meta": {"fec": "bypass", "world_size": 2}, "rows": rows}))
+    assert main(["tradeoff", "--results", str(d), "--out", str(tmp_path / "o"), "--ranks", "8", "--modes",
+                 "kp4:ieee,kp4:bypass", "--trials", "5"]) == 0
+    doc = _rows(tmp_path)
+    by = {(r["mode"], r["ber"]): r for r in doc["rows"]}
+    assert by[("kp4/bypass", 1e-5)]["loss_penalty"] == pytest.approx(-9.372e-7, rel=1e-3)
+    assert by[("kp4/bypass", 1e-5)]["loss_penalty_ci95"] is None  # NaN in the JSON: one seed, no interval
+    assert by[("kp4/bypass", 1e-6)]["loss_penalty_ci95"] == 0.004
+    assert by[("kp4/ieee", 1e-5)]["loss_penalty"] == 0.0 and by[("kp4/ieee", 1e-5)]["loss_penalty_ci95"] == 0.0
