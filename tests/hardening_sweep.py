@@ -290,6 +290,106 @@ def attacks(arena: Path, facts: dict) -> list[tuple[str, list[str]]]:
     out.append(("sweep --plot without --out", SWEEP + ["--plot"]))
     out.append(("sweep --merge one file into its own folder", ["sweep", "--merge", "s1/sweep.json", "s2", "--out", "s1"]))
     out.extend(link_fec_attacks(arena))
+    out += cluster_cli_attacks(arena)  # block: the cluster / trade-off command line
+    return out
+
+
+# ----------------------------------------------------------------------------- block: cluster / trade-off CLI
+# (collective, tradeoff, nccl-tests files; issue 43 item 4 and issue 46 items 7-8)
+
+def _nccl_text(rows, *, edit=None) -> str:
+    """A 2 x 8 all_reduce_perf output as nccl-tests prints it; ``edit(lines)`` changes it."""
+    lines = ["# Collective test starting: all_reduce_perf", "# Using devices"]
+    lines += [f"#  Rank {r:2d} Group  0 Pid {1000 + r} on {'ab'[r // 8]:>6} device {r % 8} [0x{r:02x}] NVIDIA H100"
+              for r in range(16)]
+    lines.append("#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw"
+                 "   busbw #wrong")
+    for size, t in rows:
+        alg = size / (t * 1e3)
+        bus = alg * 2 * 15 / 16
+        lines.append(f"{size:>12} {size // 4:>13}     float     sum      -1 {t:8.2f} {alg:7.2f} {bus:7.2f}      0 "
+                     f"{t:8.2f} {alg:7.2f} {bus:7.2f}      0")
+    lines += ["# Out of bounds values : 0 OK", "# Avg bus bandwidth    : 123.45"]
+    if edit is not None:
+        edit(lines)
+    return "\n".join(lines) + "\n"
+
+
+def cluster_cli_attacks(arena: Path) -> list[tuple[str, list[str]]]:
+    """Hostile collective / tradeoff command lines and nccl-tests / results files: each must exit 2."""
+    d = arena / "inputs"
+    out: list[tuple[str, list[str]]] = []
+    rows = [(32768, 30.0), (1048576, 62.0), (268435456, 1300.0)]
+    at = 19  # the first data row (after 2 header lines, 16 rank lines and the column header)
+
+    def row0(tok: str):
+        def edit(lines):
+            lines[at] = f"{tok:>12}" + lines[at][12:]
+        return edit
+
+    def wrong(lines):
+        lines[at] = lines[at][:-1] + "7"
+
+    def oob(lines):
+        lines[-2] = "# Out of bounds values : 7 FAILED"
+
+    def zero_only(lines):
+        del lines[at + 1:at + 3]
+        lines[at] = f"{0:>12} {0:>13}     float     sum      -1    25.00    0.00    0.00      0    25.00    0.00    0.00      0"
+
+    files = {"size-fraction": row0("32768.7"), "size-underscore": row0("32_768"), "size-plus": row0("+32768"),
+             "size-arabic": row0("\u0663\u0662\u0667\u0666\u0668"), "size-exponent": row0("3.2768e4"),
+             "wrong-results": wrong, "out-of-bounds": oob, "zero-bytes-only": zero_only}
+    for name, edit in files.items():
+        p = d / f"nccl_{name}.txt"
+        p.write_text(_nccl_text(rows, edit=edit), encoding="utf-8")
+        out.append((f"collective --nccl-tests {name}", ["collective", "--nccl-tests", str(p)]))
+    good = d / "nccl_good.txt"
+    good.write_text(_nccl_text(rows))
+    for special in ("/dev/zero", "fifo", "sock", "userdir", "dangling", "loop"):
+        out.append((f"collective --nccl-tests {special}", ["collective", "--nccl-tests", special]))
+    out.append(("collective --calibrate ''", ["collective", "--nccl-tests", str(good), "--calibrate", ""]))
+    for t in ("user.txt", "link", "fifo", "userdir", str(good)):
+        out.append((f"collective --calibrate {t}", ["collective", "--nccl-tests", str(good), "--calibrate", t]))
+    out.append(("collective --nccl-tests ''", ["collective", "--nccl-tests", ""]))
+    big = ["collective", "--nodes", "1000", "--trials", "1400000", "--ber", "1e-4", "--fec", "bypass", "--bytes", "1e9"]
+    out.append(("collective trials past the time budget", big))
+    out.append(("collective 366,912-row product", [
+        "collective", "--bytes", ",".join(str(8 << i) for i in range(28)), "--ber",
+        ",".join(f"{k}e-9" for k in range(1, 14)), "--fec", "ieee,bypass,llr,detect_only,unequal,correct_no_indication",
+        "--code", "kp4,kr4,rs272", "--ranks", ",".join(str(16 * k) for k in range(1, 57))]))
+    for off in ("-1000", "-100"):
+        out.append((f"collective --latency-offset-us {off}", ["collective", "--latency-offset-us", off]))
+    out.append(("collective --code none --fec ieee", ["collective", "--code", "none", "--fec", "ieee"]))
+    out.append(("collective --code kp4,none --fec ieee", ["collective", "--code", "kp4,none", "--fec", "ieee"]))
+    out.append(("collective --trials 0 at BER > 0", ["collective", "--fec", "bypass", "--ber", "1e-6", "--trials", "0"]))
+    # tradeoff: results files and options that would be ignored or contradict each other
+    ok = [dict(parallel="ddp", ber=0.0, guard="-", evals=[[0, 4.0], [10, 2.0]], final_val_loss=2.0),
+          dict(parallel="ddp", ber=1e-6, guard="-", evals=[[0, 4.0], [10, 2.1]], final_val_loss=2.1)]
+    bad_results = {"no-rows": [], "loss-string": [dict(ok[0], final_val_loss="2.0")],
+                   "loss-list": [dict(ok[0], final_val_loss=[2.0])], "eval-string": [dict(ok[0], evals=[[0, "x"]])],
+                   "step-bool": [dict(ok[0], evals=[[True, 2.0]])], "ber-string": [ok[0], dict(ok[1], ber="1e-6")],
+                   "ber-half": [ok[0], dict(ok[1], ber=0.5)]}
+    for name, rs in bad_results.items():
+        p = d / f"res_{name}"
+        p.mkdir()
+        (p / "results.json").write_text(json.dumps({"meta": {"fec": "bypass"}, "rows": rs}))
+        out.append((f"tradeoff --results {name}", ["tradeoff", "--results", str(p), "--out", "tnew", "--ranks", "8"]))
+    good_res = d / "res_good"
+    good_res.mkdir()
+    (good_res / "results.json").write_text(json.dumps({"meta": {"fec": "bypass"}, "rows": ok}))
+    tr = ["tradeoff", "--results", str(good_res), "--out", "tnew", "--modes", "kp4:ieee", "--trials", "5"]
+    for label, extra in (("--nodes 32 --ranks 64", ["--nodes", "32", "--ranks", "64"]),
+                         ("--bers with --results", ["--bers", "1e-7"]), ("--steps with --results", ["--steps", "5"]),
+                         ("preset and --layers disagree", ["--model", "llama3-8b", "--layers", "40"]),
+                         ("preset and --params disagree", ["--model", "gpt2-124m", "--params", "7e9"]),
+                         ("model flags incomplete", ["--params", "7e9"]),
+                         ("--tokens-per-step and --batch-size", ["--tokens-per-step", "1e6", "--batch-size", "8"]),
+                         ("--target-loss and --target-rel", ["--target-loss", "2", "--target-rel", "0.1"]),
+                         ("--pp-stages with no pipeline", ["--pp-stages", "4"]),
+                         ("--latency-offset-us -1000", ["--latency-offset-us", "-1000"]),
+                         ("--trials on flat-ethernet", ["--cluster", "flat-ethernet"])):
+        out.append((f"tradeoff {label}", tr + extra))
     return out
 
 

@@ -4,8 +4,9 @@ The model (:mod:`protocol.cluster.nccl`, sources in its docstring): the cluster 
 (nodes, NVLink inside, NICs and fabric between; :mod:`protocol.cluster.topology`), NCCL's cost
 table as data (``protocol/cluster/nccl_tuning.json``, NCCL 2.30), the (algorithm, protocol) NCCL
 would pick per size, and the FEC receive latency of every link an inter-node hop crosses.
-``--trials N`` simulates loss recovery (:mod:`protocol.cluster.transport`) and reports quantiles
-and the failure rate.  ``--nccl-tests FILE`` compares the model with a measured run, per size;
+At a BER > 0 the time shown is the time at that BER: loss recovery simulated over ``--trials``
+seeded trials (:mod:`protocol.cluster.transport`; 1000 by default), their mean, quantiles and
+failure rate, with the no-loss time beside it under its own name.  ``--nccl-tests FILE`` compares the model with a measured run, per size;
 ``--calibrate OUT`` fits the effective inter-node bandwidth and a latency offset to it,
 ``--calibration FILE`` applies such a fit.  ``--cluster flat-ethernet`` is the earlier flat
 alpha-beta model (:mod:`protocol.cluster.flat`) with its own flags (``--ranks``, ``--nic-ns``, ...).
@@ -27,7 +28,7 @@ _FLAT_FLAGS = ("step_ns", "link_gbps", "path_links", "ranks_per_leaf", "ranks_pe
 
 def add_cluster_arguments(p: argparse.ArgumentParser, *, code: bool = True) -> None:
     """Cluster flags shared by ``collective`` and ``tradeoff``."""
-    from phy802.cli._vocab import CODE_HELP, code_list
+    from phy802.cli._vocab import CODE_HELP, _Given, code_list
     from protocol.cluster.topology import GPUS, PRESET_NAMES, RATES_GBPS, SCALE_UP, TOPOLOGIES, TRANSPORTS
     from protocol.framing import CODES
     from protocol.modes import MODE_NAMES
@@ -55,18 +56,18 @@ def add_cluster_arguments(p: argparse.ArgumentParser, *, code: bool = True) -> N
                    help="leaf down:up port ratio, >= 1 (default 1: non-blocking)")
     g.add_argument("--transport", choices=TRANSPORTS, default=None,
                    help="loss recovery: ib / roce (go-back-N, RC queue pairs), selective (selective repeat); "
-                        "--fec llr adds link-level retry below it (default: the preset's, ib for dgx-h100-ib)")
+                        "the llr mode adds link-level retry below it (default: the preset's, ib for dgx-h100-ib)")
     g.add_argument("--cpu", choices=("intel", "amd"), default=None, help="host CPU (NCCL's LL caps; default intel)")
     g.add_argument("--channels", type=int_arg(1, 64), default=None, help="NCCL channels (default 2 per NIC, <= 32)")
     g.add_argument("--nvls", action=argparse.BooleanOptionalAction, default=None,
                    help="NVLink SHARP available (default: on NVLink 4/5 Hopper/Blackwell)")
     g.add_argument("--collnet", action="store_true", default=None, help="in-network reduction (SHARP) available")
     g.add_argument("--net-efficiency", type=float_arg(0, 2, lo_open=True), default=None,
-                   help="share of the NIC rate a collective gets (default 0.94; --calibrate fits it)")
+                   help="share of the NIC rate a collective gets (default 0.94; 'phy802 collective --nccl-tests FILE --calibrate OUT' fits it)")
     g.add_argument("--latency-offset-us", type=float_arg(-1e6, 1e6), default=None,
-                   help="added to every collective, us (default 0; --calibrate fits it)")
+                   help="added to every collective, us (default 0; 'phy802 collective --nccl-tests FILE --calibrate OUT' fits it)")
     g.add_argument("--calibration", default=None, metavar="FILE",
-                   help="apply a --calibrate output (net efficiency, latency offset and any per-algorithm "
+                   help="apply a 'phy802 collective --calibrate' output (net efficiency, latency offset and any per-algorithm "
                         "constants and bandwidth ceiling it holds) (default: none)")
     g.add_argument("--nccl-table", default=None, metavar="FILE",
                    help="JSON overriding values of NCCL's cost table (keys of protocol/cluster/nccl_tuning.json) "
@@ -75,14 +76,14 @@ def add_cluster_arguments(p: argparse.ArgumentParser, *, code: bool = True) -> N
                    help="NCCL_IB_TIMEOUT: RTO = 4.096 us x 2^timeout (default 20)")
     g.add_argument("--retry-cnt", type=int_arg(0, 7), default=None, help="NCCL_IB_RETRY_CNT (default 7)")
     if code:
-        g.add_argument("--code", type=code_list, default=("kp4",), metavar="CODE[,CODE...]",
+        g.add_argument("--code", type=code_list, default=("kp4",), metavar="CODE[,CODE...]", action=_Given,
                        help=f"{CODE_HELP}; on every link, comma list (default kp4)")
     g.add_argument("--spine-code", choices=tuple(CODES), default=None,
-                   help="code of the switch-switch links (default: --code, as the NIC links)")
+                   help="code of the switch-switch links (default: the NIC links' code)")
     g.add_argument("--spine-fec", choices=MODE_NAMES, default=None,
-                   help="receive mode of the switch-switch links (default: --fec)")
+                   help="receive mode of the switch-switch links (default: the NIC links' mode)")
     g.add_argument("--spine-ber", type=float_arg(0.0, 0.5, hi_open=True), default=None,
-                   help="pre-FEC BER of the switch-switch links (default: --ber)")
+                   help="pre-FEC BER of the switch-switch links (default: the NIC links' BER)")
     g.add_argument("--burst-pb", type=float_arg(0.0, 1.0, hi_open=True), default=None,
                    help="burst errors: 1-tap DFE error propagation with this burst continuation probability per "
                         "PAM4 symbol (phy802.theory ErrorChain.dfe; default: independent errors)")
@@ -175,7 +176,22 @@ def spec_from_args(args: argparse.Namespace, **over):
         if ranks > spec.gpus_per_node and ranks % spec.gpus_per_node:
             raise CliError(f"--ranks {ranks} is not a whole number of nodes of --gpus-per-node {spec.gpus_per_node}")
         spec = spec.with_(ranks=ranks)
+    if spec.latency_offset_us < 0 or any(v < 0 for _, v in spec.algo_latency_us):
+        _check_offsets(spec, args)
     return spec
+
+
+def _check_offsets(spec, args: argparse.Namespace) -> None:
+    """A negative latency offset (given or calibrated) that takes any collective's fixed cost below 0,
+    at the smallest size, with NCCL's own choice: refused before anything is modelled with it."""
+    from protocol.cluster.nccl import OPS, predict
+
+    for op in OPS:
+        try:
+            pr = predict(op, 1, spec)
+        except ValueError:
+            continue  # an op this cluster cannot run (the command using it says so)
+        _check_latency(pr, args)
 
 
 def _table(args: argparse.Namespace):
@@ -185,7 +201,7 @@ def _table(args: argparse.Namespace):
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from phy802.cli._vocab import FEC_HELP, fec_list
+    from phy802.cli._vocab import FEC_HELP, _Given, fec_list
     from protocol.cluster.nccl import ALGOS, OPS, PROTOS
 
     p.add_argument("--op", default=None, choices=OPS,
@@ -196,16 +212,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--proto", default=None, choices=PROTOS, help="force a protocol, like NCCL_PROTO (default: NCCL's choice)")
     p.add_argument("--ranks", type=list_arg(int_arg(1, 10**7)), default=None,
                    help="ranks, comma list (default: nodes x GPUs of the cluster; flat-ethernet 64)")
-    p.add_argument("--bytes", type=list_arg(count_arg(0, 10**15)), default=(25_000_000,),
+    p.add_argument("--bytes", type=list_arg(count_arg(0, 10**15)), default=(25_000_000,), action=_Given,
                    help="message size in bytes (nccl-tests' size), comma list; 1e6 is fine (default 25e6)")
-    p.add_argument("--fec", type=fec_list, default=("ieee",), metavar="MODE[,MODE...]",
-                   help=f"{FEC_HELP}; comma list (default ieee)")
-    p.add_argument("--ber", type=list_arg(float_arg(0.0, 0.5, hi_open=True)),
+    p.add_argument("--fec", type=fec_list, default=("ieee",), metavar="MODE[,MODE...]", action=_Given,
+                   help=f"{FEC_HELP}; comma list (default ieee; bypass on --code none, which decodes nothing)")
+    p.add_argument("--ber", type=list_arg(float_arg(0.0, 0.5, hi_open=True)), action=_Given,
                    default=(0.0,), help="pre-FEC line BER of every link, each in [0, 0.5) (0 = error-free; 0.5 = a coin flip per bit), "
                         "comma list (default 0)")
-    p.add_argument("--trials", type=int_arg(0, 10**9), default=0,
-                   help="simulate loss recovery over N seeded trials: mean, p50, p99, p999, failure rate "
-                        "(default 0: the deterministic time)")
+    p.add_argument("--trials", type=int_arg(0, 10**9), default=None,
+                   help="simulated loss recovery at BER > 0 over N seeded trials: the time is their mean, with "
+                        f"p50, p99, p999 and the failure rate (default {DEFAULT_TRIALS} at BER > 0; at BER 0 "
+                        "nothing is lost and the time is the model's one value)")
     p.add_argument("--nccl-tests", default=None, metavar="FILE",
                    help="an nccl-tests output (text, or the CSV of shared/reference/nccl): measured vs predicted "
                         "per size (default: none)")
@@ -216,7 +233,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--holdout", type=int_arg(2, 1000), default=None,
                    help="with --calibrate: fit on all sizes but every K-th, and report the held-out ratios "
                         "(default: fit on all)")
-    p.add_argument("--force", action="store_true", help="run --trials beyond the memory / time estimate")
+    p.add_argument("--force", action="store_true",
+                   help=f"run a product of more than {MAX_ROWS:,} rows, or --trials beyond the memory / time estimate")
     add_cluster_arguments(p)
     add_seed(p)
     add_json(p)
@@ -226,10 +244,58 @@ def _fmt_us(v: float) -> str:
     return "inf" if not math.isfinite(v) else f"{v:.4g}"
 
 
+#: rows of one ``collective`` product (ranks x bytes x codes x modes x BERs) run without ``--force``;
+#: a query costs ~1-2 ms of CPU (spec, prediction, table row), so this is about a minute at most
+MAX_ROWS = 20_000
+#: simulated loss recovery one ``collective`` runs without ``--force`` (it prints nothing until the
+#: table: a query, not a batch job; ``tradeoff`` and scripts run longer ones)
+MAX_SIM_SECONDS = 600.0
+#: trials per row at BER > 0 when ``--trials`` is not given: the time at the BER is a mean and
+#: tails over simulated loss recovery, never the no-loss time
+DEFAULT_TRIALS = 1000
+
+
+def _combos(args: argparse.Namespace) -> list[tuple]:
+    """Every (ranks, bytes, code, fec, ber) asked, refused up front past :data:`MAX_ROWS`."""
+    ranks = args.ranks or (None,)
+    n = len(ranks) * len(args.bytes) * len(args.code) * len(args.fec) * len(args.ber)
+    if n > MAX_ROWS and not args.force:
+        raise CliError(f"--ranks x --bytes x --code x --fec x --ber is {n:,} rows (about {n * 2e-3 / 60:.2g} min of "
+                       f"modelling before any --trials; limit {MAX_ROWS:,}); ask for fewer values (--force to run "
+                       "anyway)")
+    return [(r, b, code, fec, ber) for r in ranks for b in args.bytes for code in args.code for fec in args.fec
+            for ber in args.ber]
+
+
+def _check_code_fec(args: argparse.Namespace) -> None:
+    """``--code none`` has no FEC sublayer: every mode but bypass would be modelled as decoding what
+    is not there (``trace generate`` refuses the same pair); a typed mode other than bypass with a
+    code list holding ``none`` is refused, the default mode becomes bypass on ``none``."""
+    if "none" in args.code and getattr(args, "_fec_given", False):
+        bad = [f for f in args.fec if f != "bypass"]
+        if bad:
+            raise CliError(f"--code none --fec {bad[0]}: --code none has no FEC sublayer, nothing is decoded; "
+                           "model --code none with --fec bypass only (in a run of its own)")
+
+
+def _check_latency(pr, args: argparse.Namespace) -> None:
+    """A latency offset (``--latency-offset-us``, a calibration's ``latency_offset_us`` /
+    ``algo_latency_us``) that makes a collective's fixed cost negative is refused, not printed."""
+    if pr.latency_s < 0 or pr.time_s < 0:
+        src = (f"--latency-offset-us {args.latency_offset_us:g}" if args.latency_offset_us is not None
+               else f"--calibration {args.calibration}" if getattr(args, "calibration", None) else "the cost table")
+        raise CliError(f"{src} makes the modelled fixed cost of {pr.op} ({pr.algo}/{pr.proto}, {pr.bytes} B, "
+                       f"{pr.ranks} ranks) negative ({pr.latency_s * 1e6:.4g} us): a time cannot be below 0")
+
+
 def run(args: argparse.Namespace) -> int:
-    if args.nccl_tests:
+    if args.calibrate is not None and args.calibrate == "":
+        raise CliError("--calibrate '': an empty path names no file")
+    if args.nccl_tests is not None:
+        if args.nccl_tests == "":
+            raise CliError("--nccl-tests '': an empty path names no file")
         return _run_nccl_tests(args)
-    if args.calibrate or args.holdout:
+    if args.calibrate is not None or args.holdout:
         raise CliError("--calibrate / --holdout need --nccl-tests FILE")
     if is_flat(args):
         return _run_flat(args)
@@ -237,48 +303,75 @@ def run(args: argparse.Namespace) -> int:
         raise CliError("--algo direct is the flat-ethernet model's; the cluster model calls it p2p")
     from dataclasses import asdict
 
+    from phy802._io import check_interrupt
     from protocol.cluster.nccl import predict
 
+    _check_code_fec(args)
+    if args.trials and not any(b > 0 for b in args.ber):
+        raise CliError(f"--trials {args.trials} at BER 0: nothing is lost, there is nothing to simulate; give "
+                       "--ber > 0 (or drop --trials)")
+    if args.trials == 0 and any(b > 0 for b in args.ber):
+        raise CliError(f"--trials 0 with --ber {max(args.ber):g}: the time at a BER > 0 is simulated loss "
+                       f"recovery (mean and tails); give --trials N >= 1 (default {DEFAULT_TRIALS})")
     table = _table(args)
     op = args.op or "allreduce"
+    built = []
+    for n, size, code, fec, ber in _combos(args):
+        check_interrupt()
+        over = dict(code=code, fec="bypass" if code == "none" else fec, ber=ber)
+        if n is not None:
+            over["ranks"] = n
+        c = spec_from_args(args, **over)
+        pr = predict(op, size, c, algo=args.algo, proto=args.proto, table=table)
+        _check_latency(pr, args)
+        built.append((c, pr))
+    trials = DEFAULT_TRIALS if args.trials is None else args.trials
+    sim = [c.ber > 0 for c, _ in built]
+    if any(sim):
+        _check_trials(args, [(c, pr) for (c, pr), s in zip(built, sim) if s], trials)
     rows = []
-    ranks_list = args.ranks or (None,)
-    for n in ranks_list:
-        for size in args.bytes:
-            for code in args.code:
-                for fec in args.fec:
-                    for ber in args.ber:
-                        over = dict(code=code, fec=fec, ber=ber)
-                        if n is not None:
-                            over["ranks"] = n
-                        c = spec_from_args(args, **over)
-                        pr = predict(op, size, c, algo=args.algo, proto=args.proto, table=table)
-                        row = {k: v for k, v in asdict(pr).items() if k != "candidates"}
-                        row["time_us"] = pr.time_us
-                        row["candidates_us"] = {k: v for k, v in pr.candidates.items()}
-                        if args.trials:
-                            row.update(_simulate(args, op, size, c, pr))
-                        rows.append((c, row))
+    for (c, pr), s in zip(built, sim):
+        row = {k: v for k, v in asdict(pr).items() if k != "candidates"}
+        row["time_us"] = pr.time_us
+        row["no_loss_time_us"] = pr.time_us
+        row["no_loss_busbw_GBps"] = pr.busbw_GBps
+        row["candidates_us"] = {k: v for k, v in pr.candidates.items()}
+        if s:
+            row.update(_simulate(args, c, pr, trials))
+        rows.append((c, row))
     first = rows[0][0]
+    simulated = any(sim)
 
     def text() -> str:
         out = [first.describe().rsplit(", links", 1)[0]]
         hdr = (f"{'op':<10} {'ranks':>6} {'bytes':>10} {'algo/proto':<17} {'code':<6} {'fec':<22} {'ber':>8} "
-               f"{'time us':>10} {'busbw GB/s':>10} {'FEC hops':>8} {'phy us':>7}")
-        if args.trials:
-            hdr += f" {'mean us':>10} {'p50 us':>10} {'p99 us':>10} {'p999 us':>10} {'fail':>8}"
+               f"{'time us':>10}")
+        if simulated:
+            hdr += f" {'p50 us':>10} {'p99 us':>10} {'p999 us':>10} {'fail':>8} {'no-loss us':>10}"
+        hdr += f" {'busbw GB/s':>10} {'FEC hops':>8} {'phy us':>7}"
         out.append(hdr)
         for _, r in rows:
+            t = r.get("time_us_dist")
             line = (f"{r['op']:<10} {r['ranks']:>6} {r['bytes']:>10.4g} {r['algo'] + '/' + r['proto']:<17} "
-                    f"{r['code']:<6} {r['fec']:<22} {r['ber']:>8.2g} {r['time_us']:>10.4g} {r['busbw_GBps']:>10.4g} "
-                    f"{r['fec_traversals']:>8} {r['phy_s'] * 1e6:>7.3g}")
-            if args.trials:
-                t = r["time_us_dist"]
-                line += (f" {_fmt_us(t['mean'])[:10]:>10} {_fmt_us(t['p50']):>10} {_fmt_us(t['p99']):>10} "
-                         f"{_fmt_us(t['p999']):>10} {r['failure_rate']:>8.3g}")
+                    f"{r['code']:<6} {r['fec']:<22} {r['ber']:>8.2g} "
+                    f"{_fmt_us(t['mean'] if t else r['time_us'])[:10]:>10}")
+            if simulated:
+                if t:
+                    line += (f" {_fmt_us(t['p50']):>10} {_fmt_us(t['p99']):>10} {_fmt_us(t['p999']):>10} "
+                             f"{r['failure_rate']:>8.3g}")
+                else:
+                    v = _fmt_us(r["time_us"])
+                    line += f" {v:>10} {v:>10} {v:>10} {0:>8.3g}"
+                line += f" {_fmt_us(r['no_loss_time_us']):>10}"
+            line += f" {_fmt_us(r['busbw_GBps']):>10} {r['fec_traversals']:>8} {r['phy_s'] * 1e6:>7.3g}"
             out.append(line)
         out.append("time: NCCL's cost model (protocol/cluster/nccl_tuning.json, NCCL 2.30) + each inter-node hop's "
                    "links x (FEC latency - KP4's); FEC hops = link traversals on the critical path")
+        if simulated:
+            out.append(f"at BER > 0: time = mean over the {trials} seeded trials of loss recovery that completed "
+                       f"(--trials, --seed {args.seed}), p50/p99/p999 their quantiles, fail the share of trials in "
+                       "which a queue pair gave up; busbw at that mean; no-loss = the same collective with no frame "
+                       "lost (model values, all)")
         if first.rate != rows[0][1]["phy_rate"]:
             out.append(f"note: protocol.latency has no {first.rate} model yet; FEC latency priced at "
                        f"{rows[0][1]['phy_rate']}")
@@ -297,17 +390,42 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _simulate(args: argparse.Namespace, op: str, size: int, c, pr) -> dict:
-    from phy802.cli._common import check_budget
+def _check_trials(args: argparse.Namespace, todo: list, trials: int) -> None:
+    """Refuse up front, with the estimate, simulations that need more memory or time than allowed:
+    all rows together, the lost frames timed on this machine (:func:`phy802.cli._common.calibrated_seconds`)."""
+    from phy802.cli._common import calibrated_seconds, check_budget
     from protocol.cluster.transport import estimate, simulate
 
-    est = estimate(pr, c, args.trials)
-    check_budget(f"--trials {args.trials}", memory_bytes=est["memory_bytes"], seconds=est["seconds"],
-                 force=args.force, hint=f"about {est['losses']:.3g} lost frames expected; fewer --trials")
-    res = simulate(pr, c, args.trials, seed=args.seed)
-    return {"time_us_dist": {"mean": res.mean_us, "p50": res.p50_us, "p99": res.p99_us, "p999": res.p999_us},
+    ests = [estimate(pr, c, trials) for c, pr in todo]
+    losses = sum(e["losses"] for e in ests)
+    mem = max(e["memory_bytes"] for e in ests)
+    base = sum(e["seconds"] for e in ests)
+    c0, pr0 = max(todo, key=lambda t: estimate(t[1], t[0], 1)["losses"])
+    per = max(estimate(pr0, c0, 1)["losses"], 1.0)
+
+    def run_small(k: int) -> None:
+        simulate(pr0, c0, max(1, int(k / per)), seed=0)
+
+    secs = base if args.force else max(base, calibrated_seconds(losses, run_small, 1 << 20, assumed_rate=3e7,
+                                                                 max_seconds=MAX_SIM_SECONDS))
+    check_budget(f"--trials {trials}" + (f" x {len(todo)} rows" if len(todo) > 1 else ""), memory_bytes=mem,
+                 seconds=secs, force=args.force, max_seconds=MAX_SIM_SECONDS,
+                 hint=f"about {losses:.3g} lost frames expected; fewer --trials")
+
+
+def _simulate(args: argparse.Namespace, c, pr, trials: int) -> dict:
+    from protocol.cluster.transport import simulate
+
+    res = simulate(pr, c, trials, seed=args.seed)
+    from protocol.cluster.nccl import bus_factor
+
+    mean = res.mean_us
+    return {"time_us_dist": {"mean": mean, "p50": res.p50_us, "p99": res.p99_us, "p999": res.p999_us},
             "failure_rate": res.failure_rate, "trials": res.trials, "frame_loss": res.frame_loss,
-            "expected_delay_us": res.mean_us - pr.time_us if math.isfinite(res.mean_us) else math.inf,
+            "expected_delay_us": mean - pr.time_us if math.isfinite(mean) else math.inf,
+            "algbw_GBps": pr.bytes / (1000.0 * mean) if math.isfinite(mean) and mean > 0 else 0.0,
+            "busbw_GBps": (pr.bytes / (1000.0 * mean) * bus_factor(pr.op, pr.ranks)
+                           if math.isfinite(mean) and mean > 0 else 0.0),
             "sim_seconds": res.seconds}
 
 
@@ -369,8 +487,20 @@ def _run_nccl_tests(args: argparse.Namespace) -> int:
         raise CliError("--nccl-tests compares with the cluster model; choose a --cluster other than flat-ethernet")
     if args.trials:
         raise CliError("--trials and --nccl-tests do not go together (a measured run has no BER)")
-    if args.holdout and not args.calibrate:
+    if args.ranks is not None or getattr(args, "_bytes_given", False):
+        raise CliError(f"{'--ranks' if args.ranks is not None else '--bytes'} and --nccl-tests do not go together: "
+                       f"the ranks and sizes are the file's ({args.nccl_tests})")
+    if any(b > 0 for b in args.ber):
+        raise CliError(f"--ber {max(args.ber):g} and --nccl-tests do not go together (a measured run has no BER)")
+    for flag, vals in (("--code", args.code), ("--fec", args.fec)):
+        if len(vals) > 1:
+            raise CliError(f"{flag} {','.join(vals)}: --nccl-tests compares one cluster with the run; give one value")
+    if args.holdout and args.calibrate is None:
         raise CliError("--holdout needs --calibrate OUT")
+    if args.calibrate is not None:
+        from phy802._output import check_output_file
+
+        check_output_file(args.calibrate, inputs=[args.nccl_tests])  # before the fit, not after it
     run_ = read_nccl_tests(args.nccl_tests, op=args.op)
     over: dict = {"code": args.code[0], "fec": args.fec[0], "ber": args.ber[0]}
     if run_.nodes is not None and args.nodes is None:
@@ -386,9 +516,12 @@ def _run_nccl_tests(args: argparse.Namespace) -> int:
     table = _table(args)
     rows = compare(run_, c, algo=args.algo, proto=args.proto, table=table)
     notes = diagnose(run_, rows, c)
+    zl = list(run_.meta.get("zero_byte_lines", ()))
+    left_out = ([f"note: 0-byte rows (line {', '.join(map(str, zl))}) left out: NCCL moves nothing, there is no "
+                 "model time to compare"] if zl else [])
     cal = None
     held: list[int] = []
-    if args.calibrate:
+    if args.calibrate is not None:
         k = args.holdout
         use = [i for i in range(len(rows)) if not (k and i % k == k - 1)]
         held = [i for i in range(len(rows)) if i not in use]
@@ -419,7 +552,7 @@ def _run_nccl_tests(args: argparse.Namespace) -> int:
             out.append(line)
         out.append(f"ratio = measured / predicted: {summary['min_ratio']:.2f} .. {summary['max_ratio']:.2f} "
                    "(measured: nccl-tests; predicted: model values, before calibration)")
-        out += notes
+        out += notes + left_out
         if cal:
             out.append(f"calibration written to {args.calibrate}: net efficiency {cal['net_efficiency']:.3g} "
                        f"(default {0.94}), latency offset {cal['latency_offset_us']:.3g} us, rms log ratio "
@@ -445,6 +578,6 @@ def _run_nccl_tests(args: argparse.Namespace) -> int:
            "cluster": c.to_dict(), "rows": rows, "diagnosis": notes, "underperforming": any(
                n.startswith("UNDERPERFORMING") for n in notes), "below_expected": any(
                n.startswith(("UNDERPERFORMING", "BELOW EXPECTED")) for n in notes), "summary": summary,
-           "calibration": cal}
+           "calibration": cal, "zero_byte_lines_left_out": zl}
     emit(args, obj, text)
     return 0

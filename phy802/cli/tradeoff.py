@@ -2,8 +2,10 @@
 
 Joins an ``experiment`` results folder (``--results``; without it a small experiment is run
 first, which needs torch) with the modelled step time (:mod:`protocol.cluster.tradeoff`,
-:mod:`protocol.cluster.steptime`, :mod:`protocol.cluster.flat`).  The table goes to stderr as it is
-made; ``tradeoff.csv``, ``tradeoff.json`` and ``pareto.png`` are written into ``--out``.
+:mod:`protocol.cluster.steptime`, :mod:`protocol.cluster.flat`).  The table goes to stdout as it is
+made (then the summary; ``--json``: the JSON document only); ``tradeoff.csv``, ``tradeoff.json`` and
+``pareto.png`` are written into ``--out``.  Every option is used or refused (:func:`_refuse_unused`,
+:func:`model_from_args`, :func:`ranks_from_args`).
 """
 
 from __future__ import annotations
@@ -16,10 +18,16 @@ import math
 import os
 import sys
 
-from phy802.cli._common import add_json, add_seed, emit, float_arg, int_arg, list_arg, probability, to_jsonable
-from phy802.cli.collective import add_cluster_arguments, cluster_from_args
+from phy802.cli._common import (CliError, add_json, add_seed, count_arg, emit, float_arg, int_arg, list_arg,
+                                probability, to_jsonable)
+from phy802.cli.collective import add_cluster_arguments, cluster_from_args, is_flat
 
 __all__ = ["add_arguments", "fastest_groups", "run", "run_tradeoff"]
+
+
+#: defaults of the options left None in the parser (so that a typed option can be told apart)
+_DEFAULT_STEPS, _DEFAULT_BERS = 60, (1e-6, 1e-5)
+_DEFAULT_TFLOPS, _DEFAULT_MFU, _DEFAULT_TRIALS, _DEFAULT_TARGET_REL = 989.0, 0.4, 200, 0.01
 
 
 def _modes(text: str):
@@ -41,15 +49,30 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--modes", type=_modes, default=None,
                    help="CODE:FEC list (default kp4:ieee,kr4:ieee,rs272:ieee,kp4:llr,rs272:llr,kp4:detect_only,"
                         "kp4:correct_no_indication,kp4:bypass,kp4:unequal)")
-    p.add_argument("--ranks", type=list_arg(int_arg(1, 10**7)), default=(8, 64, 512),
-                   help="cluster sizes, comma-separated (default 8,64,512)")
-    p.add_argument("--model", choices=list(MODEL_PRESETS), default="gpt2-124m",
-                   help="model size of the time side: gpt2-124m (GPT-2 small as published, 124M parameters) or "
-                        "gpt2-small (the training preset: the same model, vocabulary padded to 50304, 124.5M); 0.5M tokens per step "
-                        "(default gpt2-124m)")
-    p.add_argument("--tflops", type=float_arg(0, 1e7, lo_open=True), default=989.0,
+    p.add_argument("--ranks", type=list_arg(int_arg(1, 10**7)), default=None,
+                   help="cluster sizes, comma-separated (default: --nodes x GPUs per node when --nodes is given, "
+                        "else 8,64,512; with --nodes each must equal it)")
+    p.add_argument("--model", choices=list(MODEL_PRESETS), default=None,
+                   help="model of the time side; " + "; ".join(_preset_help(k) for k in MODEL_PRESETS)
+                        + " (default gpt2-124m; or none and --params, --layers, --d-model, --tokens-per-step)")
+    p.add_argument("--params", type=count_arg(1, 10**14), default=None,
+                   help="parameters of the model (default: --model's; with --model it must be the preset's, without it the "
+                        "flags give a model of your own)")
+    p.add_argument("--layers", type=int_arg(1, 100_000), default=None,
+                   help="transformer layers (FSDP units, tensor-parallel and pipeline sizes; default: --model's)")
+    p.add_argument("--d-model", type=int_arg(1, 10**7), default=None,
+                   help="hidden size (activation messages of tp, moe, pp, decode; default: --model's)")
+    p.add_argument("--seq-len", type=int_arg(1, 10**8), default=None,
+                   help="sequence length, tokens (with --batch-size; default: --model's)")
+    p.add_argument("--tokens-per-step", type=count_arg(1, 10**13), default=None,
+                   help="global batch in tokens per optimizer step (default: --model's, as listed above)")
+    p.add_argument("--batch-size", type=int_arg(1, 10**9), default=None,
+                   help="global batch in sequences: tokens per step = this x the sequence length (instead of "
+                        "--tokens-per-step; default: --model's tokens per step)")
+    p.add_argument("--tflops", type=float_arg(0, 1e7, lo_open=True), default=None,
                    help="peak accelerator throughput, TFLOP/s (default 989: H100 SXM dense BF16)")
-    p.add_argument("--mfu", type=float_arg(0, 1, lo_open=True), default=0.4, help="model FLOPs utilisation (default 0.4)")
+    p.add_argument("--mfu", type=float_arg(0, 1, lo_open=True), default=None,
+                   help=f"model FLOPs utilisation (default {_DEFAULT_MFU})")
     p.add_argument("--measured-compute", action="store_true",
                    help="with --comm-log: use the log's measured step time as compute (default: --tflops x --mfu)")
     p.add_argument("--comm-log", default=None, metavar="FILE",
@@ -63,36 +86,119 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "tp (Megatron tensor-parallel all-reduces), moe (expert all-to-all), pp, decode (per token); "
                         "default: the results' own parallelism")
     p.add_argument("--tp", type=int_arg(1, 4096), default=None,
-                   help="tensor-parallel GPUs of --workload tp / decode (default: a node's; more spans nodes)")
-    p.add_argument("--trials", type=int_arg(0, 100_000), default=200,
-                   help="loss-recovery trials per collective at BER > 0 (cluster model; default 200)")
+                   help="tensor-parallel GPUs of --workload tp / decode (default: the model's layout as listed "
+                        "under --model, else a node's; more than a node's spans nodes)")
+    p.add_argument("--trials", type=int_arg(0, 100_000), default=None,
+                   help=f"loss-recovery trials per collective at BER > 0 (cluster model only; default {_DEFAULT_TRIALS})")
     p.add_argument("--pp-stages", type=int_arg(2, 4096), default=None,
                    help="pipeline stages of the time side (default: the experiment's world size)")
     p.add_argument("--target-loss", type=float_arg(0, None, lo_open=True), default=None,
                    help="target validation loss (default: the error-free final loss x (1 + --target-rel))")
-    p.add_argument("--target-rel", type=float_arg(0, 10), default=0.01, help="relative target margin (default 0.01)")
-    p.add_argument("--steps", type=int_arg(1, 100_000), default=60, help="without --results: training steps (default 60)")
-    p.add_argument("--bers", type=list_arg(probability()), default=(1e-6, 1e-5),
-                   help="without --results: comma-separated BERs of the small experiment (default 1e-6,1e-5)")
+    p.add_argument("--target-rel", type=float_arg(0, 10), default=None,
+                   help=f"relative target margin (default {_DEFAULT_TARGET_REL}; not with --target-loss)")
+    p.add_argument("--steps", type=int_arg(1, 100_000), default=None,
+                   help="without --results only: training steps of the small experiment (default 60)")
+    p.add_argument("--bers", type=list_arg(probability()), default=None,
+                   help="without --results only: comma-separated BERs of the small experiment (default 1e-6,1e-5; "
+                        "with --results the BERs are the results')")
     add_cluster_arguments(p, code=False)
     add_seed(p)
     add_json(p)
 
 
+def _preset_help(name: str) -> str:
+    from protocol.cluster.steptime import MODEL_PRESETS
+
+    m = MODEL_PRESETS[name]
+    tok = m["tokens_per_step"]
+    return (f"{name} ({_short(m['params'])} parameters, {m['n_layer']} x {m['d_model']}, "
+            f"{tok / 2**20:g}M tokens per step, tp {m['tp']})")
+
+
+def _short(n: int) -> str:
+    return f"{n / 1e9:.3g}B" if n >= 1e9 else f"{n / 1e6:.3g}M"
+
+
+#: the model flags of ``tradeoff`` and the preset field each sets
+_MODEL_FLAGS = (("params", "params"), ("layers", "n_layer"), ("d_model", "d_model"), ("seq_len", "seq_len"))
+
+
+def model_from_args(args: argparse.Namespace):
+    """The time side's model: a preset name, or a dict (:func:`protocol.cluster.steptime.model_preset`)
+    when a flag sets the batch or the model is given by its flags.  The shape of a preset (parameters,
+    layers, hidden size, sequence length) is fixed: a flag that disagrees with it is refused naming
+    both; the batch (``--tokens-per-step`` / ``--batch-size``) is a setting of the run, the preset's
+    by default."""
+    from protocol.cluster.steptime import model_preset
+
+    given = {field: getattr(args, flag) for flag, field in _MODEL_FLAGS if getattr(args, flag) is not None}
+    batch = args.tokens_per_step is not None or args.batch_size is not None
+    if args.tokens_per_step is not None and args.batch_size is not None:
+        raise CliError("--tokens-per-step and --batch-size both set the batch; give one")
+    name = args.model or ("gpt2-124m" if not given else None)
+    if name is not None:
+        base = model_preset(name)
+        for flag, field in _MODEL_FLAGS:
+            v = getattr(args, flag)
+            if v is not None and v != base[field]:
+                raise CliError(f"--model {name} has {field.replace('n_layer', 'layers')} {base[field]:,}; "
+                               f"--{flag.replace('_', '-')} {v:,} disagrees: drop one (or drop --model and give "
+                               "the model by its flags)")
+        if not batch:
+            return name
+    else:
+        base = {}
+    m = {**base, **given, "name": name or "custom"}
+    if args.batch_size is not None:
+        if "seq_len" not in m:
+            raise CliError("--batch-size needs the sequence length: --seq-len (or --model)")
+        m["tokens_per_step"] = args.batch_size * m["seq_len"]
+    elif args.tokens_per_step is not None:
+        m["tokens_per_step"] = args.tokens_per_step
+    if name is None:
+        missing = [flag for flag, k in (("--params", "params"), ("--layers", "n_layer"), ("--d-model", "d_model"),
+                                        ("--tokens-per-step or --batch-size", "tokens_per_step")) if k not in m]
+        if missing:
+            raise CliError(f"a model given by its flags needs {', '.join(missing)} too (or --model PRESET)")
+        m.setdefault("seq_len", 1)  # only --batch-size reads it
+    try:
+        return model_preset(m)
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
+
+
+def _model_name(model) -> str:
+    if isinstance(model, str):
+        return model
+    return (f"{model['name']}: {model['params']:,} parameters, {model['n_layer']} x {model['d_model']}, "
+            f"{model['tokens_per_step']:,} tokens per step")
+
+
+def ranks_from_args(args: argparse.Namespace) -> tuple[int, ...]:
+    """``--ranks``, or the one size ``--nodes`` gives; every size checked against ``--nodes`` (and
+    the cluster) before any work: a size the flags contradict is refused naming both."""
+    if args.ranks is None:
+        if getattr(args, "nodes", None) is not None and not is_flat(args):
+            return (cluster_from_args(args).ranks,)
+        return (8, 64, 512)
+    for n in args.ranks:
+        cluster_from_args(args, ranks=n)
+    return tuple(args.ranks)
+
+
 def _small_experiment(args: argparse.Namespace, out: str) -> str:
     """Run a small DDP experiment (bypass, two guards) into ``out``; returns the folder."""
-    if args.steps < 1:
-        raise ValueError(f"--steps must be >= 1, got {args.steps}")
+    steps = _DEFAULT_STEPS if args.steps is None else args.steps
     from phy802.cli.experiment import add_arguments as exp_args, sweep as exp_sweep, write_report
 
     p = argparse.ArgumentParser()
     exp_args(p)
-    bers = ",".join(f"{b:g}" for b in args.bers)
+    bers = ",".join(f"{b:g}" for b in (args.bers or _DEFAULT_BERS))
     a = p.parse_args(["--out", out, "--bers", bers, "--parallel", "ddp",
-                      "--guards", "nan_to_zero_clamp,exponent_protection", "--steps", str(args.steps),
+                      "--guards", "nan_to_zero_clamp,exponent_protection", "--steps", str(steps),
                       "--seed", str(args.seed), "--fec", "bypass", "--n-layer", "2", "--n-embd", "64",
-                      "--eval-interval", str(max(1, args.steps // 6)), "--eval-iters", "4", "--timeout", "900"])
-    print(f"[tradeoff] no --results: running a small experiment (2-rank DDP, {args.steps} steps, BER 0,{bers}, "
+                      "--eval-interval", str(max(1, steps // 6)), "--eval-iters", "4", "--timeout", "900"])
+    print(f"[tradeoff] no --results: running a small experiment (2-rank DDP, {steps} steps, BER 0,{bers}, "
           f"bypass) into {out}", file=sys.stderr, flush=True)
     rows = exp_sweep(a)
     write_report(rows, out, {k: v for k, v in vars(a).items() if k != "json"})
@@ -109,7 +215,7 @@ def _fmt(v) -> str:
     return str(v)
 
 
-_SHOW = ("parallel", "mode", "ber", "guard", "ranks", "step_ms", "exposed_ms", "phy_us", "resend_ms",
+_SHOW = ("workload", "mode", "ber", "guard", "ranks", "step_ms", "exposed_ms", "phy_us", "resend_ms",
          "failure_rate", "loss_penalty", "steps_to_target", "time_to_target_s", "vs_ref")
 
 
@@ -121,16 +227,9 @@ def run_tradeoff(args: argparse.Namespace, live: bool = True) -> dict:
     from phy802.cli._common import CliError
     from phy802.cli.collective import is_flat
 
-    if not (args.tflops > 0 and 0 < args.mfu <= 1):
-        raise ValueError(f"--tflops must be > 0 and --mfu in (0, 1], got {args.tflops}, {args.mfu}")
-    if args.measured_compute and not args.comm_log:
-        raise CliError("--measured-compute needs --comm-log FILE (the measured step time is the log's)")
-    if args.comm_log and args.workload:
-        raise CliError("--workload and --comm-log do not go together (the log is the workload)")
-    if (args.workload or args.tp) and is_flat(args):
-        raise CliError("--workload / --tp need the cluster model, not --cluster flat-ethernet")
-    if args.tp and args.workload not in ("tp", "decode"):
-        raise CliError("--tp needs --workload tp or decode")
+    _refuse_unused(args)
+    model = model_from_args(args)
+    ranks = ranks_from_args(args)
     if args.algo in ("nvls", "nvls_tree") and is_flat(args):
         raise CliError(f"--algo {args.algo}: the flat-ethernet model knows ring and tree")
     log = read_commlog(args.comm_log) if args.comm_log else None
@@ -145,11 +244,43 @@ def run_tradeoff(args: argparse.Namespace, live: bool = True) -> dict:
     shown = getattr(args, "shown_out", None) or out  # where the set ends up (it is built beside it)
     with output_set(out, "tradeoff") as stage:
         results = args.results or _small_experiment(args, os.path.join(stage, "experiment"))
-        doc = _tradeoff_into(args, str(stage), results, shown, live, log)
+        doc = _tradeoff_into(args, str(stage), results, shown, live, log, model, ranks)
     return doc
 
 
-def _tradeoff_into(args, out: str, results: str, shown: str, live: bool, log) -> dict:
+def _refuse_unused(args: argparse.Namespace) -> None:
+    """Every option is used or refused: the pairs that cannot go together, named."""
+    def typed(*names: str) -> list[str]:
+        return ["--" + n.replace("_", "-") for n in names if getattr(args, n, None) is not None]
+
+    if args.results and typed("steps", "bers"):
+        raise CliError(f"{', '.join(typed('steps', 'bers'))} set the small experiment run without --results; with "
+                       f"--results {args.results} the BERs and steps are the results' (drop them)")
+    if args.measured_compute and not args.comm_log:
+        raise CliError("--measured-compute needs --comm-log FILE (the measured step time is the log's)")
+    if args.measured_compute and typed("tflops", "mfu"):
+        raise CliError(f"--measured-compute takes the compute from the log: {', '.join(typed('tflops', 'mfu'))} "
+                       "would be ignored (drop one)")
+    if args.comm_log and args.workload:
+        raise CliError("--workload and --comm-log do not go together (the log is the workload)")
+    if args.comm_log and typed("model", "params", "layers", "d_model", "seq_len", "tokens_per_step", "batch_size"):
+        raise CliError(f"--comm-log {args.comm_log} is the model of the time side (its header's parameters and "
+                       f"tokens): {', '.join(typed('model', 'params', 'layers', 'd_model', 'seq_len', 'tokens_per_step', 'batch_size'))} "
+                       "would be ignored (drop one)")
+    if (args.workload or args.tp) and is_flat(args):
+        raise CliError("--workload / --tp need the cluster model, not --cluster flat-ethernet")
+    if args.tp and args.workload not in ("tp", "decode"):
+        raise CliError("--tp needs --workload tp or decode")
+    if args.workload == "decode" and typed("tflops", "mfu"):
+        raise CliError(f"--workload decode is memory bound (reading the weights once per token): "
+                       f"{', '.join(typed('tflops', 'mfu'))} would be ignored (drop it)")
+    if args.trials is not None and is_flat(args):
+        raise CliError("--trials: the flat-ethernet model has expected resends, no simulated trials (drop it)")
+    if args.target_loss is not None and args.target_rel is not None:
+        raise CliError("--target-loss and --target-rel both set the target; give one")
+
+
+def _tradeoff_into(args, out: str, results: str, shown: str, live: bool, log, model, ranks) -> dict:
     """The tradeoff written into ``out`` (the set being built); ``shown`` is where it ends up."""
     from phy802._io import atomic_write_text
     from protocol.cluster.tradeoff import COLUMNS, DEFAULT_MODES, TimeModel, load_results, plot_pareto, tradeoff_rows
@@ -166,25 +297,32 @@ def _tradeoff_into(args, out: str, results: str, shown: str, live: bool, log) ->
             raise CliError(f"{args.comm_log}: the log was recorded with parallel {log.parallel!r}, the results in "
                            f"{results} are {', '.join(pars)}: a log must come from the same parallelism as the results "
                            "(it would otherwise be ignored)")
+    if args.pp_stages is not None and "pp" not in {r["parallel"] for r in rows} and args.workload != "pp":
+        raise CliError(f"--pp-stages {args.pp_stages}: the results in {results} have no pp rows and --workload is "
+                       "not pp; nothing would use it")
     stages = args.pp_stages or int(meta.get("world_size", 2))
-    _st.SIM_TRIALS, _st.SIM_SEED = int(args.trials), int(args.seed)
-    tm = TimeModel(model=args.model, tflops=None if (log is not None and args.measured_compute) else args.tflops,
-                   mfu=args.mfu, log=log, pp_stages=max(2, stages), microbatches=int(meta.get("microbatches", 4)),
+    trials = _DEFAULT_TRIALS if args.trials is None else args.trials
+    _st.SIM_TRIALS, _st.SIM_SEED = int(trials), int(args.seed)
+    mfu = _DEFAULT_MFU if args.mfu is None else args.mfu
+    tflops = _DEFAULT_TFLOPS if args.tflops is None else args.tflops
+    tm = TimeModel(model=model, tflops=None if (log is not None and args.measured_compute) else tflops,
+                   mfu=mfu, log=log, pp_stages=max(2, stages), microbatches=int(meta.get("microbatches", 4)),
                    algo=args.algo, workload=args.workload, tp=args.tp)
     modes = args.modes or list(DEFAULT_MODES)
 
-    if live:
+    if live:  # the results table, on stdout as its rows are made (the summary follows it)
         print("  ".join(f"{c:>12}" if i > 1 else f"{c:<24}" if i == 1 else f"{c:<8}" for i, c in enumerate(_SHOW)),
-              file=sys.stderr, flush=True)
+              flush=True)
 
     def show(r: dict) -> None:
         if live:
             print("  ".join(f"{_fmt(r[c]):>12}" if i > 1 else f"{r[c]:<24}" if i == 1 else f"{r[c]:<8}"
-                            for i, c in enumerate(_SHOW)), file=sys.stderr, flush=True)
+                            for i, c in enumerate(_SHOW)), flush=True)
 
     skipped: list = []
-    table = tradeoff_rows(meta, rows, modes=modes, ranks=tuple(args.ranks), cluster=cluster_from_args(args),
-                          time_model=tm, target_loss=args.target_loss, target_rel=args.target_rel, on_row=show,
+    table = tradeoff_rows(meta, rows, modes=modes, ranks=ranks, cluster=cluster_from_args(args),
+                          time_model=tm, target_loss=args.target_loss,
+                          target_rel=_DEFAULT_TARGET_REL if args.target_rel is None else args.target_rel, on_row=show,
                           skipped=skipped)
     buf = io.StringIO()
     w = csv.writer(buf)
@@ -193,11 +331,11 @@ def _tradeoff_into(args, out: str, results: str, shown: str, live: bool, log) ->
         w.writerow([_fmt(r[c]) for c in COLUMNS])
     atomic_write_text(os.path.join(out, "tradeoff.csv"), buf.getvalue())
     doc = {"results": os.path.abspath(shown_results), "out": os.path.abspath(shown),
-           "model": f"comm-log {args.comm_log}" if log is not None else args.model, "algo": args.algo or "nccl",
-           "workload": args.workload, "trials": args.trials,
+           "model": f"comm-log {args.comm_log}" if log is not None else _model_name(model),
+           "algo": args.algo or "nccl", "workload": args.workload, "trials": trials, "ranks": list(ranks),
            "time_side": (_describe(cluster_from_args(args)) if not is_flat(args)
                          else "flat-ethernet (protocol/cluster/flat.py)"),
-           "tflops": tm.tflops, "mfu": args.mfu, "comm_log": args.comm_log, "cluster": to_jsonable(cluster_from_args(args)),
+           "tflops": tm.tflops, "mfu": mfu, "comm_log": args.comm_log, "cluster": to_jsonable(cluster_from_args(args)),
            "rows": [{k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in r.items()}
                     for r in table],
            "not_measured": [{"parallel": p, "mode": m, "ber": b} for p, m, b in skipped],
@@ -214,7 +352,7 @@ def _tradeoff_into(args, out: str, results: str, shown: str, live: bool, log) ->
 def _describe(c) -> str:
     """The cluster of the time side; its node count follows each row's ranks."""
     text = c.describe().rsplit(", links", 1)[0]
-    return text.replace(f"{c.nodes} nodes x ", "ranks / " + str(c.gpus_per_node) + " nodes x ", 1)
+    return text.replace(f"{c.nodes} nodes x ", f"(ranks / {c.gpus_per_node}) nodes x ", 1)
 
 
 #: decimals of ``vs_ref`` at which two settings count as a tie (the precision the summary prints,
@@ -242,7 +380,7 @@ def fastest_groups(rows: list[dict], decimals: int = TIE_DECIMALS) -> list[dict]
     out = []
     for (par, n, ber), at in sorted(groups.items()):
         tied = fastest(at, decimals)
-        out.append({"parallel": par, "ranks": n, "ber": ber, "vs_ref": round(tied[0]["vs_ref"], decimals),
+        out.append({"parallel": par, "workload": at[0].get("workload") or par, "ranks": n, "ber": ber, "vs_ref": round(tied[0]["vs_ref"], decimals),
                     "tie": len(tied) > 1,
                     "settings": [{"mode": r["mode"], "guard": r["guard"], "vs_ref": r["vs_ref"],
                                   "time_to_target_s": r["time_to_target_s"]} for r in tied]})
@@ -256,7 +394,7 @@ def _fastest_line(g: dict) -> str:
 
     ts = [s["time_to_target_s"] for s in g["settings"]]
     secs = f"{min(ts):.4g} s" if f"{min(ts):.4g}" == f"{max(ts):.4g}" else f"{min(ts):.4g}-{max(ts):.4g} s"
-    head = f"  {g['parallel']} x{g['ranks']:<5} BER {g['ber']:<7g} vs_ref {g['vs_ref']:.{TIE_DECIMALS}f}  {secs:<16}"
+    head = f"  {g.get('workload') or g['parallel']} x{g['ranks']:<5} BER {g['ber']:<7g} vs_ref {g['vs_ref']:.{TIE_DECIMALS}f}  {secs:<16}"
     if not g["tie"]:
         return f"{head} {name(g['settings'][0])}"
     return f"{head} tie of {len(g['settings'])}: " + ", ".join(name(s) for s in g["settings"])

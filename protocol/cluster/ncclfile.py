@@ -110,14 +110,42 @@ def _gpu_of(text: str) -> str | None:
     return None
 
 
+#: what nccl-tests prints (``%12li`` sizes, ``%7.2f`` / ``%8.Nf`` figures): ASCII digits, a point,
+#: an exponent; Python's ``float`` also takes ``+``, ``_``, ``inf``, spaces and non-ASCII digits
+_NUMBER = re.compile(r"[0-9]+(?:\.[0-9]*)?(?:[eE][+-]?[0-9]+)?")
+_INTEGER = re.compile(r"[0-9]+")
+#: the largest nccl-tests output read (a 16,000-rank run with NCCL_DEBUG=INFO is ~100 MB); a
+#: device or a file that never ends is refused at this bound instead of filling memory
+MAX_NCCL_TESTS_BYTES = 1 << 28
+
+
 def _num(tok: str, path: str, line: int, name: str) -> float:
-    try:
-        v = float(tok)
-    except ValueError:
-        raise NcclTestsError(f"{path}, line {line}: field {name!r} is not a number: {tok!r}") from None
-    if not math.isfinite(v) or v < 0:
+    if not _NUMBER.fullmatch(tok):
+        raise NcclTestsError(f"{path}, line {line}: field {name!r} is not a number as nccl-tests prints it "
+                             f"(digits, '.', exponent): {tok!r}")
+    v = float(tok)
+    if not math.isfinite(v):
         raise NcclTestsError(f"{path}, line {line}: field {name!r} must be a finite number >= 0, got {tok!r}")
     return v
+
+
+def _size(tok: str, path: str, line: int, name: str) -> int:
+    if not _INTEGER.fullmatch(tok):
+        raise NcclTestsError(f"{path}, line {line}: field {name!r} must be a whole number of bytes in ASCII digits, "
+                             f"got {tok!r}")
+    return int(tok)
+
+
+def _wrong(tok: str, path: str, line: int, where: str) -> None:
+    """nccl-tests' ``#wrong`` column: ``N/A`` without ``-c 1``, else the count of wrong elements;
+    a row with wrong results is no timing of a working collective."""
+    if tok == "N/A":
+        return
+    if not _INTEGER.fullmatch(tok):
+        raise NcclTestsError(f"{path}, line {line}: field '#wrong' ({where}) must be a count or N/A, got {tok!r}")
+    if int(tok):
+        raise NcclTestsError(f"{path}, line {line}: field '#wrong' ({where}) is {tok}: the collective returned "
+                             "wrong results at this size; its time is not a valid measurement")
 
 
 def _check_rows(path: str, op: str, ranks: int | None, rows: list[tuple[int, int, float, float, float]]) -> None:
@@ -168,10 +196,8 @@ def _read_csv(path: str, lines: list[str]) -> NcclRun:
         toks = [t.strip() for t in s.split(",")]
         if len(toks) < max(idx) + 1:
             raise NcclTestsError(f"{path}, line {i}: row has {len(toks)} fields, the header {max(idx) + 1} (truncated?)")
-        size = _num(toks[idx[0]], path, i, "size_bytes")
-        if size != int(size):
-            raise NcclTestsError(f"{path}, line {i}: field 'size_bytes' must be an integer, got {toks[idx[0]]!r}")
-        rows.append((i, int(size), _num(toks[idx[1]], path, i, "time_us_out_of_place"),
+        size = _size(toks[idx[0]], path, i, "size_bytes")
+        rows.append((i, size, _num(toks[idx[1]], path, i, "time_us_out_of_place"),
                      _num(toks[idx[2]], path, i, "algbw_GBps"), _num(toks[idx[3]], path, i, "busbw_GBps")))
     if header_at is None:
         raise NcclTestsError(f"{path}: no CSV header (size_bytes,time_us_out_of_place,algbw_GBps,busbw_GBps)")
@@ -236,6 +262,10 @@ def _read_text(path: str, lines: list[str]) -> tuple[NcclRun, list]:
                 continue
             if "Avg bus bandwidth" in s:
                 avg = True
+            m = re.search(r"Out of bounds values\s*:\s*(\S+)\s*(\S*)", s)
+            if m and (m.group(1) != "0" or m.group(2) not in ("OK", "")):
+                raise NcclTestsError(f"{path}, line {i}: field 'Out of bounds values' is {m.group(1)} "
+                                     f"{m.group(2)}: nccl-tests found wrong results; its times are not valid")
             continue
         if _LIB_LINE.search(s):
             # the library's own stdout, not nccl-tests': its banner ("NCCL version 2.25.1+cuda12.8", printed
@@ -254,8 +284,12 @@ def _read_text(path: str, lines: list[str]) -> tuple[NcclRun, list]:
             raise NcclTestsError(f"{path}, line {i}: row has {len(toks)} fields, needs at least {t_at + 4} (truncated?)")
         if "redop" in cols:
             redops.add(toks[cols.index("redop")])
-        size = _num(toks[0], path, i, "size")
-        rows.append((i, int(size), _num(toks[t_at], path, i, "time"), _num(toks[t_at + 1], path, i, "algbw"),
+        size = _size(toks[0], path, i, "size")
+        if len(toks) > t_at + 3:
+            _wrong(toks[t_at + 3], path, i, "out-of-place")
+        if len(toks) > t_at + 7:
+            _wrong(toks[t_at + 7], path, i, "in-place")
+        rows.append((i, size, _num(toks[t_at], path, i, "time"), _num(toks[t_at + 1], path, i, "algbw"),
                      _num(toks[t_at + 2], path, i, "busbw")))
     if cols is None:
         raise NcclTestsError(f"{path}: no column header '# size count type redop root time algbw busbw' (not "
@@ -272,9 +306,10 @@ def _read_text(path: str, lines: list[str]) -> tuple[NcclRun, list]:
         raise NcclTestsError(f"{path}: field 'redop' takes several values ({', '.join(sorted(redops))}): mixed ops")
     if sorted(ranks) != list(range(len(ranks))):
         raise NcclTestsError(f"{path}: rank lines are not 0..{len(ranks) - 1}")
-    hosts = [h for h, _ in ranks.values()]
-    nodes = len(set(hosts))
-    per = {h: hosts.count(h) for h in set(hosts)}
+    from collections import Counter
+
+    per = Counter(h for h, _ in ranks.values())  # one pass: hosts.count per host was O(hosts^2)
+    nodes = len(per)
     gpn = next(iter(per.values())) if len(set(per.values())) == 1 else None
     op = ops[0][1] if ops else ""
     return NcclRun(path, op, len(ranks), nodes, gpn, _gpu_of(" ".join(d for _, d in ranks.values())),
@@ -285,16 +320,28 @@ def _read_text(path: str, lines: list[str]) -> tuple[NcclRun, list]:
 def read_nccl_tests(path: str | os.PathLike, op: str | None = None) -> NcclRun:
     """Read a nccl-tests text output or a reference CSV (module docstring); ``op`` (``--op``) is
     used where the file does not name it and must agree where it does."""
+    from phy802._io import read_input_bytes
+
     p = os.fspath(path)
     try:
-        with open(p, encoding="utf-8", errors="replace") as fh:
-            lines = fh.read().splitlines()
+        data = read_input_bytes(p, MAX_NCCL_TESTS_BYTES, what="nccl-tests output", error=NcclTestsError)
     except OSError as exc:
         raise NcclTestsError(f"{p}: cannot read: {exc.strerror}") from None
+    lines = data.decode("utf-8", errors="replace").splitlines()
     if not any(ln.strip() for ln in lines):
         raise NcclTestsError(f"{p}: empty file")
     is_csv = any(ln.strip().startswith("size_bytes,") for ln in lines)
     run, rows = (_read_csv if is_csv else _read_text)(p, lines)
+    zero = [ln for ln, size, *_ in rows if size == 0]
+    if zero:
+        # NCCL moves nothing for a 0-byte buffer: the row times a launch, there is no model time to
+        # hold it to (the ratio would be infinite); left out and said so (NcclRun.meta)
+        rows = [r for r in rows if r[1] != 0]
+        if not rows:
+            raise NcclTestsError(f"{p}: only 0-byte rows (line {zero[0]}): nothing to compare")
+        run = replace(run, bytes=tuple(r[1] for r in rows), time_us=tuple(r[2] for r in rows),
+                      algbw=tuple(r[3] for r in rows), busbw=tuple(r[4] for r in rows), lines=tuple(r[0] for r in rows),
+                      meta={**run.meta, "zero_byte_lines": zero})
     want = norm_op(op) if op else None
     if run.op and want and run.op != want:
         raise NcclTestsError(f"{p}: the file is {run.op} but --op is {want}")

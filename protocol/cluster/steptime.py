@@ -74,6 +74,7 @@ __all__ = [
     "read_commlog",
     "write_commlog",
     "MODEL_PRESETS",
+    "MODEL_FIELDS",
     "model_preset",
     "compute_from_flops",
     "synthetic_ddp_log",
@@ -92,32 +93,57 @@ VERSION = 1
 PARALLEL = ("ddp", "fsdp", "pp")
 _OPS = ("allreduce", "reduce_scatter", "allgather", "broadcast", "alltoall", "send", "recv", "barrier")
 
-#: Named model sizes.  ``gpt2-124m``: GPT-2 small as published (12 layers, d = 768, 50,257-token
-#: vocabulary, tied embeddings: 124,439,808 parameters); ``gpt2-small``: the training preset of the
-#: same name (``integration.train.MODEL_PRESETS``: the same model with the vocabulary padded to
-#: 50,304 as nanoGPT does: 124,475,904 parameters, checked against the model by test).  Both at 524,288 tokens per step (nanoGPT's
-#: GPT-2 recipe, 0.5 M tokens), fp32 gradients, bf16 activations.
+#: Named model sizes: parameters, layers (``n_layer``), hidden size (``d_model``), sequence length,
+#: tokens per step (the global batch), and ``tp``, the tensor-parallel size of the usual layout
+#: (the default of ``--tp`` for the ``tp`` and ``decode`` workloads; None: a node's GPUs).
+#:
+#: * GPT-2 as published (Radford et al. 2019; 50,257-token vocabulary, 1024 positions, tied
+#:   embeddings: ``V d + 1024 d + L (12 d^2 + 13 d) + 2 d``): ``gpt2-124m`` (12 x 768:
+#:   124,439,808), ``gpt2-medium`` (24 x 1024: 354,823,168), ``gpt2-large`` (36 x 1280: 774,030,080),
+#:   ``gpt2-xl`` (48 x 1600: 1,557,611,200); ``gpt2-small``: the training preset of that name
+#:   (``integration.train.MODEL_PRESETS``: vocabulary padded to 50,304 as nanoGPT does:
+#:   124,475,904, checked against the model by test).  Tokens per step: 524,288 (nanoGPT's GPT-2
+#:   recipe, 0.5 M), 1,048,576 for the XL [I: the GPT-3 paper's batch sizes, 0.5 M tokens for its
+#:   125M-760M models, 1 M for 1.3B].  ``tp`` 1: they fit one GPU, data parallel.
+#: * ``llama2-7b`` (Touvron et al. 2023, "Llama 2": 32 x 4096, FFN 11,008, vocabulary 32,000,
+#:   untied: 6,738,415,616; its global batch of 4 M tokens at 4K sequence), ``llama3-8b`` /
+#:   ``llama3-70b`` (Meta, "The Llama 3 Herd of Models", 2024: 32 x 4096; 80 x 8192), 4 M tokens per
+#:   step at 8K sequence [I: the paper's 405B batch starts at 4 M tokens], ``mixtral-8x7b``
+#:   (Mistral AI, 2024: 32 x 4096, 8 experts top-2, 46.7 B parameters, 12.9 B active; expert
+#:   parameters 45.1 B [I: 32 layers x 8 experts x 3 x 4096 x 14336]).  ``tp`` 8 for 70B and Mixtral
+#:   (one node, as the Llama 3 paper's 405B layout [I]), 2 for 7-8B [I: the usual Megatron-LM layout].
+#:
+#: fp32 gradients, bf16 activations throughout.
+_BF16_FP32 = dict(grad_dtype_bytes=4, act_dtype_bytes=2)
+_GPT2 = dict(seq_len=1024, tokens_per_step=524_288, tp=1, **_BF16_FP32)
+_LLAMA = dict(tokens_per_step=4_194_304, seq_len=8192, **_BF16_FP32)
 MODEL_PRESETS: dict[str, dict[str, Any]] = {
-    "gpt2-124m": dict(params=124_439_808, tokens_per_step=524_288, d_model=768, n_layer=12, seq_len=1024,
-                      grad_dtype_bytes=4, act_dtype_bytes=2),
-    "gpt2-small": dict(params=124_475_904, tokens_per_step=524_288, d_model=768, n_layer=12, seq_len=1024,
-                       grad_dtype_bytes=4, act_dtype_bytes=2),
-    # Llama 3 8B / 70B as published (Meta, "The Llama 3 Herd of Models", 2024: 32 layers d 4096; 80 layers
-    # d 8192), 4M tokens per step at 8K sequence [I: the paper's 70B/405B batch sizes are of that order]
-    "llama3-8b": dict(params=8_030_261_248, tokens_per_step=4_194_304, d_model=4096, n_layer=32, seq_len=8192,
-                      grad_dtype_bytes=4, act_dtype_bytes=2),
-    "llama3-70b": dict(params=70_553_706_496, tokens_per_step=4_194_304, d_model=8192, n_layer=80, seq_len=8192,
-                       grad_dtype_bytes=4, act_dtype_bytes=2),
-    # Mixtral 8x7B (Mistral AI, 2024): 32 layers d 4096, 8 experts top-2, 46.7B parameters, 12.9B active;
-    # expert parameters 45.1B [I: 32 layers x 8 experts x 3 x 4096 x 14336]
-    "mixtral-8x7b": dict(params=46_702_792_704, tokens_per_step=4_194_304, d_model=4096, n_layer=32, seq_len=8192,
-                         grad_dtype_bytes=4, act_dtype_bytes=2, n_experts=8, top_k=2, active_params=12_879_921_152,
-                         expert_params=45_097_156_608),
+    "gpt2-124m": dict(_GPT2, params=124_439_808, d_model=768, n_layer=12),
+    "gpt2-small": dict(_GPT2, params=124_475_904, d_model=768, n_layer=12),
+    "gpt2-medium": dict(_GPT2, params=354_823_168, d_model=1024, n_layer=24),
+    "gpt2-large": dict(_GPT2, params=774_030_080, d_model=1280, n_layer=36),
+    "gpt2-xl": dict(_GPT2, params=1_557_611_200, d_model=1600, n_layer=48, tokens_per_step=1_048_576),
+    "llama2-7b": dict(_LLAMA, params=6_738_415_616, d_model=4096, n_layer=32, seq_len=4096, tp=2),
+    "llama3-8b": dict(_LLAMA, params=8_030_261_248, d_model=4096, n_layer=32, tp=2),
+    "llama3-70b": dict(_LLAMA, params=70_553_706_496, d_model=8192, n_layer=80, tp=8),
+    "mixtral-8x7b": dict(_LLAMA, params=46_702_792_704, d_model=4096, n_layer=32, n_experts=8, top_k=2,
+                         active_params=12_879_921_152, expert_params=45_097_156_608, tp=8),
 }
 
+#: the fields a model needs (:func:`model_preset` of a mapping): what the time side uses
+MODEL_FIELDS = ("params", "tokens_per_step", "d_model", "n_layer", "seq_len")
 
-def model_preset(name: str) -> dict[str, Any]:
-    """The :data:`MODEL_PRESETS` entry ``name`` (a copy)."""
+
+def model_preset(name) -> dict[str, Any]:
+    """The :data:`MODEL_PRESETS` entry ``name`` (a copy), or a model given as a mapping with the
+    :data:`MODEL_FIELDS` (positive integers; ``tp`` optional, the preset defaults filled in)."""
+    if isinstance(name, dict):
+        d = {"grad_dtype_bytes": 4, "act_dtype_bytes": 2, "tp": None, **name}
+        for k in MODEL_FIELDS:
+            v = d.get(k)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise ValueError(f"model field {k!r} must be an integer >= 1, got {v!r}")
+        return d
     key = str(name).strip().lower()
     if key not in MODEL_PRESETS:
         raise ValueError(f"unknown model preset {name!r}; choose from {', '.join(MODEL_PRESETS)}")
@@ -503,7 +529,10 @@ def with_distribution(st: StepTime, per_trial_step_s) -> StepTime:
     fail = float(1.0 - ok.mean())
     if ok.any():
         good = a[ok]
-        mean = float(good.mean())
+        lo = float(good.min())
+        # taken from the smallest: never below it, and exactly it when all trials are equal (the mean
+        # of n equal floats is not that float: a residue of ~1e-16 s, a negative exposed time)
+        mean = lo + float((good - lo).mean())
         p50, p99, p999 = (float(np.quantile(good, x, method="inverted_cdf")) for x in (0.5, 0.99, 0.999))
     else:
         mean = p50 = p99 = p999 = math.inf

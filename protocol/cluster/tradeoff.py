@@ -20,7 +20,10 @@ For each mode (code, FEC), BER, guard and cluster size:
   pair failed (the flat model has no trials: its quantiles are its one value), of the named model size (``gpt2-124m`` by default, compute from
   ``--tflops`` x MFU) or of a recorded communication log.  The loss side is measured on the
   small model of the experiment: the join assumes its loss penalty carries over [I].
-* **loss penalty** = final validation loss - the error-free run's; **steps to target**: the
+* **loss penalty** = final validation loss - the error-free run's, a measured difference of two
+  training runs (``loss_penalty_ci95``: the results' 95% half-width of the paired difference over
+  the model seeds, ``delta_val_loss_ci95``; NaN with one run: then a penalty of a few 1e-6, of
+  either sign, is a run that delivered mantissa flips, not a measured cost); **steps to target**: the
   first step at which the measured validation curve reaches the target loss (linear
   interpolation between evaluations; default target: the error-free final loss x 1.01);
   **time to target** = steps to target x modelled step time.  ``vs_ref`` is the time to target
@@ -50,7 +53,7 @@ REFERENCE = ("kp4", "ieee")
 #: below this post-FEC BER, ``correct_no_indication`` is taken as error-free on the loss side
 CLEAN_POST_FEC_BER = 1e-18
 COLUMNS = ("parallel", "workload", "mode", "code", "fec", "ber", "guard", "ranks", "step_ms", "step_p50_ms",
-           "step_p99_ms", "step_p999_ms", "failure_rate", "compute_ms", "exposed_ms", "phy_us", "resend_ms", "final_val_loss", "loss_penalty",
+           "step_p99_ms", "step_p999_ms", "failure_rate", "compute_ms", "exposed_ms", "phy_us", "resend_ms", "final_val_loss", "loss_penalty", "loss_penalty_ci95",
            "steps_to_target", "time_to_target_s", "vs_ref")
 
 
@@ -145,6 +148,8 @@ def load_results(folder: str | os.PathLike) -> tuple[dict, list[dict]]:
     doc = read_json_file(path, 1 << 28, what="phy802 experiment results.json")
     if not isinstance(doc, dict) or not isinstance(doc.get("rows"), list):
         raise ValueError(f"{path}: expected an object with a 'rows' list (phy802 experiment results.json)")
+    if not doc["rows"]:
+        raise ValueError(f"{path}: field 'rows' is empty: no loss curve to join (phy802 experiment results.json)")
     for i, r in enumerate(doc["rows"]):
         if not isinstance(r, dict):
             raise ValueError(f"{path}: row {i} must be an object, got {type(r).__name__} {str(r)[:40]}")
@@ -155,7 +160,20 @@ def load_results(folder: str | os.PathLike) -> tuple[dict, list[dict]]:
             raise ValueError(f"{path}: row {i}: parallel must be one of {', '.join(PARALLEL)}, got {r['parallel']!r}")
         if not isinstance(r["evals"], list) or not all(isinstance(e, (list, tuple)) and len(e) == 2 for e in r["evals"]):
             raise ValueError(f"{path}: row {i}: evals must be a list of [step, val_loss] pairs")
+        if not _is_num(r["ber"]) or not 0 <= r["ber"] < 0.5:
+            raise ValueError(f"{path}: row {i}: field 'ber' must be a number in [0, 0.5), got {r['ber']!r}")
+        if not (r["final_val_loss"] is None or _is_num(r["final_val_loss"])):
+            raise ValueError(f"{path}: row {i}: field 'final_val_loss' must be a number (or null: the run died), "
+                             f"got {r['final_val_loss']!r}")
+        for j, (st, v) in enumerate(r["evals"]):
+            if not _is_num(st) or st < 0 or not (v is None or _is_num(v)):
+                raise ValueError(f"{path}: row {i}: evals[{j}] must be [step >= 0, val_loss (a number or null)], "
+                                 f"got {[st, v]!r}")
     return dict(doc.get("meta") or {}), doc["rows"]
+
+
+def _is_num(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
 
 
 def _num(x) -> float:
@@ -221,7 +239,8 @@ def tradeoff_rows(meta: dict, rows: list[dict], *, modes=DEFAULT_MODES, ranks=(8
             ref_time = None
             for code, fec in modes:
                 for ber in bers:
-                    if _clean(code, fec, ber):
+                    clean = _clean(code, fec, ber)
+                    if clean:
                         loss_rows = [dict(shadow, guard="-")]
                     else:
                         loss_rows = _measured(rows, meta_fec, par, fec, ber)
@@ -243,6 +262,10 @@ def tradeoff_rows(meta: dict, rows: list[dict], *, modes=DEFAULT_MODES, ranks=(8
                                "compute_ms": 1e3 * st.compute_s, "exposed_ms": 1e3 * st.exposed_s,
                                "phy_us": 1e6 * st.phy_s, "resend_ms": 1e3 * st.resend_s,
                                "final_val_loss": final, "loss_penalty": final - shadow_loss,
+                               # a measured difference of two training runs, not a residue (a guard that
+                               # delivers mantissa flips moves the final loss by ~1e-6 either way): shown
+                               # with the results' interval (0 where the mode is the error-free run)
+                               "loss_penalty_ci95": 0.0 if clean else _num(lr.get("delta_val_loss_ci95")),
                                "steps_to_target": s2t, "time_to_target_s": t2t, "target_loss": target}
                         if (code, fec) == REFERENCE and ber == 0.0:
                             ref_time = t2t

@@ -62,7 +62,8 @@ import numpy as np
 from .nccl import Prediction, phy_latency_ns
 from .topology import ClusterSpec
 
-__all__ = ["Traffic", "traffic", "SimResult", "simulate", "estimate", "frame_loss", "rto_ns"]
+__all__ = ["Traffic", "traffic", "SimResult", "simulate", "estimate", "frame_loss", "rto_ns", "chunk_trials",
+           "CHUNK_LOSSES"]
 
 # EFA's SRD and TCP (TCPXO) resend only what was lost [I: SRD and SACK], as selective repeat does
 _TRANSPORT = {"ib": 0, "roce": 0, "selective": 1, "efa": 1, "tcpxo": 1}
@@ -261,6 +262,22 @@ def estimate(pr: Prediction, c: ClusterSpec, trials: int) -> dict:
     return {"losses": losses, "memory_bytes": 40.0 * trials, "seconds": losses / 3e7 + trials * 1e-6}
 
 
+#: lost frames per compiled call of :func:`simulate` (~0.3 s at the kernel's ~3e7 per second): a
+#: run with fewer in all is one call (its result as before chunking), a longer one is cut into
+#: calls of about this many, between which Ctrl-C / SIGTERM are honoured
+CHUNK_LOSSES = 1 << 23
+
+
+def chunk_trials(pr: Prediction, c: ClusterSpec, trials: int) -> int:
+    """Trials per compiled call of :func:`simulate`: about :data:`CHUNK_LOSSES` expected lost
+    frames (:func:`estimate`), at least 1, at most ``trials``; a function of the inputs only, so
+    a seeded run gives the same samples on every machine."""
+    per_trial = estimate(pr, c, 1)["losses"]
+    if per_trial * trials <= CHUNK_LOSSES:
+        return max(1, trials)
+    return int(min(trials, max(1, CHUNK_LOSSES // max(per_trial, 1.0))))
+
+
 _KERNEL_ARGS = ("M", "qp", "per_chain", "F", "off", "last_step", "W", "ft", "rtt", "gap", "rto", "retry_cnt", "mode",
                 "llr", "llr_ok", "llr_ns", "llr_retries")
 
@@ -315,23 +332,37 @@ def simulate(pr: Prediction, c: ClusterSpec, trials: int, *, seed: int | np.rand
     kp = kernel_params(pr, c, q_override)
     det = pr.time_us
     qp = kp["qp"]
-    samples = np.full(trials, det, dtype=np.float64)
+    delay = np.zeros(trials, dtype=np.float64)  # us
     failed = np.zeros(trials, dtype=np.bool_)
     total_losses = 0
     if qp > 0 and kp["M"] > 0:
         if qp >= 1.0:
             failed[:] = True
         else:
-            seed_ = int(rng.integers(0, 2**31 - 1))
+            from phy802._io import check_interrupt
+
             none = np.empty(0, np.int64)
-            delay_ns, fail, total_losses, _ = sim_trials(seed_, trials, *kernel_args(kp), none, none, none)
-            samples += delay_ns * 1e-3
-            failed |= fail
+            args = kernel_args(kp)
+            step = chunk_trials(pr, c, trials)
+            for a in range(0, trials, step):
+                # one compiled call per chunk (each with its own seed drawn from ``rng`` in order): a
+                # signal is only handled between calls, so a long run stays interruptible
+                b = min(trials, a + step)
+                seed_ = int(rng.integers(0, 2**31 - 1))
+                delay_ns, fail, losses, _ = sim_trials(seed_, b - a, *args, none, none, none)
+                delay[a:b] = delay_ns * 1e-3
+                failed[a:b] |= fail
+                total_losses += int(losses)
+                check_interrupt()
+    samples = det + delay
     samples[failed] = math.inf
-    ok = samples[~failed]
-    if ok.size:
-        mean = float(ok.mean())
-        p50, p99, p999 = (float(np.quantile(ok, x, method="inverted_cdf")) for x in (0.5, 0.99, 0.999))
+    ok = ~failed
+    if ok.any():
+        # the mean as det + the mean delay: the mean of n equal floats is not that float (it came
+        # out up to 1e-14 us off), which made the mean delay of a run that lost nothing +-1e-14 us,
+        # printed as a negative resend time; this way it is 0 exactly, and >= 0 always
+        mean = det + float(delay[ok].mean())
+        p50, p99, p999 = (float(np.quantile(samples[ok], x, method="inverted_cdf")) for x in (0.5, 0.99, 0.999))
     else:
         mean = p50 = p99 = p999 = math.inf
     return SimResult(trials, det, mean, p50, p99, p999, float(failed.mean()), kp["q"], qp, total_losses,

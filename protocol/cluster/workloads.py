@@ -7,7 +7,7 @@ MFU)``, forward ``C/3``, backward ``2C/3``, as :mod:`protocol.cluster.steptime`)
 
 * ``ddp``, ``fsdp``, ``pp``: :func:`protocol.cluster.steptime.step_time` on the synthetic logs.
 * ``tp`` (Megatron-LM tensor parallel, Shoeybi et al. 2019): ``t`` GPUs per tensor-parallel group
-  (default: a node's), ``d = ranks / t`` data-parallel replicas, ``m`` micro-batches.  Per layer
+  (default: the model preset's ``tp``, else a node's), ``d = ranks / t`` data-parallel replicas, ``m`` micro-batches.  Per layer
   and micro-batch two all-reduces of the activations (``tokens_mb x d_model x 2`` bytes, bf16) in
   forward and two in backward, on the critical path (no overlap); the gradients
   (``4 P / t`` bytes) are all-reduced over the ``d`` replicas with the DDP overlap rule.  A group
@@ -37,7 +37,7 @@ WORKLOADS: tuple[str, ...] = ("ddp", "fsdp", "tp", "moe", "pp", "decode")
 
 @dataclass(frozen=True)
 class WorkloadConfig:
-    """Sizes of a workload: ``tp`` (tensor-parallel GPUs; None: a node's), ``microbatches``,
+    """Sizes of a workload: ``tp`` (tensor-parallel GPUs; None: the model preset's, else a node's), ``microbatches``,
     ``decode_batch`` (sequences decoded together), ``hbm_GBps`` (decode's weight reads)."""
 
     tp: int | None = None
@@ -93,7 +93,7 @@ def workload_step(workload: str, model: str, cluster: ClusterSpec, *, tflops: fl
         act = pr["tokens_per_step"] // dp // cfg.microbatches * pr["d_model"] * pr["act_dtype_bytes"]
         log = synthetic_pp_log(pr["params"], stages=pp_stages, microbatches=cfg.microbatches, act_bytes=max(1, act))
         return step_time(log, cluster if N >= pp_stages else cluster.with_(ranks=pp_stages), compute_s=C, algo=algo)
-    t = cfg.tp or cluster.gpus_per_node
+    t = cfg.tp or pr.get("tp") or cluster.gpus_per_node
     if N % t and workload in ("tp", "decode"):
         raise ValueError(f"--tp {t} does not divide the {N} ranks")
     d_model, L, ab = pr["d_model"], pr["n_layer"], pr["act_dtype_bytes"]
