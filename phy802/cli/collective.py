@@ -184,11 +184,14 @@ def spec_from_args(args: argparse.Namespace, **over):
 def _check_offsets(spec, args: argparse.Namespace) -> None:
     """A negative latency offset (given or calibrated) that takes any collective's fixed cost below 0,
     at the smallest size, with NCCL's own choice: refused before anything is modelled with it."""
-    from protocol.cluster.nccl import OPS, predict
+    from protocol.cluster.nccl import OPS, NegativeLatencyError, predict
 
     for op in OPS:
         try:
             pr = predict(op, 1, spec)
+        except NegativeLatencyError as exc:  # the model refuses it; say which option or file made it so
+            raise CliError(f"{_offset_source(args)} makes the modelled fixed cost of {op} ({exc.algo}/{exc.proto}, "
+                           f"1 B) negative ({exc.latency_us:.4g} us): a time cannot be below 0") from exc
         except ValueError:
             continue  # an op this cluster cannot run (the command using it says so)
         _check_latency(pr, args)
@@ -278,13 +281,18 @@ def _check_code_fec(args: argparse.Namespace) -> None:
                            "model --code none with --fec bypass only (in a run of its own)")
 
 
+def _offset_source(args: argparse.Namespace) -> str:
+    """The option or file a latency shift came from, as the user gave it."""
+    if args.latency_offset_us is not None:
+        return f"--latency-offset-us {args.latency_offset_us:g}"
+    return f"--calibration {args.calibration}" if getattr(args, "calibration", None) else "the cost table"
+
+
 def _check_latency(pr, args: argparse.Namespace) -> None:
     """A latency offset (``--latency-offset-us``, a calibration's ``latency_offset_us`` /
     ``algo_latency_us``) that makes a collective's fixed cost negative is refused, not printed."""
     if pr.latency_s < 0 or pr.time_s < 0:
-        src = (f"--latency-offset-us {args.latency_offset_us:g}" if args.latency_offset_us is not None
-               else f"--calibration {args.calibration}" if getattr(args, "calibration", None) else "the cost table")
-        raise CliError(f"{src} makes the modelled fixed cost of {pr.op} ({pr.algo}/{pr.proto}, {pr.bytes} B, "
+        raise CliError(f"{_offset_source(args)} makes the modelled fixed cost of {pr.op} ({pr.algo}/{pr.proto}, {pr.bytes} B, "
                        f"{pr.ranks} ranks) negative ({pr.latency_s * 1e6:.4g} us): a time cannot be below 0")
 
 

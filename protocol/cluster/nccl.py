@@ -119,6 +119,14 @@ def _builtin() -> str:
     return resources.files(__package__).joinpath("nccl_tuning.json").read_text(encoding="utf-8")
 
 
+class NegativeLatencyError(ValueError):
+    """A latency offset or per-algorithm shift drives a collective's modelled fixed cost below zero."""
+
+    def __init__(self, op: str, algo: str, proto: str, latency_us: float, msg: str) -> None:
+        super().__init__(msg)
+        self.op, self.algo, self.proto, self.latency_us = op, algo, proto, latency_us
+
+
 class Table(dict):
     """NCCL's constants (a dict read from JSON); hashable by identity so predictions can be cached."""
 
@@ -509,8 +517,9 @@ def _predict(op: str, size: int, c: ClusterSpec, algo: str | None, proto: str | 
         bwt /= share
         total = lat + bwt
     if lat < 0:
-        raise ValueError(f"the modelled latency of {op} {a}/{p} is negative ({lat:.3g} us): latency_offset_us "
-                         f"{c.latency_offset_us:g} / algo_latency_us {dict(c.algo_latency_us)} shift it below zero")
+        raise NegativeLatencyError(op, a, p, lat, f"the modelled latency of {op} {a}/{p} is negative ({lat:.3g} us): "
+                                   f"latency_offset_us {c.latency_offset_us:g} / algo_latency_us "
+                                   f"{dict(c.algo_latency_us)} shift it below zero")
     hops = _hops(op, a, c)
     fibre = c.fiber_m * c.fiber_ns_per_m
     # the two NIC-leaf links run (code, fec), the switch-switch links beyond them the spine's PHY

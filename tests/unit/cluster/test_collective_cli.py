@@ -250,4 +250,4 @@ def test_negative_offsets_from_a_calibration_file_are_refused(tmp_path, capsys, 
     f.write_text(json.dumps(cal))
     assert main(["collective", "--calibration", str(f), "--bytes", "8192"]) == 2
     err = capsys.readouterr().err
-    assert f"--calibration {f}" in err and "negative" in err
+    assert str(f) in err and next(iter(field)) in err  # the reader refuses it, naming the file and the field
