@@ -45,7 +45,7 @@ from integration.sources import ber_meaning, resolved_kind
 
 __all__ = ["TrainConfig", "run_training", "run_many", "train_worker", "TrainingTimeout", "flat_params",
            "MODEL_PRESETS", "MODEL_HELP", "PARALLEL", "PRECISIONS", "VAL_TOKENS", "resolve_device", "build_config",
-           "estimate", "load_data", "model_config", "param_count", "data_vocab"]
+           "estimate", "load_data", "model_config", "param_count", "data_vocab", "failed_when"]
 
 PARALLEL = ("ddp", "pp", "fsdp")
 SCHEDULES = ("gpipe", "1f1b")
@@ -412,10 +412,14 @@ def _clip_global(params: list[torch.nn.Parameter], max_norm: float, group, acros
     return norm, finite
 
 
-def train_worker(rank: int, cfg: TrainConfig, init_method: str, out_dir: str) -> None:
-    """Body of one rank. Rank 0 writes ``result.json`` (and ``params.pt``) into ``out_dir``."""
+def train_worker(rank: int, cfg: TrainConfig, init_method: str, out_dir: str) -> str | None:
+    """Body of one rank. Rank 0 writes ``result.json`` (and ``params.pt``) into ``out_dir``.
+
+    Returns ``None`` when the job finished, else why it failed (a :class:`LinkFailure`: the data
+    could not be delivered; ``result.json`` then says ``failed``). Any other error is raised.
+    """
     try:
-        _train_worker(rank, cfg, init_method, out_dir)
+        return _train_worker(rank, cfg, init_method, out_dir)
     except BaseException:
         with open(os.path.join(out_dir, f"error_rank{rank}.txt"), "w", encoding="utf-8") as fh:
             fh.write(traceback.format_exc())
@@ -427,7 +431,7 @@ def _injected(metrics: Metrics) -> tuple[float, float]:
     return (float(sum(metrics.perturbation_sq.values())), float(sum(metrics.signal_sq.values())))
 
 
-def _train_worker(rank: int, cfg: TrainConfig, init_method: str, out_dir: str) -> None:
+def _train_worker(rank: int, cfg: TrainConfig, init_method: str, out_dir: str) -> str | None:
     from contextlib import nullcontext
 
     from torch.nn.parallel import DistributedDataParallel as DDP
@@ -746,8 +750,15 @@ def _train_worker(rank: int, cfg: TrainConfig, init_method: str, out_dir: str) -
         # frames that waits on a send/recv with this one stops waiting (instead of the group timeout)
         grp.mark_stopped()
         _write_failed_run(rank, world, cfg, out_dir, failure, grp, locals())
+        return str(failure)
     finally:
         dist.destroy_process_group()
+
+
+def failed_when(step: int | None) -> str:
+    """Where a failed run stopped, in words: ``at step N``, or during the set-up (``failed_step`` None:
+    e.g. DDP's parameter broadcast at construction could not be delivered)."""
+    return f"at step {step}" if step is not None else "during set-up, before step 0"
 
 
 def _frame_counts(merged: dict, parts: list, cfg: TrainConfig, failure: LinkFailure | None = None,

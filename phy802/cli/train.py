@@ -8,6 +8,7 @@ A thin layer: options -> :func:`integration.train.build_config` -> :func:`integr
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import shutil
 import sys
@@ -230,6 +231,8 @@ def _device(args: argparse.Namespace) -> str:
 
 
 def _summary(r: dict) -> str:
+    from integration.train import failed_when
+
     c = r["config"]
     m = r["metrics"]
     inj = sum(m.get("errors_injected", {}).values())
@@ -245,10 +248,10 @@ def _summary(r: dict) -> str:
         + (f" padded to {r['vocab']['model']}" if r['vocab']['model'] != r['vocab']['data'] else "")
         + (", tied embeddings" if r['vocab']['tied'] else "") + f", context {c['block_size']})  data: {r.get('data')}"
         if "vocab" in r else f"  model: {c['model']}",
-        f"  val loss: {r['evals'][0][1]:.4f} -> {r['final_val_loss']:.4f} on the fixed set of {r.get('val_tokens', 0):,} "
+        f"  val loss: {r['evals'][0][1] if r['evals'] else math.nan:.4f} -> {r['final_val_loss']:.4f} on the fixed set of {r.get('val_tokens', 0):,} "
         f"tokens" + (f" (rank 0; replicas mean {r['val_loss_replica_mean']:.4f}, sd {r['val_loss_replica_sd']:.2g}, "
                      f"spread {r['val_loss_replica_spread']:.2g})" if len(r.get("val_loss_replicas", [])) > 1 else "")
-        + f"   final train loss {r['train_loss'][-1]:.4f}",
+        + (f"   final train loss {r['train_loss'][-1]:.4f}" if r["train_loss"] else "   no training step finished"),
         f"  flips injected {inj}  (per class {m.get('errors_injected', {})})   injected noise "
         f"{r.get('injected_noise', 0.0):.3g} of the received payload (median per step {r.get('injected_noise_step_median', 0.0):.3g})",
         f"  non-finite: {sum(m.get('nonfinite_events', {}).values())} received messages, {r['nonfinite_steps']} steps "
@@ -258,7 +261,7 @@ def _summary(r: dict) -> str:
         + (" (update zeroed by clipping)" if c.get("grad_clip", 1.0) > 0 else " (no clipping)")
         + f", skipped {r['skipped_steps']}",
         f"  frames lost {r.get('frames_lost', 0)}  resent {r.get('frames_resent', 0)}  op failures "
-        f"{r.get('op_failures', 0)}" + (f"  -- RUN FAILED at step {r.get('failed_step')}: {r.get('failure')}"
+        f"{r.get('op_failures', 0)}" + (f"  -- RUN FAILED {failed_when(r.get('failed_step'))}: {r.get('failure')}"
                                          if r.get("failed") else ""),
     ]
     if c["parallel"] == "ddp" and c["world_size"] > 1:
@@ -292,7 +295,7 @@ def run(args: argparse.Namespace) -> int:
         out = args.out or tempfile.mkdtemp(prefix="phy802-train-")
         os.makedirs(out, exist_ok=True)
         try:
-            train_worker(rank, cfg, "env://", out)
+            failure = train_worker(rank, cfg, "env://", out)
             if rank == 0:
                 import json
 
@@ -300,9 +303,13 @@ def run(args: argparse.Namespace) -> int:
                     r = json.load(fh)
                 r["out_dir"] = args.out
                 _emit(args, r)
+                return _exit_code(r)
         finally:
             if not args.out:
                 shutil.rmtree(out, ignore_errors=True)
+        if failure is not None:  # every rank of a failed job exits 1, so that torchrun reports the job failed
+            print(f"phy802 train: rank {rank}: the run failed: {failure}", file=sys.stderr)
+            return 1
         return 0
     cfg = config_from_args(args, parallel=args.parallel, ber=args.ber, guard=args.guard, steps=args.steps,
                            wrapper=not args.plain)
@@ -318,7 +325,9 @@ def run(args: argparse.Namespace) -> int:
                 r = run_training(cfg, timeout_s=args.timeout, out_dir=str(stage))
         else:
             r = run_training(cfg, timeout_s=args.timeout, out_dir=tmp)
-    except (TrainingTimeout, RuntimeError) as exc:
+    except (TrainingTimeout, RuntimeError) as exc:  # a rank died or raised, or the deadline passed
+        if getattr(args, "json", False):  # a JSON reader still gets a document that says the job failed
+            emit(args, {"config": cfg.to_dict(), "failed": True, "failure": str(exc)}, "")
         print(f"phy802 train: {exc}", file=sys.stderr)
         return 1
     finally:
@@ -326,7 +335,17 @@ def run(args: argparse.Namespace) -> int:
             remove_temp(tmp)
     r["out_dir"] = args.out
     _emit(args, r)
-    return 0
+    return _exit_code(r)
+
+
+def _exit_code(r: dict) -> int:
+    """1 (and the cause on stderr) for a run that failed its job (data not delivered), else 0."""
+    if not r.get("failed"):
+        return 0
+    from integration.train import failed_when
+
+    print(f"phy802 train: the run failed {failed_when(r.get('failed_step'))}: {r.get('failure')}", file=sys.stderr)
+    return 1
 
 
 def _emit(args: argparse.Namespace, r: dict) -> None:
