@@ -124,6 +124,8 @@ class TrainConfig:
     device: str = "cpu"
     precision: str = "fp32"
     data: str | None = None
+    #: how ``data``'s ids are stored (:data:`integration.data.TOKEN_DTYPES`; auto: nanoGPT's uint16, checked)
+    data_dtype: str = "auto"
     vocab_size: int | None = None
     pad_vocab: int = 1
     tie_embeddings: bool = False
@@ -147,6 +149,10 @@ class TrainConfig:
             raise ValueError(f"TrainConfig.grad_clip must be a finite number >= 0 (0: no clipping), got {self.grad_clip!r}")
         for name in ("pad_vocab", "val_tokens"):
             positive(name)
+        from integration.data import TOKEN_DTYPES
+
+        if self.data_dtype != "auto" and self.data_dtype not in TOKEN_DTYPES:
+            raise ValueError(f"TrainConfig.data_dtype must be auto or one of {tuple(TOKEN_DTYPES)}, got {self.data_dtype!r}")
         if self.vocab_size is not None and not (isinstance(self.vocab_size, int) and 1 <= self.vocab_size <= 1 << 16):
             raise ValueError(f"TrainConfig.vocab_size must be in [1, 65536] or None, got {self.vocab_size!r}")
         if not (math.isfinite(self.min_lr) and 0 <= self.min_lr <= self.lr):
@@ -253,7 +259,7 @@ def load_data(cfg: TrainConfig, check: bool = True):
     from integration.data import CharCorpus, TokenFiles
 
     if cfg.data is not None:
-        return TokenFiles(cfg.data, data_vocab(cfg), cfg.block_size, check=check)
+        return TokenFiles(cfg.data, data_vocab(cfg), cfg.block_size, check=check, dtype=cfg.data_dtype)
     corpus = CharCorpus.load(cfg.corpus, cfg.tokenizer)
     if cfg.vocab_size is not None and corpus.vocab_size > cfg.vocab_size:
         raise ValueError(f"corpus {cfg.corpus!r} ({cfg.tokenizer}) has {corpus.vocab_size} symbols, more than "
@@ -897,10 +903,10 @@ def run_many(cfgs: list[TrainConfig], *, timeout_s: float = 900.0, out_dir: str 
     world = cfgs[0].world_size
     if any(c.world_size != world for c in cfgs):
         raise ValueError("run_many: all configurations must have the same world_size")
-    for key in dict.fromkeys((c.data, data_vocab(c), c.block_size) for c in cfgs if c.data is not None):
+    for key in dict.fromkeys((c.data, data_vocab(c), c.block_size, c.data_dtype) for c in cfgs if c.data is not None):
         from integration.data import TokenFiles
 
-        TokenFiles(key[0], key[1], key[2])  # every id checked once here; the ranks open it unchecked
+        TokenFiles(key[0], key[1], key[2], dtype=key[3])  # every id checked once here; the ranks open it unchecked
     root = tempfile.mkdtemp(prefix="phy802-train-") if out_dir is None else out_dir
     dirs = [os.path.join(root, f"run{i}") for i in range(len(cfgs))]
     for d in dirs:

@@ -41,6 +41,7 @@ def _classes(text: str) -> tuple[str, ...]:
 def add_model_arguments(p: argparse.ArgumentParser) -> None:
     """Flags shared by ``train`` and ``experiment``: model, data, recipe, link, device."""
     from integration.replay import MODES
+    from integration.data import TOKEN_DTYPES
     from integration.train import MODEL_HELP, MODEL_PRESETS, PRECISIONS, VAL_TOKENS
 
     p.add_argument("--model", choices=tuple(MODEL_PRESETS), default="char-gpt",
@@ -48,8 +49,12 @@ def add_model_arguments(p: argparse.ArgumentParser) -> None:
                         + "; --n-layer/--n-head/--n-embd/--block-size override it (default char-gpt)")
     p.add_argument("--data", default=None, metavar="DIR",
                    help="token folder in nanoGPT's layout: train.bin and val.bin, uint16 token ids (e.g. GPT-2 BPE "
-                        "from nanoGPT's prepare.py), memory-mapped; every id must be below --vocab-size "
+                        "from nanoGPT's prepare.py; other layouts: --data-dtype), memory-mapped; every id must be below --vocab-size "
                         "(default: the built-in --corpus)")
+    p.add_argument("--data-dtype", choices=("auto", *TOKEN_DTYPES), default="auto",
+                   help="how --data stores its ids: uint16 (nanoGPT's, little-endian), uint8, uint32 (little-endian), "
+                        "uint16be; auto = uint16, and a file that looks like another of these (or has llm.c's "
+                        "header) is refused naming it (default auto)")
     p.add_argument("--vocab-size", type=pos_int, default=None,
                    help="vocabulary of the token ids (default: 50257, GPT-2's, with --data or gpt2-small; else the "
                         "corpus's own); the model pads it as its preset says (gpt2-small: to a multiple of 64)")
@@ -157,7 +162,7 @@ def check_args(args: argparse.Namespace) -> None:
         from integration.data import TokenFiles
         from integration.model import GPT2_VOCAB
 
-        TokenFiles(args.data, args.vocab_size or GPT2_VOCAB, 1)  # exit 2 naming the file (TokenFileError)
+        TokenFiles(args.data, args.vocab_size or GPT2_VOCAB, 1, dtype=args.data_dtype)  # exit 2 naming the file
 
 
 def _check_link(args: argparse.Namespace) -> None:
@@ -183,7 +188,9 @@ def check_cost(cfg, force: bool, what: str = "this run", runs: int = 1) -> dict:
     val_len = None
     if cfg.data is not None:
         try:
-            val_len = os.path.getsize(os.path.join(cfg.data, "val.bin")) // 2
+            from integration.data import TokenFiles
+
+            val_len = TokenFiles.tokens_in(os.path.join(cfg.data, "val.bin"), cfg.data_dtype)
         except OSError:
             pass
     est = estimate(cfg, val_len=val_len)
@@ -206,6 +213,7 @@ def config_from_args(args: argparse.Namespace, *, parallel: str, ber: float, gua
     return build_config(
         parallel=parallel, ber=ber, guard=guard, steps=steps, seed=args.seed if seed is None else seed,
         link_seed=args.link_seed if link_seed is None else link_seed, data=args.data, vocab_size=args.vocab_size,
+        data_dtype=args.data_dtype,
         val_tokens=args.val_tokens, grad_clip=args.grad_clip,
         model=args.model, n_layer=args.n_layer, n_head=args.n_head, n_embd=args.n_embd, block_size=args.block_size,
         code=args.code, fec=args.fec, rate=args.rate, inner=getattr(args, "inner", None), source=args.source, trace=args.trace, classes=args.classes,
