@@ -300,9 +300,11 @@ def estimate(cfg: TrainConfig, vocab: int | None = None, val_len: int | None = N
     Training flops per token are nanoGPT's ``6 N + 12 L T d``; evaluation a third of that. Memory
     per rank: the process (~0.45 GB), weights + gradients + AdamW state (16 B per trained
     parameter, plus DDP's 4 B bucket copy; the full model also on every PP/FSDP rank for
-    evaluation), activations (~17 fp32 values x d per token and layer) and the logits (3 fp32
-    copies of ``tokens x vocab``). ``val_len``: tokens in the validation split, when known (the
-    fixed set is at most that long).
+    evaluation), then the larger of a training step's activations (~17 fp32 values x d per token
+    and layer) and logits (3 fp32 copies of ``tokens x vocab``), and the evaluation's forward
+    pass over the fixed set; plus one read of the link's error source (:func:`source_read_bytes`:
+    the live generator's grows with the line BER: 3.3 GB at 0.5). ``val_len``: tokens in the
+    validation split, when known (the fixed set is at most that long).
     """
     import os as _os
 
@@ -334,9 +336,40 @@ def estimate(cfg: TrainConfig, vocab: int | None = None, val_len: int | None = N
         tok_rank, state = cfg.batch_size // cfg.microbatches * T * min(cfg.microbatches, world), 4 * n + 16 * n // world
     act = tok_rank * L * d * 17 * 4 / (world if cfg.parallel == "pp" else 1)
     logits = 3 * 4 * V * max(tok_rank if cfg.parallel != "pp" else cfg.batch_size // cfg.microbatches * T, T)
-    per_rank = 0.45e9 + state + act + logits
+    # evaluation: one no-grad forward of up to _eval_rows windows of the fixed set; its peak is in a
+    # block (residual, norm, fc and GELU outputs: 10 d fp32 per token, plus the allocator's slack:
+    # 12 d, from char-gpt's 100,000-token forward, which peaked 0.62 GB above a 1-layer width-16
+    # model's run: 12 d is 0.63 GB) or at the logits (3 V + 2 d); SDPA's CPU kernel keeps no T x T scores
+    eval_rows = min(_eval_rows(T, V), -(-max(fixed, T) // T))
+    evaluation = eval_rows * T * 4 * max(12 * d, 3 * V + 2 * d)
+    per_rank = PROCESS_BYTES + state + max(act + logits, evaluation) + source_read_bytes(cfg)
     return {"seconds": seconds, "memory_bytes": per_rank * world, "memory_per_rank": per_rank, "params": n,
             "flops": train_flops + eval_flops}
+
+
+#: one rank's process before its model and data: torch, numba, the protocol layer, gloo (measured:
+#: a 1-layer, width-16 model on the stdlib corpus peaked at 0.38 GB per rank)
+PROCESS_BYTES = 0.45e9
+#: the live generator's (protocol.trace.LiveSource, 400G/200G) peak working memory in its first read
+#: (2^22 line bits, the read-ahead's minimum; a first read of 2^10 bits peaks as high, later reads at
+#: about a tenth), measured as peak RSS above the process's at pre-FEC line BER 1e-2, 1e-1 and 0.5
+#: (fec ieee, seed 1): 0.19, 1.05 and 3.30 GB, i.e. about 1.05 GB x (BER / 0.1)^0.72 (within 9% of
+#: each; at 0.03, not a fit point, 0.41 GB measured against 0.44). At 1e-5: 64 MB.
+#: tests/integration/test_it_train.py measures it again.
+_GEN_READ_BYTES_AT_01 = 1.05e9
+_GEN_READ_EXPONENT = 0.72
+
+
+def source_read_bytes(cfg: TrainConfig) -> float:
+    """Peak working memory of a link's error source (bytes): the live generator's first read at
+    400G/200G grows with the line BER (:data:`_GEN_READ_BYTES_AT_01`); other sources hold their
+    offsets, 8 B per error of a 2^22-bit read and the tail of the previous one."""
+    src = cfg.replay.source
+    if not cfg.wrapper or src.ber <= 0:
+        return 0.0
+    if src.kind == "generator" and str(src.rate).upper() in ("400G", "200G"):
+        return max(6.4e7, _GEN_READ_BYTES_AT_01 * (src.ber / 0.1) ** _GEN_READ_EXPONENT)
+    return 8.0 * src.ber * (1 << 22) * 2  # the offsets and the kept tail of the previous read
 
 
 def _seed_int(*parts: int) -> int:
@@ -794,7 +827,7 @@ def _write_failed_run(rank: int, world: int, cfg: TrainConfig, out_dir: str, exc
     write ``result.json`` (``failed``, ``failed_step``, ``final_val_loss`` NaN: the job did not finish)."""
     step = scope.get("step")
     mine = {"metrics": group.metrics.to_dict(), "frames_steps": scope.get("frames_steps", []),
-            "flips": len(group.log), "log_dropped": group.log.dropped}
+            "flips": len(group.log), "log_dropped": group.log.dropped, "rss_mb": _peak_rss_mb()}
     parts: list[Any] = [None] * world
     dist.all_gather_object(parts, mine)
     if rank == 0:
@@ -812,6 +845,7 @@ def _write_failed_run(rank: int, world: int, cfg: TrainConfig, out_dir: str, exc
             "metrics": merged, "injected_noise": Metrics.injected_noise(merged), "injected_noise_steps": [],
             "injected_noise_step_median": math.nan, "flips_logged": int(sum(p["flips"] for p in parts)),
             "log_dropped": int(sum(p["log_dropped"] for p in parts)), "param_norm": math.nan,
+            "peak_rss_mb": max(p["rss_mb"] for p in parts),
             "source_kind": resolved_kind(cfg.replay.source),
             **_frame_counts(merged, parts, cfg, exc, step),
         }
