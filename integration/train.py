@@ -27,7 +27,6 @@ import contextlib
 import json
 import math
 import os
-import shutil
 import tempfile
 import time
 import traceback
@@ -470,6 +469,28 @@ def _injected(metrics: Metrics) -> tuple[float, float]:
     return (float(sum(metrics.perturbation_sq.values())), float(sum(metrics.signal_sq.values())))
 
 
+@dataclass
+class _RunRecord:
+    """What one rank records as it trains (rank 0's goes into ``result.json``; a failed run's too)."""
+
+    step: int | None = None  #: the step being run (None: still setting up)
+    train_loss: list[float] = field(default_factory=list)
+    evals: list[tuple[int, float]] = field(default_factory=list)  #: rank 0's replica, on the curve batches
+    evals_mean: list[tuple[int, float]] = field(default_factory=list)  #: mean over DDP replicas
+    divergence: list[tuple[int, float]] = field(default_factory=list)  #: DDP replicas' relative distance
+    tied_div: list[tuple[int, float]] = field(default_factory=list)  #: PP: first vs last stage's tied copy
+    grad_norms: list[float] = field(default_factory=list)
+    noise_steps: list[float] = field(default_factory=list)  #: injected noise per step (this rank)
+    step_times: list[float] = field(default_factory=list)
+    frames_steps: list[list[int]] = field(default_factory=list)  #: per step: this rank's frames lost, resent
+    skipped: int = 0
+    nonfinite_steps: int = 0
+    overflow_steps: int = 0
+    first_nonfinite: int | None = None
+    final_eval: dict[str, Any] = field(default_factory=dict)  #: the fixed set: val_loss_replicas, val_tokens
+    last_full: torch.Tensor = field(default_factory=lambda: torch.zeros(0))  #: parameters at the final measurement
+
+
 def _train_worker(rank: int, cfg: TrainConfig, init_method: str, out_dir: str) -> str | None:
     from contextlib import nullcontext
 
@@ -480,6 +501,7 @@ def _train_worker(rank: int, cfg: TrainConfig, init_method: str, out_dir: str) -
 
     torch.set_num_threads(cfg.threads)
     world = cfg.world_size
+    rec = _RunRecord()
     timeout = timedelta(seconds=cfg.comm_timeout_s)
     if cfg.device == "cuda":
         local = int(os.environ.get("LOCAL_RANK", rank)) % max(torch.cuda.device_count(), 1)
@@ -554,20 +576,6 @@ def _train_worker(rank: int, cfg: TrainConfig, init_method: str, out_dir: str) -
         curve = [corpus.batch("val", cfg.batch_size, cfg.block_size, cgen) for _ in range(cfg.eval_iters)]
         cx, cy = torch.cat([c[0] for c in curve]), torch.cat([c[1] for c in curve])
         rows = _eval_rows(cfg.block_size, gcfg.vocab_size)
-        final_eval: dict[str, Any] = {}
-        tied_div: list[tuple[int, float]] = []
-
-        train_loss: list[float] = []
-        evals: list[tuple[int, float]] = []
-        divergence: list[tuple[int, float]] = []
-        grad_norms: list[float] = []
-        evals_mean: list[tuple[int, float]] = []
-        noise_steps: list[float] = []
-        skipped, nonfinite_steps, overflow_steps, first_nonfinite = 0, 0, 0, None
-        step_times: list[float] = []
-        frames_steps: list[list[int]] = []  # per step: this rank's frames lost, resent (issue 23)
-
-        last_full: list[torch.Tensor] = [torch.zeros(0)]
 
         def load_full() -> None:
             """FSDP: gather the shards into the unsharded copy (one parameter at a time)."""
@@ -605,24 +613,24 @@ def _train_worker(rank: int, cfg: TrainConfig, init_method: str, out_dir: str) -
                     p.data.copy_(tmp)
                 if tied:  # the last stage's copy was broadcast (owner); how far the first stage's is
                     last = gpt.wte.weight.data.cpu()
-                    tied_div.append((step, float((first - last).norm()) / max(float(last.norm()), 1e-30)))
+                    rec.tied_div.append((step, float((first - last).norm()) / max(float(last.norm()), 1e-30)))
             load_full()
             if cfg.parallel == "ddp" and world > 1:
-                divergence.append((step, replica_divergence()))
+                rec.divergence.append((step, replica_divergence()))
             em = eval_gpt if eval_gpt is not None else gpt
             if final and rank == 0:
-                last_full[0] = flat_params(em).cpu()
+                rec.last_full = flat_params(em).cpu()
             if cfg.parallel == "ddp":
                 t, n = _loss_sum(em, cx, cy, autocast, rows)
                 losses = torch.tensor([t / n], dtype=torch.float64)
                 allv = [torch.empty_like(losses) for _ in range(world)]
                 dist.all_gather(allv, losses)
-                evals.append((step, float(allv[0])))
-                evals_mean.append((step, float(np.mean([float(v) for v in allv]))))
+                rec.evals.append((step, float(allv[0])))
+                rec.evals_mean.append((step, float(np.mean([float(v) for v in allv]))))
             else:
                 t, n = _loss_sum(em, cx, cy, autocast, rows) if rank == 0 else (0.0, 1)
-                evals.append((step, t / n))
-                evals_mean.append((step, t / n))
+                rec.evals.append((step, t / n))
+                rec.evals_mean.append((step, t / n))
             if final:
                 if cfg.parallel == "ddp":
                     t, n = _loss_sum(em, vx, vy, autocast, rows)
@@ -636,9 +644,10 @@ def _train_worker(rank: int, cfg: TrainConfig, init_method: str, out_dir: str) -
                     tn = torch.tensor([t, float(n)], dtype=torch.float64)
                     dist.all_reduce(tn)
                     per = [float(tn[0] / tn[1])]
-                final_eval.update(val_loss_replicas=per, val_tokens=int(vy.numel()))
+                rec.final_eval.update(val_loss_replicas=per, val_tokens=int(vy.numel()))
 
         for step in range(cfg.steps):
+            rec.step = step
             if step % cfg.eval_interval == 0:
                 measure(step)
             inj0 = _injected(group.metrics) if cfg.wrapper else (0.0, 0.0)
@@ -683,12 +692,12 @@ def _train_worker(rank: int, cfg: TrainConfig, init_method: str, out_dir: str) -
             flag = torch.tensor([0 if math.isfinite(norm) else (1 if grads_finite else 2)], dtype=torch.int32)
             dist.all_reduce(flag, op=dist.ReduceOp.MAX, group=group)  # int on CPU: control, never corrupted
             if flag.item() == 2:
-                nonfinite_steps += 1
-                first_nonfinite = step if first_nonfinite is None else first_nonfinite
+                rec.nonfinite_steps += 1
+                rec.first_nonfinite = step if rec.first_nonfinite is None else rec.first_nonfinite
             elif flag.item() == 1:
-                overflow_steps += 1
+                rec.overflow_steps += 1
             if flag.item() and guard == "skip_nonfinite_step":
-                skipped += 1
+                rec.skipped += 1
                 opt.zero_grad(set_to_none=True)
                 if scaler is not None:
                     scaler.update()  # lowers the scale if unscale_ found an Inf
@@ -697,27 +706,27 @@ def _train_worker(rank: int, cfg: TrainConfig, init_method: str, out_dir: str) -
                 scaler.update()
             else:
                 opt.step()
-            step_times.append(time.perf_counter() - t0)
-            grad_norms.append(norm)
+            rec.step_times.append(time.perf_counter() - t0)
+            rec.grad_norms.append(norm)
             if cfg.wrapper:
                 inj1 = _injected(group.metrics)
                 dp, ds = inj1[0] - inj0[0], inj1[1] - inj0[1]
-                noise_steps.append(math.sqrt(dp / ds) if ds > 0 and math.isfinite(dp) else
-                                   (math.inf if not math.isfinite(dp) else 0.0))
-                frames_steps.append([group.metrics.total("frames_lost"), group.metrics.total("frames_resent")])
+                rec.noise_steps.append(math.sqrt(dp / ds) if ds > 0 and math.isfinite(dp) else
+                                       (math.inf if not math.isfinite(dp) else 0.0))
+                rec.frames_steps.append([group.metrics.total("frames_lost"), group.metrics.total("frames_resent")])
             # the training loss as rank 0 reports it (PP: the last stage's, over the clean group)
             lt = torch.tensor([local_loss], dtype=torch.float64)
             if cfg.parallel == "pp":
                 dist.broadcast(lt, src=world - 1)
-            train_loss.append(float(lt))
+            rec.train_loss.append(float(lt))
         measure(cfg.steps, final=True)
 
         parts: list[Any] = [None] * world
-        mine = {"metrics": group.metrics.to_dict() if cfg.wrapper else {}, "frames_steps": frames_steps,
+        mine = {"metrics": group.metrics.to_dict() if cfg.wrapper else {}, "frames_steps": rec.frames_steps,
                 "flips": len(group.log) if cfg.wrapper else 0,
                 "log_dropped": group.log.dropped if cfg.wrapper else 0,
                 "rss_mb": _peak_rss_mb(),
-                "comm": {"records": group.commlog.records(), "step_s": step_times} if cfg.wrapper else {}}
+                "comm": {"records": group.commlog.records(), "step_s": rec.step_times} if cfg.wrapper else {}}
         dist.all_gather_object(parts, mine)
         if cfg.wrapper and cfg.dump_logs:
             with open(os.path.join(out_dir, f"log_rank{rank}.json"), "w", encoding="utf-8") as fh:
@@ -729,46 +738,46 @@ def _train_worker(rank: int, cfg: TrainConfig, init_method: str, out_dir: str) -
                           params=sum(p.numel() for p in gpt.parameters()), microbatches=cfg.microbatches,
                           schedule=cfg.schedule, tokens_per_step=cfg.batch_size * cfg.block_size)
         if rank == 0:
-            final = last_full[0]
+            final = rec.last_full
             torch.save(final, os.path.join(out_dir, "params.pt"))
-            nonf_loss = [i for i, l in enumerate(train_loss) if not math.isfinite(l)]
+            nonf_loss = [i for i, l in enumerate(rec.train_loss) if not math.isfinite(l)]
             merged = Metrics.merge([p["metrics"] for p in parts])
-            finite_noise = [v for v in noise_steps if math.isfinite(v)]
-            per = final_eval["val_loss_replicas"]
+            finite_noise = [v for v in rec.noise_steps if math.isfinite(v)]
+            per = rec.final_eval["val_loss_replicas"]
             result = {
                 "config": cfg.to_dict(),
                 "n_params": n_params,
                 "vocab": {"data": int(corpus.vocab_size), "model": int(gcfg.vocab_size), "tied": gcfg.tie_embeddings},
                 "data": cfg.data if cfg.data is not None else f"{cfg.corpus} ({cfg.tokenizer})",
-                "train_loss": train_loss,
-                "evals": evals,
-                "evals_replica_mean": evals_mean,
+                "train_loss": rec.train_loss,
+                "evals": rec.evals,
+                "evals_replica_mean": rec.evals_mean,
                 # the fixed validation set (first val_tokens tokens of the split), rank 0's replica
                 "final_val_loss": per[0],
-                "val_tokens": final_eval["val_tokens"],
+                "val_tokens": rec.final_eval["val_tokens"],
                 "val_loss_replicas": per,
                 "val_loss_replica_mean": float(np.mean(per)),
                 "val_loss_replica_sd": float(np.std(per, ddof=1)) if len(per) > 1 else 0.0,
                 "val_loss_replica_spread": float(np.max(per) - np.min(per)) if len(per) > 1 else 0.0,
-                "tied_divergence": tied_div[-1][1] if tied_div else None,
+                "tied_divergence": rec.tied_div[-1][1] if rec.tied_div else None,
                 "peak_rss_mb": max(p["rss_mb"] for p in parts),
-                "divergence": divergence,
-                "final_divergence": divergence[-1][1] if divergence else 0.0,
-                "grad_norms": grad_norms,
-                "skipped_steps": skipped,
-                "nonfinite_steps": nonfinite_steps,
-                "overflow_steps": overflow_steps,
-                "first_nonfinite_step": first_nonfinite,
+                "divergence": rec.divergence,
+                "final_divergence": rec.divergence[-1][1] if rec.divergence else 0.0,
+                "grad_norms": rec.grad_norms,
+                "skipped_steps": rec.skipped,
+                "nonfinite_steps": rec.nonfinite_steps,
+                "overflow_steps": rec.overflow_steps,
+                "first_nonfinite_step": rec.first_nonfinite,
                 "nonfinite_loss_steps": len(nonf_loss),
                 "first_nonfinite_loss_step": nonf_loss[0] if nonf_loss else None,
-                "step_time_ms": 1e3 * float(np.median(step_times[min(5, len(step_times) - 1):])),
+                "step_time_ms": 1e3 * float(np.median(rec.step_times[min(5, len(rec.step_times) - 1):])),
                 "metrics": merged,
                 # what the link injected: ||delivered - clean|| / ||clean|| of the received float
                 # payload (after the guard), over the whole run (all ranks) and per step (rank 0)
                 "injected_noise": Metrics.injected_noise(merged) if cfg.wrapper else 0.0,
-                "injected_noise_steps": noise_steps,
+                "injected_noise_steps": rec.noise_steps,
                 "injected_noise_step_median": float(np.median(finite_noise)) if finite_noise else
-                (math.inf if noise_steps else 0.0),
+                (math.inf if rec.noise_steps else 0.0),
                 "flips_logged": int(sum(p["flips"] for p in parts)),
                 "log_dropped": int(sum(p["log_dropped"] for p in parts)),
                 "param_norm": float(final.norm()),
@@ -780,7 +789,7 @@ def _train_worker(rank: int, cfg: TrainConfig, init_method: str, out_dir: str) -
                 json.dump(result, fh, allow_nan=True)
             os.replace(tmp, os.path.join(out_dir, "result.json"))
         dist.barrier()
-    except Exception as exc:  # issue 23: undeliverable data fails the run, on every rank at the same op
+    except Exception:  # issue 23: undeliverable data fails the run, on every rank at the same op
         grp = locals().get("group")  # (DDP re-raises a failed future as RuntimeError: ask the group)
         failure = getattr(grp, "failed", None) if cfg.wrapper else None
         if not isinstance(failure, LinkFailure):
@@ -788,7 +797,7 @@ def _train_worker(rank: int, cfg: TrainConfig, init_method: str, out_dir: str) -
         # before the gather below blocks on the default group: a stage in error by its own lost
         # frames that waits on a send/recv with this one stops waiting (instead of the group timeout)
         grp.mark_stopped()
-        _write_failed_run(rank, world, cfg, out_dir, failure, grp, locals())
+        _write_failed_run(rank, world, cfg, out_dir, failure, grp, rec, locals().get("gpt"))
         return str(failure)
     finally:
         dist.destroy_process_group()
@@ -822,26 +831,24 @@ def _frame_counts(merged: dict, parts: list, cfg: TrainConfig, failure: LinkFail
 
 
 def _write_failed_run(rank: int, world: int, cfg: TrainConfig, out_dir: str, exc: LinkFailure, group,
-                      scope: dict[str, Any]) -> None:
+                      rec: _RunRecord, gpt: torch.nn.Module | None) -> None:
     """A run stopped by a :class:`LinkFailure`: gather the counters over the clean default group and
     write ``result.json`` (``failed``, ``failed_step``, ``final_val_loss`` NaN: the job did not finish)."""
-    step = scope.get("step")
-    mine = {"metrics": group.metrics.to_dict(), "frames_steps": scope.get("frames_steps", []),
+    step = rec.step
+    mine = {"metrics": group.metrics.to_dict(), "frames_steps": rec.frames_steps,
             "flips": len(group.log), "log_dropped": group.log.dropped, "rss_mb": _peak_rss_mb()}
     parts: list[Any] = [None] * world
     dist.all_gather_object(parts, mine)
     if rank == 0:
         merged = Metrics.merge([p["metrics"] for p in parts])
-        evals = list(scope.get("evals") or [])
-        train_loss = list(scope.get("train_loss") or [])
         result = {
-            "config": cfg.to_dict(), "train_loss": train_loss, "evals": evals + [(step or 0, math.nan)],
+            "config": cfg.to_dict(), "train_loss": rec.train_loss, "evals": rec.evals + [(step or 0, math.nan)],
             "final_val_loss": math.nan, "divergence": [], "final_divergence": math.nan,
-            "grad_norms": list(scope.get("grad_norms") or []), "skipped_steps": scope.get("skipped", 0),
-            "nonfinite_steps": scope.get("nonfinite_steps", 0), "overflow_steps": scope.get("overflow_steps", 0),
-            "first_nonfinite_step": scope.get("first_nonfinite"), "nonfinite_loss_steps": 0,
+            "grad_norms": rec.grad_norms, "skipped_steps": rec.skipped,
+            "nonfinite_steps": rec.nonfinite_steps, "overflow_steps": rec.overflow_steps,
+            "first_nonfinite_step": rec.first_nonfinite, "nonfinite_loss_steps": 0,
             "first_nonfinite_loss_step": step,
-            "step_time_ms": 1e3 * float(np.median(scope["step_times"])) if scope.get("step_times") else math.nan,
+            "step_time_ms": 1e3 * float(np.median(rec.step_times)) if rec.step_times else math.nan,
             "metrics": merged, "injected_noise": Metrics.injected_noise(merged), "injected_noise_steps": [],
             "injected_noise_step_median": math.nan, "flips_logged": int(sum(p["flips"] for p in parts)),
             "log_dropped": int(sum(p["log_dropped"] for p in parts)), "param_norm": math.nan,
@@ -849,10 +856,10 @@ def _write_failed_run(rank: int, world: int, cfg: TrainConfig, out_dir: str, exc
             "source_kind": resolved_kind(cfg.replay.source),
             **_frame_counts(merged, parts, cfg, exc, step),
         }
-        last = (scope.get("last_full") or [torch.zeros(0)])[0]
-        if last.numel() == 0 and "gpt" in scope:  # failed before the first measurement
+        last = rec.last_full
+        if last.numel() == 0 and gpt is not None:  # failed before the first measurement
             try:
-                last = flat_params(scope["gpt"]).cpu()
+                last = flat_params(gpt).cpu()
             except Exception:  # noqa: BLE001 - sharded (FSDP) parameters: nothing to compare
                 pass
         torch.save(last, os.path.join(out_dir, "params.pt"))  # the parameters at the last measurement
@@ -948,7 +955,7 @@ def run_many(cfgs: list[TrainConfig], *, timeout_s: float = 900.0, out_dir: str 
         for stale in ("result.json", "params.pt"):
             if os.path.exists(os.path.join(d, stale)):
                 os.unlink(os.path.join(d, stale))
-    from phy802._io import remove_temp, track_temp_dir
+    from phy802._io import track_temp_dir
 
     env_prev = os.environ.get("OMP_NUM_THREADS")
     ctx = None
