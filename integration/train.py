@@ -491,12 +491,163 @@ class _RunRecord:
     last_full: torch.Tensor = field(default_factory=lambda: torch.zeros(0))  #: parameters at the final measurement
 
 
+@dataclass
+class _Parallel:
+    """One rank's part of the model under its parallelism (built by :data:`_SETUP`)."""
+
+    params: list  #: the parameters this rank's optimizer steps
+    gen: torch.Generator  #: the data order (DDP/FSDP: per rank; PP: the same batch on every stage)
+    per_rank: int  #: sequences per step on this rank
+    model: torch.nn.Module | None = None  #: what a DDP/FSDP step calls
+    eval_gpt: torch.nn.Module | None = None  #: FSDP: an unsharded copy, loaded at each measurement
+    schedule: Any = None  #: PP: the pipeline schedule (GPipe / 1F1B)
+
+
+def _setup_ddp(cfg: TrainConfig, gpt, gcfg, group, dev: torch.device, rank: int) -> _Parallel:
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    gpt.to(dev)
+    model = DDP(gpt, process_group=group, device_ids=[dev.index] if dev.type == "cuda" else None)
+    return _Parallel(list(model.parameters()), torch.Generator().manual_seed(_seed_int(cfg.seed, 2, rank)),
+                     cfg.batch_size // cfg.world_size, model=model)
+
+
+def _setup_fsdp(cfg: TrainConfig, gpt, gcfg, group, dev: torch.device, rank: int) -> _Parallel:
+    from torch.distributed.device_mesh import DeviceMesh
+    from torch.distributed.fsdp import fully_shard
+
+    from integration.model import GPT
+
+    gpt.to(dev)
+    mesh = DeviceMesh.from_group(group, device_type=dev.type)
+    for blk in gpt.h:
+        fully_shard(blk, mesh=mesh)
+    fully_shard(gpt, mesh=mesh)
+    par = _Parallel(list(gpt.parameters()), torch.Generator().manual_seed(_seed_int(cfg.seed, 2, rank)),
+                    cfg.batch_size // cfg.world_size, model=gpt)
+    torch.manual_seed(_seed_int(cfg.seed, 1))
+    par.eval_gpt = GPT(gcfg).to(dev)
+    return par
+
+
+def _setup_pp(cfg: TrainConfig, gpt, gcfg, group, dev: torch.device, rank: int) -> _Parallel:
+    from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe
+
+    from integration.model import split_stages
+
+    world = cfg.world_size
+    gpt.to(dev)  # the whole model on the device: rank 0 evaluates it after gathering the stages
+    stage_mod = split_stages(gpt, world)[rank]
+    stage = PipelineStage(stage_mod, rank, world, dev, group=group)
+
+    def loss_fn(logits, target):
+        return F.cross_entropy(logits.reshape(-1, logits.size(-1)), target.reshape(-1))
+
+    sched_cls = ScheduleGPipe if cfg.schedule == "gpipe" else Schedule1F1B
+    return _Parallel(list(stage_mod.parameters()), torch.Generator().manual_seed(_seed_int(cfg.seed, 2)),
+                     cfg.batch_size, schedule=sched_cls(stage, n_microbatches=cfg.microbatches, loss_fn=loss_fn))
+
+
+#: the set-up of each parallelism: ``(cfg, gpt, gpt config, group, device, rank) -> _Parallel``
+_SETUP: dict[str, Callable[..., _Parallel]] = {"ddp": _setup_ddp, "fsdp": _setup_fsdp, "pp": _setup_pp}
+
+
+class _Evaluator:
+    """The measurements of a run, over the clean default group (never corrupted): the loss curve on
+    fixed random validation batches, the final loss on the fixed set, DDP's replica divergence and
+    PP's tied-copy distance. DDP: every rank evaluates its own replica; FSDP and PP: every rank
+    holds the full model (gathered shards / all stages broadcast) and the fixed set is split
+    between the ranks."""
+
+    def __init__(self, cfg: TrainConfig, rank: int, gpt, eval_gpt, corpus, vocab: int, autocast, paused,
+                 tied: bool) -> None:
+        self.cfg, self.rank, self.world = cfg, rank, cfg.world_size
+        self.gpt, self.eval_gpt, self.autocast, self.paused, self.tied = gpt, eval_gpt, autocast, paused, tied
+        self.vx, self.vy = corpus.val_windows(cfg.val_tokens, cfg.block_size)  # the fixed validation set
+        cgen = torch.Generator().manual_seed(_seed_int(cfg.seed, 99))
+        curve = [corpus.batch("val", cfg.batch_size, cfg.block_size, cgen) for _ in range(cfg.eval_iters)]
+        self.cx, self.cy = torch.cat([c[0] for c in curve]), torch.cat([c[1] for c in curve])
+        self.rows = _eval_rows(cfg.block_size, vocab)
+
+    def _load_full(self) -> None:
+        """FSDP: gather the shards into the unsharded copy (one parameter at a time)."""
+        if self.cfg.parallel == "fsdp":
+            with self.paused(), torch.no_grad():  # measurement: gathered through the group, never corrupted
+                for q, p in zip(self.eval_gpt.parameters(), self.gpt.parameters()):
+                    q.copy_(p.full_tensor().detach())
+
+    def _replica_divergence(self) -> float:
+        """max over ranks of ||w_rank - w_0|| / ||w_0||, one parameter at a time (no full copies)."""
+        num = den = 0.0
+        with torch.no_grad():
+            for p in self.gpt.parameters():
+                mine_p = p.detach().cpu()
+                ref = mine_p.clone() if self.rank == 0 else torch.empty(p.shape, dtype=p.dtype)
+                dist.broadcast(ref, src=0)
+                num += float((mine_p.double() - ref.double()).pow(2).sum())
+                den += float(ref.double().pow(2).sum())
+        allv = [torch.zeros(1, dtype=torch.float64) for _ in range(self.world)]
+        dist.all_gather(allv, torch.tensor([num], dtype=torch.float64))
+        return math.sqrt(max(float(v) for v in allv)) / max(math.sqrt(den), 1e-30)
+
+    def _gather_stages(self, rec: _RunRecord, step: int) -> None:
+        """PP: every stage's parameters broadcast to every rank (and the tied copies compared)."""
+        gpt, rank = self.gpt, self.rank
+        if self.tied:
+            first = gpt.wte.weight.data.cpu().clone() if rank == 0 else torch.empty(gpt.wte.weight.shape)
+            dist.broadcast(first, src=0)
+        for p, owner in zip(gpt.parameters(), _param_owners(gpt, self.world)):
+            tmp = p.data.cpu()
+            dist.broadcast(tmp, src=owner)
+            p.data.copy_(tmp)
+        if self.tied:  # the last stage's copy was broadcast (owner); how far the first stage's is
+            last = gpt.wte.weight.data.cpu()
+            rec.tied_div.append((step, float((first - last).norm()) / max(float(last.norm()), 1e-30)))
+
+    def measure(self, rec: _RunRecord, step: int, final: bool = False) -> None:
+        """Record the curve's point at ``step`` (and with ``final`` the fixed set's loss) in ``rec``."""
+        cfg, rank, world, autocast, rows = self.cfg, self.rank, self.world, self.autocast, self.rows
+        if cfg.parallel == "pp":
+            self._gather_stages(rec, step)
+        self._load_full()
+        if cfg.parallel == "ddp" and world > 1:
+            rec.divergence.append((step, self._replica_divergence()))
+        em = self.eval_gpt if self.eval_gpt is not None else self.gpt
+        if final and rank == 0:
+            rec.last_full = flat_params(em).cpu()
+        if cfg.parallel == "ddp":
+            t, n = _loss_sum(em, self.cx, self.cy, autocast, rows)
+            losses = torch.tensor([t / n], dtype=torch.float64)
+            allv = [torch.empty_like(losses) for _ in range(world)]
+            dist.all_gather(allv, losses)
+            rec.evals.append((step, float(allv[0])))
+            rec.evals_mean.append((step, float(np.mean([float(v) for v in allv]))))
+        else:
+            t, n = _loss_sum(em, self.cx, self.cy, autocast, rows) if rank == 0 else (0.0, 1)
+            rec.evals.append((step, t / n))
+            rec.evals_mean.append((step, t / n))
+        if not final:
+            return
+        vx, vy = self.vx, self.vy
+        if cfg.parallel == "ddp":
+            t, n = _loss_sum(em, vx, vy, autocast, rows)
+            v = torch.tensor([t / n], dtype=torch.float64)
+            allv = [torch.empty_like(v) for _ in range(world)]
+            dist.all_gather(allv, v)
+            per = [float(a) for a in allv]
+        else:
+            t, n = _loss_sum(em, vx[rank::world], vy[rank::world], autocast, rows) \
+                if len(vx[rank::world]) else (0.0, 0)
+            tn = torch.tensor([t, float(n)], dtype=torch.float64)
+            dist.all_reduce(tn)
+            per = [float(tn[0] / tn[1])]
+        rec.final_eval.update(val_loss_replicas=per, val_tokens=int(vy.numel()))
+
+
 def _train_worker(rank: int, cfg: TrainConfig, init_method: str, out_dir: str) -> str | None:
     from contextlib import nullcontext
 
-    from torch.nn.parallel import DistributedDataParallel as DDP
-
-    from integration.model import GPT, split_stages
+    from integration.model import GPT
     from integration.process_group import register
 
     torch.set_num_threads(cfg.threads)
@@ -530,126 +681,18 @@ def _train_worker(rank: int, cfg: TrainConfig, init_method: str, out_dir: str) -
         def autocast():
             return torch.autocast(dev.type, dtype=amp_dtype) if amp_dtype is not None else nullcontext()
 
-        eval_gpt = None
-        if cfg.parallel == "ddp":
-            gpt.to(dev)
-            model = DDP(gpt, process_group=group, device_ids=[dev.index] if dev.type == "cuda" else None)
-            params = list(model.parameters())
-            gen = torch.Generator().manual_seed(_seed_int(cfg.seed, 2, rank))
-            per_rank = cfg.batch_size // world
-        elif cfg.parallel == "fsdp":
-            from torch.distributed.device_mesh import DeviceMesh
-            from torch.distributed.fsdp import fully_shard
-
-            gpt.to(dev)
-            mesh = DeviceMesh.from_group(group, device_type=dev.type)
-            for blk in gpt.h:
-                fully_shard(blk, mesh=mesh)
-            fully_shard(gpt, mesh=mesh)
-            model = gpt
-            params = list(gpt.parameters())
-            gen = torch.Generator().manual_seed(_seed_int(cfg.seed, 2, rank))
-            per_rank = cfg.batch_size // world
-            torch.manual_seed(_seed_int(cfg.seed, 1))
-            eval_gpt = GPT(gcfg).to(dev)  # an unsharded copy for evaluation, loaded at each measurement
-        else:
-            from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe
-
-            gpt.to(dev)  # the whole model on the device: rank 0 evaluates it after gathering the stages
-            stage_mod = split_stages(gpt, world)[rank]
-            stage = PipelineStage(stage_mod, rank, world, dev, group=group)
-
-            def loss_fn(logits, target):
-                return F.cross_entropy(logits.reshape(-1, logits.size(-1)), target.reshape(-1))
-
-            sched_cls = ScheduleGPipe if cfg.schedule == "gpipe" else Schedule1F1B
-            schedule = sched_cls(stage, n_microbatches=cfg.microbatches, loss_fn=loss_fn)
-            params = list(stage_mod.parameters())
-            gen = torch.Generator().manual_seed(_seed_int(cfg.seed, 2))  # same batch on every stage
+        par = _SETUP[cfg.parallel](cfg, gpt, gcfg, group, dev, rank)
         # tied embeddings under PP: the first stage's wte and the last stage's head are copies of one
         # matrix; their gradients are summed between those two ranks each step (class tied_grads)
         tied = gcfg.tie_embeddings and cfg.parallel == "pp"
         tied_w = gpt.wte.weight if tied and rank in (0, world - 1) else None
-        opt = _optimizer(cfg, params)
-        vx, vy = corpus.val_windows(cfg.val_tokens, cfg.block_size)  # the fixed validation set
-        cgen = torch.Generator().manual_seed(_seed_int(cfg.seed, 99))
-        curve = [corpus.batch("val", cfg.batch_size, cfg.block_size, cgen) for _ in range(cfg.eval_iters)]
-        cx, cy = torch.cat([c[0] for c in curve]), torch.cat([c[1] for c in curve])
-        rows = _eval_rows(cfg.block_size, gcfg.vocab_size)
-
-        def load_full() -> None:
-            """FSDP: gather the shards into the unsharded copy (one parameter at a time)."""
-            if cfg.parallel == "fsdp":
-                with paused(), torch.no_grad():  # measurement: gathered through the group, never corrupted
-                    for q, p in zip(eval_gpt.parameters(), gpt.parameters()):
-                        q.copy_(p.full_tensor().detach())
-
-        def replica_divergence() -> float:
-            """max over ranks of ||w_rank - w_0|| / ||w_0||, one parameter at a time (no full copies)."""
-            num = den = 0.0
-            with torch.no_grad():
-                for p in gpt.parameters():
-                    mine_p = p.detach().cpu()
-                    ref = mine_p.clone() if rank == 0 else torch.empty(p.shape, dtype=p.dtype)
-                    dist.broadcast(ref, src=0)
-                    num += float((mine_p.double() - ref.double()).pow(2).sum())
-                    den += float(ref.double().pow(2).sum())
-            allv = [torch.zeros(1, dtype=torch.float64) for _ in range(world)]
-            dist.all_gather(allv, torch.tensor([num], dtype=torch.float64))
-            return math.sqrt(max(float(v) for v in allv)) / max(math.sqrt(den), 1e-30)
-
-        def measure(step: int, final: bool = False) -> None:
-            # DDP: every rank evaluates its own replica; FSDP and PP: every rank holds the full model
-            # (gathered shards / all stages broadcast over the clean default group) and the fixed set
-            # is split between the ranks
-            if cfg.parallel == "pp":
-                if tied:
-                    first = gpt.wte.weight.data.cpu().clone() if rank == 0 else torch.empty(gpt.wte.weight.shape)
-                    dist.broadcast(first, src=0)
-                owners = _param_owners(gpt, world)
-                for p, owner in zip(gpt.parameters(), owners):
-                    tmp = p.data.cpu()
-                    dist.broadcast(tmp, src=owner)
-                    p.data.copy_(tmp)
-                if tied:  # the last stage's copy was broadcast (owner); how far the first stage's is
-                    last = gpt.wte.weight.data.cpu()
-                    rec.tied_div.append((step, float((first - last).norm()) / max(float(last.norm()), 1e-30)))
-            load_full()
-            if cfg.parallel == "ddp" and world > 1:
-                rec.divergence.append((step, replica_divergence()))
-            em = eval_gpt if eval_gpt is not None else gpt
-            if final and rank == 0:
-                rec.last_full = flat_params(em).cpu()
-            if cfg.parallel == "ddp":
-                t, n = _loss_sum(em, cx, cy, autocast, rows)
-                losses = torch.tensor([t / n], dtype=torch.float64)
-                allv = [torch.empty_like(losses) for _ in range(world)]
-                dist.all_gather(allv, losses)
-                rec.evals.append((step, float(allv[0])))
-                rec.evals_mean.append((step, float(np.mean([float(v) for v in allv]))))
-            else:
-                t, n = _loss_sum(em, cx, cy, autocast, rows) if rank == 0 else (0.0, 1)
-                rec.evals.append((step, t / n))
-                rec.evals_mean.append((step, t / n))
-            if final:
-                if cfg.parallel == "ddp":
-                    t, n = _loss_sum(em, vx, vy, autocast, rows)
-                    v = torch.tensor([t / n], dtype=torch.float64)
-                    allv = [torch.empty_like(v) for _ in range(world)]
-                    dist.all_gather(allv, v)
-                    per = [float(a) for a in allv]
-                else:
-                    t, n = _loss_sum(em, vx[rank::world], vy[rank::world], autocast, rows) \
-                        if len(vx[rank::world]) else (0.0, 0)
-                    tn = torch.tensor([t, float(n)], dtype=torch.float64)
-                    dist.all_reduce(tn)
-                    per = [float(tn[0] / tn[1])]
-                rec.final_eval.update(val_loss_replicas=per, val_tokens=int(vy.numel()))
+        opt = _optimizer(cfg, par.params)
+        evaluator = _Evaluator(cfg, rank, gpt, par.eval_gpt, corpus, gcfg.vocab_size, autocast, paused, tied)
 
         for step in range(cfg.steps):
             rec.step = step
             if step % cfg.eval_interval == 0:
-                measure(step)
+                evaluator.measure(rec, step)
             inj0 = _injected(group.metrics) if cfg.wrapper else (0.0, 0.0)
             if cfg.wrapper:
                 group.commlog.mark_step(step)  # comm log step boundary (integration/commlog.py)
@@ -658,35 +701,35 @@ def _train_worker(rank: int, cfg: TrainConfig, init_method: str, out_dir: str) -
                 pg["lr"] = _lr_at(cfg, step)
             opt.zero_grad(set_to_none=True)
             if cfg.parallel in ("ddp", "fsdp"):
-                x, y = corpus.batch("train", per_rank, cfg.block_size, gen)
+                x, y = corpus.batch("train", par.per_rank, cfg.block_size, par.gen)
                 x, y = x.to(dev), y.to(dev)
                 with autocast():
-                    logits = model(x)
+                    logits = par.model(x)
                     loss = F.cross_entropy(logits.view(-1, logits.size(-1)).float(), y.view(-1))
                 (scaler.scale(loss) if scaler is not None else loss).backward()
                 local_loss = float(loss.detach())
             else:
-                x, y = corpus.batch("train", cfg.batch_size, cfg.block_size, gen)
+                x, y = corpus.batch("train", par.per_rank, cfg.block_size, par.gen)
                 x, y = x.to(dev), y.to(dev)
                 with autocast():  # bf16: stage forwards in bf16, so activations cross the links in bf16
                     if rank == 0:
-                        schedule.step(x)
+                        par.schedule.step(x)
                         local_loss = float("nan")
                     elif rank == world - 1:
                         losses: list[torch.Tensor] = []
-                        schedule.step(target=y, losses=losses)
+                        par.schedule.step(target=y, losses=losses)
                         local_loss = float(torch.stack([l.detach().float() for l in losses]).mean())
                     else:
-                        schedule.step()
+                        par.schedule.step()
                         local_loss = float("nan")
                 if tied_w is not None:
                     _sum_tied_grad(tied_w, world - 1 if rank == 0 else 0, group, cfg.wrapper)
             if scaler is not None:
                 scaler.unscale_(opt)
             if cfg.parallel == "fsdp":
-                norm, grads_finite = _clip_dtensor(params, cfg.grad_clip)
+                norm, grads_finite = _clip_dtensor(par.params, cfg.grad_clip)
             else:
-                norm, grads_finite = _clip_global(params, cfg.grad_clip, group, across=cfg.parallel == "pp",
+                norm, grads_finite = _clip_global(par.params, cfg.grad_clip, group, across=cfg.parallel == "pp",
                                                   exclude=(tied_w,) if tied_w is not None and rank == world - 1 else ())
             # 2: a gradient element is Inf/NaN; 1: the fp32 norm overflowed (update zeroed); agreed by all ranks
             flag = torch.tensor([0 if math.isfinite(norm) else (1 if grads_finite else 2)], dtype=torch.int32)
@@ -719,7 +762,7 @@ def _train_worker(rank: int, cfg: TrainConfig, init_method: str, out_dir: str) -
             if cfg.parallel == "pp":
                 dist.broadcast(lt, src=world - 1)
             rec.train_loss.append(float(lt))
-        measure(cfg.steps, final=True)
+        evaluator.measure(rec, cfg.steps, final=True)
 
         parts: list[Any] = [None] * world
         mine = {"metrics": group.metrics.to_dict() if cfg.wrapper else {}, "frames_steps": rec.frames_steps,
