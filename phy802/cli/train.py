@@ -166,11 +166,15 @@ def check_args(args: argparse.Namespace) -> None:
 
 
 def _check_link(args: argparse.Namespace) -> None:
-    """The link options as every run's :class:`~integration.sources.SourceConfig` takes them
-    (``build_config``: BER 0 is error-free, independent), refused naming the option (exit 2)."""
+    """``experiment``: the link options as each run of the sweep will take them (``build_config``:
+    BER 0 is error-free, independent), refused naming the option (exit 2) before the first run
+    starts. ``train`` has one run: its link is validated once, where :func:`config_from_args`
+    builds its configuration."""
     from integration.sources import SourceConfig
 
-    bers = [args.ber] if hasattr(args, "ber") else list(getattr(args, "bers", []))
+    if hasattr(args, "ber"):
+        return
+    bers = list(getattr(args, "bers", []))
     for ber in sorted({0.0, *bers}):
         kind = args.source if ber > 0 else "independent"
         try:
@@ -178,7 +182,7 @@ def _check_link(args: argparse.Namespace) -> None:
                          trace=args.trace if kind == "trace" else None, inner=getattr(args, "inner", None))
         except ValueError as exc:
             msg = str(exc).replace("SourceConfig.", "--")
-            raise ValueError(msg if hasattr(args, "ber") else msg.replace("--ber ", "--bers ")) from None
+            raise ValueError(msg.replace("--ber ", "--bers ")) from None
 
 
 def check_cost(cfg, force: bool, what: str = "this run", runs: int = 1) -> dict:
@@ -208,8 +212,18 @@ def check_cost(cfg, force: bool, what: str = "this run", runs: int = 1) -> dict:
 def config_from_args(args: argparse.Namespace, *, parallel: str, ber: float, guard: str, steps: int,
                      wrapper: bool = True, seed: int | None = None, link_seed: int | None = None):
     """The :class:`~integration.train.TrainConfig` of one run (library: ``build_config``)."""
-    from integration.train import build_config, resolve_device
+    from integration.train import build_config
 
+    try:
+        return _build(build_config, args, parallel=parallel, ber=ber, guard=guard, steps=steps, wrapper=wrapper,
+                      seed=seed, link_seed=link_seed)
+    except ValueError as exc:  # the link's SourceConfig, refused naming the option (exit 2)
+        msg = str(exc)
+        raise ValueError(msg.replace("SourceConfig.", "--") if msg.startswith("SourceConfig.") else msg) from None
+
+
+def _build(build_config, args: argparse.Namespace, *, parallel: str, ber: float, guard: str, steps: int,
+           wrapper: bool, seed: int | None, link_seed: int | None):
     return build_config(
         parallel=parallel, ber=ber, guard=guard, steps=steps, seed=args.seed if seed is None else seed,
         link_seed=args.link_seed if link_seed is None else link_seed, data=args.data, vocab_size=args.vocab_size,
