@@ -44,9 +44,13 @@ from integration.sources import ber_meaning, resolved_kind
 
 __all__ = ["TrainConfig", "run_training", "run_many", "train_worker", "TrainingTimeout", "flat_params",
            "MODEL_PRESETS", "MODEL_HELP", "PARALLEL", "PRECISIONS", "VAL_TOKENS", "resolve_device", "build_config",
-           "estimate", "load_data", "model_config", "param_count", "data_vocab", "failed_when"]
+           "estimate", "load_data", "model_config", "param_count", "data_vocab", "failed_when", "REPLAY_VIA"]
 
 PARALLEL = ("ddp", "pp", "fsdp")
+#: where the link errors enter: the phy802 ProcessGroup under the model (``group``), or torch's
+#: supported seams beside a stock group (``hooks``: DDP's comm hook, FSDP2's custom all-gather /
+#: reduce-scatter; pipelines: not built)
+REPLAY_VIA = ("group", "hooks")
 SCHEDULES = ("gpipe", "1f1b")
 PRECISIONS = ("fp32", "bf16", "fp16")
 TOKENIZERS = ("char", "byte")
@@ -129,6 +133,7 @@ class TrainConfig:
     pad_vocab: int = 1
     tie_embeddings: bool = False
     val_tokens: int = VAL_TOKENS
+    replay_via: str = "group"
 
     def __post_init__(self) -> None:
         def positive(name: str, integer: bool = True) -> None:
@@ -172,6 +177,11 @@ class TrainConfig:
             raise ValueError("TrainConfig.precision fp16 (GradScaler) is supported for ddp and fsdp; pp takes fp32 or bf16")
         if self.parallel not in PARALLEL:
             raise ValueError(f"TrainConfig.parallel must be one of {PARALLEL}, got {self.parallel!r}")
+        if self.replay_via not in REPLAY_VIA:
+            raise ValueError(f"TrainConfig.replay_via must be one of {REPLAY_VIA}, got {self.replay_via!r}")
+        if self.replay_via == "hooks" and self.parallel == "pp":
+            raise ValueError("TrainConfig.replay_via 'hooks' (--replay-via hooks) is built for ddp and fsdp; a "
+                             "pipeline's stage hooks (received activations and their gradients) are not: use 'group'")
         if self.schedule not in SCHEDULES:
             raise ValueError(f"TrainConfig.schedule must be one of {SCHEDULES}, got {self.schedule!r}")
         if self.world_size < 1 or (self.parallel == "pp" and self.world_size < 2):
@@ -548,6 +558,18 @@ def _setup_pp(cfg: TrainConfig, gpt, gcfg, group, dev: torch.device, rank: int) 
                      cfg.batch_size, schedule=sched_cls(stage, n_microbatches=cfg.microbatches, loss_fn=loss_fn))
 
 
+def _install_hooks(cfg: TrainConfig, par: _Parallel, group) -> None:
+    """``replay_via="hooks"``: the phy802 ``group`` behind DDP's comm hook / FSDP2's custom collectives."""
+    if cfg.parallel == "ddp":
+        from integration.ddp_hooks import install_ddp_hook
+
+        install_ddp_hook(par.model, group)
+    else:
+        from integration.fsdp_hooks import install_fsdp_hooks
+
+        install_fsdp_hooks(par.model, group)
+
+
 #: the set-up of each parallelism: ``(cfg, gpt, gpt config, group, device, rank) -> _Parallel``
 _SETUP: dict[str, Callable[..., _Parallel]] = {"ddp": _setup_ddp, "fsdp": _setup_fsdp, "pp": _setup_pp}
 
@@ -663,11 +685,16 @@ def _train_worker(rank: int, cfg: TrainConfig, init_method: str, out_dir: str) -
     # the default group carries measurement traffic (CPU tensors, gloo), never corrupted
     dist.init_process_group("gloo", init_method=init_method, rank=rank, world_size=world, timeout=timeout)
     try:
+        stock = "nccl" if dev.type == "cuda" else "gloo"
         if cfg.wrapper:
             register(cfg.replay)
             group = dist.new_group(backend="phy802", timeout=timeout)
         else:
-            group = dist.new_group(backend="nccl" if dev.type == "cuda" else "gloo", timeout=timeout)
+            group = dist.new_group(backend=stock, timeout=timeout)
+        hooks = cfg.wrapper and cfg.replay_via == "hooks"
+        # hooks: the model runs on a stock group, and its gradient (FSDP: and parameter) collectives
+        # reach the phy802 group through torch's comm-hook seams
+        model_group = dist.new_group(backend=stock, timeout=timeout) if hooks else group
         paused = group.paused if cfg.wrapper else nullcontext
         corpus = load_data(cfg, check=False)  # checked once before the processes started (run_many, CLI)
         gcfg = model_config(cfg, corpus)
@@ -681,7 +708,9 @@ def _train_worker(rank: int, cfg: TrainConfig, init_method: str, out_dir: str) -
         def autocast():
             return torch.autocast(dev.type, dtype=amp_dtype) if amp_dtype is not None else nullcontext()
 
-        par = _SETUP[cfg.parallel](cfg, gpt, gcfg, group, dev, rank)
+        par = _SETUP[cfg.parallel](cfg, gpt, gcfg, model_group, dev, rank)
+        if hooks:
+            _install_hooks(cfg, par, group)
         # tied embeddings under PP: the first stage's wte and the last stage's head are copies of one
         # matrix; their gradients are summed between those two ranks each step (class tied_grads)
         tied = gcfg.tie_embeddings and cfg.parallel == "pp"

