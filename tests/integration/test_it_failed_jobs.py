@@ -123,3 +123,20 @@ def test_experiment_sweep_with_undeliverable_frames_exits_1(tmp_path, capsys):
     rows = json.loads(cap.out)["rows"]
     assert [r["failed_runs"] for r in rows] == [0, 1] and math.isfinite(rows[0]["final_val_loss"])
     assert " failed " in cap.err and "NCCL_IB_RETRY_CNT=7" in cap.err and (out / "results.json").exists()
+
+
+@pytest.mark.slow
+def test_a_failed_run_under_torchrun_fails_every_rank(tmp_path):
+    """Under torchrun each rank is a process of its own: every rank of a failed job exits 1, so
+    that torchrun reports the job failed (it exited 0 on every rank)."""
+    import os
+    import subprocess
+    import sys
+
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", "-m",
+           "phy802.cli", "train", *LOSSY, "--out", str(tmp_path / "out"), "--json", *TINY]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=dict(os.environ, OMP_NUM_THREADS="1"))
+    assert p.returncode != 0, p.stderr[-2000:]
+    doc = json.loads(p.stdout[p.stdout.index("{"):])
+    assert doc["failed"] is True
+    assert "phy802 train: rank 1: the run failed" in p.stderr and "phy802 train: the run failed" in p.stderr
