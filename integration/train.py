@@ -810,56 +810,8 @@ def _train_worker(rank: int, cfg: TrainConfig, init_method: str, out_dir: str) -
                           params=sum(p.numel() for p in gpt.parameters()), microbatches=cfg.microbatches,
                           schedule=cfg.schedule, tokens_per_step=cfg.batch_size * cfg.block_size)
         if rank == 0:
-            final = rec.last_full
-            torch.save(final, os.path.join(out_dir, "params.pt"))
-            nonf_loss = [i for i, l in enumerate(rec.train_loss) if not math.isfinite(l)]
-            merged = Metrics.merge([p["metrics"] for p in parts])
-            finite_noise = [v for v in rec.noise_steps if math.isfinite(v)]
-            per = rec.final_eval["val_loss_replicas"]
-            result = {
-                "config": cfg.to_dict(),
-                "n_params": n_params,
-                "vocab": {"data": int(corpus.vocab_size), "model": int(gcfg.vocab_size), "tied": gcfg.tie_embeddings},
-                "data": cfg.data if cfg.data is not None else f"{cfg.corpus} ({cfg.tokenizer})",
-                "train_loss": rec.train_loss,
-                "evals": rec.evals,
-                "evals_replica_mean": rec.evals_mean,
-                # the fixed validation set (first val_tokens tokens of the split), rank 0's replica
-                "final_val_loss": per[0],
-                "val_tokens": rec.final_eval["val_tokens"],
-                "val_loss_replicas": per,
-                "val_loss_replica_mean": float(np.mean(per)),
-                "val_loss_replica_sd": float(np.std(per, ddof=1)) if len(per) > 1 else 0.0,
-                "val_loss_replica_spread": float(np.max(per) - np.min(per)) if len(per) > 1 else 0.0,
-                "tied_divergence": rec.tied_div[-1][1] if rec.tied_div else None,
-                "peak_rss_mb": max(p["rss_mb"] for p in parts),
-                "divergence": rec.divergence,
-                "final_divergence": rec.divergence[-1][1] if rec.divergence else 0.0,
-                "grad_norms": rec.grad_norms,
-                "skipped_steps": rec.skipped,
-                "nonfinite_steps": rec.nonfinite_steps,
-                "overflow_steps": rec.overflow_steps,
-                "first_nonfinite_step": rec.first_nonfinite,
-                "nonfinite_loss_steps": len(nonf_loss),
-                "first_nonfinite_loss_step": nonf_loss[0] if nonf_loss else None,
-                "step_time_ms": 1e3 * float(np.median(rec.step_times[min(5, len(rec.step_times) - 1):])),
-                "metrics": merged,
-                # what the link injected: ||delivered - clean|| / ||clean|| of the received float
-                # payload (after the guard), over the whole run (all ranks) and per step (rank 0)
-                "injected_noise": Metrics.injected_noise(merged) if cfg.wrapper else 0.0,
-                "injected_noise_steps": rec.noise_steps,
-                "injected_noise_step_median": float(np.median(finite_noise)) if finite_noise else
-                (math.inf if rec.noise_steps else 0.0),
-                "flips_logged": int(sum(p["flips"] for p in parts)),
-                "log_dropped": int(sum(p["log_dropped"] for p in parts)),
-                "param_norm": float(final.norm()),
-                "source_kind": resolved_kind(cfg.replay.source) if cfg.wrapper else "none",
-                **_frame_counts(merged, parts, cfg),
-            }
-            tmp = os.path.join(out_dir, ".result.json.tmp")
-            with open(tmp, "w", encoding="utf-8") as fh:
-                json.dump(result, fh, allow_nan=True)
-            os.replace(tmp, os.path.join(out_dir, "result.json"))
+            torch.save(rec.last_full, os.path.join(out_dir, "params.pt"))
+            _write_result(out_dir, _result(cfg, rec, parts, n_params, corpus.vocab_size, gcfg))
         dist.barrier()
     except Exception:  # issue 23: undeliverable data fails the run, on every rank at the same op
         grp = locals().get("group")  # (DDP re-raises a failed future as RuntimeError: ask the group)
@@ -873,6 +825,63 @@ def _train_worker(rank: int, cfg: TrainConfig, init_method: str, out_dir: str) -
         return str(failure)
     finally:
         dist.destroy_process_group()
+
+
+def _result(cfg: TrainConfig, rec: _RunRecord, parts: list[dict], n_params: int, data_vocab_size: int,
+            gcfg) -> dict[str, Any]:
+    """Rank 0's ``result.json`` of a finished run: its record, and every rank's counters (``parts``)."""
+    nonf_loss = [i for i, l in enumerate(rec.train_loss) if not math.isfinite(l)]
+    merged = Metrics.merge([p["metrics"] for p in parts])
+    finite_noise = [v for v in rec.noise_steps if math.isfinite(v)]
+    per = rec.final_eval["val_loss_replicas"]
+    return {
+        "config": cfg.to_dict(),
+        "n_params": n_params,
+        "vocab": {"data": int(data_vocab_size), "model": int(gcfg.vocab_size), "tied": gcfg.tie_embeddings},
+        "data": cfg.data if cfg.data is not None else f"{cfg.corpus} ({cfg.tokenizer})",
+        "train_loss": rec.train_loss,
+        "evals": rec.evals,
+        "evals_replica_mean": rec.evals_mean,
+        # the fixed validation set (first val_tokens tokens of the split), rank 0's replica
+        "final_val_loss": per[0],
+        "val_tokens": rec.final_eval["val_tokens"],
+        "val_loss_replicas": per,
+        "val_loss_replica_mean": float(np.mean(per)),
+        "val_loss_replica_sd": float(np.std(per, ddof=1)) if len(per) > 1 else 0.0,
+        "val_loss_replica_spread": float(np.max(per) - np.min(per)) if len(per) > 1 else 0.0,
+        "tied_divergence": rec.tied_div[-1][1] if rec.tied_div else None,
+        "peak_rss_mb": max(p["rss_mb"] for p in parts),
+        "divergence": rec.divergence,
+        "final_divergence": rec.divergence[-1][1] if rec.divergence else 0.0,
+        "grad_norms": rec.grad_norms,
+        "skipped_steps": rec.skipped,
+        "nonfinite_steps": rec.nonfinite_steps,
+        "overflow_steps": rec.overflow_steps,
+        "first_nonfinite_step": rec.first_nonfinite,
+        "nonfinite_loss_steps": len(nonf_loss),
+        "first_nonfinite_loss_step": nonf_loss[0] if nonf_loss else None,
+        "step_time_ms": 1e3 * float(np.median(rec.step_times[min(5, len(rec.step_times) - 1):])),
+        "metrics": merged,
+        # what the link injected: ||delivered - clean|| / ||clean|| of the received float
+        # payload (after the guard), over the whole run (all ranks) and per step (rank 0)
+        "injected_noise": Metrics.injected_noise(merged) if cfg.wrapper else 0.0,
+        "injected_noise_steps": rec.noise_steps,
+        "injected_noise_step_median": float(np.median(finite_noise)) if finite_noise else
+        (math.inf if rec.noise_steps else 0.0),
+        "flips_logged": int(sum(p["flips"] for p in parts)),
+        "log_dropped": int(sum(p["log_dropped"] for p in parts)),
+        "param_norm": float(rec.last_full.norm()),
+        "source_kind": resolved_kind(cfg.replay.source) if cfg.wrapper else "none",
+        **_frame_counts(merged, parts, cfg),
+    }
+
+
+def _write_result(out_dir: str, result: dict[str, Any]) -> None:
+    """``result.json`` in ``out_dir``, written whole or not at all (a reader polls for it)."""
+    tmp = os.path.join(out_dir, ".result.json.tmp")
+    with open(tmp, "w", encoding="utf-8") as fh:
+        json.dump(result, fh, allow_nan=True)
+    os.replace(tmp, os.path.join(out_dir, "result.json"))
 
 
 def failed_when(step: int | None) -> str:
@@ -935,10 +944,7 @@ def _write_failed_run(rank: int, world: int, cfg: TrainConfig, out_dir: str, exc
             except Exception:  # noqa: BLE001 - sharded (FSDP) parameters: nothing to compare
                 pass
         torch.save(last, os.path.join(out_dir, "params.pt"))  # the parameters at the last measurement
-        tmp = os.path.join(out_dir, ".result.json.tmp")
-        with open(tmp, "w", encoding="utf-8") as fh:
-            json.dump(result, fh, allow_nan=True)
-        os.replace(tmp, os.path.join(out_dir, "result.json"))
+        _write_result(out_dir, result)
     dist.barrier()
 
 
