@@ -92,6 +92,11 @@ class ExperimentSpec:
         bad = [g for g in self.guards if g not in GUARDS]
         if bad or not self.guards:
             raise ValueError(f"ExperimentSpec.guards: unknown guard {bad[0] if bad else self.guards!r}")
+        for par in self.parallel:  # every run's configuration is valid before the first run starts
+            for ber in (0.0, *self.bers):
+                for seed in self.seeds:
+                    for link in self.links(seed):
+                        self.config(par, ber, self.guards[0], seed, link)
 
     def links(self, seed: int) -> tuple[int, ...]:
         """The link seeds run with model seed ``seed``."""

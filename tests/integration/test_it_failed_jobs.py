@@ -140,3 +140,16 @@ def test_a_failed_run_under_torchrun_fails_every_rank(tmp_path):
     doc = json.loads(p.stdout[p.stdout.index("{"):])
     assert doc["failed"] is True
     assert "phy802 train: rank 1: the run failed" in p.stderr and "phy802 train: the run failed" in p.stderr
+
+
+def test_experiment_refuses_a_run_it_cannot_make_before_the_first_starts(monkeypatch, tmp_path, capsys):
+    """A parallelism later in --parallel whose configuration is invalid (here: pipelines have no
+    comm-hook mode) is refused up front (exit 2), not after the first parallelism's runs."""
+    import integration.experiment as experiment
+
+    started = []
+    monkeypatch.setattr(experiment, "run_many", lambda *a, **k: started.append(1) or [])
+    rc = main(["experiment", "--out", str(tmp_path / "exp"), "--parallel", "ddp,pp", "--replay-via", "hooks",
+               "--bers", "1e-5", "--guards", "none", "--steps", "1", "--no-progress", *TINY])
+    assert rc == 2 and started == []
+    assert "--replay-via hooks" in capsys.readouterr().err
