@@ -153,3 +153,19 @@ def test_experiment_refuses_a_run_it_cannot_make_before_the_first_starts(monkeyp
                "--bers", "1e-5", "--guards", "none", "--steps", "1", "--no-progress", *TINY])
     assert rc == 2 and started == []
     assert "--replay-via hooks" in capsys.readouterr().err
+
+
+def test_experiment_json_when_a_rank_dies_still_writes_a_document(monkeypatch, tmp_path, capsys):
+    """A sweep whose ranks die: exit 1, the cause on stderr and, with --json, a document saying so."""
+    import integration.experiment as experiment
+
+    def dead(spec, **kw):
+        raise RuntimeError("a training process died: process 0 terminated with signal SIGKILL")
+
+    monkeypatch.setattr(experiment, "run_experiment", dead)
+    rc = main(["experiment", "--out", str(tmp_path / "exp"), "--parallel", "ddp", "--bers", "1e-5", "--guards",
+               "none", "--steps", "1", "--no-progress", "--json", *TINY])
+    cap = capsys.readouterr()
+    assert rc == 1 and "SIGKILL" in cap.err
+    doc = json.loads(cap.out)
+    assert doc["failed"] is True and "SIGKILL" in doc["failure"] and doc["rows"] == []
