@@ -574,6 +574,31 @@ def _install_hooks(cfg: TrainConfig, par: _Parallel, group) -> None:
 _SETUP: dict[str, Callable[..., _Parallel]] = {"ddp": _setup_ddp, "fsdp": _setup_fsdp, "pp": _setup_pp}
 
 
+def _forward_backward(cfg: TrainConfig, rank: int, par: _Parallel, corpus, dev: torch.device, autocast,
+                      scaler) -> float:
+    """One step's forward and backward pass on this rank; its training loss (PP: the last stage's
+    mean over microbatches, NaN on the other stages)."""
+    world = cfg.world_size
+    x, y = corpus.batch("train", par.per_rank, cfg.block_size, par.gen)
+    x, y = x.to(dev), y.to(dev)
+    if cfg.parallel in ("ddp", "fsdp"):
+        with autocast():
+            logits = par.model(x)
+            loss = F.cross_entropy(logits.view(-1, logits.size(-1)).float(), y.view(-1))
+        (scaler.scale(loss) if scaler is not None else loss).backward()
+        return float(loss.detach())
+    with autocast():  # bf16: stage forwards in bf16, so activations cross the links in bf16
+        if rank == 0:
+            par.schedule.step(x)
+        elif rank == world - 1:
+            losses: list[torch.Tensor] = []
+            par.schedule.step(target=y, losses=losses)
+            return float(torch.stack([l.detach().float() for l in losses]).mean())
+        else:
+            par.schedule.step()
+    return float("nan")
+
+
 class _Evaluator:
     """The measurements of a run, over the clean default group (never corrupted): the loss curve on
     fixed random validation batches, the final loss on the fixed set, DDP's replica divergence and
@@ -729,30 +754,9 @@ def _train_worker(rank: int, cfg: TrainConfig, init_method: str, out_dir: str) -
             for pg in opt.param_groups:
                 pg["lr"] = _lr_at(cfg, step)
             opt.zero_grad(set_to_none=True)
-            if cfg.parallel in ("ddp", "fsdp"):
-                x, y = corpus.batch("train", par.per_rank, cfg.block_size, par.gen)
-                x, y = x.to(dev), y.to(dev)
-                with autocast():
-                    logits = par.model(x)
-                    loss = F.cross_entropy(logits.view(-1, logits.size(-1)).float(), y.view(-1))
-                (scaler.scale(loss) if scaler is not None else loss).backward()
-                local_loss = float(loss.detach())
-            else:
-                x, y = corpus.batch("train", par.per_rank, cfg.block_size, par.gen)
-                x, y = x.to(dev), y.to(dev)
-                with autocast():  # bf16: stage forwards in bf16, so activations cross the links in bf16
-                    if rank == 0:
-                        par.schedule.step(x)
-                        local_loss = float("nan")
-                    elif rank == world - 1:
-                        losses: list[torch.Tensor] = []
-                        par.schedule.step(target=y, losses=losses)
-                        local_loss = float(torch.stack([l.detach().float() for l in losses]).mean())
-                    else:
-                        par.schedule.step()
-                        local_loss = float("nan")
-                if tied_w is not None:
-                    _sum_tied_grad(tied_w, world - 1 if rank == 0 else 0, group, cfg.wrapper)
+            local_loss = _forward_backward(cfg, rank, par, corpus, dev, autocast, scaler)
+            if tied_w is not None:
+                _sum_tied_grad(tied_w, world - 1 if rank == 0 else 0, group, cfg.wrapper)
             if scaler is not None:
                 scaler.unscale_(opt)
             if cfg.parallel == "fsdp":
