@@ -134,6 +134,8 @@ class TrainConfig:
     tie_embeddings: bool = False
     val_tokens: int = VAL_TOKENS
     replay_via: str = "group"
+    #: a file for the communication log gathered from every rank (rank 0 writes it; ``phy802 train --comm-log``)
+    comm_log: str | None = None
 
     def __post_init__(self) -> None:
         def positive(name: str, integer: bool = True) -> None:
@@ -807,10 +809,10 @@ def _train_worker(rank: int, cfg: TrainConfig, init_method: str, out_dir: str) -
         if cfg.wrapper and cfg.dump_logs:
             with open(os.path.join(out_dir, f"log_rank{rank}.json"), "w", encoding="utf-8") as fh:
                 json.dump({"records": group.log.records(), "messages": group.log.messages}, fh)
-        if rank == 0 and cfg.wrapper and os.environ.get("PHY802_COMMLOG"):  # phy802 train --comm-log
+        if rank == 0 and cfg.wrapper and cfg.comm_log:  # phy802 train --comm-log
             from integration.commlog import save_gathered
 
-            save_gathered(os.environ["PHY802_COMMLOG"], [p["comm"] for p in parts], parallel=cfg.parallel,
+            save_gathered(cfg.comm_log, [p["comm"] for p in parts], parallel=cfg.parallel,
                           params=sum(p.numel() for p in gpt.parameters()), microbatches=cfg.microbatches,
                           schedule=cfg.schedule, tokens_per_step=cfg.batch_size * cfg.block_size)
         if rank == 0:

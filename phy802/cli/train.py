@@ -240,6 +240,7 @@ def _build(build_config, args: argparse.Namespace, *, parallel: str, ber: float,
         lr=args.lr, microbatches=args.microbatches, schedule=args.schedule, eval_interval=args.eval_interval,
         eval_iters=args.eval_iters, threads=args.threads, dump_logs=getattr(args, "log_flips", False),
         device=_device(args), precision=args.precision, replay_via=getattr(args, "replay_via", "group"),
+        comm_log=os.path.abspath(args.comm_log) if getattr(args, "comm_log", None) else None,
         comm_timeout_s=min(600.0, float(args.timeout)))
 
 
@@ -313,8 +314,6 @@ def run(args: argparse.Namespace) -> int:
         check_output_file(args.comm_log)
     if args.out:
         check_output_dir(args.out, "train")
-    if args.comm_log:  # the ranks inherit the environment; rank 0 writes the gathered log
-        os.environ["PHY802_COMMLOG"] = os.path.abspath(args.comm_log)
     if "RANK" in os.environ and "WORLD_SIZE" in os.environ:  # started by torchrun
         args.world_size = int(os.environ["WORLD_SIZE"])
         cfg = config_from_args(args, parallel=args.parallel, ber=args.ber, guard=args.guard, steps=args.steps,
