@@ -26,10 +26,19 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-__all__ = ["CORPORA", "load_text", "CharCorpus", "TokenFiles", "TokenFileError", "READ_BUDGET_BYTES", "val_windows"]
+__all__ = ["CORPORA", "load_text", "CharCorpus", "TokenFiles", "TokenFileError", "READ_BUDGET_BYTES", "val_windows",
+           "TOKEN_DTYPES", "layout_problem"]
 
 #: the most a :class:`TokenFiles` reads into memory at once while checking a file (bytes)
 READ_BUDGET_BYTES = 64 << 20
+#: token id layouts a :class:`TokenFiles` reads when told (``dtype``): nanoGPT's (little-endian
+#: uint16) and the ones a file of another tool may hold; ``auto`` is uint16 after the layout checks
+TOKEN_DTYPES = {"uint16": "<u2", "uint8": "u1", "uint32": "<u4", "uint16be": ">u2"}
+#: 16-bit words of a file's start that :func:`layout_problem` looks at (and the fewest for its byte test)
+_LAYOUT_WORDS = 1 << 16
+_BYTE_TEST_WORDS = 1 << 14
+#: llm.c's token files (``.bin`` with a 256 x int32 header) start with this magic number
+_LLMC_MAGIC = 20240520
 
 CORPORA = ("kjv", "stdlib")
 _STDLIB_FILES = ("argparse.py", "textwrap.py", "string.py", "json/decoder.py", "json/encoder.py", "difflib.py",
@@ -177,27 +186,79 @@ class TokenFileError(ValueError):
     """A token file that cannot be used (message names the file)."""
 
 
+def layout_problem(words: np.ndarray) -> str | None:
+    """Why the start of a file, read as nanoGPT's little-endian uint16 ids (``words``), is most
+    likely another layout, or ``None``. A raw ``.bin`` has no header saying its dtype, so each rule
+    is a pattern that a stream of 16-bit token ids does not make, but the other layout always does:
+
+    * llm.c's header: the first int32 is its magic number 20240520;
+    * little-endian (big-endian) uint32 ids below 65536: every odd (even) word is 0, the others not;
+    * big-endian uint16: every word is a multiple of 256 (its low byte 0), not all 0;
+    * uint8 ids read in pairs: the words' high and low bytes are distributed alike (total variation
+      distance < 0.1 over at least 16,384 words; its sampling noise is at most ``sqrt(256 / (pi n))``
+      = 0.07 there). The ids of any tokenizer are not: frequent tokens have small ids, so the high
+      byte piles up at 0 (all of it below a vocabulary of 256).
+    """
+    w = np.ascontiguousarray(words[:_LAYOUT_WORDS], dtype="<u2")  # a memmap's pages: no copy
+    n = len(w)
+    b = w.view(np.uint8)  # b[0::2]: the words' low bytes, b[1::2]: their high bytes (views, no copy)
+    if n >= 2 and int(w[:2].view("<u4")[0]) == _LLMC_MAGIC:
+        return f"starts with llm.c's header (magic {_LLMC_MAGIC}), not nanoGPT's headerless uint16 ids"
+    if n >= 64 and n % 2 == 0:
+        if not w[1::2].any() and w[0::2].any():
+            return "every second 16-bit word is 0: little-endian uint32 ids? (--data-dtype uint32)"
+        if not w[0::2].any() and w[1::2].any():
+            return "every first 16-bit word of a pair is 0: big-endian uint32 ids?"
+    if n >= 64 and w.any() and not b[0::2].any():
+        return "every id is a multiple of 256: byte-swapped (big-endian) uint16 ids? (--data-dtype uint16be)"
+    if n >= _BYTE_TEST_WORDS:
+        lo, hi = np.zeros(256, np.int64), np.zeros(256, np.int64)
+        for i in range(0, 2 * n, 8192):  # bincount makes an int64 copy: 4096 words at a time
+            lo += np.bincount(b[i:i + 8192:2], minlength=256)
+            hi += np.bincount(b[i + 1:i + 8192:2], minlength=256)
+        lo, hi = lo / n, hi / n
+        tv = 0.5 * float(np.abs(lo - hi).sum())
+        if tv < 0.1:
+            return (f"the high and low bytes of its 16-bit words are distributed alike (total variation {tv:.3f} "
+                    "< 0.1), as 1-byte ids read in pairs are: uint8 ids? (--data-dtype uint8)")
+    return None
+
+
 class TokenFiles(_Splits):
     """``train.bin`` and ``val.bin`` of ``folder`` (nanoGPT layout: raw little-endian uint16 ids), memory-mapped.
 
-    Opening checks each file: present, non-empty, an even number of bytes, longer than one window
+    Opening checks each file: present, non-empty, a whole number of ids, longer than one window
     (``block + 1`` tokens) and, unless ``check=False``, every id ``< vocab_size`` (scanned in chunks
-    of ``budget_bytes``, never the whole file at once). A failure raises :class:`TokenFileError`
-    naming the file. Batches are drawn with an explicit ``torch.Generator``.
+    of ``budget_bytes``, never the whole file at once). ``dtype`` (:data:`TOKEN_DTYPES`) says how
+    the ids are stored; ``"auto"`` (the default) is nanoGPT's uint16, and with ``check`` a file
+    whose start looks like another layout (:func:`layout_problem`: uint32, uint8, big-endian,
+    llm.c's header) is refused: the file has no header to tell, and read as uint16 it would train
+    on garbage without a word. A failure raises :class:`TokenFileError` naming the file. Batches
+    are drawn with an explicit ``torch.Generator``.
     """
 
     def __init__(self, folder: str, vocab_size: int, block: int = 1, *, check: bool = True,
-                 budget_bytes: int = READ_BUDGET_BYTES) -> None:
+                 budget_bytes: int = READ_BUDGET_BYTES, dtype: str = "auto") -> None:
         if vocab_size < 1 or vocab_size > 1 << 16:
-            raise ValueError(f"TokenFiles: vocab_size must be in [1, 65536] for uint16 ids, got {vocab_size}")
+            raise ValueError(f"TokenFiles: vocab_size must be in [1, 65536], got {vocab_size}")
+        if dtype != "auto" and dtype not in TOKEN_DTYPES:
+            raise ValueError(f"TokenFiles: dtype must be auto or one of {', '.join(TOKEN_DTYPES)}, got {dtype!r}")
         if not os.path.isdir(folder):
             raise TokenFileError(f"{folder}: not a folder (expected train.bin and val.bin in nanoGPT's layout)")
         self.folder, self.vocab_size = folder, int(vocab_size)
-        self.budget_bytes = max(2, int(budget_bytes))
+        self.dtype = dtype
+        self._np_dtype = np.dtype(TOKEN_DTYPES["uint16" if dtype == "auto" else dtype])
+        self.budget_bytes = max(self._np_dtype.itemsize, int(budget_bytes))
         self.train = self._open(os.path.join(folder, "train.bin"), block, check)
         self.val = self._open(os.path.join(folder, "val.bin"), block, check)
 
+    @staticmethod
+    def tokens_in(path: str, dtype: str = "auto") -> int:
+        """How many ids the file ``path`` holds in ``dtype`` (from its size; no read)."""
+        return os.path.getsize(path) // np.dtype(TOKEN_DTYPES["uint16" if dtype == "auto" else dtype]).itemsize
+
     def _open(self, path: str, block: int, check: bool) -> np.memmap:
+        size_b = self._np_dtype.itemsize
         try:
             size = os.stat(path).st_size
         except FileNotFoundError:
@@ -208,23 +269,35 @@ class TokenFiles(_Splits):
             raise TokenFileError(f"{path}: not a regular file")
         if size == 0:
             raise TokenFileError(f"{path}: empty")
-        if size % 2:
-            raise TokenFileError(f"{path}: odd byte count {size} (uint16 token ids have 2 bytes each)")
-        n = size // 2
+        if size % size_b:
+            what = "odd byte count" if size_b == 2 else "byte count"
+            raise TokenFileError(f"{path}: {what} {size} ({'uint16' if self.dtype == 'auto' else self.dtype} token "
+                                 f"ids have {size_b} bytes each)")
+        n = size // size_b
         if n < block + 2:
             raise TokenFileError(f"{path}: {n} tokens, fewer than one window of {block} + 1 tokens")
         try:
-            mm = np.memmap(path, dtype="<u2", mode="r")
+            mm = np.memmap(path, dtype=self._np_dtype, mode="r")
         except (OSError, ValueError) as exc:
             raise TokenFileError(f"{path}: cannot be memory-mapped ({exc})") from None
+        if check and self.dtype == "auto":
+            why = layout_problem(np.asarray(mm[:_LAYOUT_WORDS]))
+            if why is not None:
+                raise TokenFileError(f"{path}: not nanoGPT's little-endian uint16 token ids: {why}; convert it, or "
+                                     f"name its layout with --data-dtype ({', '.join(TOKEN_DTYPES)})")
         if check:
-            step = self.budget_bytes // 2
+            step = self.budget_bytes // size_b
             for start in range(0, n, step):
                 hi = int(np.asarray(mm[start:start + step]).max())
                 if hi >= self.vocab_size:
-                    bad = start + int(np.argmax(np.asarray(mm[start:start + step]) >= self.vocab_size))
+                    chunk = np.asarray(mm[start:start + step])
+                    bad = start + int(np.argmax(chunk >= self.vocab_size))
+                    hint = ""
+                    if self._np_dtype == np.dtype("<u2") and int(chunk.byteswap().max()) < self.vocab_size:
+                        hint = ("; byte-swapped, every id of this stretch would be below it: big-endian uint16 ids? "
+                                "(--data-dtype uint16be)")
                     raise TokenFileError(f"{path}: token id {int(mm[bad])} at position {bad} is >= the vocabulary "
-                                         f"size {self.vocab_size}")
+                                         f"size {self.vocab_size}{hint}")
         return mm
 
     def _split_name(self, split: str) -> str:

@@ -40,7 +40,7 @@ from typing import Any, Callable
 import numpy as np
 
 from integration.replay import GUARDS
-from integration.train import TrainConfig, run_many
+from integration.train import TrainConfig, failed_when, run_many
 
 __all__ = ["ExperimentSpec", "run_experiment", "aggregate", "write_report", "table_md", "plot_losses", "COLUMNS",
            "MARKER", "OutputExists"]
@@ -50,7 +50,7 @@ _NUMERIC = ("final_val_loss", "delta_val_loss", "link_sd", "val_loss_replica_sd"
             "replica_divergence", "flips", "nonfinite_events", "nonfinite_steps", "overflow_steps", "skipped_steps",
             "frames_lost", "frames_resent", "op_failures", "step_ms")
 #: ``ber_is``: which BER the number is (pre-FEC line BER or payload-stream BER; issue 23)
-COLUMNS = ("parallel", "ber", "ber_is", "guard", "seeds") + _NUMERIC
+COLUMNS = ("parallel", "ber", "ber_is", "guard", "seeds") + _NUMERIC + ("failed_runs",)
 _FRAME_COLS = ("frames_lost", "frames_resent", "op_failures")
 
 
@@ -92,6 +92,11 @@ class ExperimentSpec:
         bad = [g for g in self.guards if g not in GUARDS]
         if bad or not self.guards:
             raise ValueError(f"ExperimentSpec.guards: unknown guard {bad[0] if bad else self.guards!r}")
+        for par in self.parallel:  # every run's configuration is valid before the first run starts
+            for ber in (0.0, *self.bers):
+                for seed in self.seeds:
+                    for link in self.links(seed):
+                        self.config(par, ber, self.guards[0], seed, link)
 
     def links(self, seed: int) -> tuple[int, ...]:
         """The link seeds run with model seed ``seed``."""
@@ -141,6 +146,8 @@ def _row(par: str, ber: float, guard: str, seed: int, r: dict, shadow: dict, sha
         "train_loss": r["train_loss"],
         "metrics": m,
         "source_kind": r.get("source_kind"),
+        # the job stopped (data not delivered): its losses are NaN because it did not finish, not because it diverged
+        "failed": bool(r.get("failed")), "failed_step": r.get("failed_step"), "failure": r.get("failure"),
     }
 
 
@@ -224,7 +231,8 @@ def aggregate(per_seed: list[dict]) -> list[dict]:
     """One row per (parallel, ber, guard): mean and ``<col>_ci95`` half-width (see :func:`_clustered`).
 
     ``evals`` is the seed-mean validation curve; ``died`` lists ``(seed, step)`` of runs whose
-    training loss went non-finite; the per-seed rows are kept under ``seeds``.
+    training loss went non-finite; ``failed`` lists ``(seed, link seed, step, cause)`` of runs that
+    failed their job (data not delivered); the per-seed rows are kept under ``seeds_detail``.
     """
     cells: dict[tuple, list[dict]] = {}
     for r in per_seed:
@@ -250,7 +258,12 @@ def aggregate(per_seed: list[dict]) -> list[dict]:
         row["train_loss"] = list(np.mean(np.array([r["train_loss"] for r in rs], dtype=float), axis=0))
         # a run died when its final validation loss is not finite (a skipped NaN step is not a death);
         # the step is where its training loss first went non-finite (None: not seen in training)
-        row["died"] = [[r["seed"], r["first_nonfinite_loss_step"]] for r in rs if not math.isfinite(r["final_val_loss"])]
+        row["died"] = [[r["seed"], r["first_nonfinite_loss_step"]] for r in rs
+                       if not math.isfinite(r["final_val_loss"]) and not r.get("failed")]
+        # runs that failed their job (frames not delivered): [seed, link seed, step, cause]
+        row["failed"] = [[r["seed"], r.get("link_seed"), r.get("failed_step"), r.get("failure")]
+                         for r in rs if r.get("failed")]
+        row["failed_runs"] = len(row["failed"])
         row["metrics"] = rs[0]["metrics"] if len(rs) == 1 else None
         row["source_kind"] = rs[0]["source_kind"]
         row["ber_is"] = "error-free" if ber == 0 else _ber_is(rs[0]["source_kind"])
@@ -275,6 +288,11 @@ def _fmt(v, hw=None) -> str:
 def _cell(r: dict, c: str) -> str:
     if c == "seeds" and r.get("link_seeds", 0) > 1:
         return f"{r['seeds']} x {r['link_seeds']} link"
+    if c == "final_val_loss" and r.get("failed"):
+        failed = r["failed"]
+        if r.get("runs", r["seeds"]) == 1:
+            return "FAILED " + (f"(step {failed[0][2]})" if failed[0][2] is not None else "(set-up)")
+        return f"FAILED in {len(failed)}/{r.get('runs', r['seeds'])} runs"
     if c == "final_val_loss" and r.get("died"):
         died = r["died"]
         if r["seeds"] == 1:
@@ -328,6 +346,11 @@ def plot_losses(rows: list[dict], par: str, path: str, meta: dict | None = None)
                     at = step if step is not None else fin[-1][0]
                     ax.plot([at], [fin[-1][1]], marker="x", ms=10, mew=2.5, color=line.get_color(),
                             label=f"BER {r['ber']:g}: NaN at step {at}" + (f" (seed {seed})" if r["seeds"] > 1 else ""))
+            for seed, _link, step, _why in r.get("failed") or []:
+                fin = [(a, b) for a, b in zip(s, v) if math.isfinite(b)]
+                if fin:
+                    ax.plot([fin[-1][0]], [fin[-1][1]], marker="s", ms=8, mfc="none", mew=2, color=line.get_color(),
+                            label=f"BER {r['ber']:g}: FAILED {failed_when(step)}" + (f" (seed {seed})" if r["seeds"] > 1 else ""))
         ax.set_title(f"{par.upper()}  guard: {guard}")
         ax.set_xlabel("step")
         ax.grid(alpha=0.3)

@@ -27,7 +27,6 @@ import contextlib
 import json
 import math
 import os
-import shutil
 import tempfile
 import time
 import traceback
@@ -45,9 +44,13 @@ from integration.sources import ber_meaning, resolved_kind
 
 __all__ = ["TrainConfig", "run_training", "run_many", "train_worker", "TrainingTimeout", "flat_params",
            "MODEL_PRESETS", "MODEL_HELP", "PARALLEL", "PRECISIONS", "VAL_TOKENS", "resolve_device", "build_config",
-           "estimate", "load_data", "model_config", "param_count", "data_vocab"]
+           "estimate", "load_data", "model_config", "param_count", "data_vocab", "failed_when", "REPLAY_VIA"]
 
 PARALLEL = ("ddp", "pp", "fsdp")
+#: where the link errors enter: the phy802 ProcessGroup under the model (``group``), or torch's
+#: supported seams beside a stock group (``hooks``: DDP's comm hook, FSDP2's custom all-gather /
+#: reduce-scatter; pipelines: not built)
+REPLAY_VIA = ("group", "hooks")
 SCHEDULES = ("gpipe", "1f1b")
 PRECISIONS = ("fp32", "bf16", "fp16")
 TOKENIZERS = ("char", "byte")
@@ -124,10 +127,15 @@ class TrainConfig:
     device: str = "cpu"
     precision: str = "fp32"
     data: str | None = None
+    #: how ``data``'s ids are stored (:data:`integration.data.TOKEN_DTYPES`; auto: nanoGPT's uint16, checked)
+    data_dtype: str = "auto"
     vocab_size: int | None = None
     pad_vocab: int = 1
     tie_embeddings: bool = False
     val_tokens: int = VAL_TOKENS
+    replay_via: str = "group"
+    #: a file for the communication log gathered from every rank (rank 0 writes it; ``phy802 train --comm-log``)
+    comm_log: str | None = None
 
     def __post_init__(self) -> None:
         def positive(name: str, integer: bool = True) -> None:
@@ -147,6 +155,10 @@ class TrainConfig:
             raise ValueError(f"TrainConfig.grad_clip must be a finite number >= 0 (0: no clipping), got {self.grad_clip!r}")
         for name in ("pad_vocab", "val_tokens"):
             positive(name)
+        from integration.data import TOKEN_DTYPES
+
+        if self.data_dtype != "auto" and self.data_dtype not in TOKEN_DTYPES:
+            raise ValueError(f"TrainConfig.data_dtype must be auto or one of {tuple(TOKEN_DTYPES)}, got {self.data_dtype!r}")
         if self.vocab_size is not None and not (isinstance(self.vocab_size, int) and 1 <= self.vocab_size <= 1 << 16):
             raise ValueError(f"TrainConfig.vocab_size must be in [1, 65536] or None, got {self.vocab_size!r}")
         if not (math.isfinite(self.min_lr) and 0 <= self.min_lr <= self.lr):
@@ -167,6 +179,11 @@ class TrainConfig:
             raise ValueError("TrainConfig.precision fp16 (GradScaler) is supported for ddp and fsdp; pp takes fp32 or bf16")
         if self.parallel not in PARALLEL:
             raise ValueError(f"TrainConfig.parallel must be one of {PARALLEL}, got {self.parallel!r}")
+        if self.replay_via not in REPLAY_VIA:
+            raise ValueError(f"TrainConfig.replay_via must be one of {REPLAY_VIA}, got {self.replay_via!r}")
+        if self.replay_via == "hooks" and self.parallel == "pp":
+            raise ValueError("TrainConfig.replay_via 'hooks' (--replay-via hooks) is built for ddp and fsdp; a "
+                             "pipeline's stage hooks (received activations and their gradients) are not: use 'group'")
         if self.schedule not in SCHEDULES:
             raise ValueError(f"TrainConfig.schedule must be one of {SCHEDULES}, got {self.schedule!r}")
         if self.world_size < 1 or (self.parallel == "pp" and self.world_size < 2):
@@ -253,7 +270,7 @@ def load_data(cfg: TrainConfig, check: bool = True):
     from integration.data import CharCorpus, TokenFiles
 
     if cfg.data is not None:
-        return TokenFiles(cfg.data, data_vocab(cfg), cfg.block_size, check=check)
+        return TokenFiles(cfg.data, data_vocab(cfg), cfg.block_size, check=check, dtype=cfg.data_dtype)
     corpus = CharCorpus.load(cfg.corpus, cfg.tokenizer)
     if cfg.vocab_size is not None and corpus.vocab_size > cfg.vocab_size:
         raise ValueError(f"corpus {cfg.corpus!r} ({cfg.tokenizer}) has {corpus.vocab_size} symbols, more than "
@@ -294,9 +311,11 @@ def estimate(cfg: TrainConfig, vocab: int | None = None, val_len: int | None = N
     Training flops per token are nanoGPT's ``6 N + 12 L T d``; evaluation a third of that. Memory
     per rank: the process (~0.45 GB), weights + gradients + AdamW state (16 B per trained
     parameter, plus DDP's 4 B bucket copy; the full model also on every PP/FSDP rank for
-    evaluation), activations (~17 fp32 values x d per token and layer) and the logits (3 fp32
-    copies of ``tokens x vocab``). ``val_len``: tokens in the validation split, when known (the
-    fixed set is at most that long).
+    evaluation), then the larger of a training step's activations (~17 fp32 values x d per token
+    and layer) and logits (3 fp32 copies of ``tokens x vocab``), and the evaluation's forward
+    pass over the fixed set; plus one read of the link's error source (:func:`source_read_bytes`:
+    the live generator's grows with the line BER: 3.3 GB at 0.5). ``val_len``: tokens in the
+    validation split, when known (the fixed set is at most that long).
     """
     import os as _os
 
@@ -328,9 +347,40 @@ def estimate(cfg: TrainConfig, vocab: int | None = None, val_len: int | None = N
         tok_rank, state = cfg.batch_size // cfg.microbatches * T * min(cfg.microbatches, world), 4 * n + 16 * n // world
     act = tok_rank * L * d * 17 * 4 / (world if cfg.parallel == "pp" else 1)
     logits = 3 * 4 * V * max(tok_rank if cfg.parallel != "pp" else cfg.batch_size // cfg.microbatches * T, T)
-    per_rank = 0.45e9 + state + act + logits
+    # evaluation: one no-grad forward of up to _eval_rows windows of the fixed set; its peak is in a
+    # block (residual, norm, fc and GELU outputs: 10 d fp32 per token, plus the allocator's slack:
+    # 12 d, from char-gpt's 100,000-token forward, which peaked 0.62 GB above a 1-layer width-16
+    # model's run: 12 d is 0.63 GB) or at the logits (3 V + 2 d); SDPA's CPU kernel keeps no T x T scores
+    eval_rows = min(_eval_rows(T, V), -(-max(fixed, T) // T))
+    evaluation = eval_rows * T * 4 * max(12 * d, 3 * V + 2 * d)
+    per_rank = PROCESS_BYTES + state + max(act + logits, evaluation) + source_read_bytes(cfg)
     return {"seconds": seconds, "memory_bytes": per_rank * world, "memory_per_rank": per_rank, "params": n,
             "flops": train_flops + eval_flops}
+
+
+#: one rank's process before its model and data: torch, numba, the protocol layer, gloo (measured:
+#: a 1-layer, width-16 model on the stdlib corpus peaked at 0.38 GB per rank)
+PROCESS_BYTES = 0.45e9
+#: the live generator's (protocol.trace.LiveSource, 400G/200G) peak working memory in its first read
+#: (2^22 line bits, the read-ahead's minimum; a first read of 2^10 bits peaks as high, later reads at
+#: about a tenth), measured as peak RSS above the process's at pre-FEC line BER 1e-2, 1e-1 and 0.5
+#: (fec ieee, seed 1): 0.19, 1.05 and 3.30 GB, i.e. about 1.05 GB x (BER / 0.1)^0.72 (within 9% of
+#: each; at 0.03, not a fit point, 0.41 GB measured against 0.44). At 1e-5: 64 MB.
+#: tests/integration/test_it_train.py measures it again.
+_GEN_READ_BYTES_AT_01 = 1.05e9
+_GEN_READ_EXPONENT = 0.72
+
+
+def source_read_bytes(cfg: TrainConfig) -> float:
+    """Peak working memory of a link's error source (bytes): the live generator's first read at
+    400G/200G grows with the line BER (:data:`_GEN_READ_BYTES_AT_01`); other sources hold their
+    offsets, 8 B per error of a 2^22-bit read and the tail of the previous one."""
+    src = cfg.replay.source
+    if not cfg.wrapper or src.ber <= 0:
+        return 0.0
+    if src.kind == "generator" and str(src.rate).upper() in ("400G", "200G"):
+        return max(6.4e7, _GEN_READ_BYTES_AT_01 * (src.ber / 0.1) ** _GEN_READ_EXPONENT)
+    return 8.0 * src.ber * (1 << 22) * 2  # the offsets and the kept tail of the previous read
 
 
 def _seed_int(*parts: int) -> int:
@@ -412,10 +462,14 @@ def _clip_global(params: list[torch.nn.Parameter], max_norm: float, group, acros
     return norm, finite
 
 
-def train_worker(rank: int, cfg: TrainConfig, init_method: str, out_dir: str) -> None:
-    """Body of one rank. Rank 0 writes ``result.json`` (and ``params.pt``) into ``out_dir``."""
+def train_worker(rank: int, cfg: TrainConfig, init_method: str, out_dir: str) -> str | None:
+    """Body of one rank. Rank 0 writes ``result.json`` (and ``params.pt``) into ``out_dir``.
+
+    Returns ``None`` when the job finished, else why it failed (a :class:`LinkFailure`: the data
+    could not be delivered; ``result.json`` then says ``failed``). Any other error is raised.
+    """
     try:
-        _train_worker(rank, cfg, init_method, out_dir)
+        return _train_worker(rank, cfg, init_method, out_dir)
     except BaseException:
         with open(os.path.join(out_dir, f"error_rank{rank}.txt"), "w", encoding="utf-8") as fh:
             fh.write(traceback.format_exc())
@@ -427,16 +481,227 @@ def _injected(metrics: Metrics) -> tuple[float, float]:
     return (float(sum(metrics.perturbation_sq.values())), float(sum(metrics.signal_sq.values())))
 
 
-def _train_worker(rank: int, cfg: TrainConfig, init_method: str, out_dir: str) -> None:
-    from contextlib import nullcontext
+@dataclass
+class _RunRecord:
+    """What one rank records as it trains (rank 0's goes into ``result.json``; a failed run's too)."""
 
+    step: int | None = None  #: the step being run (None: still setting up)
+    train_loss: list[float] = field(default_factory=list)
+    evals: list[tuple[int, float]] = field(default_factory=list)  #: rank 0's replica, on the curve batches
+    evals_mean: list[tuple[int, float]] = field(default_factory=list)  #: mean over DDP replicas
+    divergence: list[tuple[int, float]] = field(default_factory=list)  #: DDP replicas' relative distance
+    tied_div: list[tuple[int, float]] = field(default_factory=list)  #: PP: first vs last stage's tied copy
+    grad_norms: list[float] = field(default_factory=list)
+    noise_steps: list[float] = field(default_factory=list)  #: injected noise per step (this rank)
+    step_times: list[float] = field(default_factory=list)
+    frames_steps: list[list[int]] = field(default_factory=list)  #: per step: this rank's frames lost, resent
+    skipped: int = 0
+    nonfinite_steps: int = 0
+    overflow_steps: int = 0
+    first_nonfinite: int | None = None
+    final_eval: dict[str, Any] = field(default_factory=dict)  #: the fixed set: val_loss_replicas, val_tokens
+    last_full: torch.Tensor = field(default_factory=lambda: torch.zeros(0))  #: parameters at the final measurement
+
+
+@dataclass
+class _Parallel:
+    """One rank's part of the model under its parallelism (built by :data:`_SETUP`)."""
+
+    params: list  #: the parameters this rank's optimizer steps
+    gen: torch.Generator  #: the data order (DDP/FSDP: per rank; PP: the same batch on every stage)
+    per_rank: int  #: sequences per step on this rank
+    model: torch.nn.Module | None = None  #: what a DDP/FSDP step calls
+    eval_gpt: torch.nn.Module | None = None  #: FSDP: an unsharded copy, loaded at each measurement
+    schedule: Any = None  #: PP: the pipeline schedule (GPipe / 1F1B)
+
+
+def _setup_ddp(cfg: TrainConfig, gpt, gcfg, group, dev: torch.device, rank: int) -> _Parallel:
     from torch.nn.parallel import DistributedDataParallel as DDP
 
-    from integration.model import GPT, split_stages
+    gpt.to(dev)
+    model = DDP(gpt, process_group=group, device_ids=[dev.index] if dev.type == "cuda" else None)
+    return _Parallel(list(model.parameters()), torch.Generator().manual_seed(_seed_int(cfg.seed, 2, rank)),
+                     cfg.batch_size // cfg.world_size, model=model)
+
+
+def _setup_fsdp(cfg: TrainConfig, gpt, gcfg, group, dev: torch.device, rank: int) -> _Parallel:
+    from torch.distributed.device_mesh import DeviceMesh
+    from torch.distributed.fsdp import fully_shard
+
+    from integration.model import GPT
+
+    gpt.to(dev)
+    mesh = DeviceMesh.from_group(group, device_type=dev.type)
+    for blk in gpt.h:
+        fully_shard(blk, mesh=mesh)
+    fully_shard(gpt, mesh=mesh)
+    par = _Parallel(list(gpt.parameters()), torch.Generator().manual_seed(_seed_int(cfg.seed, 2, rank)),
+                    cfg.batch_size // cfg.world_size, model=gpt)
+    torch.manual_seed(_seed_int(cfg.seed, 1))
+    par.eval_gpt = GPT(gcfg).to(dev)
+    return par
+
+
+def _setup_pp(cfg: TrainConfig, gpt, gcfg, group, dev: torch.device, rank: int) -> _Parallel:
+    from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe
+
+    from integration.model import split_stages
+
+    world = cfg.world_size
+    gpt.to(dev)  # the whole model on the device: rank 0 evaluates it after gathering the stages
+    stage_mod = split_stages(gpt, world)[rank]
+    stage = PipelineStage(stage_mod, rank, world, dev, group=group)
+
+    def loss_fn(logits, target):
+        return F.cross_entropy(logits.reshape(-1, logits.size(-1)), target.reshape(-1))
+
+    sched_cls = ScheduleGPipe if cfg.schedule == "gpipe" else Schedule1F1B
+    return _Parallel(list(stage_mod.parameters()), torch.Generator().manual_seed(_seed_int(cfg.seed, 2)),
+                     cfg.batch_size, schedule=sched_cls(stage, n_microbatches=cfg.microbatches, loss_fn=loss_fn))
+
+
+def _install_hooks(cfg: TrainConfig, par: _Parallel, group) -> None:
+    """``replay_via="hooks"``: the phy802 ``group`` behind DDP's comm hook / FSDP2's custom collectives."""
+    if cfg.parallel == "ddp":
+        from integration.ddp_hooks import install_ddp_hook
+
+        install_ddp_hook(par.model, group)
+    else:
+        from integration.fsdp_hooks import install_fsdp_hooks
+
+        install_fsdp_hooks(par.model, group)
+
+
+#: the set-up of each parallelism: ``(cfg, gpt, gpt config, group, device, rank) -> _Parallel``
+_SETUP: dict[str, Callable[..., _Parallel]] = {"ddp": _setup_ddp, "fsdp": _setup_fsdp, "pp": _setup_pp}
+
+
+def _forward_backward(cfg: TrainConfig, rank: int, par: _Parallel, corpus, dev: torch.device, autocast,
+                      scaler) -> float:
+    """One step's forward and backward pass on this rank; its training loss (PP: the last stage's
+    mean over microbatches, NaN on the other stages)."""
+    world = cfg.world_size
+    x, y = corpus.batch("train", par.per_rank, cfg.block_size, par.gen)
+    x, y = x.to(dev), y.to(dev)
+    if cfg.parallel in ("ddp", "fsdp"):
+        with autocast():
+            logits = par.model(x)
+            loss = F.cross_entropy(logits.view(-1, logits.size(-1)).float(), y.view(-1))
+        (scaler.scale(loss) if scaler is not None else loss).backward()
+        return float(loss.detach())
+    with autocast():  # bf16: stage forwards in bf16, so activations cross the links in bf16
+        if rank == 0:
+            par.schedule.step(x)
+        elif rank == world - 1:
+            losses: list[torch.Tensor] = []
+            par.schedule.step(target=y, losses=losses)
+            return float(torch.stack([l.detach().float() for l in losses]).mean())
+        else:
+            par.schedule.step()
+    return float("nan")
+
+
+class _Evaluator:
+    """The measurements of a run, over the clean default group (never corrupted): the loss curve on
+    fixed random validation batches, the final loss on the fixed set, DDP's replica divergence and
+    PP's tied-copy distance. DDP: every rank evaluates its own replica; FSDP and PP: every rank
+    holds the full model (gathered shards / all stages broadcast) and the fixed set is split
+    between the ranks."""
+
+    def __init__(self, cfg: TrainConfig, rank: int, gpt, eval_gpt, corpus, vocab: int, autocast, paused,
+                 tied: bool) -> None:
+        self.cfg, self.rank, self.world = cfg, rank, cfg.world_size
+        self.gpt, self.eval_gpt, self.autocast, self.paused, self.tied = gpt, eval_gpt, autocast, paused, tied
+        self.vx, self.vy = corpus.val_windows(cfg.val_tokens, cfg.block_size)  # the fixed validation set
+        cgen = torch.Generator().manual_seed(_seed_int(cfg.seed, 99))
+        curve = [corpus.batch("val", cfg.batch_size, cfg.block_size, cgen) for _ in range(cfg.eval_iters)]
+        self.cx, self.cy = torch.cat([c[0] for c in curve]), torch.cat([c[1] for c in curve])
+        self.rows = _eval_rows(cfg.block_size, vocab)
+
+    def _load_full(self) -> None:
+        """FSDP: gather the shards into the unsharded copy (one parameter at a time)."""
+        if self.cfg.parallel == "fsdp":
+            with self.paused(), torch.no_grad():  # measurement: gathered through the group, never corrupted
+                for q, p in zip(self.eval_gpt.parameters(), self.gpt.parameters()):
+                    q.copy_(p.full_tensor().detach())
+
+    def _replica_divergence(self) -> float:
+        """max over ranks of ||w_rank - w_0|| / ||w_0||, one parameter at a time (no full copies)."""
+        num = den = 0.0
+        with torch.no_grad():
+            for p in self.gpt.parameters():
+                mine_p = p.detach().cpu()
+                ref = mine_p.clone() if self.rank == 0 else torch.empty(p.shape, dtype=p.dtype)
+                dist.broadcast(ref, src=0)
+                num += float((mine_p.double() - ref.double()).pow(2).sum())
+                den += float(ref.double().pow(2).sum())
+        allv = [torch.zeros(1, dtype=torch.float64) for _ in range(self.world)]
+        dist.all_gather(allv, torch.tensor([num], dtype=torch.float64))
+        return math.sqrt(max(float(v) for v in allv)) / max(math.sqrt(den), 1e-30)
+
+    def _gather_stages(self, rec: _RunRecord, step: int) -> None:
+        """PP: every stage's parameters broadcast to every rank (and the tied copies compared)."""
+        gpt, rank = self.gpt, self.rank
+        if self.tied:
+            first = gpt.wte.weight.data.cpu().clone() if rank == 0 else torch.empty(gpt.wte.weight.shape)
+            dist.broadcast(first, src=0)
+        for p, owner in zip(gpt.parameters(), _param_owners(gpt, self.world)):
+            tmp = p.data.cpu()
+            dist.broadcast(tmp, src=owner)
+            p.data.copy_(tmp)
+        if self.tied:  # the last stage's copy was broadcast (owner); how far the first stage's is
+            last = gpt.wte.weight.data.cpu()
+            rec.tied_div.append((step, float((first - last).norm()) / max(float(last.norm()), 1e-30)))
+
+    def measure(self, rec: _RunRecord, step: int, final: bool = False) -> None:
+        """Record the curve's point at ``step`` (and with ``final`` the fixed set's loss) in ``rec``."""
+        cfg, rank, world, autocast, rows = self.cfg, self.rank, self.world, self.autocast, self.rows
+        if cfg.parallel == "pp":
+            self._gather_stages(rec, step)
+        self._load_full()
+        if cfg.parallel == "ddp" and world > 1:
+            rec.divergence.append((step, self._replica_divergence()))
+        em = self.eval_gpt if self.eval_gpt is not None else self.gpt
+        if final and rank == 0:
+            rec.last_full = flat_params(em).cpu()
+        if cfg.parallel == "ddp":
+            t, n = _loss_sum(em, self.cx, self.cy, autocast, rows)
+            losses = torch.tensor([t / n], dtype=torch.float64)
+            allv = [torch.empty_like(losses) for _ in range(world)]
+            dist.all_gather(allv, losses)
+            rec.evals.append((step, float(allv[0])))
+            rec.evals_mean.append((step, float(np.mean([float(v) for v in allv]))))
+        else:
+            t, n = _loss_sum(em, self.cx, self.cy, autocast, rows) if rank == 0 else (0.0, 1)
+            rec.evals.append((step, t / n))
+            rec.evals_mean.append((step, t / n))
+        if not final:
+            return
+        vx, vy = self.vx, self.vy
+        if cfg.parallel == "ddp":
+            t, n = _loss_sum(em, vx, vy, autocast, rows)
+            v = torch.tensor([t / n], dtype=torch.float64)
+            allv = [torch.empty_like(v) for _ in range(world)]
+            dist.all_gather(allv, v)
+            per = [float(a) for a in allv]
+        else:
+            t, n = _loss_sum(em, vx[rank::world], vy[rank::world], autocast, rows) \
+                if len(vx[rank::world]) else (0.0, 0)
+            tn = torch.tensor([t, float(n)], dtype=torch.float64)
+            dist.all_reduce(tn)
+            per = [float(tn[0] / tn[1])]
+        rec.final_eval.update(val_loss_replicas=per, val_tokens=int(vy.numel()))
+
+
+def _train_worker(rank: int, cfg: TrainConfig, init_method: str, out_dir: str) -> str | None:
+    from contextlib import nullcontext
+
+    from integration.model import GPT
     from integration.process_group import register
 
     torch.set_num_threads(cfg.threads)
     world = cfg.world_size
+    rec = _RunRecord()
     timeout = timedelta(seconds=cfg.comm_timeout_s)
     if cfg.device == "cuda":
         local = int(os.environ.get("LOCAL_RANK", rank)) % max(torch.cuda.device_count(), 1)
@@ -447,11 +712,16 @@ def _train_worker(rank: int, cfg: TrainConfig, init_method: str, out_dir: str) -
     # the default group carries measurement traffic (CPU tensors, gloo), never corrupted
     dist.init_process_group("gloo", init_method=init_method, rank=rank, world_size=world, timeout=timeout)
     try:
+        stock = "nccl" if dev.type == "cuda" else "gloo"
         if cfg.wrapper:
             register(cfg.replay)
             group = dist.new_group(backend="phy802", timeout=timeout)
         else:
-            group = dist.new_group(backend="nccl" if dev.type == "cuda" else "gloo", timeout=timeout)
+            group = dist.new_group(backend=stock, timeout=timeout)
+        hooks = cfg.wrapper and cfg.replay_via == "hooks"
+        # hooks: the model runs on a stock group, and its gradient (FSDP: and parameter) collectives
+        # reach the phy802 group through torch's comm-hook seams
+        model_group = dist.new_group(backend=stock, timeout=timeout) if hooks else group
         paused = group.paused if cfg.wrapper else nullcontext
         corpus = load_data(cfg, check=False)  # checked once before the processes started (run_many, CLI)
         gcfg = model_config(cfg, corpus)
@@ -465,139 +735,20 @@ def _train_worker(rank: int, cfg: TrainConfig, init_method: str, out_dir: str) -
         def autocast():
             return torch.autocast(dev.type, dtype=amp_dtype) if amp_dtype is not None else nullcontext()
 
-        eval_gpt = None
-        if cfg.parallel == "ddp":
-            gpt.to(dev)
-            model = DDP(gpt, process_group=group, device_ids=[dev.index] if dev.type == "cuda" else None)
-            params = list(model.parameters())
-            gen = torch.Generator().manual_seed(_seed_int(cfg.seed, 2, rank))
-            per_rank = cfg.batch_size // world
-        elif cfg.parallel == "fsdp":
-            from torch.distributed.device_mesh import DeviceMesh
-            from torch.distributed.fsdp import fully_shard
-
-            gpt.to(dev)
-            mesh = DeviceMesh.from_group(group, device_type=dev.type)
-            for blk in gpt.h:
-                fully_shard(blk, mesh=mesh)
-            fully_shard(gpt, mesh=mesh)
-            model = gpt
-            params = list(gpt.parameters())
-            gen = torch.Generator().manual_seed(_seed_int(cfg.seed, 2, rank))
-            per_rank = cfg.batch_size // world
-            torch.manual_seed(_seed_int(cfg.seed, 1))
-            eval_gpt = GPT(gcfg).to(dev)  # an unsharded copy for evaluation, loaded at each measurement
-        else:
-            from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe
-
-            gpt.to(dev)  # the whole model on the device: rank 0 evaluates it after gathering the stages
-            stage_mod = split_stages(gpt, world)[rank]
-            stage = PipelineStage(stage_mod, rank, world, dev, group=group)
-
-            def loss_fn(logits, target):
-                return F.cross_entropy(logits.reshape(-1, logits.size(-1)), target.reshape(-1))
-
-            sched_cls = ScheduleGPipe if cfg.schedule == "gpipe" else Schedule1F1B
-            schedule = sched_cls(stage, n_microbatches=cfg.microbatches, loss_fn=loss_fn)
-            params = list(stage_mod.parameters())
-            gen = torch.Generator().manual_seed(_seed_int(cfg.seed, 2))  # same batch on every stage
+        par = _SETUP[cfg.parallel](cfg, gpt, gcfg, model_group, dev, rank)
+        if hooks:
+            _install_hooks(cfg, par, group)
         # tied embeddings under PP: the first stage's wte and the last stage's head are copies of one
         # matrix; their gradients are summed between those two ranks each step (class tied_grads)
         tied = gcfg.tie_embeddings and cfg.parallel == "pp"
         tied_w = gpt.wte.weight if tied and rank in (0, world - 1) else None
-        opt = _optimizer(cfg, params)
-        vx, vy = corpus.val_windows(cfg.val_tokens, cfg.block_size)  # the fixed validation set
-        cgen = torch.Generator().manual_seed(_seed_int(cfg.seed, 99))
-        curve = [corpus.batch("val", cfg.batch_size, cfg.block_size, cgen) for _ in range(cfg.eval_iters)]
-        cx, cy = torch.cat([c[0] for c in curve]), torch.cat([c[1] for c in curve])
-        rows = _eval_rows(cfg.block_size, gcfg.vocab_size)
-        final_eval: dict[str, Any] = {}
-        tied_div: list[tuple[int, float]] = []
-
-        train_loss: list[float] = []
-        evals: list[tuple[int, float]] = []
-        divergence: list[tuple[int, float]] = []
-        grad_norms: list[float] = []
-        evals_mean: list[tuple[int, float]] = []
-        noise_steps: list[float] = []
-        skipped, nonfinite_steps, overflow_steps, first_nonfinite = 0, 0, 0, None
-        step_times: list[float] = []
-        frames_steps: list[list[int]] = []  # per step: this rank's frames lost, resent (issue 23)
-
-        last_full: list[torch.Tensor] = [torch.zeros(0)]
-
-        def load_full() -> None:
-            """FSDP: gather the shards into the unsharded copy (one parameter at a time)."""
-            if cfg.parallel == "fsdp":
-                with paused(), torch.no_grad():  # measurement: gathered through the group, never corrupted
-                    for q, p in zip(eval_gpt.parameters(), gpt.parameters()):
-                        q.copy_(p.full_tensor().detach())
-
-        def replica_divergence() -> float:
-            """max over ranks of ||w_rank - w_0|| / ||w_0||, one parameter at a time (no full copies)."""
-            num = den = 0.0
-            with torch.no_grad():
-                for p in gpt.parameters():
-                    mine_p = p.detach().cpu()
-                    ref = mine_p.clone() if rank == 0 else torch.empty(p.shape, dtype=p.dtype)
-                    dist.broadcast(ref, src=0)
-                    num += float((mine_p.double() - ref.double()).pow(2).sum())
-                    den += float(ref.double().pow(2).sum())
-            allv = [torch.zeros(1, dtype=torch.float64) for _ in range(world)]
-            dist.all_gather(allv, torch.tensor([num], dtype=torch.float64))
-            return math.sqrt(max(float(v) for v in allv)) / max(math.sqrt(den), 1e-30)
-
-        def measure(step: int, final: bool = False) -> None:
-            # DDP: every rank evaluates its own replica; FSDP and PP: every rank holds the full model
-            # (gathered shards / all stages broadcast over the clean default group) and the fixed set
-            # is split between the ranks
-            if cfg.parallel == "pp":
-                if tied:
-                    first = gpt.wte.weight.data.cpu().clone() if rank == 0 else torch.empty(gpt.wte.weight.shape)
-                    dist.broadcast(first, src=0)
-                owners = _param_owners(gpt, world)
-                for p, owner in zip(gpt.parameters(), owners):
-                    tmp = p.data.cpu()
-                    dist.broadcast(tmp, src=owner)
-                    p.data.copy_(tmp)
-                if tied:  # the last stage's copy was broadcast (owner); how far the first stage's is
-                    last = gpt.wte.weight.data.cpu()
-                    tied_div.append((step, float((first - last).norm()) / max(float(last.norm()), 1e-30)))
-            load_full()
-            if cfg.parallel == "ddp" and world > 1:
-                divergence.append((step, replica_divergence()))
-            em = eval_gpt if eval_gpt is not None else gpt
-            if final and rank == 0:
-                last_full[0] = flat_params(em).cpu()
-            if cfg.parallel == "ddp":
-                t, n = _loss_sum(em, cx, cy, autocast, rows)
-                losses = torch.tensor([t / n], dtype=torch.float64)
-                allv = [torch.empty_like(losses) for _ in range(world)]
-                dist.all_gather(allv, losses)
-                evals.append((step, float(allv[0])))
-                evals_mean.append((step, float(np.mean([float(v) for v in allv]))))
-            else:
-                t, n = _loss_sum(em, cx, cy, autocast, rows) if rank == 0 else (0.0, 1)
-                evals.append((step, t / n))
-                evals_mean.append((step, t / n))
-            if final:
-                if cfg.parallel == "ddp":
-                    t, n = _loss_sum(em, vx, vy, autocast, rows)
-                    v = torch.tensor([t / n], dtype=torch.float64)
-                    allv = [torch.empty_like(v) for _ in range(world)]
-                    dist.all_gather(allv, v)
-                    per = [float(a) for a in allv]
-                else:
-                    t, n = _loss_sum(em, vx[rank::world], vy[rank::world], autocast, rows) \
-                        if len(vx[rank::world]) else (0.0, 0)
-                    tn = torch.tensor([t, float(n)], dtype=torch.float64)
-                    dist.all_reduce(tn)
-                    per = [float(tn[0] / tn[1])]
-                final_eval.update(val_loss_replicas=per, val_tokens=int(vy.numel()))
+        opt = _optimizer(cfg, par.params)
+        evaluator = _Evaluator(cfg, rank, gpt, par.eval_gpt, corpus, gcfg.vocab_size, autocast, paused, tied)
 
         for step in range(cfg.steps):
+            rec.step = step
             if step % cfg.eval_interval == 0:
-                measure(step)
+                evaluator.measure(rec, step)
             inj0 = _injected(group.metrics) if cfg.wrapper else (0.0, 0.0)
             if cfg.wrapper:
                 group.commlog.mark_step(step)  # comm log step boundary (integration/commlog.py)
@@ -605,47 +756,26 @@ def _train_worker(rank: int, cfg: TrainConfig, init_method: str, out_dir: str) -
             for pg in opt.param_groups:
                 pg["lr"] = _lr_at(cfg, step)
             opt.zero_grad(set_to_none=True)
-            if cfg.parallel in ("ddp", "fsdp"):
-                x, y = corpus.batch("train", per_rank, cfg.block_size, gen)
-                x, y = x.to(dev), y.to(dev)
-                with autocast():
-                    logits = model(x)
-                    loss = F.cross_entropy(logits.view(-1, logits.size(-1)).float(), y.view(-1))
-                (scaler.scale(loss) if scaler is not None else loss).backward()
-                local_loss = float(loss.detach())
-            else:
-                x, y = corpus.batch("train", cfg.batch_size, cfg.block_size, gen)
-                x, y = x.to(dev), y.to(dev)
-                with autocast():  # bf16: stage forwards in bf16, so activations cross the links in bf16
-                    if rank == 0:
-                        schedule.step(x)
-                        local_loss = float("nan")
-                    elif rank == world - 1:
-                        losses: list[torch.Tensor] = []
-                        schedule.step(target=y, losses=losses)
-                        local_loss = float(torch.stack([l.detach().float() for l in losses]).mean())
-                    else:
-                        schedule.step()
-                        local_loss = float("nan")
-                if tied_w is not None:
-                    _sum_tied_grad(tied_w, world - 1 if rank == 0 else 0, group, cfg.wrapper)
+            local_loss = _forward_backward(cfg, rank, par, corpus, dev, autocast, scaler)
+            if tied_w is not None:
+                _sum_tied_grad(tied_w, world - 1 if rank == 0 else 0, group, cfg.wrapper)
             if scaler is not None:
                 scaler.unscale_(opt)
             if cfg.parallel == "fsdp":
-                norm, grads_finite = _clip_dtensor(params, cfg.grad_clip)
+                norm, grads_finite = _clip_dtensor(par.params, cfg.grad_clip)
             else:
-                norm, grads_finite = _clip_global(params, cfg.grad_clip, group, across=cfg.parallel == "pp",
+                norm, grads_finite = _clip_global(par.params, cfg.grad_clip, group, across=cfg.parallel == "pp",
                                                   exclude=(tied_w,) if tied_w is not None and rank == world - 1 else ())
             # 2: a gradient element is Inf/NaN; 1: the fp32 norm overflowed (update zeroed); agreed by all ranks
             flag = torch.tensor([0 if math.isfinite(norm) else (1 if grads_finite else 2)], dtype=torch.int32)
             dist.all_reduce(flag, op=dist.ReduceOp.MAX, group=group)  # int on CPU: control, never corrupted
             if flag.item() == 2:
-                nonfinite_steps += 1
-                first_nonfinite = step if first_nonfinite is None else first_nonfinite
+                rec.nonfinite_steps += 1
+                rec.first_nonfinite = step if rec.first_nonfinite is None else rec.first_nonfinite
             elif flag.item() == 1:
-                overflow_steps += 1
+                rec.overflow_steps += 1
             if flag.item() and guard == "skip_nonfinite_step":
-                skipped += 1
+                rec.skipped += 1
                 opt.zero_grad(set_to_none=True)
                 if scaler is not None:
                     scaler.update()  # lowers the scale if unscale_ found an Inf
@@ -654,90 +784,42 @@ def _train_worker(rank: int, cfg: TrainConfig, init_method: str, out_dir: str) -
                 scaler.update()
             else:
                 opt.step()
-            step_times.append(time.perf_counter() - t0)
-            grad_norms.append(norm)
+            rec.step_times.append(time.perf_counter() - t0)
+            rec.grad_norms.append(norm)
             if cfg.wrapper:
                 inj1 = _injected(group.metrics)
                 dp, ds = inj1[0] - inj0[0], inj1[1] - inj0[1]
-                noise_steps.append(math.sqrt(dp / ds) if ds > 0 and math.isfinite(dp) else
-                                   (math.inf if not math.isfinite(dp) else 0.0))
-                frames_steps.append([group.metrics.total("frames_lost"), group.metrics.total("frames_resent")])
+                rec.noise_steps.append(math.sqrt(dp / ds) if ds > 0 and math.isfinite(dp) else
+                                       (math.inf if not math.isfinite(dp) else 0.0))
+                rec.frames_steps.append([group.metrics.total("frames_lost"), group.metrics.total("frames_resent")])
             # the training loss as rank 0 reports it (PP: the last stage's, over the clean group)
             lt = torch.tensor([local_loss], dtype=torch.float64)
             if cfg.parallel == "pp":
                 dist.broadcast(lt, src=world - 1)
-            train_loss.append(float(lt))
-        measure(cfg.steps, final=True)
+            rec.train_loss.append(float(lt))
+        evaluator.measure(rec, cfg.steps, final=True)
 
         parts: list[Any] = [None] * world
-        mine = {"metrics": group.metrics.to_dict() if cfg.wrapper else {}, "frames_steps": frames_steps,
+        mine = {"metrics": group.metrics.to_dict() if cfg.wrapper else {}, "frames_steps": rec.frames_steps,
                 "flips": len(group.log) if cfg.wrapper else 0,
                 "log_dropped": group.log.dropped if cfg.wrapper else 0,
                 "rss_mb": _peak_rss_mb(),
-                "comm": {"records": group.commlog.records(), "step_s": step_times} if cfg.wrapper else {}}
+                "comm": {"records": group.commlog.records(), "step_s": rec.step_times} if cfg.wrapper else {}}
         dist.all_gather_object(parts, mine)
         if cfg.wrapper and cfg.dump_logs:
             with open(os.path.join(out_dir, f"log_rank{rank}.json"), "w", encoding="utf-8") as fh:
                 json.dump({"records": group.log.records(), "messages": group.log.messages}, fh)
-        if rank == 0 and cfg.wrapper and os.environ.get("PHY802_COMMLOG"):  # phy802 train --comm-log
+        if rank == 0 and cfg.wrapper and cfg.comm_log:  # phy802 train --comm-log
             from integration.commlog import save_gathered
 
-            save_gathered(os.environ["PHY802_COMMLOG"], [p["comm"] for p in parts], parallel=cfg.parallel,
+            save_gathered(cfg.comm_log, [p["comm"] for p in parts], parallel=cfg.parallel,
                           params=sum(p.numel() for p in gpt.parameters()), microbatches=cfg.microbatches,
                           schedule=cfg.schedule, tokens_per_step=cfg.batch_size * cfg.block_size)
         if rank == 0:
-            final = last_full[0]
-            torch.save(final, os.path.join(out_dir, "params.pt"))
-            nonf_loss = [i for i, l in enumerate(train_loss) if not math.isfinite(l)]
-            merged = Metrics.merge([p["metrics"] for p in parts])
-            finite_noise = [v for v in noise_steps if math.isfinite(v)]
-            per = final_eval["val_loss_replicas"]
-            result = {
-                "config": cfg.to_dict(),
-                "n_params": n_params,
-                "vocab": {"data": int(corpus.vocab_size), "model": int(gcfg.vocab_size), "tied": gcfg.tie_embeddings},
-                "data": cfg.data if cfg.data is not None else f"{cfg.corpus} ({cfg.tokenizer})",
-                "train_loss": train_loss,
-                "evals": evals,
-                "evals_replica_mean": evals_mean,
-                # the fixed validation set (first val_tokens tokens of the split), rank 0's replica
-                "final_val_loss": per[0],
-                "val_tokens": final_eval["val_tokens"],
-                "val_loss_replicas": per,
-                "val_loss_replica_mean": float(np.mean(per)),
-                "val_loss_replica_sd": float(np.std(per, ddof=1)) if len(per) > 1 else 0.0,
-                "val_loss_replica_spread": float(np.max(per) - np.min(per)) if len(per) > 1 else 0.0,
-                "tied_divergence": tied_div[-1][1] if tied_div else None,
-                "peak_rss_mb": max(p["rss_mb"] for p in parts),
-                "divergence": divergence,
-                "final_divergence": divergence[-1][1] if divergence else 0.0,
-                "grad_norms": grad_norms,
-                "skipped_steps": skipped,
-                "nonfinite_steps": nonfinite_steps,
-                "overflow_steps": overflow_steps,
-                "first_nonfinite_step": first_nonfinite,
-                "nonfinite_loss_steps": len(nonf_loss),
-                "first_nonfinite_loss_step": nonf_loss[0] if nonf_loss else None,
-                "step_time_ms": 1e3 * float(np.median(step_times[min(5, len(step_times) - 1):])),
-                "metrics": merged,
-                # what the link injected: ||delivered - clean|| / ||clean|| of the received float
-                # payload (after the guard), over the whole run (all ranks) and per step (rank 0)
-                "injected_noise": Metrics.injected_noise(merged) if cfg.wrapper else 0.0,
-                "injected_noise_steps": noise_steps,
-                "injected_noise_step_median": float(np.median(finite_noise)) if finite_noise else
-                (math.inf if noise_steps else 0.0),
-                "flips_logged": int(sum(p["flips"] for p in parts)),
-                "log_dropped": int(sum(p["log_dropped"] for p in parts)),
-                "param_norm": float(final.norm()),
-                "source_kind": resolved_kind(cfg.replay.source) if cfg.wrapper else "none",
-                **_frame_counts(merged, parts, cfg),
-            }
-            tmp = os.path.join(out_dir, ".result.json.tmp")
-            with open(tmp, "w", encoding="utf-8") as fh:
-                json.dump(result, fh, allow_nan=True)
-            os.replace(tmp, os.path.join(out_dir, "result.json"))
+            torch.save(rec.last_full, os.path.join(out_dir, "params.pt"))
+            _write_result(out_dir, _result(cfg, rec, parts, n_params, corpus.vocab_size, gcfg))
         dist.barrier()
-    except Exception as exc:  # issue 23: undeliverable data fails the run, on every rank at the same op
+    except Exception:  # issue 23: undeliverable data fails the run, on every rank at the same op
         grp = locals().get("group")  # (DDP re-raises a failed future as RuntimeError: ask the group)
         failure = getattr(grp, "failed", None) if cfg.wrapper else None
         if not isinstance(failure, LinkFailure):
@@ -745,9 +827,73 @@ def _train_worker(rank: int, cfg: TrainConfig, init_method: str, out_dir: str) -
         # before the gather below blocks on the default group: a stage in error by its own lost
         # frames that waits on a send/recv with this one stops waiting (instead of the group timeout)
         grp.mark_stopped()
-        _write_failed_run(rank, world, cfg, out_dir, failure, grp, locals())
+        _write_failed_run(rank, world, cfg, out_dir, failure, grp, rec, locals().get("gpt"))
+        return str(failure)
     finally:
         dist.destroy_process_group()
+
+
+def _result(cfg: TrainConfig, rec: _RunRecord, parts: list[dict], n_params: int, data_vocab_size: int,
+            gcfg) -> dict[str, Any]:
+    """Rank 0's ``result.json`` of a finished run: its record, and every rank's counters (``parts``)."""
+    nonf_loss = [i for i, l in enumerate(rec.train_loss) if not math.isfinite(l)]
+    merged = Metrics.merge([p["metrics"] for p in parts])
+    finite_noise = [v for v in rec.noise_steps if math.isfinite(v)]
+    per = rec.final_eval["val_loss_replicas"]
+    return {
+        "config": cfg.to_dict(),
+        "n_params": n_params,
+        "vocab": {"data": int(data_vocab_size), "model": int(gcfg.vocab_size), "tied": gcfg.tie_embeddings},
+        "data": cfg.data if cfg.data is not None else f"{cfg.corpus} ({cfg.tokenizer})",
+        "train_loss": rec.train_loss,
+        "evals": rec.evals,
+        "evals_replica_mean": rec.evals_mean,
+        # the fixed validation set (first val_tokens tokens of the split), rank 0's replica
+        "final_val_loss": per[0],
+        "val_tokens": rec.final_eval["val_tokens"],
+        "val_loss_replicas": per,
+        "val_loss_replica_mean": float(np.mean(per)),
+        "val_loss_replica_sd": float(np.std(per, ddof=1)) if len(per) > 1 else 0.0,
+        "val_loss_replica_spread": float(np.max(per) - np.min(per)) if len(per) > 1 else 0.0,
+        "tied_divergence": rec.tied_div[-1][1] if rec.tied_div else None,
+        "peak_rss_mb": max(p["rss_mb"] for p in parts),
+        "divergence": rec.divergence,
+        "final_divergence": rec.divergence[-1][1] if rec.divergence else 0.0,
+        "grad_norms": rec.grad_norms,
+        "skipped_steps": rec.skipped,
+        "nonfinite_steps": rec.nonfinite_steps,
+        "overflow_steps": rec.overflow_steps,
+        "first_nonfinite_step": rec.first_nonfinite,
+        "nonfinite_loss_steps": len(nonf_loss),
+        "first_nonfinite_loss_step": nonf_loss[0] if nonf_loss else None,
+        "step_time_ms": 1e3 * float(np.median(rec.step_times[min(5, len(rec.step_times) - 1):])),
+        "metrics": merged,
+        # what the link injected: ||delivered - clean|| / ||clean|| of the received float
+        # payload (after the guard), over the whole run (all ranks) and per step (rank 0)
+        "injected_noise": Metrics.injected_noise(merged) if cfg.wrapper else 0.0,
+        "injected_noise_steps": rec.noise_steps,
+        "injected_noise_step_median": float(np.median(finite_noise)) if finite_noise else
+        (math.inf if rec.noise_steps else 0.0),
+        "flips_logged": int(sum(p["flips"] for p in parts)),
+        "log_dropped": int(sum(p["log_dropped"] for p in parts)),
+        "param_norm": float(rec.last_full.norm()),
+        "source_kind": resolved_kind(cfg.replay.source) if cfg.wrapper else "none",
+        **_frame_counts(merged, parts, cfg),
+    }
+
+
+def _write_result(out_dir: str, result: dict[str, Any]) -> None:
+    """``result.json`` in ``out_dir``, written whole or not at all (a reader polls for it)."""
+    tmp = os.path.join(out_dir, ".result.json.tmp")
+    with open(tmp, "w", encoding="utf-8") as fh:
+        json.dump(result, fh, allow_nan=True)
+    os.replace(tmp, os.path.join(out_dir, "result.json"))
+
+
+def failed_when(step: int | None) -> str:
+    """Where a failed run stopped, in words: ``at step N``, or during the set-up (``failed_step`` None:
+    e.g. DDP's parameter broadcast at construction could not be delivered)."""
+    return f"at step {step}" if step is not None else "during set-up, before step 0"
 
 
 def _frame_counts(merged: dict, parts: list, cfg: TrainConfig, failure: LinkFailure | None = None,
@@ -772,43 +918,39 @@ def _frame_counts(merged: dict, parts: list, cfg: TrainConfig, failure: LinkFail
 
 
 def _write_failed_run(rank: int, world: int, cfg: TrainConfig, out_dir: str, exc: LinkFailure, group,
-                      scope: dict[str, Any]) -> None:
+                      rec: _RunRecord, gpt: torch.nn.Module | None) -> None:
     """A run stopped by a :class:`LinkFailure`: gather the counters over the clean default group and
     write ``result.json`` (``failed``, ``failed_step``, ``final_val_loss`` NaN: the job did not finish)."""
-    step = scope.get("step")
-    mine = {"metrics": group.metrics.to_dict(), "frames_steps": scope.get("frames_steps", []),
-            "flips": len(group.log), "log_dropped": group.log.dropped}
+    step = rec.step
+    mine = {"metrics": group.metrics.to_dict(), "frames_steps": rec.frames_steps,
+            "flips": len(group.log), "log_dropped": group.log.dropped, "rss_mb": _peak_rss_mb()}
     parts: list[Any] = [None] * world
     dist.all_gather_object(parts, mine)
     if rank == 0:
         merged = Metrics.merge([p["metrics"] for p in parts])
-        evals = list(scope.get("evals") or [])
-        train_loss = list(scope.get("train_loss") or [])
         result = {
-            "config": cfg.to_dict(), "train_loss": train_loss, "evals": evals + [(step or 0, math.nan)],
+            "config": cfg.to_dict(), "train_loss": rec.train_loss, "evals": rec.evals + [(step or 0, math.nan)],
             "final_val_loss": math.nan, "divergence": [], "final_divergence": math.nan,
-            "grad_norms": list(scope.get("grad_norms") or []), "skipped_steps": scope.get("skipped", 0),
-            "nonfinite_steps": scope.get("nonfinite_steps", 0), "overflow_steps": scope.get("overflow_steps", 0),
-            "first_nonfinite_step": scope.get("first_nonfinite"), "nonfinite_loss_steps": 0,
+            "grad_norms": rec.grad_norms, "skipped_steps": rec.skipped,
+            "nonfinite_steps": rec.nonfinite_steps, "overflow_steps": rec.overflow_steps,
+            "first_nonfinite_step": rec.first_nonfinite, "nonfinite_loss_steps": 0,
             "first_nonfinite_loss_step": step,
-            "step_time_ms": 1e3 * float(np.median(scope["step_times"])) if scope.get("step_times") else math.nan,
+            "step_time_ms": 1e3 * float(np.median(rec.step_times)) if rec.step_times else math.nan,
             "metrics": merged, "injected_noise": Metrics.injected_noise(merged), "injected_noise_steps": [],
             "injected_noise_step_median": math.nan, "flips_logged": int(sum(p["flips"] for p in parts)),
             "log_dropped": int(sum(p["log_dropped"] for p in parts)), "param_norm": math.nan,
+            "peak_rss_mb": max(p["rss_mb"] for p in parts),
             "source_kind": resolved_kind(cfg.replay.source),
             **_frame_counts(merged, parts, cfg, exc, step),
         }
-        last = (scope.get("last_full") or [torch.zeros(0)])[0]
-        if last.numel() == 0 and "gpt" in scope:  # failed before the first measurement
+        last = rec.last_full
+        if last.numel() == 0 and gpt is not None:  # failed before the first measurement
             try:
-                last = flat_params(scope["gpt"]).cpu()
+                last = flat_params(gpt).cpu()
             except Exception:  # noqa: BLE001 - sharded (FSDP) parameters: nothing to compare
                 pass
         torch.save(last, os.path.join(out_dir, "params.pt"))  # the parameters at the last measurement
-        tmp = os.path.join(out_dir, ".result.json.tmp")
-        with open(tmp, "w", encoding="utf-8") as fh:
-            json.dump(result, fh, allow_nan=True)
-        os.replace(tmp, os.path.join(out_dir, "result.json"))
+        _write_result(out_dir, result)
     dist.barrier()
 
 
@@ -886,10 +1028,10 @@ def run_many(cfgs: list[TrainConfig], *, timeout_s: float = 900.0, out_dir: str 
     world = cfgs[0].world_size
     if any(c.world_size != world for c in cfgs):
         raise ValueError("run_many: all configurations must have the same world_size")
-    for key in dict.fromkeys((c.data, data_vocab(c), c.block_size) for c in cfgs if c.data is not None):
+    for key in dict.fromkeys((c.data, data_vocab(c), c.block_size, c.data_dtype) for c in cfgs if c.data is not None):
         from integration.data import TokenFiles
 
-        TokenFiles(key[0], key[1], key[2])  # every id checked once here; the ranks open it unchecked
+        TokenFiles(key[0], key[1], key[2], dtype=key[3])  # every id checked once here; the ranks open it unchecked
     root = tempfile.mkdtemp(prefix="phy802-train-") if out_dir is None else out_dir
     dirs = [os.path.join(root, f"run{i}") for i in range(len(cfgs))]
     for d in dirs:
@@ -897,7 +1039,7 @@ def run_many(cfgs: list[TrainConfig], *, timeout_s: float = 900.0, out_dir: str 
         for stale in ("result.json", "params.pt"):
             if os.path.exists(os.path.join(d, stale)):
                 os.unlink(os.path.join(d, stale))
-    from phy802._io import remove_temp, track_temp_dir
+    from phy802._io import track_temp_dir
 
     env_prev = os.environ.get("OMP_NUM_THREADS")
     ctx = None

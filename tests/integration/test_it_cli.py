@@ -219,3 +219,23 @@ def test_no_temp_leftovers_on_success_or_timeout(tmp_path, monkeypatch, capsys):
     assert main(argv) == 1
     assert "did not finish" in capsys.readouterr().err
     assert list(tmpdir.iterdir()) == []
+
+
+def test_comm_log_is_a_config_field_not_an_environment_variable(tmp_path, monkeypatch, capsys):
+    """--comm-log reaches the ranks in the run's configuration; it used to be set as an environment
+    variable of this process, which outlived the command (a later in-process run wrote the log again)."""
+    import integration.train as train
+
+    seen = []
+
+    def fake_run(cfg, **kw):
+        seen.append(cfg)
+        raise RuntimeError("stop here")
+
+    monkeypatch.setattr(train, "run_training", fake_run)
+    monkeypatch.chdir(tmp_path)
+    assert main(["train", "--steps", "1", "--comm-log", "comm.jsonl", *TINY]) == 1
+    assert seen[0].comm_log == str(tmp_path / "comm.jsonl")
+    assert "PHY802_COMMLOG" not in os.environ
+    assert main(["train", "--steps", "1", *TINY]) == 1 and seen[1].comm_log is None
+    capsys.readouterr()

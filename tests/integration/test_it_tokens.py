@@ -123,3 +123,74 @@ def test_train_on_a_token_folder(tmp_path, capsys):
     assert r["val_tokens"] == 63 * 16  # ceil(1000 / 16) windows of 16
     assert len(r["val_loss_replicas"]) == 2 and r["val_loss_replicas"][0] == r["final_val_loss"]
     assert abs(r["final_val_loss"] - np.log(500)) < 0.5  # near uniform after 2 steps on random ids
+
+
+def _corpus_ids(n: int) -> np.ndarray:
+    """Real token ids: the stdlib corpus's characters (ids < 100), n of them."""
+    ids = CharCorpus.load("stdlib", "char").train.numpy()
+    return ids[:n]
+
+
+def _zipf_ids(n: int, vocab: int = 50257) -> np.ndarray:
+    """A BPE-like stream: ids drawn by rank frequency 1/(rank+1) over GPT-2's vocabulary (seeded)."""
+    p = 1.0 / np.arange(1, vocab + 1)
+    return np.random.default_rng(7).choice(vocab, size=n, p=p / p.sum())
+
+
+@pytest.mark.parametrize("layout,needle", [
+    ("uint32", "every second 16-bit word is 0"), ("uint32be", "every first 16-bit word of a pair is 0"),
+    ("uint8", "high and low bytes of its 16-bit words are distributed alike"),
+    ("uint16be", "every id is a multiple of 256"), ("llmc", "llm.c's header"),
+])
+def test_token_files_of_another_layout_are_refused_naming_the_file(tmp_path, capsys, layout, needle):
+    """Regression (hostile sweep): uint32, uint8 and big-endian token files trained without a word."""
+    ids = _corpus_ids(40_000)
+    d = tmp_path / "d"
+    d.mkdir()
+    for name in ("train.bin", "val.bin"):
+        if layout == "llmc":
+            head = np.zeros(256, "<i4")
+            head[:3] = (20240520, 1, len(ids))
+            data = head.tobytes() + ids.astype("<u2").tobytes()
+        else:
+            data = ids.astype({"uint32": "<u4", "uint32be": ">u4", "uint8": "u1", "uint16be": ">u2"}[layout]).tobytes()
+        (d / name).write_bytes(data)
+    with pytest.raises(TokenFileError, match=f"train.bin: not nanoGPT's little-endian uint16 token ids: .*{needle}"):
+        TokenFiles(str(d), 50257, block=16)
+    rc = main(["train", "--data", str(d), "--steps", "1", "--block-size", "16"])
+    err = capsys.readouterr().err
+    assert rc == 2 and needle in err and "train.bin" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("dtype,np_dtype", [("uint8", "u1"), ("uint32", "<u4"), ("uint16be", ">u2"), ("uint16", "<u2")])
+def test_a_named_layout_reads_the_same_ids(tmp_path, dtype, np_dtype):
+    """--data-dtype reads each layout's ids as they are: the same windows as the uint16 file."""
+    ids = _corpus_ids(20_000)
+    ref = TokenFiles(_write(tmp_path / "ref", ids, ids), 256, block=16)
+    d = tmp_path / dtype
+    d.mkdir()
+    for name in ("train.bin", "val.bin"):
+        ids.astype(np_dtype).tofile(d / name)
+    tf = TokenFiles(str(d), 256, block=16, dtype=dtype)
+    for a, b in zip(tf.batch("train", 4, 16, torch.Generator().manual_seed(5)),
+                    ref.batch("train", 4, 16, torch.Generator().manual_seed(5))):
+        assert torch.equal(a, b)
+    assert torch.equal(tf.val_windows(100, 16)[0], ref.val_windows(100, 16)[0])
+    assert TokenFiles.tokens_in(str(d / "val.bin"), dtype) == len(ids)
+
+
+def test_genuine_uint16_streams_pass_the_layout_checks(tmp_path):
+    """The layout rules refuse none of: a char vocabulary's ids, a BPE-like Zipf stream over GPT-2's
+    vocabulary, the uniform ids of the other tests; and a big-endian GPT-2 stream that fails the
+    vocabulary check is told it looks byte-swapped."""
+    from integration.data import layout_problem
+
+    for ids in (_corpus_ids(70_000), _zipf_ids(70_000), np.random.default_rng(1).integers(0, 300, 70_000)):
+        assert layout_problem(ids.astype("<u2")) is None
+    z = _zipf_ids(20_000)
+    d = tmp_path / "be"
+    d.mkdir()
+    for name in ("train.bin", "val.bin"):
+        z.astype(">u2").tofile(d / name)
+    with pytest.raises(TokenFileError, match="is >= the vocabulary size 50257; byte-swapped, every id .* big-endian"):
+        TokenFiles(str(d), 50257, block=16)
