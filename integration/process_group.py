@@ -8,13 +8,25 @@ One-line change for a user::
     model = DDP(model, process_group=group)              # or PipelineStage(..., group=group)
 
 The configuration travels in the environment variable ``PHY802_REPLAY`` (JSON), so processes
-started by torchrun or on other nodes get it by setting that variable. The inner backend is gloo
-for CPU tensors and NCCL for CUDA tensors (``PHY802_INNER=nccl``: NCCL for every tensor;
-``PHY802_FAKE_NCCL=1``: the strict CPU stand-in of :mod:`integration.fake_nccl` for every
-tensor). On the CUDA path nothing syncs the host: flips, guard and norms are device ops on the
-current stream, sums and log values stay on the device until ``metrics``/``log`` is read
-(:meth:`ReplayProcessGroup._apply_device`), NCCL Works are waited on without a timeout (the
-stream waits), CUDA results are held in ``Future(devices=...)``. Ops not modelled elsewhere:
+started by torchrun or on other nodes get it by setting that variable. The inner backends are
+named per device type by ``ReplayConfig.inner_backends`` (default gloo for CPU tensors, NCCL for
+CUDA tensors; :mod:`integration.inner`), made and registered on the group when it is made, for
+every device type this machine has.
+
+NCCL's contract (``ProcessGroupNCCL.cpp``; every inner but gloo is held to it,
+:func:`integration.inner.stream_ordered`): an op with ``asyncOp=False`` returns no Work, so the
+wrapper issues every inner op asynchronously; a future is done at enqueue, before the data has
+landed and before any peer has issued the op, so nothing is read or applied in a completion
+callback: the wrapper waits on the inner Work without a timeout (the current stream waits, the host
+does not) and applies flips, guard and norms as device ops on the current stream after it; sums
+and log values stay on the device until ``metrics``/``log`` is read
+(:meth:`ReplayProcessGroup._apply_device`); CUDA results are held in ``Future(devices=...)``. A
+send may wait for its receiver's recv on one stream, so point-to-point traffic goes over two more
+inner communicators, one per direction (lower to higher rank, and back): two ranks that both send
+first (1F1B's mixed batches, which ``batch_isend_irecv`` does not coalesce for a Python group)
+never wait on each other's send. Inside a coalescing block the inner's outputs land only when the
+block ends, so the receive side of each op runs then. CUDA graph capture is refused (a captured
+step would replay one step's flip positions forever). Ops not modelled elsewhere:
 ``reduce`` (the root's result over link ``root+1 -> root``), ``gather`` (chunk ``j`` over
 ``j -> root``), ``scatter`` (``root -> rank``). torch's ``Backend`` cannot be subclassed in
 Python (2.13: "No constructor defined"), so the per-device backends registered on the group are
@@ -87,6 +99,7 @@ import torch._C._distributed_c10d as _c10d
 
 from integration._kernels import receive_flips, sum_squares
 from integration.commlog import CommLog, instrument
+from integration.inner import backend_type, check_inner_backends, make_inner, served_devices, stream_ordered
 from integration.replay import (
     _FLOAT8,
     _SIGN_EXP_BITS,
@@ -107,12 +120,13 @@ from protocol.delivery import deliver
 from protocol.modes import get_mode
 
 __all__ = ["BACKEND_NAME", "ENV_VAR", "INNER_ENV_VAR", "ReplayProcessGroup", "register", "configure", "UnsupportedOperation",
-           "LinkFailure", "ddp_comm_hook"]
+           "LinkFailure", "ddp_comm_hook", "NOT_REGISTERED_HINT"]
 
 BACKEND_NAME = "phy802"
 ENV_VAR = "PHY802_REPLAY"
-INNER_ENV_VAR = "PHY802_INNER"  # "gloo" (default) or "nccl": one inner backend for every tensor
-CUDA_INNER_ENV_VAR = "PHY802_CUDA_INNER"  # "nccl" (default) or "gloo": the inner backend of CUDA tensors
+# legacy switches, read once where a group is made (_creator), as if in ReplayConfig.inner_backends:
+INNER_ENV_VAR = "PHY802_INNER"  # "nccl": the inner backend of CUDA tensors is NCCL (the default anyway)
+CUDA_INNER_ENV_VAR = "PHY802_CUDA_INNER"  # "gloo": CUDA tensors over gloo (ranks sharing one GPU)
 _FORMAT = {torch.float32: "float32", torch.bfloat16: "bfloat16", torch.float16: "float16", torch.float64: "float64"}
 _RING_TAG = 0x50_38  # tags of the ring hops, apart from user point-to-point traffic (tag 0)
 _FAILED_KEY = "phy802_qp_error"  # in the group's (prefixed) store: set by a rank whose link lost a frame
@@ -143,20 +157,29 @@ def _config_from_env() -> ReplayConfig:
         raise ValueError(f"environment variable {ENV_VAR}: bad replay configuration: {exc}") from exc
 
 
-def _nccl_inner(store, rank: int, size: int, timeout: timedelta):
-    """An NCCL backend on a prefixed view of ``store`` (communicators are created lazily by NCCL)."""
-    if not (torch.cuda.is_available() and dist.is_nccl_available()):
-        raise RuntimeError(f"{BACKEND_NAME}: CUDA tensors need NCCL, which this torch build/machine lacks")
-    opts = dist.ProcessGroupNCCL.Options()
-    opts._timeout = timeout
-    return dist.ProcessGroupNCCL(dist.PrefixStore("phy802-nccl", store), rank, size, opts)
+def _config_for_group() -> ReplayConfig:
+    """The configuration of a group made now: ``PHY802_REPLAY``, with the legacy inner-backend switches applied."""
+    import dataclasses
+
+    config = _config_from_env()
+    if os.environ.get(CUDA_INNER_ENV_VAR) == "gloo":  # ranks sharing one GPU: NCCL refuses duplicate devices
+        config = dataclasses.replace(config, inner_backends={**config.inner_backends, "cuda": "gloo"})
+    elif os.environ.get(INNER_ENV_VAR) == "nccl":
+        config = dataclasses.replace(config, inner_backends={**config.inner_backends, "cuda": "nccl"})
+    return config
 
 
 def _creator(store, rank: int, size: int, timeout: timedelta):
-    inner = None
-    if os.environ.get(INNER_ENV_VAR, "gloo") == "nccl":  # legacy switch: NCCL for every tensor
-        inner = _nccl_inner(store, rank, size, timeout)
-    return ReplayProcessGroup(store, rank, size, timeout, _config_from_env(), inner=inner)
+    if not _REGISTERED and ENV_VAR not in os.environ:
+        raise RuntimeError(NOT_REGISTERED_HINT)
+    return ReplayProcessGroup(store, rank, size, timeout, _config_for_group())
+
+
+#: what a group made without :func:`register` (and without ``PHY802_REPLAY``) says
+NOT_REGISTERED_HINT = (f"{BACKEND_NAME}: the replay backend was not configured: call "
+                       "integration.process_group.register(ReplayConfig(...)) on every rank before "
+                       f"dist.new_group(backend={BACKEND_NAME!r}) (or set {ENV_VAR} for processes started elsewhere)")
+_REGISTERED: list = []  # non-empty once register() ran in this process
 
 
 def ddp_comm_hook(group, bucket):  # no annotations: DDP accepts only none or Future[Tensor] objects
@@ -173,12 +196,30 @@ def ddp_comm_hook(group, bucket):  # no annotations: DDP accepts only none or Fu
 
 
 def register(config: ReplayConfig | None = None) -> None:
-    """Register the ``phy802`` backend (idempotent) and optionally :func:`configure` it."""
+    """Register the ``phy802`` backend and optionally :func:`configure` it.
+
+    The inner backends of the configuration are checked first (:func:`integration.inner.check_inner_backends`:
+    ``ValueError`` naming the value, before any rank blocks). The backend is registered for every
+    device type the configuration serves on this machine (importing this module registers it for
+    ``cpu`` only, so that a group made without ``register`` gets :data:`NOT_REGISTERED_HINT` instead
+    of torch's "Unknown backend type").
+    """
     if config is not None:
+        check_inner_backends(config.inner_backends)
         configure(config)
+    devices = served_devices(_config_for_group().inner_backends)
+    _REGISTERED.append(True)
+    _register_devices(devices)
+
+
+def _register_devices(devices: list[str]) -> None:
     if BACKEND_NAME not in dist.Backend.backend_list:
-        devices = ["cpu", "cuda"] if torch.cuda.is_available() else ["cpu"]
         dist.Backend.register_backend(BACKEND_NAME, _creator, devices=devices)
+        return
+    known = dist.Backend.backend_capability.setdefault(BACKEND_NAME, [])
+    for d in devices:  # a later configuration that serves more device types (torch keeps the first list)
+        if d not in known:
+            known.append(d)
 
 
 def _seconds(timeout) -> float | None:
@@ -304,8 +345,12 @@ class _DeferredWork(dist.Work):
     failure of ``wait`` or ``finish`` is raised to every later ``wait`` as well.
     """
 
-    def __init__(self, inner, finish, timeout_s: float, result: Any, what: str, before=None, poll=None) -> None:
+    def __init__(self, inner, finish, timeout_s: float, result: Any, what: str, before=None, poll=None,
+                 ordered: bool = False, on_error=None) -> None:
         super().__init__()
+        # a stream-ordered inner (NCCL): its wait() without a timeout orders the current stream and
+        # does not block the host; on_error looks a peer's lost frame up when it fails
+        self._ordered, self._on_error = ordered, on_error
         self._poll = poll  # a peer's link failure ends the wait at once (_wait_polled)
         self._inner = inner
         self._finish = finish
@@ -329,7 +374,14 @@ class _DeferredWork(dist.Work):
                     self._before()
                 inner = self._inner() if callable(self._inner) else self._inner
                 limit = _seconds(timeout) or self._timeout_s
-                if inner is not None:
+                if inner is not None and self._ordered:
+                    try:
+                        inner.wait()
+                    except Exception:
+                        if self._on_error is not None:
+                            self._on_error()
+                        raise
+                elif inner is not None:
                     _wait_polled(inner, limit, self._what, self._poll)
                 if self._finish is not None:
                     self._finish()
@@ -340,6 +392,17 @@ class _DeferredWork(dist.Work):
         return True
 
     def get_future(self) -> torch.futures.Future:
+        if self._ordered and self._fut is None:
+            # stream order: waiting costs the host nothing on NCCL, so the future is done at once
+            # (holding the exception if the op failed), with the devices of its tensors
+            fut = torch.futures.Future(devices=_cuda_devices(self._result))
+            try:
+                self.wait()
+            except BaseException as exc:  # noqa: BLE001 - handed to the future's waiter
+                fut.set_exception(exc)
+            else:
+                fut.set_result(self._result)
+            self._fut = fut
         with self._lock:
             if self._fut is None:
                 self._fut = torch.futures.Future()
@@ -372,13 +435,16 @@ class _FailedWork(dist.Work):
     ``get_future()`` holds the exception once the inner operation has completed.
     """
 
-    def __init__(self, inner, exc: LinkFailure, timeout_s: float) -> None:
+    def __init__(self, inner, exc: LinkFailure, timeout_s: float, ordered: bool = False) -> None:
         super().__init__()
         self._inner, self._exc, self._timeout_s = inner, exc, float(timeout_s)
+        self._ordered = ordered  # NCCL's Work: wait() without a timeout (a timeout is a host sync)
 
     def wait(self, timeout: timedelta | None = None) -> bool:
         try:
-            if self._inner is not None:
+            if self._inner is not None and self._ordered and not isinstance(self._inner, (_ReplayWork, _DeferredWork)):
+                self._inner.wait()
+            elif self._inner is not None:
                 self._inner.wait(timeout if timeout is not None else timedelta(seconds=self._timeout_s))
         except Exception:  # noqa: BLE001 - the link failure is the error to report
             pass
@@ -433,6 +499,13 @@ def _op(fn):
         tl = self._tl
         depth = getattr(tl, "depth", 0)
         if depth == 0:
+            if self._cuda and torch.cuda.is_current_stream_capturing():
+                # a captured step replays the same kernels with the same arguments: the flip positions
+                # drawn on the host for this step would be replayed at every step
+                raise UnsupportedOperation(
+                    f"{BACKEND_NAME}: {fn.__name__} during CUDA graph capture is refused: a captured step replays "
+                    "the flip positions drawn for it at every replay; run the communication outside the graph "
+                    "(e.g. torch.compile without mode='reduce-overhead', or no CUDA graphs)")
             tl.loss = None
             if p2p:
                 tl.coll = None
@@ -453,9 +526,12 @@ def _op(fn):
             return work
         if tl.loss is not None:
             loss, tl.loss = tl.loss, None
-            return self._fail(work, loss)
-        if self._failed is not None:  # in error: the op ran (the peers need it), this rank gets nothing
-            return _FailedWork(work, self._refuse(fn.__name__), self._timeout_s)
+            work = self._fail(work, loss)
+        elif self._failed is not None:  # in error: the op ran (the peers need it), this rank gets nothing
+            work = _FailedWork(work, self._refuse(fn.__name__), self._timeout_s, self._any_ordered)
+        if self._block_works is not None and work is not None:
+            # torch's _coalescing_manager keeps only the block's Work (_end_coalescing): it waits for these
+            self._block_works.append(work)
         return work
 
     return wrapped
@@ -475,6 +551,29 @@ def _done_work(result: Any, timeout_s: float = 0.0) -> dist.Work:
     fut = torch.futures.Future(devices=devs) if devs else torch.futures.Future()
     fut.set_result(result)
     return _ReplayWork(fut, timeout_s or 1.0, "completed operation")
+
+
+def _async_opts(opts, kind):
+    """``opts`` (a new ``kind()`` if None) with ``asyncOp`` True: a copy if the caller asked for a synchronous op.
+
+    c10d's ``dist.all_reduce(t)`` (and the other collectives without ``async_op=True``) set
+    ``opts.asyncOp = False`` (torch/distributed/distributed_c10d.py), and ``ProcessGroupNCCL`` then
+    returns no Work (``return asyncOp ? work : nullptr``, ProcessGroupNCCL.cpp). The wrapper needs the
+    inner Work to order its receive side after the op, so the inner op is always asynchronous; the
+    wrapper's own Work serves the caller's ``wait()`` either way."""
+    if opts is None:
+        return kind()
+    if getattr(opts, "asyncOp", True):
+        return opts
+    o = type(opts)()
+    for name in dir(opts):
+        if not name.startswith("_") and name != "asyncOp":
+            try:
+                setattr(o, name, getattr(opts, name))
+            except (AttributeError, TypeError):  # methods and read-only properties
+                pass
+    o.asyncOp = True
+    return o
 
 
 GLOO_MAX_SEGMENT_BYTES = 1 << 20  # gloo's AllreduceOptions default maximum segment size
@@ -534,28 +633,59 @@ class ReplayProcessGroup(dist.ProcessGroup):
         self._store, self._timeout = store, timeout
         self._timeout_s = max(float(timeout.total_seconds()), 1e-3)
         self._forced_inner = inner
-        self._gloo = inner if inner is not None else dist.ProcessGroupGloo(store, rank, size, timeout)
-        self._nccl = None
-        if os.environ.get("PHY802_FAKE_NCCL") == "1":  # CI: the NCCL code path on CPU (integration/fake_nccl.py)
-            from integration.fake_nccl import StrictNcclStandIn
-
-            self._nccl = StrictNcclStandIn(self._gloo, self._timeout_s)
-            self._forced_inner = self._nccl
+        self._cuda = torch.cuda.is_available()  # graph capture is looked for only where CUDA exists
         self.config = config
+        # per device type: the inner backend; per stream-ordered inner: one more communicator per
+        # p2p direction (see the module docstring); backends made once per name
+        self._inner_by_dev: dict[str, Any] = {}
+        self._names: dict[int, str] = {}  # id(inner) -> backend name
+        self._p2p_pair: dict[int, tuple] = {}  # id(inner) -> (lower->higher, higher->lower) communicators
+        if inner is not None:
+            name = inner.getBackendName() if hasattr(inner, "getBackendName") else inner.name()
+            self._names[id(inner)] = str(name).lower()
+        else:
+            check_inner_backends(config.inner_backends)
+            made: dict[str, Any] = {}
+            for dev in served_devices(config.inner_backends):
+                name = config.inner_backends[dev]
+                b = made.get(name)
+                if b is None:
+                    # gloo on the group's store itself (as before); any other inner on its own prefix
+                    b = made[name] = make_inner(name, store if name == "gloo" else dist.PrefixStore(
+                        f"phy802-{name}", store), rank, size, timeout)
+                    self._names[id(b)] = name
+                    if stream_ordered(name):
+                        self._p2p_pair[id(b)] = tuple(
+                            make_inner(name, dist.PrefixStore(f"phy802-{name}-p2p{k}", store), rank, size, timeout)
+                            for k in ("up", "down"))
+                        for q in self._p2p_pair[id(b)]:
+                            self._names[id(q)] = name
+                self._inner_by_dev[dev] = b
+        self._gloo = inner if inner is not None else self._inner_by_dev["cpu"]  # the CPU inner (barrier, inner)
+        # whether any inner is stream-ordered (a failed op's inner Work is then waited on without a timeout)
+        self._any_ordered = any(stream_ordered(n) for n in self._names.values())
         self._log = InjectionLog(config.log_limit)
         self._metrics = Metrics()
         # device path (CUDA): sums kept as device scalars and log values as device tensors, read
         # to the host in one transfer when `metrics` / `log` is read (once per step), never per op
         self._dev_acc: dict[tuple[str, str], torch.Tensor] = {}
         self._dev_log: list[tuple] = []
+        self._dev_streams: set = set()  # CUDA streams the device path's pending values were made on
         self.force_device_path = False  # tests: CPU tensors take the device path
-        self._coalescing_dev: torch.device | None = None
+        self._coalescing_inner = None  # a stream-ordered inner whose coalescing block is open
+        self._coalesced: list = []  # (what, receive) of the ops issued in that block: run when it ends
+        self._block_works: list | None = None  # Works of the ops issued in an open coalescing block
         # per-device backends, so that torch's lookups (_get_backend, FSDP2's allocator, the
         # coalescing manager) find one: the inner ones. torch 2.13's Backend has no Python
         # constructor ("No constructor defined"), so a Python backend cannot be registered; every
         # op still reaches this class's Python methods (checked for DDP's C++ reducer and
         # _broadcast_coalesced), the registered inner backends only answer capability queries
-        self._register_inner(torch.device("cpu"), self._gloo, "GLOO")
+        # every device type served, now: new_group(...) after init_process_group(device_id=cuda:k)
+        # asks the group for its CUDA backend (_get_backend) before any op
+        for dev, b in self._inner_by_dev.items():
+            self._register_inner(torch.device(dev), b, self._names[id(b)])
+        if inner is not None:
+            self._register_inner(torch.device("cpu"), inner, None)
         self.commlog = CommLog(rank, size)  # every issued op: integration/commlog.py
         self._rank, self._size = rank, size
         self._sources: dict[tuple[int, int], ErrorSource] = {}
@@ -679,7 +809,7 @@ class ReplayProcessGroup(dist.ProcessGroup):
                 self._failed_at = self._loss_at if self._loss_at is not None else self._colls
         if work is None:
             return work
-        return _FailedWork(work, exc, self._timeout_s)
+        return _FailedWork(work, exc, self._timeout_s, self._any_ordered)
 
     def _refuse(self, name: str, why: str | None = None) -> LinkFailure:
         """A :class:`LinkFailure` carrying the group's failure (link, op, frames); ``why`` replaces the
@@ -825,6 +955,11 @@ class ReplayProcessGroup(dist.ProcessGroup):
         with self._lock:
             acc, self._dev_acc = self._dev_acc, {}
             logs, self._dev_log = self._dev_log, []
+        if self._dev_streams:  # values made on other streams: the reading stream waits for them
+            cur = torch.cuda.current_stream()
+            for other in self._dev_streams:
+                if other != cur:
+                    cur.wait_stream(other)
         if acc:
             keys = list(acc)
             vals = torch.stack([acc[k].double() for k in keys]).cpu().numpy()
@@ -848,7 +983,47 @@ class ReplayProcessGroup(dist.ProcessGroup):
     def _dadd(self, name: str, cls: str, v: torch.Tensor) -> None:
         key = (name, cls)
         cur = self._dev_acc.get(key)
+        if cur is not None and v.is_cuda:
+            self._cross_stream(cur)
         self._dev_acc[key] = v if cur is None else cur + v
+
+    def _cross_stream(self, t: torch.Tensor) -> None:
+        """Before the current stream reads ``t`` (made on another stream: an op issued on FSDP2's or a
+        user's stream): the current stream waits for the streams the device path used, and ``t``'s
+        memory is not reused before the current stream is done with it (the caching allocator frees a
+        block for its allocation stream only)."""
+        cur = torch.cuda.current_stream(t.device)
+        for other in self._dev_streams:
+            if other != cur:
+                cur.wait_stream(other)
+                t.record_stream(cur)
+        self._dev_streams.add(cur)
+
+    def summary(self) -> str:
+        """One line saying what this rank's group did: messages received and their payload, flips
+        injected per traffic class, frames resent and lost, guard actions, the inner backends."""
+        m = self.metrics
+        flips = {c: v for c, v in sorted(m.errors_injected.items()) if v}
+        inners = ", ".join(f"{d}: {self._names.get(id(b), '?')}" for d, b in sorted(self._inner_by_dev.items()))
+        src = self.config.source
+        ber = f"trace {src.trace}" if getattr(src, "trace", None) else f"BER {src.ber:g}"
+        return (f"{BACKEND_NAME} rank {self._rank}/{self._size} ({ber}, FEC {src.fec}, {self.config.mode} mode, "
+                f"guard {self.config.guard}; inner {inners or self._names.get(id(self._gloo), '?')}): "
+                f"{m.total('messages')} messages received, {m.total('payload_bits') / 8e6:.3f} MB payload, "
+                f"{m.total('errors_injected')} flips injected"
+                + (" (" + ", ".join(f"{c} {v}" for c, v in flips.items()) + ")" if flips else "")
+                + f", {m.total('frames_resent')} frames resent, {m.total('frames_lost')} lost, "
+                f"{m.total('guard_elements')} elements guarded" + (f"; FAILED: {self._failed}" if self._failed else ""))
+
+    def _print_summary(self) -> None:
+        if self.config.summary and not getattr(self, "_summarized", False):
+            self._summarized = True
+            import sys
+
+            try:
+                print(self.summary(), file=sys.stderr, flush=True)
+            except Exception:  # noqa: BLE001 - a summary must not fail a shutdown
+                pass
 
     @property
     def failed(self) -> LinkFailure | None:
@@ -876,36 +1051,48 @@ class ReplayProcessGroup(dist.ProcessGroup):
         """The inner backend of CPU tensors (gloo unless one was given)."""
         return self._gloo
 
-    def _inner_for(self, t: torch.Tensor) -> dist.ProcessGroup:
-        """gloo for CPU tensors, NCCL for CUDA tensors (created on first use), unless one inner was forced."""
+    def _inner_for(self, t: torch.Tensor):
+        """The inner backend of ``t``'s device type (``ReplayConfig.inner_backends``), unless one inner was given."""
         if self._forced_inner is not None:
             return self._forced_inner
-        if t.device.type == "cpu":
-            return self._gloo
-        if t.device.type != "cuda":
-            raise UnsupportedOperation(f"{BACKEND_NAME}: tensors on {t.device} are not supported (cpu, cuda)")
-        if os.environ.get(CUDA_INNER_ENV_VAR, "nccl") == "gloo":  # e.g. several ranks sharing one GPU
-            return self._gloo
-        if self._nccl is None:
-            with self._lock:
-                if self._nccl is None:
-                    self._nccl = _nccl_inner(self._store, self._rank, self._size, self._timeout)
-                    self._register_inner(torch.device("cuda"), self._nccl, "NCCL")
-        return self._nccl
+        b = self._inner_by_dev.get(t.device.type)
+        if b is None:
+            raise UnsupportedOperation(
+                f"{BACKEND_NAME}: tensors on {t.device} have no inner backend (ReplayConfig.inner_backends serves "
+                f"{', '.join(sorted(self._inner_by_dev))} on this machine)")
+        return b
 
-    def _register_inner(self, device: torch.device, backend, kind: str) -> None:
-        if not isinstance(backend, _c10d.Backend):  # e.g. the fake-NCCL stand-in (a Python object)
+    def _ordered(self, inner) -> bool:
+        """Whether ``inner`` is held to NCCL's contract (:func:`integration.inner.stream_ordered`)."""
+        return stream_ordered(self._names.get(id(inner), ""))
+
+    def _p2p_inner(self, t: torch.Tensor, peer: int, kind: str):
+        """The inner of a send/recv with ``peer``: for a stream-ordered inner, the communicator of the
+        message's direction (lower to higher rank, or back), so that the two directions of a pair never
+        share a stream; gloo, whose sends do not wait for the receiver, carries both itself."""
+        inner = self._inner_for(t)
+        pair = self._p2p_pair.get(id(inner))
+        if pair is None:
+            return inner
+        src, dst = (self._rank, peer) if kind == "send" else (peer, self._rank)
+        return pair[0] if src < dst else pair[1]
+
+    def _register_inner(self, device: torch.device, backend, name: str | None) -> None:
+        if not isinstance(backend, _c10d.Backend):  # e.g. a stand-in written in Python
             return
         try:
-            self._register_backend(device, getattr(dist.ProcessGroup.BackendType, kind), backend)
+            kind = backend_type(name) if name else dist.ProcessGroup.BackendType.GLOO
+            self._register_backend(device, kind, backend)
         except Exception:  # noqa: BLE001 - capability lookups then fail as before; ops are unaffected
             pass
 
     # ------------------------------------------------------------------ lifecycle, coalescing manager
     def _inners(self) -> list:
-        out = [self._gloo]
-        if self._nccl is not None and self._nccl is not self._gloo:
-            out.append(self._nccl)
+        out: list = []
+        for b in ([self._gloo] + list(self._inner_by_dev.values())
+                  + [q for pair in self._p2p_pair.values() for q in pair]):
+            if all(b is not o for o in out):
+                out.append(b)
         return out
 
     def mark_stopped(self) -> None:
@@ -919,41 +1106,54 @@ class ReplayProcessGroup(dist.ProcessGroup):
             pass
 
     def shutdown(self) -> None:
-        """Mark this rank stopped in the group's store, then shut down every inner backend (gloo, NCCL)."""
+        """Mark this rank stopped in the group's store, print :meth:`summary` (``ReplayConfig.summary``),
+        then shut down every inner backend."""
         self.mark_stopped()
+        self._print_summary()
         for b in self._inners():
             fn = getattr(b, "shutdown", None) or getattr(b, "_shutdown", None)
             if fn is not None:
                 fn()
 
     def abort(self) -> None:
-        """Mark this rank stopped in the group's store, then abort every inner backend (NCCL aborts its
-        communicators; gloo's abort is a no-op in 2.13)."""
+        """Mark this rank stopped in the group's store, print :meth:`summary` (``ReplayConfig.summary``),
+        then abort every inner backend (NCCL aborts its communicators; gloo's abort is a no-op in 2.13)."""
         self.mark_stopped()
+        self._print_summary()
         for b in self._inners():
             fn = getattr(b, "abort", None)
             if fn is not None:
                 fn()
 
     def _start_coalescing(self, device: torch.device) -> None:  # ProcessGroup's binding: (self, device_type)
-        """Start a coalesced block (torch's ``_coalescing_manager``): on NCCL, one NCCL group."""
+        """Start a coalesced block (torch's ``_coalescing_manager``): on a stream-ordered inner, one inner
+        group (one NCCL group), whose outputs land when it ends: each op's receive side waits for
+        :meth:`_end_coalescing`. Ring mode runs its hops at once (each hop needs the one before)."""
         self._flush_p2p()
-        self._coalescing_dev = torch.device(device)
-        inner = self._forced_inner if self._forced_inner is not None else (
-            self._gloo if self._coalescing_dev.type == "cpu" else self._nccl)
-        if inner is not None and inner is not self._gloo and getattr(inner, "supports_coalescing", False):
+        dev = torch.device(device)
+        inner = self._forced_inner if self._forced_inner is not None else self._inner_by_dev.get(dev.type)
+        self._coalesced = []
+        self._block_works = []
+        if (inner is not None and self._ordered(inner) and getattr(inner, "supports_coalescing", False)
+                and self.config.mode == "endpoint"):
             inner._start_coalescing()  # Backend's binding: no device
             self._coalescing_inner = inner
         else:
             self._coalescing_inner = None
 
     def _end_coalescing(self, device: torch.device) -> dist.Work:  # noqa: ARG002 - torch's signature
-        inner, self._coalescing_inner = getattr(self, "_coalescing_inner", None), None
-        self._coalescing_dev = None
+        inner, self._coalescing_inner = self._coalescing_inner, None
+        pending, self._coalesced = self._coalesced, []
+        works, self._block_works = self._block_works or [], None
         if inner is not None:
-            return inner._end_coalescing()
+            work = inner._end_coalescing()
+            if work is not None:
+                work.wait()  # the current stream waits for the group (no host block on NCCL)
+            for _what, receive in pending:
+                receive()
+        for w in works:  # each op's own Work: its receive side, and its failure if it had one
+            w.wait()
         return self._done([])
-
 
     @contextlib.contextmanager
     def traffic(self, cls: str) -> Iterator[None]:
@@ -1223,6 +1423,8 @@ class ReplayProcessGroup(dist.ProcessGroup):
         # every element finite before is finite after, without a boolean-mask index (final[fin_b]):
         # a mask index sizes its result from the data, which reads the device on the host (a sync)
         pert = torch.where((torch.isfinite(final) | ~fin_b).all(), pert, torch.full_like(pert, math.inf))
+        if x.is_cuda:
+            self._dev_streams.add(torch.cuda.current_stream(x.device))
         with self._lock:
             m = self._metrics
             m.add("errors_injected", cls, len(idx))
@@ -1263,14 +1465,25 @@ class ReplayProcessGroup(dist.ProcessGroup):
             t.detach().copy_(buf)
 
     def _wait(self, work, what: str, t: torch.Tensor | None = None) -> None:
-        """Wait for an inner Work, at most the group timeout; raise if it failed or timed out.
-        Called inside the op being issued: its collective index is this thread's ``tl.coll``."""
-        if work is None:
+        """Wait for an inner Work as its backend requires; raise if it failed or timed out.
+        Called inside the op being issued: its collective index is this thread's ``tl.coll``.
+
+        A stream-ordered inner (NCCL): ``wait()`` without a timeout (the current stream waits; a
+        timeout would poll on the host until the GPU finishes) and no store look-up: completion says
+        nothing about the peers, and a look-up per op would be a store round trip per op. A peer's
+        lost frame is looked up when an inner op fails (:meth:`_inner_failed`) or at
+        :meth:`check_failures`. gloo: bounded by the group timeout, polling the store while
+        blocked, and one look-up at completion (every peer has issued the op by then)."""
+        if work is None:  # an inner that ran the op in stream order and returned no Work (asyncOp=False)
             return
         at = getattr(self._tl, "coll", None)
-        if t is not None and self._nccl is not None and self._inner_for(t) is self._nccl:
-            work.wait()  # NCCL: the current stream waits for the op's stream; the host does not block
-            self._check_peer(what, at)
+        inner = self._inner_for(t) if t is not None else self._gloo
+        if self._ordered(inner):
+            try:
+                work.wait()
+            except Exception:
+                self._inner_failed(what, at)
+                raise
             return
         try:
             fut = work.get_future()
@@ -1282,6 +1495,44 @@ class ReplayProcessGroup(dist.ProcessGroup):
             raise TimeoutError(f"{BACKEND_NAME}: {what} did not complete within {self._timeout_s:g} s")
         self._check_peer(what, at)
 
+    def _inner_failed(self, what: str, at: int | None) -> None:
+        """An inner op failed (a peer stopped, a timeout): if the store holds a peer's lost frame that
+        fails this op, raise that :class:`LinkFailure` instead (one look-up, on the failure path only)."""
+        try:
+            self._peer_poll(what, at)
+        except LinkFailure:
+            raise
+        except Exception:  # noqa: BLE001 - the inner failure is the error to report
+            return
+
+    def check_failures(self) -> None:
+        """Raise :class:`LinkFailure` if this or another rank of the group lost a frame (one store look-up).
+
+        On a stream-ordered inner (NCCL) an op's completion says nothing about the peers, so a peer's
+        loss is not looked up per op; call this where the ranks agree to look (``phy802 train`` does
+        at the end of each step), or let a later op that cannot complete fail."""
+        if self._failed is not None:
+            raise self._refuse("check_failures")
+        self._peer_poll("check_failures", self._colls)
+
+    def _finish(self, work, what: str, ref: torch.Tensor | None, receive, result: Any) -> dist.Work:
+        """Carry an issued op to its receive side: wait for the inner Work (:meth:`_wait`), run
+        ``receive`` (flips, guard, unstaging), return a done Work holding ``result``.
+
+        The one path of every op from issue to receive. Inside a coalescing block on a stream-ordered
+        inner the outputs land only when the block ends, so ``receive`` runs in :meth:`_end_coalescing`
+        (applied earlier, the flips would be overwritten, or, on an in-place all-reduce, be summed in
+        as part of this rank's input)."""
+        inner = self._inner_for(ref) if ref is not None else self._gloo
+        if self._coalescing_inner is not None and inner is self._coalescing_inner:
+            if receive is not None:
+                self._coalesced.append((what, receive))
+            return self._done(result)
+        self._wait(work, what, ref)
+        if receive is not None:
+            receive()
+        return self._done(result)
+
     def _done(self, result: Any) -> dist.Work:
         return _done_work(result, self._timeout_s)
 
@@ -1289,7 +1540,7 @@ class ReplayProcessGroup(dist.ProcessGroup):
     @_op
     def allreduce(self, tensors, opts=None):
         self._flush_p2p()
-        opts = opts if opts is not None else dist.AllreduceOptions()
+        opts = _async_opts(opts, dist.AllreduceOptions)
         if len(tensors) != 1:
             raise UnsupportedOperation(f"{BACKEND_NAME}: allreduce of {len(tensors)} tensors per rank is not supported")
         t = tensors[0]
@@ -1301,10 +1552,18 @@ class ReplayProcessGroup(dist.ProcessGroup):
             return self._done(tensors)
         pending = self._reserve("allreduce", cls, buf, (self._rank + 1) % self._size)
         inner = self._inner_for(buf)
-        # not over NCCL (or its stand-in): its future completes at issue, before the sum exists; not
-        # on the device path either (force_device_path on CPU included): reading element 0 is a host sync
-        in_band = (inner is not self._nccl and not self.force_device_path
-                   and self._signals_in_band(buf, opts.reduceOp))
+        if self._ordered(inner):  # NCCL's contract: nothing in a completion callback (module docstring)
+            work = inner.allreduce([buf], opts)
+            if pending is None and buf is t and work is not None and self._coalescing_inner is None:
+                return work  # the inner Work as any backend returns it (a group in error still fails it: _op)
+
+            def receive() -> None:
+                self._receive(pending, cls, self._flat(buf))
+                self._unstage(t, buf)
+
+            return self._finish(work, "allreduce", buf, receive, tensors)
+        # gloo: its future completes when the sum has landed on every rank
+        in_band = not self.force_device_path and self._signals_in_band(buf, opts.reduceOp)
         # a CPU fp32/fp64 result is read through one numpy view (element 0, then the flips)
         host = in_band and buf.dtype in _WORD
         if in_band and (self._failed is not None or self._tl.loss is not None):
@@ -1317,10 +1576,9 @@ class ReplayProcessGroup(dist.ProcessGroup):
         at = self._tl.coll
         poll = lambda w: self._peer_poll(w, at)  # noqa: E731
         if pending is None and buf is t:
-            # NCCL's Work: wait() makes the current stream wait. An error-free group (every link of
-            # every rank: one config, as _shadow assumes) loses no frame, so nothing is looked up at
-            # completion: the inner Work as any backend returns it (a group in error still fails it: _op)
-            if self._error_free or (not in_band and t.device.type == "cuda"):
+            # an error-free group (every link of every rank: one config, as _shadow assumes) loses no
+            # frame, so nothing is looked up at completion
+            if self._error_free:
                 return work
 
             def done(fut):
@@ -1372,7 +1630,7 @@ class ReplayProcessGroup(dist.ProcessGroup):
         # pair is one coalesced group (batched p2p), so paired send/recv cannot deadlock
         down, up = (self._rank - 1) % self._size, (self._rank + 1) % self._size
         inner = self._inner_for(recv_t if recv_t.numel() else send_t)
-        if getattr(inner, "supports_coalescing", False) and inner is not self._gloo:
+        if getattr(inner, "supports_coalescing", False) and self._ordered(inner):
             # c10d::Backend::startCoalescing / endCoalescing take no device (torch 2.13's binding
             # ``Backend._start_coalescing(self) -> None``; the device argument belongs to
             # ``ProcessGroup._start_coalescing(device)``, which looks a backend up by device)
@@ -1440,7 +1698,7 @@ class ReplayProcessGroup(dist.ProcessGroup):
     @_op
     def broadcast(self, tensors, opts=None):
         self._flush_p2p()
-        opts = opts if opts is not None else dist.BroadcastOptions()
+        opts = _async_opts(opts, dist.BroadcastOptions)
         root = int(opts.rootRank)
         bufs = [self._stage(t) for t in tensors]
         pend = [(b, self._classify("params", t)) for t, b in zip(tensors, bufs)]
@@ -1450,20 +1708,23 @@ class ReplayProcessGroup(dist.ProcessGroup):
                 for d in range(self._size):
                     self._shadow("broadcast", b, d)
         work = self._inner_for(bufs[0]).broadcast(bufs, opts)
-        if self._rank == root and all(b is t for b, t in zip(bufs, tensors)):
+        if (self._rank == root and all(b is t for b, t in zip(bufs, tensors)) and work is not None
+                and self._coalescing_inner is None):
             return work
-        self._wait(work, "broadcast", bufs[0])
-        for t, (b, c, p) in zip(tensors, pend):
-            if self._rank != root:
-                self._receive(p, c, self._flat(b))
-            self._unstage(t, b)
-        return self._done(tensors)
+
+        def receive() -> None:
+            for t, (b, c, p) in zip(tensors, pend):
+                if self._rank != root:
+                    self._receive(p, c, self._flat(b))
+                self._unstage(t, b)
+
+        return self._finish(work, "broadcast", bufs[0], receive, tensors)
 
     # ------------------------------------------------------------------ allgather
     @_op
     def allgather(self, output_tensors, input_tensors, opts=None):
         self._flush_p2p()
-        opts = opts if opts is not None else _c10d.AllgatherOptions()
+        opts = _async_opts(opts, _c10d.AllgatherOptions)
         if len(input_tensors) != 1 or len(output_tensors) != 1:
             raise UnsupportedOperation(f"{BACKEND_NAME}: allgather of several tensors per rank is not supported")
         outs = output_tensors[0]
@@ -1476,17 +1737,19 @@ class ReplayProcessGroup(dist.ProcessGroup):
             c = self._classify("params", o)
             pend.append((b, c, self._reserve("allgather", c, b, j)))
         work = self._inner_for(inp).allgather([bufs], [inp], opts)
-        self._wait(work, "allgather", inp)
-        for j, (o, (b, c, p)) in enumerate(zip(outs, pend)):
-            if j != self._rank:  # this rank's own chunk did not cross a link
-                self._receive(p, c, self._flat(b))
-            self._unstage(o, b)
-        return self._done(output_tensors)
+
+        def receive() -> None:
+            for j, (o, (b, c, p)) in enumerate(zip(outs, pend)):
+                if j != self._rank:  # this rank's own chunk did not cross a link
+                    self._receive(p, c, self._flat(b))
+                self._unstage(o, b)
+
+        return self._finish(work, "allgather", inp, receive, output_tensors)
 
     @_op
     def all_gather_single(self, output, input, opts=None):  # noqa: A002 - torch's name
         self._flush_p2p()
-        opts = opts if opts is not None else _c10d.AllgatherOptions()
+        opts = _async_opts(opts, _c10d.AllgatherOptions)
         n = self._size
         if output.numel() != n * input.numel():
             raise ValueError(f"{BACKEND_NAME}: all_gather_single output has {output.numel()} elements, "
@@ -1505,12 +1768,14 @@ class ReplayProcessGroup(dist.ProcessGroup):
             return self._done([output])
         pend = [self._reserve("all_gather_single", cls, flat[a:b], j) for j, (a, b) in enumerate(chunks)]
         work = self._inner_for(obuf)._allgather_base(obuf, self._stage(input), opts)
-        self._wait(work, "all_gather_single", obuf)
-        for j, (a, b) in enumerate(chunks):
-            if j != self._rank:
-                self._receive(pend[j], cls, flat[a:b], elem_base=a)
-        self._unstage(output, obuf)
-        return self._done([output])
+
+        def receive() -> None:
+            for j, (a, b) in enumerate(chunks):
+                if j != self._rank:
+                    self._receive(pend[j], cls, flat[a:b], elem_base=a)
+            self._unstage(output, obuf)
+
+        return self._finish(work, "all_gather_single", obuf, receive, [output])
 
     _allgather_base = all_gather_single
 
@@ -1518,7 +1783,7 @@ class ReplayProcessGroup(dist.ProcessGroup):
     @_op
     def reduce_scatter(self, output_tensors, input_tensors, opts=None):
         self._flush_p2p()
-        opts = opts if opts is not None else dist.ReduceScatterOptions()
+        opts = _async_opts(opts, dist.ReduceScatterOptions)
         if len(output_tensors) != 1:
             raise UnsupportedOperation(f"{BACKEND_NAME}: reduce_scatter of several tensors per rank is not supported")
         t = output_tensors[0]
@@ -1527,15 +1792,17 @@ class ReplayProcessGroup(dist.ProcessGroup):
         cls = self._classify("gradients", t)
         pending = self._reserve("reduce_scatter", cls, buf, (self._rank + 1) % self._size)
         work = self._inner_for(buf).reduce_scatter([buf], ins, opts)
-        self._wait(work, "reduce_scatter", buf)
-        self._receive(pending, cls, self._flat(buf))
-        self._unstage(t, buf)
-        return self._done(output_tensors)
+
+        def receive() -> None:
+            self._receive(pending, cls, self._flat(buf))
+            self._unstage(t, buf)
+
+        return self._finish(work, "reduce_scatter", buf, receive, output_tensors)
 
     @_op
     def reduce_scatter_single(self, output, input, opts=None):  # noqa: A002 - torch's name
         self._flush_p2p()
-        opts = opts if opts is not None else dist.ReduceScatterOptions()
+        opts = _async_opts(opts, dist.ReduceScatterOptions)
         n = self._size
         if input.numel() != n * output.numel():
             raise ValueError(f"{BACKEND_NAME}: reduce_scatter_single input has {input.numel()} elements, "
@@ -1556,10 +1823,12 @@ class ReplayProcessGroup(dist.ProcessGroup):
             return self._done([output])
         pending = self._reserve("reduce_scatter_single", cls, obuf, (self._rank + 1) % n)
         work = self._inner_for(obuf)._reduce_scatter_base(obuf, self._stage(input), opts)
-        self._wait(work, "reduce_scatter_single", obuf)
-        self._receive(pending, cls, self._flat(obuf))
-        self._unstage(output, obuf)
-        return self._done([output])
+
+        def receive() -> None:
+            self._receive(pending, cls, self._flat(obuf))
+            self._unstage(output, obuf)
+
+        return self._finish(work, "reduce_scatter_single", obuf, receive, [output])
 
     _reduce_scatter_base = reduce_scatter_single
 
@@ -1567,24 +1836,26 @@ class ReplayProcessGroup(dist.ProcessGroup):
     @_op
     def alltoall(self, output_tensors, input_tensors, opts=None):
         self._flush_p2p()
-        opts = opts if opts is not None else dist.AllToAllOptions()
+        opts = _async_opts(opts, dist.AllToAllOptions)
         bufs = [self._stage(o) for o in output_tensors]
         pend = []
         for j, (o, b) in enumerate(zip(output_tensors, bufs)):
             c = self._classify("activations", o)
             pend.append((b, c, self._reserve("alltoall", c, b, j)))
         work = self._inner_for(bufs[0]).alltoall(bufs, [self._stage(x) for x in input_tensors], opts)
-        self._wait(work, "alltoall", bufs[0])
-        for j, (o, (b, c, p)) in enumerate(zip(output_tensors, pend)):
-            if j != self._rank:
-                self._receive(p, c, self._flat(b))
-            self._unstage(o, b)
-        return self._done(output_tensors)
+
+        def receive() -> None:
+            for j, (o, (b, c, p)) in enumerate(zip(output_tensors, pend)):
+                if j != self._rank:
+                    self._receive(p, c, self._flat(b))
+                self._unstage(o, b)
+
+        return self._finish(work, "alltoall", bufs[0], receive, output_tensors)
 
     @_op
     def all_to_all_single(self, output, input, output_split_sizes, input_split_sizes, opts=None):  # noqa: A002
         self._flush_p2p()
-        opts = opts if opts is not None else dist.AllToAllOptions()
+        opts = _async_opts(opts, dist.AllToAllOptions)
         n = self._size
         obuf = self._stage(output)
         flat = self._flat(obuf)
@@ -1599,12 +1870,14 @@ class ReplayProcessGroup(dist.ProcessGroup):
             s = e
         pend = [self._reserve("all_to_all_single", cls, flat[a:b], j) for j, (a, b) in enumerate(ranges)]
         work = self._inner_for(obuf).alltoall_base(obuf, self._stage(input), output_split_sizes, input_split_sizes, opts)
-        self._wait(work, "all_to_all_single", obuf)
-        for j, (a, b) in enumerate(ranges):
-            if j != self._rank and b > a:
-                self._receive(pend[j], cls, flat[a:b], elem_base=a)
-        self._unstage(output, obuf)
-        return self._done([output])
+
+        def receive() -> None:
+            for j, (a, b) in enumerate(ranges):
+                if j != self._rank and b > a:
+                    self._receive(pend[j], cls, flat[a:b], elem_base=a)
+            self._unstage(output, obuf)
+
+        return self._finish(work, "all_to_all_single", obuf, receive, [output])
 
     alltoall_base = all_to_all_single
 
@@ -1612,9 +1885,8 @@ class ReplayProcessGroup(dist.ProcessGroup):
     @_op
     def barrier(self, opts=None):
         self._flush_p2p()
-        work = self._gloo.barrier(opts) if opts is not None else self._gloo.barrier()
-        self._wait(work, "barrier")
-        return self._done([])
+        work = self._gloo.barrier(_async_opts(opts, dist.BarrierOptions))
+        return self._finish(work, "barrier", None, None, [])
 
     def _queue_p2p(self, t: torch.Tensor) -> bool:
         # issue 23: an isend/irecv is issued when it is called ("auto"); a deferred send left a
@@ -1631,7 +1903,7 @@ class ReplayProcessGroup(dist.ProcessGroup):
             if not queue:
                 return
             inner = queue[0][1]
-            coalesce = getattr(inner, "supports_coalescing", False) and inner is not self._gloo
+            coalesce = getattr(inner, "supports_coalescing", False) and self._ordered(inner)
             if coalesce:
                 inner._start_coalescing()  # Backend binding: no device argument (see _ring_hop)
             works = []
@@ -1649,8 +1921,17 @@ class ReplayProcessGroup(dist.ProcessGroup):
                     holder.append(w)
 
     def _p2p(self, kind: str, tensors, peer: int, tag: int, finish) -> dist.Work:
-        inner = self._inner_for(tensors[0])
         what = f"{kind} {'to' if kind == 'send' else 'from'} rank {peer}"
+        queued = self._queue_p2p(tensors[0])
+        # queued ops go out as one coalesced group on the main inner; one op alone on its direction's
+        inner = self._inner_for(tensors[0]) if queued else self._p2p_inner(tensors[0], peer, kind)
+        if self._ordered(inner) and not queued:
+            # NCCL's contract: no store look-up per op (completion says nothing about the peer), the
+            # inner Work waited on without a timeout (the stream waits); the receive side after it
+            self._flush_p2p()
+            w = inner.send(tensors, peer, tag) if kind == "send" else inner.recv(tensors, peer, tag)
+            return _DeferredWork(w, finish, self._timeout_s, tensors, what, ordered=True,
+                                 on_error=lambda: self._inner_failed(what, None))
         try:  # a send may complete before its receiver failed: look for a failure at issue too
             self._check_peer(what)
         except LinkFailure:
@@ -1665,21 +1946,22 @@ class ReplayProcessGroup(dist.ProcessGroup):
         def poll(what: str) -> None:
             self._p2p_poll(what, peer)
 
-        if not self._queue_p2p(tensors[0]):
+        if not queued:
             self._flush_p2p()
             w = inner.send(tensors, peer, tag) if kind == "send" else inner.recv(tensors, peer, tag)
             return _DeferredWork(w, finish, self._timeout_s, tensors, what, poll=poll)
         holder: list = []
         with self._p2p_lock:
             self._p2p_queue.append((kind, inner, tensors, peer, tag, holder))
+        ordered = self._ordered(inner)
         return _DeferredWork(lambda: holder[0], finish, self._timeout_s, tensors, what, before=self._flush_p2p,
-                             poll=poll)
+                             poll=None if ordered else poll, ordered=ordered)
 
     def _host_staged(self, t: torch.Tensor, inner) -> bool:
         """Whether a send/recv of ``t`` over ``inner`` goes through a host copy: a CUDA tensor bound
         for gloo (ranks sharing one GPU), since gloo's send/recv read host pointers (its collectives
         take CUDA tensors, its send/recv do not). Not yet run on a GPU; tests force it on CPU."""
-        return inner is self._gloo and t.device.type == "cuda"
+        return t.device.type == "cuda" and self._names.get(id(inner)) == "gloo"
 
     def _stage_p2p(self, t: torch.Tensor) -> torch.Tensor:
         """:meth:`_stage`, through a host copy where :meth:`_host_staged` says so."""
@@ -1721,7 +2003,7 @@ class ReplayProcessGroup(dist.ProcessGroup):
     def reduce(self, tensors, opts=None):
         """Endpoint reduce: the root's result is corrupted over link ``root + 1 -> root`` (as allreduce)."""
         self._flush_p2p()
-        opts = opts if opts is not None else _c10d.ReduceOptions()
+        opts = _async_opts(opts, _c10d.ReduceOptions)
         if len(tensors) != 1:
             raise UnsupportedOperation(f"{BACKEND_NAME}: reduce of several tensors per rank is not supported")
         t, root, n = tensors[0], int(opts.rootRank), self._size
@@ -1731,17 +2013,19 @@ class ReplayProcessGroup(dist.ProcessGroup):
         if self._rank == (root + 1) % n:
             self._shadow("reduce", buf, root)
         work = self._inner_for(buf).reduce([buf], opts)
-        self._wait(work, "reduce", buf)
-        if self._rank == root:
-            self._receive(pending, cls, self._flat(buf))
-        self._unstage(t, buf)
-        return self._done(tensors)
+
+        def receive() -> None:
+            if self._rank == root:
+                self._receive(pending, cls, self._flat(buf))
+            self._unstage(t, buf)
+
+        return self._finish(work, "reduce", buf, receive, tensors)
 
     @_op
     def gather(self, output_tensors, input_tensors, opts=None):
         """Endpoint gather: the root's chunk ``j`` is corrupted over link ``j -> root``."""
         self._flush_p2p()
-        opts = opts if opts is not None else _c10d.GatherOptions()
+        opts = _async_opts(opts, _c10d.GatherOptions)
         root = int(opts.rootRank)
         inp = self._stage(input_tensors[0])
         outs = output_tensors[0] if output_tensors else []
@@ -1751,18 +2035,20 @@ class ReplayProcessGroup(dist.ProcessGroup):
         if self._rank != root:
             self._shadow("gather", inp, root)
         work = self._inner_for(inp).gather([bufs] if output_tensors else [], [inp], opts)
-        self._wait(work, "gather", inp)
-        for j, (o, (b, c, p)) in enumerate(zip(outs, pend)):
-            if j != self._rank:
-                self._receive(p, c, self._flat(b))
-            self._unstage(o, b)
-        return self._done(output_tensors)
+
+        def receive() -> None:
+            for j, (o, (b, c, p)) in enumerate(zip(outs, pend)):
+                if j != self._rank:
+                    self._receive(p, c, self._flat(b))
+                self._unstage(o, b)
+
+        return self._finish(work, "gather", inp, receive, output_tensors)
 
     @_op
     def scatter(self, output_tensors, input_tensors, opts=None):
         """Endpoint scatter: what a rank receives is corrupted over link ``root -> rank``."""
         self._flush_p2p()
-        opts = opts if opts is not None else _c10d.ScatterOptions()
+        opts = _async_opts(opts, _c10d.ScatterOptions)
         root = int(opts.rootRank)
         t = output_tensors[0]
         buf = self._stage(t)
@@ -1773,11 +2059,13 @@ class ReplayProcessGroup(dist.ProcessGroup):
             for d, x in enumerate(ins):
                 self._shadow("scatter", x, d)
         work = self._inner_for(buf).scatter([buf], [ins] if input_tensors else [], opts)
-        self._wait(work, "scatter", buf)
-        if self._rank != root:
-            self._receive(pending, cls, self._flat(buf))
-        self._unstage(t, buf)
-        return self._done(output_tensors)
+
+        def receive() -> None:
+            if self._rank != root:
+                self._receive(pending, cls, self._flat(buf))
+            self._unstage(t, buf)
+
+        return self._finish(work, "scatter", buf, receive, output_tensors)
 
     def recv_anysource(self, *a, **k):
         self._unsupported("recv_anysource")
@@ -1817,3 +2105,6 @@ class ReplayProcessGroup(dist.ProcessGroup):
 
 
 instrument(ReplayProcessGroup)  # record each op in self.commlog (integration/commlog.py)
+# registered for CPU at import, so that a group made before register() says what to do
+# (NOT_REGISTERED_HINT) instead of torch's "Unknown backend type phy802"
+_register_devices(["cpu"])

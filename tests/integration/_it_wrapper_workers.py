@@ -346,11 +346,12 @@ def backend_hooks_worker(rank: int, n: int, store: str, out_dir: str) -> None:
     out["hook_ber0_equal"] = bool(torch.equal(plain, hooked0))
     out["hook_noisy_flips"] = hg.metrics.total("errors_injected")
     out["hook_noisy_differs"] = bool(not torch.equal(plain, noisy))
-    os.environ["PHY802_FAKE_NCCL"] = "1"
+    from _nccl_standin import register_standin
+
+    register(ReplayConfig(inner_backends={"cpu": register_standin()}))
     gf = dist.new_group(backend="phy802")
     gf.shutdown()
-    out["shutdown_reached"] = "shutdown" in gf._nccl.calls
-    del os.environ["PHY802_FAKE_NCCL"]
+    out["shutdown_reached"] = "_shutdown" in gf._inner_by_dev["cpu"].calls
     _dump(out_dir, rank, out)
     dist.barrier()
     dist.destroy_process_group()
