@@ -414,3 +414,44 @@ def fsdp_hooks_worker(rank: int, n: int, store: str, out_dir: str) -> None:
     _dump(out_dir, rank, out)
     dist.barrier()
     dist.destroy_process_group()
+
+
+@_dumps_crash
+def pipeline_schedule_worker(rank: int, n: int, store: str, inner: str, out_dir: str) -> None:
+    """GPipe and 1F1B (torch.distributed.pipelining) over the wrapper whose CPU inner is ``inner``:
+    the gradients each stage ends with, and what the NCCL stand-in saw (deadlocks, host syncs)."""
+    torch.set_num_threads(1)
+    from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe
+
+    from _nccl_standin import NcclStandIn, register_standin
+    from integration.process_group import register
+    from integration.replay import ReplayConfig
+    from integration.sources import SourceConfig
+
+    dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=n,
+                            timeout=timedelta(seconds=30))
+    register_standin()
+    out: dict = {}
+    for name, sched_cls in (("gpipe", ScheduleGPipe), ("1f1b", Schedule1F1B)):
+        register(ReplayConfig(source=SourceConfig(ber=1e-4, seed=3, kind="independent", fec="bypass"),
+                              inner_backends={"cpu": inner}, summary=False))
+        g = dist.new_group(backend="phy802", timeout=timedelta(seconds=8))
+        torch.manual_seed(0)
+        full = torch.nn.Sequential(torch.nn.Linear(256, 256), torch.nn.Tanh(), torch.nn.Linear(256, 256),
+                                   torch.nn.Tanh())
+        mod = full[2 * rank:2 * rank + 2]
+        x = torch.randn(8, 256, generator=torch.Generator().manual_seed(1))
+        stage = PipelineStage(mod, rank, n, torch.device("cpu"), group=g)
+        sched = sched_cls(stage, n_microbatches=4, loss_fn=lambda y, t: (y - t).square().mean())
+        if rank == 0:
+            sched.step(x)
+        else:
+            sched.step(target=torch.zeros(8, 256), losses=[])
+        sts = [b for b in g._inners() if isinstance(b, NcclStandIn)]
+        out[name] = {"grads": [p.grad.view(torch.int32).sum().item() for p in mod.parameters()],
+                     "flips": g.metrics.total("errors_injected"),
+                     "deadlocks": [d for b in sts for d in b.deadlocks],
+                     "host_syncs": [h for b in sts for h in b.host_syncs], "standins": len(sts)}
+    _dump(out_dir, rank, out)
+    dist.barrier()
+    dist.destroy_process_group()
