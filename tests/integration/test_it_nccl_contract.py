@@ -487,3 +487,16 @@ def test_gpipe_and_1f1b_schedules_over_the_nccl_path_neither_deadlock_nor_sync_t
             assert g[sched]["standins"] == 3 and g[sched]["deadlocks"] == [] and g[sched]["host_syncs"] == []
             assert g[sched]["grads"] == r[sched]["grads"] and g[sched]["flips"] == r[sched]["flips"]
     assert sum(x[s]["flips"] for x in got for s in ("gpipe", "1f1b")) > 0
+
+
+def test_comm_log_is_a_config_field_and_the_legacy_variable_still_works(monkeypatch):
+    from integration.commlog import ENV_VAR, log_path
+
+    monkeypatch.delenv(ENV_VAR, raising=False)
+    assert log_path(ReplayConfig()) is None
+    assert log_path(ReplayConfig(comm_log="comm.jsonl")) == "comm.jsonl"
+    monkeypatch.setenv(ENV_VAR, "legacy.jsonl")
+    assert log_path(ReplayConfig()) == "legacy.jsonl"
+    assert log_path(ReplayConfig(comm_log="comm.jsonl")) == "comm.jsonl"
+    with pytest.raises(ValueError, match="ReplayConfig.comm_log must be a file path or None, got 3"):
+        ReplayConfig(comm_log=3)
