@@ -171,7 +171,7 @@ def _classify(group, op: str, default: str | None, ts: list, peer) -> str:
 def instrument(group_cls: type) -> type:
     """Wrap ``group_cls``'s op methods so that each call is recorded in ``self.commlog`` first."""
     for name, (op, default, extract) in _spec().items():
-        orig = group_cls.__dict__.get(name)
+        orig = getattr(group_cls, name, None)  # inherited too (send/recv come from integration.p2p)
         if orig is None or getattr(orig, "_phy802_commlog", False):
             continue
 
