@@ -188,31 +188,26 @@ class _DeferredWork(dist.Work):
         return True
 
     def get_future(self) -> torch.futures.Future:
-        if self._ordered and self._fut is None:
-            # stream order: waiting costs the host nothing on NCCL, so the future is done at once
-            # (holding the exception if the op failed), with the devices of its tensors
-            fut = torch.futures.Future(devices=_cuda_devices(self._result))
-            try:
-                self.wait()
-            except BaseException as exc:  # noqa: BLE001 - handed to the future's waiter
-                fut.set_exception(exc)
-            else:
-                fut.set_result(self._result)
-            self._fut = fut
         with self._lock:
-            if self._fut is None:
-                self._fut = torch.futures.Future()
+            if self._fut is not None:
+                return self._fut
+            # stream order (NCCL): waiting costs the host nothing, so the future is completed at
+            # once, with the devices of its tensors; otherwise a helper thread waits and completes it
+            self._fut = torch.futures.Future(devices=_cuda_devices(self._result)) if self._ordered else \
+                torch.futures.Future()
+        if self._ordered:
+            self._complete(self._fut)
+        else:
+            threading.Thread(target=self._complete, args=(self._fut,), daemon=True, name="phy802-work").start()
+        return self._fut
 
-                def run(fut=self._fut):
-                    try:
-                        self.wait()
-                    except BaseException as exc:  # noqa: BLE001 - handed to the future's waiter
-                        fut.set_exception(exc)
-                    else:
-                        fut.set_result(self._result)
-
-                threading.Thread(target=run, daemon=True, name="phy802-work").start()
-            return self._fut
+    def _complete(self, fut: torch.futures.Future) -> None:
+        try:
+            self.wait()
+        except BaseException as exc:  # noqa: BLE001 - handed to the future's waiter
+            fut.set_exception(exc)
+        else:
+            fut.set_result(self._result)
 
     def is_completed(self) -> bool:
         return self._done or self._error is not None

@@ -288,74 +288,59 @@ class NcclStandIn:
             raise StandInLimit("nccl stand-in: no float8 reduction (gloo underneath has no float8 type)")
 
     # ------------------------------------------------------------------ collectives
+    def _one(self, name: str, args: tuple, kwargs: dict, kind, reduces: bool = False):
+        """An op on one list of tensors: ``(tensors[, opts])`` (float8 moved as bytes unless it reduces)."""
+        self._check(name, args, kwargs)
+        tensors, opts = args[0], (args[1] if len(args) > 1 else kwargs.get("opts", kind()))
+        view = self._view(opts, tensors, reduces)
+        fn = getattr(self._gloo, name)
+        return self._issue(name, self._gloo_run(lambda: fn(view(tensors), opts)), tensors, opts)
+
+    def _two(self, name: str, args: tuple, kwargs: dict, kind, reduces: bool = False):
+        """An op ``(outputs, inputs[, opts])`` (float8 moved as bytes unless it reduces)."""
+        self._check(name, args, kwargs)
+        outs, ins = args[0], args[1]
+        opts = args[2] if len(args) > 2 else kwargs.get("opts", kind())
+        view = self._view(opts, outs, reduces)
+        fn = getattr(self._gloo, name)
+        result = outs if isinstance(outs, list) else [outs]
+        return self._issue(name, self._gloo_run(lambda: fn(view(outs), view(ins), opts)), result, opts)
+
+    def _view(self, opts, tensors, reduces: bool):
+        if reduces:
+            self._check_reduce(opts.reduceOp, tensors)
+            return lambda x: x
+        return _bytes_view
+
     def allreduce(self, *args, **kwargs):
-        self._check("allreduce", args, kwargs)
-        tensors, opts = args[0], (args[1] if len(args) > 1 else kwargs.get("opts", _C.AllreduceOptions()))
-        self._check_reduce(opts.reduceOp, tensors)
-        return self._issue("allreduce", self._gloo_run(lambda: self._gloo.allreduce(tensors, opts)), tensors, opts)
+        return self._one("allreduce", args, kwargs, _C.AllreduceOptions, reduces=True)
 
     def broadcast(self, *args, **kwargs):
-        self._check("broadcast", args, kwargs)
-        tensors, opts = args[0], (args[1] if len(args) > 1 else kwargs.get("opts", _C.BroadcastOptions()))
-        return self._issue("broadcast", self._gloo_run(lambda: self._gloo.broadcast(_bytes_view(tensors), opts)),
-                           tensors, opts)
-
-    def allgather(self, *args, **kwargs):
-        self._check("allgather", args, kwargs)
-        outs, ins = args[0], args[1]
-        opts = args[2] if len(args) > 2 else kwargs.get("opts", _C.AllgatherOptions())
-        return self._issue("allgather", self._gloo_run(
-            lambda: self._gloo.allgather(_bytes_view(outs), _bytes_view(ins), opts)), outs, opts)
-
-    def _allgather_base(self, *args, **kwargs):
-        self._check("_allgather_base", args, kwargs)
-        out, inp = args[0], args[1]
-        opts = args[2] if len(args) > 2 else kwargs.get("opts", _C.AllgatherOptions())
-        return self._issue("_allgather_base", self._gloo_run(
-            lambda: self._gloo._allgather_base(_bytes_view(out), _bytes_view(inp), opts)), [out], opts)
-
-    def reduce_scatter(self, *args, **kwargs):
-        self._check("reduce_scatter", args, kwargs)
-        outs, ins = args[0], args[1]
-        opts = args[2] if len(args) > 2 else kwargs.get("opts", _C.ReduceScatterOptions())
-        self._check_reduce(opts.reduceOp, outs)
-        return self._issue("reduce_scatter", self._gloo_run(lambda: self._gloo.reduce_scatter(outs, ins, opts)),
-                           outs, opts)
-
-    def _reduce_scatter_base(self, *args, **kwargs):
-        self._check("_reduce_scatter_base", args, kwargs)
-        out, inp = args[0], args[1]
-        opts = args[2] if len(args) > 2 else kwargs.get("opts", _C.ReduceScatterOptions())
-        self._check_reduce(opts.reduceOp, [out])
-        return self._issue("_reduce_scatter_base", self._gloo_run(
-            lambda: self._gloo._reduce_scatter_base(out, inp, opts)), [out], opts)
+        return self._one("broadcast", args, kwargs, _C.BroadcastOptions)
 
     def reduce(self, *args, **kwargs):
-        self._check("reduce", args, kwargs)
-        tensors, opts = args[0], (args[1] if len(args) > 1 else kwargs.get("opts", _C.ReduceOptions()))
-        self._check_reduce(opts.reduceOp, tensors)
-        return self._issue("reduce", self._gloo_run(lambda: self._gloo.reduce(tensors, opts)), tensors, opts)
+        return self._one("reduce", args, kwargs, _C.ReduceOptions, reduces=True)
+
+    def allgather(self, *args, **kwargs):
+        return self._two("allgather", args, kwargs, _C.AllgatherOptions)
+
+    def _allgather_base(self, *args, **kwargs):
+        return self._two("_allgather_base", args, kwargs, _C.AllgatherOptions)
+
+    def reduce_scatter(self, *args, **kwargs):
+        return self._two("reduce_scatter", args, kwargs, _C.ReduceScatterOptions, reduces=True)
+
+    def _reduce_scatter_base(self, *args, **kwargs):
+        return self._two("_reduce_scatter_base", args, kwargs, _C.ReduceScatterOptions, reduces=True)
 
     def gather(self, *args, **kwargs):
-        self._check("gather", args, kwargs)
-        outs, ins = args[0], args[1]
-        opts = args[2] if len(args) > 2 else kwargs.get("opts", _C.GatherOptions())
-        return self._issue("gather", self._gloo_run(
-            lambda: self._gloo.gather(_bytes_view(outs), _bytes_view(ins), opts)), outs, opts)
+        return self._two("gather", args, kwargs, _C.GatherOptions)
 
     def scatter(self, *args, **kwargs):
-        self._check("scatter", args, kwargs)
-        outs, ins = args[0], args[1]
-        opts = args[2] if len(args) > 2 else kwargs.get("opts", _C.ScatterOptions())
-        return self._issue("scatter", self._gloo_run(
-            lambda: self._gloo.scatter(_bytes_view(outs), _bytes_view(ins), opts)), outs, opts)
+        return self._two("scatter", args, kwargs, _C.ScatterOptions)
 
     def alltoall(self, *args, **kwargs):
-        self._check("alltoall", args, kwargs)
-        outs, ins = args[0], args[1]
-        opts = args[2] if len(args) > 2 else kwargs.get("opts", _C.AllToAllOptions())
-        return self._issue("alltoall", self._gloo_run(
-            lambda: self._gloo.alltoall(_bytes_view(outs), _bytes_view(ins), opts)), outs, opts)
+        return self._two("alltoall", args, kwargs, _C.AllToAllOptions)
 
     def alltoall_base(self, *args, **kwargs):
         self._check("alltoall_base", args, kwargs)
