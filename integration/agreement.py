@@ -192,13 +192,13 @@ class FailureAgreement:
         earlier DDP bucket) is not in error: the store decides it, as on the other ranks."""
         return self._failed is not None and (at is None or self._failed_at is None or at >= self._failed_at)
 
-    def _peer_loss(self, at: int | None) -> str | None:
+    def _peer_loss(self, at: int | None) -> tuple[int | None, str] | None:
         """Another rank's lost frame that fails the op with collective index ``at`` (None: a send/recv,
-        any loss of the group): its message, else None. Called once the group's key was found, so the
+        any loss of the group): ``(collective index of the loss, or None for a send/recv's; message)``, else None. Called once the group's key was found, so the
         look-ups per rank are paid only after a loss. Every loss at ``at`` or before is there once
         collective ``at`` has completed (each was written before its rank issued ``at``)."""
         if at is None:
-            return self._store.get(_FAILED_KEY).decode(errors="replace")
+            return None, self._store.get(_FAILED_KEY).decode(errors="replace")
         found = None
         for r in range(self._size):
             key = _FAILED_AT_KEY.format(rank=r)
@@ -207,9 +207,9 @@ class FailureAgreement:
             i, _, msg = self._store.get(key).decode(errors="replace").partition(" ")
             if int(i) <= at and (found is None or int(i) < found[0]):
                 found = (int(i), msg)
-        return None if found is None else found[1]
+        return found
 
-    def _peer_poll(self, what: str, at: int | None = None) -> None:
+    def _peer_poll(self, what: str, at: int | None = None, from_loss: bool = False) -> None:
         """While blocked: raise :class:`LinkFailure` if this or another rank of the group lost a frame
         that fails the op with collective index ``at`` (None: a send/recv, any loss)."""
         if not self._in_error(at):
@@ -224,11 +224,14 @@ class FailureAgreement:
             try:
                 if not self._store.check([_FAILED_KEY]):
                     return
-                msg = self._peer_loss(at)
+                found = self._peer_loss(at)
             except Exception:  # noqa: BLE001 - a store gone away: the wait's own timeout decides
                 return
-            if msg is None:
+            if found is None:
                 return  # lost in a later collective: this one completes (the peer issued it first)
+            lost_at, msg = found
+            if from_loss and lost_at is not None:
+                at = lost_at  # found after the fact (check_failures): in error from the collective that lost it
             with self._lock:
                 if self._failed is None:
                     self._failed = LinkFailure(f"{BACKEND_NAME}: rank {self._rank} stopped waiting for {what}: a link "
@@ -307,7 +310,7 @@ class FailureAgreement:
         """An inner op failed (a peer stopped, a timeout): if the store holds a peer's lost frame that
         fails this op, raise that :class:`LinkFailure` instead (one look-up, on the failure path only)."""
         try:
-            self._peer_poll(what, at)
+            self._peer_poll(what, at, from_loss=True)
         except LinkFailure:
             raise
         except Exception:  # noqa: BLE001 - the inner failure is the error to report
@@ -317,11 +320,25 @@ class FailureAgreement:
         """Raise :class:`LinkFailure` if this or another rank of the group lost a frame (one store look-up).
 
         On a stream-ordered inner (NCCL) an op's completion says nothing about the peers, so a peer's
-        loss is not looked up per op; call this where the ranks agree to look (``phy802 train`` does
-        at the end of each step), or let a later op that cannot complete fail."""
+        loss is not looked up per op; call this where the ranks agree to look (e.g. at the end of
+        each step), or let a later op that cannot complete fail. The group is then in error from the
+        first collective at which any rank lost a frame, on every rank (a rank that lost a frame of
+        its own later learns here that a peer lost one earlier)."""
+        try:
+            found = self._peer_loss(self._colls) if self._store.check([_FAILED_KEY]) else None
+        except Exception:  # noqa: BLE001 - a store gone away: nothing to learn from it
+            found = None
+        if found is not None:
+            lost_at, msg = found
+            with self._lock:
+                if self._failed is None:
+                    self._failed = LinkFailure(f"{BACKEND_NAME}: rank {self._rank}: a link of the group failed ({msg})",
+                                               op="check_failures", rank=self._rank)
+                    self._failed_at = lost_at
+                elif lost_at is not None and self._failed_at is not None and lost_at < self._failed_at:
+                    self._failed_at = lost_at
         if self._failed is not None:
             raise self._refuse("check_failures")
-        self._peer_poll("check_failures", self._colls)
 
     @property
     def failed(self) -> LinkFailure | None:
