@@ -418,7 +418,7 @@ def fsdp_hooks_worker(rank: int, n: int, store: str, out_dir: str) -> None:
 
 @_dumps_crash
 def pipeline_schedule_worker(rank: int, n: int, store: str, inner: str, out_dir: str) -> None:
-    """GPipe and 1F1B (torch.distributed.pipelining) over the wrapper whose CPU inner is ``inner``:
+    """GPipe and 1F1B (torch.distributed.pipelining), DDP and FSDP2 over the wrapper whose CPU inner is ``inner``:
     the gradients each stage ends with, and what the NCCL stand-in saw (deadlocks, host syncs)."""
     torch.set_num_threads(1)
     from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe
@@ -449,6 +449,32 @@ def pipeline_schedule_worker(rank: int, n: int, store: str, inner: str, out_dir:
             sched.step(target=torch.zeros(8, 256), losses=[])
         sts = [b for b in g._inners() if isinstance(b, NcclStandIn)]
         out[name] = {"grads": [p.grad.view(torch.int32).sum().item() for p in mod.parameters()],
+                     "flips": g.metrics.total("errors_injected"),
+                     "deadlocks": [d for b in sts for d in b.deadlocks],
+                     "host_syncs": [h for b in sts for h in b.host_syncs], "standins": len(sts)}
+    # DDP and FSDP2 (fully_shard) over the same kind of group
+    from torch.distributed.device_mesh import DeviceMesh
+    from torch.distributed.fsdp import fully_shard
+    from torch.nn.parallel import DistributedDataParallel
+
+    for name in ("ddp", "fsdp"):
+        register(ReplayConfig(source=SourceConfig(ber=1e-4, seed=4, kind="independent", fec="bypass"),
+                              classes=("gradients", "params"), inner_backends={"cpu": inner}, summary=False))
+        g = dist.new_group(backend="phy802", timeout=timedelta(seconds=8))
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(256, 256), torch.nn.Tanh(), torch.nn.Linear(256, 256))
+        if name == "ddp":
+            model = DistributedDataParallel(model, process_group=g)
+        else:
+            mesh = DeviceMesh.from_group(g, device_type="cpu")
+            fully_shard(model[0], mesh=mesh)
+            fully_shard(model, mesh=mesh)
+        for step in range(2):
+            xb = torch.randn(8, 256, generator=torch.Generator().manual_seed(10 * step + rank))
+            model(xb).square().mean().backward()
+        grads = [(p.grad.to_local() if hasattr(p.grad, "to_local") else p.grad) for p in model.parameters()]
+        sts = [b for b in g._inners() if isinstance(b, NcclStandIn)]
+        out[name] = {"grads": [gr.contiguous().view(torch.int32).sum().item() for gr in grads],
                      "flips": g.metrics.total("errors_injected"),
                      "deadlocks": [d for b in sts for d in b.deadlocks],
                      "host_syncs": [h for b in sts for h in b.host_syncs], "standins": len(sts)}

@@ -476,10 +476,10 @@ def test_an_isend_is_issued_when_called():
     assert run_ranks(body, config(STANDIN, ber=0.0))[0] == ["send"]
 
 
-@pytest.mark.slow  # two spawned 2-process runs, ~30 s on a loaded 2-vCPU machine
-def test_gpipe_and_1f1b_schedules_over_the_nccl_path_neither_deadlock_nor_sync_the_host():
-    """torch.distributed.pipelining's GPipe and 1F1B over the wrapper, 2 processes: through the stand-in
-    the same gradients (and flips) as through gloo, no deadlock report, no host sync."""
+@pytest.mark.slow  # two spawned 2-process runs of 4 trainings each: 112 s on the shared 2-vCPU machine
+def test_pipelines_ddp_and_fsdp2_over_the_nccl_path_neither_deadlock_nor_sync_the_host():
+    """torch.distributed.pipelining's GPipe and 1F1B, DDP and FSDP2 over the wrapper, 2 processes: through
+    the stand-in the same gradients (and flips) as through gloo, no deadlock report, no host sync."""
     from _it_helpers import load_ranks, spawn
     from _it_wrapper_workers import pipeline_schedule_worker
 
@@ -487,10 +487,11 @@ def test_gpipe_and_1f1b_schedules_over_the_nccl_path_neither_deadlock_nor_sync_t
     ref = load_ranks(spawn(pipeline_schedule_worker, 2, "gloo", timeout_s=120), 2)
     for g, r in zip(got, ref):
         assert "crash" not in g, g.get("crash")
-        for sched in ("gpipe", "1f1b"):
+        for sched in ("gpipe", "1f1b", "ddp", "fsdp"):
             assert g[sched]["standins"] == 3 and g[sched]["deadlocks"] == [] and g[sched]["host_syncs"] == []
             assert g[sched]["grads"] == r[sched]["grads"] and g[sched]["flips"] == r[sched]["flips"]
-    assert sum(x[s]["flips"] for x in got for s in ("gpipe", "1f1b")) > 0
+    for sched in ("gpipe", "1f1b", "ddp", "fsdp"):
+        assert sum(x[sched]["flips"] for x in got) > 0, sched
 
 
 def test_comm_log_is_a_config_field_and_the_legacy_variable_still_works(monkeypatch):
