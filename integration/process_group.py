@@ -66,8 +66,10 @@ deliver the payload flips. Resent and lost frames are counted. A frame lost afte
 operation: the Work raises :class:`LinkFailure` on the receiving rank, the group is then in error
 (every later operation on that rank raises at issue, as a queue pair in the error state) and the
 failure is written to the group's store, where the other ranks find it while they wait for the
-failed rank: the key is written before the failed op's inner part is issued, and every rank
-looks it up when an op completes, so all ranks fail the same collective (the key says which: the
+failed rank: the key is written before the failed op's inner part is issued, and over gloo every
+rank looks it up when an op completes, so all ranks fail the same collective (over a
+stream-ordered inner such as NCCL, whose completion says nothing about the peers, only when an
+inner op fails or at :meth:`ReplayProcessGroup.check_failures`: no store call per op) (the key says which: the
 collectives of a group are counted alike on every rank, and a look-up at collective ``k`` fails it
 only for a loss at ``k`` or before, as a rank that ran ahead may already have written the key for
 ``k + 1``; and within ~50 ms while
