@@ -6,8 +6,9 @@ On a GPU machine (``--device cuda``, the default when a GPU is visible) it runs,
    768, byte vocabulary, short context) for a few steps over plain NCCL and over the ``phy802``
    group (endpoint and ring modes), from the same initial weights and data: the final
    parameters must be bit-identical; plus the primitive ops (all_reduce, broadcast,
-   all_gather_into_tensor, reduce_scatter_tensor, batched send/recv) on device tensors, one row
-   per op and mode (ring mode at 3+ ranks against a reference summed in the ring's order; batched
+   all_gather_into_tensor, reduce_scatter_tensor, each called synchronously -- for which NCCL
+   returns no Work -- and with ``async_op=True``; batched send/recv) on device tensors, one row
+   per op, call and mode (ring mode at 3+ ranks against a reference summed in the ring's order; batched
    send/recv against the peer's input, since plain gloo cannot send CUDA tensors). A row whose op
    raises is a FAIL with the error, and the check goes on.
 1c. **no host sync** (CUDA only): a DDP backward through the wrapper at ``--ber`` (clamp guard)
@@ -24,7 +25,9 @@ On a GPU machine (``--device cuda``, the default when a GPU is visible) it runs,
    and ``--ber``, guard ``nan_to_zero_clamp``), alternating blocks of steps in the same processes.
 
 NCCL needs one GPU per rank; on a machine with one GPU the ranks share it over gloo for CUDA
-tensors (``PHY802_CUDA_INNER=gloo``) and the table says so. ``--device cpu --tiny`` runs the same
+tensors (``PHY802_CUDA_INNER=gloo``) and the table says so: there, no row tests the NCCL contract
+(futures done at enqueue, sends waiting for their receiver, no Work for a synchronous op), and row
+1c's sync check is gloo's. Those rows need 2+ GPUs. ``--device cpu --tiny`` runs the same
 checks on CPU with gloo and a tiny model: the smoke test of this script (``tests/integration``).
 The wrapper's NCCL code path without a GPU (every op, dtype and mode, synchronous and
 asynchronous, against a CPU stand-in that behaves like NCCL) is a test, not a mode of this script:
@@ -117,15 +120,23 @@ def _worker(rank: int, args: argparse.Namespace, store: str, out: str) -> None:
         k = x.numel() // n
         return ring_sum(rank * k, (rank + 1) * k, rank)
 
-    def prim(op: str, grp):
+    def done(work) -> None:  # async_op=True returns a Work; a synchronous call (NCCL: no Work) None
+        if work is not None:
+            work.wait()
+
+    def prim(op: str, grp, async_op: bool = False):
         if op == "all_reduce":
-            a = x.clone(); dist.all_reduce(a, group=grp); return a
+            a = x.clone(); done(dist.all_reduce(a, group=grp, async_op=async_op)); return a
         if op == "broadcast":
-            b = x.clone(); dist.broadcast(b, src=n - 1, group=grp); return b
+            b = x.clone(); done(dist.broadcast(b, src=n - 1, group=grp, async_op=async_op)); return b
         if op == "all_gather_into_tensor":
-            c = torch.empty(n * x.numel(), device=dev); dist.all_gather_into_tensor(c, x, group=grp); return c
+            c = torch.empty(n * x.numel(), device=dev)
+            done(dist.all_gather_into_tensor(c, x, group=grp, async_op=async_op))
+            return c
         if op == "reduce_scatter_tensor":
-            d = torch.empty(x.numel() // n, device=dev); dist.reduce_scatter_tensor(d, x, group=grp); return d
+            d = torch.empty(x.numel() // n, device=dev)
+            done(dist.reduce_scatter_tensor(d, x, group=grp, async_op=async_op))
+            return d
         e = torch.empty_like(x)
         ops = [dist.P2POp(dist.isend, x, (rank + 1) % n, grp), dist.P2POp(dist.irecv, e, (rank - 1) % n, grp)]
         for w in dist.batch_isend_irecv(ops):
@@ -134,13 +145,16 @@ def _worker(rank: int, args: argparse.Namespace, store: str, out: str) -> None:
 
     for gname in ("ber0_endpoint", "ber0_ring"):
         mode = gname.split("_")[1]
-        for op in ("all_reduce", "broadcast", "all_gather_into_tensor", "reduce_scatter_tensor", "batched_p2p"):
+        # each collective called synchronously (dist.all_reduce(t): opts.asyncOp False, for which
+        # NCCL returns no Work) and asynchronously (async_op=True, then wait()); batched p2p is async
+        for op, async_op in [(o, a) for o in ("all_reduce", "broadcast", "all_gather_into_tensor",
+                                              "reduce_scatter_tensor") for a in (False, True)] + [("batched_p2p", True)]:
             ringed = mode == "ring" and n >= 3 and op in ("all_reduce", "reduce_scatter_tensor")
             # batched p2p: what rank r receives is rank r-1's input, known from the gathered inputs
             # (plain gloo has no send/recv of CUDA tensors, the inner when ranks share one GPU)
             try:
                 ref = ring_ref(op) if ringed else (xs[(rank - 1) % n] if op == "batched_p2p" else prim(op, g_plain))
-                ok, why = bool(torch.equal(ref, prim(op, groups[gname]))), ""
+                ok, why = bool(torch.equal(ref, prim(op, groups[gname], async_op))), ""
             except Exception as exc:  # noqa: BLE001 - a row's error goes into the table (every rank runs the same op)
                 ok, why = False, f"{type(exc).__name__}: {str(exc).splitlines()[0][:120] if str(exc) else ''}"
             flags = [None] * n
@@ -149,7 +163,8 @@ def _worker(rank: int, args: argparse.Namespace, store: str, out: str) -> None:
                 errs = [w for _, w in flags if w]
                 ref_name = ("ring-order reference" if ringed else
                             "the peer's input" if op == "batched_p2p" else "plain")
-                rows.append((f"BER 0: {op}, {mode} mode == {ref_name}", "PASS" if all(f for f, _ in flags) else "FAIL",
+                kind = "" if op == "batched_p2p" else (" async" if async_op else " sync")
+                rows.append((f"BER 0: {op}{kind}, {mode} mode == {ref_name}", "PASS" if all(f for f, _ in flags) else "FAIL",
                              errs[0] if errs else f"{plain_backend}, {n} ranks"))
 
     # the model
