@@ -6,8 +6,9 @@ On a GPU machine (``--device cuda``, the default when a GPU is visible) it runs,
    768, byte vocabulary, short context) for a few steps over plain NCCL and over the ``phy802``
    group (endpoint and ring modes), from the same initial weights and data: the final
    parameters must be bit-identical; plus the primitive ops (all_reduce, broadcast,
-   all_gather_into_tensor, reduce_scatter_tensor, batched send/recv) on device tensors, one row
-   per op and mode (ring mode at 3+ ranks against a reference summed in the ring's order; batched
+   all_gather_into_tensor, reduce_scatter_tensor, each called synchronously -- for which NCCL
+   returns no Work -- and with ``async_op=True``; batched send/recv) on device tensors, one row
+   per op, call and mode (ring mode at 3+ ranks against a reference summed in the ring's order; batched
    send/recv against the peer's input, since plain gloo cannot send CUDA tensors). A row whose op
    raises is a FAIL with the error, and the check goes on.
 1c. **no host sync** (CUDA only): a DDP backward through the wrapper at ``--ber`` (clamp guard)
@@ -24,11 +25,13 @@ On a GPU machine (``--device cuda``, the default when a GPU is visible) it runs,
    and ``--ber``, guard ``nan_to_zero_clamp``), alternating blocks of steps in the same processes.
 
 NCCL needs one GPU per rank; on a machine with one GPU the ranks share it over gloo for CUDA
-tensors (``PHY802_CUDA_INNER=gloo``) and the table says so. ``--device cpu --tiny`` runs the same
+tensors (``PHY802_CUDA_INNER=gloo``) and the table says so: there, no row tests the NCCL contract
+(futures done at enqueue, sends waiting for their receiver, no Work for a synchronous op), and row
+1c's sync check is gloo's. Those rows need 2+ GPUs. ``--device cpu --tiny`` runs the same
 checks on CPU with gloo and a tiny model: the smoke test of this script (``tests/integration``).
-``--fake-nccl`` (CPU, no GPU) runs every op x mode x dtype through the wrapper's NCCL code path
-over the strict ``ProcessGroupNCCL`` stand-in of ``integration/fake_nccl.py`` and prints
-``{"ops": [...], "dtypes": [...], "passed": ...}`` with ``--json``.
+The wrapper's NCCL code path without a GPU (every op, dtype and mode, synchronous and
+asynchronous, against a CPU stand-in that behaves like NCCL) is a test, not a mode of this script:
+``tests/integration/test_it_nccl_contract.py``.
 
 For one short run on one H200 (target < 5 min; the ranks share the GPU over gloo for CUDA
 tensors, ``inner gloo`` in the table): ``python benchmarks/gpu_check.py --out gpu_check.json``.
@@ -37,7 +40,6 @@ Usage::
 
     python benchmarks/gpu_check.py [--device auto|cpu|cuda] [--tiny] [--world-size N] [--steps 6]
                                    [--ber 1e-5] [--block 128] [--json] [--out FILE] [--force]
-                                   [--fake-nccl]
 
 Refused up front (exit 2): ``--out`` where phy802 may not write it, ``--device cuda`` with no GPU
 visible, and a model that would not fit in memory (host memory on CPU, each GPU's on CUDA).
@@ -118,15 +120,23 @@ def _worker(rank: int, args: argparse.Namespace, store: str, out: str) -> None:
         k = x.numel() // n
         return ring_sum(rank * k, (rank + 1) * k, rank)
 
-    def prim(op: str, grp):
+    def done(work) -> None:  # async_op=True returns a Work; a synchronous call (NCCL: no Work) None
+        if work is not None:
+            work.wait()
+
+    def prim(op: str, grp, async_op: bool = False):
         if op == "all_reduce":
-            a = x.clone(); dist.all_reduce(a, group=grp); return a
+            a = x.clone(); done(dist.all_reduce(a, group=grp, async_op=async_op)); return a
         if op == "broadcast":
-            b = x.clone(); dist.broadcast(b, src=n - 1, group=grp); return b
+            b = x.clone(); done(dist.broadcast(b, src=n - 1, group=grp, async_op=async_op)); return b
         if op == "all_gather_into_tensor":
-            c = torch.empty(n * x.numel(), device=dev); dist.all_gather_into_tensor(c, x, group=grp); return c
+            c = torch.empty(n * x.numel(), device=dev)
+            done(dist.all_gather_into_tensor(c, x, group=grp, async_op=async_op))
+            return c
         if op == "reduce_scatter_tensor":
-            d = torch.empty(x.numel() // n, device=dev); dist.reduce_scatter_tensor(d, x, group=grp); return d
+            d = torch.empty(x.numel() // n, device=dev)
+            done(dist.reduce_scatter_tensor(d, x, group=grp, async_op=async_op))
+            return d
         e = torch.empty_like(x)
         ops = [dist.P2POp(dist.isend, x, (rank + 1) % n, grp), dist.P2POp(dist.irecv, e, (rank - 1) % n, grp)]
         for w in dist.batch_isend_irecv(ops):
@@ -135,13 +145,16 @@ def _worker(rank: int, args: argparse.Namespace, store: str, out: str) -> None:
 
     for gname in ("ber0_endpoint", "ber0_ring"):
         mode = gname.split("_")[1]
-        for op in ("all_reduce", "broadcast", "all_gather_into_tensor", "reduce_scatter_tensor", "batched_p2p"):
+        # each collective called synchronously (dist.all_reduce(t): opts.asyncOp False, for which
+        # NCCL returns no Work) and asynchronously (async_op=True, then wait()); batched p2p is async
+        for op, async_op in [(o, a) for o in ("all_reduce", "broadcast", "all_gather_into_tensor",
+                                              "reduce_scatter_tensor") for a in (False, True)] + [("batched_p2p", True)]:
             ringed = mode == "ring" and n >= 3 and op in ("all_reduce", "reduce_scatter_tensor")
             # batched p2p: what rank r receives is rank r-1's input, known from the gathered inputs
             # (plain gloo has no send/recv of CUDA tensors, the inner when ranks share one GPU)
             try:
                 ref = ring_ref(op) if ringed else (xs[(rank - 1) % n] if op == "batched_p2p" else prim(op, g_plain))
-                ok, why = bool(torch.equal(ref, prim(op, groups[gname]))), ""
+                ok, why = bool(torch.equal(ref, prim(op, groups[gname], async_op))), ""
             except Exception as exc:  # noqa: BLE001 - a row's error goes into the table (every rank runs the same op)
                 ok, why = False, f"{type(exc).__name__}: {str(exc).splitlines()[0][:120] if str(exc) else ''}"
             flags = [None] * n
@@ -150,7 +163,8 @@ def _worker(rank: int, args: argparse.Namespace, store: str, out: str) -> None:
                 errs = [w for _, w in flags if w]
                 ref_name = ("ring-order reference" if ringed else
                             "the peer's input" if op == "batched_p2p" else "plain")
-                rows.append((f"BER 0: {op}, {mode} mode == {ref_name}", "PASS" if all(f for f, _ in flags) else "FAIL",
+                kind = "" if op == "batched_p2p" else (" async" if async_op else " sync")
+                rows.append((f"BER 0: {op}{kind}, {mode} mode == {ref_name}", "PASS" if all(f for f, _ in flags) else "FAIL",
                              errs[0] if errs else f"{plain_backend}, {n} ranks"))
 
     # the model
@@ -338,168 +352,6 @@ def _sync_check_fake_inner(dev, gcfg, corpus, per_rank: int, args) -> tuple[str,
     return name, "PASS", f"{flips} flips applied on the device path"
 
 
-FAKE_OPS = ("allreduce", "reduce_scatter", "reduce_scatter_tensor", "all_gather", "all_gather_into_tensor",
-            "broadcast", "reduce", "gather", "scatter", "send_recv", "all_to_all", "all_to_all_single", "barrier",
-            "batched_p2p",
-            "coalesced_all_gather", "coalesced_reduce_scatter")
-FAKE_DTYPES = ("float32", "bfloat16", "float16", "float8_e4m3fn", "float8_e5m2")
-_REDUCING = {"allreduce", "reduce_scatter", "reduce_scatter_tensor", "coalesced_reduce_scatter", "reduce"}
-
-
-def _fake_worker(rank: int, n: int, store: str, out: str) -> None:
-    """Every op x mode x dtype through the wrapper over the strict NCCL stand-in (CPU), vs plain gloo."""
-    os.environ["PHY802_FAKE_NCCL"] = "1"
-    import torch
-    import torch.distributed as dist
-    from torch.distributed.distributed_c10d import _coalescing_manager
-
-    from integration.process_group import register
-    from integration.replay import ReplayConfig
-    from integration.sources import SourceConfig
-
-    torch.set_num_threads(1)
-    dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=n)
-    allc = ("gradients", "params", "activations", "activation_grads")
-    groups = {}
-    for mode in ("endpoint", "ring"):
-        register(ReplayConfig(source=SourceConfig(ber=0.0, seed=1, kind="independent"), mode=mode, classes=allc))
-        groups[mode] = dist.new_group(backend="phy802")
-    register(ReplayConfig(source=SourceConfig(ber=1e-3, seed=5, kind="independent", fec="bypass"), classes=allc))
-    g_noisy = dist.new_group(backend="phy802")
-    rows = []
-    k = 96
-
-    def run(op, grp, dt, as_bytes=False):
-        gen = torch.Generator().manual_seed(7 + rank)
-        x = torch.randn(n * k, generator=gen).to(dt)
-        if as_bytes:  # the plain-gloo reference of float8: the same bytes as uint8
-            x, dt = x.view(torch.uint8), torch.uint8
-        if op == "allreduce":
-            t = x.clone(); dist.all_reduce(t, group=grp); return [t]
-        if op == "reduce_scatter":
-            o = torch.empty(k, dtype=dt); dist.reduce_scatter(o, list(x.chunk(n)), group=grp); return [o]
-        if op == "reduce_scatter_tensor":
-            o = torch.empty(k, dtype=dt); dist.reduce_scatter_tensor(o, x, group=grp); return [o]
-        if op == "all_gather":
-            o = [torch.empty(n * k, dtype=dt) for _ in range(n)]; dist.all_gather(o, x, group=grp); return o
-        if op == "all_gather_into_tensor":
-            o = torch.empty(n * n * k, dtype=dt); dist.all_gather_into_tensor(o, x, group=grp); return [o]
-        if op == "broadcast":
-            t = x.clone(); dist.broadcast(t, src=n - 1, group=grp); return [t]
-        if op == "reduce":  # only the root's result is defined
-            t = x.clone(); dist.reduce(t, 0, group=grp); return [t] if rank == 0 else []
-        if op == "gather":
-            o = [torch.empty(n * k, dtype=dt) for _ in range(n)] if rank == 0 else None
-            dist.gather(x, o, 0, group=grp); return o or []
-        if op == "scatter":
-            o = torch.empty(k, dtype=dt)
-            dist.scatter(o, list(x.chunk(n)) if rank == 0 else None, 0, group=grp); return [o]
-        if op == "send_recv":
-            t = torch.empty_like(x)
-            if rank == 0:
-                dist.send(x, 1, group=grp); dist.recv(t, 1, group=grp)
-            else:
-                dist.recv(t, 0, group=grp); dist.send(x, 0, group=grp)
-            return [t]
-        if op == "all_to_all":
-            o = [torch.empty(k, dtype=dt) for _ in range(n)]; dist.all_to_all(o, list(x.chunk(n)), group=grp); return o
-        if op == "all_to_all_single":
-            o = torch.empty_like(x); dist.all_to_all_single(o, x, group=grp); return [o]
-        if op == "barrier":
-            dist.barrier(group=grp); return [x]
-        if op == "batched_p2p":
-            t = torch.empty_like(x)
-            ops = [dist.P2POp(dist.isend, x, (rank + 1) % n, grp), dist.P2POp(dist.irecv, t, (rank - 1) % n, grp)]
-            for w in dist.batch_isend_irecv(ops):
-                w.wait()
-            return [t]
-        if op == "coalesced_all_gather":
-            outs = [torch.empty(n * k, dtype=dt) for _ in range(2)]
-            with _coalescing_manager(group=grp):
-                for o, i in zip(outs, x.chunk(2)):
-                    dist.all_gather_into_tensor(o, i[:k].contiguous(), group=grp)
-            return outs
-        if op == "coalesced_reduce_scatter":
-            outs = [torch.empty(k // n, dtype=dt) for _ in range(2)]
-            with _coalescing_manager(group=grp):
-                for o, i in zip(outs, x.chunk(2)):
-                    dist.reduce_scatter_tensor(o, i[:k].contiguous(), group=grp)
-            return outs
-        raise ValueError(op)
-
-    for dname in FAKE_DTYPES:
-        dt = getattr(torch, dname)
-        for op in FAKE_OPS:
-            if op in _REDUCING and dname.startswith("float8"):
-                rows.append((op, "-", dname, "n/a", "gloo (the stand-in's transport) has no float8 reduction"))
-                continue
-            for mode, grp in groups.items():
-                try:
-                    ref = run(op, None, dt) if not dname.startswith("float8") else \
-                        [u.view(dt) for u in run(op, None, dt, as_bytes=True)]  # gloo has no float8: bytes
-                    got = run(op, grp, dt)
-                    same = all(torch.equal(a.view(torch.uint8), b.view(torch.uint8)) for a, b in zip(ref, got))
-                    if mode == "ring" and n >= 3 and op in _REDUCING:
-                        same = True  # ring order differs from gloo's at 3+ ranks (documented)
-                    rows.append((op, mode, dname, "PASS" if same else "FAIL", "BER 0: bytes == plain gloo"))
-                except Exception as exc:  # noqa: BLE001 - a row, not a crash
-                    rows.append((op, mode, dname, "FAIL", f"{type(exc).__name__}: {exc}"[:200]))
-    # float8 and FSDP2's uint8 all-gather are corrupted at BER > 0 (not classed as control)
-    for dname in ("float8_e4m3fn", "float8_e5m2", "uint8"):
-        dt = getattr(torch, dname)
-        x = (torch.arange(n * 4096) % 7).to(dt) if dname == "uint8" else torch.randn(4096).to(dt)
-        o_ref = torch.empty(n * x.numel(), dtype=torch.uint8)
-        dist.all_gather_into_tensor(o_ref, x.view(torch.uint8))
-        o_ref = o_ref.view(dt)
-        o = torch.empty_like(o_ref)
-        before = g_noisy.metrics.total("errors_injected")
-        dist.all_gather_into_tensor(o, x, group=g_noisy)
-        flips = g_noisy.metrics.total("errors_injected") - before
-        diff = int((o.view(torch.uint8) != o_ref.view(torch.uint8)).sum())
-        rows.append(("all_gather_into_tensor", "endpoint", dname, "PASS" if flips > 0 and diff > 0 else "FAIL",
-                     f"BER 1e-3 payload-stream, bypass: {flips} flips applied, {diff} bytes differ"))
-    calls = sorted(set(groups["endpoint"]._nccl.calls) | set(groups["ring"]._nccl.calls))
-    with open(os.path.join(out, f"fake{rank}.json"), "w") as fh:
-        json.dump({"rows": rows, "calls": calls}, fh)
-    dist.barrier()
-    dist.destroy_process_group()
-
-
-def fake_nccl_main(args) -> int:
-    import shutil
-
-    import torch.multiprocessing as mp
-
-    work = tempfile.mkdtemp(prefix="phy802-fakenccl-")
-    try:
-        t0 = time.perf_counter()
-        n = args.world_size or 2
-        mp.start_processes(_fake_worker, args=(n, os.path.join(work, "store"), work), nprocs=n, start_method="spawn")
-        parts = []
-        for r in range(n):
-            with open(os.path.join(work, f"fake{r}.json")) as fh:
-                parts.append(json.load(fh))
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-    rows = [list(r) + [f"rank {i}"] for i, p in enumerate(parts) for r in p["rows"]]
-    passed = all(r[3] in ("PASS", "n/a") for r in rows)
-    res = {"ops": list(FAKE_OPS), "dtypes": list(FAKE_DTYPES) + ["uint8 (FSDP2 all-gather)"],
-           "modes": ["endpoint", "ring"], "passed": passed, "world_size": n,
-           "inner": "StrictNcclStandIn over gloo (integration/fake_nccl.py): signatures of the installed torch's "
-                    "Backend binding", "nccl_calls": parts[0]["calls"], "rows": rows,
-           "seconds": time.perf_counter() - t0}
-    if args.out:
-        write_output_text(args.out, json.dumps(res, indent=1), force=args.force)
-    if args.json:
-        print(json.dumps(res, indent=1))
-    else:
-        print(f"gpu_check --fake-nccl: {n} ranks, {len(rows)} rows, passed {passed}, {res['seconds']:.0f} s")
-        print("| op | mode | dtype | result | detail | rank |\n|---|---|---|---|---|---|")
-        for r in rows:
-            print("| " + " | ".join(str(c) for c in r) + " |")
-    return 0 if passed else 1
-
-
 # DDP replicas of the model alive at once in one rank (three in the identity check 1b, three in the
 # overhead check 3, one in between), and what each holds: parameters, gradients, DDP's bucket copies
 # and AdamW's two moments, 20 bytes per parameter, plus activations and the allocator's slack.
@@ -579,9 +431,6 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--block", type=int, default=128, help="context length (default 128)")
     p.add_argument("--batch", type=int, default=4, help="sequences per rank and step (default 4)")
     p.add_argument("--flip-reps", type=int, default=20, help="all-reduces of 2^18 elements for the flip rate (default 20)")
-    p.add_argument("--fake-nccl", action="store_true",
-                   help="CPU: every op x mode x dtype through the wrapper's NCCL code path over a strict "
-                        "ProcessGroupNCCL stand-in (integration/fake_nccl.py); no GPU needed")
     p.add_argument("--json", action="store_true")
     p.add_argument("--out", default=None, help="also write the JSON result here")
     p.add_argument("--force", action="store_true", help="let --out replace a file phy802 did not write")
@@ -594,14 +443,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.world_size is not None and args.world_size < 2:
         p.error(f"--world-size must be at least 2, got {args.world_size}")
     _check_out(p, args.out, args.force)
-    if args.fake_nccl:
-        return fake_nccl_main(args)
     if args.device == "auto":
         args.device = "cuda" if torch.cuda.is_available() else "cpu"
     n_gpu = torch.cuda.device_count() if args.device == "cuda" else 0
     if args.device == "cuda" and n_gpu == 0:
-        p.error("--device cuda: no GPU is visible (--device cpu --tiny runs the check's smoke test on CPU, "
-                "--fake-nccl the wrapper's NCCL code path)")
+        p.error("--device cuda: no GPU is visible (--device cpu --tiny runs the check's smoke test on CPU)")
     if args.world_size is None:
         args.world_size = max(2, n_gpu)
     args.nccl = args.device == "cuda" and n_gpu >= args.world_size and torch.distributed.is_nccl_available()

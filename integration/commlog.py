@@ -12,8 +12,9 @@ previous step.  From Python::
         ...                                  # forward, backward (DDP buckets), optimizer
     group.commlog.save("comm.jsonl", parallel="ddp", params=n_params, tokens_per_step=tokens)
 
-``phy802 train --comm-log FILE`` sets :data:`ENV_VAR` so that every rank's log is gathered and
-rank 0 writes ``FILE``.  The file format (JSON lines, readable without torch) and the replay
+Where the gathered log goes is ``ReplayConfig.comm_log`` (:func:`log_path`); ``phy802 train
+--comm-log FILE`` makes every rank's log gathered and rank 0 write ``FILE``. :data:`ENV_VAR` is the
+legacy way to say the same, still read when the configuration names no file.  The file format (JSON lines, readable without torch) and the replay
 through the collective time model are in :mod:`protocol.cluster.steptime`.
 """
 
@@ -27,10 +28,17 @@ from typing import Any, Iterable
 
 import torch
 
-__all__ = ["ENV_VAR", "CommLog", "instrument", "save_gathered"]
+__all__ = ["ENV_VAR", "CommLog", "instrument", "log_path", "save_gathered"]
 
-#: set to a file path to make ``phy802 train`` write the gathered log there
+#: legacy: a file path for the gathered log, read when ``ReplayConfig.comm_log`` is None
 ENV_VAR = "PHY802_COMMLOG"
+
+
+def log_path(config) -> str | None:
+    """The file the gathered communication log goes to: ``config.comm_log`` (a
+    :class:`integration.replay.ReplayConfig`), else :data:`ENV_VAR`, else None (not written)."""
+    path = getattr(config, "comm_log", None)
+    return path if path else (os.environ.get(ENV_VAR) or None)
 
 
 class CommLog:
@@ -163,7 +171,7 @@ def _classify(group, op: str, default: str | None, ts: list, peer) -> str:
 def instrument(group_cls: type) -> type:
     """Wrap ``group_cls``'s op methods so that each call is recorded in ``self.commlog`` first."""
     for name, (op, default, extract) in _spec().items():
-        orig = group_cls.__dict__.get(name)
+        orig = getattr(group_cls, name, None)  # inherited too (send/recv come from integration.p2p)
         if orig is None or getattr(orig, "_phy802_commlog", False):
             continue
 

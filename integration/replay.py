@@ -56,6 +56,8 @@ TRAFFIC_CLASSES = ("gradients", "activations", "activation_grads", "params", "ti
 DEFAULT_CLASSES = ("gradients", "activations", "activation_grads", "tied_grads")
 GUARDS = ("none", "nan_to_zero_clamp", "skip_nonfinite_step", "exponent_protection")
 MODES = ("endpoint", "ring")
+#: the inner backend of each device type, by the name it is registered under with torch.distributed
+DEFAULT_INNER_BACKENDS = {"cpu": "gloo", "cuda": "nccl"}
 # [?] receive clamp per class for the nan_to_zero_clamp guard: gradients and activation gradients
 # of a small char GPT are << 1 element-wise, activations and weights are O(1..10).
 DEFAULT_CLAMP = {"gradients": 1.0, "tied_grads": 1.0, "activation_grads": 1.0, "activations": 100.0, "params": 100.0, "control": math.inf}
@@ -173,6 +175,18 @@ class ReplayConfig:
         its flips (about a fifth of the wrapper's own CPU time per DDP step at line BER 1e-5,
         ``benchmarks/bench_replay.py``); False leaves both counters at 0 (``injected_noise``
         then reads ``nan``: not measured) and touches only the flipped elements.
+    inner_backends : dict
+        Device type -> the name of the backend (registered with ``torch.distributed``) that moves
+        tensors of that type underneath the replay (default ``{"cpu": "gloo", "cuda": "nccl"}``):
+        UCC, a vendor backend, or a test's stand-in. A name that is not registered, or that is
+        registered without that device type, is refused (:func:`integration.inner.check_inner_backends`)
+        when the backend is registered and when a group is made, before any rank blocks.
+    comm_log : str or None
+        File where the training loop writes the gathered communication log
+        (:mod:`integration.commlog`; ``phy802 train --comm-log``); None: not written.
+    summary : bool
+        Print one line per rank to stderr when the group shuts down, saying what was injected
+        (:meth:`integration.process_group.ReplayProcessGroup.summary`, default True).
     """
 
     source: SourceConfig = field(default_factory=SourceConfig)
@@ -186,6 +200,9 @@ class ReplayConfig:
     retry_cnt: int = 7
     ib_timeout: int = 20
     measure_noise: bool = True
+    inner_backends: dict = field(default_factory=lambda: dict(DEFAULT_INNER_BACKENDS))
+    comm_log: str | None = None
+    summary: bool = True
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -208,6 +225,16 @@ class ReplayConfig:
             raise ValueError(f"ReplayConfig.measure_noise must be a bool, got {self.measure_noise!r}")
         if not isinstance(self.ib_timeout, int) or not 1 <= self.ib_timeout <= 31:
             raise ValueError(f"ReplayConfig.ib_timeout (NCCL_IB_TIMEOUT) must be an int in 1..31, got {self.ib_timeout!r}")
+        ib = self.inner_backends
+        if not isinstance(ib, dict) or not ib or not all(isinstance(k, str) and isinstance(v, str) and k and v
+                                                         for k, v in ib.items()):
+            raise ValueError("ReplayConfig.inner_backends must map device types to backend names (non-empty "
+                             f"strings), e.g. {DEFAULT_INNER_BACKENDS}; got {ib!r}")
+        object.__setattr__(self, "inner_backends", {k.lower(): v.lower() for k, v in ib.items()})
+        if self.comm_log is not None and not (isinstance(self.comm_log, str) and self.comm_log):
+            raise ValueError(f"ReplayConfig.comm_log must be a file path or None, got {self.comm_log!r}")
+        if not isinstance(self.summary, bool):
+            raise ValueError(f"ReplayConfig.summary must be a bool, got {self.summary!r}")
 
     @property
     def rto_s(self) -> float:
@@ -261,6 +288,10 @@ class InjectionLog:
 
     def __len__(self) -> int:
         return self._n
+
+    def __iter__(self):
+        """The flips, one dict each, as :meth:`records` gives them (``for flip in group.log``)."""
+        return iter(self.records())
 
     def add_message(self, seq: int, op: str, cls: str, src: int, dst: int, hop: int,
                     payload_bits: int, stream_bits: int, n_offsets: int) -> None:

@@ -346,11 +346,12 @@ def backend_hooks_worker(rank: int, n: int, store: str, out_dir: str) -> None:
     out["hook_ber0_equal"] = bool(torch.equal(plain, hooked0))
     out["hook_noisy_flips"] = hg.metrics.total("errors_injected")
     out["hook_noisy_differs"] = bool(not torch.equal(plain, noisy))
-    os.environ["PHY802_FAKE_NCCL"] = "1"
+    from _nccl_standin import register_standin
+
+    register(ReplayConfig(inner_backends={"cpu": register_standin()}))
     gf = dist.new_group(backend="phy802")
     gf.shutdown()
-    out["shutdown_reached"] = "shutdown" in gf._nccl.calls
-    del os.environ["PHY802_FAKE_NCCL"]
+    out["shutdown_reached"] = "_shutdown" in gf._inner_by_dev["cpu"].calls
     _dump(out_dir, rank, out)
     dist.barrier()
     dist.destroy_process_group()
@@ -410,6 +411,73 @@ def fsdp_hooks_worker(rank: int, n: int, store: str, out_dir: str) -> None:
         out["refused_plain"] = False
     except ValueError as exc:
         out["refused_plain"] = str(exc)
+    _dump(out_dir, rank, out)
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+@_dumps_crash
+def pipeline_schedule_worker(rank: int, n: int, store: str, inner: str, out_dir: str) -> None:
+    """GPipe and 1F1B (torch.distributed.pipelining), DDP and FSDP2 over the wrapper whose CPU inner is ``inner``:
+    the gradients each stage ends with, and what the NCCL stand-in saw (deadlocks, host syncs)."""
+    torch.set_num_threads(1)
+    from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe
+
+    from _nccl_standin import NcclStandIn, register_standin
+    from integration.process_group import register
+    from integration.replay import ReplayConfig
+    from integration.sources import SourceConfig
+
+    dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=n,
+                            timeout=timedelta(seconds=30))
+    register_standin()
+    out: dict = {}
+    for name, sched_cls in (("gpipe", ScheduleGPipe), ("1f1b", Schedule1F1B)):
+        register(ReplayConfig(source=SourceConfig(ber=1e-4, seed=3, kind="independent", fec="bypass"),
+                              inner_backends={"cpu": inner}, summary=False))
+        g = dist.new_group(backend="phy802", timeout=timedelta(seconds=8))
+        torch.manual_seed(0)
+        full = torch.nn.Sequential(torch.nn.Linear(256, 256), torch.nn.Tanh(), torch.nn.Linear(256, 256),
+                                   torch.nn.Tanh())
+        mod = full[2 * rank:2 * rank + 2]
+        x = torch.randn(8, 256, generator=torch.Generator().manual_seed(1))
+        stage = PipelineStage(mod, rank, n, torch.device("cpu"), group=g)
+        sched = sched_cls(stage, n_microbatches=4, loss_fn=lambda y, t: (y - t).square().mean())
+        if rank == 0:
+            sched.step(x)
+        else:
+            sched.step(target=torch.zeros(8, 256), losses=[])
+        sts = [b for b in g._inners() if isinstance(b, NcclStandIn)]
+        out[name] = {"grads": [p.grad.view(torch.int32).sum().item() for p in mod.parameters()],
+                     "flips": g.metrics.total("errors_injected"),
+                     "deadlocks": [d for b in sts for d in b.deadlocks],
+                     "host_syncs": [h for b in sts for h in b.host_syncs], "standins": len(sts)}
+    # DDP and FSDP2 (fully_shard) over the same kind of group
+    from torch.distributed.device_mesh import DeviceMesh
+    from torch.distributed.fsdp import fully_shard
+    from torch.nn.parallel import DistributedDataParallel
+
+    for name in ("ddp", "fsdp"):
+        register(ReplayConfig(source=SourceConfig(ber=1e-4, seed=4, kind="independent", fec="bypass"),
+                              classes=("gradients", "params"), inner_backends={"cpu": inner}, summary=False))
+        g = dist.new_group(backend="phy802", timeout=timedelta(seconds=8))
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(256, 256), torch.nn.Tanh(), torch.nn.Linear(256, 256))
+        if name == "ddp":
+            model = DistributedDataParallel(model, process_group=g)
+        else:
+            mesh = DeviceMesh.from_group(g, device_type="cpu")
+            fully_shard(model[0], mesh=mesh)
+            fully_shard(model, mesh=mesh)
+        for step in range(2):
+            xb = torch.randn(8, 256, generator=torch.Generator().manual_seed(10 * step + rank))
+            model(xb).square().mean().backward()
+        grads = [(p.grad.to_local() if hasattr(p.grad, "to_local") else p.grad) for p in model.parameters()]
+        sts = [b for b in g._inners() if isinstance(b, NcclStandIn)]
+        out[name] = {"grads": [gr.contiguous().view(torch.int32).sum().item() for gr in grads],
+                     "flips": g.metrics.total("errors_injected"),
+                     "deadlocks": [d for b in sts for d in b.deadlocks],
+                     "host_syncs": [h for b in sts for h in b.host_syncs], "standins": len(sts)}
     _dump(out_dir, rank, out)
     dist.barrier()
     dist.destroy_process_group()

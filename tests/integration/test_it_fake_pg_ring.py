@@ -73,18 +73,6 @@ def test_endpoint_allgather_bookkeeping_at_16_ranks():
     assert np.all(np.diff([m[0] for m in sorted(g.log.messages)]) == 1)
 
 
-def test_isend_is_issued_when_called():
-    """Issue 23: a deferred isend started only at a later wait() or collective (a pipeline stage idled,
-    an isend followed by a barrier on another group deadlocked). Now the inner send is issued at once."""
-    from integration.fake_nccl import StrictNcclStandIn
-
-    g = _rank(0, 2, 0.0, mode="endpoint")
-    g._nccl = g._forced_inner = StrictNcclStandIn(g._gloo)
-    w = g.send([torch.ones(8)], 1, 0)
-    assert g._nccl.calls == ["send"]  # before any wait
-    w.wait()
-
-
 def test_standalone_group_plays_one_rank_and_refuses_a_rank_outside_the_world():
     g = ReplayProcessGroup.standalone(ReplayConfig(), 3, 16)
     assert (g.rank(), g.size()) == (3, 16)

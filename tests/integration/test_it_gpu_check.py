@@ -19,9 +19,11 @@ def test_gpu_check_smoke_on_cpu(tmp_path):
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     res = json.loads(out.read_text())
     results = {r[0]: r[1] for r in res["rows"]}
-    # 5 ops x 2 modes at BER 0 (one row each), 2 DDP identity rows, the wrapper's own no-sync row
-    # (dispatch-level detector on CPU; the 1c row over the real inner is CUDA only), 2 flip-rate rows
-    assert sum(v == "PASS" for v in results.values()) == 15 and "FAIL" not in results.values(), results
+    # (4 collectives sync and async + batched p2p) x 2 modes at BER 0, 2 DDP identity rows, the
+    # wrapper's own no-sync row (dispatch-level detector on CPU; the 1c row over the real inner is
+    # CUDA only), 2 flip-rate rows
+    assert sum(v == "PASS" for v in results.values()) == 23 and "FAIL" not in results.values(), results
+    assert results["BER 0: all_reduce sync, endpoint mode == plain"] == "PASS"
     sync = [r for r in res["rows"] if r[0].startswith("no host sync")]
     assert len(sync) == 1 and "fake inner" in sync[0][0] and int(sync[0][2].split()[0]) > 0, sync
     assert res["setup"]["device"] == "cpu" and res["setup"]["inner"] == "gloo"
@@ -42,8 +44,9 @@ def test_gpu_check_ring_order_reference_at_three_ranks(tmp_path):
                        env=dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=ROOT))
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     rows = {r[0]: r[1] for r in json.loads(out.read_text())["rows"]}
-    assert rows["BER 0: all_reduce, ring mode == ring-order reference"] == "PASS"
-    assert rows["BER 0: reduce_scatter_tensor, ring mode == ring-order reference"] == "PASS"
+    for kind in ("sync", "async"):
+        assert rows[f"BER 0: all_reduce {kind}, ring mode == ring-order reference"] == "PASS"
+        assert rows[f"BER 0: reduce_scatter_tensor {kind}, ring mode == ring-order reference"] == "PASS"
 
 
 def _load_gpu_check():

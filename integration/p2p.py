@@ -1,0 +1,131 @@
+"""Point-to-point traffic: send/recv, the per-direction inner communicators of a stream-ordered
+inner (two ranks that both send first never wait on each other's send), and the optional queue that
+issues sends/receives as one coalesced group (``ReplayConfig.batch_p2p="always"``)."""
+
+from __future__ import annotations
+
+import torch
+import torch.distributed as dist
+
+from integration.agreement import _op
+from integration.replay import LinkFailure
+from integration.works import _DeferredWork
+
+
+class PointToPoint:
+    """Point-to-point ops of :class:`integration.process_group.ReplayProcessGroup` (a mixin: the state is set in its ``__init__``)."""
+
+    def _p2p_inner(self, t: torch.Tensor, peer: int, kind: str):
+        """The inner of a send/recv with ``peer``: for a stream-ordered inner, the communicator of the
+        message's direction (lower to higher rank, or back), so that the two directions of a pair never
+        share a stream; gloo, whose sends do not wait for the receiver, carries both itself."""
+        inner = self._inner_for(t)
+        pair = self._p2p_pair.get(id(inner))
+        if pair is None:
+            return inner
+        src, dst = (self._rank, peer) if kind == "send" else (peer, self._rank)
+        return pair[0] if src < dst else pair[1]
+
+    def _queue_p2p(self, t: torch.Tensor) -> bool:
+        # issue 23: an isend/irecv is issued when it is called ("auto"); a deferred send left a
+        # pipeline stage idle and deadlocked an isend followed by a barrier on another group.
+        # "always" keeps the old queue (issued as one coalesced group at the first wait) for tests.
+        return self.config.batch_p2p == "always"
+
+    def _flush_p2p(self) -> None:
+        """Issue the queued sends/receives as one batch (one NCCL group where the backend coalesces)."""
+        if not self._p2p_queue:  # the usual case (batch_p2p "auto"), without taking the lock per op
+            return
+        with self._p2p_lock:
+            queue, self._p2p_queue = self._p2p_queue, []
+            if not queue:
+                return
+            inner = queue[0][1]
+            coalesce = getattr(inner, "supports_coalescing", False) and self._ordered(inner)
+            if coalesce:
+                inner._start_coalescing()  # Backend binding: no device argument (see _ring_hop)
+            works = []
+            try:
+                for kind, inn, tensors, peer, tag, holder in queue:
+                    w = inn.send(tensors, peer, tag) if kind == "send" else inn.recv(tensors, peer, tag)
+                    works.append((holder, w))
+            finally:
+                group_work = inner._end_coalescing() if coalesce else None
+            if coalesce:
+                for holder, _ in works:
+                    holder.append(group_work)
+            else:
+                for holder, w in works:
+                    holder.append(w)
+
+    def _p2p(self, kind: str, tensors, peer: int, tag: int, finish) -> dist.Work:
+        what = f"{kind} {'to' if kind == 'send' else 'from'} rank {peer}"
+        queued = self._queue_p2p(tensors[0])
+        # queued ops go out as one coalesced group on the main inner; one op alone on its direction's
+        inner = self._inner_for(tensors[0]) if queued else self._p2p_inner(tensors[0], peer, kind)
+        if self._ordered(inner) and not queued:
+            # NCCL's contract: no store look-up per op (completion says nothing about the peer), the
+            # inner Work waited on without a timeout (the stream waits); the receive side after it
+            self._flush_p2p()
+            w = inner.send(tensors, peer, tag) if kind == "send" else inner.recv(tensors, peer, tag)
+            return _DeferredWork(w, finish, self._timeout_s, tensors, what, ordered=True,
+                                 on_error=lambda: self._inner_failed(what, None))
+        try:  # a send may complete before its receiver failed: look for a failure at issue too
+            self._check_peer(what)
+        except LinkFailure:
+            pass  # in error now: the op is still issued (its peer needs it) and fails (see _op)
+        user_finish = finish
+
+        def finish():
+            self._check_peer(what)
+            if user_finish is not None:
+                user_finish()
+
+        def poll(what: str) -> None:
+            self._p2p_poll(what, peer)
+
+        if not queued:
+            self._flush_p2p()
+            w = inner.send(tensors, peer, tag) if kind == "send" else inner.recv(tensors, peer, tag)
+            return _DeferredWork(w, finish, self._timeout_s, tensors, what, poll=poll)
+        holder: list = []
+        with self._p2p_lock:
+            self._p2p_queue.append((kind, inner, tensors, peer, tag, holder))
+        ordered = self._ordered(inner)
+        return _DeferredWork(lambda: holder[0], finish, self._timeout_s, tensors, what, before=self._flush_p2p,
+                             poll=None if ordered else poll, ordered=ordered)
+
+    def _host_staged(self, t: torch.Tensor, inner) -> bool:
+        """Whether a send/recv of ``t`` over ``inner`` goes through a host copy: a CUDA tensor bound
+        for gloo (ranks sharing one GPU), since gloo's send/recv read host pointers (its collectives
+        take CUDA tensors, its send/recv do not). Not yet run on a GPU; tests force it on CPU."""
+        return t.device.type == "cuda" and self._names.get(id(inner)) == "gloo"
+
+    def _stage_p2p(self, t: torch.Tensor) -> torch.Tensor:
+        """:meth:`_stage`, through a host copy where :meth:`_host_staged` says so."""
+        if self._host_staged(t, self._inner_for(t)):
+            return t.detach().to("cpu", copy=True)
+        return self._stage(t)
+
+    @_op
+    def send(self, tensors, dst: int, tag: int = 0):
+        bufs = [self._stage_p2p(t) for t in tensors]
+        for b in bufs:
+            self._shadow("send", b, dst)
+        return self._p2p("send", bufs, dst, tag, None)
+
+    @_op
+    def recv(self, tensors, src: int, tag: int = 0):
+        fwd = (src < self._rank) == self.config.forward_increasing
+        bufs = [self._stage_p2p(t) for t in tensors]
+        pend = []
+        for t, b in zip(tensors, bufs):
+            c = self._classify("activations" if fwd else "activation_grads", t)
+            pend.append((t, b, c, self._reserve("recv", c, b, src)))
+
+        def finish():
+            for t, b, c, p in pend:
+                self._receive(p, c, self._flat(b))
+                self._unstage(t, b)
+
+        return self._p2p("recv", bufs, src, tag, finish)
