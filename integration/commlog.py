@@ -12,9 +12,8 @@ previous step.  From Python::
         ...                                  # forward, backward (DDP buckets), optimizer
     group.commlog.save("comm.jsonl", parallel="ddp", params=n_params, tokens_per_step=tokens)
 
-Where the gathered log goes is ``ReplayConfig.comm_log`` (:func:`log_path`); ``phy802 train
---comm-log FILE`` makes every rank's log gathered and rank 0 write ``FILE``. :data:`ENV_VAR` is the
-legacy way to say the same, still read when the configuration names no file.  The file format (JSON lines, readable without torch) and the replay
+``phy802 train --comm-log FILE`` (``TrainConfig.comm_log``) makes every rank's log gathered and
+rank 0 write ``FILE`` (:func:`save_gathered`).  The file format (JSON lines, readable without torch) and the replay
 through the collective time model are in :mod:`protocol.cluster.steptime`.
 """
 
@@ -28,18 +27,7 @@ from typing import Any, Iterable
 
 import torch
 
-__all__ = ["ENV_VAR", "CommLog", "instrument", "log_path", "save_gathered"]
-
-#: legacy: a file path for the gathered log, read when ``ReplayConfig.comm_log`` is None
-ENV_VAR = "PHY802_COMMLOG"
-
-
-def log_path(config) -> str | None:
-    """The file the gathered communication log goes to: ``config.comm_log`` (a
-    :class:`integration.replay.ReplayConfig`), else :data:`ENV_VAR`, else None (not written)."""
-    path = getattr(config, "comm_log", None)
-    return path if path else (os.environ.get(ENV_VAR) or None)
-
+__all__ = ["CommLog", "instrument", "save_gathered"]
 
 class CommLog:
     """Records of the operations one rank issued (dicts, see :mod:`protocol.cluster.steptime`)."""

@@ -181,9 +181,6 @@ class ReplayConfig:
         UCC, a vendor backend, or a test's stand-in. A name that is not registered, or that is
         registered without that device type, is refused (:func:`integration.inner.check_inner_backends`)
         when the backend is registered and when a group is made, before any rank blocks.
-    comm_log : str or None
-        File where the training loop writes the gathered communication log
-        (:mod:`integration.commlog`; ``phy802 train --comm-log``); None: not written.
     summary : bool
         Print one line per rank to stderr when the group shuts down, saying what was injected
         (:meth:`integration.process_group.ReplayProcessGroup.summary`, default True).
@@ -201,7 +198,6 @@ class ReplayConfig:
     ib_timeout: int = 20
     measure_noise: bool = True
     inner_backends: dict = field(default_factory=lambda: dict(DEFAULT_INNER_BACKENDS))
-    comm_log: str | None = None
     summary: bool = True
 
     def __post_init__(self) -> None:
@@ -231,8 +227,6 @@ class ReplayConfig:
             raise ValueError("ReplayConfig.inner_backends must map device types to backend names (non-empty "
                              f"strings), e.g. {DEFAULT_INNER_BACKENDS}; got {ib!r}")
         object.__setattr__(self, "inner_backends", {k.lower(): v.lower() for k, v in ib.items()})
-        if self.comm_log is not None and not (isinstance(self.comm_log, str) and self.comm_log):
-            raise ValueError(f"ReplayConfig.comm_log must be a file path or None, got {self.comm_log!r}")
         if not isinstance(self.summary, bool):
             raise ValueError(f"ReplayConfig.summary must be a bool, got {self.summary!r}")
 

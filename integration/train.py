@@ -787,6 +787,9 @@ def _train_worker(rank: int, cfg: TrainConfig, init_method: str, out_dir: str) -
             rec.step_times.append(time.perf_counter() - t0)
             rec.grad_norms.append(norm)
             if cfg.wrapper:
+                # on a stream-ordered inner (NCCL) an op's completion says nothing of the peers: the
+                # ranks agree once a step whether any of them lost a frame (one store look-up)
+                group.check_failures()
                 inj1 = _injected(group.metrics)
                 dp, ds = inj1[0] - inj0[0], inj1[1] - inj0[1]
                 rec.noise_steps.append(math.sqrt(dp / ds) if ds > 0 and math.isfinite(dp) else
@@ -819,7 +822,7 @@ def _train_worker(rank: int, cfg: TrainConfig, init_method: str, out_dir: str) -
             torch.save(rec.last_full, os.path.join(out_dir, "params.pt"))
             _write_result(out_dir, _result(cfg, rec, parts, n_params, corpus.vocab_size, gcfg))
         dist.barrier()
-    except Exception:  # issue 23: undeliverable data fails the run, on every rank at the same op
+    except Exception:  # undeliverable data fails the run, on every rank at the same op
         grp = locals().get("group")  # (DDP re-raises a failed future as RuntimeError: ask the group)
         failure = getattr(grp, "failed", None) if cfg.wrapper else None
         if not isinstance(failure, LinkFailure):

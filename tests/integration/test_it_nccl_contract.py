@@ -493,15 +493,3 @@ def test_pipelines_ddp_and_fsdp2_over_the_nccl_path_neither_deadlock_nor_sync_th
     for sched in ("gpipe", "1f1b", "ddp", "fsdp"):
         assert sum(x[sched]["flips"] for x in got) > 0, sched
 
-
-def test_comm_log_is_a_config_field_and_the_legacy_variable_still_works(monkeypatch):
-    from integration.commlog import ENV_VAR, log_path
-
-    monkeypatch.delenv(ENV_VAR, raising=False)
-    assert log_path(ReplayConfig()) is None
-    assert log_path(ReplayConfig(comm_log="comm.jsonl")) == "comm.jsonl"
-    monkeypatch.setenv(ENV_VAR, "legacy.jsonl")
-    assert log_path(ReplayConfig()) == "legacy.jsonl"
-    assert log_path(ReplayConfig(comm_log="comm.jsonl")) == "comm.jsonl"
-    with pytest.raises(ValueError, match="ReplayConfig.comm_log must be a file path or None, got 3"):
-        ReplayConfig(comm_log=3)
