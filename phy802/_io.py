@@ -379,15 +379,21 @@ def read_input_bytes(path: str | os.PathLike, limit: int, *, what: str = "file",
     return data
 
 
+def read_input_text(path: str | os.PathLike, limit: int, *, what: str = "file", error=ValueError) -> str:
+    """:func:`read_input_bytes` decoded as strict UTF-8 (``error`` naming the file and byte otherwise)."""
+    p = os.fspath(path)
+    data = read_input_bytes(p, limit, what=what, error=error)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise error(f"{p}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+
+
 def read_json_file(path: str | os.PathLike, limit: int, *, what: str = "JSON file", error=ValueError):
     """Parse the JSON file ``path`` strictly: a regular file of at most ``limit`` bytes, UTF-8, no
     NaN/Infinity constants, nesting at most :data:`MAX_JSON_DEPTH` deep; else ``error`` naming it."""
     p = os.fspath(path)
-    data = read_input_bytes(p, limit, what=what, error=error)
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise error(f"{p}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    text = read_input_text(p, limit, what=what, error=error)
     if not _json_depth_ok(text):
         raise error(f"{p}: JSON nested deeper than {MAX_JSON_DEPTH} levels; not a {what}")
 

@@ -17,6 +17,7 @@ passes.
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -80,11 +81,28 @@ def family_of(path: str | Path) -> str:
     raise ValueError(f"{path}: empty vector file (no records)")
 
 
+#: the largest vector file read (bytes; the shipped ones are under 64 KB): a device or a stream that never
+#: ends is refused up front, naming it, not read until memory runs out
+MAX_VECTOR_FILE = 64 << 20
+
+
+def _check_readable(path: str | Path) -> None:
+    """A regular file of at most :data:`MAX_VECTOR_FILE` bytes; ValueError naming it otherwise."""
+    import stat
+
+    st = os.stat(path)
+    if not stat.S_ISREG(st.st_mode):
+        raise ValueError(f"{path}: is not a regular file (a device, FIFO or socket); expected a vector file")
+    if st.st_size > MAX_VECTOR_FILE:
+        raise ValueError(f"{path}: {st.st_size} bytes, too large for a vector file (limit {MAX_VECTOR_FILE >> 20} MiB)")
+
+
 def verify_file(path: str | Path) -> FileReport:
     """Check one file against the emulator; never raises for a bad file (the report says why)."""
     t0 = time.perf_counter()
     family = "?"
     try:
+        _check_readable(path)
         family = family_of(path)
         if family == "fec":
             from phy802.fec.vectors import check_kat, read_kat
@@ -115,10 +133,14 @@ def _expand(paths: Iterable[str | Path]) -> list[Path]:
             if not found:
                 raise ValueError(f"{p}: folder holds no *.txt vector files")
             out.extend(found)
-        elif p.exists():
+        else:  # a file named on the command line: missing, a link loop, a device or too big is bad input
+            try:
+                _check_readable(p)
+            except FileNotFoundError:
+                raise ValueError(f"{p}: no such file or folder") from None
+            except OSError as exc:  # ELOOP (a symbolic link loop), EACCES, ...: say which
+                raise ValueError(f"{p}: {exc.strerror or exc}") from None
             out.append(p)
-        else:
-            raise ValueError(f"{p}: no such file or folder")
     return out
 
 

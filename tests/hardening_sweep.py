@@ -285,6 +285,74 @@ def attacks(arena: Path, facts: dict) -> list[tuple[str, list[str]]]:
     # 16: meaningless option combinations this engineer's commands must refuse
     out.append(("sweep --plot without --out", SWEEP + ["--plot"]))
     out.append(("sweep --merge one file into its own folder", ["sweep", "--merge", "s1/sweep.json", "s2", "--out", "s1"]))
+    out.extend(link_fec_attacks(arena))
+    return out
+
+
+# ----------------------------------------------------------------------------- block: link/FEC readers (issue 46)
+
+#: an argv starting with this runs with standard input closed (Python's sys.stdin is None, as under 'CMD <&-')
+CLOSED_STDIN = "<&-"
+
+
+def link_fec_attacks(arena: Path) -> list[tuple[str, list[str]]]:
+    """Issue 46's hostile inputs of the link engineer's readers: closed stdin, endless devices, FIFOs and
+    link loops where a file is read, telemetry whose counters contradict each other or mix two commands'
+    output, format names forced on the other shape, hex read as decimal, cut xxd pastes, tampered trace
+    metadata, a --from-fit the trace generator cannot draw."""
+    inp = arena / "inputs"
+    out: list[tuple[str, list[str]]] = []
+    for argv in (["fec", "encode", "-"], ["fec", "decode"], ["fec", "tail", "-"], ["fec", "decode", "--code", "c177", "-"],
+                 ["fec", "encode", "--code", "c177", "-"]):
+        out.append((f"closed stdin: {' '.join(argv)}", [CLOSED_STDIN, *argv]))
+    for argv in (["fec", "tail"], ["vectors", "verify"], ["trace", "info"]):
+        for special in ("/dev/zero", "fifo", "loop", "sock", "userdir"):
+            if (argv[0] == "fec" and special == "fifo") or (argv[0] == "vectors" and special == "userdir"):
+                continue  # fec tail reads a FIFO as 'cat' does (it waits for a writer); verify checks a folder's files
+            out.append((f"{' '.join(argv)} {special}", [*argv, special]))
+    for special in ("fifo", "loop", "/dev/zero", "userdir", "dangling"):
+        out.append((f"trace generate --from-fit {special}", ["trace", "generate", "--from-fit", special, "--bits", "1e5",
+                                                             "--no-progress", "--out", "new.trace"]))
+    out.append(("trace generate 800G without noise", ["trace", "generate", "--rate", "800G", "--path", "exact",
+                                                      "--bits", "1e6", "--no-progress", "--out", "new.trace"]))
+    fit = inp / "ge_fit.json"
+    fit.write_text(json.dumps({"format": "phy802.fec_tail_fit", "best": "ge", "models": {
+        "ge": {"aic": 1.0, "params": {"p_gb": 1e-3, "p_bg": 0.1, "e_g": 1e-6, "e_b": 0.1},
+               "predicted": {"pre_fec_ber": {"value": 1e-4}}}}}))
+    out.append(("trace generate --from-fit ge best", ["trace", "generate", "--from-fit", str(fit), "--bits", "1e5",
+                                                       "--no-progress", "--out", "new.trace"]))
+    # telemetry: contradictory counters, two commands' output in one file, a diff of nothing, the other shape
+    hist = [{"bin_low": i, "bin_high": i, "total": c} for i, c in enumerate((10**9, 2 * 10**8, 4 * 10**7))]
+    texts = {
+        "corrected5.json": json.dumps([{"ifname": "eth0", "statistics": {"corrected_blocks": {"total": 5}, "hist": hist}}]),
+        "sonic_then_portstat.txt": "Ethernet0\nBIN0  1000\nBIN1  10\nBIN2  1\n"
+                                   "IFACE  STATE  BIN0  BIN1  BIN2\nEthernet4  U  100  10  1\n",
+        "prompt_only.txt": "admin@sonic:~$ show interfaces counters fec-histogram Ethernet0\n",
+        "switch.txt": "IFACE  STATE  BIN0  BIN1  BIN2\nEthernet0  U  1,000  10  1\nEthernet4  U  2,000  20  2\n",
+        "ynl.json": json.dumps({"stats": {"hist": [{"bin-low": 0, "bin-high": 0, "bin-val": 1000},
+                                                   {"bin-low": 1, "bin-high": 1, "bin-val": 10}]}}),
+    }
+    for name, text in texts.items():
+        (inp / name).write_text(text)
+    tail = ["fec", "tail", "--models", "binomial", "--bootstrap", "0", "--no-progress"]
+    for name in ("corrected5.json", "sonic_then_portstat.txt", "prompt_only.txt"):
+        out.append((f"fec tail {name}", [*tail, str(inp / name)]))
+    out.append(("fec tail switch --since itself", [*tail, str(inp / "switch.txt"), "--since", str(inp / "switch.txt")]))
+    out.append(("fec tail ynl --format ethtool-json", [*tail, str(inp / "ynl.json"), "--format", "ethtool-json"]))
+    out.append(("fec tail --gof-level 0", [*tail, str(inp / "switch.txt"), "--gof-level", "0"]))
+    # codeword pastes: hex read as decimal, a cut xxd dump, a partial packed word
+    (inp / "hex4.txt").write_text("0c0 1ff 3a 2\n")
+    (inp / "xxd_cut.txt").write_text("00000000: 0102 0304  ....\n00000010: 0506 0708  ....\n")
+    (inp / "xxd_part.txt").write_text("00000000: 0102 0304 0506  ......\n")  # 48 bits: one 40-bit word and 8 more
+    out.append(("fec decode hex as decimal", ["fec", "decode", "--n", "4", "--k", "2", str(inp / "hex4.txt")]))
+    for name in ("xxd_cut.txt", "xxd_part.txt"):
+        out.append((f"fec decode --format hex {name}", ["fec", "decode", "--n", "4", "--k", "2", "--format", "hex",
+                                                         str(inp / name)]))
+    # trace metadata a tamperer edits, trailer CRC recomputed: an unknown rate, 800G inner metadata on a 400G trace
+    for label, edit in (("rate 3.2T", lambda m: m.update(rate="3.2T")),
+                        ("inner on 400G", lambda m: m.update(inner={"code": "c999", "counters": {"inner_failed": -5}}))):
+        path = _trace_with_meta(arena, f"t46_{label.replace(' ', '_')}.trace", edit)
+        out.append((f"trace meta {label} --check", ["trace", "info", path, "--check"]))
     return out
 
 
@@ -298,6 +366,9 @@ def run_one(argv: list[str], arena: Path) -> tuple[int | None, str]:
     err, outbuf = io.StringIO(), io.StringIO()
     old = os.getcwd()
     os.chdir(arena)
+    old_stdin = sys.stdin
+    if argv[:1] == [CLOSED_STDIN]:
+        argv, sys.stdin = argv[1:], None
 
     def hang(signum, frame):
         raise TimeoutError("attack still running after 60 s (a hang)")
@@ -318,6 +389,7 @@ def run_one(argv: list[str], arena: Path) -> tuple[int | None, str]:
         signal.alarm(0)
         signal.signal(signal.SIGALRM, prev)
         os.chdir(old)
+        sys.stdin = old_stdin
     return rc, err.getvalue()
 
 

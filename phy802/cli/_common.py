@@ -390,11 +390,23 @@ def bounded_lines(stream, name: str, max_line: int = MAX_LINE) -> Iterable[str]:
         yield raw
 
 
+def stdin_text(name: str = "<stdin>"):
+    """Standard input as strict UTF-8 text (``sys.stdin`` may decode with surrogateescape under a C
+    locale); ValueError naming it when it is closed (``CMD <&-``: Python's ``sys.stdin`` is None)."""
+    if sys.stdin is None:
+        raise ValueError(f"{name}: standard input is closed; give a FILE, or pipe or redirect the input in")
+    if hasattr(sys.stdin, "buffer"):
+        import io
+
+        return io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="strict")
+    return sys.stdin
+
+
 def read_text_lines(path: str, *, stdin_name: str = "<stdin>") -> Iterable[tuple[int, str]]:
     """``(line number, line)`` of a UTF-8 text file or ``-`` (stdin); a binary or non-UTF-8 file
     raises ``ValueError`` naming it."""
     if path == "-":
-        stream, name = sys.stdin, stdin_name
+        stream, name = stdin_text(stdin_name), stdin_name
     else:
         stream, name = open(path, encoding="utf-8"), path
     try:
@@ -407,7 +419,7 @@ def read_text_lines(path: str, *, stdin_name: str = "<stdin>") -> Iterable[tuple
         except UnicodeDecodeError as exc:
             raise ValueError(f"{name}:{lineno + 1}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     finally:
-        if stream is not sys.stdin:
+        if path != "-":
             stream.close()
 
 

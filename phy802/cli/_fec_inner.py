@@ -18,7 +18,7 @@ from typing import Iterable
 
 import numpy as np
 
-from phy802.cli._common import bounded_lines, token_lines
+from phy802.cli._common import bounded_lines, stdin_text, token_lines
 from phy802.fec import inner
 
 __all__ = ["add_arguments", "run", "parse_bit_lines", "parse_sample_lines"]
@@ -94,7 +94,7 @@ def run(args: argparse.Namespace) -> int:
     # bounded_lines: a file without line breaks (/dev/zero, a binary dump) is refused naming it
     # instead of being read whole into one line (as the RS path of ``fec decode`` does)
     if args.file == "-":
-        words, lines = parse(bounded_lines(sys.stdin, name))
+        words, lines = parse(bounded_lines(stdin_text(name), name))
     else:
         with open(args.file, encoding="utf-8") as fh:
             words, lines = parse(bounded_lines(fh, name))

@@ -130,11 +130,19 @@ def run_link(args) -> int:
                         ("--level", args.level is not None)):
         if given:
             raise CliError(f"{flag} does not apply at {args.rate} (the 800G/1.6T model is codeword level)")
+    from phy802.cli._hist import hist_format, histogram_from_counts, print_histograms
+    from phy802.fec.rs import CODES as RS_CODES
+
+    hfmt = hist_format(args)  # --format json/ynl/ethtool-json are honoured here as at 400G
     cfg = _config(args, args.inner_decoder)
     ch = _channel(args)
     n = int(args.codewords or 2 * args.pairs)
     res = ConcatLink(cfg, ch, path=args.path).run(n, args.seed)
     c, rates = res.counters, res.rates()
+    if hfmt:  # the KP4 codeword histogram (symbol errors at the KP4 decoder's input)
+        fh = histogram_from_counts(c.hist, RS_CODES["kp4"].t, args.bins, "phy802 link")
+        print_histograms(hfmt, [("phy802-link", fh, {})])
+        return 0
     th = _theory(cfg, float(ch.snr_db), args.seed)
     out = {"config": {k: getattr(cfg, k) for k in cfg.__dataclass_fields__}, "path": args.path, "seed": args.seed,
            "snr_db": float(ch.snr_db), "counters": c.as_dict(), "rates": {k: v.as_dict() for k, v in rates.items()},
@@ -215,6 +223,8 @@ def run_trace(args, summary) -> int:
     cfg = _config(args, args.inner_decoder)
     try:
         ch = _channel(args)
+    except CliError:  # neither --ber nor --snr-db: its own message, no '--ber None' before it
+        raise
     except ValueError as exc:
         raise CliError(f"--ber {args.ber}: {exc}") from None
     check_output_file(args.out)
@@ -232,6 +242,10 @@ def run_sweep(args) -> int:
     each with its closed-form / semi-analytic FER (fast data-free path)."""
     from phy802.link.concat import ConcatLink
 
+    from phy802.cli._hist import hist_format, histogram_from_counts, print_histograms
+    from phy802.fec.rs import CODES as RS_CODES
+
+    hfmt = hist_format(args)
     if args.merge:
         raise CliError("--merge is not available for the 800G/1.6T inner-code sweep")
     if not args.ber and not args.snr_db:
@@ -278,6 +292,12 @@ def run_sweep(args) -> int:
     except KeyboardInterrupt:
         print(f"phy802 sweep: interrupted; {len(rows)} finished points kept", file=sys.stderr)
     obj = {"rate": args.rate, "points": rows}
+    if hfmt:  # one reply / device per point and decoder, as at 400G
+        print_histograms(hfmt, [(f"{r['decoder']}:{r['axis']}={r['x']:g}",
+                                 histogram_from_counts(r["counters"]["hist"], RS_CODES["kp4"].t, args.bins,
+                                                       f"phy802 sweep {r['decoder']} {r['axis']}={r['x']:g}"),
+                                 {"decoder": r["decoder"], r["axis"]: r["x"]}) for r in rows], single=False)
+        return 0
     if args.out is not None:
         import csv
         import io

@@ -16,7 +16,8 @@ from typing import Iterable
 
 import numpy as np
 
-from phy802.cli._common import add_seed, bounded_lines, choice_list, int_arg, json_document, probability, token_lines
+from phy802.cli._common import (add_seed, bounded_lines, choice_list, int_arg, json_document, probability, stdin_text,
+                                token_lines)
 from phy802.fec.counters import FecCounters
 from phy802.fec.rs import CODES, RSCode, decode, encode
 from phy802.cli import _fec_inner
@@ -62,7 +63,9 @@ CSV rows 'bin,count' / 'bin_low,bin_high,count' (a row 'uncorrectable,N' gives t
 Counters are cumulative since link-up: --since OLD fits NEW - OLD and refuses a counter reset.
 Several ports (a switch) give a table ranked by margin, worst first; --ifname picks one port.
 Models: binomial (independent symbol errors), dfe (1-tap DFE error propagation), ge (Gilbert-Elliott).
-Intervals: profile likelihood (binomial) or parametric bootstrap (dfe, ge), 95%. Margin: how far the
+A law must pass its G2 goodness-of-fit test at --gof-level: when none does (or FEC is off on the port),
+the output says so first and withholds the FER and margin, and the port ranks 'unknown'.
+Intervals (95%): profile likelihood (binomial), parametric bootstrap (dfe), likelihood region (ge). Margin: how far the
 pre-FEC BER may grow (error shape held) before FER reaches --target-fer (default 1e-13). Beside the
 models: SONiC's predicted FLR (log-linear fit of bins 1..15 extrapolated to 16..20) and the observed
 FLR = CER x (1 + X x 8)/8 (X = --interleave).
@@ -101,6 +104,10 @@ def _add_tail(sub) -> None:
                    help="comma-separated models to fit: binomial, dfe, ge (default binomial,dfe,ge)")
     p.add_argument("--target-fer", type=probability(), default=1e-13,
                    help="codeword error ratio the margin is measured to, in (0, 1) (default 1e-13)")
+    p.add_argument("--gof-level", type=probability(), default=0.01,
+                   help="a law whose goodness-of-fit G2 p-value is below this level is rejected; when no law "
+                        "passes, the port's FER and margin are withheld and it ranks as unknown, in (0, 1) "
+                        "(default 0.01)")
     p.add_argument("--bootstrap", type=int_arg(0, 100000), default=200,
                    help="parametric bootstrap replicates for the dfe intervals (binomial and ge intervals come from "
                         "their likelihood), 0..100000; a job estimated "
@@ -120,8 +127,25 @@ def _add_tail(sub) -> None:
     p.add_argument("--no-progress", action="store_true", help="no progress lines on stderr for several ports")
 
 
-def _tail_progress(msg: str) -> None:  # module level: it goes to a worker process (pickled by name)
-    print(f"phy802 fec tail: {msg}", file=sys.stderr, flush=True)
+class _TailProgress:
+    """Ports done, shown by the project's progress display (phy802._output.progress: a bar on a terminal,
+    else a line at most every 10 s and one summary line). Picklable: the display is made on first use,
+    in the process that fits (a worker under --bootstrap)."""
+
+    def __init__(self, total: int) -> None:
+        self.total, self._bar = total, None
+
+    def __call__(self, port: str) -> None:
+        if self._bar is None:
+            from phy802._output import progress
+
+            self._bar = progress(total=self.total, desc="phy802 fec tail: ports", unit="port")
+        self._bar.set_postfix_str(port)
+        self._bar.update(1)
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.close()
 
 
 def _run_tail(args: argparse.Namespace) -> int:
@@ -151,9 +175,14 @@ def _run_tail(args: argparse.Namespace) -> int:
                          f"{args.bootstrap}, models {','.join(models)}), above the {TAIL_MAX_CPU_S:.0f} s limit: lower "
                          "--bootstrap or pick a port with --ifname")
     many = len(tel.ports) > 1
-    prog = _tail_progress if many and not args.no_progress else None
+    with_data = [p for p in tel.ports if p.hist.bins and p.hist.total > 0]
+    if not with_data:  # one port or a whole switch alike: nothing to fit is an error, not an empty table
+        between = " between the snapshots" if args.since else ""
+        raise ValueError(f"{tel.ports[0].hist.source if not many else tel.source}: no codewords counted{between}"
+                         + (f" on any of the {len(tel.ports)} ports" if many else ""))
+    prog = _TailProgress(len(with_data)) if many and not args.no_progress else None
     kw = dict(workers=args.workers, progress=prog, models=models, target_fer=args.target_fer,
-              bootstrap=args.bootstrap, seed=args.seed, interleave=args.interleave)
+              bootstrap=args.bootstrap, seed=args.seed, interleave=args.interleave, gof_level=args.gof_level)
     if args.bootstrap and not (args.workers > 1 and many):
         # the bootstrap is seconds inside one compiled call, where Ctrl-C cannot land: fitted in a
         # worker process that an interrupt terminates at once (fit_ports' own pool does it for --workers)
@@ -165,15 +194,13 @@ def _run_tail(args: argparse.Namespace) -> int:
     info = {"input": str(args.file), "input_format": tel.fmt, "since": args.since}
     if not many and not args.csv:
         fit = fits[tel.ports[0].name]
-        if fit is None:
-            raise ValueError(f"{tel.ports[0].hist.source}: no codewords counted"
-                             + (" between the snapshots" if args.since else ""))
         doc = json_document({**fit.as_dict(), **info, "port": tel.ports[0].name})
         text = fit.format_text()
     else:
         rows = rank_ports(tel, fits)
         doc = json_document({"format": "phy802.fec_tail_ports", "version": 1, **info, "code": args.code,
-                             "target_fer": args.target_fer, "ports": rows,
+                             "target_fer": args.target_fer, "gof_level": args.gof_level,
+                             "unknown_ports": [r["port"] for r in rows if r["status"] == "unknown"], "ports": rows,
                              "fits": {k: (None if v is None else v.as_dict()) for k, v in fits.items()}})
         text = ports_text(rows, args.target_fer, tel.fmt)
     payload = json.dumps(doc, indent=2, allow_nan=False) + "\n"
@@ -203,15 +230,71 @@ def _code(args: argparse.Namespace) -> RSCode:
 
 
 _DEC_TOKEN = re.compile(r"[0-9]+\Z")
-_HEX_TOKEN = re.compile(r"[0-9a-fA-F]+\Z")
+_HEX_TOKEN = re.compile(r"(?:0[xX])?[0-9a-fA-F]+\Z")
+#: a line of ``xxd``'s default dump: the offset, a colon, the bytes in hex groups, two spaces, the ASCII column
+_XXD_LINE = re.compile(r"[ \t]*([0-9a-fA-F]{4,16}):[ \t]+(.*?)(?:  .*)?\Z")
+#: a line of ``xxd -p`` (plain): hex digits only, an even number of them
+_XXD_PLAIN = re.compile(r"(?:[0-9a-fA-F]{2}){4,}\Z")
+#: bits per RS symbol (GF(2^10))
+SYMBOL_BITS = 10
+
+
+def _tokens(toks: list[str]) -> list[str]:
+    """Whitespace tokens split at commas too (``0x0c0, 0x1ff,`` as C arrays and many dumps print them)."""
+    return [x for tok in toks for x in tok.split(",") if x]
+
+
+def _packed_words(data: bytes, length: int, name: str) -> np.ndarray:
+    """Words of ``length`` 10-bit symbols packed MSB first, back to back, in ``data`` (a hex dump of a
+    bit stream); up to 7 zero bits pad the last byte."""
+    bits = np.unpackbits(np.frombuffer(data, np.uint8))
+    per = length * SYMBOL_BITS
+    n = bits.size // per
+    rest = bits[n * per:]
+    if n == 0 or rest.size >= 8 or rest.any():
+        raise ValueError(f"{name}: a hex dump of {len(data)} bytes ({bits.size} bits) is not a whole number of "
+                         f"{length}-symbol words of {SYMBOL_BITS}-bit symbols packed MSB first ({per} bits each, "
+                         "the last byte padded with zero bits)")
+    w = bits[: n * per].reshape(n * length, SYMBOL_BITS).astype(np.uint16)
+    return (w << np.arange(SYMBOL_BITS - 1, -1, -1, dtype=np.uint16)).sum(axis=1, dtype=np.uint16).reshape(n, length)
+
+
+def _dump_bytes(first: tuple[int, str], rest: Iterable[tuple[int, str]], name: str, plain: bool) -> bytes:
+    """The bytes of an ``xxd`` dump (offsets checked: a line missing from a paste is an error, not a
+    shifted word) or of ``xxd -p``."""
+    out = bytearray()
+    for lineno, raw in [first, *rest]:
+        line = raw.rstrip("\r\n")
+        if not line.strip():
+            continue
+        if plain:
+            hexpart = line.strip()
+            if not _XXD_PLAIN.match(hexpart) and not re.fullmatch(r"(?:[0-9a-fA-F]{2})+", hexpart):
+                raise ValueError(f"{name}:{lineno}: not a line of 'xxd -p' (an even number of hex digits): {line[:40]!r}")
+        else:
+            m = _XXD_LINE.match(line)
+            if not m:
+                raise ValueError(f"{name}:{lineno}: not a line of an xxd dump ('OFFSET: hex bytes  ascii'): {line[:40]!r}")
+            if int(m.group(1), 16) != len(out):
+                raise ValueError(f"{name}:{lineno}: xxd offset {m.group(1)} but {len(out)} bytes came before it "
+                                 "(a line missing or repeated in the paste)")
+            hexpart = m.group(2).replace(" ", "")
+            if not re.fullmatch(r"(?:[0-9a-fA-F]{2})*", hexpart):
+                raise ValueError(f"{name}:{lineno}: xxd bytes {m.group(2)[:40]!r} are not hex digit pairs")
+        out += bytes.fromhex(hexpart)
+    return bytes(out)
 
 
 def parse_symbol_lines(stream: Iterable[str], length: int, name: str, fmt: str = "dec") -> tuple[np.ndarray, list[int]]:
     """Read one word of ``length`` symbols per non-blank line; returns (uint16[N, length], line numbers).
 
-    Tokens are plain ASCII digits: decimal ``0``..``1023``, or hex ``0``..``3ff`` without a ``0x``
-    prefix; signs, ``_`` separators and non-ASCII digits are rejected. Raises ValueError naming
-    ``name``, the line and the field of the first bad token; a file with no words, a binary or
+    Tokens are plain ASCII digits: decimal ``0``..``1023``, or hex ``0``..``3ff`` with or without a
+    ``0x`` prefix, separated by spaces, tabs or commas; signs, ``_`` separators and non-ASCII digits
+    are rejected. In hex, a byte dump as ``xxd`` prints it (``OFFSET: 0c01 2f3a ...  ascii``, offsets
+    checked) or ``xxd -p`` (plain hex lines) is read as a bit stream of 10-bit symbols packed MSB
+    first, words back to back (line numbers are then those where each word starts in the stream's
+    order: 1, 2, ...). A decimal token that reads as hex suggests ``--format hex``. Raises ValueError
+    naming ``name``, the line and the field of the first bad token; a file with no words, a binary or
     non-UTF-8 file is an error too.
     """
     if fmt not in ("dec", "hex"):
@@ -219,15 +302,32 @@ def parse_symbol_lines(stream: Iterable[str], length: int, name: str, fmt: str =
     pattern, base, kind = (_HEX_TOKEN, 16, "hex") if fmt == "hex" else (_DEC_TOKEN, 10, "decimal")
     rows: list[list[int]] = []
     lines: list[int] = []
-    for lineno, toks in token_lines(stream, name, f"{kind} symbols"):
+    raw_line = [""]
+
+    def keep(src):  # token_lines drops comments and splits; an xxd line is read from the raw text
+        for raw in src:
+            raw_line[0] = raw
+            yield raw
+
+    it = iter(token_lines(keep(stream), name, f"{kind} symbols"))
+    for lineno, toks in it:
+        if fmt == "hex" and not rows and (_XXD_LINE.match(raw_line[0].rstrip("\r\n")) and toks[0].endswith(":")
+                                          or (len(toks) == 1 and length > 1 and _XXD_PLAIN.match(toks[0]))):
+            plain = not toks[0].endswith(":")
+            data = _dump_bytes((lineno, raw_line[0]), ((ln, raw_line[0]) for ln, _ in it), name, plain)
+            words = _packed_words(data, length, name)
+            return words, list(range(1, len(words) + 1))
+        toks = _tokens(toks)
+        xxd = fmt == "dec" and _XXD_LINE.match(raw_line[0].rstrip("\r\n")) and toks[0].endswith(":")
+        hint = " (the input looks like hex symbols or an xxd dump: give --format hex)"
         if len(toks) != length:
-            raise ValueError(f"{name}:{lineno}: expected {length} symbols, got {len(toks)}")
+            raise ValueError(f"{name}:{lineno}: expected {length} symbols, got {len(toks)}" + (hint if xxd else ""))
         row = []
         for j, tok in enumerate(toks, start=1):
             if not pattern.match(tok):
-                raise ValueError(f"{name}:{lineno}: field {j}: {tok[:20]!r} is not a {kind} number"
-                                 + (" (write hex without 0x)" if fmt == "hex" and tok[:2].lower() == "0x" else ""))
-            v = int(tok, base)
+                shown = hint if fmt == "dec" and (xxd or _HEX_TOKEN.match(tok)) else ""
+                raise ValueError(f"{name}:{lineno}: field {j}: {tok[:20]!r} is not a {kind} number{shown}")
+            v = int(tok[2:] if fmt == "hex" and tok[:2] in ("0x", "0X") else tok, base)
             if not 0 <= v < 1024:
                 raise ValueError(f"{name}:{lineno}: field {j}: symbol {tok[:20]} = {v} is outside 0..1023")
             row.append(v)
@@ -282,12 +382,7 @@ def run(args: argparse.Namespace) -> int:
 
         check_output_file(args.out)  # a device/FIFO/link, the input itself, a file phy802 did not write
     if args.file == "-":
-        import io
-
-        # strict UTF-8 like a file (sys.stdin may decode with surrogateescape under a C locale)
-        stdin = io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="strict") \
-            if hasattr(sys.stdin, "buffer") else sys.stdin
-        words, lines = parse_symbol_lines(bounded_lines(stdin, "<stdin>"), length, "<stdin>", args.format)
+        words, lines = parse_symbol_lines(bounded_lines(stdin_text(), "<stdin>"), length, "<stdin>", args.format)
     else:
         with open(args.file, encoding="utf-8") as fh:
             words, lines = parse_symbol_lines(bounded_lines(fh, args.file), length, args.file, args.format)

@@ -7,7 +7,7 @@ import sys
 
 from phy802.cli._common import (add_force, add_json, add_seed, check_budget, count_arg, emit, float_arg, int_arg,
                                 probability, require_together)
-from phy802.cli._hist import add_hist_arguments, histogram_from_counts, print_ethtool, wants_ethtool
+from phy802.cli._hist import add_hist_arguments, hist_format, histogram_from_counts, print_histograms
 from phy802.cli._vocab import add_code_fec
 from phy802.cli import _inner_cli
 
@@ -122,7 +122,7 @@ def run(args: argparse.Namespace) -> int:
     if args.inner == "none" or args.codewords is not None:
         raise ValueError(f"--inner/--codewords apply to the 800G/1.6T model only (--rate {args.rate})")
     _check_args(args)
-    ethtool = wants_ethtool(args)
+    hfmt = hist_format(args)
     cfg = LinkConfig(rate=args.rate, code=args.code, fec=args.fec, precoding=args.precoding,
                      precoder_init=args.precoder_init or 0,
                      n_lanes=args.lanes, lane_order=parse_lane_order(args.lane_order), level=args.level,
@@ -146,8 +146,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"phy802 link: lane lock failed in all {batches} batches (nothing received)", file=sys.stderr)
         return 1
     fh = histogram_from_counts(c.hist, (c.n - c.k) // 2, args.bins, "phy802 link")
-    if ethtool:
-        print_ethtool(fh.to_ethtool())
+    if hfmt:
+        print_histograms(hfmt, [("phy802-link", fh, {})])
         return 0
     out["fec_histogram"] = fh.as_dict()
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from phy802.cli._common import (CliError, add_force, add_json, add_seed, check_budget, count_arg, emit, float_arg,
                                 int_arg, list_arg, probability, progress)
 from phy802.cli._common import scheduler_address
-from phy802.cli._hist import add_hist_arguments, histogram_from_counts, print_ethtool, wants_ethtool
+from phy802.cli._hist import add_hist_arguments, hist_format, histogram_from_counts, print_histograms
 from phy802.cli._vocab import add_code_fec
 from phy802.cli import _inner_cli
 
@@ -171,7 +171,7 @@ def run(args: argparse.Namespace) -> int:
 
     if _inner_cli.check_inner(args):
         return _inner_cli.run_sweep(args)
-    ethtool = wants_ethtool(args)
+    hfmt = hist_format(args)
     show = not args.no_progress
     if args.plot and args.out is None:
         raise CliError("--plot needs --out (the folder the plots go to)")
@@ -240,8 +240,9 @@ def run(args: argparse.Namespace) -> int:
 
     hists = [(p, histogram_from_counts(p.counters.hist, (p.counters.n - p.counters.k) // 2, args.bins,
                                        f"phy802 sweep {p.mode} {p.axis}={p.x:g}")) for p in res.points]
-    if ethtool:
-        print_ethtool([{"mode": p.mode, p.axis: p.x, **h.to_ethtool()} for p, h in hists])
+    if hfmt:  # one reply / device per point, named by its mode and x
+        print_histograms(hfmt, [(f"{p.mode}:{p.axis}={p.x:g}", h, {"mode": p.mode, p.axis: p.x}) for p, h in hists],
+                         single=False)
         return 0
 
     # on a terminal the live table (stderr) is already on screen: printing it again on stdout showed

@@ -16,7 +16,7 @@ import argparse
 from phy802.cli._common import (CliError, add_force, add_json, add_seed, calibrated_seconds, check_budget, check_disk, count_arg, emit,
                                 float_arg, int_arg, probability, scheduler_address)
 from phy802.cli._inner_cli import INNER_RATES, add_trace_args as add_inner_trace_args
-from phy802.cli._hist import add_hist_arguments, histogram_from_counts, print_ethtool, wants_ethtool
+from phy802.cli._hist import add_hist_arguments, hist_format, histogram_from_counts, print_histograms
 from phy802.cli._vocab import add_code_fec
 
 from protocol.framing import RATES
@@ -285,7 +285,7 @@ def run(args: argparse.Namespace) -> int:
 
     from protocol.trace import TraceError
 
-    ethtool = wants_ethtool(args)
+    hfmt = hist_format(args)
     check = None
     with TraceReader(args.path) as r:
         meta = dict(r.meta)
@@ -302,10 +302,10 @@ def run(args: argparse.Namespace) -> int:
     t = _code_t(meta, args.path)
     if counts and t is not None:  # the trace's last count collects every weight >= its index (all > t)
         fh = histogram_from_counts(counts, t, args.bins, str(args.path))
-    if ethtool:
+    if hfmt:
         if fh is None:
             raise ValueError(f"{args.path}: field 'codewords.symbol_error_hist' is missing (no histogram in this trace)")
-        print_ethtool(fh.to_ethtool())
+        print_histograms(hfmt, [("phy802-trace", fh, {})])
         return 0
     obj = {"path": str(args.path), **meta}
     if fh is not None:

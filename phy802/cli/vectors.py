@@ -28,7 +28,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def regenerate_fec_hist(source: Path, out: Path) -> Path:
-    """Re-run the ``phy802 sweep ... --format ethtool-json`` command named in ``source``'s
+    """Re-run the ``phy802 sweep ... --format ynl`` command named in ``source``'s
     ``generated_by`` and write the same document (``generated_by``, ``channel``, the new ``stats``)
     to ``out`` atomically.  Its ``--max-seconds`` is dropped (0: no time cap), so that the counts
     depend on the seed and the codeword cap only, never on the machine's speed."""

@@ -50,10 +50,18 @@ class FecBin:
     count: int
     per_lane: tuple[int, ...] | None = None
 
-    def as_ethtool(self) -> dict:
+    def as_ynl(self) -> dict:
+        """The kernel's netlink/YNL entry (``bin-low``, ``bin-high``, ``bin-val``, ``bin-val-per-lane``)."""
         d: dict[str, Any] = {"bin-low": self.low, "bin-high": self.high, "bin-val": self.count}
         if self.per_lane is not None:
             d["bin-val-per-lane"] = list(self.per_lane)
+        return d
+
+    def as_ethtool_json(self) -> dict:
+        """``ethtool --json``'s entry (``bin_low``, ``bin_high``, ``total``, ``lanes``)."""
+        d: dict[str, Any] = {"bin_low": self.low, "bin_high": self.high, "total": self.count}
+        if self.per_lane is not None:
+            d["lanes"] = list(self.per_lane)
         return d
 
     def label(self) -> str:
@@ -174,8 +182,9 @@ class FecHistogram:
         return FecHistogram(tuple(out), self.uncorrectable, self.corrected, self.corr_bits, self.t, self.source)
 
     # ------------------------------------------------------------------ output
-    def to_ethtool(self) -> dict:
-        """The kernel's structure: ``{"stats": {"corrected": [n], "uncorrectable": [n], "hist": [...]}}``.
+    def to_ynl(self) -> dict:
+        """The kernel's YNL structure (``ynl --do fec-get``, format name ``ynl``):
+        ``{"stats": {"corrected": [n], "uncorrectable": [n], "hist": [...]}}``.
 
         Totals are written as one-element lists (netlink's array form, total first).
         """
@@ -186,12 +195,24 @@ class FecHistogram:
             stats["uncorrectable"] = [int(self.uncorrectable)]
         if self.corr_bits is not None:
             stats["corr-bits"] = [int(self.corr_bits)]
-        stats["hist"] = [b.as_ethtool() for b in self.bins]
+        stats["hist"] = [b.as_ynl() for b in self.bins]
         return {"stats": stats}
 
+    def to_ethtool_json(self, ifname: str) -> dict:
+        """One device of ``ethtool --json --include-statistics --show-fec`` (format name ``ethtool-json``;
+        ethtool prints a list of these): ``{"ifname", "statistics": {"corrected_blocks": {"total": n},
+        "uncorrectable_blocks": {"total": n}, "hist": [{"bin_low", "bin_high", "total", "lanes"}]}}``."""
+        stats: dict[str, Any] = {}
+        for key, v in (("corrected_blocks", self.corrected), ("uncorrectable_blocks", self.uncorrectable),
+                       ("corrected_bits", self.corr_bits)):
+            if v is not None:
+                stats[key] = {"total": int(v)}
+        stats["hist"] = [b.as_ethtool_json() for b in self.bins]
+        return {"ifname": str(ifname), "statistics": stats}
+
     def as_dict(self) -> dict:
-        """phy802's JSON form: the kernel structure plus ``t``, ``total`` and ``source``."""
-        return {"t": self.t, "total": self.total, "source": self.source, **self.to_ethtool()["stats"]}
+        """phy802's JSON form: the kernel's YNL structure plus ``t``, ``total`` and ``source``."""
+        return {"t": self.t, "total": self.total, "source": self.source, **self.to_ynl()["stats"]}
 
     def format_text(self, width: int = 40) -> str:
         """A table with one row per bin and a bar (log-scaled so that sparse top bins show)."""
@@ -205,7 +226,7 @@ class FecHistogram:
             bar = "#" * (0 if c == 0 else max(1, int(round(width * np.log10(1 + c) / np.log10(1 + top)))))
             lines.append(f"  {lab:>8}   {c:>18}   {c / total:>10.3e}  {bar}")
         if self.n_lanes:
-            lines.append(f"  (per-lane counts for {self.n_lanes} lanes in --json / --format ethtool-json)")
+            lines.append(f"  (per-lane counts for {self.n_lanes} lanes in --json / --format ynl or ethtool-json)")
         return "\n".join(lines)
 
 

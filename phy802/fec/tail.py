@@ -76,10 +76,15 @@ from phy802.fec.bins import FecHistogram
 
 __all__ = ["CODES", "MODELS", "TailFit", "ModelFit", "fit_histogram", "model_pmf", "sample_histogram",
            "generator_channel", "read_fit", "DEFAULT_TARGET_FER", "sonic_baseline", "fmt_interval",
-           "estimate_cpu_seconds", "fit_ports", "rank_ports", "ports_text", "ports_csv"]
+           "estimate_cpu_seconds", "fit_ports", "rank_ports", "ports_text", "ports_csv", "DEFAULT_GOF_LEVEL",
+           "judge_fits"]
 
 #: FER target of the margin (the 802.3 BER objective 1e-13 [C], used here per codeword)
 DEFAULT_TARGET_FER = 1e-13
+#: level of the goodness-of-fit test a law must pass before its tail is reported (G2 p-value >= level)
+DEFAULT_GOF_LEVEL = 0.01
+#: FEC modes of ethtool/YNL that mean no RS decoder counts the bins (telemetry_notes: RS, BaseR, LLRS, Off, Auto)
+FEC_OFF_MODES = ("none", "off")
 #: PAM4 symbols per 10-bit RS symbol
 UNITS = 5
 CODES: dict[str, theory.RsCode] = {
@@ -351,12 +356,20 @@ class TailFit:
     per_lane: list = field(default_factory=list)
     baseline: dict = field(default_factory=dict)
     notes: list = field(default_factory=list)
+    verdict: dict = field(default_factory=dict)
+
+    @property
+    def withheld(self) -> bool:
+        """True when no fitted law passed its goodness-of-fit test (or FEC is off on the port): the
+        tail extrapolations are then not reported as results (:func:`judge_fits`)."""
+        return bool(self.verdict) and self.verdict.get("status") != "fits"
 
     def as_dict(self) -> dict:
         from phy802 import __version__
 
         return {
             "format": "phy802.fec_tail_fit", "version": 1, "phy802_version": __version__,
+            "verdict": self.verdict,
             "code": {"name": self.code.name, "n": self.code.n, "k": self.code.k, "t": self.code.t},
             "target_fer": self.target_fer, "settings": self.settings,
             "histogram": self.histogram.as_dict(), "observed": self.observed,
@@ -377,12 +390,15 @@ class TailFit:
             lines.append(f"observed   FER {fmt_interval(f['value'], f['lo'], f['hi'])} (95% Clopper-Pearson)")
         lines.append(f"target     FER {self.target_fer:.0e} (margin: how far pre-FEC BER may grow, shape held)")
         lines.append("")
+        if self.withheld:  # said first: the numbers below are not a result
+            lines.insert(0, f"WARNING: {self.verdict['message']}")
         hdr = f"{'model':<9} {'params':<44} {'X2 p':>8} {'G2 p':>8} {'AIC':>12}"
         lines.append(hdr)
         for name, f in self.fits.items():
             ps = ", ".join(f"{k}={v:.3g}" for k, v in f.params.items())
             pv = lambda v: "   -    " if v is None else f"{v:8.2g}"
-            lines.append(f"{name:<9} {ps:<44} {pv(f.gof['pearson_p'])} {pv(f.gof['g2_p'])} {f.aic:12.2f}")
+            lines.append(f"{name:<9} {ps:<44} {pv(f.gof['pearson_p'])} {pv(f.gof['g2_p'])} {f.aic:12.2f}  "
+                         f"{f.gof.get('verdict', '')}")
         for name, why in self.skipped.items():
             lines.append(f"{name:<9} not fitted: {why}")
         lines.append("")
@@ -390,12 +406,18 @@ class TailFit:
         for name, f in self.fits.items():
             p = f.predicted
             iv = lambda r: fmt_interval(r["value"], r["lo"], r["hi"])
+            if self.withheld:  # the pre-FEC BER is the histogram's mean; the tail is the model's alone
+                lines.append(f"{name:<9} {iv(p['pre_fec_ber']):<34} {'withheld (no law fits)':<34} "
+                             f"{'withheld':<34} withheld")
+                continue
             m = p["margin_factor"]
             ms = "-" if m["value"] is None else (f"x{fmt_interval(m['value'], m['lo'], m['hi'])}"
                                                  + ("" if p["snr_margin_db"]["value"] is None
                                                     else f", {p['snr_margin_db']['value']:+.2f} dB"))
             lines.append(f"{name:<9} {iv(p['pre_fec_ber']):<34} {iv(p['fer']):<34} {iv(p['post_fec_ber']):<34} {ms}")
         for name, f in self.fits.items():  # model notes beyond the standing "effective parameters" one
+            if self.withheld:  # they speak of the withheld tail
+                break
             extra = [x for x in f.note.split("; ") if x and not x.startswith("effective burst parameters")]
             if extra:
                 lines.append(f"{name}: {'; '.join(extra)}")
@@ -427,9 +449,10 @@ class TailFit:
                 lines.append(f"  lane {r['lane']:>2}: {r['codewords']} codewords, BER "
                              f"{fmt_interval(b['value'], b['lo'], b['hi'])}, FER {f['value']:.2e}, G2 p {_f(r['g2_p'], '.2g')}")
         for note in self.notes:
-            lines.append(f"note: {note}")
+            if note != self.verdict.get("message"):  # already the first line
+                lines.append(f"note: {note}")
         if self.best:
-            lines.append(f"best (AIC): {self.best}; intervals: "
+            lines.append(f"best (AIC{' among the laws that fit' if not self.withheld else ''}): {self.best}; intervals: "
                          + "; ".join(f"{k} {v.interval_method}" for k, v in self.fits.items()))
         return "\n".join(lines)
 
@@ -822,9 +845,12 @@ def fit_histogram(
     seed: int | np.random.Generator = 1,
     progress: Callable[[str], None] | None = None,
     interleave: int = 2,
+    gof_level: float = DEFAULT_GOF_LEVEL,
 ) -> TailFit:
     """Fit ``models`` to ``hist`` and extrapolate (see the module docstring); ``interleave``: the
-    codeword interleave X of SONiC's FLR baseline (:func:`sonic_baseline`)."""
+    codeword interleave X of SONiC's FLR baseline (:func:`sonic_baseline`); ``gof_level``: a law
+    whose G2 goodness-of-fit p-value is below it is rejected (:func:`judge_fits`), and when no law
+    passes, the fit's ``verdict`` says so and its tail is withheld."""
     if isinstance(code, str):
         if code not in CODES:
             raise ValueError(f"unknown code {code!r} (choose from {', '.join(CODES)})")
@@ -833,6 +859,8 @@ def fit_histogram(
         raise ValueError(f"target_fer must be in (0, 1), got {target_fer}")
     if bootstrap < 0:
         raise ValueError(f"bootstrap must be >= 0, got {bootstrap}")
+    if not 0 < gof_level < 1:
+        raise ValueError(f"gof_level must be in (0, 1), got {gof_level}")
     for m in models:
         if m not in MODELS:
             raise ValueError(f"unknown model {m!r} (choose from {', '.join(MODELS)})")
@@ -909,17 +937,67 @@ def fit_histogram(
             lr = max(0.0, 2 * (fits["ge"].loglik - l0))
             comparison["ge_vs_binomial"] = {"lr": lr, "p_value": float(_st.chi2.sf(lr, 3)),
                                             "reference": "chi2_3 (approximate: boundary, unidentified under H0)"}
-    best = min(fits, key=lambda k: fits[k].aic) if fits else None
+    verdict = judge_fits(fits, skipped, gof_level)
+    # the lowest AIC among the laws that pass their test; when none passes, among all (withheld anyway)
+    pool = verdict["passing"] or list(fits)
+    best = min(pool, key=lambda k: fits[k].aic) if fits else None
     per_lane = _per_lane(hist, code, target_fer)
     notes = []
     if hist.n_lanes and not per_lane:
         missing = [b.label() for b in hist.bins if b.per_lane is None]
         notes.append(f"per-lane counts in only {len(hist.bins) - len(missing)} of {len(hist.bins)} bins "
                      f"(none for {', '.join(missing[:6])}): no per-lane fit")
-    settings = {"models": list(models), "bootstrap": bootstrap,
+    if verdict["status"] != "fits":
+        notes.insert(0, verdict["message"])  # notes read by tools say it too, first
+    settings = {"models": list(models), "bootstrap": bootstrap, "gof_level": float(gof_level),
                 "seed": seed if isinstance(seed, int) else None, "units_per_rs_symbol": UNITS}
     return TailFit(code, hist, float(target_fer), fits, skipped, comparison, best, observed, settings, per_lane,
-                   sonic_baseline(hist, code, interleave), notes)
+                   sonic_baseline(hist, code, interleave), notes, verdict)
+
+
+#: what :func:`judge_fits` tests with (stated in every verdict)
+GOF_TEST = "G2 likelihood ratio against the saturated multinomial, bins pooled to >= 5 expected codewords"
+
+
+def judge_fits(fits: dict, skipped: dict, level: float) -> dict:
+    """Which fitted laws the histogram supports: a law *fits* when its G2 goodness-of-fit p-value is at
+    least ``level``, is *rejected* below it, and is *untested* when pooling leaves no degree of freedom
+    (too few bins expect >= 5 codewords to test that many parameters). Sets each fit's
+    ``gof["verdict"]``; returns ``{"status": "fits" | "no_fit", "level", "test", "passing", "rejected",
+    "untested", "message"}``. With no law passing, every extrapolation is a property of a model the
+    data do not support (or cannot check), so the caller withholds the tail and says so first."""
+    passing, rejected, untested = [], {}, {}
+    for m, f in fits.items():
+        p = f.gof.get("g2_p")
+        if p is None:
+            untested[m] = f.gof.get("df")
+            f.gof["verdict"] = "untested"
+        elif p >= level:
+            passing.append(m)
+            f.gof["verdict"] = "fits"
+        else:
+            rejected[m] = p
+            f.gof["verdict"] = "rejected"
+    msg = ""
+    if not passing:
+        why = [f"{m} G2 p {p:.2g}" for m, p in rejected.items()]
+        why += [f"{m} untested ({df} df after pooling)" for m, df in untested.items()]
+        why += [f"{m} not fitted" for m in skipped]
+        msg = (f"no law fits this histogram at the {level:g} level ({'; '.join(why) or 'no law fitted'}): "
+               "its FER, post-FEC BER and margin extrapolations are withheld (each is a property of a model the "
+               "counts do not support); collect more codewords or finer bins")
+    return {"status": "fits" if passing else "no_fit", "level": float(level), "test": GOF_TEST,
+            "passing": passing, "rejected": rejected, "untested": sorted(untested), "message": msg}
+
+
+def mark_fec_off(fit: TailFit, mode: str) -> None:
+    """A port whose active FEC mode is off (ethtool ``"active": ["None"]``): no RS decoder counted its
+    bins, so its tail is withheld like a fit that fails (the verdict says why first)."""
+    old = fit.verdict.get("message")
+    fit.verdict = {**fit.verdict, "status": "fec_off", "fec_mode": mode,
+                   "message": f"FEC is off on this port (active FEC mode {mode!r}): no RS decoder counted these "
+                              "bins, so no FER, post-FEC BER or margin is reported for it"}
+    fit.notes[:] = [fit.verdict["message"]] + [n for n in fit.notes if n != old]
 
 
 def _ge_margin_note(params: dict, code: theory.RsCode, target: float, pred: dict) -> str:
@@ -978,7 +1056,9 @@ def fit_ports(tel, code: theory.RsCode | str, *, workers: int = 1, progress: Cal
               **kw) -> dict:
     """``{port: TailFit or None}`` (None: no codewords) for every port of a
     :class:`phy802.fec.telemetry.Telemetry`; ``workers > 1`` fits ports in that many processes (the
-    result does not depend on ``workers``: every port is fitted with the same arguments and seed)."""
+    result does not depend on ``workers``: every port is fitted with the same arguments and seed).
+    ``progress(port)`` is called as each port is done, and ``progress.close()`` (when it has one) at the
+    end; a port whose active FEC mode is off gets :func:`mark_fec_off`."""
     names = [p.name for p in tel.ports]
     jobs = {p.name: (p.hist, code, kw) for p in tel.ports if p.hist.bins and p.hist.total > 0}
     out: dict = {n: None for n in names}
@@ -990,45 +1070,60 @@ def fit_ports(tel, code: theory.RsCode | str, *, workers: int = 1, progress: Cal
         with worker_pool(min(workers, len(jobs))) as ex:  # workers ignore Ctrl-C; this process stops them
             try:
                 futs = {ex.submit(_fit_port, j): n for n, j in jobs.items()}
-                for k, fut in enumerate(cf.as_completed(futs), start=1):
+                for fut in cf.as_completed(futs):
                     out[futs[fut]] = fut.result()
                     if progress:
-                        progress(f"port {k}/{len(jobs)} {futs[fut]} done")
+                        progress(futs[fut])
             except BaseException:
                 stop_pool(ex)
                 raise
     else:
-        for k, (n, j) in enumerate(jobs.items(), start=1):
-            if progress:
-                progress(f"port {k}/{len(jobs)} {n}")
+        for n, j in jobs.items():
             out[n] = _fit_port(j)
+            if progress:
+                progress(n)
+    if progress is not None and hasattr(progress, "close"):
+        progress.close()
     for p in tel.ports:
-        if out[p.name] is not None:
-            out[p.name].notes.extend(x for x in p.notes if x not in out[p.name].notes)
+        f = out[p.name]
+        if f is not None:
+            f.notes.extend(x for x in p.notes if x not in f.notes)
+            if p.fec_mode is not None and p.fec_mode.lower() in FEC_OFF_MODES:
+                mark_fec_off(f, p.fec_mode)
     return out
 
 
 def rank_ports(tel, fits: dict) -> list[dict]:
-    """One row per port, worst first: ranked by the best (AIC) model's margin factor to the target FER
-    (a port whose FER is already above the target has margin < 1; one the model never brings to the
-    target, and ports without codewords, come last)."""
+    """One row per port, worst first, with its ``status``: ``below target`` (the best model's FER is at or
+    above the target FER, margin < 1), then ``unknown`` (no law passes its goodness-of-fit test, or FEC is
+    off: the tail is withheld and the verdict's message is the row's first note), then ``ok`` ranked by
+    the best (AIC) model's margin factor (one the model never brings to the target last), then ``no data``
+    (no codewords counted). An unknown port is never ranked with the healthy ones."""
     rows = []
     for p in tel.ports:
         f = fits.get(p.name)
-        r: dict = {"port": p.name, "codewords": p.hist.total if p.hist.bins else 0, "model": None, "fer": None,
-                   "margin_factor": None, "margin_db": None, "pre_fec_ber": None, "binomial_g2_p": None,
-                   "sonic_predicted_fer": None, "sonic_r2": None, "observed_flr": None, "worst_lane": None,
-                   "notes": list(p.notes)}
+        r: dict = {"port": p.name, "status": "no data", "codewords": p.hist.total if p.hist.bins else 0,
+                   "model": None, "fer": None, "margin_factor": None, "margin_db": None, "pre_fec_ber": None,
+                   "binomial_g2_p": None, "sonic_predicted_fer": None, "sonic_r2": None, "observed_flr": None,
+                   "worst_lane": None, "notes": list(p.notes) if f is None else list(f.notes)}
         if f is None or f.best is None:
             r["notes"].append("no codewords counted" if f is None else "no model fitted")
-            r["_key"] = (2, 0.0)
+            r["_key"] = (4, 0.0)
             rows.append(r)
             continue
         b = f.fits[f.best].predicted
-        r.update(model=f.best, fer=b["fer"], margin_factor=b["margin_factor"], margin_db=b["margin_db"]["value"],
-                 pre_fec_ber=b["pre_fec_ber"])
+        r.update(model=f.best, pre_fec_ber=b["pre_fec_ber"])
         if "binomial" in f.fits:
             r["binomial_g2_p"] = f.fits["binomial"].gof["g2_p"]
+        if f.withheld:  # said first (fit_histogram / mark_fec_off put it first in the notes); nothing to rank by
+            r.update(status="unknown")
+            r["sonic_predicted_fer"] = f.baseline.get("predicted_fer")
+            r["sonic_r2"] = f.baseline.get("r2")
+            r["observed_flr"] = f.baseline.get("observed_flr")
+            r["_key"] = (1, 0.0)
+            rows.append(r)
+            continue
+        r.update(fer=b["fer"], margin_factor=b["margin_factor"], margin_db=b["margin_db"]["value"])
         r["sonic_predicted_fer"] = f.baseline.get("predicted_fer")
         r["sonic_r2"] = f.baseline.get("r2")
         r["observed_flr"] = f.baseline.get("observed_flr")
@@ -1040,10 +1135,12 @@ def rank_ports(tel, fits: dict) -> list[dict]:
                 apart = bool(others) and all(w["pre_fec_ber"]["lo"] > x["pre_fec_ber"]["hi"] for x in others)
                 r["worst_lane"] = {"lane": w["lane"], "pre_fec_ber": w["pre_fec_ber"], "separated": apart}
         m = b["margin_factor"]["value"]
-        if m is not None:
-            r["_key"] = (0, m)
+        below = (b["fer"]["value"] or 0) >= f.target_fer or (m is not None and m < 1)
+        r["status"] = "below target" if below else "ok"
+        if below:
+            r["_key"] = (0, 0.0 if m is None else m)
         else:
-            r["_key"] = (0, 0.0) if (b["fer"]["value"] or 0) >= f.target_fer else (1, 0.0)
+            r["_key"] = (2, m) if m is not None else (3, 0.0)
         rows.append(r)
     rows.sort(key=lambda r: r["_key"])
     for i, r in enumerate(rows, start=1):
@@ -1054,13 +1151,21 @@ def rank_ports(tel, fits: dict) -> list[dict]:
 
 def ports_text(rows: list[dict], target: float, fmt: str = "") -> str:
     """The switch table (worst port first)."""
-    lines = [f"{len(rows)} ports ({fmt}), ranked by margin to FER {target:.0e} (worst first); model = best by AIC",
-             f"{'#':>3} {'port':<14} {'codewords':>10} {'model':<8} {'FER [95%]':<34} {'margin x [95%]':<30} "
-             f"{'dB':>6} {'SONiC pred.':>11} {'R^2':>6}  note"]
+    unknown = sum(r["status"] == "unknown" for r in rows)
+    lines = [f"{len(rows)} ports ({fmt}), ranked by margin to FER {target:.0e} (worst first); model = best by AIC "
+             "among the laws that pass their goodness-of-fit test"]
+    if unknown:
+        lines.insert(0, f"WARNING: {unknown} port(s) unknown: no law fits their histogram (or FEC is off); their "
+                        "FER and margin are withheld and they are ranked after the ports below target, never as healthy")
+    lines.append(f"{'#':>3} {'port':<14} {'status':<12} {'codewords':>10} {'model':<8} {'FER [95%]':<34} "
+                 f"{'margin x [95%]':<30} {'dB':>6} {'SONiC pred.':>11} {'R^2':>6}  note")
     for r in rows:
-        if r["model"] is None:
-            lines.append(f"{r['rank']:>3} {r['port']:<14} {r['codewords']:>10.3g} {'-':<8} {'-':<34} {'-':<30} "
-                         f"{'-':>6} {'-':>11} {'-':>6}  {'; '.join(r['notes'])}")
+        if r["model"] is None or r["status"] == "unknown":
+            sp = "-" if r["sonic_predicted_fer"] is None else f"{r['sonic_predicted_fer']:.2e}"
+            r2 = "-" if r["sonic_r2"] is None else f"{r['sonic_r2']:.3f}"
+            lines.append(f"{r['rank']:>3} {r['port']:<14} {r['status']:<12} {r['codewords']:>10.3g} "
+                         f"{r['model'] or '-':<8} {'withheld' if r['model'] else '-':<34} "
+                         f"{'withheld' if r['model'] else '-':<30} {'-':>6} {sp:>11} {r2:>6}  {'; '.join(r['notes'])}")
             continue
         fe, m = r["fer"], r["margin_factor"]
         ms = "-" if m["value"] is None else fmt_interval(m["value"], m["lo"], m["hi"])
@@ -1073,7 +1178,7 @@ def ports_text(rows: list[dict], target: float, fmt: str = "") -> str:
         sp = "-" if r["sonic_predicted_fer"] is None else f"{r['sonic_predicted_fer']:.2e}"
         r2 = "-" if r["sonic_r2"] is None else f"{r['sonic_r2']:.3f}"
         db = "-" if r["margin_db"] is None else f"{r['margin_db']:+.2f}"
-        lines.append(f"{r['rank']:>3} {r['port']:<14} {r['codewords']:>10.3g} {r['model']:<8} "
+        lines.append(f"{r['rank']:>3} {r['port']:<14} {r['status']:<12} {r['codewords']:>10.3g} {r['model']:<8} "
                      f"{fmt_interval(fe['value'], fe['lo'], fe['hi']):<34} {ms:<30} {db:>6} {sp:>11} {r2:>6}  "
                      f"{'; '.join(note)}")
     return "\n".join(lines)
@@ -1086,12 +1191,12 @@ def ports_csv(rows: list[dict]) -> str:
 
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
-    w.writerow(["rank", "port", "codewords", "model", "fer", "fer_lo", "fer_hi", "margin_factor", "margin_lo",
+    w.writerow(["rank", "port", "status", "codewords", "model", "fer", "fer_lo", "fer_hi", "margin_factor", "margin_lo",
                 "margin_hi", "margin_db", "pre_fec_ber", "binomial_g2_p", "sonic_predicted_fer", "sonic_r2",
                 "worst_lane", "notes"])
     g = lambda d, k: "" if d is None or d.get(k) is None else repr(float(d[k]))
     for r in rows:
-        w.writerow([r["rank"], r["port"], r["codewords"], r["model"] or "", g(r["fer"], "value"), g(r["fer"], "lo"),
+        w.writerow([r["rank"], r["port"], r["status"], r["codewords"], r["model"] or "", g(r["fer"], "value"), g(r["fer"], "lo"),
                     g(r["fer"], "hi"), g(r["margin_factor"], "value"), g(r["margin_factor"], "lo"),
                     g(r["margin_factor"], "hi"), "" if r["margin_db"] is None else repr(r["margin_db"]),
                     g(r["pre_fec_ber"], "value"), "" if r["binomial_g2_p"] is None else repr(r["binomial_g2_p"]),
@@ -1116,12 +1221,18 @@ def sample_histogram(model: str, params: dict, code: theory.RsCode | str, codewo
     return FecHistogram.from_counts(c[:-1], code.t, edges, uncorrectable=int(c[-1]), source=source)
 
 
-def read_fit(path: str | os.PathLike) -> dict:
-    """Read a FIT.json written by ``phy802 fec tail --out`` (checked for format and fields)."""
-    from phy802.fec.telemetry import _load_json, read_text
+#: the largest FIT.json read (bytes): a switch's fits with per-lane rows are a few MB
+MAX_FIT_BYTES = 64 << 20
 
-    text, name = read_text(path)
-    obj = _load_json(text, name)
+
+def read_fit(path: str | os.PathLike) -> dict:
+    """Read a FIT.json written by ``phy802 fec tail --out`` (checked for format and fields): a regular
+    file of at most :data:`MAX_FIT_BYTES` (a FIFO would block until someone writes it, a device never ends)."""
+    from phy802._io import read_input_text
+    from phy802.fec.telemetry import _load_json
+
+    name = os.fspath(path)
+    obj = _load_json(read_input_text(name, MAX_FIT_BYTES, what="fit file (from 'phy802 fec tail --out')"), name)
     if not isinstance(obj, dict) or obj.get("format") != "phy802.fec_tail_fit":
         raise ValueError(f"{name}: field 'format' must be 'phy802.fec_tail_fit' (a file from 'phy802 fec tail --out')")
     if not isinstance(obj.get("models"), dict):
@@ -1137,7 +1248,9 @@ def generator_channel(fit: dict, model: str | None = None, where: str = "FIT.jso
     BER with ``burst_pb = (1 + pb) / 2``: a burst of L PAM4 symbols covers about L/5 RS symbols, a
     burst of L' lane bits about L'/10, so doubling the mean burst length keeps the RS-symbol span
     (an approximation; the generator's lane interleave differs from the fit's idealisation).
-    ``ge`` has no generator counterpart and is refused.
+    ``ge`` has no generator counterpart and is refused, naming the models it can replay: the trace
+    generator (:mod:`protocol.trace.generator`) draws independent bit errors or a per-lane DFE chain
+    whose good state is error-free, not a two-state channel with errors in both states.
     """
     name = model or fit.get("best")
     models = fit.get("models")
@@ -1146,6 +1259,21 @@ def generator_channel(fit: dict, model: str | None = None, where: str = "FIT.jso
     if name is None or name not in models:
         raise ValueError(f"{where}: field 'models.{name}' is missing (fitted: {', '.join(models) or 'none'})")
     m = models[name]
+    verdict = fit.get("verdict")
+    if model is None and isinstance(verdict, dict) and verdict.get("status") not in (None, "fits"):
+        raise ValueError(f"{where}: {verdict.get('message') or 'the fit has no law that fits'}; its best model is not a "
+                         "channel the counts support: name one with --fit-model to replay it anyway")
+    if name == "ge":
+        def aic(k):
+            v = models.get(k, {}).get("aic") if isinstance(models.get(k), dict) else None
+            return v if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+        alts = [f"{k} (AIC {'+' if aic(k) - aic('ge') >= 0 else ''}{aic(k) - aic('ge'):.4g} vs ge)"
+                if aic(k) is not None and aic("ge") is not None else k for k in ("dfe", "binomial") if k in models]
+        raise ValueError(f"{where}: {'the best model by AIC' if model is None else 'the model asked for'} is 'ge' "
+                         "(Gilbert-Elliott), which the trace generator cannot draw: it has independent bit errors and a "
+                         "per-lane DFE chain only (no second state with its own error rate); pick "
+                         + (f"--fit-model {' or '.join(alts)}" if alts else "a fit with a binomial or dfe model"))
     if not isinstance(m, dict) or not isinstance(m.get("params"), dict):
         raise ValueError(f"{where}: field 'models.{name}.params' is missing or not an object")
     params = m["params"]

@@ -47,7 +47,7 @@ import os
 import re
 import sys
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -146,15 +146,31 @@ def _check_chars(text: str, where: str) -> None:
                              "(plain text: ASCII spaces, tabs and newlines separate fields)")
 
 
-def read_text(path: str | os.PathLike) -> tuple[str, str]:
-    """``(text, name)`` of a file or of stdin (``'-'``), decoded as strict UTF-8 in both cases."""
+#: the largest telemetry input read (bytes): a 64-port portstat is ~10 KB, ethtool JSON of 1,000 ports with
+#: per-lane counts a few MB; a device or stream that never ends is refused at this size, not read until
+#: memory runs out
+MAX_TELEMETRY_BYTES = 64 << 20
+
+
+def read_text(path: str | os.PathLike, limit: int = MAX_TELEMETRY_BYTES) -> tuple[str, str]:
+    """``(text, name)`` of a file or of stdin (``'-'``), decoded as strict UTF-8 in both cases; at most
+    ``limit`` bytes are read (a longer input, ``/dev/zero`` or an endless pipe, is a TelemetryError
+    naming it); a closed stdin and a folder are TelemetryErrors too."""
     name = os.fspath(path)
     if name == "-":
-        data = sys.stdin.buffer.read() if hasattr(sys.stdin, "buffer") else sys.stdin.read().encode("utf-8")
         name = "<stdin>"
+        if sys.stdin is None:
+            raise TelemetryError(f"{name}: standard input is closed; give a FILE, or pipe or redirect the input in")
+        src = sys.stdin.buffer if hasattr(sys.stdin, "buffer") else None
+        data = src.read(limit + 1) if src is not None else sys.stdin.read(limit + 1).encode("utf-8")
     else:
+        if os.path.isdir(name):
+            raise TelemetryError(f"{name}: is a folder, expected a telemetry file")
         with open(name, "rb") as fh:
-            data = fh.read()
+            data = fh.read(limit + 1)
+    if len(data) > limit:
+        raise TelemetryError(f"{name}: more than {limit >> 20} MiB, too large for FEC telemetry (a device or a "
+                             "stream that does not end?)")
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -253,15 +269,6 @@ def _total_and_lanes(v: Any, where: str, lanes_key: str = "lanes") -> tuple[int 
     return total, lanes
 
 
-def _lane_notes(bins: list[FecBin], where: str) -> list[str]:
-    have = [b for b in bins if b.per_lane is not None]
-    if have and len(have) < len(bins):
-        missing = [b.label() for b in bins if b.per_lane is None]
-        return [f"{where}: per-lane counts in {len(have)} of {len(bins)} bins (none for bin "
-                f"{', '.join(missing[:6])}): no per-lane fit"]
-    return []
-
-
 def _ethtool_json(obj: Any, where: str) -> list[Port]:
     devs = obj if isinstance(obj, list) else [obj]
     if not devs:
@@ -275,6 +282,10 @@ def _ethtool_json(obj: Any, where: str) -> list[Port]:
         if not isinstance(name, str) or not name:
             raise TelemetryError(f"{at}.ifname: expected a device name, got {name!r}")
         st = dev.get("statistics")
+        if st is None and ("stats" in dev or "hist" in dev):
+            raise TelemetryError(f"{at}: this is the kernel's YNL shape ('stats'/'hist' of bin-low, bin-high, bin-val, "
+                                 "as 'ynl --do fec-get' and phy802's --format ynl write), not ethtool --json's: read it "
+                                 "with --format ynl (or without --format)")
         if st is None:
             raise TelemetryError(f"{at}.statistics is missing ({name}: run ethtool with --include-statistics)")
         if not isinstance(st, dict):
@@ -313,7 +324,7 @@ def _ethtool_json(obj: Any, where: str) -> list[Port]:
         bits, _ = _total_and_lanes(st.get("corrected_bits"), f"{at}.statistics.corrected_bits")
         mode = dev.get("active")
         mode = mode[0] if isinstance(mode, list) and mode and isinstance(mode[0], str) else None
-        ports.append(_port(name, bins, unc, corr, bits, f"{where} {name}", _lane_notes(bins, f"{where} {name}"), mode))
+        ports.append(_port(name, bins, unc, corr, bits, f"{where} {name}", [], mode))
     return ports
 
 
@@ -334,6 +345,10 @@ def _ynl(obj: Any, where: str) -> list[Port]:
         hdr = rep.get("header")
         if isinstance(hdr, dict) and isinstance(hdr.get("dev-name"), str):
             name = hdr["dev-name"]
+        if "statistics" in rep or "ifname" in rep:
+            raise TelemetryError(f"{where}: field '{at or ''}statistics': this is ethtool --json's shape (a list of "
+                                 "devices, statistics.hist of bin_low, bin_high, total), not the kernel's YNL shape: "
+                                 "read it with --format ethtool-json (or without --format)")
         if "stats" in rep:
             stats, pre = rep["stats"], f"{at}stats"
         else:
@@ -377,7 +392,7 @@ def _ynl(obj: Any, where: str) -> list[Port]:
         corr, _ = _total_and_lanes(stats.get("corrected"), f"{where}: field '{pre}.corrected'")
         bits, _ = _total_and_lanes(stats.get("corr-bits"), f"{where}: field '{pre}.corr-bits'")
         src = where if name == "-" else f"{where} {name}"
-        ports.append(_port(name, bins, unc, corr, bits, src, _lane_notes(bins, src)))
+        ports.append(_port(name, bins, unc, corr, bits, src, []))
     return ports
 
 
@@ -463,7 +478,7 @@ def _ethtool_text(text: str, where: str) -> list[Port]:
         bins = [FecBin(c[4][1], c[4][2], c[2], tuple(c[1]) if c[1] else None) for c in d["bins"]]
         cnt = {k: v[2] for k, v in d["counters"].items()}
         ports.append(_port(d["name"], bins, cnt.get("uncorrectable_blocks"), cnt.get("corrected_blocks"),
-                           cnt.get("corrected_bits"), src, _lane_notes(bins, src), d["mode"]))
+                           cnt.get("corrected_bits"), src, [], d["mode"]))
     return ports
 
 
@@ -472,9 +487,26 @@ def _split(line: str) -> list[str]:
 
 
 _IFACE_LINE = re.compile(r"^[ \t]*([A-Za-z][A-Za-z0-9_/.:-]*?):?[ \t]*$")
+#: a shell prompt pasted with the output: ``admin@sonic:~$ CMD``, ``root@host:/x# CMD``, ``$ CMD``
+_PROMPT = re.compile(r"^[ \t]*(?:[A-Za-z0-9_.-]+@[A-Za-z0-9_.-]+(?::[^\s$#]*)?[ \t]*[$#]|[$#])(?:[ \t]+(\S.*?))?[ \t]*$", re.M)
+_FEC_HIST_CMD = re.compile(r"show[ \t]+interfaces?[ \t]+counters[ \t]+fec-histogram(?:[ \t]+(?:-i[ \t]+)?(\S+))?")
 
 
-def _sonic_hist(text: str, where: str) -> list[Port]:
+def _drop_prompts(text: str) -> tuple[str, list[str]]:
+    """``text`` with each pasted shell-prompt line blanked (line numbers kept), and the interfaces its
+    ``show interfaces counters fec-histogram IFACE`` commands name."""
+    named: list[str] = []
+
+    def blank(m: re.Match) -> str:
+        c = _FEC_HIST_CMD.search(m.group(1) or "")
+        if c and c.group(1):
+            named.append(c.group(1))
+        return ""
+
+    return _PROMPT.sub(blank, text), named
+
+
+def _sonic_hist(text: str, where: str, named: Sequence[str] = ()) -> list[Port]:
     blocks: list[dict] = []
     cur = None
     for lineno, raw in enumerate(text.splitlines(), start=1):
@@ -507,6 +539,8 @@ def _sonic_hist(text: str, where: str) -> list[Port]:
     blocks = [b for b in blocks if b["bins"] or b["name"] != "-"]
     if not blocks:
         raise TelemetryError(f"{where}: no BIN rows found")
+    if len(named) == 1 and len(blocks) == 1 and blocks[0]["name"] == "-":
+        blocks[0]["name"] = named[0]  # the port the pasted command asked for
     ports = []
     seen = set()
     for b in blocks:
@@ -533,6 +567,9 @@ def _portstat(text: str, where: str) -> list[Port]:
             continue
         toks = _split(s)
         if header is None:
+            if _SONIC_BIN_ROW.match(raw) or "Symbol Errors Per Codeword" in s:
+                raise TelemetryError(f"{at}: a SONiC fec-histogram row before the portstat table: this file holds "
+                                     "two commands' output; give each its own file (its ports would be dropped)")
             if toks[0] != "IFACE":
                 continue  # a banner line before the table ("Last cached time was ...")
             header = toks
@@ -640,11 +677,36 @@ def _port(name, bins, unc, corr, bits, src, notes, mode=None) -> Port:
     return Port(name, h, tuple(notes), mode)
 
 
+#: how far a corrected-blocks counter and the bins it must agree with may differ (relative): counters of one
+#: snapshot are read moments apart on a live link (~4e6 corrected codewords/s at 400G and pre-FEC BER 1e-5,
+#: so 1 ms apart is ~1e-3 of a one-second snapshot); a counter of another port, time or kind is off by far more
+CORRECTED_AGREEMENT = 0.01
+
+
+def _check_corrected(h: FecHistogram, t: int | None) -> None:
+    """The corrected-blocks counter (codewords with 1..t corrected symbols) against the bins: it holds every
+    codeword of the bins from 1 up, and equals their sum when the bins cover every count 1..t."""
+    if h.corrected is None or not h.bins:
+        return
+    s = sum(int(b.count) for b in h.bins if b.low >= 1)
+    covered = t is not None and sorted(c for b in h.bins for c in range(max(b.low, 1), min(b.high, t) + 1)) \
+        == list(range(1, t + 1))
+    c = int(h.corrected)
+    tol = CORRECTED_AGREEMENT * max(c, s)
+    if s - c > tol or (covered and c - s > tol):
+        rel = "holds only" if c < s else "is far more than"
+        raise TelemetryError(f"{h.source}: the corrected-blocks counter {c} {rel} the {s} codewords the bins count with "
+                             f"1{'..' + str(t) if covered else ' or more'} corrected symbols: the counters are not "
+                             "from one snapshot of this port (or not codeword counts)")
+
+
 def _for_code(p: Port, t: int | None, n: int | None) -> Port:
     """Bins checked against the code: within 0..n; above t only when empty (SONiC's fixed BIN0..15 on a
-    t = 7 code), then dropped; a non-empty bin above t is refused."""
+    t = 7 code), then dropped; a non-empty bin above t is refused; the corrected-blocks counter must agree
+    with the bins (:func:`_check_corrected`)."""
     h = p.hist
     if t is None or not h.bins:
+        _check_corrected(h, None)
         return p
     keep = []
     for i, b in enumerate(h.bins):
@@ -660,6 +722,7 @@ def _for_code(p: Port, t: int | None, n: int | None) -> Port:
         h2 = FecHistogram(tuple(keep), h.uncorrectable, h.corrected, h.corr_bits, t, h.source)
     except ValueError as exc:
         raise TelemetryError(str(exc)) from None
+    _check_corrected(h2, t)
     return replace(p, hist=h2)
 
 
@@ -669,8 +732,14 @@ def parse_telemetry(text: str, where: str = "<text>", *, fmt: str | None = None,
     if fmt is not None and fmt not in FORMATS:
         raise TelemetryError(f"unknown format {fmt!r} (choose from {', '.join(FORMATS)})")
     _check_chars(text, where)
+    text = text.replace("\r\n", "\n")  # a paste from a Windows terminal or a SONiC web console
     if not text.strip():
         raise TelemetryError(f"{where}: empty file")
+    named: list[str] = []
+    if text.lstrip()[:1] not in ("[", "{"):
+        text, named = _drop_prompts(text)
+        if not text.strip():
+            raise TelemetryError(f"{where}: only a shell prompt line, no output")
     f = fmt or detect_format(text)
     if f in ("ethtool-json", "ynl"):
         obj = _load_json(text, where)
@@ -678,7 +747,7 @@ def parse_telemetry(text: str, where: str = "<text>", *, fmt: str | None = None,
     elif f == "ethtool-text":
         ports = _ethtool_text(text, where)
     elif f == "sonic-hist":
-        ports = _sonic_hist(text, where)
+        ports = _sonic_hist(text, where, named)
     elif f == "portstat":
         ports = _portstat(text, where)
     else:

@@ -27,6 +27,7 @@ import contextlib
 import json
 import math
 import os
+import stat
 import time
 import zipfile
 import zlib
@@ -407,7 +408,60 @@ def _check_meta(path: Path, meta) -> dict:
     if not isinstance(nl, int) or isinstance(nl, bool) or not 1 <= nl <= 16:
         raise TraceError(f"{path}: trace meta field 'n_lanes' must be an int in 1..16, got {nl!r}")
     _check_summary_fields(path, meta)
+    _check_rate_and_inner(path, meta)
     return meta
+
+
+def _check_rate_and_inner(path: Path, meta: dict) -> None:
+    """``rate`` one phy802 models, and an 800G/1.6T trace's ``inner`` metadata (format 2.1) sound: a
+    known inner code, counts and counters that are non-negative integers, rates that are probabilities
+    with their counts (a tampered trailer with its CRC recomputed passes the CRC, not this)."""
+    from phy802.link.concat import INNER_CODES, INNER_RATES
+
+    from ..framing import RATES
+
+    rate = meta.get("rate")
+    if rate is not None and rate not in RATES and rate not in INNER_RATES:
+        raise TraceError(f"{path}: trace meta field 'rate' is {json.dumps(rate)[:40]}, not a rate phy802 models "
+                         f"({', '.join([*RATES, *INNER_RATES])})")
+    inner = meta.get("inner")
+    if inner is None:
+        if rate in INNER_RATES:
+            raise TraceError(f"{path}: trace meta field 'inner' is missing (a {rate} trace is format 2.1, with it)")
+        return
+    if rate not in INNER_RATES:
+        raise TraceError(f"{path}: trace meta field 'inner' in a {rate or '400G'} trace (only 800G/1.6T traces have it)")
+    _meta_type(path, "inner", inner, "object")
+    if inner.get("code") not in INNER_CODES:
+        raise TraceError(f"{path}: trace meta field 'inner.code' is {json.dumps(inner.get('code'))[:40]}, not an inner "
+                         f"code phy802 models ({', '.join(INNER_CODES)})")
+    for key in ("interleave", "hops", "n_lrp"):
+        if inner.get(key) is not None:
+            _meta_type(path, f"inner.{key}", inner[key], "count")
+    counters = inner.get("counters", {})
+    _meta_type(path, "inner.counters", counters, "object")
+    for key, v in counters.items():
+        if isinstance(v, list):
+            _meta_type(path, f"inner.counters.{key}", v, "counts")
+        elif isinstance(v, float):
+            if not (math.isfinite(v) and v >= 0):
+                raise TraceError(f"{path}: trace meta field 'inner.counters.{key}' must be a number >= 0, got {v!r}")
+        else:
+            _meta_type(path, f"inner.counters.{key}", v, "count")
+    rates = inner.get("rates", {})
+    _meta_type(path, "inner.rates", rates, "object")
+    for key, r in rates.items():
+        _meta_type(path, f"inner.rates.{key}", r, "object")
+        for k in ("events", "trials"):
+            if k in r:
+                _meta_type(path, f"inner.rates.{key}.{k}", r[k], "count")
+        for k in ("value", "lo", "hi"):
+            x = r.get(k)
+            if isinstance(x, float) and math.isnan(x) and r.get("trials") == 0:
+                continue  # a rate over no trials (no inner code: no inner blocks) is written as NaN
+            if x is not None and (isinstance(x, bool) or not isinstance(x, (int, float)) or not 0 <= x <= 1):
+                raise TraceError(f"{path}: trace meta field 'inner.rates.{key}.{k}' must be a probability in [0, 1], "
+                                 f"got {json.dumps(x)[:40]}")
 
 
 _I63 = 1 << 63
@@ -482,8 +536,17 @@ class TraceReader:
 
     def __init__(self, path: str | os.PathLike) -> None:
         self.path = Path(path)
-        if not self.path.is_file():
-            raise TraceError(f"{self.path}: no such trace file")
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            raise TraceError(f"{self.path}: no such trace file") from None
+        except OSError as exc:  # a symbolic link loop (ELOOP), no permission, ...: say which, not "no such file"
+            raise TraceError(f"{self.path}: {exc.strerror or exc}") from None
+        if stat.S_ISDIR(st.st_mode):
+            raise TraceError(f"{self.path}: is a folder, not a trace file")
+        if not stat.S_ISREG(st.st_mode):  # a trace is read by seeking (trailer, index): a stream cannot be one
+            raise TraceError(f"{self.path}: is not a regular file (a FIFO, device or socket); a trace file is read "
+                             "by seeking, so it must be a file")
         try:
             self._fh = open(self.path, "rb")
         except OSError as exc:

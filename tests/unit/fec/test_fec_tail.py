@@ -28,7 +28,7 @@ def test_kernel_example_parses_with_per_lane_and_summed_lanes():
     h = parse_histogram_text(text, "ex.json", t=15)
     assert [b.count for b in h.bins] == [445, 12, 2]  # bin-val absent: the lanes are summed
     assert h.n_lanes == 4 and h.corrected == 123 and h.uncorrectable is None
-    back = parse_histogram_text(json.dumps(h.to_ethtool()), "back.json", t=15)
+    back = parse_histogram_text(json.dumps(h.to_ynl()), "back.json", t=15)
     assert back.bins == h.bins
 
 

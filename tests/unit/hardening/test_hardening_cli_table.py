@@ -27,7 +27,7 @@ def _setup(d: Path) -> None:
     (d / "underscore.txt").write_text("1_0 " + "1 " * 543 + "\n")
     (d / "plus.txt").write_text("+5 " + "1 " * 543 + "\n")
     (d / "arabic.txt").write_text("\u0663 " + "1 " * 543 + "\n")
-    (d / "hex0x.txt").write_text("0x3ff " + "1 " * 543 + "\n")
+    (d / "hex0x.txt").write_text("0x400 " + "1 " * 543 + "\n")  # 0x is read (as dumps print it); 0x400 > 1023
     (d / "hexneg.txt").write_text("-0 " + "1 " * 543 + "\n")
     (d / "trunc.npz").write_bytes(b"PK\x03\x04" + b"\x00" * 20)
     with open(d / "float.npz", "wb") as fh:

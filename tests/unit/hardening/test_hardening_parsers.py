@@ -39,6 +39,7 @@ def test_fec_symbols_round_trip(words, fmt):
 @FAST
 @given(words_st, st.sampled_from(["dec", "hex"]), st.sampled_from(BAD_TOKENS), st.data())
 def test_fec_symbols_reject_bad_tokens(words, fmt, bad, data):
+    assume(not (fmt == "hex" and bad[:2] in ("0x", "0X")))  # 0x3ff and 0X1 are hex symbols as dumps print them
     row = data.draw(st.integers(0, len(words) - 1))
     col = data.draw(st.integers(0, 5))
     toks = [[format_symbols(np.array([v]), fmt) for v in w] for w in words]
