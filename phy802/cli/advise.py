@@ -58,7 +58,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--fec-hist", nargs="+", required=True, metavar="FILE",
                    help="FEC histogram snapshot(s) of the fabric's ports (a whole switch at once); several, or a "
                         "folder of them (name order), are cumulative snapshots in time order: the advice fits the "
-                        "last minus the first, and the policy is replayed over each interval")
+                        "latest interval (the links as they are now), and the policy set on the first interval is "
+                        "replayed over every interval")
     g.add_argument("--since", default=None, metavar="OLD", help="an older snapshot: fit FILE - OLD (one --fec-hist)")
     g.add_argument("--format", dest="in_format", choices=("auto",) + tuple(FORMATS), default="auto",
                    help="input format (default: detected from the content)")
@@ -170,8 +171,8 @@ def _read(paths: list[str], args, code):
         check_fec_config(old, args.code)
         snaps = [old] + snaps
     intervals = [difference(b, a) for a, b in zip(snaps, snaps[1:])]  # refuses counters that went down
-    whole = snaps[0] if len(snaps) == 1 else difference(snaps[-1], snaps[0])
-    return snaps, intervals, whole
+    now = snaps[0] if len(snaps) == 1 else intervals[-1]  # the links as they are now: the latest interval
+    return snaps, intervals, now
 
 
 def _fmt_iv(d) -> str:
@@ -204,6 +205,7 @@ def run(args: argparse.Namespace) -> int:
     if not with_data:
         raise CliError(f"{whole.source}: no codewords counted on any of the {len(whole.ports)} ports")
     est = sum(estimate_cpu_seconds(p.hist, tuple(args.models), args.bootstrap) for p in whole.ports)
+    est *= 2 if len(intervals) > 1 else 1  # the replay fits the first interval too
     if est / args.workers > 600:
         raise CliError(f"{whole.source}: estimated {est:.0f} s of CPU to fit {len(whole.ports)} ports (above 600 s): "
                        "lower --bootstrap or use --workers")
@@ -211,19 +213,25 @@ def run(args: argparse.Namespace) -> int:
                        rate=args.rate or "400G")
     loss = loss_side_from_results(args.results) if args.results else None
     ts = _time_side(args, {"code": args.code})
-    fits = fit_ports(whole, code, workers=args.workers, models=tuple(args.models), target_fer=args.target_fer,
-                     bootstrap=args.bootstrap, seed=args.seed, gof_level=args.gof_level)
+    fit_kw = dict(workers=args.workers, models=tuple(args.models), target_fer=args.target_fer,
+                  bootstrap=args.bootstrap, seed=args.seed, gof_level=args.gof_level)
+    fits = fit_ports(whole, code, **fit_kw)
     links = advise_links(whole, fits, cfg, loss)
     rows = evaluate(links, fits, cfg, ts, loss)
     v = verdict(links, rows, cfg, ts, loss)
     replay = None
-    if intervals and len(intervals) > 1 or args.plot:
+    if len(intervals) > 1 or args.plot:
         from protocol.advise.replay import MonitorConfig, replay_policy
 
         if len(intervals) < 2 and args.plot:
             raise CliError("--plot needs at least three snapshots (two intervals) to replay")
         mon = MonitorConfig.default(cfg.target_fer, args.degrade_activate_ser, args.degrade_deactivate_ser)
-        replay = replay_policy(intervals, links, mon, cfg, ts, fits)
+        # the policy as it would have been set at the start (the first interval's fits), played forward
+        first = intervals[0]
+        if not any(p.hist.bins and p.hist.total > 0 for p in first.ports):
+            raise CliError(f"{first.source}: no codewords counted in the first interval on any port")
+        f0 = fit_ports(first, code, **fit_kw)
+        replay = replay_policy(intervals, advise_links(first, f0, cfg, loss), mon, cfg, ts, f0)
         if args.plot:
             from protocol.advise.replay import plot_replay
 
