@@ -15,7 +15,10 @@ histogram (measured): ``kp4/ieee``/``kp4/llr`` the uncorrectable codewords repor
 codewords with more than 7 corrected symbols (RS(272)'s t = 7: an upper bound, a 544-symbol
 codeword holds two 272-symbol ones); ``bypass``/``unequal`` the codewords with any symbol error
 (delivered errors).  Step time per interval: the time model of the slowest mode running
-(:func:`protocol.advise.fabric.evaluate`'s rule).
+(:func:`protocol.advise.fabric.evaluate`'s rule).  The monitor's own window (thousands of
+codewords, microseconds) is far shorter than a snapshot interval, so a fallback is taken to act from
+the start of the interval whose ratio crosses the threshold [I]: the adaptive row is a best case
+for the monitor by up to one window per crossing.
 """
 
 from __future__ import annotations
@@ -200,7 +203,7 @@ def plot_replay(rep: dict, path) -> None:
     ax.set_xlabel("interval (snapshot i -> i+1)")
     ax.set_ylabel("link (worst first)")
     s = rep["scenarios"]
-    ax.set_title(f"per-link policy replayed with the D7 fallback ({rep['fallbacks']} fallbacks); failed codewords: "
+    ax.set_title(f"per-link policy replayed with the D7 fallback ({rep['fallbacks']} fallbacks)\nfailed codewords: "
                  f"adaptive {s['per_link_adaptive']['failed_total']}, static {s['per_link_static']['failed_total']}, "
                  f"FEC everywhere {s['fec_everywhere']['failed_total']}", fontsize=8)
     handles = [Patch(color=MODE_COLOURS[m], label=m) for m in modes if (grid == modes.index(m)).any()]
