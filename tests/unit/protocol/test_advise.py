@@ -179,3 +179,37 @@ def test_nccl_tests_flagged_underperforming_is_said(capsys):
     assert any("UNDERPERFORMING" in n or "BELOW EXPECTED" in n for n in doc["inputs"]["nccl_tests_notes"])
     r = doc["workloads"][0]
     assert r["step_interval_ms"][0] <= r["step_ms"] * 1.0000001 or r["step_interval_ms"][1] >= r["step_ms"]
+
+
+def _results(tmp_path: Path) -> Path:
+    """An experiment results folder as `phy802 experiment` writes it (NaN loss as null): bypass at 1e-6 and
+    1e-5 with two guards, and a run that went NaN without a guard."""
+    rows = [dict(parallel="ddp", ber=0.0, guard="-", evals=[[0, 4.0], [100, 2.0]], final_val_loss=2.0)]
+    for ber, pen in ((1e-6, 0.004), (1e-5, 0.05)):
+        rows.append(dict(parallel="ddp", ber=ber, guard="nan_to_zero_clamp", evals=[[0, 4.0], [100, 2 + pen]],
+                         final_val_loss=2.0 + pen))
+        rows.append(dict(parallel="ddp", ber=ber, guard="exponent_protection", evals=[[0, 4.0], [100, 2 + pen / 4]],
+                         final_val_loss=2.0 + pen / 4))
+        rows.append(dict(parallel="ddp", ber=ber, guard="none", evals=[[0, 4.0], [100, None]], final_val_loss=None))
+    d = tmp_path / "exp"
+    d.mkdir()
+    (d / "results.json").write_text(json.dumps({"meta": {"fec": "bypass", "world_size": 2}, "rows": rows}))
+    return d
+
+
+def test_loss_side_from_results(tmp_path, capsys):
+    from protocol.advise import loss_side_from_results
+
+    loss = loss_side_from_results(str(_results(tmp_path)))
+    # bypass: the best guard at each BER (exponent_protection: penalty / 4); unequal: the exponent_protection rows
+    pen, b, guard = loss.penalty("bypass", 3e-7)
+    assert (b, guard) == (1e-6, "ddp, guard exponent_protection") and pen == pytest.approx(0.001)
+    assert loss.penalty("bypass", 1e-5)[0] == pytest.approx(0.0125)
+    assert loss.penalty("bypass", 2e-5) is None  # beyond what was measured: not extrapolated
+    assert loss.penalty("unequal", 1e-6)[0] == pytest.approx(0.001)
+    doc = _json(capsys, ["advise", "--fec-hist", str(VEC / "example_kp4_ethtool.json"), "--models", "binomial,dfe",
+                         "--results", str(loss.source.split(" (")[0]), "--workload", "ddp"])
+    assert doc["inputs"]["loss_side"] and not any("loss side" in m for m in doc["inputs"]["missing"])
+    # the port's BER (~1e-4) is beyond the measured 1e-5: bypass is refused with that reason, and its headers too
+    chk = doc["ports"][0]["checks"]["kp4/bypass"]
+    assert not chk["allowed"] and "header loss" in chk["why"]
