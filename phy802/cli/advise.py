@@ -269,13 +269,14 @@ def run(args: argparse.Namespace) -> int:
         out.append("")
         out.append(f"per workload ({ts.cluster.ranks} GPUs, {ts.cluster.describe().split(',')[0]}; {ts.source}; "
                    f"{args.model}):")
-        out.append(f"{'workload':<9} {'scenario':<15} {'modes':<34} {'step ms':>10} {'p99 ms':>10} {'p99.9 ms':>10} "
+        out.append(f"{'workload':<9} {'scenario':<15} {'modes':<44} {'step ms':>10} {'p99 ms':>10} {'p99.9 ms':>10} "
                    f"{'vs FEC':>8} {'P(fail)':>9} {'loss pen':>9}  sources")
         for r in rows:
             modes = ", ".join(f"{m} x{k}" for m, k in r["modes"].items())
-            iv = (f" [{r['step_interval_ms'][0]:.4g}, {r['step_interval_ms'][1]:.4g}]" if "step_interval_ms" in r else "")
+            iv = (f" (nccl-tests interval [{r['step_interval_ms'][0]:.4g}, {r['step_interval_ms'][1]:.4g}])"
+                  if "step_interval_ms" in r else "")
             lp = "n/a" if r["loss_penalty"] != r["loss_penalty"] else f"{r['loss_penalty']:+.3g}"
-            out.append(f"{r['workload']:<9} {r['scenario']:<15} {modes[:34]:<34} {r['step_ms']:>10.5g} "
+            out.append(f"{r['workload']:<9} {r['scenario']:<15} {modes:<44} {r['step_ms']:>10.5g} "
                        f"{r['step_p99_ms']:>10.5g} {r['step_p999_ms']:>10.5g} {r['vs_fec_everywhere']:>8.5f} "
                        f"{r['failure_probability']:>9.2g} {lp:>9}  step, P(fail): model{iv}; loss: "
                        f"{r['source']['loss_penalty']}")

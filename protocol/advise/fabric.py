@@ -202,7 +202,8 @@ def verdict(links: list[LinkAdvice], rows: list[dict], cfg: AdviseConfig, ts: Ti
         caveats.append("a loss penalty was not measured for a mode in use")
     if not faster or g <= 1e-3:
         action = "keep_fec"
-        s = (f"keep FEC: the fastest receive modes these {n} links allow save {_pct(max(g, 0.0))} of a "
+        s = (f"keep FEC: the fastest receive {'mode this link allows saves' if n == 1 else f'modes these {n} links allow save'} "
+             f"{_pct(max(g, 0.0))} of a "
              f"{d['fec_everywhere']['step_ms']:.4g} ms {wl} step [model]"
              + (f" ({len(faster)} of {n} links could run a faster mode)" if faster else
                 " (no link passes the checks for a faster mode)"))

@@ -3,44 +3,25 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
-import numpy as np
 import pytest
 
-from phy802 import theory
 from phy802.cli import main
-from phy802.fec.tail import sample_histogram
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "vectors" / "fec_hist" / "_gen"))
+from gen_advise_series import fabric_snapshots, portstat as _portstat  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[3]
 VEC = ROOT / "vectors" / "fec_hist"
 NCCL = ROOT / "tests" / "data" / "nccl"
 
 
-def _portstat(rows: dict[str, list[int]]) -> str:
-    """A SONiC ``portstat -fh`` table (the shape of vectors/fec_hist/example_switch64_portstat_*.out)."""
-    hdr = ["IFACE", "STATE"] + [f"BIN{i}" for i in range(16)]
-    body = [hdr] + [[name, "U"] + [f"{v:,}" for v in counts] for name, counts in rows.items()]
-    w = [max(len(r[j]) for r in body) for j in range(len(hdr))]
-    out = ["  ".join(c.rjust(w[j]) if j >= 2 else c.ljust(w[j]) for j, c in enumerate(r)).rstrip() for r in body]
-    out.insert(1, "  ".join("-" * x for x in w))
-    return "\n".join(out) + "\n"
-
-
 def _fabric(bers: list[list[float]], codewords: int = 10**8, seed: int = 44) -> list[str]:
-    """Cumulative portstat snapshots: ``bers[i][port]`` is the port's pre-FEC BER (independent errors)
-    over interval i; histograms drawn from the exact codeword law (fec.tail.sample_histogram)."""
-    rng = np.random.default_rng(seed)
-    n = len(bers[0])
-    cum = {f"Ethernet{4 * j}": [0] * 16 for j in range(n)}
-    snaps = [_portstat(cum)]
-    for row in bers:
-        for j, b in enumerate(row):
-            h = sample_histogram("binomial", {"p_symbol": float(theory.symbol_error_prob(b))}, "kp4", codewords, rng)
-            name = f"Ethernet{4 * j}"
-            cum[name] = [c + x.count for c, x in zip(cum[name], h.bins)]
-        snaps.append(_portstat(cum))
-    return snaps
+    """Cumulative portstat snapshots drawn from independent-error codeword laws (the generator of the
+    example_fabric24 series; fec.tail.sample_histogram, fixed seed)."""
+    return fabric_snapshots(bers, codewords, seed)
 
 
 def _write(tmp_path: Path, snaps: list[str]) -> list[str]:
@@ -213,3 +194,11 @@ def test_loss_side_from_results(tmp_path, capsys):
     # the port's BER (~1e-4) is beyond the measured 1e-5: bypass is refused with that reason, and its headers too
     chk = doc["ports"][0]["checks"]["kp4/bypass"]
     assert not chk["allowed"] and "header loss" in chk["why"]
+
+
+def test_example_series_is_reproduced_and_replays():
+    """vectors/fec_hist/example_fabric24_t*.out (SIMULATED) are what their generator writes, byte for byte."""
+    from gen_advise_series import series_bers
+
+    for i, text in enumerate(fabric_snapshots(series_bers())):
+        assert (VEC / f"example_fabric24_t{i}.out").read_text(encoding="utf-8") == text, f"t{i}"
