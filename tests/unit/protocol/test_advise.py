@@ -196,7 +196,7 @@ def test_loss_side_from_results(tmp_path, capsys):
     assert not chk["allowed"] and "header loss" in chk["why"]
 
 
-def test_example_series_is_reproduced_and_replays():
+def test_example_series_is_reproduced():
     """vectors/fec_hist/example_fabric24_t*.out (SIMULATED) are what their generator writes, byte for byte."""
     from gen_advise_series import series_bers
 
