@@ -239,6 +239,8 @@ def run(args: argparse.Namespace) -> int:
     missing = []
     if loss is None:
         missing.append("loss side (--results): bypass/unequal not considered; time to target loss not computed")
+    elif loss.base_steps is None or not math.isfinite(loss.base_steps):
+        missing.append(f"{args.results}: the error-free curve never reaches the target loss: no time to target")
     if not args.nccl_tests:
         missing.append("nccl-tests (--nccl-tests): the time side is the uncalibrated model")
     doc = {"verdict": {**v.as_dict(), "ports": [{"port": x.port, "mode": x.mode} for x in links]},
@@ -276,10 +278,15 @@ def run(args: argparse.Namespace) -> int:
             iv = (f" (nccl-tests interval [{r['step_interval_ms'][0]:.4g}, {r['step_interval_ms'][1]:.4g}])"
                   if "step_interval_ms" in r else "")
             lp = "n/a" if r["loss_penalty"] != r["loss_penalty"] else f"{r['loss_penalty']:+.3g}"
+            tt = ""
+            if "time_to_target_s" in r:
+                ti = r.get("time_to_target_interval_s")
+                tt = (f"; time to target loss {r['time_to_target_s']:.4g} s"
+                      + (f" [{ti[0]:.4g}, {ti[1]:.4g}]" if ti else "") + f" ({r['source']['time_to_target']})")
             out.append(f"{r['workload']:<9} {r['scenario']:<15} {modes:<44} {r['step_ms']:>10.5g} "
                        f"{r['step_p99_ms']:>10.5g} {r['step_p999_ms']:>10.5g} {r['vs_fec_everywhere']:>8.5f} "
                        f"{r['failure_probability']:>9.2g} {lp:>9}  step, P(fail): model{iv}; loss: "
-                       f"{r['source']['loss_penalty']}")
+                       f"{r['source']['loss_penalty']}{tt}")
         if ts.notes:
             out.append("nccl-tests: " + " | ".join(ts.notes))
         if replay is not None:

@@ -14,6 +14,9 @@ __all__ = ["ADVISE_MODES", "REFERENCE_MODE", "AdviseConfig", "LinkAdvice", "Loss
            "TimeSide", "evaluate", "scenarios", "verdict", "check_fec_config", "advise_links", "loss_side_from_results",
            "FEC_ACTIVE_FOR_CODE"]
 
+#: target loss = the error-free run's final loss x (1 + TARGET_REL), as ``phy802 tradeoff``'s default
+TARGET_REL = 0.01
+
 #: ethtool's active FEC encodings that run each code (``ethtool --show-fec``: ``RS`` = Clause 91/108/119
 #: RS(528/544), ``LLRS`` = the low-latency RS(272)); any other (``None``, ``Off``, ``BaseR``) is another config
 FEC_ACTIVE_FOR_CODE = {"kp4": ("rs",), "kr4": ("rs",), "rs272": ("llrs",)}
@@ -44,24 +47,28 @@ def loss_side_from_results(folder: str) -> LossSide:
     :mod:`protocol.cluster.tradeoff` reads them)."""
     import math
 
-    from protocol.cluster.tradeoff import load_results
+    from protocol.cluster.tradeoff import load_results, steps_to_target
 
     meta, rows = load_results(folder)
     fec = str(meta.get("fec", "bypass"))
+    pars = sorted({r["parallel"] for r in rows})
+    if len(pars) != 1:
+        raise ValueError(f"{folder}: results of several parallelisms ({', '.join(pars)}): give one experiment's folder")
+    base = [r for r in rows if float(r["ber"]) == 0.0]
+    if not base:
+        raise ValueError(f"{folder}: results have no error-free (ber 0) row for {pars[0]}: the reference is missing")
+    ref = float(base[0]["final_val_loss"])
+    target = ref * (1 + TARGET_REL)
     pts: dict = {}
-    for par in sorted({r["parallel"] for r in rows}):
-        base = [r for r in rows if r["parallel"] == par and float(r["ber"]) == 0.0]
-        if not base:
-            raise ValueError(f"{folder}: results have no error-free (ber 0) row for {par}")
-        ref = float(base[0]["final_val_loss"])
-        for r in rows:
-            if r["parallel"] != par or float(r["ber"]) == 0.0:
-                continue
-            v = r["final_val_loss"]
-            pen = math.inf if v is None or not math.isfinite(float(v)) else float(v) - ref
-            kinds = [fec] + (["unequal"] if fec == "bypass" and r["guard"] == "exponent_protection" else [])
-            for k in kinds:
-                pts.setdefault(k, {}).setdefault(float(r["ber"]), []).append((pen, f"{par}, guard {r['guard']}"))
+    for r in rows:
+        if float(r["ber"]) == 0.0:
+            continue
+        v = r["final_val_loss"]
+        pen = math.inf if v is None or not math.isfinite(float(v)) else float(v) - ref
+        kinds = [fec] + (["unequal"] if fec == "bypass" and r["guard"] == "exponent_protection" else [])
+        for k in kinds:
+            pts.setdefault(k, {}).setdefault(float(r["ber"]), []).append(
+                (pen, f"{pars[0]}, guard {r['guard']}", steps_to_target(r["evals"], target)))
     points = {k: tuple((b, *min(v)) for b, v in sorted(d.items())) for k, d in pts.items()}
-    model = meta.get("model") or meta.get("n_layer") and f"{meta.get('n_layer')}-layer model" or "the experiment's small model"
-    return LossSide(points, f"{folder} ({model})")
+    model = meta.get("model") or "the experiment's small model"
+    return LossSide(points, f"{folder} ({model})", steps_to_target(base[0]["evals"], target), target)

@@ -123,6 +123,15 @@ def evaluate(links: list[LinkAdvice], fits: dict, cfg: AdviseConfig, ts: TimeSid
                             pen = loss.penalty(mode.partition("/")[2], _ber_hi(x)) if loss else None
                             pens.append(math.nan if pen is None else pen[0])
             penalty = max(pens) if pens else 0.0
+            steps = None  # steps to the target loss: the error-free curve, or the worst measured curve in use
+            if loss is not None and loss.base_steps is not None:
+                steps = loss.base_steps
+                for mode, _, _n in parts:
+                    if mode_delivers_errors(mode):
+                        for x in links:
+                            if assign[x.port] == mode:
+                                s_ = loss.steps(mode.partition("/")[2], _ber_hi(x))
+                                steps = max(steps, math.nan if s_ is None else s_)
             r = {"workload": wl, "scenario": name.split(":")[0], "modes": {p[0]: p[2] for p in parts},
                  "slowest_mode": slow[0], "step_ms": 1e3 * st.step_s,
                  "step_p50_ms": 1e3 * (st.p50_s if not math.isnan(st.p50_s) else st.step_s),
@@ -137,6 +146,12 @@ def evaluate(links: list[LinkAdvice], fits: dict, cfg: AdviseConfig, ts: TimeSid
             if ts.ratio_range is not None and math.isfinite(st.step_s):
                 lo, hi = ts.ratio_range
                 r["step_interval_ms"] = [1e3 * (st.compute_s + st.exposed_s * lo), 1e3 * (st.compute_s + st.exposed_s * hi)]
+            if steps is not None:
+                r["steps_to_target"] = steps
+                r["time_to_target_s"] = steps * st.step_s
+                if "step_interval_ms" in r:
+                    r["time_to_target_interval_s"] = [steps * v / 1e3 for v in r["step_interval_ms"]]
+                r["source"]["time_to_target"] = "measured steps (small model) x model step time"
             cand.append((name, r))
         keep = [r for n, r in cand if not n.startswith("fabric_wide:")]
         fw = [r for n, r in cand if n.startswith("fabric_wide:")]

@@ -64,21 +64,30 @@ class AdviseConfig:
 
 @dataclass(frozen=True)
 class LossSide:
-    """Measured loss penalties of the error-delivering modes: ``points[fec]`` is a tuple of
-    ``(ber, penalty, guard)`` (the best guard per BER), from an ``experiment`` results folder;
-    ``source`` says where (the model it was measured on)."""
+    """Measured loss side of an ``experiment`` results folder: ``points[fec]`` is a tuple of
+    ``(ber, penalty, guard, steps_to_target)`` (the best guard per BER) of an error-delivering mode;
+    ``base_steps``: the error-free run's steps to the target loss; ``source`` says where (the model
+    it was measured on)."""
 
     points: dict = field(default_factory=dict)
     source: str = ""
+    base_steps: float | None = None
+    target_loss: float | None = None
+
+    def _at(self, fec: str, ber: float):
+        pts = sorted(p for p in self.points.get(fec, ()) if p[0] >= ber)
+        return pts[0] if pts else None
 
     def penalty(self, fec: str, ber: float) -> tuple[float, float, str] | None:
         """``(penalty, measured_ber, guard)`` at the smallest measured BER >= ``ber`` (penalty taken
         as non-decreasing in BER [I]); None when no measurement covers ``ber``."""
-        pts = sorted(p for p in self.points.get(fec, ()) if p[0] >= ber)
-        if not pts:
-            return None
-        b, pen, guard = pts[0]
-        return float(pen), float(b), str(guard)
+        p = self._at(fec, ber)
+        return None if p is None else (float(p[1]), float(p[0]), str(p[2]))
+
+    def steps(self, fec: str, ber: float) -> float | None:
+        """Steps to the target loss measured at the smallest BER >= ``ber`` (inf: never reached)."""
+        p = self._at(fec, ber)
+        return None if p is None or len(p) < 4 else float(p[3])
 
 
 def mode_latency_ns(mode: str, rate: str = "400G") -> float:

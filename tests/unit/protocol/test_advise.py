@@ -183,6 +183,7 @@ def test_loss_side_from_results(tmp_path, capsys):
 
     loss = loss_side_from_results(str(_results(tmp_path)))
     # bypass: the best guard at each BER (exponent_protection: penalty / 4); unequal: the exponent_protection rows
+    assert loss.steps("bypass", 1e-5) == pytest.approx(100 * (4 - 2.02) / (4 - 2.0125))  # best guard's curve
     pen, b, guard = loss.penalty("bypass", 3e-7)
     assert (b, guard) == (1e-6, "ddp, guard exponent_protection") and pen == pytest.approx(0.001)
     assert loss.penalty("bypass", 1e-5)[0] == pytest.approx(0.0125)
@@ -194,6 +195,11 @@ def test_loss_side_from_results(tmp_path, capsys):
     # the port's BER (~1e-4) is beyond the measured 1e-5: bypass is refused with that reason, and its headers too
     chk = doc["ports"][0]["checks"]["kp4/bypass"]
     assert not chk["allowed"] and "header loss" in chk["why"]
+    # time to target: the error-free curve reaches 2.0 x 1.01 = 2.02 at step 99 (linear between 4.0 at 0 and 2.0 at 100)
+    assert loss.base_steps == pytest.approx(99.0)
+    r = doc["workloads"][0]
+    assert r["steps_to_target"] == pytest.approx(99.0)
+    assert r["time_to_target_s"] == pytest.approx(99.0 * r["step_ms"] / 1e3)
 
 
 def test_example_series_is_reproduced():
