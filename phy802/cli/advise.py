@@ -200,7 +200,7 @@ def run(args: argparse.Namespace) -> int:
         check_output_file(args.plot)
     code = CODES[args.code]
     paths = snapshot_paths(args.fec_hist)
-    snaps, intervals, whole = _read(paths, args, code)
+    _snaps, intervals, whole = _read(paths, args, code)
     with_data = [p for p in whole.ports if p.hist.bins and p.hist.total > 0]
     if not with_data:
         raise CliError(f"{whole.source}: no codewords counted on any of the {len(whole.ports)} ports")
