@@ -30,9 +30,10 @@ def _modes(text: str) -> tuple[str, ...]:
 
     out = tuple(x.strip() for x in text.split(",") if x.strip())
     bad = [m for m in out if m not in ADVISE_MODES]
-    if bad or REFERENCE_MODE not in out:
-        raise argparse.ArgumentTypeError(f"--modes: {', '.join(bad) or text!r}: give CODE/FEC from "
-                                         f"{', '.join(ADVISE_MODES)}, {REFERENCE_MODE} included")
+    if bad:
+        raise argparse.ArgumentTypeError(f"{', '.join(bad)}: choose CODE/FEC from {', '.join(ADVISE_MODES)}")
+    if REFERENCE_MODE not in out:
+        raise argparse.ArgumentTypeError(f"{text!r} must include {REFERENCE_MODE} (the fallback every link can run)")
     return out
 
 
@@ -42,7 +43,7 @@ def _workloads(text: str) -> tuple[str, ...]:
     out = tuple(x.strip() for x in text.split(",") if x.strip())
     bad = [w for w in out if w not in WORKLOADS]
     if bad or not out:
-        raise argparse.ArgumentTypeError(f"--workload {text!r}: choose from {', '.join(WORKLOADS)}")
+        raise argparse.ArgumentTypeError(f"{text!r}: choose from {', '.join(WORKLOADS)}")
     return out
 
 
