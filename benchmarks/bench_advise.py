@@ -35,6 +35,7 @@ def main() -> int:
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--nodes", type=int, default=128, help="nodes of 8 GPUs (default 128: 1024 GPUs)")
     ap.add_argument("--models", default="binomial,dfe,ge", help="laws fitted (default binomial,dfe,ge)")
+    ap.add_argument("--bootstrap", type=int, default=50, help="dfe bootstrap replicates (default 50, as advise)")
     a = ap.parse_args()
 
     from phy802.fec.tail import CODES, fit_ports
@@ -46,7 +47,7 @@ def main() -> int:
     tel = difference(read_telemetry(VEC / "example_switch64_portstat_t1.out", t=code.t, n=code.n),
                      read_telemetry(VEC / "example_switch64_portstat_t0.out", t=code.t, n=code.n))
     models = tuple(a.models.split(","))
-    kw = dict(models=models, bootstrap=0, seed=1)
+    kw = dict(models=models, bootstrap=a.bootstrap, seed=1)
     cfg = AdviseConfig()
     ts = TimeSide(preset("dgx-h100-ib", nodes=a.nodes), workloads=("ddp", "tp"))
     # warm the compiled kernels (fits and the loss-recovery simulation) outside the timings

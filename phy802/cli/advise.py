@@ -67,9 +67,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--code", choices=tuple(CODES), default="kp4",
                    help="the FEC code the ports run (default kp4); a port reporting another active FEC is refused")
     g.add_argument("--models", type=list_arg(str), default=MODELS, help=f"laws to fit (default {','.join(MODELS)})")
-    g.add_argument("--bootstrap", type=int_arg(0, 10000), default=0,
-                   help="dfe bootstrap replicates for its intervals (default 0: dfe gets no interval, its point "
-                        "value is used; ge always has its likelihood-region interval, binomial its profile)")
+    g.add_argument("--bootstrap", type=int_arg(0, 10000), default=50,
+                   help="dfe bootstrap replicates for its intervals (default 50; 0: dfe gets no interval and its "
+                        "point value is used, which the verdict says; ge always has its likelihood-region "
+                        "interval, binomial its profile)")
     g.add_argument("--gof-level", type=float_arg(0, 1, lo_open=True, hi_open=True), default=DEFAULT_GOF_LEVEL,
                    help=f"goodness-of-fit level below which a law is rejected (default {DEFAULT_GOF_LEVEL})")
     g.add_argument("--target-fer", type=float_arg(0, 1, lo_open=True, hi_open=True), default=DEFAULT_TARGET_FER,

@@ -209,6 +209,11 @@ def verdict(links: list[LinkAdvice], rows: list[dict], cfg: AdviseConfig, ts: Ti
     if repair:
         caveats.append(f"{len(repair)} port(s) miss the target FER under KP4 and need repair ({', '.join(repair[:4])}"
                        f"{', ...' if len(repair) > 4 else ''})")
+    no_iv = [x.port for x in links if x.pre_fec_ber and x.status not in ("unknown", "no data")
+             and x.pre_fec_ber.get("hi") is None]
+    if no_iv:
+        caveats.append(f"{len(no_iv)} port(s) judged on a point value, their fit has no interval "
+                       "(dfe with --bootstrap 0)")
     if ts.untrusted:
         caveats.append(ts.untrusted)
     if ts.ratio_range is None:

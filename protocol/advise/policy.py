@@ -154,7 +154,9 @@ def link_advice(row: dict, fit, cfg: AdviseConfig = AdviseConfig(), loss: LossSi
                (row["notes"][0] if row.get("notes") else "no law fits the histogram") + " -> margin unknown, keep FEC")
         return LinkAdvice(mode=REFERENCE_MODE, why=why, checks={}, repair=False, **base)
     ber = row["pre_fec_ber"]
-    ber_hi = float(ber["hi"] if ber.get("hi") is not None else ber["value"])
+    has_iv = ber.get("hi") is not None
+    ber_hi = float(ber["hi"] if has_iv else ber["value"])
+    at = "(upper 95%)" if has_iv else "(point value: this fit has no interval)"
     scale = ber_hi / float(ber["value"]) if ber["value"] else 1.0
     lat = {m: mode_latency_ns(m, cfg.rate) for m in cfg.modes}
     checks: dict = {}
@@ -190,7 +192,7 @@ def link_advice(row: dict, fit, cfg: AdviseConfig = AdviseConfig(), loss: LossSi
         if fec == "llr":  # link-level retry: the port's KP4 frames that fail are replayed by the link
             ok = True
         checks[m] = {"allowed": ok, "fer_at_ber_hi": f,
-                     "why": (f"FER {f:.2g} at BER {ber_hi:.3g} (upper 95%) {'<=' if f is not None and f <= cfg.target_fer else '>'} "
+                     "why": (f"FER {f:.2g} at BER {ber_hi:.3g} {at} {'<=' if f is not None and f <= cfg.target_fer else '>'} "
                              f"target {cfg.target_fer:.0e} (model, {fit.best})" if f is not None else
                              "the law leaves its range when scaled to the BER's upper end")}
         if ok:
