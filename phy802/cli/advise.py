@@ -88,6 +88,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     w.add_argument("--results", default=None, metavar="DIR",
                    help="an 'phy802 experiment --out' folder: the measured loss penalty of bypass/unequal (default: "
                         "none, and the error-delivering modes are not considered)")
+    w.add_argument("--min-gain", type=float_arg(0, 1, hi_open=True), default=1e-3,
+                   help="step-time saving (fraction) below which the verdict keeps FEC (default 0.001)")
     w.add_argument("--max-loss-penalty", type=float_arg(0, 100), default=0.01,
                    help="validation-loss penalty tolerated from delivered errors (default 0.01)")
     w.add_argument("--nccl-tests", default=None, metavar="FILE",
@@ -212,7 +214,7 @@ def run(args: argparse.Namespace) -> int:
         raise CliError(f"{whole.source}: estimated {est:.0f} s of CPU to fit {len(whole.ports)} ports (above 600 s): "
                        "lower --bootstrap or use --workers")
     cfg = AdviseConfig(target_fer=args.target_fer, modes=args.modes, max_loss_penalty=args.max_loss_penalty,
-                       rate=args.rate or "400G")
+                       rate=args.rate or "400G", min_gain=args.min_gain)
     loss = loss_side_from_results(args.results) if args.results else None
     ts = _time_side(args, {"code": args.code})
     fit_kw = dict(workers=args.workers, models=tuple(args.models), target_fer=args.target_fer,

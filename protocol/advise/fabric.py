@@ -220,12 +220,13 @@ def verdict(links: list[LinkAdvice], rows: list[dict], cfg: AdviseConfig, ts: Ti
         caveats.append("time side is the uncalibrated model (no --nccl-tests)")
     if any(r["loss_penalty"] != r["loss_penalty"] for r in rows):  # NaN: a delivering mode without its measurement
         caveats.append("a loss penalty was not measured for a mode in use")
-    if not faster or g <= 1e-3:
+    if not faster or g <= cfg.min_gain:
         action = "keep_fec"
         s = (f"keep FEC: the fastest receive {'mode this link allows saves' if n == 1 else f'modes these {n} links allow save'} "
              f"{_pct(max(g, 0.0))} of a "
              f"{d['fec_everywhere']['step_ms']:.4g} ms {wl} step [model]"
-             + (f" ({len(faster)} of {n} links could run a faster mode)" if faster else
+             + (f" ({len(faster)} of {n} links could run a faster mode; changing pays from "
+                f"{_pct(cfg.min_gain)})" if faster else
                 " (no link passes the checks for a faster mode)"))
     elif g > gf + 1e-9:
         action = "per_link"

@@ -42,13 +42,16 @@ class AdviseConfig:
     """What ``advise`` decides with: ``target_fer`` (codeword error ratio a link must stay under),
     ``modes`` (candidates, ``code/fec``), ``max_loss_penalty`` (validation-loss penalty tolerated
     from delivered errors), ``payload_octets`` (RoCEv2 payload of a frame, for header losses),
-    ``rate`` (line rate for latencies)."""
+    ``rate`` (line rate for latencies), ``min_gain`` (the step-time saving, as a fraction, below
+    which the verdict is to keep FEC: a gain inside the time model's own error is no reason to
+    change a fabric)."""
 
     target_fer: float = 1e-13
     modes: tuple[str, ...] = ADVISE_MODES
     max_loss_penalty: float = 0.01
     payload_octets: int = 4096
     rate: str = "400G"
+    min_gain: float = 1e-3
 
     def __post_init__(self) -> None:
         if not 0 < self.target_fer < 1:
@@ -58,6 +61,8 @@ class AdviseConfig:
         for m in self.modes:
             if m not in ADVISE_MODES:
                 raise ValueError(f"mode {m!r}: choose from {', '.join(ADVISE_MODES)}")
+        if not 0 <= self.min_gain < 1:
+            raise ValueError(f"min_gain must be in [0, 1), got {self.min_gain}")
         if self.max_loss_penalty < 0:
             raise ValueError(f"max_loss_penalty must be >= 0, got {self.max_loss_penalty}")
 

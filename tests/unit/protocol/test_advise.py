@@ -208,3 +208,18 @@ def test_example_series_is_reproduced():
 
     for i, text in enumerate(fabric_snapshots(series_bers())):
         assert (VEC / f"example_fabric24_t{i}.out").read_text(encoding="utf-8") == text, f"t{i}"
+
+
+def test_all_clean_fabric_verdict_names_the_fabric_wide_mode(tmp_path, capsys):
+    """Every port clean enough for RS(272): the per-link policy is RS(272) everywhere, the same as the best
+    fabric-wide mode, so the verdict names that mode (with --min-gain 0: any saving counts); with the default
+    --min-gain 0.001 the same saving (a few ns per hop in a ms step) keeps FEC."""
+    t0, t1 = _write(tmp_path, _fabric([[1e-5] * 8], codewords=10**7))
+    argv = ["advise", "--fec-hist", t1, "--since", t0, "--models", "binomial", "--workload", "tp", "--nodes", "16"]
+    doc = _json(capsys, argv + ["--min-gain", "0"])
+    v = doc["verdict"]
+    assert v["action"] == "fabric_wide" and v["sentence"].startswith("run rs272/ieee on all 8 links: saves ")
+    fw = [r for r in doc["workloads"] if r["scenario"] == "fabric_wide"][0]
+    assert fw["fabric_mode"] == "rs272/ieee" and fw["step_ms"] < doc["workloads"][0]["step_ms"]
+    doc = _json(capsys, argv)
+    assert doc["verdict"]["action"] == "keep_fec" and "changing pays from 0.1%" in doc["verdict"]["sentence"]
