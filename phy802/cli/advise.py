@@ -61,7 +61,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "folder of them (name order), are cumulative snapshots in time order: the advice fits the "
                         "latest interval (the links as they are now), and the policy set on the first interval is "
                         "replayed over every interval")
-    g.add_argument("--since", default=None, metavar="OLD", help="an older snapshot: fit FILE - OLD (one --fec-hist)")
+    g.add_argument("--since", default=None, metavar="OLD", help="an older snapshot: fit FILE - OLD (one --fec-hist; default none: FILE's counts since link-up)")
     g.add_argument("--format", dest="in_format", choices=("auto",) + tuple(FORMATS), default="auto",
                    help="input format (default: detected from the content)")
     g.add_argument("--code", choices=tuple(CODES), default="kp4",
@@ -94,14 +94,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="validation-loss penalty tolerated from delivered errors (default 0.01)")
     w.add_argument("--nccl-tests", default=None, metavar="FILE",
                    help="the cluster's own nccl-tests output (as 'collective --nccl-tests' reads it): its nodes set "
-                        "the cluster, its measured/predicted ratios the time side's interval, its diagnosis the trust")
+                        "the cluster, its measured/predicted ratios the time side's interval, its diagnosis the trust "
+                        "(default none: the uncalibrated model, said in the output)")
     r = p.add_argument_group("replay over snapshots (SPEC D7 degradation monitor)")
     r.add_argument("--degrade-activate-ser", type=float_arg(0, 1, lo_open=True), default=None,
                    help="RS symbol error ratio over an interval that sets FEC_degraded_SER and reverts the link to "
                         "kp4/ieee (default: where RS(272) would miss --target-fer on independent errors)")
     r.add_argument("--degrade-deactivate-ser", type=float_arg(0, 1, lo_open=True), default=None,
                    help="SER below which the monitor clears and the link returns to its mode (default activate / 2)")
-    r.add_argument("--plot", default=None, metavar="PNG", help="write the replay's links x time plot (several snapshots)")
+    r.add_argument("--plot", default=None, metavar="PNG", help="write the replay's links x time plot (three or more snapshots; default none)")
     add_cluster_arguments(p, code=False)
     add_seed(p)
     add_json(p)
