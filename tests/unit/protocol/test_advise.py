@@ -20,7 +20,7 @@ NCCL = ROOT / "tests" / "data" / "nccl"
 
 def _fabric(bers: list[list[float]], codewords: int = 10**8, seed: int = 44) -> list[str]:
     """Cumulative portstat snapshots drawn from independent-error codeword laws (the generator of the
-    example_fabric24 series; fec.tail.sample_histogram, fixed seed)."""
+    advise_fabric24 series; fec.tail.sample_histogram, fixed seed)."""
     return fabric_snapshots(bers, codewords, seed)
 
 
@@ -203,11 +203,11 @@ def test_loss_side_from_results(tmp_path, capsys):
 
 
 def test_example_series_is_reproduced():
-    """vectors/fec_hist/example_fabric24_t*.out (SIMULATED) are what their generator writes, byte for byte."""
+    """vectors/fec_hist/advise_fabric24_t*.out (SIMULATED) are what their generator writes, byte for byte."""
     from gen_advise_series import series_bers
 
     for i, text in enumerate(fabric_snapshots(series_bers())):
-        assert (VEC / f"example_fabric24_t{i}.out").read_text(encoding="utf-8") == text, f"t{i}"
+        assert (VEC / f"advise_fabric24_t{i}.out").read_text(encoding="utf-8") == text, f"t{i}"
 
 
 def test_all_clean_fabric_verdict_names_the_fabric_wide_mode(tmp_path, capsys):

@@ -1,4 +1,4 @@
-"""Regenerate vectors/fec_hist/example_fabric24_t*.out: a series of cumulative SONiC ``portstat -fh``
+"""Regenerate vectors/fec_hist/advise_fabric24_t*.out: a series of cumulative SONiC ``portstat -fh``
 snapshots of a 24-port switch for ``phy802 advise`` (deterministic; SIMULATED, not measurements).
 
 Every port has independent errors (binomial codeword law, drawn with
@@ -60,4 +60,4 @@ def series_bers() -> list[list[float]]:
 if __name__ == "__main__":
     out = Path(sys.argv[1]) if len(sys.argv) > 1 else ROOT / "vectors" / "fec_hist"
     for i, text in enumerate(fabric_snapshots(series_bers())):
-        (out / f"example_fabric24_t{i}.out").write_text(text, encoding="utf-8")
+        (out / f"advise_fabric24_t{i}.out").write_text(text, encoding="utf-8")
