@@ -214,10 +214,10 @@ def run(args: argparse.Namespace) -> int:
     if est / args.workers > 600:
         raise CliError(f"{whole.source}: estimated {est:.0f} s of CPU to fit {len(whole.ports)} ports (above 600 s): "
                        "lower --bootstrap or use --workers")
-    cfg = AdviseConfig(target_fer=args.target_fer, modes=args.modes, max_loss_penalty=args.max_loss_penalty,
-                       rate=args.rate or "400G", min_gain=args.min_gain)
     loss = loss_side_from_results(args.results) if args.results else None
     ts = _time_side(args, {"code": args.code})
+    cfg = AdviseConfig(target_fer=args.target_fer, modes=args.modes, max_loss_penalty=args.max_loss_penalty,
+                       rate=ts.cluster.rate, min_gain=args.min_gain)  # the links' rate: the cluster's
     fit_kw = dict(workers=args.workers, models=tuple(args.models), target_fer=args.target_fer,
                   bootstrap=args.bootstrap, seed=args.seed, gof_level=args.gof_level)
     fits = fit_ports(whole, code, **fit_kw)

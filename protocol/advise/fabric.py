@@ -182,6 +182,16 @@ def _pct(x: float) -> str:
     return f"{100 * x:.2g}%"
 
 
+def _gain_iv(d: dict, scen: str) -> str:
+    """`` [a, b]``: the saving of ``scen`` over FEC everywhere at the two ends of the nccl-tests
+    ratio range (both steps' communication scaled alike), or ``""`` without nccl-tests."""
+    a, b = d["fec_everywhere"].get("step_interval_ms"), d[scen].get("step_interval_ms")
+    if not a or not b:
+        return ""
+    g = sorted(1 - y / x for x, y in zip(a, b) if x > 0)
+    return f" [{_pct(g[0])}, {_pct(g[-1])}]" if g else ""
+
+
 def verdict(links: list[LinkAdvice], rows: list[dict], cfg: AdviseConfig, ts: TimeSide,
             loss: LossSide | None) -> Verdict:
     """The verdict in one sentence (keep FEC / run the per-link policy / one fabric-wide mode), each
@@ -223,7 +233,7 @@ def verdict(links: list[LinkAdvice], rows: list[dict], cfg: AdviseConfig, ts: Ti
     if not faster or g <= cfg.min_gain:
         action = "keep_fec"
         s = (f"keep FEC: the fastest receive {'mode this link allows saves' if n == 1 else f'modes these {n} links allow save'} "
-             f"{_pct(max(g, 0.0))} of a "
+             f"{_pct(max(g, 0.0))}{_gain_iv(d, 'per_link')} of a "
              f"{d['fec_everywhere']['step_ms']:.4g} ms {wl} step [model]"
              + (f" ({len(faster)} of {n} links could run a faster mode; changing pays from "
                 f"{_pct(cfg.min_gain)})" if faster else
@@ -234,11 +244,13 @@ def verdict(links: list[LinkAdvice], rows: list[dict], cfg: AdviseConfig, ts: Ti
         for x in faster:
             kinds[x.mode] = kinds.get(x.mode, 0) + 1
         s = (f"shorten or skip FEC on {len(faster)} of {n} links ({', '.join(f'{m} on {k}' for m, k in kinds.items())}): "
-             f"saves {_pct(g)} of the {wl} step time [model] at {pen_txt}; the best fabric-wide mode "
+             f"saves {_pct(g)}{_gain_iv(d, 'per_link')} of the {wl} step time [model] at {pen_txt}; the best "
+             "fabric-wide mode "
              f"({d['fabric_wide']['fabric_mode']}) saves {_pct(max(gf, 0.0))}")
     else:
         action = "fabric_wide"
-        s = (f"run {d['fabric_wide']['fabric_mode']} on all {n} links: saves {_pct(gf)} of the {wl} step time [model] "
+        s = (f"run {d['fabric_wide']['fabric_mode']} on all {n} links: saves {_pct(gf)}{_gain_iv(d, 'fabric_wide')} of "
+             f"the {wl} step time [model] "
              f"at {pen_txt}")
     if ts.untrusted:
         s += "; but the time side is not trusted (" + ts.untrusted + ")"
