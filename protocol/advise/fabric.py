@@ -233,7 +233,7 @@ def verdict(links: list[LinkAdvice], rows: list[dict], cfg: AdviseConfig, ts: Ti
     if not faster or g <= cfg.min_gain:
         action = "keep_fec"
         s = (f"keep FEC: the fastest receive {'mode this link allows saves' if n == 1 else f'modes these {n} links allow save'} "
-             f"{_pct(max(g, 0.0))}{_gain_iv(d, 'per_link')} of a "
+             f"{_pct(max(g, 0.0))}{_gain_iv(d, 'per_link') if faster else ''} of a "
              f"{d['fec_everywhere']['step_ms']:.4g} ms {wl} step [model]"
              + (f" ({len(faster)} of {n} links could run a faster mode; changing pays from "
                 f"{_pct(cfg.min_gain)})" if faster else
