@@ -58,6 +58,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "experiment": ("phy802.cli.experiment", "sweep BER x parallelism x guard over seeds and report"),
     "vectors": ("phy802.cli.vectors", "verify or regenerate the known-answer test vectors"),
     "tradeoff": ("phy802.cli.tradeoff", "step time vs loss penalty per FEC mode and BER: time-to-target-loss"),
+    "advise": ("phy802.cli.advise", "keep FEC or not, link by link: FEC histograms + cluster/nccl-tests + workload"),
     "demo": ("phy802.cli.demo", "the main job: vectors, BER sweep, latency, trace, training, report"),
 }
 
