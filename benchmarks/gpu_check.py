@@ -280,12 +280,12 @@ def _worker(rank: int, args: argparse.Namespace, store: str, out: str) -> None:
     for r in timing.values():
         for _ in range(2):
             step(r)  # warm-up
-    done = 0
-    while done < args.steps:
+    steps_done = 0
+    while steps_done < args.steps:
         for r in timing.values():
             for _ in range(args.block_steps):
                 r["times"].append(step(r))
-        done += args.block_steps
+        steps_done += args.block_steps
     med = {k: 1e3 * statistics.median(r["times"]) for k, r in timing.items()}
     # each rank's peak memory over the whole check, against main's up-front estimate
     import resource
