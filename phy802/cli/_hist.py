@@ -31,8 +31,8 @@ def add_hist_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def histogram_from_counts(hist, t: int, bins_text: str | None, source: str):
-    """A :class:`phy802.fec.bins.FecHistogram` of ``hist[w]`` in the ``--bins`` edges."""
-    from phy802.fec.bins import FecHistogram, parse_edges
+    """A :class:`phy802.telemetry.bins.FecHistogram` of ``hist[w]`` in the ``--bins`` edges."""
+    from phy802.telemetry.bins import FecHistogram, parse_edges
 
     edges = parse_edges(bins_text, t) if bins_text else None
     return FecHistogram.from_counts(hist, t, edges, source=source)

@@ -243,7 +243,7 @@ def run(args: argparse.Namespace) -> int:
                              f"name it {str(args.out)[:-4]}{TRACE_SUFFIX} (version-1 .npz traces are still read)")
         from_fit = None
         if args.from_fit is not None:
-            from phy802.fec.tail import generator_channel, read_fit
+            from phy802.telemetry.fit import generator_channel, read_fit
 
             from_fit = generator_channel(read_fit(args.from_fit), args.fit_model, str(args.from_fit))
             args.ber, args.burst_pb = from_fit["ber"], from_fit["burst_pb"]

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from phy802.cli import main
-from phy802.fec.tail import generator_channel
+from phy802.telemetry.fit import generator_channel
 
 ROOT = Path(__file__).resolve().parents[3]
 

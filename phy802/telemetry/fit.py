@@ -1,7 +1,7 @@
 """Fit channel models to a FEC codeword histogram and extrapolate its tail (``phy802 fec tail``).
 
 A link's uncorrectable rate (FER ~1e-13 and below) is far too rare to observe; what hardware
-counts is how many codewords needed 0, 1, 2, ... symbol corrections (:mod:`phy802.fec.bins`). This
+counts is how many codewords needed 0, 1, 2, ... symbol corrections (:mod:`phy802.telemetry.bins`). This
 module fits error models to those counts and reads the tail ``P(W > t)`` off the fitted model.
 
 Models (``W`` = wrong RS symbols in one codeword of ``n`` symbols)
@@ -64,7 +64,6 @@ covers at least its own 95% (``benchmarks/bench_tail.py`` measures it).
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from dataclasses import dataclass, field
@@ -75,11 +74,11 @@ from scipy import optimize
 from scipy import stats as _st
 
 from phy802 import theory
-from phy802.fec.bins import FecHistogram
+from phy802.telemetry.bins import FecHistogram
 
 __all__ = ["CODES", "MODELS", "TailFit", "ModelFit", "fit_histogram", "model_pmf", "sample_histogram",
            "generator_channel", "read_fit", "DEFAULT_TARGET_FER", "sonic_baseline", "fmt_interval",
-           "estimate_cpu_seconds", "fit_ports", "rank_ports", "ports_text", "ports_csv", "DEFAULT_GOF_LEVEL",
+           "estimate_cpu_seconds", "DEFAULT_GOF_LEVEL", "mark_fec_off",
            "judge_fits"]
 
 #: FER target of the margin (the 802.3 BER objective 1e-13 [C], used here per codeword)
@@ -150,13 +149,13 @@ def model_pmf(model: str, params: dict, code: theory.RsCode) -> _Law:
         return _Law(q, fer, ew, ber, (ber / pr) if pr > 0 else 0.1, n)
     if model not in ("dfe", "ge"):
         raise ValueError(f"unknown model {model!r} (choose from {', '.join(MODELS)})")
-    from phy802.fec._tail_kernels import chain_law
+    from phy802.telemetry._kernels import chain_law
 
     q, fer, ew, ber, bps = chain_law(_MODEL_ID[model], _par_vec(model, params), n, t, UNITS)
     return _Law(np.asarray(q), float(fer), float(ew), float(ber), float(bps), n)
 
 
-#: model ids of the compiled kernels (phy802.fec._tail_kernels)
+#: model ids of the compiled kernels (phy802.telemetry._kernels)
 _MODEL_ID = {"dfe": 1, "ge": 2}
 
 
@@ -168,7 +167,7 @@ def _par_vec(model: str, p: dict) -> np.ndarray:
 
 def _reference_pmf(model: str, params: dict, code: theory.RsCode) -> _Law:
     """The step-by-step DP (:func:`_tail_kernels.markov_count_pmf`): the oracle of the fast path."""
-    from phy802.fec._tail_kernels import block_transfer, markov_count_pmf
+    from phy802.telemetry._kernels import block_transfer, markov_count_pmf
 
     n, t = code.n, code.t
     P, e, init = _chain_arrays(model, params)
@@ -282,7 +281,7 @@ def _fit_x(model: str, d: _Data, code: theory.RsCode, starts: Sequence[np.ndarra
                                          options={"xatol": 1e-9})
             cand = (np.array([r.x]), float(r.fun))
         else:
-            from phy802.fec._tail_kernels import nelder_mead
+            from phy802.telemetry._kernels import nelder_mead
 
             x0 = np.asarray(x0, float)
             # an explicit simplex: scipy's default (5% of each coordinate) is tiny where a coordinate is
@@ -512,7 +511,7 @@ def _predict(model: str, params: dict, code: theory.RsCode, target: float) -> di
 
 def _margin(model: str, params: dict, code: theory.RsCode, target: float) -> float | None:
     if model in _MODEL_ID:
-        from phy802.fec._tail_kernels import margin_factor
+        from phy802.telemetry._kernels import margin_factor
 
         v = float(margin_factor(_MODEL_ID[model], _par_vec(model, params), code.n, code.t, UNITS, target))
         return None if math.isnan(v) else v
@@ -594,12 +593,12 @@ def _profile_burst(model: str, d: _Data, code: theory.RsCode, x_hat: np.ndarray,
                    optima: list, target: float, raw_starts: Sequence[np.ndarray] = ()) -> tuple[dict, str]:
     """95% intervals of a burst model's FER and pre-FEC BER: the range of each over the joint likelihood
     region ``2 (ll_hat - ll(x)) <= chi2_k(0.95)`` (``k`` = the model's parameters), its ends found by a
-    Lagrangian sweep (:func:`phy802.fec._tail_kernels.profile_end`) started from the MLE and from every
+    Lagrangian sweep (:func:`phy802.telemetry._kernels.profile_end`) started from the MLE and from every
     other local optimum of the point fit within :data:`_MODE_DEV`. The post-FEC BER's and the margin's
     intervals are their values at the parameters of the FER interval's ends (upper FER end -> lower
     margin), widened to hold the point value: an approximation (they are not profiled themselves; the
     post-FEC BER is nearly proportional to the FER, and each evaluation of the margin is a root search)."""
-    from phy802.fec._tail_kernels import profile_end
+    from phy802.telemetry._kernels import profile_end
 
     nll_hat = -ll_hat
     # the joint 95% likelihood region of all the model's parameters (chi2 with n_params df), projected
@@ -727,7 +726,7 @@ def _bootstrap(model: str, d: _Data, code: theory.RsCode, x_hat: np.ndarray, tar
     probs = _bin_probs(model_pmf(model, params, code), d)
     probs = probs / probs.sum()
     N = d.total
-    from phy802.fec._tail_kernels import bootstrap_refits
+    from phy802.telemetry._kernels import bootstrap_refits
 
     counts = rng.multinomial(N, probs, size=reps).astype(np.int64)
     # Fisher scoring only for dfe: on ge it stopped short in flat directions and narrowed the upper FER
@@ -1029,7 +1028,7 @@ def _per_lane(hist: FecHistogram, code: theory.RsCode, target: float) -> list[di
     L = hist.n_lanes
     if not L or any(b.per_lane is None for b in hist.bins) or len(hist.bins) < 2:
         return []
-    from phy802.fec.bins import FecBin
+    from phy802.telemetry.bins import FecBin
 
     out = []
     for j in range(L):
@@ -1045,168 +1044,6 @@ def _per_lane(hist: FecHistogram, code: theory.RsCode, target: float) -> list[di
         out.append({"lane": j, "codewords": hj.total, "pre_fec_ber": pred["pre_fec_ber"], "fer": pred["fer"],
                     "margin_factor": pred["margin_factor"], "g2_p": gof["g2_p"]})
     return out
-
-
-# ------------------------------------------------------------------------------ a switch at a time
-
-
-def _fit_port(job):
-    hist, code, kw = job
-    return fit_histogram(hist, code, **kw)
-
-
-def fit_ports(tel, code: theory.RsCode | str, *, workers: int = 1, progress: Callable[[str], None] | None = None,
-              **kw) -> dict:
-    """``{port: TailFit or None}`` (None: no codewords) for every port of a
-    :class:`phy802.fec.telemetry.Telemetry`; ``workers > 1`` fits ports in that many processes (the
-    result does not depend on ``workers``: every port is fitted with the same arguments and seed).
-    ``progress(port)`` is called as each port is done, and ``progress.close()`` (when it has one) at the
-    end; a port whose active FEC mode is off gets :func:`mark_fec_off`."""
-    names = [p.name for p in tel.ports]
-    jobs = {p.name: (p.hist, code, kw) for p in tel.ports if p.hist.bins and p.hist.total > 0}
-    out: dict = {n: None for n in names}
-    if workers > 1 and len(jobs) > 1:
-        import concurrent.futures as cf
-
-        from phy802._io import stop_pool, worker_pool
-
-        with worker_pool(min(workers, len(jobs))) as ex:  # workers ignore Ctrl-C; this process stops them
-            try:
-                futs = {ex.submit(_fit_port, j): n for n, j in jobs.items()}
-                for fut in cf.as_completed(futs):
-                    out[futs[fut]] = fut.result()
-                    if progress:
-                        progress(futs[fut])
-            except BaseException:
-                stop_pool(ex)
-                raise
-    else:
-        for n, j in jobs.items():
-            out[n] = _fit_port(j)
-            if progress:
-                progress(n)
-    if progress is not None and hasattr(progress, "close"):
-        progress.close()
-    for p in tel.ports:
-        f = out[p.name]
-        if f is not None:
-            f.notes.extend(x for x in p.notes if x not in f.notes)
-            if p.fec_mode is not None and p.fec_mode.lower() in FEC_OFF_MODES:
-                mark_fec_off(f, p.fec_mode)
-    return out
-
-
-def rank_ports(tel, fits: dict) -> list[dict]:
-    """One row per port, worst first, with its ``status``: ``below target`` (the best model's FER is at or
-    above the target FER, margin < 1), then ``unknown`` (no law passes its goodness-of-fit test, or FEC is
-    off: the tail is withheld and the verdict's message is the row's first note), then ``ok`` ranked by
-    the best (AIC) model's margin factor (one the model never brings to the target last), then ``no data``
-    (no codewords counted). An unknown port is never ranked with the healthy ones."""
-    rows = []
-    for p in tel.ports:
-        f = fits.get(p.name)
-        r: dict = {"port": p.name, "status": "no data", "codewords": p.hist.total if p.hist.bins else 0,
-                   "model": None, "fer": None, "margin_factor": None, "margin_db": None, "pre_fec_ber": None,
-                   "binomial_g2_p": None, "sonic_predicted_fer": None, "sonic_r2": None, "observed_flr": None,
-                   "worst_lane": None, "notes": list(p.notes) if f is None else list(f.notes)}
-        if f is None or f.best is None:
-            r["notes"].append("no codewords counted" if f is None else "no model fitted")
-            r["_key"] = (4, 0.0)
-            rows.append(r)
-            continue
-        b = f.fits[f.best].predicted
-        r.update(model=f.best, pre_fec_ber=b["pre_fec_ber"])
-        if "binomial" in f.fits:
-            r["binomial_g2_p"] = f.fits["binomial"].gof["g2_p"]
-        if f.withheld:  # said first (fit_histogram / mark_fec_off put it first in the notes); nothing to rank by
-            r.update(status="unknown")
-            r["sonic_predicted_fer"] = f.baseline.get("predicted_fer")
-            r["sonic_r2"] = f.baseline.get("r2")
-            r["observed_flr"] = f.baseline.get("observed_flr")
-            r["_key"] = (1, 0.0)
-            rows.append(r)
-            continue
-        r.update(fer=b["fer"], margin_factor=b["margin_factor"], margin_db=b["margin_db"]["value"])
-        r["sonic_predicted_fer"] = f.baseline.get("predicted_fer")
-        r["sonic_r2"] = f.baseline.get("r2")
-        r["observed_flr"] = f.baseline.get("observed_flr")
-        if f.per_lane:
-            lanes = [x for x in f.per_lane if x.get("codewords")]
-            if lanes:
-                w = max(lanes, key=lambda x: x["pre_fec_ber"]["value"])
-                others = [x for x in lanes if x is not w]
-                apart = bool(others) and all(w["pre_fec_ber"]["lo"] > x["pre_fec_ber"]["hi"] for x in others)
-                r["worst_lane"] = {"lane": w["lane"], "pre_fec_ber": w["pre_fec_ber"], "separated": apart}
-        m = b["margin_factor"]["value"]
-        below = (b["fer"]["value"] or 0) >= f.target_fer or (m is not None and m < 1)
-        r["status"] = "below target" if below else "ok"
-        if below:
-            r["_key"] = (0, 0.0 if m is None else m)
-        else:
-            r["_key"] = (2, m) if m is not None else (3, 0.0)
-        rows.append(r)
-    rows.sort(key=lambda r: r["_key"])
-    for i, r in enumerate(rows, start=1):
-        del r["_key"]
-        r["rank"] = i
-    return rows
-
-
-def ports_text(rows: list[dict], target: float, fmt: str = "") -> str:
-    """The switch table (worst port first)."""
-    unknown = sum(r["status"] == "unknown" for r in rows)
-    lines = [f"{len(rows)} ports ({fmt}), ranked by margin to FER {target:.0e} (worst first); model = best by AIC "
-             "among the laws that pass their goodness-of-fit test"]
-    if unknown:
-        lines.insert(0, f"WARNING: {unknown} port(s) unknown: no law fits their histogram (or FEC is off); their "
-                        "FER and margin are withheld and they are ranked after the ports below target, never as healthy")
-    lines.append(f"{'#':>3} {'port':<14} {'status':<12} {'codewords':>10} {'model':<8} {'FER [95%]':<34} "
-                 f"{'margin x [95%]':<30} {'dB':>6} {'SONiC pred.':>11} {'R^2':>6}  note")
-    for r in rows:
-        if r["model"] is None or r["status"] == "unknown":
-            sp = "-" if r["sonic_predicted_fer"] is None else f"{r['sonic_predicted_fer']:.2e}"
-            r2 = "-" if r["sonic_r2"] is None else f"{r['sonic_r2']:.3f}"
-            lines.append(f"{r['rank']:>3} {r['port']:<14} {r['status']:<12} {r['codewords']:>10.3g} "
-                         f"{r['model'] or '-':<8} {'withheld' if r['model'] else '-':<34} "
-                         f"{'withheld' if r['model'] else '-':<30} {'-':>6} {sp:>11} {r2:>6}  {'; '.join(r['notes'])}")
-            continue
-        fe, m = r["fer"], r["margin_factor"]
-        ms = "-" if m["value"] is None else fmt_interval(m["value"], m["lo"], m["hi"])
-        note = list(r["notes"])
-        if r["binomial_g2_p"] is not None and r["binomial_g2_p"] < 1e-3:
-            note.append("bursty (binomial rejected)")
-        wl = r["worst_lane"]
-        if wl and wl["separated"]:
-            note.append(f"lane {wl['lane']} worst (BER {wl['pre_fec_ber']['value']:.2e})")
-        sp = "-" if r["sonic_predicted_fer"] is None else f"{r['sonic_predicted_fer']:.2e}"
-        r2 = "-" if r["sonic_r2"] is None else f"{r['sonic_r2']:.3f}"
-        db = "-" if r["margin_db"] is None else f"{r['margin_db']:+.2f}"
-        lines.append(f"{r['rank']:>3} {r['port']:<14} {r['status']:<12} {r['codewords']:>10.3g} {r['model']:<8} "
-                     f"{fmt_interval(fe['value'], fe['lo'], fe['hi']):<34} {ms:<30} {db:>6} {sp:>11} {r2:>6}  "
-                     f"{'; '.join(note)}")
-    return "\n".join(lines)
-
-
-def ports_csv(rows: list[dict]) -> str:
-    """The switch table as CSV (one row per port, worst first)."""
-    import csv
-    import io
-
-    buf = io.StringIO()
-    w = csv.writer(buf, lineterminator="\n")
-    w.writerow(["rank", "port", "status", "codewords", "model", "fer", "fer_lo", "fer_hi", "margin_factor", "margin_lo",
-                "margin_hi", "margin_db", "pre_fec_ber", "binomial_g2_p", "sonic_predicted_fer", "sonic_r2",
-                "worst_lane", "notes"])
-    g = lambda d, k: "" if d is None or d.get(k) is None else repr(float(d[k]))
-    for r in rows:
-        w.writerow([r["rank"], r["port"], r["status"], r["codewords"], r["model"] or "", g(r["fer"], "value"), g(r["fer"], "lo"),
-                    g(r["fer"], "hi"), g(r["margin_factor"], "value"), g(r["margin_factor"], "lo"),
-                    g(r["margin_factor"], "hi"), "" if r["margin_db"] is None else repr(r["margin_db"]),
-                    g(r["pre_fec_ber"], "value"), "" if r["binomial_g2_p"] is None else repr(r["binomial_g2_p"]),
-                    "" if r["sonic_predicted_fer"] is None else repr(r["sonic_predicted_fer"]),
-                    "" if r["sonic_r2"] is None else repr(r["sonic_r2"]),
-                    "" if not r["worst_lane"] else r["worst_lane"]["lane"], "; ".join(r["notes"])])
-    return buf.getvalue()
 
 
 # ------------------------------------------------------------------------------ helpers
@@ -1232,7 +1069,7 @@ def read_fit(path: str | os.PathLike) -> dict:
     """Read a FIT.json written by ``phy802 fec tail --out`` (checked for format and fields): a regular
     file of at most :data:`MAX_FIT_BYTES` (a FIFO would block until someone writes it, a device never ends)."""
     from phy802._io import read_input_text
-    from phy802.fec.telemetry import _load_json
+    from phy802.telemetry.parsers import _load_json
 
     name = os.fspath(path)
     obj = _load_json(read_input_text(name, MAX_FIT_BYTES, what="fit file (from 'phy802 fec tail --out')"), name)

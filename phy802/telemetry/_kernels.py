@@ -1,4 +1,4 @@
-"""Numba kernel behind :mod:`phy802.fec.tail`: the codeword symbol-error count of a Markov error
+"""Numba kernel behind :mod:`phy802.telemetry.fit`: the codeword symbol-error count of a Markov error
 chain, truncated at ``kmax`` (the last row absorbs every count >= kmax)."""
 
 from __future__ import annotations
@@ -83,7 +83,7 @@ def markov_count_pmf(N, Y, init, n_symbols, kmax):  # pragma: no cover - compile
     return out, tot
 
 
-# ------------------------------------------------------------------------------ fast path (issue 25)
+# ------------------------------------------------------------------------------ fast path
 # The same codeword law as markov_count_pmf, by repeated squaring of the symbol's polynomial
 # transfer matrix M(z) = N + z Y truncated at degree kmax (the last coefficient absorbs every count
 # >= kmax, and a matrix of E[W 1{W >= kmax}] rides along). Powers of one M commute, so the binary
@@ -639,7 +639,7 @@ def lm_refit(model, x0, lows, highs, counts, has_fail, n, t, units, maxit, h):  
     return x, f, converged
 
 
-# ------------------------------------------------------------------------------ profile likelihood (issue 25)
+# ------------------------------------------------------------------------------ profile likelihood
 # The interval of a prediction g (FER, pre-FEC BER, post-FEC BER) is the profile-likelihood set
 # {g(x) : 2 (nll(x) - nll_hat) <= crit}. Its ends are found with a Lagrangian sweep: for a
 # multiplier lam > 0 the minimiser of nll(x) -/+ lam ln g(x) is the point of largest/smallest g at
@@ -712,7 +712,6 @@ def profile_end(model, starts, nll_hat, kind, sign, crit, step, lows, highs, cou
     reached ``crit`` up to the largest multiplier (the end is then the most extreme ``g`` found, at
     the parameters' range)."""
     K = starts.shape[0]
-    d = starts.shape[1]
     cur = starts.copy()
     alive = np.ones(K, dtype=np.bool_)
     nfev = 0

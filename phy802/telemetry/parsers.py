@@ -1,7 +1,7 @@
-"""One reader for the FEC codeword histograms link engineers paste (issue 25).
+"""One reader for the FEC codeword histograms link engineers paste.
 
-Every shape of ``../shared/reference/telemetry_notes.md`` is read here, the format detected from the
-content (or forced with ``fmt``), into one :class:`~phy802.fec.bins.FecHistogram` per port:
+Every shape below (ethtool, the kernel's YNL, SONiC, CSV) is read here, the format detected from the
+content (or forced with ``fmt``), into one :class:`~phy802.telemetry.bins.FecHistogram` per port:
 
 ``ethtool-json``
     ``ethtool --json --include-statistics --show-fec DEV``: a JSON **list**, one object per device
@@ -54,10 +54,10 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from phy802.fec.bins import U64_MAX, FecBin, FecHistogram
+from phy802.telemetry.bins import U64_MAX, FecBin, FecHistogram
 
 __all__ = ["FORMATS", "MAX_JSON_DEPTH", "TelemetryError", "Port", "Telemetry", "parse_telemetry",
-           "read_telemetry", "read_text", "detect_format", "difference"]
+           "read_telemetry", "read_text", "detect_format", "difference", "parse_histogram_text", "read_histogram"]
 
 FORMATS = ("ethtool-json", "ethtool-text", "ynl", "sonic-hist", "portstat", "csv")
 #: deepest JSON nesting accepted (the real shapes are 5 deep; a RecursionError is never reached)
@@ -616,7 +616,7 @@ _HEADER_CELL = re.compile(r"[A-Za-z_ ]+\Z")
 def _csv_rows(text: str, where: str):
     """``(line, cells)`` of each CSV record; a record the csv module refuses (a field over its
     131072-character limit, a NUL, an unclosed quote) is a TelemetryError naming the file and line,
-    not a ``_csv.Error`` (issue 28 item 11)."""
+    not a ``_csv.Error``."""
     reader = csv.reader(io.StringIO(text))
     while True:
         try:
@@ -824,3 +824,21 @@ def difference(new: Telemetry, old: Telemetry) -> Telemetry:
                          f"{hn.source} since {old.source}")
         out.append(replace(p, hist=h, notes=p.notes + tuple(n for n in q.notes if n not in p.notes)))
     return Telemetry(tuple(out), new.fmt, f"{new.source} since {old.source}", {"since": old.source})
+
+
+# ---------------------------------------------------------------------- one port
+
+
+def parse_histogram_text(text: str, where: str = "<text>", t: int | None = None, fmt: str | None = None) -> FecHistogram:
+    """The one histogram of ``text`` (any format of :func:`parse_telemetry`); errors name ``where``
+    and the field. A file with several ports is refused (read it with :func:`parse_telemetry`)."""
+    tel = parse_telemetry(text, where, fmt=fmt, t=t)
+    if len(tel.ports) != 1:
+        raise TelemetryError(f"{where}: {len(tel.ports)} ports ({', '.join(tel.names()[:6])}, ...): pick one")
+    return tel.ports[0].hist
+
+
+def read_histogram(path: str | os.PathLike, t: int | None = None, fmt: str | None = None) -> FecHistogram:
+    """Read a one-port histogram file (any format of :func:`parse_telemetry`; ``'-'`` = stdin)."""
+    text, name = read_text(path)
+    return parse_histogram_text(text, name, t, fmt)

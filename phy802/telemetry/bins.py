@@ -3,8 +3,8 @@
 IEEE 802.3ck/802.3df count codewords by the number of symbols the RS decoder corrected; Linux
 exposes the counts through ethtool netlink FEC statistics (``stats.hist``: a list of entries with
 inclusive ``bin-low``/``bin-high`` symbol counts, ``bin-val`` and optional ``bin-val-per-lane``,
-beside ``corrected``, ``uncorrectable`` and ``corr-bits``; ../shared/reference/tradeoff_notes.md
-sec. 4). This module converts between that structure, simple CSV files and phy802's own counters
+beside ``corrected``, ``uncorrectable`` and ``corr-bits``: the kernel's ethtool netlink spec,
+``Documentation/netlink/specs/ethtool.yaml``). This module converts between that structure, simple CSV files and phy802's own counters
 (``LinkCounters.hist``, the trace metadata's ``symbol_error_hist``).
 
 Conventions
@@ -20,20 +20,18 @@ Conventions
   histogram; their per-PCS-lane corrected *symbols* stay in ``LinkCounters.pcs_lane_corrected``.
 * ``corrected`` = codewords with 1..t corrected symbols (the kernel's ``corrected``).
 
-Input formats: every shape of :mod:`phy802.fec.telemetry` (ethtool JSON and text, the kernel's YNL
+Input formats: every shape of :mod:`phy802.telemetry.parsers` (ethtool JSON and text, the kernel's YNL
 form, SONiC ``fec-histogram`` and ``portstat -fh``, CSV); :func:`read_histogram` reads a one-port file.
 """
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 import numpy as np
 
-__all__ = ["FecBin", "FecHistogram", "parse_edges", "default_edges", "read_histogram", "parse_histogram_text",
-           "U64_MAX", "I64_MAX"]
+__all__ = ["FecBin", "FecHistogram", "parse_edges", "default_edges", "U64_MAX", "I64_MAX"]
 
 #: the largest value of a kernel/SAI counter (unsigned 64-bit)
 U64_MAX = 2**64 - 1
@@ -264,27 +262,3 @@ def parse_edges(text: str, t: int) -> list[tuple[int, int]]:
             raise ValueError(f"--bins: bin {lo}-{hi} must be ordered, non-overlapping and within 0..{t}")
         last = hi
     return out
-
-
-# ---------------------------------------------------------------------- reading
-# One reader for every format: phy802.fec.telemetry (these two keep the one-histogram API).
-
-
-def parse_histogram_text(text: str, where: str = "<text>", t: int | None = None, fmt: str | None = None) -> FecHistogram:
-    """The one histogram of ``text`` (any format of :mod:`phy802.fec.telemetry`); errors name ``where``
-    and the field. A file with several ports is refused (read it with
-    :func:`phy802.fec.telemetry.parse_telemetry`)."""
-    from phy802.fec.telemetry import TelemetryError, parse_telemetry
-
-    tel = parse_telemetry(text, where, fmt=fmt, t=t)
-    if len(tel.ports) != 1:
-        raise TelemetryError(f"{where}: {len(tel.ports)} ports ({', '.join(tel.names()[:6])}, ...): pick one")
-    return tel.ports[0].hist
-
-
-def read_histogram(path: str | os.PathLike, t: int | None = None, fmt: str | None = None) -> FecHistogram:
-    """Read a one-port histogram file (any format of :mod:`phy802.fec.telemetry`; ``'-'`` = stdin)."""
-    from phy802.fec.telemetry import read_text
-
-    text, name = read_text(path)
-    return parse_histogram_text(text, name, t, fmt)
