@@ -4,11 +4,11 @@
 
 For each FEC mode (bypass, ieee = KP4 correct+indicate) and pre-FEC BER it reports the line bits
 simulated per second of wall time (Gb/s; the real 400GBASE-R link runs at 425 Gb/s) by
-:class:`protocol.trace.generator.FastGenerator`, and two baselines timed in the same process:
+:class:`protocol.trace.fast.FastGenerator`, and two baselines timed in the same process:
 
 * ``dense``: numpy drawing one uniform per line bit and comparing it with the BER (the cheapest
   possible bit-level channel, before any FEC or PCS work);
-* ``bitexact``: :class:`protocol.trace.generator.BitExactGenerator`, the reference link on real bits.
+* ``bitexact``: :class:`protocol.trace.bitexact.BitExactGenerator`, the reference link on real bits.
 
 Single-threaded (``NUMBA_NUM_THREADS=1``); medians over ``--repeats``.
 

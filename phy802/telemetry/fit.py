@@ -1089,7 +1089,7 @@ def generator_channel(fit: dict, model: str | None = None, where: str = "FIT.jso
     burst of L' lane bits about L'/10, so doubling the mean burst length keeps the RS-symbol span
     (an approximation; the generator's lane interleave differs from the fit's idealisation).
     ``ge`` has no generator counterpart and is refused, naming the models it can replay: the trace
-    generator (:mod:`protocol.trace.generator`) draws independent bit errors or a per-lane DFE chain
+    generator (:mod:`protocol.trace.fast`) draws independent bit errors or a per-lane DFE chain
     whose good state is error-free, not a two-state channel with errors in both states.
     """
     name = model or fit.get("best")

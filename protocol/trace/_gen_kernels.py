@@ -1,4 +1,4 @@
-"""Numba kernels of the fast trace generator (private; called only from :mod:`protocol.trace.generator`).
+"""Numba kernels of the fast trace generator (private; called from :mod:`protocol.trace.fast` and :mod:`.bitexact`).
 
 Coordinates (all int64):
 

@@ -19,7 +19,7 @@ documented choices here, stated in the trace's ``inner`` metadata:
   ``10240 P``;
 * the **scrambler** is the 1 + x^39 + x^58 of 119.2.4.3 (Clause 172 keeps it [S]): a message bit
   wrong at scrambled position ``n`` reaches the payload as flips at ``n``, ``n + 39``, ``n + 58``
-  (the 400G generators' descrambler kernel, :class:`protocol.trace.generator._Expander`), and a
+  (the 400G generators' descrambler kernel, :class:`protocol.trace._base._Expander`), and a
   wrong header bit marks its block;
 * **marks**: a codeword KP4 flags uncorrectable marks its whole group (its 10-bit symbols are
   spread over all 80 blocks), and every block whose header bit is wrong after descrambling;
@@ -44,8 +44,9 @@ import numpy as np
 from phy802.clause119 import KP4_K, KP4_N
 
 from ..source import FLAG_MISCORRECTED
-from .file import LiveWindow, TraceWriter, encode_chunk
-from .generator import _Expander, _Scratch, merge_ranges
+from ._base import _Expander, _Scratch, merge_ranges
+from .format import TraceWriter, encode_chunk
+from .sources import LiveWindow
 
 __all__ = ["GROUP_STREAM_BITS", "GROUP_BLOCKS", "FORMAT_MINOR", "UNIT_STREAM_BITS", "codewords_for_line_bits",
            "generate_inner_trace", "payload_ber_ci95", "StreamBatch", "stream_batches", "ConcatLiveSource", "concat_fec"]
@@ -325,7 +326,7 @@ class ConcatLiveSource(LiveWindow):
     interleave groups (default: the link's, 30000 on the fast path = 614.4 Mbit of stream, 300 on
     the exact path).  The trace's last batch, cut to its length, is drawn with another layout and
     differs; a trace of a whole number of batches equals this source over all of it.  Offsets
-    depend only on the cursor (:class:`~protocol.trace.file.LiveWindow`).
+    depend only on the cursor (:class:`~protocol.trace.sources.LiveWindow`).
 
     Parameters
     ----------

@@ -401,7 +401,7 @@ def test_a_failing_shard_reaches_the_caller_and_the_shards_waiting_on_it_give_up
     import multiprocessing
     import threading
 
-    import protocol.trace.file as T
+    import protocol.trace.sharded as T
 
     if multiprocessing.get_start_method() != "fork":
         pytest.skip("the injected failure reaches worker processes only when they are forked")
