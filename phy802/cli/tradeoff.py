@@ -287,7 +287,7 @@ def _tradeoff_into(args, out: str, results: str, shown: str, live: bool, log, mo
 
     from phy802.cli._common import CliError
     from phy802.cli.collective import is_flat
-    from protocol.cluster import steptime as _st
+    from protocol.cluster.steptime import SimSettings
 
     shown_results = args.results or os.path.join(shown, "experiment")
     meta, rows = load_results(results)
@@ -302,12 +302,11 @@ def _tradeoff_into(args, out: str, results: str, shown: str, live: bool, log, mo
                        "not pp; nothing would use it")
     stages = args.pp_stages or int(meta.get("world_size", 2))
     trials = _DEFAULT_TRIALS if args.trials is None else args.trials
-    _st.SIM_TRIALS, _st.SIM_SEED = int(trials), int(args.seed)
     mfu = _DEFAULT_MFU if args.mfu is None else args.mfu
     tflops = _DEFAULT_TFLOPS if args.tflops is None else args.tflops
     tm = TimeModel(model=model, tflops=None if (log is not None and args.measured_compute) else tflops,
                    mfu=mfu, log=log, pp_stages=max(2, stages), microbatches=int(meta.get("microbatches", 4)),
-                   algo=args.algo, workload=args.workload, tp=args.tp)
+                   algo=args.algo, workload=args.workload, tp=args.tp, sim=SimSettings(int(trials), int(args.seed)))
     modes = args.modes or list(DEFAULT_MODES)
 
     if live:  # the results table, on stdout as its rows are made (the summary follows it)
