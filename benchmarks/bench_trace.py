@@ -12,7 +12,7 @@ simulated per second of wall time (Gb/s; the real 400GBASE-R link runs at 425 Gb
 
 Single-threaded (``NUMBA_NUM_THREADS=1``); medians over ``--repeats``.
 
-``--written`` (issue 13) measures instead, side by side in one run, at pre-FEC BER 1e-4 bypass:
+``--written`` measures instead, side by side in one run, at pre-FEC BER 1e-4 bypass:
 
 * ``written``: :func:`protocol.trace.generate_trace` to a file (format v2, one worker: generation
   and encoding in this thread, CRC + writing in the writer thread), wall and process CPU time;

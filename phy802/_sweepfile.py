@@ -132,7 +132,7 @@ def read_sweep_json(cls, path, *, config_cls, point_cls, mode_label) -> Any:
     names = [f.name for f in dataclasses.fields(SweepConfig)]
     relabel: dict[str, str] = {}
     legacy = isinstance(c, dict) and "modes" in c and "code" not in c and "fec" not in c
-    if legacy:  # a file from before issue 15: single-``fec`` mode names
+    if legacy:  # a file from before the code / receive-mode split: single-``fec`` mode names
         c = dict(c)
         modes = c.pop("modes")
         if not isinstance(modes, list) or not all(isinstance(m, str) and m in _OLD_MODES for m in modes):

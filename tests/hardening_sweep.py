@@ -295,7 +295,7 @@ def attacks(arena: Path, facts: dict) -> list[tuple[str, list[str]]]:
 
 
 # ----------------------------------------------------------------------------- block: cluster / trade-off CLI
-# (collective, tradeoff, nccl-tests files; issue 43 item 4 and issue 46 items 7-8)
+# (collective, tradeoff, nccl-tests files)
 
 def _nccl_text(rows, *, edit=None) -> str:
     """A 2 x 8 all_reduce_perf output as nccl-tests prints it; ``edit(lines)`` changes it."""
@@ -393,7 +393,7 @@ def cluster_cli_attacks(arena: Path) -> list[tuple[str, list[str]]]:
     return out
 
 
-# ----------------------------------------------------------------------------- block: link/FEC readers (issue 46)
+# ----------------------------------------------------------------------------- block: link/FEC readers
 
 #: an argv starting with this runs with standard input closed (Python's sys.stdin is None, as under 'CMD <&-')
 CLOSED_STDIN = "<&-"

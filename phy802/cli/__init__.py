@@ -281,7 +281,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from phy802.cli._hist import format_conflict
     from phy802.cli._vocab import code_fec_conflict
 
-    for conflict in (code_fec_conflict(args), format_conflict(args)):  # options that contradict (issue 28 item 16)
+    for conflict in (code_fec_conflict(args), format_conflict(args)):  # options that contradict
         if conflict:
             print(f"{prog}: error: {conflict}", file=sys.stderr)
             return EXIT_BAD_INPUT

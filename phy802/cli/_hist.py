@@ -1,4 +1,4 @@
-"""FEC bin histogram output shared by ``link``, ``sweep`` and ``trace info`` (issue 14).
+"""FEC bin histogram output shared by ``link``, ``sweep`` and ``trace info``.
 
 ``--bins EDGES`` chooses the bins (``"0,1-3,4-7,8-15"``; default one bin per corrected-symbol
 count 0..t). Instead of the usual output, ``--format ynl`` prints the kernel's YNL structure

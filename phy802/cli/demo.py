@@ -64,7 +64,7 @@ def run_demo(cfg: DemoConfig) -> dict:
     """Run every step; returns a summary dict (also written as ``summary.json``)."""
     from phy802._output import check_output_dir, output_set
 
-    check_output_dir(cfg.out, "demo")  # before any work: never over the user's files (issue 28)
+    check_output_dir(cfg.out, "demo")  # before any work: never over the user's files
     with output_set(cfg.out, "demo") as stage:  # built beside --out, swapped in whole
         return _demo_into(cfg, Path(stage), Path(cfg.out))
 

@@ -240,7 +240,7 @@ def run_tradeoff(args: argparse.Namespace, live: bool = True) -> dict:
                            + (" of rank 0" if log.records else " (header only)")
                            + ": it would model zero communication")
     out = args.out
-    check_output_dir(out, "tradeoff")  # before any work: never over the user's files (issue 28)
+    check_output_dir(out, "tradeoff")  # before any work: never over the user's files
     shown = getattr(args, "shown_out", None) or out  # where the set ends up (it is built beside it)
     with output_set(out, "tradeoff") as stage:
         results = args.results or _small_experiment(args, os.path.join(stage, "experiment"))
@@ -358,7 +358,7 @@ def _describe(c) -> str:
 #: the same rule as the demo report's opening, :func:`phy802.cli._narrative.fastest`)
 TIE_DECIMALS = 3
 
-#: what ``phy_us`` is: printed under the table and stored in ``tradeoff.json`` (issue 27)
+#: what ``phy_us`` is: printed under the table and stored in ``tradeoff.json``
 PHY_US_MEANING = ("phy_us (model): the FEC receive latency summed over every sequential link hop of one "
                   "step's collectives; only exposed_ms (what backward does not hide) adds to step_ms")
 

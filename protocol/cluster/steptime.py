@@ -214,7 +214,7 @@ MAX_COMMLOG_BYTES = 1 << 30
 
 
 def _check_header(h: dict, p: str) -> dict:
-    """The header's fields typed (issue 28 item 11): a wrong type is a ValueError naming the file,
+    """The header's fields typed: a wrong type is a ValueError naming the file,
     the field and the value, not a KeyError/AttributeError/TypeError later."""
     if h.get("format") != FORMAT:
         raise ValueError(f"{p}: not a phy802 communication log (header 'format' must be {FORMAT!r})")

@@ -146,7 +146,7 @@ def load_results(folder: str | os.PathLike) -> tuple[dict, list[dict]]:
         raise ValueError(f"{path}: no such file (an 'phy802 experiment --out' folder holds results.json)")
     from phy802._io import read_json_file
 
-    # bounded, UTF-8, strict and depth-limited, each failure naming the file (issue 28 item 11/16)
+    # bounded, UTF-8, strict and depth-limited, each failure naming the file
     doc = read_json_file(path, 1 << 28, what="phy802 experiment results.json")
     if not isinstance(doc, dict) or not isinstance(doc.get("rows"), list):
         raise ValueError(f"{path}: expected an object with a 'rows' list (phy802 experiment results.json)")

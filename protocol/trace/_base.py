@@ -16,7 +16,7 @@ What a trace includes (both generators)
 All data blocks are treated as all-data 257b blocks (x<0> = 1): long tensor frames are almost
 entirely data; a control block's header/nibble errors are covered by the header mark.
 
-Codes (``GeneratorConfig.code``, issue 10): ``kp4`` (default), ``rs272`` and ``none``.
+Codes (``GeneratorConfig.code``): ``kp4`` (default), ``rs272`` and ``none``.
 ``rs272`` (RS(272,257+1), t = 7): a trace *pair* is then two rs272 codeword pairs -- the same 40
 257b blocks and 10880 line bits, so the stream coordinate, the AM spacing and every count per
 pair are unchanged -- with pair-space positions ``P * 10880 + 5440 s + 20 t + 10 c + b`` (rs272

@@ -492,8 +492,8 @@ _SUMMARY_FIELDS = (
 
 
 def _check_summary_fields(path: Path, meta: dict) -> None:
-    """Wrong-typed or missing summary fields -> :class:`TraceError` naming the field (issue 28
-    item 11: ``channel: "x"``, ``codewords: "x"``, ``pre_fec`` as a list, no ``pre_fec.bit_errors``)."""
+    """Wrong-typed or missing summary fields -> :class:`TraceError` naming the field
+    (e.g. ``channel: "x"``, ``codewords: "x"``, ``pre_fec`` as a list, no ``pre_fec.bit_errors``)."""
     for name, kind, required in _SUMMARY_FIELDS:
         *parents, leaf = name.split(".")
         node = meta

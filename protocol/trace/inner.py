@@ -1,4 +1,4 @@
-"""Error traces of 800G / 1.6T links with the Clause 177 inner code concatenated with KP4 (issue 26).
+"""Error traces of 800G / 1.6T links with the Clause 177 inner code concatenated with KP4.
 
 The errors come from :class:`phy802.link.concat.ConcatLink` itself, batch by batch
 (:meth:`~phy802.link.concat.ConcatLink.batches`): the same seeds and the same cuts as

@@ -1,4 +1,4 @@
-"""FEC bin histograms (phy802.telemetry.bins) and tail fits (phy802.telemetry.fit, ``phy802 fec tail``): issue 14.
+"""FEC bin histograms (phy802.telemetry.bins) and tail fits (phy802.telemetry.fit, ``phy802 fec tail``).
 
 Statistical tests use fixed seeds and the fits' own 95% intervals / test statistics.
 """

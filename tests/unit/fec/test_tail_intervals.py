@@ -1,4 +1,4 @@
-"""GE intervals (issue 25): the projected likelihood region's coverage, the margin at e_b's boundary,
+"""GE intervals: the projected likelihood region's coverage, the margin at e_b's boundary,
 and a 64-port switch ranked within the issue's minute."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Real telemetry in ``phy802 fec tail`` (issue 25; reader items of issues 27/28): every shape of
+"""Real telemetry in ``phy802 fec tail`` (reader items of issues 27/28): every shape of
 ../shared/reference/telemetry_notes.md from one known histogram, snapshots, a switch at a time,
 SONiC's baseline, and bad input (exit 2 naming file, field/line and value)."""
 
@@ -225,7 +225,7 @@ def test_compiled_margin_equals_the_reference_root():
         assert _margin(model, p, KP4, 1e-13) == pytest.approx(_margin_reference(model, p, KP4, 1e-13), rel=1e-5)
 
 
-# ------------------------------------------------------------------------------ output precision (issue 27)
+# ------------------------------------------------------------------------------ output precision
 
 
 def test_intervals_print_with_the_precision_of_their_value(capsys):
@@ -254,7 +254,7 @@ def test_every_file_named_in_the_tail_help_exists(capsys):
     assert "example_kp4_hist.json" not in capsys.readouterr().out
 
 
-# ------------------------------------------------------------------------------ bad input (issues 25, 28)
+# ------------------------------------------------------------------------------ bad input (28)
 
 _HIST = '"hist": [{"bin_low": 0, "bin_high": 0, "total": 10}, {"bin_low": 1, "bin_high": 1, "total": 2}]'
 

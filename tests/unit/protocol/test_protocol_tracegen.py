@@ -260,7 +260,7 @@ def test_reference_scrambler_matches_the_pcs_and_multiplies_errors_by_three():
     assert np.flatnonzero(d != bits).tolist() == [1000, 1039, 1058]
 
 
-# --- rs272 (issue 10): a trace pair = two rs272 codeword pairs ---------------------------------
+# --- rs272: a trace pair = two rs272 codeword pairs ---------------------------------
 @pytest.mark.parametrize("rate", ["400G", "200G"])
 @pytest.mark.parametrize("fec", MODES)
 def test_rs272_fast_equals_bit_exact_on_the_same_line_errors(rate, fec):
