@@ -1,5 +1,5 @@
 """Every command in the ```bash blocks of the README and of every docs/*.md page runs as written and
-exits 0 (27).
+exits 0.
 
 Each page's commands run in page order in one scratch folder of that page (so ``trace info t.trace``
 finds the trace the line before wrote; a page never relies on another page's files), with ``phy802`` =

@@ -1,5 +1,5 @@
-"""Real telemetry in ``phy802 fec tail`` (reader items of issues 27/28): every shape of
-../shared/reference/telemetry_notes.md from one known histogram, snapshots, a switch at a time,
+"""Real telemetry in ``phy802 fec tail``: every shape the readers take (ethtool JSON and text, YNL,
+SONiC, CSV) from one known histogram, snapshots, a switch at a time,
 SONiC's baseline, and bad input (exit 2 naming file, field/line and value)."""
 
 from __future__ import annotations
@@ -254,7 +254,7 @@ def test_every_file_named_in_the_tail_help_exists(capsys):
     assert "example_kp4_hist.json" not in capsys.readouterr().out
 
 
-# ------------------------------------------------------------------------------ bad input (28)
+# ------------------------------------------------------------------------------ bad input
 
 _HIST = '"hist": [{"bin_low": 0, "bin_high": 0, "total": 10}, {"bin_low": 1, "bin_high": 1, "total": 2}]'
 
