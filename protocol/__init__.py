@@ -1,4 +1,5 @@
 """The bypass-FEC protocol layer on top of :mod:`phy802` (see ``protocol/SPEC.md``).
+Owns the FEC modes, framing, delivery and latency model; traces and the cluster model are subpackages.
 
 Modules (imported on demand; this package imports nothing heavy at import time):
 

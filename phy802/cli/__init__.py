@@ -1,4 +1,5 @@
-"""The ``phy802`` command-line tool.
+"""The ``phy802`` command-line tool: argument parsing, errors (``phy802 CMD: error: ...``, exit 2) and
+one module per subcommand over library calls; the only code that imports upward, lazily.
 
 Each subcommand lives in its own module exposing ``add_arguments(parser)`` and ``run(args) -> int``.
 Modules are imported only when their subcommand runs, so ``phy802`` works without torch and the
