@@ -829,8 +829,8 @@ def estimate_cpu_seconds(hist: FecHistogram, models: Sequence[str] = MODELS, boo
     return fixed + lanes + bootstrap * sum(per_rep.get(m, 0.0) for m in models)
 
 
-#: CPU seconds per dfe bootstrap replicate (1-5 ms measured on a shared 2-vCPU machine: Fisher scoring /
-#: Nelder-Mead refits; rounded up) and of GE's point fit and region sweeps (0.3-0.8 s measured, rounded up)
+#: CPU seconds per dfe bootstrap replicate (Fisher scoring / Nelder-Mead refits) and of GE's point fit and
+#: region sweeps: rounded-up measurements of benchmarks/bench_tail.py, used only to refuse work too big up front
 _COST = {"dfe": 0.008, "ge_fixed": 1.5}
 
 
