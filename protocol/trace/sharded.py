@@ -266,6 +266,109 @@ def _make_executor(workers: int | None, scheduler: str | None):
     return worker_pool(n), True, n  # workers leave Ctrl-C to this process: no worker tracebacks
 
 
+def _trace_meta(cfg, seed: int, generator: str, step: int, shard: int, n_shards: int) -> dict:
+    """The metadata a trace is written with, before generation: what was asked and how it is laid out."""
+    mode = cfg.mode
+    return {
+        "rate": cfg.geometry.name,
+        "n_lanes": cfg.geometry.n_lanes,
+        "line_gbps": cfg.geometry.line_gbps,
+        "fec": mode.name,
+        "fec_mode": {"decoder": mode.decoder, "indicate": mode.indicate, "tolerant": mode.tolerant,
+                     "protected": mode.protected},
+        "code": cfg.code,
+        "code_params": {"kp4": "RS(544,514) t=15", "rs272": "RS(272,257+1) t=7, pad last = 0",
+                        "none": "no FEC sublayer (KP4 layout, nothing decoded)"}[cfg.code],
+        "channel": ({"model": "independent line bit errors (BSC)", "ber": cfg.ber} if cfg.burst_pb is None else
+                    {"model": "lane_dfe: 2-state chain per PCS-lane bit (G->B pe, B->B pb)", "ber": cfg.ber,
+                     "pb": cfg.burst_pb, "pe": cfg.burst_pe, "mean_burst_bits": 1 / (1 - cfg.burst_pb)}),
+        "lane_weights": list(cfg.lane_weights) if cfg.lane_weights is not None else None,
+        "seed": int(seed),
+        "generator": generator,
+        "chunk_pairs": step,
+        "shard_pairs": shard,
+        "n_shards": n_shards,
+        "coordinate": "PCS payload stream bits (256 per data 257b block), see protocol/source.py",
+        "includes": "payload flips after FEC (per mode) and descrambler (x^39, x^58 copies); marks = error blocks "
+                    "(decoder indication, 257b header hits); excludes parity and AM bits",
+    }
+
+
+def _generate_in_process(w, pb, cfg, generator: str, seed: int, bounds: list, step: int, total) -> None:
+    """Every shard in this process, chunk by chunk, straight to the writer ``w`` (whose thread does the
+    CRCs and the writes); the descrambler carry is passed from shard to shard here."""
+    from ..framing import PAIR_LINE_BITS
+
+    n_lanes = cfg.geometry.n_lanes
+    carry = _no_flips()
+    with deferred_interrupts():  # a signal is raised between chunks, never inside a lock
+        for j, p0, p1 in bounds:
+            gen = _new_generator(cfg, generator, shard_seed(seed, j), p0)
+            done = p0
+            while done < p1:
+                check_interrupt()
+                k = min(step, p1 - done)
+                e = gen.next_encoded(k)  # straight to trace records (the fused kernel, in the bypass mode)
+                if done == p0:
+                    w.write_encoded(*_join_first(cfg, e, carry, gen.stats, n_lanes))
+                else:
+                    w.write_encoded(e.stream_start, e.stream_end, e.n_flips, e.n_marks, e.blob)
+                done += k
+                pb.update(k * PAIR_LINE_BITS)
+            ex_ = gen._expander
+            carry = (ex_.key, ex_.lane, ex_.flag)
+            total.add(gen.stats)
+
+
+def _measured_summary(cfg, st, wall: float) -> dict:
+    """The metadata written after generation: the measured counters of the whole trace ``st`` with
+    their 95% intervals, and the wall time."""
+    from phy802.stats import clopper_pearson
+
+    def ci(k, n):
+        lo, hi = clopper_pearson(int(k), int(n))
+        return [float(lo), float(hi)]
+
+    from .config import CI_UNIT
+
+    # post-FEC intervals over codeword pairs, not bits (config.CI_UNIT says why)
+    payload_ci, decoder_ci = st.unit_ber_ci95()
+    extra = {
+        "pairs": st.pairs,
+        "line_bits": st.line_bits,
+        # pre-FEC: independent line bits on the BSC channel (Clopper-Pearson is exact there); a
+        # lane_dfe burst is several dependent bits, so over pairs there (CI_UNIT)
+        "pre_fec": {"bit_errors": st.line_bit_errors, "bits": st.line_bits, "ber": st.pre_fec_ber,
+                    "ber_ci95": ci(st.line_bit_errors, st.line_bits) if cfg.burst_pb is None
+                    else st.line_ber_ci95_over_pairs(),
+                    **({} if cfg.burst_pb is None else {"ci_unit": CI_UNIT, "units_with_errors": st.line_bad_pairs,
+                                                        "bit_errors_sq": st.line_bit_errors_sq})},
+        # two post-FEC BERs (README "Two post-FEC BERs"): ``ber`` = payload flips after the
+        # descrambler (what the trace replays); ``decoder_output`` = message bits wrong at the
+        # decoder output, before the descrambler's x3 (what ``phy802 sweep`` calls post-FEC BER)
+        "post_fec": {"bit_errors": st.payload_flips, "bits": st.stream_bits, "ber": st.post_fec_ber,
+                     "ber_ci95": payload_ci, "marked_bits": st.marked_bits,
+                     "ci_unit": CI_UNIT, "units_with_errors": st.payload_bad_pairs,
+                     "bit_errors_sq": st.payload_flips_sq,
+                     "definition": "payload BER after the descrambler (flips / payload-stream bits)",
+                     "decoder_output": {"bit_errors": st.decoder_bit_errors, "bits": st.decoder_bits,
+                                        "ber": st.decoder_ber, "ber_ci95": decoder_ci,
+                                        "ci_unit": CI_UNIT, "units_with_errors": st.decoder_bad_pairs,
+                                        "bit_errors_sq": st.decoder_bit_errors_sq,
+                                        "definition": "post-FEC BER at the decoder output (257b-block bits "
+                                                      "before the descrambler, AMs excluded)"}},
+        "codewords": {"total": st.codewords, "with_errors": st.codewords_with_errors,
+                      "corrected": st.corrected_codewords, "uncorrectable": st.uncorrectable_codewords,
+                      "miscorrected": st.miscorrected_codewords, "undetected": st.undetected_codewords,
+                      "marked_pairs": st.marked_pairs, "symbol_error_hist": st.histogram().tolist()},
+        "lane_bit_errors": st.lane_errors.tolist(),
+        "am_bit_errors": st.am_bit_errors,
+        "header_errors": st.header_errors,
+        "wall_s": wall,
+    }
+    return extra
+
+
 def generate_trace(
     path: str | os.PathLike,
     *,
@@ -321,30 +424,7 @@ def generate_trace(
             raise ValueError("the bit-exact generator runs in one process (workers=1, no scheduler)")
         shard = n_pairs
     bounds = [(j, p, min(p + shard, n_pairs)) for j, p in enumerate(range(0, n_pairs, shard))]
-    mode = cfg.mode
-    meta = {
-        "rate": cfg.geometry.name,
-        "n_lanes": cfg.geometry.n_lanes,
-        "line_gbps": cfg.geometry.line_gbps,
-        "fec": mode.name,
-        "fec_mode": {"decoder": mode.decoder, "indicate": mode.indicate, "tolerant": mode.tolerant,
-                     "protected": mode.protected},
-        "code": cfg.code,
-        "code_params": {"kp4": "RS(544,514) t=15", "rs272": "RS(272,257+1) t=7, pad last = 0",
-                        "none": "no FEC sublayer (KP4 layout, nothing decoded)"}[cfg.code],
-        "channel": ({"model": "independent line bit errors (BSC)", "ber": cfg.ber} if cfg.burst_pb is None else
-                    {"model": "lane_dfe: 2-state chain per PCS-lane bit (G->B pe, B->B pb)", "ber": cfg.ber,
-                     "pb": cfg.burst_pb, "pe": cfg.burst_pe, "mean_burst_bits": 1 / (1 - cfg.burst_pb)}),
-        "lane_weights": list(cfg.lane_weights) if cfg.lane_weights is not None else None,
-        "seed": int(seed),
-        "generator": generator,
-        "chunk_pairs": step,
-        "shard_pairs": shard,
-        "n_shards": len(bounds),
-        "coordinate": "PCS payload stream bits (256 per data 257b block), see protocol/source.py",
-        "includes": "payload flips after FEC (per mode) and descrambler (x^39, x^58 copies); marks = error blocks "
-                    "(decoder indication, 257b header hits); excludes parity and AM bits",
-    }
+    meta = _trace_meta(cfg, seed, generator, step, shard, len(bounds))
     if generator == "fast":
         FastGenerator(cfg, 0).next_chunk(1)  # load the compiled kernels outside the timed run
         encode_chunk(0, 1, [], [], [])
@@ -379,23 +459,7 @@ def generate_trace(
 
         try:
             if not parallel:  # streaming: chunk by chunk, encoding + writing overlap in the writer thread
-                with deferred_interrupts():  # a signal is raised between chunks, never inside a lock
-                    for j, p0, p1 in bounds:
-                        gen = _new_generator(cfg, generator, shard_seed(seed, j), p0)
-                        done = p0
-                        while done < p1:
-                            check_interrupt()
-                            k = min(step, p1 - done)
-                            e = gen.next_encoded(k)  # straight to trace records (the fused kernel, in the bypass mode)
-                            if done == p0:
-                                w.write_encoded(*_join_first(cfg, e, carry, gen.stats, n_lanes))
-                            else:
-                                w.write_encoded(e.stream_start, e.stream_end, e.n_flips, e.n_marks, e.blob)
-                            done += k
-                            pb.update(k * PAIR_LINE_BITS)
-                        ex_ = gen._expander
-                        carry = (ex_.key, ex_.lane, ex_.flag)
-                        total.add(gen.stats)
+                _generate_in_process(w, pb, cfg, generator, seed, bounds, step, total)
             else:
                 if executor is not None:
                     ex, owned, slots = executor, False, max(1, int(workers or os.cpu_count() or 1))
@@ -436,48 +500,4 @@ def generate_trace(
                 stack.close()  # the batons' folder (after the workers that use it stopped)
         w._join()
         wall = time.perf_counter() - t0  # simulation + encoding + writing the chunks (not the final metadata)
-        st = total
-        from phy802.stats import clopper_pearson
-
-        def ci(k, n):
-            lo, hi = clopper_pearson(int(k), int(n))
-            return [float(lo), float(hi)]
-
-        from .config import CI_UNIT
-
-        # post-FEC intervals over codeword pairs, not bits (generator.CI_UNIT says why)
-        payload_ci, decoder_ci = st.unit_ber_ci95()
-        extra = {
-            "pairs": st.pairs,
-            "line_bits": st.line_bits,
-            # pre-FEC: independent line bits on the BSC channel (Clopper-Pearson is exact there); a
-            # lane_dfe burst is several dependent bits, so over pairs there (CI_UNIT)
-            "pre_fec": {"bit_errors": st.line_bit_errors, "bits": st.line_bits, "ber": st.pre_fec_ber,
-                        "ber_ci95": ci(st.line_bit_errors, st.line_bits) if cfg.burst_pb is None
-                        else st.line_ber_ci95_over_pairs(),
-                        **({} if cfg.burst_pb is None else {"ci_unit": CI_UNIT, "units_with_errors": st.line_bad_pairs,
-                                                            "bit_errors_sq": st.line_bit_errors_sq})},
-            # two post-FEC BERs (README "Two post-FEC BERs"): ``ber`` = payload flips after the
-            # descrambler (what the trace replays); ``decoder_output`` = message bits wrong at the
-            # decoder output, before the descrambler's x3 (what ``phy802 sweep`` calls post-FEC BER)
-            "post_fec": {"bit_errors": st.payload_flips, "bits": st.stream_bits, "ber": st.post_fec_ber,
-                         "ber_ci95": payload_ci, "marked_bits": st.marked_bits,
-                         "ci_unit": CI_UNIT, "units_with_errors": st.payload_bad_pairs,
-                         "bit_errors_sq": st.payload_flips_sq,
-                         "definition": "payload BER after the descrambler (flips / payload-stream bits)",
-                         "decoder_output": {"bit_errors": st.decoder_bit_errors, "bits": st.decoder_bits,
-                                            "ber": st.decoder_ber, "ber_ci95": decoder_ci,
-                                            "ci_unit": CI_UNIT, "units_with_errors": st.decoder_bad_pairs,
-                                            "bit_errors_sq": st.decoder_bit_errors_sq,
-                                            "definition": "post-FEC BER at the decoder output (257b-block bits "
-                                                          "before the descrambler, AMs excluded)"}},
-            "codewords": {"total": st.codewords, "with_errors": st.codewords_with_errors,
-                          "corrected": st.corrected_codewords, "uncorrectable": st.uncorrectable_codewords,
-                          "miscorrected": st.miscorrected_codewords, "undetected": st.undetected_codewords,
-                          "marked_pairs": st.marked_pairs, "symbol_error_hist": st.histogram().tolist()},
-            "lane_bit_errors": st.lane_errors.tolist(),
-            "am_bit_errors": st.am_bit_errors,
-            "header_errors": st.header_errors,
-            "wall_s": wall,
-        }
-        return w.close(extra)
+        return w.close(_measured_summary(cfg, total, wall))
