@@ -703,7 +703,7 @@ def nelder_mead_lagr(model, x0, step, lam, kind, lows, highs, counts, has_fail, 
 
 
 # Long on purpose: one compiled pass kept in one function (a split would cost a call or a scratch array per
-# iteration of the hot loop); the comments inside name its parts.
+# iteration of the hot loop).
 @njit(cache=True)
 def profile_end(model, starts, nll_hat, kind, sign, crit, step, lows, highs, counts, has_fail, n, t, units,
                 max_steps):  # pragma: no cover - compiled

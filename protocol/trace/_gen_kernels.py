@@ -28,7 +28,7 @@ __all__: list[str] = []  # private module
 
 
 # Long on purpose: one compiled pass kept in one function (a split would cost a call or a scratch array per
-# iteration of the hot loop); the comments inside name its parts.
+# iteration of the hot loop).
 @njit(cache=True)
 def group_pairs(pos, half_lanes, period, am_blocks, t_corr, decoder, hist, err_lane,
                 prim_s, prim_lane, heavy_pair, heavy_lo, heavy_hi, mark_pair, counters):
@@ -171,7 +171,7 @@ def _expand_cluster(keys, lanes, flags, s_end, out_off, out_lane, out_flag, hdr_
 
 
 # Long on purpose: one compiled pass kept in one function (a split would cost a call or a scratch array per
-# iteration of the hot loop); the comments inside name its parts.
+# iteration of the hot loop).
 @njit(cache=True)
 def descramble_expand(prim_s, prim_lane, prim_flag, pend_key, pend_lane, pend_flag, s_end,
                       out_off, out_lane, out_flag, hdr_block, new_key, new_lane, new_flag):
@@ -358,7 +358,7 @@ def _pair_of_offset(o, period, am_blocks):
 
 
 # Long on purpose: one compiled pass kept in one function (a split would cost a call or a scratch array per
-# iteration of the hot loop); the comments inside name its parts.
+# iteration of the hot loop).
 @njit(cache=True, nogil=True)
 def bypass_run(rng, scale, nxt, end, half_lanes, period, am_blocks, s_end, hist_out, lane_out,
                pend_key, pend_lane, pend_flag, out_off, out_lane, out_flag, hdr_block,
