@@ -51,7 +51,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import numpy as np  # noqa: E402
 
 from protocol.framing import PAIR_LINE_BITS  # noqa: E402
-from protocol.trace.generator import BitExactGenerator, FastGenerator, GeneratorConfig  # noqa: E402
+from protocol.trace.bitexact import BitExactGenerator  # noqa: E402
+from protocol.trace.config import GeneratorConfig  # noqa: E402
+from protocol.trace.fast import FastGenerator  # noqa: E402
 
 
 def rate_of(fn, seconds: float) -> tuple[float, float]:
@@ -127,7 +129,7 @@ def _v1_write(path, gen, n_pairs: int, step: int) -> None:
 def bench_written(bits: float, repeats: int, tmp: str, seed: int) -> dict:
     import tempfile
 
-    from protocol.trace.file import _default_chunk_pairs, generate_trace
+    from protocol.trace.sharded import _default_chunk_pairs, generate_trace
 
     ber = 1e-4
     step = _default_chunk_pairs(ber)
@@ -220,8 +222,8 @@ def bench_workers(bits: float, tmp: str, seed: int, sweep_codewords: int) -> dic
 
 def _warm_up(ex, n: int) -> None:
     """Start the ``n`` worker processes and load their kernels (one tiny shard each, at once)."""
-    from protocol.trace.file import _run_shard
-    from protocol.trace.generator import GeneratorConfig
+    from protocol.trace.sharded import _run_shard
+    from protocol.trace.config import GeneratorConfig
 
     cfg = GeneratorConfig("400G", "bypass", 1e-4)
     for f in [ex.submit(_run_shard, cfg, "fast", 1, j, 64 * j, 64 * j + 64, 64, 16) for j in range(n)]:

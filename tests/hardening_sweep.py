@@ -128,7 +128,7 @@ def _spell(name: str, arena: Path) -> list[str]:
 
 
 def _trace_with_meta(arena: Path, name: str, edit) -> str:
-    from protocol.trace.file import TRAILER_MAGIC, _TRAILER_BYTES
+    from protocol.trace.format import _TRAILER_BYTES, TRAILER_MAGIC
     import numpy as np
 
     data = (arena / "good.trace").read_bytes()
@@ -231,7 +231,7 @@ def attacks(arena: Path, facts: dict) -> list[tuple[str, list[str]]]:
     for special in ("/dev/zero", "fifo", "sock", "userdir", "dangling"):
         out.append((f"sweep --merge {special}", ["sweep", "--merge", special, "s2", "--out", "mnew"]))
     # 11: trace metadata with wrong-typed or missing fields
-    from protocol.trace.file import _SUMMARY_FIELDS
+    from protocol.trace.format import _SUMMARY_FIELDS
 
     per_kind = {"count": ["x", -1, 1.5, 2 ** 64, [1], None], "number": ["x", [1], {"a": 1}, None],
                 "name": [7, [1], {"a": 1}, None], "counts": ["x", [1.5], [-1], 3, {"a": 1}],

@@ -88,7 +88,7 @@ def dj_trace(tmp_path_factory):
 
 def _retrailer(src: Path, dst: Path, edit) -> Path:
     """``src`` with its metadata edited and the trailer's CRC recomputed (what a tamperer does)."""
-    from protocol.trace.file import _TRAILER_BYTES, TRAILER_MAGIC
+    from protocol.trace.format import _TRAILER_BYTES, TRAILER_MAGIC
 
     data = src.read_bytes()
     tr = data[-_TRAILER_BYTES:]

@@ -5,7 +5,10 @@ import pytest
 
 from protocol.framing import PAIR_LINE_BITS, data_blocks_before, get_rate
 from protocol.source import FLAG_MISCORRECTED
-from protocol.trace.generator import BitExactGenerator, FastGenerator, GeneratorConfig, lane_of_symbol, merge_ranges
+from protocol.trace._base import merge_ranges
+from protocol.trace.bitexact import BitExactGenerator
+from protocol.trace.config import GeneratorConfig, lane_of_symbol
+from protocol.trace.fast import FastGenerator
 
 MODES = ["bypass", "ieee", "detect_only", "correct_no_indication"]
 
