@@ -837,6 +837,90 @@ _COST = {"dfe": 0.008, "ge_fixed": 1.5}
 # ------------------------------------------------------------------------------ entry point
 
 
+def _checked_fit_args(code, models: Sequence[str], target_fer: float, bootstrap: int,
+                      gof_level: float) -> theory.RsCode:
+    """The code object of ``code``, after refusing any argument of :func:`fit_histogram` out of range."""
+    if isinstance(code, str):
+        if code not in CODES:
+            raise ValueError(f"unknown code {code!r} (choose from {', '.join(CODES)})")
+        code = CODES[code]
+    if not 0 < target_fer < 1:
+        raise ValueError(f"target_fer must be in (0, 1), got {target_fer}")
+    if bootstrap < 0:
+        raise ValueError(f"bootstrap must be >= 0, got {bootstrap}")
+    if not 0 < gof_level < 1:
+        raise ValueError(f"gof_level must be in (0, 1), got {gof_level}")
+    for m in models:
+        if m not in MODELS:
+            raise ValueError(f"unknown model {m!r} (choose from {', '.join(MODELS)})")
+    return code
+
+
+def _observed(hist: FecHistogram, d: _Data) -> dict:
+    """What the histogram itself says: codewords, nonzero bins, and the observed FER with its interval."""
+    from phy802.stats import rate
+
+    observed = {"codewords": d.total, "uncorrectable": hist.uncorrectable,
+                "nonzero_bins": int(np.count_nonzero(d.counts)), "fer": None}
+    if hist.uncorrectable is not None:
+        observed["fer"] = rate(int(hist.uncorrectable), d.total).as_dict()
+    return observed
+
+
+def _fit_model(m: str, d: _Data, code: theory.RsCode, starts, target_fer: float, bootstrap: int,
+               rng: np.random.Generator, progress) -> ModelFit:
+    """One law fitted to ``d``: the point fit, its goodness of fit, and its predictions with their
+    intervals (profile likelihood, likelihood region or parametric bootstrap, as the model needs)."""
+    optima: list = []
+    x_hat, ll_hat = _fit_x(m, d, code, starts, optima=optima)
+    params = _from_x(m, x_hat)
+    law = model_pmf(m, params, code)
+    gof, expected = _gof(d.counts, _bin_probs(law, d), _N_PARAMS[m])
+    if m == "binomial":
+        pred = _profile_binomial(d, code, float(x_hat[0]), ll_hat, target_fer)
+        method = "profile likelihood (2 dLL <= chi2_1(0.95) = 3.84)"
+        note = ""
+    elif m == "ge" and GE_INTERVALS == "region":
+        # profile likelihood, not a bootstrap: the GE likelihood has two modes (long mild / short intense
+        # bursts) and replicates drawn at one never visit the other; the percentile interval covered
+        # 32/40 (benchmarks/bench_tail.py), the profile set spans both modes.
+        if progress:
+            progress(f"profile likelihood {m}")
+        pred, method = _profile_burst(m, d, code, np.asarray(x_hat, float), ll_hat, optima, target_fer, starts)
+        note = "effective burst parameters (codeword idealised as consecutive symbols on one lane)"
+    else:
+        if progress and bootstrap:
+            progress(f"bootstrap {m} ({bootstrap} replicates)")
+        if bootstrap:
+            pred, ok = _bootstrap(m, d, code, np.asarray(x_hat), target_fer, bootstrap, rng)
+            method = (f"parametric bootstrap, {bootstrap} replicates, percentile (refits: {ok} Fisher "
+                      f"scoring, {bootstrap - ok} Nelder-Mead)")
+        else:
+            c = _predict(m, params, code, target_fer)
+            pred = {k: _interval(c[k], None, None) for k in _PRED_KEYS}
+            method = "none (bootstrap = 0)"
+        note = "effective burst parameters (codeword idealised as consecutive symbols on one lane)"
+    if m == "ge":
+        note = "; ".join(filter(None, [note, _ge_margin_note(params, code, target_fer, pred)]))
+    return ModelFit(m, params, ll_hat, _N_PARAMS[m], expected, gof, pred, method, note)
+
+
+def _against_binomial(fits: dict) -> dict:
+    """Likelihood-ratio tests of the burst laws against the binomial (the nested simpler law)."""
+    comparison = {}
+    if "binomial" in fits:
+        l0 = fits["binomial"].loglik
+        if "dfe" in fits:
+            lr = max(0.0, 2 * (fits["dfe"].loglik - l0))
+            comparison["dfe_vs_binomial"] = {"lr": lr, "p_value": float(0.5 * _st.chi2.sf(lr, 1)) if lr > 0 else 1.0,
+                                             "reference": "0.5 chi2_1 (boundary pb = 0)"}
+        if "ge" in fits:
+            lr = max(0.0, 2 * (fits["ge"].loglik - l0))
+            comparison["ge_vs_binomial"] = {"lr": lr, "p_value": float(_st.chi2.sf(lr, 3)),
+                                            "reference": "chi2_3 (approximate: boundary, unidentified under H0)"}
+    return comparison
+
+
 def fit_histogram(
     hist: FecHistogram,
     code: theory.RsCode | str = "kp4",
@@ -853,31 +937,15 @@ def fit_histogram(
     codeword interleave X of SONiC's FLR baseline (:func:`sonic_baseline`); ``gof_level``: a law
     whose G2 goodness-of-fit p-value is below it is rejected (:func:`judge_fits`), and when no law
     passes, the fit's ``verdict`` says so and its tail is withheld."""
-    if isinstance(code, str):
-        if code not in CODES:
-            raise ValueError(f"unknown code {code!r} (choose from {', '.join(CODES)})")
-        code = CODES[code]
-    if not 0 < target_fer < 1:
-        raise ValueError(f"target_fer must be in (0, 1), got {target_fer}")
-    if bootstrap < 0:
-        raise ValueError(f"bootstrap must be >= 0, got {bootstrap}")
-    if not 0 < gof_level < 1:
-        raise ValueError(f"gof_level must be in (0, 1), got {gof_level}")
-    for m in models:
-        if m not in MODELS:
-            raise ValueError(f"unknown model {m!r} (choose from {', '.join(MODELS)})")
+    code = _checked_fit_args(code, models, target_fer, bootstrap, gof_level)
     from phy802._rng import as_generator
-    from phy802.stats import rate
 
     rng = as_generator(seed)
     d = _data(hist, code.t)
     N = d.total
     if N == 0:
         raise ValueError(f"{hist.source or 'histogram'}: no codewords counted (every bin-val is 0)")
-    observed = {"codewords": N, "uncorrectable": hist.uncorrectable,
-                "nonzero_bins": int(np.count_nonzero(d.counts)), "fer": None}
-    if hist.uncorrectable is not None:
-        observed["fer"] = rate(int(hist.uncorrectable), N).as_dict()
+    observed = _observed(hist, d)
     # moment start for p: mean corrected symbols per codeword (bins at their midpoints)
     mids = (d.lows + d.highs) / 2.0
     nb = len(d.lows)
@@ -896,49 +964,8 @@ def fit_histogram(
         if progress:
             progress(f"fitting {m}")
         starts = _starts(m, p0 if "binomial" not in fits else fits["binomial"].params["p_symbol"])
-        optima: list = []
-        x_hat, ll_hat = _fit_x(m, d, code, starts, optima=optima)
-        params = _from_x(m, x_hat)
-        law = model_pmf(m, params, code)
-        gof, expected = _gof(d.counts, _bin_probs(law, d), _N_PARAMS[m])
-        if m == "binomial":
-            pred = _profile_binomial(d, code, float(x_hat[0]), ll_hat, target_fer)
-            method = "profile likelihood (2 dLL <= chi2_1(0.95) = 3.84)"
-            note = ""
-        elif m == "ge" and GE_INTERVALS == "region":
-            # profile likelihood, not a bootstrap: the GE likelihood has two modes (long mild / short intense
-            # bursts) and replicates drawn at one never visit the other; the percentile interval covered
-            # 32/40 (benchmarks/bench_tail.py), the profile set spans both modes.
-            if progress:
-                progress(f"profile likelihood {m}")
-            pred, method = _profile_burst(m, d, code, np.asarray(x_hat, float), ll_hat, optima, target_fer, starts)
-            note = "effective burst parameters (codeword idealised as consecutive symbols on one lane)"
-        else:
-            if progress and bootstrap:
-                progress(f"bootstrap {m} ({bootstrap} replicates)")
-            if bootstrap:
-                pred, ok = _bootstrap(m, d, code, np.asarray(x_hat), target_fer, bootstrap, rng)
-                method = (f"parametric bootstrap, {bootstrap} replicates, percentile (refits: {ok} Fisher "
-                          f"scoring, {bootstrap - ok} Nelder-Mead)")
-            else:
-                c = _predict(m, params, code, target_fer)
-                pred = {k: _interval(c[k], None, None) for k in _PRED_KEYS}
-                method = "none (bootstrap = 0)"
-            note = "effective burst parameters (codeword idealised as consecutive symbols on one lane)"
-        if m == "ge":
-            note = "; ".join(filter(None, [note, _ge_margin_note(params, code, target_fer, pred)]))
-        fits[m] = ModelFit(m, params, ll_hat, _N_PARAMS[m], expected, gof, pred, method, note)
-    comparison = {}
-    if "binomial" in fits:
-        l0 = fits["binomial"].loglik
-        if "dfe" in fits:
-            lr = max(0.0, 2 * (fits["dfe"].loglik - l0))
-            comparison["dfe_vs_binomial"] = {"lr": lr, "p_value": float(0.5 * _st.chi2.sf(lr, 1)) if lr > 0 else 1.0,
-                                             "reference": "0.5 chi2_1 (boundary pb = 0)"}
-        if "ge" in fits:
-            lr = max(0.0, 2 * (fits["ge"].loglik - l0))
-            comparison["ge_vs_binomial"] = {"lr": lr, "p_value": float(_st.chi2.sf(lr, 3)),
-                                            "reference": "chi2_3 (approximate: boundary, unidentified under H0)"}
+        fits[m] = _fit_model(m, d, code, starts, target_fer, bootstrap, rng, progress)
+    comparison = _against_binomial(fits)
     verdict = judge_fits(fits, skipped, gof_level)
     # the lowest AIC among the laws that pass their test; when none passes, among all (withheld anyway)
     pool = verdict["passing"] or list(fits)
