@@ -8,7 +8,7 @@ Usage::
 
 Rates are Gb/s **of line** (128 bits per block), median of ``--reps`` timed runs on one batch of
 ``--blocks`` blocks, one thread; ``--clock thread`` times this thread's CPU time (steadier on a
-shared machine).  Every run is checked: the Numba and numpy outputs are equal.  Goals (issue 26):
+shared machine).  Every run is checked: the Numba and numpy outputs are equal.  Goals:
 encode and hard decode >= 1 Gb/s, soft >= 0.2 Gb/s per core.
 """
 

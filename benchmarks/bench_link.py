@@ -12,7 +12,7 @@ Rates are simulated *line* Gb/s (all 16 PCS lanes x 10 bits per RS symbol = the 
   patterns the channel produces at 2.4e-4 (the work a conventional simulator does per codeword).
 
 Allocator note: glibc hands large freed arrays back to the OS, so per-batch temporaries of a few
-hundred kB are page-faulted in again on every batch (on this VM about as costly as the compute);
+hundred kB are page-faulted in again on every batch (measured about as costly as the compute);
 the PCS and the link therefore keep their internal buffers between calls.
 
 Usage::

@@ -469,7 +469,7 @@ def main() -> None:
             print(f"  plain gloo, the wrapper's flips replayed outside the timer "
                   f"(weights bit-identical to the wrapper replica's: {'yes' if res['corrupt_identical'] else 'NO'}): "
                   f"{res['plain_corrupt_ms']:.2f} ms/step, ratio {res['corrupt_ratio']:.3f}; "
-                  f"wrapper / this: {res['wrapper_vs_corrupt']:.3f} (issue 23 goal <= 1.03); CPU time wrapper / this: "
+                  f"wrapper / this: {res['wrapper_vs_corrupt']:.3f} (goal <= 1.03); CPU time wrapper / this: "
                   f"{res['wrapper_cpu_ms'] / res['plain_corrupt_cpu_ms']:.3f}")
         if args.aa:
             print(f"  A/A: a second plain replica, the same computation"

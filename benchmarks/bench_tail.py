@@ -39,9 +39,10 @@ sys.path.insert(0, str(ROOT))
 
 import numpy as np  # noqa: E402
 
-from phy802.fec.tail import CODES, _reference_pmf, fit_histogram, fit_ports, model_pmf, sample_histogram  # noqa: E402
-from phy802.fec import tail as tail_mod  # noqa: E402
-from phy802.fec.telemetry import difference, read_telemetry  # noqa: E402
+from phy802.telemetry.fit import CODES, _reference_pmf, fit_histogram, model_pmf, sample_histogram  # noqa: E402
+from phy802.telemetry.ports import fit_ports  # noqa: E402
+from phy802.telemetry import fit as tail_mod  # noqa: E402
+from phy802.telemetry.parsers import difference, read_telemetry  # noqa: E402
 from phy802.stats import rate  # noqa: E402
 
 KP4 = CODES["kp4"]

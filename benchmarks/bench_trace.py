@@ -4,15 +4,15 @@
 
 For each FEC mode (bypass, ieee = KP4 correct+indicate) and pre-FEC BER it reports the line bits
 simulated per second of wall time (Gb/s; the real 400GBASE-R link runs at 425 Gb/s) by
-:class:`protocol.trace.generator.FastGenerator`, and two baselines timed in the same process:
+:class:`protocol.trace.fast.FastGenerator`, and two baselines timed in the same process:
 
 * ``dense``: numpy drawing one uniform per line bit and comparing it with the BER (the cheapest
   possible bit-level channel, before any FEC or PCS work);
-* ``bitexact``: :class:`protocol.trace.generator.BitExactGenerator`, the reference link on real bits.
+* ``bitexact``: :class:`protocol.trace.bitexact.BitExactGenerator`, the reference link on real bits.
 
 Single-threaded (``NUMBA_NUM_THREADS=1``); medians over ``--repeats``.
 
-``--written`` (issue 13) measures instead, side by side in one run, at pre-FEC BER 1e-4 bypass:
+``--written`` measures instead, side by side in one run, at pre-FEC BER 1e-4 bypass:
 
 * ``written``: :func:`protocol.trace.generate_trace` to a file (format v2, one worker: generation
   and encoding in this thread, CRC + writing in the writer thread), wall and process CPU time;
@@ -30,7 +30,7 @@ Single-threaded (``NUMBA_NUM_THREADS=1``); medians over ``--repeats``.
   hands on; timed once the pool's processes are started, and with the start-up as the command
   line pays it) and a sharded
   sweep point (``phy802.sweep`` with ``shard_pairs``), wall-time ratio;
-* the 1-minute load average before and after (the machine's 2 vCPUs are shared).
+* the 1-minute load average before and after, and the machine's CPU count (wall rates drop with load).
 """
 
 from __future__ import annotations
@@ -51,7 +51,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import numpy as np  # noqa: E402
 
 from protocol.framing import PAIR_LINE_BITS  # noqa: E402
-from protocol.trace.generator import BitExactGenerator, FastGenerator, GeneratorConfig  # noqa: E402
+from protocol.trace.bitexact import BitExactGenerator  # noqa: E402
+from protocol.trace.config import GeneratorConfig  # noqa: E402
+from protocol.trace.fast import FastGenerator  # noqa: E402
 
 
 def rate_of(fn, seconds: float) -> tuple[float, float]:
@@ -127,7 +129,7 @@ def _v1_write(path, gen, n_pairs: int, step: int) -> None:
 def bench_written(bits: float, repeats: int, tmp: str, seed: int) -> dict:
     import tempfile
 
-    from protocol.trace.file import _default_chunk_pairs, generate_trace
+    from protocol.trace.sharded import _default_chunk_pairs, generate_trace
 
     ber = 1e-4
     step = _default_chunk_pairs(ber)
@@ -220,8 +222,8 @@ def bench_workers(bits: float, tmp: str, seed: int, sweep_codewords: int) -> dic
 
 def _warm_up(ex, n: int) -> None:
     """Start the ``n`` worker processes and load their kernels (one tiny shard each, at once)."""
-    from protocol.trace.file import _run_shard
-    from protocol.trace.generator import GeneratorConfig
+    from protocol.trace.sharded import _run_shard
+    from protocol.trace.config import GeneratorConfig
 
     cfg = GeneratorConfig("400G", "bypass", 1e-4)
     for f in [ex.submit(_run_shard, cfg, "fast", 1, j, 64 * j, 64 * j + 64, 64, 16) for j in range(n)]:
@@ -253,8 +255,8 @@ def main(argv=None) -> int:
         res = bench_written(args.bits, args.repeats, args.tmp, args.seed)
         res.update(bench_workers(args.worker_bits, args.tmp, args.seed, args.sweep_codewords))
         res["load_avg_1min_after"] = os.getloadavg()[0]
-        res["machine_note"] = ("2 vCPUs shared with other sessions: wall rates and the 2-worker speed-up drop with "
-                               "load; CPU-time rates are what one core delivers when not descheduled")
+        res["machine_note"] = (f"{os.cpu_count()} CPUs: wall rates and the 2-worker speed-up drop with load; "
+                               "CPU-time rates are what one core delivers when not descheduled")
         if args.json:
             json.dump(res, sys.stdout, indent=2)
             print()
@@ -294,8 +296,8 @@ def main(argv=None) -> int:
                              ratio_vs_dense=fast / dense, ratio_vs_bitexact=fast / exact,
                              realtime_factor=fast / 425.0, realtime_factor_cpu=fast_cpu / 425.0))
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-    out = {"machine_note": f"single thread; 1-min load average at the end {load:.2f} (2 vCPUs shared with other "
-                           "jobs: wall rates drop with load, the ratios are measured in the same run)",
+    out = {"machine_note": f"single thread; 1-min load average at the end {load:.2f} on {os.cpu_count()} CPUs "
+                           "(wall rates drop with load, the ratios are measured in the same run)",
            "line_rate_gbps": 425.0, "rows": rows}
     if args.json:
         json.dump(out, sys.stdout, indent=2)

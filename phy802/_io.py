@@ -57,7 +57,7 @@ def interrupt_requested() -> int | None:
 
 def check_interrupt() -> None:
     """Raise ``KeyboardInterrupt`` (SIGINT) or :class:`Terminated` if a signal arrived: called
-    between batches, outside compiled kernels (issue 28 item 12)."""
+    between batches, outside compiled kernels."""
     sig = interrupt_requested()
     if sig is None:
         return
@@ -124,7 +124,7 @@ def stop_pool(ex) -> None:
 def run_in_worker(fn: Callable[..., Any], /, *args: Any, **kw: Any) -> Any:
     """``fn(*args, **kw)`` computed in one worker process while this process waits in Python, so
     that Ctrl-C / SIGTERM is handled at once even when ``fn`` spends seconds inside one compiled
-    kernel call: the worker is terminated and the interrupt re-raised here (issue 28 item 2; the
+    kernel call: the worker is terminated and the interrupt re-raised here (the
     CLI's handler would otherwise wait for the kernel to return).  ``fn`` and its arguments must
     pickle; the result is the same as calling ``fn`` here (same arguments, same seed)."""
     import concurrent.futures as cf
@@ -168,7 +168,7 @@ def _json_depth_ok(text: str, limit: int = MAX_JSON_DEPTH) -> bool:
 
 def read_input_bytes(path: str | os.PathLike, limit: int, *, what: str = "file", error=ValueError) -> bytes:
     """The bytes of the regular file ``path``, at most ``limit``; a FIFO, device, socket or folder
-    (``/dev/zero``, ...) and a larger file raise ``error`` naming the path (issue 28 item 14)."""
+    (``/dev/zero``, ...) and a larger file raise ``error`` naming the path."""
     import stat as _stat
 
     p = os.fspath(path)

@@ -1,4 +1,4 @@
-"""The one output module: where phy802 may write, and what it may replace or delete (issue 28).
+"""The one output module: where phy802 may write, and what it may replace or delete.
 
 The rule, for every writer (single files and output folders, libraries and the command line):
 
@@ -183,7 +183,7 @@ class _Off:
 
 def progress(iterable: Iterable | None = None, *, total: int | float | None = None, desc: str = "",
              enable: bool = True, unit: str = "it", file=None, delay: float = 0.5):
-    """A progress display on stderr for long commands; what it shows (decided for issue 15):
+    """A progress display on stderr for long commands; what it shows:
 
     * on a terminal: a tqdm bar that appears only after ``delay`` s (default 0.5: no 0% flash for
       quick work; ``delay=0`` for work whose steps take minutes, so the bar shows the total at once)

@@ -105,34 +105,13 @@ def _finite_number(v: Any) -> bool:
         return False
 
 
-def read_sweep_json(cls, path, *, config_cls, point_cls, mode_label) -> Any:
-    """Load and validate a ``sweep.json``; ``cls``, ``config_cls``, ``point_cls`` are
-    :class:`phy802.sweep.SweepResult`, ``SweepConfig``, ``PointResult`` and ``mode_label`` its
-    function (passed in: this module never imports :mod:`phy802.sweep`, which imports it)."""
-    PointResult, SweepConfig = point_cls, config_cls
-    p = Path(path)
-    if p.is_dir():
-        p = p / "sweep.json"
-    from phy802._io import read_json_file
-
-    # a regular file of bounded size and depth (a FIFO or /dev/zero is refused, not read forever)
-    obj = read_json_file(p, MAX_SWEEP_FILE, what="JSON sweep file", error=SweepFileError)
-    if not isinstance(obj, dict) or obj.get("format") != "phy802.sweep":
-        fmt = obj.get("format") if isinstance(obj, dict) else None
-        raise SweepFileError(f"{p}: not a phy802 sweep file (field 'format' is {fmt!r:.40})")
-    if obj.get("version") != 1:
-        raise SweepFileError(f"{p}: unsupported sweep file version {obj.get('version')!r:.40}")
-    missing = sorted(TOP_KEYS - set(obj))
-    extra = sorted(set(obj) - TOP_KEYS - OPTIONAL_TOP_KEYS)
-    if missing or extra:
-        raise SweepFileError(f"{p}: " + "; ".join(s for s in (f"missing field(s) {', '.join(missing)}" if missing else "",
-                                                               f"unknown field(s) {', '.join(map(repr, extra))}" if extra else "")
-                                                   if s))
-    c = obj["config"]
-    names = [f.name for f in dataclasses.fields(SweepConfig)]
+def _read_config(p: Path, c: Any, config_cls, mode_label) -> tuple[Any, dict[str, str], bool]:
+    """The file's ``config`` as a ``config_cls``, with the relabelling of old single-``fec`` mode names
+    and whether the file is of that old kind."""
+    names = [f.name for f in dataclasses.fields(config_cls)]
     relabel: dict[str, str] = {}
     legacy = isinstance(c, dict) and "modes" in c and "code" not in c and "fec" not in c
-    if legacy:  # a file from before issue 15: single-``fec`` mode names
+    if legacy:  # a file from before the code / receive-mode split: single-``fec`` mode names
         c = dict(c)
         modes = c.pop("modes")
         if not isinstance(modes, list) or not all(isinstance(m, str) and m in _OLD_MODES for m in modes):
@@ -153,53 +132,54 @@ def read_sweep_json(cls, path, *, config_cls, point_cls, mode_label) -> Any:
         raise SweepFileError(f"{p}: config.code and config.fec must be names")
     c["points"], c["code"], c["fec"] = tuple(c["points"]), tuple(c["code"]), tuple(c["fec"])
     try:
-        cfg = SweepConfig(**c)
+        cfg = config_cls(**c)
     except (TypeError, ValueError) as exc:
         raise SweepFileError(f"{p}: config: {exc}") from None
-    if not isinstance(obj["points"], list) or not isinstance(obj["interrupted"], bool):
-        raise SweepFileError(f"{p}: field points must be a list and interrupted a boolean")
-    grid = {(m, x) for m in cfg.modes for x in cfg.points}
-    pts, seen = [], set()
-    for i, d in enumerate(obj["points"]):
-        where = f"{p}: points[{i}]"
-        if not isinstance(d, dict):
-            raise SweepFileError(f"{where}: must be an object")
-        for key in ("mode", "axis", "x", "snr_db", "precoding", "burst_pb", "stop_reason", "counters"):
-            if key not in d:
-                raise SweepFileError(f"{where}: missing field {key}")
-        if not _finite_number(d["x"]):
-            raise SweepFileError(f"{where}: field x must be a finite number, got {d['x']!r:.40}")
-        if not _finite_number(d["snr_db"]):
-            raise SweepFileError(f"{where}: field snr_db must be a finite number, got {d['snr_db']!r:.40}")
-        if not isinstance(d["mode"], str):
-            raise SweepFileError(f"{where}: field mode must be a name, got {d['mode']!r:.40}")
-        d = {**d, "mode": relabel.get(d["mode"], d["mode"])}
-        point = (d["mode"], float(d["x"]))
-        if point not in grid:
-            raise SweepFileError(f"{where}: mode={d['mode']!r:.40} x={d['x']!r} is not a point of the file's config "
-                                 f"(modes {', '.join(cfg.modes)}; points {', '.join(map(repr, cfg.points))})")
-        if point in seen:
-            raise SweepFileError(f"{where}: mode={d['mode']} x={d['x']!r} appears twice")
-        seen.add(point)
-        if d["axis"] != cfg.axis or d["precoding"] != cfg.precoding or d["burst_pb"] != cfg.burst_pb:
-            raise SweepFileError(f"{where}: axis/precoding/burst_pb differ from the file's config")
-        if abs(float(d["snr_db"]) - cfg.snr_db(float(d["x"]))) > 1e-9 * max(1.0, abs(float(d["snr_db"]))):
-            raise SweepFileError(f"{where}: field snr_db={d['snr_db']!r} does not match x={d['x']!r}")
-        if not isinstance(d["stop_reason"], str):
-            raise SweepFileError(f"{where}: field stop_reason must be a string")
-        counters = _counters(d["counters"], where)
-        pr = PointResult(d["mode"], cfg.axis, float(d["x"]), float(d["snr_db"]), counters, d["stop_reason"], i,
-                         cfg.precoding, cfg.burst_pb)
-        try:
-            expected = set(pr.row()) | {"counters"}
-        except ValueError as exc:  # counts that contradict each other (e.g. more errors than trials)
-            raise SweepFileError(f"{where}: inconsistent counters ({exc})") from None
-        if not legacy and set(d) != expected:
-            miss, unk = sorted(expected - set(d)), sorted(set(d) - expected)
-            raise SweepFileError(f"{where}: " + "; ".join(s for s in (
-                f"missing field(s) {', '.join(miss)}" if miss else "",
-                f"unknown field(s) {', '.join(map(repr, unk))}" if unk else "") if s))
-        pts.append(pr)
+    return cfg, relabel, legacy
+
+
+def _read_point(where: str, d: Any, i: int, cfg, relabel: dict[str, str], legacy: bool, point_cls,
+                grid: set) -> Any:
+    """Point ``i`` of the file as a ``point_cls``, checked against the file's config and its own counters."""
+    if not isinstance(d, dict):
+        raise SweepFileError(f"{where}: must be an object")
+    for key in ("mode", "axis", "x", "snr_db", "precoding", "burst_pb", "stop_reason", "counters"):
+        if key not in d:
+            raise SweepFileError(f"{where}: missing field {key}")
+    if not _finite_number(d["x"]):
+        raise SweepFileError(f"{where}: field x must be a finite number, got {d['x']!r:.40}")
+    if not _finite_number(d["snr_db"]):
+        raise SweepFileError(f"{where}: field snr_db must be a finite number, got {d['snr_db']!r:.40}")
+    if not isinstance(d["mode"], str):
+        raise SweepFileError(f"{where}: field mode must be a name, got {d['mode']!r:.40}")
+    d = {**d, "mode": relabel.get(d["mode"], d["mode"])}
+    point = (d["mode"], float(d["x"]))
+    if point not in grid:
+        raise SweepFileError(f"{where}: mode={d['mode']!r:.40} x={d['x']!r} is not a point of the file's config "
+                             f"(modes {', '.join(cfg.modes)}; points {', '.join(map(repr, cfg.points))})")
+    if d["axis"] != cfg.axis or d["precoding"] != cfg.precoding or d["burst_pb"] != cfg.burst_pb:
+        raise SweepFileError(f"{where}: axis/precoding/burst_pb differ from the file's config")
+    if abs(float(d["snr_db"]) - cfg.snr_db(float(d["x"]))) > 1e-9 * max(1.0, abs(float(d["snr_db"]))):
+        raise SweepFileError(f"{where}: field snr_db={d['snr_db']!r} does not match x={d['x']!r}")
+    if not isinstance(d["stop_reason"], str):
+        raise SweepFileError(f"{where}: field stop_reason must be a string")
+    counters = _counters(d["counters"], where)
+    pr = point_cls(d["mode"], cfg.axis, float(d["x"]), float(d["snr_db"]), counters, d["stop_reason"], i,
+                     cfg.precoding, cfg.burst_pb)
+    try:
+        expected = set(pr.row()) | {"counters"}
+    except ValueError as exc:  # counts that contradict each other (e.g. more errors than trials)
+        raise SweepFileError(f"{where}: inconsistent counters ({exc})") from None
+    if not legacy and set(d) != expected:
+        miss, unk = sorted(expected - set(d)), sorted(set(d) - expected)
+        raise SweepFileError(f"{where}: " + "; ".join(s for s in (
+            f"missing field(s) {', '.join(miss)}" if miss else "",
+            f"unknown field(s) {', '.join(map(repr, unk))}" if unk else "") if s))
+    return pr
+
+
+def _provenance(p: Path, obj: dict, cfg) -> list:
+    """Where the points came from: this file, or the files it was merged from (``merged_from``)."""
     prov = obj.get("merged_from")
     if prov is None:
         prov = [{"file": str(p), "seed": cfg.seed, "phy802_version": obj.get("phy802_version"),
@@ -208,6 +188,45 @@ def read_sweep_json(cls, path, *, config_cls, point_cls, mode_label) -> Any:
         if not isinstance(prov, list) or not prov or not all(
                 isinstance(e, dict) and _is_int(e.get("seed")) and isinstance(e.get("file"), str) for e in prov):
             raise SweepFileError(f"{p}: field merged_from must be a non-empty list of {{file, seed, ...}} objects")
+    return prov
+
+
+def read_sweep_json(cls, path, *, config_cls, point_cls, mode_label) -> Any:
+    """Load and validate a ``sweep.json``; ``cls``, ``config_cls``, ``point_cls`` are
+    :class:`phy802.sweep.SweepResult`, ``SweepConfig``, ``PointResult`` and ``mode_label`` its
+    function (passed in: this module never imports :mod:`phy802.sweep`, which imports it)."""
+    p = Path(path)
+    if p.is_dir():
+        p = p / "sweep.json"
+    from phy802._io import read_json_file
+
+    # a regular file of bounded size and depth (a FIFO or /dev/zero is refused, not read forever)
+    obj = read_json_file(p, MAX_SWEEP_FILE, what="JSON sweep file", error=SweepFileError)
+    if not isinstance(obj, dict) or obj.get("format") != "phy802.sweep":
+        fmt = obj.get("format") if isinstance(obj, dict) else None
+        raise SweepFileError(f"{p}: not a phy802 sweep file (field 'format' is {fmt!r:.40})")
+    if obj.get("version") != 1:
+        raise SweepFileError(f"{p}: unsupported sweep file version {obj.get('version')!r:.40}")
+    missing = sorted(TOP_KEYS - set(obj))
+    extra = sorted(set(obj) - TOP_KEYS - OPTIONAL_TOP_KEYS)
+    if missing or extra:
+        raise SweepFileError(f"{p}: " + "; ".join(s for s in (f"missing field(s) {', '.join(missing)}" if missing else "",
+                                                               f"unknown field(s) {', '.join(map(repr, extra))}" if extra else "")
+                                                   if s))
+    cfg, relabel, legacy = _read_config(p, obj["config"], config_cls, mode_label)
+    if not isinstance(obj["points"], list) or not isinstance(obj["interrupted"], bool):
+        raise SweepFileError(f"{p}: field points must be a list and interrupted a boolean")
+    grid = {(m, x) for m in cfg.modes for x in cfg.points}
+    pts, seen = [], set()
+    for i, d in enumerate(obj["points"]):
+        where = f"{p}: points[{i}]"
+        pr = _read_point(where, d, i, cfg, relabel, legacy, point_cls, grid)
+        point = (pr.mode, pr.x)
+        if point in seen:
+            raise SweepFileError(f"{where}: mode={pr.mode} x={d['x']!r} appears twice")
+        seen.add(point)
+        pts.append(pr)
+    prov = _provenance(p, obj, cfg)
     res = cls(cfg, pts, obj["interrupted"])
     res.provenance = [dict(e) for e in prov]
     res.source = str(p)

@@ -59,7 +59,7 @@ def _name_max(folder: str | os.PathLike) -> int:
 
 def _short_prefix(name: str, suffix: str, folder: str | os.PathLike) -> str:
     """``.NAME.PID.`` cut so that the temporary name (plus mkstemp's 8 random characters and
-    ``suffix``) stays within the file system's NAME_MAX (issue 28 item 16)."""
+    ``suffix``) stays within the file system's NAME_MAX."""
     tail = f".{os.getpid()}."
     room = _name_max(folder) - len(tail.encode()) - 1 - 8 - len(suffix.encode())
     cut = name

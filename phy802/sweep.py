@@ -1,7 +1,7 @@
 """BER/FER sweeps over SNR or pre-FEC BER and FEC modes (like Sionna's ``sim_ber`` with AFF3CT's
 monitors), with exact confidence intervals, mergeable raw counts and any executor.
 
-A sweep runs every (code, receive mode) pair of ``code`` x ``fec`` (issue 15 vocabulary; labelled
+A sweep runs every (code, receive mode) pair of ``code`` x ``fec`` (labelled
 ``"code/fec"``, e.g. ``"kp4/ieee"``, or ``"none"`` for the code-less line) at every channel point.
 Each (mode, channel point) is an independent task with its own child of ``SeedSequence(seed)``
 (assigned in task order, so results do not depend on where or in which order tasks run).  A point
@@ -12,7 +12,7 @@ runs batches of growing size until one stopping rule holds (checked between batc
 * ``max_seconds`` of wall time,
 * (bit-exact link only) ``no_lock``: most batches were dropped because a lane never locked.
 
-Sharded points (``shard_pairs``, issue 13): a point is cut into shards of ``shard_pairs`` pairs
+Sharded points (``shard_pairs``): a point is cut into shards of ``shard_pairs`` pairs
 (shard ``j`` seeded by the ``j``-th child of the point's seed) that run in parallel on the
 executor, ``2 x workers`` in flight.  Results are taken in shard order and the stopping rule is
 applied to the shortest prefix ``0..k`` that meets it (shards finished beyond it are dropped), so

@@ -1,4 +1,4 @@
-"""Closed forms for the Clause 177 inner code and its concatenation with KP4 (issue 26).
+"""Closed forms for the Clause 177 inner code and its concatenation with KP4.
 
 Model (what the Monte Carlo of :mod:`phy802.link.concat` is checked against):
 

@@ -1,4 +1,5 @@
 """The bypass-FEC protocol layer on top of :mod:`phy802` (see ``protocol/SPEC.md``).
+Owns the FEC modes, framing, delivery and latency model; traces and the cluster model are subpackages.
 
 Modules (imported on demand; this package imports nothing heavy at import time):
 
@@ -12,8 +13,8 @@ Modules (imported on demand; this package imports nothing heavy at import time):
 Two neighbours of the layer, each a subpackage of its own:
 
 * :mod:`protocol.trace`: error traces: the file format, readers, cursors, sources, the sharded
-  writer (``protocol.trace.file``) and the fast and bit-exact generators
-  (``protocol.trace.generator``) (``phy802 trace``);
+  writer (``protocol.trace.format`` / ``sources`` / ``sharded``) and the fast and bit-exact
+  generators (``protocol.trace.fast`` / ``bitexact``) (``phy802 trace``);
 * :mod:`protocol.cluster`: the time side: the
   cluster (nodes, scale-up domain, NICs, fabric), NCCL's cost model as data, transport loss
   recovery, step time from communication logs, the trade-off (``phy802 collective``,

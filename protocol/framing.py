@@ -116,7 +116,7 @@ def get_rate(rate: str | RateGeometry) -> RateGeometry:
     return RATES[key]
 
 
-#: the 802.3dj 200G-per-lane rates (issue 26).  Their payload stream is the concatenated link's
+#: the 802.3dj 200G-per-lane rates.  Their payload stream is the concatenated link's
 #: (``protocol.trace.inner``): 80 data 257b blocks = 20480 stream bits per interleave group of 4 KP4
 #: codewords = 21760 line bits, no alignment markers; messages are framed as at 400G.
 INNER_STREAM_RATES: tuple[str, ...] = ("800G", "1.6T")
@@ -137,7 +137,7 @@ def stream_rate(rate: str | RateGeometry) -> str:
 
 @dataclass(frozen=True, slots=True)
 class CodeGeometry:
-    """How an RS code frames the 257b stream (issue 10: the codes beside KP4).
+    """How an RS code frames the 257b stream (the codes beside KP4).
 
     Parameters
     ----------

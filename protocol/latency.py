@@ -13,7 +13,7 @@ The added latency of a mode is what its receive path adds on top of a PHY withou
   assumed for correction (performance notes, "~31 cycles at 1 GHz"); the split 3 / 20 / 8 is
   ours [I].  Published totals of ~100 ns for 100G RS-FEC are not verified (notes section 7).
 
-Codes (``code=``; issue 10).  The MAC rate is fixed, so a code's line rate carries its overhead
+Codes (``code=``).  The MAC rate is fixed, so a code's line rate carries its overhead
 (:meth:`protocol.framing.CodeGeometry.line_gbps`) and **accumulation = pair line bits / that line
 rate**:
 
@@ -64,7 +64,7 @@ pipeline each way, 50 ns of replay logic: 465.2 ns for KP4 at 400G.  The frame's
 re-serialisation is not included (the caller knows the frame size).  Other modes' resends are
 end to end (transport go-back-N), costed by the collective model, not here (``retry_ns = 0``).
 
-**800G and 1.6T (802.3dj, issue 26).**  :data:`INNER_RATES`: 800G = 4 lanes, 1.6T = 8 lanes of
+**800G and 1.6T (802.3dj).**  :data:`INNER_RATES`: 800G = 4 lanes, 1.6T = 8 lanes of
 200G; the outer code stays KP4 with **X = 4** codewords interleaved [S] (dj notes), so the outer
 accumulation is ``4 x 5440 / 850 Gb/s = 25.6 ns`` at 800G and 12.8 ns at 1.6T (KP4 line rates
 850 / 1700 Gb/s before the inner code) and the KP4 decoder cycles are as above.  Optical 200G

@@ -130,7 +130,7 @@ _ALIASES = {
     "detect-only": "detect_only",
     "correct-no-indication": "correct_no_indication",
 }
-# old spellings (before issue 15 split code and receive mode): each names its new spelling
+# old spellings (from before the code and the receive mode were separate options): each names its new spelling
 _OLD = {
     "kp4": "code 'kp4' with mode 'ieee'",
     "rs544": "code 'kp4' with mode 'ieee'",
@@ -222,7 +222,7 @@ def protected_bit_mask(fmt: str):
     return mask
 
 
-# --- 800G / 1.6T: the inner FEC and where the outer code terminates (issue 26) ----------------
+# --- 800G / 1.6T: the inner FEC and where the outer code terminates ----------------
 
 #: every rate the layer knows; 800G/1.6T are the 802.3dj 200G-per-lane rates (dj notes [C])
 RATE_NAMES: tuple[str, ...] = ("400G", "200G", "800G", "1.6T")

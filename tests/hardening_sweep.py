@@ -128,7 +128,7 @@ def _spell(name: str, arena: Path) -> list[str]:
 
 
 def _trace_with_meta(arena: Path, name: str, edit) -> str:
-    from protocol.trace.file import TRAILER_MAGIC, _TRAILER_BYTES
+    from protocol.trace.format import _TRAILER_BYTES, TRAILER_MAGIC
     import numpy as np
 
     data = (arena / "good.trace").read_bytes()
@@ -231,7 +231,7 @@ def attacks(arena: Path, facts: dict) -> list[tuple[str, list[str]]]:
     for special in ("/dev/zero", "fifo", "sock", "userdir", "dangling"):
         out.append((f"sweep --merge {special}", ["sweep", "--merge", special, "s2", "--out", "mnew"]))
     # 11: trace metadata with wrong-typed or missing fields
-    from protocol.trace.file import _SUMMARY_FIELDS
+    from protocol.trace.format import _SUMMARY_FIELDS
 
     per_kind = {"count": ["x", -1, 1.5, 2 ** 64, [1], None], "number": ["x", [1], {"a": 1}, None],
                 "name": [7, [1], {"a": 1}, None], "counts": ["x", [1.5], [-1], 3, {"a": 1}],
@@ -308,7 +308,7 @@ def attacks(arena: Path, facts: dict) -> list[tuple[str, list[str]]]:
 
 
 # ----------------------------------------------------------------------------- block: cluster / trade-off CLI
-# (collective, tradeoff, nccl-tests files; issue 43 item 4 and issue 46 items 7-8)
+# (collective, tradeoff, nccl-tests files)
 
 def _nccl_text(rows, *, edit=None) -> str:
     """A 2 x 8 all_reduce_perf output as nccl-tests prints it; ``edit(lines)`` changes it."""
@@ -406,7 +406,7 @@ def cluster_cli_attacks(arena: Path) -> list[tuple[str, list[str]]]:
     return out
 
 
-# ----------------------------------------------------------------------------- block: link/FEC readers (issue 46)
+# ----------------------------------------------------------------------------- block: link/FEC readers
 
 #: an argv starting with this runs with standard input closed (Python's sys.stdin is None, as under 'CMD <&-')
 CLOSED_STDIN = "<&-"

@@ -1,4 +1,5 @@
 """Channel models on PAM4 symbols of one physical lane, and per-lane composition.
+Owns AWGN (error events and waveform), DFE bursts, Gilbert-Elliott and lane faults.
 
 See :mod:`phy802.channel.base` for the dense/sparse conventions.
 """

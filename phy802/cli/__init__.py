@@ -1,4 +1,5 @@
-"""The ``phy802`` command-line tool.
+"""The ``phy802`` command-line tool: argument parsing, errors (``phy802 CMD: error: ...``, exit 2) and
+one module per subcommand over library calls; the only code that imports upward, lazily.
 
 Each subcommand lives in its own module exposing ``add_arguments(parser)`` and ``run(args) -> int``.
 Modules are imported only when their subcommand runs, so ``phy802`` works without torch and the
@@ -282,7 +283,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from phy802.cli._hist import format_conflict
     from phy802.cli._vocab import code_fec_conflict
 
-    for conflict in (code_fec_conflict(args), format_conflict(args)):  # options that contradict (issue 28 item 16)
+    for conflict in (code_fec_conflict(args), format_conflict(args)):  # options that contradict
         if conflict:
             print(f"{prog}: error: {conflict}", file=sys.stderr)
             return EXIT_BAD_INPUT

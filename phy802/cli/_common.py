@@ -276,7 +276,7 @@ def check_budget(what: str, *, memory_bytes: float = 0.0, seconds: float = 0.0, 
 def calibrated_seconds(total: float, run_small: Callable[[int], Any], small: int, *, assumed_rate: float,
                        max_seconds: float = 3600.0) -> float:
     """Run time of ``total`` units (bits, pairs, ...) estimated from a short measured run of the
-    same kernel on this machine (issue 28 item 14: constants were 4x-20x optimistic).
+    same kernel on this machine (constants were 4x-20x optimistic).
 
     ``run_small(n)`` does ``n`` units of the real work.  When even ``assumed_rate`` (an upper
     bound of the speed) gives over ``max_seconds``, or under 1/100 of it, no measurement is needed
@@ -377,7 +377,7 @@ MAX_LINE = 1 << 20  # characters; no phy802 text format has lines near this (a c
 def bounded_lines(stream, name: str, max_line: int = MAX_LINE) -> Iterable[str]:
     """The lines of a text ``stream``, each at most ``max_line`` characters: ``/dev/zero`` or a
     file without newlines raises ``ValueError`` naming it instead of growing memory until it runs
-    out (issue 28 item 14)."""
+    out."""
     lineno = 0
     while True:
         raw = stream.readline(max_line + 1)
@@ -446,7 +446,7 @@ def token_lines(stream: Iterable[str], name: str, kind: str) -> Iterator[tuple[i
             raise ValueError(f"{name}:{lineno}: binary data (NUL byte): expected {kind} as text")
         text = raw.split("#", 1)[0]
         bad = _BAD_SEP.search(text)
-        if bad:  # str.split() would take U+00A0, U+001F, U+000B, ... for separators (issue 28)
+        if bad:  # str.split() would take U+00A0, U+001F, U+000B, ... for separators
             raise ValueError(f"{name}:{lineno}: character U+{ord(bad.group()):04X} is not allowed "
                              f"(separate {kind} with ASCII spaces or tabs)")
         toks = text.split()

@@ -1,4 +1,4 @@
-"""FEC bin histogram output shared by ``link``, ``sweep`` and ``trace info`` (issue 14).
+"""FEC bin histogram output shared by ``link``, ``sweep`` and ``trace info``.
 
 ``--bins EDGES`` chooses the bins (``"0,1-3,4-7,8-15"``; default one bin per corrected-symbol
 count 0..t). Instead of the usual output, ``--format ynl`` prints the kernel's YNL structure
@@ -31,8 +31,8 @@ def add_hist_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def histogram_from_counts(hist, t: int, bins_text: str | None, source: str):
-    """A :class:`phy802.fec.bins.FecHistogram` of ``hist[w]`` in the ``--bins`` edges."""
-    from phy802.fec.bins import FecHistogram, parse_edges
+    """A :class:`phy802.telemetry.bins.FecHistogram` of ``hist[w]`` in the ``--bins`` edges."""
+    from phy802.telemetry.bins import FecHistogram, parse_edges
 
     edges = parse_edges(bins_text, t) if bins_text else None
     return FecHistogram.from_counts(hist, t, edges, source=source)

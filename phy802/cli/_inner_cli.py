@@ -1,5 +1,5 @@
-"""The 800G/1.6T + Clause 177 inner-code faces of ``phy802 link``, ``sweep`` and ``theory``
-(issue 26): option sets and runners, hooked into those commands with a few lines each."""
+"""The 800G/1.6T + Clause 177 inner-code faces of ``phy802 link``, ``sweep`` and ``theory``:
+option sets and runners, hooked into those commands with a few lines each."""
 
 from __future__ import annotations
 

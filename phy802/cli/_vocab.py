@@ -1,4 +1,4 @@
-"""The one vocabulary of every command that simulates or replays a link (issue 15).
+"""The one vocabulary of every command that simulates or replays a link.
 
 * ``--code {kp4,kr4,rs272,none}`` (default ``kp4``): the RS code on the line.
 * ``--fec {ieee,correct_no_indication,detect_only,bypass,unequal,llr}`` (default ``ieee``): the

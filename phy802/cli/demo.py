@@ -64,23 +64,16 @@ def run_demo(cfg: DemoConfig) -> dict:
     """Run every step; returns a summary dict (also written as ``summary.json``)."""
     from phy802._output import check_output_dir, output_set
 
-    check_output_dir(cfg.out, "demo")  # before any work: never over the user's files (issue 28)
+    check_output_dir(cfg.out, "demo")  # before any work: never over the user's files
     with output_set(cfg.out, "demo") as stage:  # built beside --out, swapped in whole
         return _demo_into(cfg, Path(stage), Path(cfg.out))
 
 
-def _demo_into(cfg: DemoConfig, out: Path, shown: Path) -> dict:
-    """:func:`run_demo`'s steps, writing into ``out`` (the set being built); ``shown`` is where it
-    ends up (what the report and summary name)."""
+def _vectors_step(cfg: DemoConfig, summary: dict) -> list[str]:
+    """Every known-answer vector verified; returns the report section."""
     from phy802 import vectors
-    from phy802.plots import plot_ber_fer, plot_latency
-    from phy802.sweep import SweepConfig, run_sweep
-    from phy802.cli.sweep import latency_function
 
-    summary: dict = {"out": str(shown), "seed": cfg.seed, "steps": {}}
-    md = ["# phy802 demo report", "", f"Seed {cfg.seed}; `summary.json` holds every number of this report.", ""]
-
-    # 1. vectors ---------------------------------------------------------------------------
+    md: list[str] = []
     t0 = time.perf_counter()
     reports = vectors.verify_paths([vectors.default_dir()])
     n_ok = sum(r.ok for r in reports)
@@ -93,8 +86,16 @@ def _demo_into(cfg: DemoConfig, out: Path, shown: Path) -> dict:
         name = os.path.relpath(r.path, base.parent) if r.path.startswith(str(base)) else r.path
         md.append(f"| `{name}` | {r.family} | {r.n_records} | {'pass' if r.ok else 'FAIL: ' + (r.error or r.failures[0])} |")
     md += ["", f"**{n_ok} passed, {len(reports) - n_ok} failed.**", ""]
+    return md
 
-    # 2. sweep + latency --------------------------------------------------------------------
+
+def _sweep_step(cfg: DemoConfig, out: Path, summary: dict) -> list[str]:
+    """Pre- vs post-FEC BER for KP4 and bypass, with the latency each costs; returns the report section."""
+    from phy802.plots import plot_ber_fer, plot_latency
+    from phy802.sweep import SweepConfig, run_sweep
+    from phy802.cli.sweep import latency_function
+
+    md: list[str] = []
     t0 = time.perf_counter()
     sc = SweepConfig(points=cfg.sweep_bers, axis="ber", code=("kp4",), fec=("ieee", "bypass"), rate="400G",
                      target_errors=cfg.sweep_target_errors, max_codewords=cfg.sweep_max_codewords,
@@ -130,8 +131,12 @@ def _demo_into(cfg: DemoConfig, out: Path, shown: Path) -> dict:
     if lat is not None:
         md += ["![latency vs post-FEC BER](latency.png)", ""]
     _say(cfg, f"sweep done in {summary['steps']['sweep_s']:.1f} s")
+    return md
 
-    # 3. error trace ------------------------------------------------------------------------
+
+def _trace_step(cfg: DemoConfig, out: Path, shown: Path, summary: dict) -> tuple[list[str], Path]:
+    """An error trace of the bypass mode; returns the report section and the trace's path."""
+    md: list[str] = []
     t0 = time.perf_counter()
     from protocol.trace import generate_trace
 
@@ -147,39 +152,54 @@ def _demo_into(cfg: DemoConfig, out: Path, shown: Path) -> dict:
     for k, v in _flat(meta).items():
         md.append(f"| {k} | {v} |")
     md.append("")
+    return md, trace_path
 
-    # 4. training ---------------------------------------------------------------------------
+
+def _training_step(cfg: DemoConfig, out: Path, trace_path: Path, summary: dict) -> list[str]:
+    """2-rank DDP training with the trace's errors, error-free shadow beside it; returns the report section."""
+    md: list[str] = []
+    t0 = time.perf_counter()
+    from phy802.cli.experiment import _table_md, add_arguments as exp_args, sweep as exp_sweep, write_report
+
+    p = argparse.ArgumentParser()
+    exp_args(p)
+    args = p.parse_args([
+        "--out", str(out / "training"), "--bers", f"{cfg.trace_ber:g}", "--parallel", "ddp",
+        "--guards", ",".join(cfg.train_guards), "--steps", str(cfg.train_steps), "--seed", str(cfg.seed),
+        "--source", "trace", "--trace", str(trace_path), "--fec", "bypass", "--n-layer", str(cfg.train_layers),
+        "--n-embd", str(cfg.train_embd), "--eval-interval", str(max(1, cfg.train_steps // 6)),
+        "--timeout", "1800", *([] if cfg.progress else ["--no-progress"]),
+    ])
+    _say(cfg, f"training: 2-rank DDP, {cfg.train_steps} steps, error-free + guards {', '.join(cfg.train_guards)}")
+    rows = exp_sweep(args)
+    write_report(rows, str(out / "training"), {k: v for k, v in vars(args).items()})
+    summary["training"] = [{k: v for k, v in r.items() if k not in ("evals", "train_loss", "metrics")} for r in rows]
+    summary["steps"]["training_s"] = time.perf_counter() - t0
+    _say(cfg, f"training done in {summary['steps']['training_s']:.1f} s")
+    md += ["## 4. 2-rank DDP training with the trace's errors in the gradient all-reduce", "",
+           "A small char-level GPT on the King James Bible. The error-free run is the shadow: every run "
+           "with errors uses the same seed, data order and initial weights. `injected_noise` = "
+           "||delivered - clean|| / ||clean|| of the received gradients is what the link injected; "
+           "`weight_dist_shadow` = ||w - w_shadow|| / ||w_shadow|| also counts the training that went "
+           "differently afterwards.", "",
+           _measured_step_header(_table_md(rows)), *_training_notes(rows, cfg.train_steps),
+           "![loss curves](training/loss_ddp.png)", ""]
+    return md
+
+
+def _demo_into(cfg: DemoConfig, out: Path, shown: Path) -> dict:
+    """:func:`run_demo`'s steps, writing into ``out`` (the set being built); ``shown`` is where it
+    ends up (what the report and summary name)."""
+    summary: dict = {"out": str(shown), "seed": cfg.seed, "steps": {}}
+    md = ["# phy802 demo report", "", f"Seed {cfg.seed}; `summary.json` holds every number of this report.", ""]
+
+    md += _vectors_step(cfg, summary)
+    md += _sweep_step(cfg, out, summary)
+    trace_md, trace_path = _trace_step(cfg, out, shown, summary)
+    md += trace_md
     if cfg.train:
-        t0 = time.perf_counter()
-        from phy802.cli.experiment import _table_md, add_arguments as exp_args, sweep as exp_sweep, write_report
-
-        p = argparse.ArgumentParser()
-        exp_args(p)
-        args = p.parse_args([
-            "--out", str(out / "training"), "--bers", f"{cfg.trace_ber:g}", "--parallel", "ddp",
-            "--guards", ",".join(cfg.train_guards), "--steps", str(cfg.train_steps), "--seed", str(cfg.seed),
-            "--source", "trace", "--trace", str(trace_path), "--fec", "bypass", "--n-layer", str(cfg.train_layers),
-            "--n-embd", str(cfg.train_embd), "--eval-interval", str(max(1, cfg.train_steps // 6)),
-            "--timeout", "1800", *([] if cfg.progress else ["--no-progress"]),
-        ])
-        _say(cfg, f"training: 2-rank DDP, {cfg.train_steps} steps, error-free + guards {', '.join(cfg.train_guards)}")
-        rows = exp_sweep(args)
-        write_report(rows, str(out / "training"), {k: v for k, v in vars(args).items()})
-        summary["training"] = [{k: v for k, v in r.items() if k not in ("evals", "train_loss", "metrics")} for r in rows]
-        summary["steps"]["training_s"] = time.perf_counter() - t0
-        _say(cfg, f"training done in {summary['steps']['training_s']:.1f} s")
-        md += ["## 4. 2-rank DDP training with the trace's errors in the gradient all-reduce", "",
-               "A small char-level GPT on the King James Bible. The error-free run is the shadow: every run "
-               "with errors uses the same seed, data order and initial weights. `injected_noise` = "
-               "||delivered - clean|| / ||clean|| of the received gradients is what the link injected; "
-               "`weight_dist_shadow` = ||w - w_shadow|| / ||w_shadow|| also counts the training that went "
-               "differently afterwards.", "",
-               _measured_step_header(_table_md(rows)), *_training_notes(rows, cfg.train_steps),
-               "![loss curves](training/loss_ddp.png)", ""]
-
-    # 5. tradeoff: the loss side above joined with the modelled time side ---------------------
-    if cfg.train:
-        md += _tradeoff_step(cfg, out, summary)
+        md += _training_step(cfg, out, trace_path, summary)
+        md += _tradeoff_step(cfg, out, summary)  # the loss side above joined with the modelled time side
 
     md += ["## Reproduce", "", "```", f"phy802 demo --seed {cfg.seed} --out {cfg.out}", "```", ""]
     from phy802.cli._narrative import narrative

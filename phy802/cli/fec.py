@@ -86,7 +86,7 @@ TAIL_MAX_LANES = 64
 
 
 def _add_tail(sub) -> None:
-    from phy802.fec.telemetry import FORMATS
+    from phy802.telemetry.parsers import FORMATS
 
     p = sub.add_parser("tail", help="fit channel models to FEC bin histograms (ethtool, SONiC, CSV) and extrapolate FER",
                        description="Fit channel models to FEC codeword histograms and extrapolate their tail.",
@@ -149,8 +149,9 @@ class _TailProgress:
 
 
 def _run_tail(args: argparse.Namespace) -> int:
-    from phy802.fec.tail import CODES, estimate_cpu_seconds, fit_ports, ports_csv, ports_text, rank_ports
-    from phy802.fec.telemetry import difference, read_telemetry
+    from phy802.telemetry.fit import CODES, estimate_cpu_seconds
+    from phy802.telemetry.ports import fit_ports, ports_csv, ports_text, rank_ports
+    from phy802.telemetry.parsers import difference, read_telemetry
 
     if args.out is not None:
         from phy802._output import check_output_file

@@ -87,7 +87,7 @@ def _channels(args, n_lanes: int):
 
 
 def _check_args(args) -> None:
-    """Meaningless combinations and work too big for the machine (issue 12)."""
+    """Meaningless combinations and work too big for the machine."""
     require_together("--fault-ber", "--fault-lane", args.fault_ber is not None, args.fault_lane is not None)
     require_together("--precoder-init", "--precoding", args.precoder_init is not None, args.precoding)
     from phy802 import theory
@@ -101,8 +101,8 @@ def _check_args(args) -> None:
 
 
 def _check_time(args, link) -> None:
-    """Refuse a run estimated (from a short measured run of this link on this machine, issue 28
-    item 14; the constant 1 Gb/s was ~4x optimistic) to take over an hour."""
+    """Refuse a run estimated (from a short measured run of this link on this machine; a fixed
+    constant of 1 Gb/s was ~4x optimistic) to take over an hour."""
     from phy802.cli._common import calibrated_seconds
 
     if args.force:

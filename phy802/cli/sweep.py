@@ -90,7 +90,7 @@ MAX_POINTS = 1000
 
 
 def _check_budget(args) -> None:
-    """Refuse sweeps estimated to run over a day (issue 12): each point stops at --max-seconds or at
+    """Refuse sweeps estimated to run over a day: each point stops at --max-seconds or at
     --max-codewords (fast simulator ~5 M codewords/s, bit-exact link ~0.1 M/s on one core)."""
     if args.scheduler_timeout != 10.0 and not args.scheduler:
         raise CliError("--scheduler-timeout only makes sense with --scheduler")
@@ -137,7 +137,7 @@ def _executor(args):
 
 
 def _interrupted(args, res) -> None:
-    """Ctrl-C / SIGTERM during the run (issue 28 item 6): exit 130/143 with one line.  The finished
+    """Ctrl-C / SIGTERM during the run: exit 130/143 with one line.  The finished
     points are written only into a new (absent or empty) ``--out``; an earlier result there is left
     exactly as it was."""
     from phy802._io import Interrupted, interrupt_requested

@@ -100,7 +100,7 @@ def _weights(text: str | None):
 
 
 def _check_size(args) -> None:
-    """Refuse traces that would not fit on the disk or in memory, or take over an hour (issue 12):
+    """Refuse traces that would not fit on the disk or in memory, or take over an hour:
     at most ~4 bytes per stored flip (format v2, ~1.5 with descrambler triples); the flip rate is
     the pre-FEC BER for the modes that pass errors through and (x100 margin) the closed-form
     post-FEC BER for the correcting modes on independent errors.  In memory: one chunk, or with
@@ -127,7 +127,7 @@ def _check_size(args) -> None:
                  hint="use a smaller --shard-pairs / --chunk-pairs" if sharded else "use a smaller --chunk-pairs")
     if args.force:
         return
-    # time: from a short measured run of the same generator on this machine (issue 28 item 14: the
+    # time: from a short measured run of the same generator on this machine (the
     # constant 1e9 bits/s of the bit-exact generator was 20x optimistic); the bound below is only
     # used to skip the measurement where even it says "too long" or "clearly quick"
     bound = 2e9 if args.generator == "bitexact" else (2e11 if code == "rs272" else 8e11)  # line bits/s
@@ -153,7 +153,7 @@ def _calibration_run(args, line_bits: int) -> None:
 
 
 def _code_t(meta: dict, path) -> int | None:
-    """The correction power t of the trace's own code (issue 28 item 9: an RS(272) trace, t = 7,
+    """The correction power t of the trace's own code (an RS(272) trace, t = 7,
     was counted with KP4's t = 15); ``None`` for a trace without FEC (code none)."""
     import re
 
@@ -243,7 +243,7 @@ def run(args: argparse.Namespace) -> int:
                              f"name it {str(args.out)[:-4]}{TRACE_SUFFIX} (version-1 .npz traces are still read)")
         from_fit = None
         if args.from_fit is not None:
-            from phy802.fec.tail import generator_channel, read_fit
+            from phy802.telemetry.fit import generator_channel, read_fit
 
             from_fit = generator_channel(read_fit(args.from_fit), args.fit_model, str(args.from_fit))
             args.ber, args.burst_pb = from_fit["ber"], from_fit["burst_pb"]

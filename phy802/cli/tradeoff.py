@@ -240,7 +240,7 @@ def run_tradeoff(args: argparse.Namespace, live: bool = True) -> dict:
                            + (" of rank 0" if log.records else " (header only)")
                            + ": it would model zero communication")
     out = args.out
-    check_output_dir(out, "tradeoff")  # before any work: never over the user's files (issue 28)
+    check_output_dir(out, "tradeoff")  # before any work: never over the user's files
     shown = getattr(args, "shown_out", None) or out  # where the set ends up (it is built beside it)
     with output_set(out, "tradeoff") as stage:
         results = args.results or _small_experiment(args, os.path.join(stage, "experiment"))
@@ -287,7 +287,7 @@ def _tradeoff_into(args, out: str, results: str, shown: str, live: bool, log, mo
 
     from phy802.cli._common import CliError
     from phy802.cli.collective import is_flat
-    from protocol.cluster import steptime as _st
+    from protocol.cluster.steptime import SimSettings
 
     shown_results = args.results or os.path.join(shown, "experiment")
     meta, rows = load_results(results)
@@ -302,12 +302,11 @@ def _tradeoff_into(args, out: str, results: str, shown: str, live: bool, log, mo
                        "not pp; nothing would use it")
     stages = args.pp_stages or int(meta.get("world_size", 2))
     trials = _DEFAULT_TRIALS if args.trials is None else args.trials
-    _st.SIM_TRIALS, _st.SIM_SEED = int(trials), int(args.seed)
     mfu = _DEFAULT_MFU if args.mfu is None else args.mfu
     tflops = _DEFAULT_TFLOPS if args.tflops is None else args.tflops
     tm = TimeModel(model=model, tflops=None if (log is not None and args.measured_compute) else tflops,
                    mfu=mfu, log=log, pp_stages=max(2, stages), microbatches=int(meta.get("microbatches", 4)),
-                   algo=args.algo, workload=args.workload, tp=args.tp)
+                   algo=args.algo, workload=args.workload, tp=args.tp, sim=SimSettings(int(trials), int(args.seed)))
     modes = args.modes or list(DEFAULT_MODES)
 
     if live:  # the results table, on stdout as its rows are made (the summary follows it)
@@ -359,7 +358,7 @@ def _describe(c) -> str:
 #: the same rule as the demo report's opening, :func:`phy802.cli._narrative.fastest`)
 TIE_DECIMALS = 3
 
-#: what ``phy_us`` is: printed under the table and stored in ``tradeoff.json`` (issue 27)
+#: what ``phy_us`` is: printed under the table and stored in ``tradeoff.json``
 PHY_US_MEANING = ("phy_us (model): the FEC receive latency summed over every sequential link hop of one "
                   "step's collectives; only exposed_ms (what backward does not hide) adds to step_ms")
 

@@ -1,5 +1,8 @@
-"""Reed-Solomon FEC of IEEE 802.3 (Clause 91 / Clause 119): RS(544,514) "KP4", RS(528,514) "KR4",
-and the Ethernet Consortium's low-latency RS(272,257+1) "rs272" (``CODES`` / ``code_by_name``).
+"""The FEC codec: Reed-Solomon of IEEE 802.3 (Clause 91 / 119) and the Clause 177 inner code
+(:mod:`.inner`); histogram telemetry lives in :mod:`phy802.telemetry`.
+
+Codes: RS(544,514) "KP4", RS(528,514) "KR4", and the Ethernet Consortium's low-latency
+RS(272,257+1) "rs272" (``CODES`` / ``code_by_name``).
 
 GF(2^10) with p(x) = x^10 + x^3 + 1, generator roots alpha^0..alpha^(2t-1), systematic, first
 message symbol = coefficient of x^(n-1), parity last. Batched numpy API over Numba kernels::

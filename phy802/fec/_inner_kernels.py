@@ -123,6 +123,8 @@ def slice_pam4(y, levels, bits):
     return levels
 
 
+# Long on purpose: one compiled pass kept in one function (a split would cost a call or a scratch array per
+# iteration of the hot loop).
 @njit(cache=True)
 def decode_soft(y, cols, pos_of, n_lrp, qstep, out, status, n_flips, sent):
     """Chase-2 decoding of blocks of 64 PAM4 samples ``y float64[N, 64]`` (level units, thresholds

@@ -267,6 +267,8 @@ def syndromes_sparse_batch(positions, values, n, S):
 # --------------------------------------------------------------------------------------------
 
 
+# Long on purpose: one compiled pass kept in one function (a split would cost a call or a scratch array per
+# iteration of the hot loop).
 @njit(cache=True)
 def _solve(S, n, t, C, B, Tmp, dg, cl, pos, val, xl, U, lS, nx):
     """Bounded-distance decode from the 2t syndromes ``S``.

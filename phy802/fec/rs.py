@@ -92,7 +92,7 @@ KR4 = RSCode(528, 514, "KR4")  #: RS(528,514), t = 7 (Cl.91, 100GBASE-KR4/CR4)
 #: KR4's).  Where the pad sits and its value: :class:`phy802.pcs.PcsConfig` ([?] in the notes).
 RS272 = RSCode(272, 258, "RS272")
 
-#: The codes by their vocabulary name (issue 15: ``--code kp4|kr4|rs272``; ``none`` = no FEC
+#: The codes by their vocabulary name (``--code kp4|kr4|rs272``; ``none`` = no FEC
 #: sublayer has no RSCode).
 CODES: dict[str, RSCode] = {"kp4": KP4, "kr4": KR4, "rs272": RS272}
 CODE_NAMES: tuple[str, ...] = tuple(CODES)

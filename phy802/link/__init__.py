@@ -22,7 +22,7 @@ set (:class:`LinkCounters`, mergeable, like a PHY's registers plus ground truth)
   only the words with more than t errors (syndromes of the error pattern alone); a bounded-distance
   decoder always corrects <= t.  Used by :mod:`phy802.sweep` at low BER.
 
-Code and receive mode (issue 15: ``LinkConfig(code=..., fec=...)``):
+Code and receive mode (``LinkConfig(code=..., fec=...)``):
 
 ==========  ======================================================================================
 ``kp4``     RS(544,514), t = 15 (Cl.119)

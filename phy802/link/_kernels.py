@@ -270,7 +270,7 @@ def locate_level_errors(lane_start, pos, sent, recv, order, gather, n, K, lane_b
     return m
 
 
-# ------------------------------------------------------------------ Clause 177 inner code (issue 26)
+# ------------------------------------------------------------------ Clause 177 inner code
 
 
 @njit(cache=True)

@@ -1,4 +1,4 @@
-"""800G / 1.6T links with the Clause 177 inner code concatenated with KP4 (issue 26).
+"""800G / 1.6T links with the Clause 177 inner code concatenated with KP4.
 
 What is modelled (codeword level; ``shared/reference/dj_notes.md``):
 

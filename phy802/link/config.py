@@ -18,7 +18,7 @@ from phy802.pma import BitMux
 
 CodeName = Literal["kp4", "kr4", "rs272", "none"]
 FecMode = Literal["ieee", "correct_no_indication", "detect_only", "bypass", "unequal", "llr"]
-#: the RS codes a line can carry (``none`` = no FEC sublayer; issue 15 vocabulary)
+#: the RS codes a line can carry (the ``--code`` vocabulary; ``none`` = no FEC sublayer)
 CODE_NAMES: tuple[str, ...] = ("kp4", "kr4", "rs272", "none")
 #: receive modes, the same six as :data:`protocol.modes.MODE_NAMES` (this layer cannot import
 #: :mod:`protocol`; a test checks the two tables agree)
@@ -28,12 +28,12 @@ _DECODER = {"ieee": "correct", "correct_no_indication": "correct", "detect_only"
             "unequal": None, "llr": "correct"}
 _INDICATE = {"ieee": True, "correct_no_indication": False, "detect_only": True, "bypass": False,
              "unequal": False, "llr": True}
-# old single-``fec`` spellings (before issue 15) -> the new spelling, for the error message
+# old single-``fec`` spellings (before the code / receive-mode split) -> the new spelling, for the error message
 OLD_FEC_SPELLINGS: dict[str, tuple[str, str]] = {
     "kp4": ("kp4", "ieee"), "kr4": ("kr4", "ieee"), "detect": ("kp4", "detect_only"), "none": ("none", "bypass"),
 }
 _POP10 = np.array([bin(i).count("1") for i in range(1024)], dtype=np.int64)
-_CODEWORD_ONLY = ("kr4",)  # no Clause 119 PCS framing (rs272's is in phy802.pcs, issue 10)
+_CODEWORD_ONLY = ("kr4",)  # no Clause 119 PCS framing (rs272's is in phy802.pcs)
 
 
 def old_spelling_message(fec: str, where: str = "fec") -> str:

@@ -1,4 +1,5 @@
 """IEEE 802.3 Clause 119 PCS (400GBASE-R / 200GBASE-R), bit-exact, transmit and receive.
+Owns 64b/66b, 256b/257b, the scrambler, alignment markers, FEC distribution and lane interleave.
 
 Blocks follow the standard: :mod:`.codec66` (Clause 82 64b/66b and frames), :mod:`.transcode257`,
 :mod:`.scrambler`, :mod:`.alignment` (markers, lock/deskew), :mod:`.distribution` (pre-FEC

@@ -278,6 +278,8 @@ def _scr_word(out, w, d, h, s1, s2, dprev):
     return h, s, s1, d
 
 
+# Long on purpose: one compiled pass kept in one function (a split would cost a call or a scratch array per
+# iteration of the hot loop).
 @njit(cache=True)
 def tx_transcode_scramble(sync, payload, n_groups, valid_type, pad_payload, hist, out):
     """Validate, pad, transcode and scramble in one streaming pass (119.2.4.2-3).
@@ -624,6 +626,8 @@ def messages_to_data(msgs, am_pair, am_nbits, data, am_out):
 # ---------------------------------------------------------------------------------------------
 # Clause 82 receive: 66b blocks -> frame bytes
 
+# Long on purpose: one compiled pass kept in one function (a split would cost a call or a scratch array per
+# iteration of the hot loop).
 @njit(cache=True)
 def blocks_to_bytes(sync, payload, term_len, out, starts, lens, status, counts):
     """Walk the block stream with a small state machine (outside / inside a frame).

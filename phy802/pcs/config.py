@@ -20,7 +20,7 @@ class PcsConfig:
     ----------
     rate : ``"400G"`` (16 PCS lanes) or ``"200G"`` (8 PCS lanes).
     fec : the RS code: ``"kp4"`` (RS(544,514), Clause 119, default) or ``"rs272"`` (the Ethernet
-        Consortium low-latency RS(272,257+1), t = 7; issue 10): each codeword carries ten 257b
+        Consortium low-latency RS(272,257+1), t = 7): each codeword carries ten 257b
         blocks (257 symbols, dealt 10-bit round robin A/B as in 119.2.4.5 over a 20-block pair)
         plus one 10-bit pad symbol, and the 119.2.4.7 interleave takes n = 272 (34 / 68 symbols
         per lane and pair).  Everything else (257b, scrambler, AM groups every ``am_spacing``

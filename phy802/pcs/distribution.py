@@ -8,7 +8,7 @@
   j = 0..h-1): for even k lane 2j gets ``cA[t]`` and lane 2j+1 ``cB[t]``; for odd k swapped.  PCS
   lane L sends ``out[n_lanes k + L]`` as its k-th symbol of the pair, bit 0 first.  Each lane gets
   68 (400G) or 136 (200G) symbols per pair.  The 200G form (h = 4) is [I] in the notes.
-* Other code lengths (``n`` argument; issue 10): the same rule with ``k = 0..n/h - 1``, e.g. the
+* Other code lengths (``n`` argument): the same rule with ``k = 0..n/h - 1``, e.g. the
   low-latency RS(272,257+1) ("rs272"): 34 (400G) or 68 (200G) symbols per lane per pair [I].
 """
 

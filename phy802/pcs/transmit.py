@@ -6,7 +6,7 @@ scrambler starts from ``config.scrambler_seed`` and the pad PRBS9 from ``config.
 There is no rate matching: every input block is sent and the input is padded with idle blocks to
 fill the last codeword pair (the emulator's lane rate is set by the input, not a clock).
 
-``PcsConfig(fec="rs272")`` (issue 10): the stream is built exactly as for KP4 in units of two
+``PcsConfig(fec="rs272")``: the stream is built exactly as for KP4 in units of two
 rs272 pairs (40 blocks, an AM group at the start of every ``period_pairs``-th rs272 pair); rs272
 pair ``2q + s`` takes the 10-bit symbols ``257 s .. 257 s + 256`` of the KP4-style A/B messages of
 unit ``q`` (the round robin of 119.2.4.5 over its own 5140 bits), plus its pad symbol, then

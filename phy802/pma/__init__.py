@@ -1,4 +1,5 @@
 """Clause 120 PAM4 PMA: Gray map, 1/(1+D) mod 4 precoder, PCS-lane bit-mux, PRBSxQ test patterns.
+Owns the bits <-> PAM4 symbols step between the PCS lanes and the channel.
 
 Symbols are PAM4 level indices ``0..3`` (increasing amplitude, ``uint8``); bits are ``uint8`` 0/1.
 """

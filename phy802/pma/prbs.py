@@ -16,7 +16,7 @@ prbs31q    x^31 + x^28 + 1,          all ones            [S] generator of Figure
            output inverted                               inverter); seed [?] (none found)
 =========  ========================  ==================  ======================================
 
-Seeds (issue 14; record in ``vectors/pma/README.md``):
+Seeds (record in ``vectors/pma/README.md``):
 
 * PRBS13Q: the IEEE 802.3 COM script (``com_ieee8023_93a``, function ``PRBS13Q``; read in the public
   mirrors ``Omer-Sella/802.3`` ``COM/COM_MATLAB/PRBS13Q.m`` and ``tbermen/SiCoPR``, whose tests pin the

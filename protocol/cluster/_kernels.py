@@ -249,6 +249,8 @@ def _uniform(st):
     return float(r >> np.uint64(11)) * (1.0 / 9007199254740992.0)
 
 
+# Long on purpose: one compiled pass kept in one function (a split would cost a call or a scratch array per
+# iteration of the hot loop).
 @njit(cache=True)
 def sim_trials(seed, n_trials, M, qp, per_chain, F, off, last_step, W, ft, rtt, gap, rto, retry_cnt, mode,
                llr, llr_ok, llr_ns, llr_retries, rec_t, rec_idx, rec_k):

@@ -83,7 +83,9 @@ __all__ = [
     "PARALLEL",
     "StepTime",
     "step_time",
-    "per_trial",
+    "op_time",
+    "SimSettings",
+    "DEFAULT_SIM",
     "per_trial_sum",
     "with_distribution",
 ]
@@ -212,7 +214,7 @@ MAX_COMMLOG_BYTES = 1 << 30
 
 
 def _check_header(h: dict, p: str) -> dict:
-    """The header's fields typed (issue 28 item 11): a wrong type is a ValueError naming the file,
+    """The header's fields typed: a wrong type is a ValueError naming the file,
     the field and the value, not a KeyError/AttributeError/TypeError later."""
     if h.get("format") != FORMAT:
         raise ValueError(f"{p}: not a phy802 communication log (header 'format' must be {FORMAT!r})")
@@ -401,9 +403,24 @@ class StepTime:
     samples_s: Any = field(default=None, compare=False, repr=False)
 
 
-#: loss-recovery trials per collective on a :class:`ClusterSpec` with BER > 0, and their seed
-SIM_TRIALS = 200
-SIM_SEED = 0
+@dataclass(frozen=True)
+class SimSettings:
+    """How a collective's loss recovery is simulated on a :class:`ClusterSpec` with BER > 0: ``trials``
+    per collective (0: none, the deterministic prediction) and the ``seed`` they are drawn from
+    (:func:`_op_seed`); passed explicitly to :func:`step_time`, :func:`op_time` and the workloads."""
+
+    trials: int = 200
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        for name in ("trials", "seed"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0:
+                raise ValueError(f"SimSettings.{name} must be an int >= 0, got {v!r}")
+
+
+#: the simulation a caller gets without asking for one
+DEFAULT_SIM = SimSettings()
 
 
 @dataclass(frozen=True)
@@ -421,9 +438,6 @@ class OpTime:
     prediction: Any = None
     delays_s: Any = None  # per-trial delay (s), inf where the trial failed; None without losses
     samples_s: Any = None
-
-
-_TRACK: list | None = None
 
 
 def _op_seed(op: str, nbytes: int, algo: str | None, seed: int):
@@ -463,7 +477,7 @@ class _Trials:
     """Per-trial replay (:func:`step_time`): the k-th use of a simulated collective in a step gets
     its own trials: the first use its trials as simulated (trial i of the step is trial i of the
     collective), every later use a bootstrap resample of them (indices drawn with replacement from
-    a Generator seeded from ``SIM_SEED``), so repeated identical collectives (DDP's equal buckets,
+    a Generator seeded from the simulation's seed), so repeated identical collectives (DDP's equal buckets,
     a TP layer's all-reduces) are independent draws of one simulated distribution [I], not the same
     trial counted again."""
 
@@ -487,35 +501,35 @@ class _Trials:
         return dataclasses.replace(t, time_s=a if k == 0 else a[self.rng.integers(0, len(a), len(a))])
 
 
-_PER_TRIAL: _Trials | None = None
+def op_time(op: str, nbytes: int, cluster, algo: str | None = "ring", sim: SimSettings = DEFAULT_SIM):
+    """One collective on ``cluster`` (:class:`OpTime` on a :class:`ClusterSpec`, simulated as ``sim``
+    says at BER > 0; the flat model's time on a :class:`Cluster`); cached."""
+    return _op_time_cached(op, int(nbytes), cluster, algo, sim.trials, sim.seed)
 
 
-def _op_time(op: str, nbytes: int, cluster, algo: str | None = "ring"):
-    t = _op_time_cached(op, int(nbytes), cluster, algo, SIM_TRIALS, SIM_SEED)
-    if _PER_TRIAL is not None and isinstance(t, OpTime):
-        return _PER_TRIAL.draw(t)
-    if _TRACK is not None:
-        _TRACK.append(t)
-    return t
+class _Replay:
+    """One replay of a step: the simulation settings, and either the list of the collectives it used
+    (``track``: the first, mean replay) or the per-trial draws (``trials``: each collective's
+    ``time_s`` replaced by its per-trial times, so the step's rules (``max``, sums) give the
+    per-trial step time)."""
+
+    def __init__(self, sim: SimSettings, per_trial: bool = False) -> None:
+        self.sim = sim
+        self.trials = _Trials(sim.seed) if per_trial else None
+        self.track: list = []
+
+    def op(self, op: str, nbytes: int, cluster, algo: str | None = "ring"):
+        t = op_time(op, nbytes, cluster, algo, self.sim)
+        if self.trials is not None and isinstance(t, OpTime):
+            return self.trials.draw(t)
+        self.track.append(t)
+        return t
 
 
-def per_trial(fn, seed: int | None = None):
-    """Run ``fn()`` (a replay of one step) with every simulated collective's ``time_s`` replaced by
-    its per-trial times (:class:`_Trials`), so the step's rules (``max``, sums) give the per-trial
-    step time; returns ``fn()``'s result."""
-    global _PER_TRIAL, _TRACK
-    prev, prev_track = _PER_TRIAL, _TRACK
-    _PER_TRIAL, _TRACK = _Trials(SIM_SEED if seed is None else seed), None
-    try:
-        return fn()
-    finally:
-        _PER_TRIAL, _TRACK = prev, prev_track
-
-
-def per_trial_sum(ops: list, seed: int | None = None):
+def per_trial_sum(ops: list, seed: int):
     """Per-trial sum of the times of ``ops`` run one after the other (each use its own trials,
-    :class:`_Trials`); a float when none is simulated."""
-    tr = _Trials(SIM_SEED if seed is None else seed)
+    :class:`_Trials` seeded from ``seed``); a float when none is simulated."""
+    tr = _Trials(seed)
     return sum((tr.draw(t).time_s if isinstance(t, OpTime) else t.time_s for t in ops), 0.0)
 
 
@@ -548,20 +562,20 @@ def deterministic(st: StepTime) -> StepTime:
     return dataclasses.replace(st, p50_s=st.step_s, p99_s=st.step_s, p999_s=st.step_s)
 
 
-def _replay_op(r: dict, cluster: Cluster, algo: str = "ring"):
+def _replay_op(r: dict, cluster: Cluster, algo: str, rp: _Replay):
     op = r["op"]
     if op in ("recv",):
         return None
     if op == "send":
-        return _op_time("sendrecv", int(r["bytes"]), cluster)
+        return rp.op("sendrecv", int(r["bytes"]), cluster)
     if op == "barrier":
-        return _op_time("allreduce", 4, cluster, algo)  # a barrier costs a one-int all-reduce's latency [I]
+        return rp.op("allreduce", 4, cluster, algo)  # a barrier costs a one-int all-reduce's latency [I]
     if op == "alltoall":
         if isinstance(cluster, ClusterSpec):
-            return _op_time("alltoall", int(r["bytes"]), cluster)
+            return rp.op("alltoall", int(r["bytes"]), cluster)
         # N-1 messages of S/N per rank, one per step [I]: like a ring all-gather's traffic
-        return _op_time("allgather", int(r["bytes"]), cluster)
-    return _op_time(op, int(r["bytes"]), cluster, algo)
+        return rp.op("allgather", int(r["bytes"]), cluster)
+    return rp.op(op, int(r["bytes"]), cluster, algo)
 
 
 def _pick_step(log: CommLogData, rank: int = 0) -> list[dict]:
@@ -574,41 +588,38 @@ def _pick_step(log: CommLogData, rank: int = 0) -> list[dict]:
     return [r for r in mine if int(r["step"]) == last]
 
 
-def step_time(log: CommLogData, cluster, *, compute_s: float | None = None, algo: str | None = None) -> StepTime:
+def step_time(log: CommLogData, cluster, *, compute_s: float | None = None, algo: str | None = None,
+              sim: SimSettings = DEFAULT_SIM) -> StepTime:
     """Replay one step of ``log`` over ``cluster`` (module docstring for the rules).
 
     ``cluster``: a flat :class:`~protocol.cluster.flat.Cluster` or a
     :class:`~protocol.cluster.topology.ClusterSpec` (then every collective is NCCL's choice unless
-    ``algo`` forces one, and at BER > 0 its loss recovery is simulated: ``SIM_TRIALS`` trials,
-    seeds from ``SIM_SEED`` (:func:`_op_seed`); the step is then replayed once per trial with each
-    collective's time in that trial (:func:`per_trial`; so a delay hidden behind backward stays
+    ``algo`` forces one, and at BER > 0 its loss recovery is simulated: ``sim.trials`` trials,
+    seeds from ``sim.seed`` (:func:`_op_seed`); the step is then replayed once per trial with each
+    collective's time in that trial (:class:`_Replay`; so a delay hidden behind backward stays
     hidden in that trial), and ``step_s``, ``p50_s``, ``p99_s``, ``p999_s`` and ``failure_rate`` are
     the mean, quantiles and failed share of those per-trial step times, :func:`with_distribution`).
     ``compute_s``: compute per step and rank; default the log's measured step time.  ``algo``:
     the all-reduce and broadcast algorithm (flat: ``ring`` or ``tree``; cluster: any NCCL algorithm,
     or None for NCCL's choice).
     """
-    global _TRACK
     if isinstance(cluster, Cluster):
         algo = algo or "ring"
         if algo not in ("ring", "tree"):
             raise ValueError(f"algo must be 'ring' or 'tree', got {algo!r}")
-    prev, _TRACK = _TRACK, []
-    try:
-        st = _step_time(log, cluster, compute_s, algo)
-        ops = [t for t in _TRACK if isinstance(t, OpTime)]
-    finally:
-        _TRACK = prev
+    mean = _Replay(sim)
+    st = _step_time(log, cluster, compute_s, algo, mean)
+    ops = [t for t in mean.track if isinstance(t, OpTime)]
     if not ops:
         return st
-    sim = [t.samples_s for t in ops if t.samples_s is not None]
-    if not sim:
+    simulated = [t.samples_s for t in ops if t.samples_s is not None]
+    if not simulated:
         return deterministic(st)
-    per = per_trial(lambda: _step_time(log, cluster, compute_s, algo))
-    return with_distribution(st, np.broadcast_to(per.step_s, (len(sim[0]),)))
+    per = _step_time(log, cluster, compute_s, algo, _Replay(sim, per_trial=True))
+    return with_distribution(st, np.broadcast_to(per.step_s, (len(simulated[0]),)))
 
 
-def _step_time(log: CommLogData, cluster, compute_s, algo) -> StepTime:
+def _step_time(log: CommLogData, cluster, compute_s, algo, rp: _Replay) -> StepTime:
     if not log.records:
         raise ValueError("the communication log has no records (header only): it would model zero communication")
     if log.parallel != "pp" and not _pick_step(log):
@@ -623,9 +634,9 @@ def _step_time(log: CommLogData, cluster, compute_s, algo) -> StepTime:
     if not (math.isfinite(compute_s) and compute_s >= 0):
         raise ValueError(f"compute_s must be a finite number >= 0, got {compute_s!r}")
     if log.parallel == "pp":
-        return _pp_step(log, cluster, compute_s, algo)
+        return _pp_step(log, cluster, compute_s, algo, rp)
     if log.parallel == "fsdp":
-        return _fsdp_step(log, cluster, compute_s, algo)
+        return _fsdp_step(log, cluster, compute_s, algo, rp)
     recs = _pick_step(log)
     grads = [r for r in recs if r.get("cls") == "gradients" and r["op"] in ("allreduce", "reduce_scatter")]
     others = [r for r in recs if r not in grads]
@@ -633,52 +644,52 @@ def _step_time(log: CommLogData, cluster, compute_s, algo) -> StepTime:
     fwd, bwd = compute_s / 3.0, 2.0 * compute_s / 3.0
     end, done, comm, phy, res = 0.0, 0, 0.0, 0.0, 0.0
     for r in grads:
-        t = _replay_op(r, cluster, algo)
+        t = _replay_op(r, cluster, algo, rp)
         done += int(r["bytes"])
         ready = fwd + bwd * done / total
         end = np.maximum(ready, end) + t.time_s
         comm, phy, res = comm + t.time_s, phy + t.phy_s, res + t.resend_s
     step = np.maximum(compute_s, end)
     n = len(grads)
-    s, p, q, k = _serial(others, cluster, algo)
+    s, p, q, k = _serial(others, cluster, algo, rp)
     step, comm, phy, res, n = step + s, comm + s, phy + p, res + q, n + k
     return StepTime("ddp", cluster.ranks, cluster.code, cluster.fec, cluster.ber, step, compute_s, step - compute_s,
                     comm, phy, res, 0.0, n)
 
 
-def _serial(records: list[dict], cluster: Cluster, algo: str) -> tuple[float, float, float, int]:
+def _serial(records: list[dict], cluster: Cluster, algo: str, rp: _Replay) -> tuple[float, float, float, int]:
     """Ops outside a parallelism's overlap rule (control traffic, odd collectives) run one after
     the other on the critical path: ``(time_s, phy_s, resend_s, ops)`` summed over them."""
     tot = phy = res = 0.0
     n = 0
     for r in records:
-        t = _replay_op(r, cluster, algo)
+        t = _replay_op(r, cluster, algo, rp)
         if t is None:
             continue
         tot, phy, res, n = tot + t.time_s, phy + t.phy_s, res + t.resend_s, n + 1
     return tot, phy, res, n
 
 
-def _fsdp_step(log: CommLogData, cluster: Cluster, compute_s: float, algo: str) -> StepTime:
+def _fsdp_step(log: CommLogData, cluster: Cluster, compute_s: float, algo: str, rp: _Replay) -> StepTime:
     recs = _pick_step(log)
     ag = [r for r in recs if r["op"] == "allgather" and r.get("cls") != "control"]
     rs = [r for r in recs if r["op"] == "reduce_scatter" and r.get("cls") != "control"]
     others = [r for r in recs if r not in ag and r not in rs]
-    t_ag = [_replay_op(r, cluster, algo) for r in ag]
-    t_rs = [_replay_op(r, cluster, algo) for r in rs]
+    t_ag = [_replay_op(r, cluster, algo, rp) for r in ag]
+    t_rs = [_replay_op(r, cluster, algo, rp) for r in rs]
     first = t_ag[0].time_s if t_ag else 0.0
     last = t_rs[-1].time_s if t_rs else 0.0
     ts = t_ag + t_rs
     total = sum(t.time_s for t in ts)
     step = first + np.maximum(compute_s, total - first - last) + last
     comm, phy, res, n = total, sum(t.phy_s for t in ts), sum(t.resend_s for t in ts), len(ts)
-    s, p, q, k = _serial(others, cluster, algo)
+    s, p, q, k = _serial(others, cluster, algo, rp)
     step, comm, phy, res, n = step + s, comm + s, phy + p, res + q, n + k
     return StepTime("fsdp", cluster.ranks, cluster.code, cluster.fec, cluster.ber, step, compute_s,
                     step - compute_s, comm, phy, res, 0.0, n)
 
 
-def _pp_step(log: CommLogData, cluster: Cluster, compute_s: float, algo: str = "ring") -> StepTime:
+def _pp_step(log: CommLogData, cluster: Cluster, compute_s: float, algo: str, rp: _Replay) -> StepTime:
     p = log.world_size
     m = int(log.header.get("microbatches", 1))
     if p < 2 or m < 1:
@@ -694,7 +705,7 @@ def _pp_step(log: CommLogData, cluster: Cluster, compute_s: float, algo: str = "
 
     def hop_time(cls: str):
         xs = [int(r["bytes"]) for r in sends if r.get("cls") == cls or (cls == "activation_grads" and r.get("cls") in grad_cls)]
-        return _op_time("sendrecv", max(xs), hop) if xs else None
+        return rp.op("sendrecv", max(xs), hop) if xs else None
 
     ta, tg = hop_time("activations"), hop_time("activation_grads")
     a = ta.time_s if ta else 0.0
@@ -712,13 +723,13 @@ def _pp_step(log: CommLogData, cluster: Cluster, compute_s: float, algo: str = "
         gb = [int(r["bytes"]) for r in recs if r.get("cls") == "gradients" and r["op"] == "allreduce"
               and int(r.get("rank", 0)) == 0]
         stage_bytes = sum(gb) if gb else int(log.header.get("params", 0)) * 4 // p
-        t = _op_time("allreduce", stage_bytes, cluster.with_(ranks=dp), algo)
+        t = rp.op("allreduce", stage_bytes, cluster.with_(ranks=dp), algo)
         step += t.time_s
         comm, phy, res, n = comm + t.time_s, phy + t.phy_s, res + t.resend_s, n + 1
     ctrl = [r for r in recs if r["op"] != "send" and r["op"] != "recv" and r.get("cls") != "gradients"
             and int(r.get("rank", 0)) == 0]
     for r in ctrl:
-        t = _replay_op(r, cluster.with_(ranks=max(p, cluster.ranks)), algo)
+        t = _replay_op(r, cluster.with_(ranks=max(p, cluster.ranks)), algo, rp)
         step += t.time_s
         comm, phy, res, n = comm + t.time_s, phy + t.phy_s, res + t.resend_s, n + 1
     return StepTime("pp", cluster.ranks, cluster.code, cluster.fec, cluster.ber, step, m * c,

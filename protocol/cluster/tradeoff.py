@@ -32,15 +32,14 @@ For each mode (code, FEC), BER, guard and cluster size:
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from dataclasses import dataclass
 from typing import Callable, Iterable
 
 from .flat import Cluster
-from .steptime import (PARALLEL, CommLogData, compute_from_flops, model_preset, step_time, synthetic_ddp_log,
-                       synthetic_fsdp_log, synthetic_pp_log)
+from .steptime import (DEFAULT_SIM, PARALLEL, CommLogData, SimSettings, compute_from_flops, model_preset, step_time,
+                       synthetic_ddp_log, synthetic_fsdp_log, synthetic_pp_log)
 
 __all__ = ["DEFAULT_MODES", "REFERENCE", "CLEAN_POST_FEC_BER", "TimeModel", "load_results", "steps_to_target",
            "tradeoff_rows", "COLUMNS", "pareto_front", "plot_pareto", "parse_modes"]
@@ -84,7 +83,8 @@ class TimeModel:
     ``microbatches`` microbatches.  ``workload`` (:mod:`protocol.cluster.workloads`; a
     :class:`~protocol.cluster.topology.ClusterSpec` only) replaces the results' ``parallel`` on the
     time side: ``tp``, ``moe``, ``decode`` put collectives on the critical path.  ``algo``:
-    all-reduce algorithm (flat: ``ring`` or ``tree``; cluster: None = NCCL's choice).
+    all-reduce algorithm (flat: ``ring`` or ``tree``; cluster: None = NCCL's choice).  ``sim``: how
+    each collective's loss recovery is simulated on a cluster at BER > 0 (trials and seed).
     """
 
     model: str = "gpt2-124m"
@@ -96,6 +96,7 @@ class TimeModel:
     algo: str | None = None
     workload: str | None = None
     tp: int | None = None
+    sim: SimSettings = DEFAULT_SIM
 
     def step(self, parallel: str, cluster):
         if self.log is not None and self.log.parallel != parallel:
@@ -111,28 +112,29 @@ class TimeModel:
                 raise ValueError(f"TimeModel: model preset {self.model!r} needs tflops")
             return workload_step(self.workload, self.model, cluster, tflops=self.tflops, mfu=self.mfu,
                                  cfg=WorkloadConfig(tp=self.tp, microbatches=self.microbatches), algo=self.algo,
-                                 pp_stages=self.pp_stages)
+                                 pp_stages=self.pp_stages, sim=self.sim)
         if self.log is not None and self.log.parallel == parallel:
             h = self.log.header
             comp = None
             if self.tflops is not None and h.get("params") and h.get("tokens_per_step"):
                 comp = compute_from_flops(h["params"], h["tokens_per_step"], cluster.ranks, self.tflops, self.mfu)
-            return step_time(self.log, cluster, compute_s=comp, algo=self.algo)
+            return step_time(self.log, cluster, compute_s=comp, algo=self.algo, sim=self.sim)
         pr = model_preset(self.model)
         if self.tflops is None:
             raise ValueError(f"TimeModel: model preset {self.model!r} needs tflops")
         comp = compute_from_flops(pr["params"], pr["tokens_per_step"], cluster.ranks, self.tflops, self.mfu)
         if parallel == "fsdp":
             return step_time(synthetic_fsdp_log(pr["params"], units=pr["n_layer"], world_size=cluster.ranks),
-                             cluster, compute_s=comp, algo=self.algo)
+                             cluster, compute_s=comp, algo=self.algo, sim=self.sim)
         if parallel == "ddp":
             return step_time(synthetic_ddp_log(pr["params"], world_size=cluster.ranks), cluster, compute_s=comp,
-                             algo=self.algo)
+                             algo=self.algo, sim=self.sim)
         p = self.pp_stages
         dp = max(1, cluster.ranks // p)
         act = pr["tokens_per_step"] // dp // self.microbatches * pr["d_model"] * pr["act_dtype_bytes"]
         log = synthetic_pp_log(pr["params"], stages=p, microbatches=self.microbatches, act_bytes=max(1, act))
-        return step_time(log, cluster.with_(ranks=max(cluster.ranks, p)), compute_s=comp, algo=self.algo)
+        return step_time(log, cluster.with_(ranks=max(cluster.ranks, p)), compute_s=comp, algo=self.algo,
+                         sim=self.sim)
 
 
 def load_results(folder: str | os.PathLike) -> tuple[dict, list[dict]]:
@@ -144,7 +146,7 @@ def load_results(folder: str | os.PathLike) -> tuple[dict, list[dict]]:
         raise ValueError(f"{path}: no such file (an 'phy802 experiment --out' folder holds results.json)")
     from phy802._io import read_json_file
 
-    # bounded, UTF-8, strict and depth-limited, each failure naming the file (issue 28 item 11/16)
+    # bounded, UTF-8, strict and depth-limited, each failure naming the file
     doc = read_json_file(path, 1 << 28, what="phy802 experiment results.json")
     if not isinstance(doc, dict) or not isinstance(doc.get("rows"), list):
         raise ValueError(f"{path}: expected an object with a 'rows' list (phy802 experiment results.json)")

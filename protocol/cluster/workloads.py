@@ -24,10 +24,10 @@ MFU)``, forward ``C/3``, backward ``2C/3``, as :mod:`protocol.cluster.steptime`)
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, replace
 
-from .steptime import StepTime, _op_time, compute_from_flops, model_preset, step_time, synthetic_ddp_log
+from .steptime import (DEFAULT_SIM, SimSettings, StepTime, compute_from_flops, model_preset, op_time, step_time,
+                       synthetic_ddp_log)
 from .topology import ClusterSpec
 
 __all__ = ["WORKLOADS", "WorkloadConfig", "workload_step"]
@@ -73,8 +73,10 @@ def _serial(ops: list) -> tuple[float, float, float]:
 
 
 def workload_step(workload: str, model: str, cluster: ClusterSpec, *, tflops: float, mfu: float,
-                  cfg: WorkloadConfig = WorkloadConfig(), algo: str | None = None, pp_stages: int = 2) -> StepTime:
-    """Step time of ``workload`` for the model preset ``model`` on ``cluster`` (module docstring)."""
+                  cfg: WorkloadConfig = WorkloadConfig(), algo: str | None = None, pp_stages: int = 2,
+                  sim: SimSettings = DEFAULT_SIM) -> StepTime:
+    """Step time of ``workload`` for the model preset ``model`` on ``cluster`` (module docstring);
+    ``sim``: how each collective's loss recovery is simulated at BER > 0."""
     from .steptime import synthetic_fsdp_log, synthetic_pp_log
 
     if workload not in WORKLOADS:
@@ -84,53 +86,54 @@ def workload_step(workload: str, model: str, cluster: ClusterSpec, *, tflops: fl
     C = compute_from_flops(pr["active_params"] if "active_params" in pr else pr["params"], pr["tokens_per_step"], N,
                            tflops, mfu)
     if workload == "ddp":
-        return step_time(synthetic_ddp_log(pr["params"], world_size=N), cluster, compute_s=C, algo=algo)
+        return step_time(synthetic_ddp_log(pr["params"], world_size=N), cluster, compute_s=C, algo=algo, sim=sim)
     if workload == "fsdp":
         return step_time(synthetic_fsdp_log(pr["params"], units=pr["n_layer"], world_size=N), cluster, compute_s=C,
-                         algo=algo)
+                         algo=algo, sim=sim)
     if workload == "pp":
         dp = max(1, N // pp_stages)
         act = pr["tokens_per_step"] // dp // cfg.microbatches * pr["d_model"] * pr["act_dtype_bytes"]
         log = synthetic_pp_log(pr["params"], stages=pp_stages, microbatches=cfg.microbatches, act_bytes=max(1, act))
-        return step_time(log, cluster if N >= pp_stages else cluster.with_(ranks=pp_stages), compute_s=C, algo=algo)
+        return step_time(log, cluster if N >= pp_stages else cluster.with_(ranks=pp_stages), compute_s=C, algo=algo,
+                         sim=sim)
     t = cfg.tp or pr.get("tp") or cluster.gpus_per_node
     if N % t and workload in ("tp", "decode"):
         raise ValueError(f"--tp {t} does not divide the {N} ranks")
     d_model, L, ab = pr["d_model"], pr["n_layer"], pr["act_dtype_bytes"]
     if workload == "decode":
         grp = _group(cluster, t)
-        ar = _op_time("allreduce", cfg.decode_batch * d_model * ab, grp, algo)
+        ar = op_time("allreduce", cfg.decode_batch * d_model * ab, grp, algo, sim)
         ops = [ar] * (2 * L)
         comm, phy, res = _serial(ops)
         comp = 2.0 * pr["params"] / t / (cfg.hbm_GBps * 1e9)
-        return _st("decode", cluster, comp + comm, comp, comm, phy, res, len(ops), ops)
+        return _st("decode", cluster, comp + comm, comp, comm, phy, res, len(ops), ops, sim)
     m = cfg.microbatches
     if workload == "tp":
         d = max(1, N // t)
         tok_mb = pr["tokens_per_step"] / d / m
         grp = _group(cluster, t)
-        ar = _op_time("allreduce", int(tok_mb * d_model * ab), grp, algo)
+        ar = op_time("allreduce", int(tok_mb * d_model * ab), grp, algo, sim)
         ops = [ar] * (4 * L * m)
         tp_comm, tp_phy, tp_res = _serial(ops)
         base = step_time(synthetic_ddp_log(pr["params"] // t, world_size=d), _dp_group(cluster, t), compute_s=C,
-                         algo=algo) if d > 1 else None
+                         algo=algo, sim=sim) if d > 1 else None
         step = (base.step_s if base else C) + tp_comm
         comm = tp_comm + (base.comm_s if base else 0.0)
         phy = tp_phy + (base.phy_s if base else 0.0)
         res = tp_res + (base.resend_s if base else 0.0)
-        return _st("tp", cluster, step, C, comm, phy, res, len(ops) + (base.ops if base else 0), ops, base)
+        return _st("tp", cluster, step, C, comm, phy, res, len(ops) + (base.ops if base else 0), ops, sim, base)
     # moe: expert parallel over all ranks
     tok_mb = pr["tokens_per_step"] / N / m
-    a2a = _op_time("alltoall", int(tok_mb * pr.get("top_k", 2) * d_model * ab), cluster, None)
+    a2a = op_time("alltoall", int(tok_mb * pr.get("top_k", 2) * d_model * ab), cluster, None, sim)
     ops = [a2a] * (4 * L * m)
     e_comm, e_phy, e_res = _serial(ops)
     dense = pr["params"] - pr.get("expert_params", 0)
-    base = step_time(synthetic_ddp_log(max(1, dense), world_size=N), cluster, compute_s=C, algo=algo)
+    base = step_time(synthetic_ddp_log(max(1, dense), world_size=N), cluster, compute_s=C, algo=algo, sim=sim)
     return _st("moe", cluster, base.step_s + e_comm, C, e_comm + base.comm_s, e_phy + base.phy_s,
-               e_res + base.resend_s, len(ops) + base.ops, ops, base)
+               e_res + base.resend_s, len(ops) + base.ops, ops, sim, base)
 
 
-def _st(name, cluster, step, comp, comm, phy, res, n, ops, base=None) -> StepTime:
+def _st(name, cluster, step, comp, comm, phy, res, n, ops, sim: SimSettings, base=None) -> StepTime:
     """The step, and with simulated loss recovery its distribution: per trial, the critical-path
     ops' times (each use its own trials, :func:`protocol.cluster.steptime.per_trial_sum`) added to
     the base step's per-trial time (the gradient all-reduce part, independent of them [I]) or to
@@ -141,11 +144,11 @@ def _st(name, cluster, step, comp, comm, phy, res, n, ops, base=None) -> StepTim
 
     st = StepTime(name, cluster.ranks, cluster.code, cluster.fec, cluster.ber, step, comp, step - comp, comm, phy,
                   res, 0.0, n)
-    sim = [t.samples_s for t in ops if isinstance(t, OpTime) and t.samples_s is not None]
+    simulated = [t.samples_s for t in ops if isinstance(t, OpTime) and t.samples_s is not None]
     base_sim = base is not None and base.samples_s is not None
-    if not sim and not base_sim:
+    if not simulated and not base_sim:
         return deterministic(st)
-    trials = len(sim[0]) if sim else len(base.samples_s)
-    crit = per_trial_sum(ops)
+    trials = len(simulated[0]) if simulated else len(base.samples_s)
+    crit = per_trial_sum(ops, sim.seed)
     rest = (base.samples_s if base_sim else base.step_s) if base is not None else comp
     return with_distribution(st, np.broadcast_to(rest + crit, (trials,)))

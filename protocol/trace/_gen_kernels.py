@@ -1,4 +1,4 @@
-"""Numba kernels of the fast trace generator (private; called only from :mod:`protocol.trace.generator`).
+"""Numba kernels of the fast trace generator (private; called from :mod:`protocol.trace.fast` and :mod:`.bitexact`).
 
 Coordinates (all int64):
 
@@ -27,6 +27,8 @@ from ._kernels import encode_records, put_record
 __all__: list[str] = []  # private module
 
 
+# Long on purpose: one compiled pass kept in one function (a split would cost a call or a scratch array per
+# iteration of the hot loop).
 @njit(cache=True)
 def group_pairs(pos, half_lanes, period, am_blocks, t_corr, decoder, hist, err_lane,
                 prim_s, prim_lane, heavy_pair, heavy_lo, heavy_hi, mark_pair, counters):
@@ -168,6 +170,8 @@ def _expand_cluster(keys, lanes, flags, s_end, out_off, out_lane, out_flag, hdr_
     return no, nh, nn
 
 
+# Long on purpose: one compiled pass kept in one function (a split would cost a call or a scratch array per
+# iteration of the hot loop).
 @njit(cache=True)
 def descramble_expand(prim_s, prim_lane, prim_flag, pend_key, pend_lane, pend_flag, s_end,
                       out_off, out_lane, out_flag, hdr_block, new_key, new_lane, new_flag):
@@ -353,6 +357,8 @@ def _pair_of_offset(o, period, am_blocks):
     return q * period + (0 if r < first else 1 + (r - first) // BLOCKS_PER_PAIR)
 
 
+# Long on purpose: one compiled pass kept in one function (a split would cost a call or a scratch array per
+# iteration of the hot loop).
 @njit(cache=True, nogil=True)
 def bypass_run(rng, scale, nxt, end, half_lanes, period, am_blocks, s_end, hist_out, lane_out,
                pend_key, pend_lane, pend_flag, out_off, out_lane, out_flag, hdr_block,

@@ -1,4 +1,4 @@
-"""Error traces of 800G / 1.6T links with the Clause 177 inner code concatenated with KP4 (issue 26).
+"""Error traces of 800G / 1.6T links with the Clause 177 inner code concatenated with KP4.
 
 The errors come from :class:`phy802.link.concat.ConcatLink` itself, batch by batch
 (:meth:`~phy802.link.concat.ConcatLink.batches`): the same seeds and the same cuts as
@@ -19,7 +19,7 @@ documented choices here, stated in the trace's ``inner`` metadata:
   ``10240 P``;
 * the **scrambler** is the 1 + x^39 + x^58 of 119.2.4.3 (Clause 172 keeps it [S]): a message bit
   wrong at scrambled position ``n`` reaches the payload as flips at ``n``, ``n + 39``, ``n + 58``
-  (the 400G generators' descrambler kernel, :class:`protocol.trace.generator._Expander`), and a
+  (the 400G generators' descrambler kernel, :class:`protocol.trace._base._Expander`), and a
   wrong header bit marks its block;
 * **marks**: a codeword KP4 flags uncorrectable marks its whole group (its 10-bit symbols are
   spread over all 80 blocks), and every block whose header bit is wrong after descrambling;
@@ -44,8 +44,9 @@ import numpy as np
 from phy802.clause119 import KP4_K, KP4_N
 
 from ..source import FLAG_MISCORRECTED
-from .file import LiveWindow, TraceWriter, encode_chunk
-from .generator import _Expander, _Scratch, merge_ranges
+from ._base import _Expander, _Scratch, merge_ranges
+from .format import TraceWriter, encode_chunk
+from .sources import LiveWindow
 
 __all__ = ["GROUP_STREAM_BITS", "GROUP_BLOCKS", "FORMAT_MINOR", "UNIT_STREAM_BITS", "codewords_for_line_bits",
            "generate_inner_trace", "payload_ber_ci95", "StreamBatch", "stream_batches", "ConcatLiveSource", "concat_fec"]
@@ -178,26 +179,11 @@ def stream_batches(link, n_codewords: int, seed, *, batch_groups: int | None = N
                           int(hdr.size), int(fg.size), int(s.size), int(np.asarray(res.miscorrected).size))
 
 
-def generate_inner_trace(path: str | Path, config, channel, *, n_codewords: int, seed: int, path_kind: str = "fast",
-                         batch_groups: int | None = None, progress: bool = False, theory: dict | None = None) -> dict:
-    """Write the payload error trace of ``n_codewords`` KP4 codewords of an 800G/1.6T link
-    (:class:`phy802.link.concat.ConcatConfig` ``config``, one :class:`phy802.channel.Pam4Awgn`
-    ``channel``) to ``path`` (format 2.1, ``TRACE_FORMAT.md``); returns the metadata.
-
-    ``path_kind``: the link's ``"fast"`` (data-free) or ``"exact"`` path; ``seed``: as
-    ``ConcatLink.run``.  ``theory``: optional closed-form values stored beside the counters."""
-    from phy802.link.concat import ConcatCounters, ConcatLink
-    from phy802.stats import clopper_pearson
-
-    if int(config.interleave) != X:
-        raise ValueError(f"800G/1.6T traces need interleave = {X} (the group of 80 257b blocks), "
-                         f"got {config.interleave!r}")
-    if isinstance(n_codewords, bool) or not isinstance(n_codewords, (int, np.integer)) or n_codewords <= 0:
-        raise ValueError(f"n_codewords must be a positive int, got {n_codewords!r}")
-    link = ConcatLink(config, channel, path=path_kind)
+def _inner_meta(config, channel, seed: int, path_kind: str) -> dict:
+    """The metadata an 800G/1.6T trace is written with, before generation: what was asked."""
     L = config.n_lanes
     mode = {"ieee": ("correct", True, False), "bypass": ("none", False, True)}[config.fec]
-    meta = {
+    return {
         "rate": config.rate,
         "n_lanes": L,
         "line_gbps": {"800G": 4, "1.6T": 8}[config.rate] * 212.5 * (128 / 120 if config.inner == "c177" else 1.0),
@@ -220,9 +206,105 @@ def generate_inner_trace(path: str | Path, config, channel, *, n_codewords: int,
                   "path": path_kind, "am": "none (the 802.3dj AM layout is [?])",
                   "scrambler": "1 + x^39 + x^58 (Clause 119/172)"},
     }
-    units = _UnitFlips()
-    total = ConcatCounters()
-    header_errors = marked_pairs = marked_bits = flips = dec_bits = miscorrected = 0
+
+
+class _InnerTally:
+    """What the batches of an 800G/1.6T trace add up to, beside the link's own counters."""
+
+    def __init__(self) -> None:
+        from phy802.link.concat import ConcatCounters
+
+        self.units = _UnitFlips()
+        self.total = ConcatCounters()
+        self.header_errors = self.marked_pairs = self.marked_bits = self.flips = 0
+        self.dec_bits = self.miscorrected = 0
+
+    def add(self, b) -> None:
+        self.total.merge(b.counters)
+        self.header_errors += b.header_errors
+        self.marked_pairs += 2 * b.flagged_groups
+        self.marked_bits += int((b.marks[:, 1] - b.marks[:, 0]).sum()) if b.marks.size else 0
+        self.flips += int(b.offsets.size)
+        self.units.add(b.offsets)
+        self.dec_bits += b.decoder_bit_errors
+        self.miscorrected += b.miscorrected
+
+
+def _inner_summary(config, t: _InnerTally, wall: float, inner: dict, theory: dict | None) -> dict:
+    """The metadata written after generation: the measured counters with their 95% intervals."""
+    from phy802.stats import clopper_pearson
+
+    c = t.total
+    c.seconds = wall
+    groups = c.codewords // X
+    stream_bits = groups * GROUP_STREAM_BITS
+    if groups % UNIT_GROUPS:  # ConcatLink runs whole batches of 3 groups
+        raise AssertionError(f"{groups} interleave groups is not a whole number of {UNIT_GROUPS}-group spans")
+    bad_units, flips_sq = t.units.finish()
+
+    def ci(k, n):
+        lo, hi = clopper_pearson(int(k), int(n))
+        return [float(lo), float(hi)]
+
+    hist = np.asarray(c.hist, np.int64)
+    with_err = int(hist[1:].sum())
+    bad = c.codeword_errors
+    meta_extra = {
+        "pairs": 2 * groups,
+        "line_bits": c.line_bits,
+        "pre_fec": {"bit_errors": c.line_bit_errors, "bits": c.line_bits,
+                    "ber": c.line_bit_errors / c.line_bits if c.line_bits else 0.0,
+                    "ber_ci95": ci(c.line_bit_errors, c.line_bits),
+                    "definition": "PAM4 slicer bit errors on the line (all hops), before the inner decoder"},
+        "post_fec": {"bit_errors": t.flips, "bits": stream_bits, "ber": t.flips / stream_bits if stream_bits else 0.0,
+                     # over 12-codeword spans: flips come in failed codewords (payload_ber_ci95)
+                     "ber_ci95": payload_ber_ci95(t.flips, stream_bits, bad_units, flips_sq),
+                     "ci_unit": f"{4 * UNIT_GROUPS}-codeword span ({UNIT_STREAM_BITS} payload-stream bits)",
+                     "marked_bits": t.marked_bits,
+                     "definition": "payload BER after the descrambler (flips / payload-stream bits)",
+                     "decoder_output": {"bit_errors": t.dec_bits, "bits": c.message_bits,
+                                        "ber": t.dec_bits / c.message_bits if c.message_bits else 0.0,
+                                        # over codewords: a KP4 failure delivers its wrong bits together
+                                        "ber_ci95": [c.rates()["post_fec_ber"].lo, c.rates()["post_fec_ber"].hi],
+                                        "ci_unit": "KP4 codeword",
+                                        "definition": "post-FEC BER at the KP4 decoder output (message bits "
+                                                      "before the descrambler) = link's post_fec_bit_errors"}},
+        "codewords": {"total": c.codewords, "with_errors": with_err,
+                      "corrected": max(0, with_err - c.uncorrected_codewords - t.miscorrected)
+                      if config.fec == "ieee" else 0,
+                      "uncorrectable": c.uncorrected_codewords, "miscorrected": t.miscorrected, "undetected": 0,
+                      "delivered_wrong": bad, "marked_pairs": t.marked_pairs,
+                      "symbol_error_hist": np.concatenate([hist[:63], [hist[63:].sum()]]).tolist()},
+        "am_bit_errors": 0,
+        "header_errors": t.header_errors,
+        "wall_s": wall,
+    }
+    meta_extra["inner"] = dict(inner, counters=c.as_dict(),
+                               rates={k: v.as_dict() for k, v in c.rates().items()},
+                               **({"theory": theory} if theory is not None else {}))
+    if t.dec_bits != c.post_fec_bit_errors:  # the flips are the link's post-FEC bit errors, by construction
+        raise AssertionError(f"trace holds {t.dec_bits} wrong message bits, the link counted {c.post_fec_bit_errors}")
+    return meta_extra
+
+
+def generate_inner_trace(path: str | Path, config, channel, *, n_codewords: int, seed: int, path_kind: str = "fast",
+                         batch_groups: int | None = None, progress: bool = False, theory: dict | None = None) -> dict:
+    """Write the payload error trace of ``n_codewords`` KP4 codewords of an 800G/1.6T link
+    (:class:`phy802.link.concat.ConcatConfig` ``config``, one :class:`phy802.channel.Pam4Awgn`
+    ``channel``) to ``path`` (format 2.1, ``TRACE_FORMAT.md``); returns the metadata.
+
+    ``path_kind``: the link's ``"fast"`` (data-free) or ``"exact"`` path; ``seed``: as
+    ``ConcatLink.run``.  ``theory``: optional closed-form values stored beside the counters."""
+    from phy802.link.concat import ConcatLink
+
+    if int(config.interleave) != X:
+        raise ValueError(f"800G/1.6T traces need interleave = {X} (the group of 80 257b blocks), "
+                         f"got {config.interleave!r}")
+    if isinstance(n_codewords, bool) or not isinstance(n_codewords, (int, np.integer)) or n_codewords <= 0:
+        raise ValueError(f"n_codewords must be a positive int, got {n_codewords!r}")
+    link = ConcatLink(config, channel, path=path_kind)
+    meta = _inner_meta(config, channel, seed, path_kind)
+    tally = _InnerTally()
     encode_chunk(0, 1, [], [], [])  # load the compiled kernels outside the timed run
     t0 = time.perf_counter()
     from phy802._output import progress as bar
@@ -230,68 +312,10 @@ def generate_inner_trace(path: str | Path, config, channel, *, n_codewords: int,
     with TraceWriter(path, meta) as w, bar(total=int(n_codewords), desc="trace generate", unit="codeword", enable=progress) as pb:
         for b in stream_batches(link, int(n_codewords), seed, batch_groups=batch_groups):
             w.write_chunk(b.start, b.end, b.offsets, b.lanes, b.flags, b.marks)
-            ctr = b.counters
-            total.merge(ctr)
-            header_errors += b.header_errors
-            marked_pairs += 2 * b.flagged_groups
-            marked_bits += int((b.marks[:, 1] - b.marks[:, 0]).sum()) if b.marks.size else 0
-            flips += int(b.offsets.size)
-            units.add(b.offsets)
-            dec_bits += b.decoder_bit_errors
-            miscorrected += b.miscorrected
-            pb.update(ctr.codewords)
+            tally.add(b)
+            pb.update(b.counters.codewords)
         wall = time.perf_counter() - t0
-        total.seconds = wall
-        groups = total.codewords // X
-        stream_bits = groups * GROUP_STREAM_BITS
-        if groups % UNIT_GROUPS:  # ConcatLink runs whole batches of 3 groups
-            raise AssertionError(f"{groups} interleave groups is not a whole number of {UNIT_GROUPS}-group spans")
-        bad_units, flips_sq = units.finish()
-
-        def ci(k, n):
-            lo, hi = clopper_pearson(int(k), int(n))
-            return [float(lo), float(hi)]
-
-        c = total
-        hist = np.asarray(c.hist, np.int64)
-        with_err = int(hist[1:].sum())
-        bad = c.codeword_errors
-        meta_extra = {
-            "pairs": 2 * groups,
-            "line_bits": c.line_bits,
-            "pre_fec": {"bit_errors": c.line_bit_errors, "bits": c.line_bits,
-                        "ber": c.line_bit_errors / c.line_bits if c.line_bits else 0.0,
-                        "ber_ci95": ci(c.line_bit_errors, c.line_bits),
-                        "definition": "PAM4 slicer bit errors on the line (all hops), before the inner decoder"},
-            "post_fec": {"bit_errors": flips, "bits": stream_bits, "ber": flips / stream_bits if stream_bits else 0.0,
-                         # over 12-codeword spans: flips come in failed codewords (payload_ber_ci95)
-                         "ber_ci95": payload_ber_ci95(flips, stream_bits, bad_units, flips_sq),
-                         "ci_unit": f"{4 * UNIT_GROUPS}-codeword span ({UNIT_STREAM_BITS} payload-stream bits)",
-                         "marked_bits": marked_bits,
-                         "definition": "payload BER after the descrambler (flips / payload-stream bits)",
-                         "decoder_output": {"bit_errors": dec_bits, "bits": c.message_bits,
-                                            "ber": dec_bits / c.message_bits if c.message_bits else 0.0,
-                                            # over codewords: a KP4 failure delivers its wrong bits together
-                                            "ber_ci95": [c.rates()["post_fec_ber"].lo, c.rates()["post_fec_ber"].hi],
-                                            "ci_unit": "KP4 codeword",
-                                            "definition": "post-FEC BER at the KP4 decoder output (message bits "
-                                                          "before the descrambler) = link's post_fec_bit_errors"}},
-            "codewords": {"total": c.codewords, "with_errors": with_err,
-                          "corrected": max(0, with_err - c.uncorrected_codewords - miscorrected)
-                          if config.fec == "ieee" else 0,
-                          "uncorrectable": c.uncorrected_codewords, "miscorrected": miscorrected, "undetected": 0,
-                          "delivered_wrong": bad, "marked_pairs": marked_pairs,
-                          "symbol_error_hist": np.concatenate([hist[:63], [hist[63:].sum()]]).tolist()},
-            "am_bit_errors": 0,
-            "header_errors": header_errors,
-            "wall_s": wall,
-        }
-        meta_extra["inner"] = dict(meta["inner"], counters=c.as_dict(),
-                                   rates={k: v.as_dict() for k, v in c.rates().items()},
-                                   **({"theory": theory} if theory is not None else {}))
-        if dec_bits != c.post_fec_bit_errors:  # the flips are the link's post-FEC bit errors, by construction
-            raise AssertionError(f"trace holds {dec_bits} wrong message bits, the link counted {c.post_fec_bit_errors}")
-        w.meta.update(meta_extra)
+        w.meta.update(_inner_summary(config, tally, wall, meta["inner"], theory))
     return dict(w.meta)
 
 
@@ -325,7 +349,7 @@ class ConcatLiveSource(LiveWindow):
     interleave groups (default: the link's, 30000 on the fast path = 614.4 Mbit of stream, 300 on
     the exact path).  The trace's last batch, cut to its length, is drawn with another layout and
     differs; a trace of a whole number of batches equals this source over all of it.  Offsets
-    depend only on the cursor (:class:`~protocol.trace.file.LiveWindow`).
+    depend only on the cursor (:class:`~protocol.trace.sources.LiveWindow`).
 
     Parameters
     ----------

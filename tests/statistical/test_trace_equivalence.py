@@ -23,7 +23,9 @@ import pytest
 from scipy import stats as sps
 
 from phy802.stats import clopper_pearson
-from protocol.trace.generator import BitExactGenerator, FastGenerator, GeneratorConfig
+from protocol.trace.bitexact import BitExactGenerator
+from protocol.trace.config import GeneratorConfig
+from protocol.trace.fast import FastGenerator
 
 ALPHA = 1e-3
 BER = 2e-3

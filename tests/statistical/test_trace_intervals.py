@@ -1,6 +1,6 @@
 """Coverage of the clustered post-FEC intervals of 400G/200G traces (``phy802 trace generate``):
 ``post_fec.ber_ci95`` (payload flips) and ``post_fec.decoder_output.ber_ci95`` (decoder-output
-message bits), both over codeword pairs (``protocol.trace.generator.CI_UNIT``), not bits.
+message bits), both over codeword pairs (``protocol.trace.config.CI_UNIT``), not bits.
 
 As in ``test_concat_intervals.py``: over R independent fixed-seed traces, count the 95% intervals
 that hold the BER pooled over all R and apply the exact two-sided binomial test of coverage = 0.95

@@ -1,4 +1,4 @@
-"""The calibration's richer structure (issue 22 item 3): NCCL's table refitted per algorithm (a
+"""The calibration's richer structure: NCCL's table refitted per algorithm (a
 latency shift and a bandwidth factor each) and a sustained bus-bandwidth ceiling; hand-computed
 cases for each, the calibration file round trip, and the held-out goal on the public runs whose
 shape two constants cannot follow."""

@@ -1,7 +1,7 @@
 """The model against real public nccl-tests runs kept in tests/data/nccl/ (each file's header says where
 it comes from and what of its cluster is stated or inferred), before any calibration.
 
-Goal (issue 22, item 3): within 1.5x at every size on a healthy H100 InfiniBand cluster, within 2x on
+Goal: within 1.5x at every size on a healthy H100 InfiniBand cluster, within 2x on
 RoCE clusters of other GPU generations.  The healthy runs here are A100 ones (RoCE and InfiniBand HDR);
 the Hopper NDR run (nccl issue 1244) is one its poster reports as below expectation, so it is held to
 the 2x bound only, and none of these tests stands for the 1.5x H100 goal (no public healthy H100 IB

@@ -80,7 +80,7 @@ def test_channels_used_grow_with_size():
 
 def test_held_out_sizes_after_calibration():
     # every other size from 8 KB up held out, the rest fitted: held-out sizes within 1.2x on these runs
-    # (not on NVL72, 1.21, nor issue 232's, 1.46: see docs/cluster.md)
+    # (not on NVL72, 1.21, nor nccl-tests issue 232's, 1.46: see docs/cluster.md)
     for name in ("i152_a100_hdr_2n_allreduce.csv", "nccl1244_h20_ndr_2n_allreduce_default.csv",
                  "gcp_a3mega_h100_tcpxo_2n_allreduce.csv",
                  "i290_h100_1n_allreduce.csv", "i290_h100_ndr_2n_allreduce_default.csv",

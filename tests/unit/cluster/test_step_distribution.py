@@ -18,7 +18,7 @@ def _log(buckets):
 
 
 def _samples(op, nbytes, c):
-    return st._op_time_cached(op, nbytes, c, None, st.SIM_TRIALS, st.SIM_SEED).samples_s
+    return st._op_time_cached(op, nbytes, c, None, st.DEFAULT_SIM.trials, st.DEFAULT_SIM.seed).samples_s
 
 
 # a short RTO (4.096 us x 2^4 = 66 us) keeps every trial's delays far below a second
@@ -33,7 +33,7 @@ def test_ber0_is_the_deterministic_step():
 def test_quantiles_ordered_and_the_mean_inside():
     s = step_time(synthetic_ddp_log(10**8, world_size=32), C, compute_s=1e-4)
     a = s.samples_s
-    assert a is not None and a.shape == (st.SIM_TRIALS,) and np.all(np.isfinite(a))
+    assert a is not None and a.shape == (st.DEFAULT_SIM.trials,) and np.all(np.isfinite(a))
     assert a.min() <= s.p50_s <= s.p99_s <= s.p999_s <= a.max()
     assert a.min() <= s.step_s <= a.max() and s.step_s == pytest.approx(a.mean(), rel=1e-12)
     assert s.p999_s > s.p50_s  # losses happen: the distribution has a spread
@@ -90,3 +90,37 @@ def test_repeated_collectives_are_independent_draws():
     ten = step_time(_log([2_000_000] * 10), C, compute_s=comp).samples_s
     ratio = ten.std() / one.std()
     assert 2.0 < ratio < 5.0
+
+
+def test_simulation_settings_are_an_argument_not_module_state():
+    """The trials and seed of the loss-recovery simulation are a frozen SimSettings passed to step_time
+    (before, module globals SIM_TRIALS / SIM_SEED, set from outside by the tradeoff command)."""
+    log = synthetic_ddp_log(10**8, world_size=32)
+    a = step_time(log, C, compute_s=1e-4, sim=st.SimSettings(trials=30, seed=4))
+    assert a.samples_s.shape == (30,)
+    assert step_time(log, C, compute_s=1e-4, sim=st.SimSettings(trials=30, seed=4)).step_s == a.step_s
+    b = step_time(log, C, compute_s=1e-4, sim=st.SimSettings(trials=30, seed=5))
+    assert not np.array_equal(a.samples_s, b.samples_s)  # the seed reaches the simulation
+    assert step_time(log, C, compute_s=1e-4).samples_s.shape == (st.DEFAULT_SIM.trials,)
+    with pytest.raises(ValueError, match="SimSettings.trials"):
+        st.SimSettings(trials=-1)
+
+
+def test_the_tradeoff_command_leaves_the_library_defaults_alone(tmp_path, capsys):
+    """``phy802 tradeoff --trials 20 --seed 3`` used to set the step-time module's globals, so every
+    later step_time in the same process ran 20 trials from seed 3; now it passes its settings."""
+    import json
+
+    from phy802.cli import main
+
+    d = tmp_path / "exp"
+    d.mkdir()
+    curve = [[s, 4.0 - 2.0 * (s / 300) ** 0.5] for s in range(0, 301, 50)]
+    rows = [dict(parallel="ddp", ber=0.0, guard="-", evals=curve, final_val_loss=2.0),
+            dict(parallel="ddp", ber=1e-6, guard="exponent_protection", evals=curve, final_val_loss=2.0)]
+    (d / "results.json").write_text(json.dumps({"meta": {"fec": "bypass", "world_size": 2}, "rows": rows}))
+    assert main(["tradeoff", "--results", str(d), "--out", str(tmp_path / "o"), "--ranks", "16",
+                 "--modes", "kp4:ieee,kp4:bypass", "--trials", "20", "--seed", "3"]) == 0
+    capsys.readouterr()
+    s = step_time(synthetic_ddp_log(10**8, world_size=32), C, compute_s=1e-4)
+    assert s.samples_s.shape == (st.DEFAULT_SIM.trials,)

@@ -1,4 +1,4 @@
-"""What a newcomer trips over in the first hour (issue 27): each small defect seen, with its test."""
+"""What a newcomer trips over in the first hour: each small defect seen, with its test."""
 
 from __future__ import annotations
 

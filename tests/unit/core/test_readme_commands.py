@@ -1,5 +1,5 @@
 """Every command in the ```bash blocks of the README and of every docs/*.md page runs as written and
-exits 0 (issues 15, 27).
+exits 0.
 
 Each page's commands run in page order in one scratch folder of that page (so ``trace info t.trace``
 finds the trace the line before wrote; a page never relies on another page's files), with ``phy802`` =
@@ -246,7 +246,7 @@ def _canon(quoted: str) -> str:
 def missing_numbers(readme_text: str, report_text: str) -> list[str]:
     """The answer's numbers that are not a number of the report rounded to the digits the answer
     quotes: ``+0.02`` is ``0.02279`` to two decimals, while ``0.023`` is not ``0.02381`` (a substring
-    test let that stale answer pass, issue 27); signs are not compared."""
+    test let that stale answer pass); signs are not compared."""
     printed = NUMBER.findall(report_text)
     missing = []
     for n in answer_numbers(readme_text):

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from phy802.cli import main
-from phy802.fec.tail import generator_channel
+from phy802.telemetry.fit import generator_channel
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -88,7 +88,7 @@ def dj_trace(tmp_path_factory):
 
 def _retrailer(src: Path, dst: Path, edit) -> Path:
     """``src`` with its metadata edited and the trailer's CRC recomputed (what a tamperer does)."""
-    from protocol.trace.file import _TRAILER_BYTES, TRAILER_MAGIC
+    from protocol.trace.format import _TRAILER_BYTES, TRAILER_MAGIC
 
     data = src.read_bytes()
     tr = data[-_TRAILER_BYTES:]

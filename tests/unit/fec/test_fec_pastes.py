@@ -9,7 +9,7 @@ import json
 import pytest
 
 from phy802.cli import main
-from phy802.fec.telemetry import TelemetryError, parse_telemetry
+from phy802.telemetry.parsers import TelemetryError, parse_telemetry
 
 LINK = ["link", "--code", "kp4", "--fec", "ieee", "--ber", "2e-4", "--pairs", "64", "--seed", "1", "--level",
         "codeword", "--bins", "0,1-3,4-15"]

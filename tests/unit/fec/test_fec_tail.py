@@ -1,4 +1,4 @@
-"""FEC bin histograms (phy802.fec.bins) and tail fits (phy802.fec.tail, ``phy802 fec tail``): issue 14.
+"""FEC bin histograms (phy802.telemetry.bins) and tail fits (phy802.telemetry.fit, ``phy802 fec tail``).
 
 Statistical tests use fixed seeds and the fits' own 95% intervals / test statistics.
 """
@@ -10,8 +10,9 @@ import pytest
 
 from phy802 import theory
 from phy802.cli import main
-from phy802.fec.bins import FecHistogram, parse_edges, parse_histogram_text, read_histogram
-from phy802.fec.tail import CODES, fit_histogram, generator_channel, model_pmf, sample_histogram
+from phy802.telemetry.bins import FecHistogram, parse_edges
+from phy802.telemetry.parsers import parse_histogram_text, read_histogram
+from phy802.telemetry.fit import CODES, fit_histogram, generator_channel, model_pmf, sample_histogram
 
 KP4 = CODES["kp4"]
 GE = {"p_gb": 1e-3, "p_bg": 0.1, "e_g": 1e-5, "e_b": 0.02}

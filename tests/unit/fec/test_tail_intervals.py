@@ -1,4 +1,4 @@
-"""GE intervals (issue 25): the projected likelihood region's coverage, the margin at e_b's boundary,
+"""GE intervals: the projected likelihood region's coverage, the margin at e_b's boundary,
 and a 64-port switch ranked within the issue's minute."""
 
 from __future__ import annotations
@@ -11,9 +11,10 @@ import numpy as np
 import pytest
 from scipy.stats import binomtest
 
-from phy802.fec import tail as T
-from phy802.fec.tail import CODES, fit_histogram, fit_ports, model_pmf, rank_ports, sample_histogram
-from phy802.fec.telemetry import difference, read_telemetry
+from phy802.telemetry import fit as T
+from phy802.telemetry.fit import CODES, fit_histogram, model_pmf, sample_histogram
+from phy802.telemetry.ports import fit_ports, rank_ports
+from phy802.telemetry.parsers import difference, read_telemetry
 
 KP4 = CODES["kp4"]
 GE = {"p_gb": 1e-3, "p_bg": 0.1, "e_g": 1e-5, "e_b": 0.02}  # bench_tail.py's "GE e_b 0.02" channel

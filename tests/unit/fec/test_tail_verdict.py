@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from phy802.cli import main
-from phy802.fec.bins import FecBin, FecHistogram
-from phy802.fec.tail import CODES, fit_histogram
+from phy802.telemetry.bins import FecBin, FecHistogram
+from phy802.telemetry.fit import CODES, fit_histogram
 
 ROOT = Path(__file__).resolve().parents[3]
 SONIC = ROOT / "vectors" / "fec_hist" / "sonic_public_sample.out"
@@ -126,7 +126,7 @@ def test_gof_level_range(level, capsys):
 
 
 def test_from_fit_refuses_an_unfitted_best_unless_named():
-    from phy802.fec.tail import generator_channel
+    from phy802.telemetry.fit import generator_channel
 
     fit = fit_histogram(_hump(), KP4, models=("binomial", "dfe"), bootstrap=0).as_dict()
     fit = json.loads(json.dumps(fit, allow_nan=False))  # as FIT.json holds it

@@ -1,5 +1,5 @@
-"""Real telemetry in ``phy802 fec tail`` (issue 25; reader items of issues 27/28): every shape of
-../shared/reference/telemetry_notes.md from one known histogram, snapshots, a switch at a time,
+"""Real telemetry in ``phy802 fec tail``: every shape the readers take (ethtool JSON and text, YNL,
+SONiC, CSV) from one known histogram, snapshots, a switch at a time,
 SONiC's baseline, and bad input (exit 2 naming file, field/line and value)."""
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ import pytest
 
 from phy802 import theory
 from phy802.cli import main
-from phy802.fec.bins import FecBin, FecHistogram, read_histogram
-from phy802.fec.tail import CODES, fit_histogram, fmt_interval, model_pmf, sample_histogram, sonic_baseline
-from phy802.fec.telemetry import (TelemetryError, detect_format, difference, parse_telemetry, read_telemetry)
+from phy802.telemetry.bins import FecBin, FecHistogram
+from phy802.telemetry.fit import CODES, fit_histogram, fmt_interval, model_pmf, sample_histogram, sonic_baseline
+from phy802.telemetry.parsers import (TelemetryError, read_histogram, detect_format, difference, parse_telemetry, read_telemetry)
 
 ROOT = Path(__file__).resolve().parents[3]
 VEC = ROOT / "vectors" / "fec_hist"
@@ -147,7 +147,7 @@ def test_switch_snapshots_difference_and_table(capsys):
     assert m == sorted(m)
     truth = {x["port"]: x for x in json.loads((VEC / "example_switch64_truth.json").read_text())["ports"]}
     # the three ports with the least true margin are among the five ranked worst
-    from phy802.fec.tail import _margin
+    from phy802.telemetry.fit import _margin
 
     true_m = {k: _margin(v["model"], v["params"], KP4, 1e-13) for k, v in truth.items()}
     worst_true = sorted(true_m, key=true_m.get)[:3]
@@ -208,7 +208,7 @@ def test_baseline_is_in_the_text_and_json(capsys):
     ("ge", {"p_gb": 1e-3, "p_bg": 0.1, "e_g": 1e-5, "e_b": 0.02}), ("ge", {"p_gb": 0.2, "p_bg": 0.3, "e_g": 0.01, "e_b": 1.0})])
 @pytest.mark.parametrize("code", ["kp4", "kr4", "rs272"])
 def test_fast_codeword_law_equals_the_step_by_step_dp(model, params, code):
-    from phy802.fec.tail import _reference_pmf
+    from phy802.telemetry.fit import _reference_pmf
 
     c = CODES[code]
     a, b = model_pmf(model, params, c), _reference_pmf(model, params, c)
@@ -219,13 +219,13 @@ def test_fast_codeword_law_equals_the_step_by_step_dp(model, params, code):
 
 
 def test_compiled_margin_equals_the_reference_root():
-    from phy802.fec.tail import _margin, _margin_reference
+    from phy802.telemetry.fit import _margin, _margin_reference
 
     for model, p in (("dfe", {"ser": 2e-4, "pb": 0.5}), ("ge", {"p_gb": 1e-3, "p_bg": 0.1, "e_g": 1e-5, "e_b": 0.02})):
         assert _margin(model, p, KP4, 1e-13) == pytest.approx(_margin_reference(model, p, KP4, 1e-13), rel=1e-5)
 
 
-# ------------------------------------------------------------------------------ output precision (issue 27)
+# ------------------------------------------------------------------------------ output precision
 
 
 def test_intervals_print_with_the_precision_of_their_value(capsys):
@@ -254,7 +254,7 @@ def test_every_file_named_in_the_tail_help_exists(capsys):
     assert "example_kp4_hist.json" not in capsys.readouterr().out
 
 
-# ------------------------------------------------------------------------------ bad input (issues 25, 28)
+# ------------------------------------------------------------------------------ bad input
 
 _HIST = '"hist": [{"bin_low": 0, "bin_high": 0, "total": 10}, {"bin_low": 1, "bin_high": 1, "total": 2}]'
 
@@ -406,8 +406,8 @@ def test_the_public_sonic_sample_reads_and_is_ranked_clean(capsys):
 def test_fisher_scoring_refits_reach_the_nelder_mead_optimum_for_dfe_and_ge_keeps_nelder_mead():
     """The bootstrap's fast refit (dfe) lands where scipy's Nelder-Mead algorithm does, replicate by
     replicate; ge (flat directions, where Fisher scoring narrowed the intervals) keeps Nelder-Mead."""
-    from phy802.fec import tail as T
-    from phy802.fec._tail_kernels import _cell_probs, _nll_probs, lm_refit, nelder_mead
+    from phy802.telemetry import fit as T
+    from phy802.telemetry._kernels import _cell_probs, _nll_probs, lm_refit, nelder_mead
 
     h = sample_histogram("dfe", {"ser": 2e-4, "pb": 0.5}, KP4, 10**8, np.random.default_rng(8))
     d = T._data(h, 15)

@@ -1,4 +1,4 @@
-"""A table of bad command lines (issue 12 items 3, 4, 5, 8): each exits 2 with exactly one line on
+"""A table of bad command lines: each exits 2 with exactly one line on
 stderr, no traceback, and leaves every pre-existing file in the working folder untouched."""
 
 from __future__ import annotations
@@ -188,7 +188,7 @@ def test_internal_error_is_one_line_and_exit_3(monkeypatch, capsys):
     assert "Traceback" in capsys.readouterr().err
 
 
-# ----------------------------------------------------------------------------- issue 28 item 16
+# ----------------------------------------------------------------------------- options that contradict
 
 @pytest.mark.parametrize("argv,flags", [
     (["link", "--code", "none", "--fec", "ieee"], ("--code none", "--fec ieee")),

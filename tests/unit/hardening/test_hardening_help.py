@@ -1,4 +1,4 @@
-"""Every option of the commands hardened in issue 12 has help text that states its default (the
+"""Every option of the hardened commands (link, sweep, trace, fec, theory, ...) has help text that states its default (the
 contract: every option has help text stating its default and unit), and every action a description."""
 
 from __future__ import annotations

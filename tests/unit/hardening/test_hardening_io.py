@@ -1,4 +1,4 @@
-"""Atomic files and output sets (phy802._io, issue 12 item 7): nothing half-written, no temporary
+"""Atomic files and output sets (phy802._io): nothing half-written, no temporary
 files left on any exit path (exception, SIGTERM), normal permissions, foreign data never touched."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Property tests of every text/binary input parser (issue 12 items 5, 6, 8): valid content round-trips,
+"""Property tests of every text/binary input parser: valid content round-trips,
 anything else raises the parser's own ValueError subclass naming the file, never another exception."""
 
 from __future__ import annotations

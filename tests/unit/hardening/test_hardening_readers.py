@@ -36,7 +36,7 @@ def rs272_trace(tmp_path_factory):
 
 def _with_meta(src: Path, dst: Path, edit) -> None:
     """A copy of the v2 trace ``src`` whose metadata ``edit(meta)`` changed (CRC kept valid)."""
-    from protocol.trace.file import TRAILER_MAGIC, _TRAILER_BYTES
+    from protocol.trace.format import _TRAILER_BYTES, TRAILER_MAGIC
 
     data = src.read_bytes()
     tr = data[-_TRAILER_BYTES:]

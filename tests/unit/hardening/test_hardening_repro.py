@@ -1,4 +1,4 @@
-"""Reproducibility and strict JSON (issue 12 items 3 and 9): every ``--json`` output is strict JSON
+"""Reproducibility and strict JSON: every ``--json`` output is strict JSON
 (no NaN/Infinity) with all wall-clock fields under one top-level ``timing`` key, and two runs with
 the same ``--seed`` print the same document outside ``timing``."""
 

@@ -1,4 +1,4 @@
-"""Property tests of the CLI's validating argument types (phy802.cli._common, issue 12)."""
+"""Property tests of the CLI's validating argument types (phy802.cli._common)."""
 
 from __future__ import annotations
 

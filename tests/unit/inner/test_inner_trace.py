@@ -1,4 +1,4 @@
-"""``phy802 trace generate --rate 800G|1.6T --inner ...`` (issue 26): the trace's counters equal
+"""``phy802 trace generate --rate 800G|1.6T --inner ...``: the trace's counters equal
 ``phy802 link``'s on the same seed, its flips and marks equal an independent numpy construction
 from the link's residual errors, its statistics lie inside 95% Clopper-Pearson intervals around
 the closed forms of phy802.theory_inner (fixed seeds), and bad requests exit 2."""

@@ -1,4 +1,4 @@
-"""The low-latency RS(272,257+1) framing in the PCS (issue 10): TX -> lanes -> RX, with galois as
+"""The low-latency RS(272,257+1) framing in the PCS: TX -> lanes -> RX, with galois as
 the RS oracle and the KP4 transmitter as the oracle of the round robin."""
 
 import numpy as np

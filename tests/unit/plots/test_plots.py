@@ -100,7 +100,8 @@ def test_trace_meta_carries_both_post_fec_bers(tmp_path, code, fec, ber):
 
 
 def test_trace_decoder_errors_same_on_fused_and_general_bypass_paths():
-    from protocol.trace.generator import FastGenerator, GeneratorConfig
+    from protocol.trace.config import GeneratorConfig
+    from protocol.trace.fast import FastGenerator
 
     counts = []
     for fused in (True, False):
@@ -112,7 +113,8 @@ def test_trace_decoder_errors_same_on_fused_and_general_bypass_paths():
 
 
 def test_trace_decoder_errors_bitexact_matches_bypass_identity():
-    from protocol.trace.generator import BitExactGenerator, GeneratorConfig
+    from protocol.trace.bitexact import BitExactGenerator
+    from protocol.trace.config import GeneratorConfig
 
     g = BitExactGenerator(GeneratorConfig("400G", "bypass", 2e-4), 5)
     g.next_chunk(300)

@@ -1,4 +1,4 @@
-"""PRBS13Q/PRBS31Q default seeds (issue 14) checked against the IEEE 802.3 COM reference script.
+"""PRBS13Q/PRBS31Q default seeds checked against the IEEE 802.3 COM reference script.
 
 COM's ``PRBS13Q`` (LFSR taps [13 12 2 1], seed [0 0 0 0 0 1 0 1 0 1 0 1 1]) was run in Octave by
 the public repository tbermen/SiCoPR, whose tests pin its output: the first and last 32 symbols,

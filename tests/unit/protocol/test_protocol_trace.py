@@ -32,7 +32,8 @@ def _all(reader):
 
 
 def test_round_trip_matches_the_generator(trace_path):
-    from protocol.trace.generator import FastGenerator, GeneratorConfig
+    from protocol.trace.config import GeneratorConfig
+    from protocol.trace.fast import FastGenerator
 
     from protocol.trace import shard_seed
 

@@ -5,7 +5,10 @@ import pytest
 
 from protocol.framing import PAIR_LINE_BITS, data_blocks_before, get_rate
 from protocol.source import FLAG_MISCORRECTED
-from protocol.trace.generator import BitExactGenerator, FastGenerator, GeneratorConfig, lane_of_symbol, merge_ranges
+from protocol.trace._base import merge_ranges
+from protocol.trace.bitexact import BitExactGenerator
+from protocol.trace.config import GeneratorConfig, lane_of_symbol
+from protocol.trace.fast import FastGenerator
 
 MODES = ["bypass", "ieee", "detect_only", "correct_no_indication"]
 
@@ -260,7 +263,7 @@ def test_reference_scrambler_matches_the_pcs_and_multiplies_errors_by_three():
     assert np.flatnonzero(d != bits).tolist() == [1000, 1039, 1058]
 
 
-# --- rs272 (issue 10): a trace pair = two rs272 codeword pairs ---------------------------------
+# --- rs272: a trace pair = two rs272 codeword pairs ---------------------------------
 @pytest.mark.parametrize("rate", ["400G", "200G"])
 @pytest.mark.parametrize("fec", MODES)
 def test_rs272_fast_equals_bit_exact_on_the_same_line_errors(rate, fec):

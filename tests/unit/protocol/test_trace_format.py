@@ -128,8 +128,10 @@ def test_join_on_encoded_chunk_equals_encoding_the_joined_flips(seed, n, n_carry
     hits likewise, marks from the header hits.  Dense triples, lane changes, gaps around 58 bits
     and carried copies on the first block's header bit included; with few lanes, carried copies
     can change how the greedy encoder groups the head's flips into triples."""
-    from protocol.trace.file import _encode_flips, _join_first
-    from protocol.trace.generator import EncodedChunk, GeneratorConfig, TraceStats, chunk_marks
+    from protocol.trace.format import _encode_flips
+    from protocol.trace.sharded import _join_first
+    from protocol.trace._base import chunk_marks
+    from protocol.trace.config import EncodedChunk, GeneratorConfig, TraceStats
 
     cfg = GeneratorConfig("400G", "bypass", 1e-4)
     rng = np.random.default_rng(seed)
@@ -401,7 +403,7 @@ def test_a_failing_shard_reaches_the_caller_and_the_shards_waiting_on_it_give_up
     import multiprocessing
     import threading
 
-    import protocol.trace.file as T
+    import protocol.trace.sharded as T
 
     if multiprocessing.get_start_method() != "fork":
         pytest.skip("the injected failure reaches worker processes only when they are forked")
@@ -435,7 +437,7 @@ def test_a_failing_shard_reaches_the_caller_and_the_shards_waiting_on_it_give_up
 
 
 def test_batons_pass_the_offset_and_carry_once_and_stop_when_abandoned(tmp_path):
-    from protocol.trace.file import _await_baton, _pass_baton
+    from protocol.trace.sharded import _await_baton, _pass_baton
 
     d = str(tmp_path)
     start, carry = _await_baton(d, 0)  # shard 0 follows the header, with no carry
@@ -465,7 +467,7 @@ def test_a_shard_waiting_for_a_baton_gives_up_when_the_writer_dies(tmp_path):
         import signal, sys
         signal.alarm(90)  # a waiter that never gives up does not outlive a failed test by long
         sys.path.insert(0, {str(repo)!r})
-        from protocol.trace.file import _await_baton
+        from protocol.trace.sharded import _await_baton
         open({str(tmp_path / 'ready')!r}, "w").close()
         try:
             _await_baton({str(d)!r}, 3)
@@ -478,7 +480,7 @@ def test_a_shard_waiting_for_a_baton_gives_up_when_the_writer_dies(tmp_path):
         import os, subprocess, sys, time
         from pathlib import Path
         sys.path.insert(0, {str(repo)!r})
-        from protocol.trace.file import _hold_writer_lock
+        from protocol.trace.sharded import _hold_writer_lock
         lock = _hold_writer_lock(Path({str(d)!r}))
         subprocess.Popen([sys.executable, "-c", {waiter!r}], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         t = time.monotonic()

@@ -136,7 +136,7 @@ def test_fsdp_rows_use_the_fsdp_time_model(tmp_path):
 
 
 def test_cli_summary_reports_a_tie_as_a_tie(results, tmp_path, capsys):
-    """rs272/ieee and rs272/llr reach the target in the same modelled time (issue 27: the summary
+    """rs272/ieee and rs272/llr reach the target in the same modelled time (the summary
     named one of them, picked by row order): the text and --json list both and say tie."""
     args = ["tradeoff", "--cluster", "flat-ethernet", "--results", str(results), "--ranks", "64",
             "--modes", "kp4:ieee,rs272:ieee,rs272:llr,kp4:bypass"]

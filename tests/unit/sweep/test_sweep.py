@@ -108,7 +108,7 @@ def test_sweep_cli(tmp_path, capsys):
     assert (out / "sweep.csv").read_text().startswith("mode,code,fec,axis,x,")
     assert json.loads((out / "sweep.json").read_text())["points"][1]["codewords"] == obj["points"][1]["codewords"]
     assert (out / "ber_fer.png").read_bytes()[:4] == b"\x89PNG"
-    # a file merged with itself would double its counts: refused (issue 12)
+    # a file merged with itself would double its counts: refused
     assert main(["sweep", "--merge", str(out / "sweep.json"), str(out / "sweep.json"), "--json"]) == 2
     assert "given twice" in capsys.readouterr().err
     out2 = tmp_path / "o2"

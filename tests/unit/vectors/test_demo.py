@@ -62,7 +62,7 @@ def test_demo_quick_with_training(tmp_path, capsys):
         assert f"No **{m['mode']}** row at BER {m['ber']:g}: " in report
 
 
-# --- the report says what its numbers are (issue 27), on synthetic rows: no training needed ---------
+# --- the report says what its numbers are, on synthetic rows: no training needed ---------
 
 def _t(mode, ber, guard, vs_ref, **kw):
     return {"mode": mode, "ber": ber, "guard": guard, "vs_ref": vs_ref, "step_ms": 30.0, "phy_us": 0.0, **kw}

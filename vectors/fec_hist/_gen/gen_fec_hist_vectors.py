@@ -2,7 +2,7 @@
 
 One known histogram -- 1e9 KP4 codewords drawn (seed 25) from phy802's exact codeword law of the
 1-tap DFE model (PAM4 SER 2e-4, pb 0.5), one bin per corrected-symbol count 0..15, split over 4
-lanes -- written in every shape ``phy802.fec.telemetry`` reads; and a 64-port SONiC switch (two
+lanes -- written in every shape ``phy802.telemetry.parsers`` reads; and a 64-port SONiC switch (two
 ``portstat -fh`` snapshots, 600 s apart in the story) with a known channel per port.
 Run: ``python vectors/fec_hist/_gen/gen_fec_hist_vectors.py [OUTDIR]`` (tests check the files are reproduced).
 """
@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT))
 
 from phy802 import theory  # noqa: E402
-from phy802.fec.tail import CODES, sample_histogram  # noqa: E402
+from phy802.telemetry.fit import CODES, sample_histogram  # noqa: E402
 
 OUT = Path(sys.argv[1]) if len(sys.argv) > 1 else ROOT / "vectors" / "fec_hist"
 KP4 = CODES["kp4"]
@@ -80,7 +80,7 @@ def shapes() -> None:
 
 
 def theory_fer() -> float:
-    from phy802.fec.tail import model_pmf
+    from phy802.telemetry.fit import model_pmf
 
     return model_pmf(KNOWN["model"], KNOWN["params"], KP4).fer
 
@@ -120,7 +120,7 @@ def switch() -> None:
         new = [x.count + y.count for x, y in zip(a.bins, b.bins)]
         old_rows.append([name, "U"] + [commas(v) for v in old])
         new_rows.append([name, "U"] + [commas(v) for v in new])
-        from phy802.fec.tail import model_pmf
+        from phy802.telemetry.fit import model_pmf
 
         truth.append({"port": name, "model": m, "params": p, "true_fer": float(f"{model_pmf(m, p, KP4).fer:.12g}")})
     write("example_switch64_portstat_t0.out", table(old_rows))
