@@ -1,7 +1,7 @@
 """The IEEE 802.3dj Clause 177 inner FEC: a (128,120) code for 200G-per-lane PAM4 links.
 
-Construction, as drafted (D0.1; ``shared/reference/dj_notes.md`` [S], Table 177-1 transcribed in
-public 802.3 contributions): 120 message bits = 60 PAM4 symbols.  The two bits that share a PAM4
+Construction, as drafted (D0.1 [S], Table 177-1 transcribed in public 802.3 contributions;
+sources in docs/800g.md): 120 message bits = 60 PAM4 symbols.  The two bits that share a PAM4
 symbol are XORed, ``m_xor(k) = m(2k) xor m(2k+1)``, k = 0..59; a systematic Hamming(68,60) gives
 8 parity bits ``p = m_xor . G (mod 2)`` with the 60 x 8 matrix :data:`G177`; the block is the 120
 message bits followed by ``p0 .. p7`` (128 bits, 64 PAM4 symbols).

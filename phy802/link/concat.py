@@ -1,6 +1,6 @@
 """800G / 1.6T links with the Clause 177 inner code concatenated with KP4.
 
-What is modelled (codeword level; ``shared/reference/dj_notes.md``):
+What is modelled (codeword level; the 802.3dj drafts as docs/800g.md cites them):
 
 * **Outer code**: RS(544,514) "KP4" [C], unchanged from 802.3bs; at 800G and 1.6T the PCS
   interleaves **X = 4** codewords [S] (``interleave``).  The stream is the X codewords' symbols

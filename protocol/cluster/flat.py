@@ -120,7 +120,7 @@ FEC_NAMES: tuple[str, ...] = MODE_NAMES  # ieee, correct_no_indication, detect_o
 class Cluster:
     """A cluster of ``ranks`` endpoints, one NIC each, on ``rate`` Ethernet links.
 
-    Defaults are typical values, tagged [I] in ``../shared/reference/tradeoff_notes.md`` sec. 3;
+    Defaults are typical values, inferred [I], not measured (docs/cluster.md);
     every latency can be set to 0.
 
     Parameters

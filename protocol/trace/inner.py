@@ -11,7 +11,7 @@ Stream coordinate (what a reader and the ``torch.distributed`` wrapper replay), 
 An interleave *group* of X = 4 KP4 codewords carries 4 x 514 x 10 = 20560 message bits = 80
 257b blocks = 20480 stream bits, i.e. two 400G "pairs" of 40 blocks; message symbol ``i`` of
 codeword ``x`` is stream symbol ``4 i + x`` (the round-robin distribution of 119.2.4.5, extended
-to X = 4 [S]).  The 802.3dj PCS details are **[?]** in ``shared/reference/dj_notes.md``; the
+to X = 4 [S]).  The 802.3dj PCS details are **[?]** (open in the drafts, docs/800g.md); the
 documented choices here, stated in the trace's ``inner`` metadata:
 
 * every 257b block is a data block and there are **no alignment markers** (the concatenated

@@ -16,9 +16,7 @@ from protocol.cluster.ncclfile import apply_calibration, calibrate, compare, rea
 from protocol.cluster.topology import preset
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "nccl"
-REF = Path(__file__).resolve().parents[4] / "shared" / "reference" / "nccl"
-if not REF.is_dir():
-    REF = Path("/work/shared/reference/nccl")
+REF = Path(__file__).resolve().parents[2] / "data" / "nccl"  # public runs copied in, sources in runs.json
 
 
 def test_sustained_ceiling_hand_computed():
@@ -65,7 +63,7 @@ def test_cluster_refuses_bad_per_algorithm_values():
 def _held_out_worst(name, kw, algo, k=2, structure="auto", folder=REF):
     f = folder / name
     if not f.exists():
-        pytest.skip(f"{f} not present")
+        pytest.fail(f"{f} is missing from tests/data/nccl")
     run = read_nccl_tests(f)
     c = preset("dgx-h100-ib", nodes=2, gpus_per_node=8, **kw)
     use = [i for i in range(len(run.bytes)) if i % k != k - 1]
@@ -107,7 +105,7 @@ def test_simpler_fit_kept_where_it_suffices():
 def test_calibration_file_round_trip(tmp_path, capsys):
     f = REF / "i290_h100_ndr_2n_allreduce_ring.csv"
     if not f.exists():
-        pytest.skip("shared/reference/nccl not present")
+        pytest.fail(f"{f} is missing from tests/data/nccl")
     out = tmp_path / "cal.json"
     assert main(["collective", "--nccl-tests", str(f), "--algo", "ring", "--calibrate", str(out), "--holdout", "2",
                  "--json"]) == 0

@@ -1,5 +1,5 @@
 """phy802 collective --nccl-tests: the text and CSV readers, strict refusals naming file, line and
-field, the public runs of shared/reference/nccl (ratios, the underperforming diagnosis), and
+field, the public runs of tests/data/nccl (ratios, the underperforming diagnosis), and
 --calibrate / --calibration."""
 
 import json
@@ -11,9 +11,7 @@ import pytest
 from phy802.cli import main
 from protocol.cluster.ncclfile import NcclTestsError, read_nccl_tests
 
-REF = Path(__file__).resolve().parents[4] / "shared" / "reference" / "nccl"
-if not REF.is_dir():
-    REF = Path("/work/shared/reference/nccl")
+REF = Path(__file__).resolve().parents[2] / "data" / "nccl"  # public runs copied in, sources in runs.json
 
 
 def _text(rows, *, ranks=16, hosts=("nodeA", "nodeB"), binary="all_reduce_perf", avg=True, extra_op=None):
@@ -82,7 +80,7 @@ def test_healthy_h100_run_is_within_1_5x(tmp_path, capsys):
 def test_public_runs(name, algo, under, capsys):
     f = REF / name
     if not f.exists():
-        pytest.skip("shared/reference/nccl not present")
+        pytest.fail(f"{f} is missing from tests/data/nccl")
     args = ["collective", "--nccl-tests", str(f), "--json"] + (["--algo", algo] if algo else [])
     if name.startswith("gcp"):
         args += ["--rate", "200G", "--transport", "roce"]
@@ -98,7 +96,7 @@ def test_public_runs(name, algo, under, capsys):
 def test_calibrate_and_reuse(tmp_path, capsys):
     f = REF / "i290_h100_ndr_2n_allreduce_default.csv"
     if not f.exists():
-        pytest.skip("shared/reference/nccl not present")
+        pytest.fail(f"{f} is missing from tests/data/nccl")
     cal = tmp_path / "cal.json"
     assert main(["collective", "--nccl-tests", str(f), "--calibrate", str(cal), "--holdout", "2", "--json"]) == 0
     d = json.loads(capsys.readouterr().out)

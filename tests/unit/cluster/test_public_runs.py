@@ -78,9 +78,7 @@ def test_headers_say_source_and_cluster():
         assert any(h.startswith(("# source", "# source_url")) and "http" in h for h in head), f
 
 
-REF = Path(__file__).resolve().parents[4] / "shared" / "reference" / "nccl"
-if not REF.is_dir():
-    REF = Path("/work/shared/reference/nccl")
+REF = Path(__file__).resolve().parents[2] / "data" / "nccl"  # public runs copied in, sources in runs.json
 
 
 def _best_worst_ratio(run, cluster, algo=None):
@@ -125,7 +123,7 @@ def test_two_constants_cannot_follow_these_runs(name, kw, algo, floor):
 
     f = REF / name
     if not f.exists():
-        pytest.skip("shared/reference/nccl not present")
+        pytest.fail(f"{f} is missing from tests/data/nccl")
     run = read_nccl_tests(f)
     assert _best_worst_ratio(run, preset("dgx-h100-ib", nodes=2, gpus_per_node=8, **kw), algo) > floor
 
@@ -136,5 +134,5 @@ def test_two_constants_do_follow_the_default_290_run():
 
     f = REF / "i290_h100_ndr_2n_allreduce_default.csv"
     if not f.exists():
-        pytest.skip("shared/reference/nccl not present")
+        pytest.fail(f"{f} is missing from tests/data/nccl")
     assert _best_worst_ratio(read_nccl_tests(f), preset("dgx-h100-ib", nodes=2, gpus_per_node=8)) < 1.15
