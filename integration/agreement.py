@@ -114,7 +114,7 @@ class FailureAgreement:
         the store key before it issues (:meth:`_note_loss`), so the look-up at completion
         (:meth:`_check_peer`) fails the sender at the same collective; a shadow there would redraw
         the link's whole error stream on the sending rank for nothing (it was about a fifth of the
-        wrapper's own CPU time per DDP step, issue 23).
+        wrapper's own CPU time per DDP step).
         """
         if not self._enabled or dst == self._rank:
             return

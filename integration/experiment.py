@@ -49,7 +49,7 @@ __all__ = ["ExperimentSpec", "run_experiment", "aggregate", "write_report", "tab
 _NUMERIC = ("final_val_loss", "delta_val_loss", "link_sd", "val_loss_replica_sd", "injected_noise", "injected_noise_step", "weight_dist_shadow",
             "replica_divergence", "flips", "nonfinite_events", "nonfinite_steps", "overflow_steps", "skipped_steps",
             "frames_lost", "frames_resent", "op_failures", "step_ms")
-#: ``ber_is``: which BER the number is (pre-FEC line BER or payload-stream BER; issue 23)
+#: ``ber_is``: which BER the number is (pre-FEC line BER or payload-stream BER)
 COLUMNS = ("parallel", "ber", "ber_is", "guard", "seeds") + _NUMERIC + ("failed_runs",)
 _FRAME_COLS = ("frames_lost", "frames_resent", "op_failures")
 
@@ -246,7 +246,7 @@ def aggregate(per_seed: list[dict]) -> list[dict]:
             if c == "link_sd":
                 row[c], row[c + "_ci95"] = (_link_sd(rs) if ber > 0 else math.nan), math.nan
                 continue
-            if c in _FRAME_COLS:  # rows from before issue 23 have no frame counters: 0
+            if c in _FRAME_COLS:  # rows written before frame counters existed: 0
                 row[c], row[c + "_ci95"] = _clustered([{**r, c: r.get(c, 0)} for r in rs], c)
                 continue
             row[c], row[c + "_ci95"] = _clustered([r for r in rs if c in r], c) if any(c in r for r in rs) \

@@ -1,4 +1,4 @@
-"""FSDP2 communication hooks that carry the ``phy802`` group's link errors (issue 23, item 4).
+"""FSDP2 communication hooks that carry the ``phy802`` group's link errors.
 
 For an FSDP2 model sharded over a stock group (e.g. NCCL, so that torch sees its own backend):
 ``install_fsdp_hooks(module, phy802_group)`` sets FSDP2's supported hooks

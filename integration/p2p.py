@@ -27,7 +27,7 @@ class PointToPoint:
         return pair[0] if src < dst else pair[1]
 
     def _queue_p2p(self, t: torch.Tensor) -> bool:
-        # issue 23: an isend/irecv is issued when it is called ("auto"); a deferred send left a
+        # an isend/irecv is issued when it is called ("auto"); a deferred send left a
         # pipeline stage idle and deadlocked an isend followed by a barrier on another group.
         # "always" keeps the old queue (issued as one coalesced group at the first wait) for tests.
         return self.config.batch_p2p == "always"

@@ -179,7 +179,7 @@ class SourceConfig:
     kind : str
         ``"generator"`` (default), ``"independent"`` or ``"trace"`` (``trace`` names the file).
         Always explicit: the kind fixes what ``ber`` means (:data:`BER_MEANING`), so it is never
-        chosen by whether an import works (issue 23: ``auto`` gave 6,252 vs 2,092 flips per 25 MiB
+        chosen by whether an import works (``auto`` gave 6,252 vs 2,092 flips per 25 MiB
         at the same ``--ber 1e-5``); a generator that does not import is an error.
     trace : str or None
         Path of a protocol-layer trace file (``kind="trace"``).

@@ -626,7 +626,7 @@ class _Evaluator:
                     q.copy_(p.full_tensor().detach())
 
     def _replica_divergence(self) -> float:
-        """max over ranks of ||w_rank - w_0|| / ||w_0||, one parameter at a time (no full copies)."""
+        """Max over ranks of ||w_rank - w_0|| / ||w_0||, one parameter at a time (no full copies)."""
         num = den = 0.0
         with torch.no_grad():
             for p in self.gpt.parameters():
@@ -901,7 +901,7 @@ def failed_when(step: int | None) -> str:
 
 def _frame_counts(merged: dict, parts: list, cfg: TrainConfig, failure: LinkFailure | None = None,
                   failed_step: int | None = None) -> dict[str, Any]:
-    """Frames lost / resent and failed ops of the run (all ranks) and per step, and which BER (issue 23)."""
+    """Frames lost / resent and failed ops of the run (all ranks) and per step, and which BER."""
     per_step: list[list[int]] = []
     for p in parts:
         prev = [0, 0]

@@ -1,4 +1,4 @@
-"""Issue 28's attack sweep: 1,000+ generated hostile command lines against phy802's writers and
+"""The attack sweep: 1,000+ generated hostile command lines against phy802's writers and
 readers, each run in-process in one arena folder (its own tmp folder: devices, FIFOs, sockets and
 links are made there, never at a system path).  Every attack must be refused; the sweep counts
 
@@ -413,7 +413,7 @@ CLOSED_STDIN = "<&-"
 
 
 def link_fec_attacks(arena: Path) -> list[tuple[str, list[str]]]:
-    """Issue 46's hostile inputs of the link engineer's readers: closed stdin, endless devices, FIFOs and
+    """The hostile inputs of the link engineer's readers: closed stdin, endless devices, FIFOs and
     link loops where a file is read, telemetry whose counters contradict each other or mix two commands'
     output, format names forced on the other shape, hex read as decimal, cut xxd pastes, tampered trace
     metadata, a --from-fit the trace generator cannot draw."""

@@ -347,7 +347,7 @@ def run(args: argparse.Namespace) -> int:
         make_link_source(cfg.replay.source, 0, 1)
     tmp = None if args.out else track_temp_dir("phy802-train-")
     try:
-        if args.out:  # built beside --out and swapped in whole (issue 28): never over the user's files
+        if args.out:  # built beside --out and swapped in whole: never over the user's files
             with output_set(args.out, "train") as stage:
                 r = run_training(cfg, timeout_s=args.timeout, out_dir=str(stage))
         else:

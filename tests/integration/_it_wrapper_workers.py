@@ -222,7 +222,7 @@ def _lossy_chain(rank: int, n: int, store: str):
 
 @_dumps_crash
 def pipeline_loss_worker(rank: int, n: int, store: str, out_dir: str) -> None:
-    """A 3-stage chain 0 -> 1 -> 2 whose first message is lost: stage 2 must fail promptly (issue 23)."""
+    """A 3-stage chain 0 -> 1 -> 2 whose first message is lost: stage 2 must fail promptly."""
     from integration.replay import LinkFailure
 
     g, x = _lossy_chain(rank, n, store)
@@ -253,7 +253,7 @@ def pipeline_loss_worker(rank: int, n: int, store: str, out_dir: str) -> None:
 
 @_dumps_crash
 def pipeline_stop_worker(rank: int, n: int, store: str, out_dir: str) -> None:
-    """Stage 1 loses its own receive 0 -> 1 while its receive from stage 2 is posted; stage 2 stops (issue 23)."""
+    """Stage 1 loses its own receive 0 -> 1 while its receive from stage 2 is posted; stage 2 stops."""
     from integration.replay import LinkFailure
 
     g, x = _lossy_chain(rank, n, store)
@@ -359,7 +359,7 @@ def backend_hooks_worker(rank: int, n: int, store: str, out_dir: str) -> None:
 
 @_dumps_crash
 def fsdp_hooks_worker(rank: int, n: int, store: str, out_dir: str) -> None:
-    """FSDP2 over a plain gloo group with the phy802 all-gather / reduce-scatter hooks (issue 23 item 4)."""
+    """FSDP2 over a plain gloo group with the phy802 all-gather / reduce-scatter hooks."""
     torch.set_num_threads(1)
     from torch.distributed.device_mesh import DeviceMesh
     from torch.distributed.fsdp import fully_shard

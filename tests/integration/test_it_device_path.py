@@ -1,4 +1,4 @@
-"""Issue 23: the CUDA receive path without host syncs, checked on CPU (``force_device_path``).
+"""The CUDA receive path without host syncs, checked on CPU (``force_device_path``).
 
 The device path keeps every sum and log value on the device until ``metrics``/``log`` is read;
 here it runs on CPU tensors and must give exactly what the host (numpy/Numba) path gives, without

@@ -1,4 +1,4 @@
-"""Regressions of issue 11 (defects 1-4): failures reach the caller, non-contiguous tensors, guards, noise metric."""
+"""Failures reach the caller, non-contiguous tensors, guards, noise metric."""
 
 import dataclasses
 import json
@@ -108,14 +108,14 @@ def test_injected_noise_metric():
     assert Metrics.injected_noise({"perturbation_sq": {"g": math.inf}, "signal_sq": {"g": 1.0}}) == math.inf
 
 
-# ---------------------------------------------------------------- issue 23: undeliverable data fails the op
+# ---------------------------------------------------------------- undeliverable data fails the op
 from _it_wrapper_workers import lost_frames_worker  # noqa: E402
 
 
 @pytest.mark.parametrize("fec,ber,op", [("ieee", 1e-3, "allreduce"), ("bypass", 5e-2, "allreduce"),
                                         ("ieee", 1e-3, "broadcast"), ("ieee", 1e-3, "recv")])
 def test_lost_frames_make_the_op_raise_on_every_rank(fec, ber, op):
-    """Regression (issue 23): at stream BER 1e-3 in ieee mode all 1024 of 1024 frames were lost and
+    """Regression: at stream BER 1e-3 in ieee mode all 1024 of 1024 frames were lost and
     the tensor arrived bit-exact with 0 flips; bypass at 5e-2 gave 0 flips. Now the op raises
     LinkFailure (the rank that lost data at the op, its peer while waiting for it), later ops are
     refused, and the counters say why."""
@@ -206,7 +206,7 @@ def test_every_rank_fails_the_collective_that_lost_the_frame_whatever_the_look_u
 
 
 def test_a_lost_p2p_message_fails_every_pipeline_stage_well_before_the_timeout():
-    """Issue 23: in a 3-stage pipeline, a lost activation 0 -> 1 made stage 1 raise, and stage 2,
+    """In a 3-stage pipeline, a lost activation 0 -> 1 made stage 1 raise, and stage 2,
     waiting on stage 1's send that never came, failed only at the 20 s group timeout (a gloo recv
     Work has no future to poll). Now its wait polls the group's store and raises LinkFailure."""
     from _it_wrapper_workers import pipeline_loss_worker
@@ -224,7 +224,7 @@ def test_a_lost_p2p_message_fails_every_pipeline_stage_well_before_the_timeout()
 
 
 def test_a_stage_whose_own_receive_lost_frames_stops_waiting_on_a_stopped_stage():
-    """Issue 23: stage 1 of 0 -> 1 -> 2 lost its own receive 0 -> 1 with a receive from stage 2
+    """Stage 1 of 0 -> 1 -> 2 lost its own receive 0 -> 1 with a receive from stage 2
     posted (1F1B); stage 2 failed by the store and shut its groups down, as ``phy802 train`` does.
     Stage 1, in error by its own loss, kept waiting for its inner receive (its peer might still
     need this rank's part moved) and failed only at the 20 s group timeout, with gloo's connection
@@ -279,7 +279,7 @@ def test_stopped_marker_ends_an_own_loss_p2p_wait_and_never_raises_out_of_shutdo
 
 
 def test_training_run_that_loses_a_frame_fails_visibly():
-    """Issue 23: a run at a BER where a frame is lost stops on every rank at the same op and says so."""
+    """A run at a BER where a frame is lost stops on every rank at the same op and says so."""
     from integration.train import build_config, run_training
 
     cfg = build_config(parallel="ddp", ber=3e-5, fec="ieee", source="independent", steps=40, n_layer=1, n_embd=16,
@@ -310,7 +310,7 @@ def test_experiment_table_has_frame_columns_and_which_ber():
 
 
 def test_fsdp2_hooks_carry_the_link_errors_and_are_bit_identical_at_ber_0():
-    """Issue 23 item 4: FSDP2's supported comm hooks (set_custom_all_gather / set_custom_reduce_scatter)
+    """FSDP2's supported comm hooks (set_custom_all_gather / set_custom_reduce_scatter)
     run the parameter all-gathers and gradient reduce-scatters of a model sharded over a stock gloo
     group through the phy802 group: bit-identical to no hooks at BER 0, flips logged at 3e-4."""
     from _it_wrapper_workers import fsdp_hooks_worker

@@ -3,7 +3,7 @@
 ``FakeProcessGroup`` (torch's ``fake`` backend) completes every op at once without moving data, so
 one process can play rank k of a large world: what is checked is the wrapper's bookkeeping -- which
 link each hop uses, which chunk, how many bits -- against an independent oracle, and that the
-sender-side shadow of a link (issue 23: the sender knows a lost frame as its receiver does) walks
+sender-side shadow of a link (the sender knows a lost frame as its receiver does) walks
 the same delivery as the receiver.
 """
 

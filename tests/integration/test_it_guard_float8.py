@@ -1,4 +1,4 @@
-"""Issue 23: the receive clamp (``nan_to_zero_clamp``) on float8 payloads, FSDP2's uint8 all-gather
+"""The receive clamp (``nan_to_zero_clamp``) on float8 payloads, FSDP2's uint8 all-gather
 (no float layout: delivered as flipped and counted in ``guard_skipped``), and ``measure_noise``.
 
 One process plays rank 0 of two over torch's fake process group (its collectives leave the

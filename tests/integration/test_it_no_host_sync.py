@@ -1,4 +1,4 @@
-"""Issue 23 item 3: the device (CUDA) path of every op issues no op that syncs the host, checked on CPU.
+"""The device (CUDA) path of every op issues no op that syncs the host, checked on CPU.
 
 ``torch.cuda.set_sync_debug_mode("error")`` needs a GPU. What it catches can be seen without one:
 an op syncs the host when its CUDA kernel must read device data on the host before it returns --

@@ -24,7 +24,7 @@ def test_ber0_is_bit_identical_to_gloo(mode, n):
             assert r["eq"][op], (mode, n, op)
         assert r["sender_untouched"] and r["recv_clean"] and r["ints_clean"]
         assert r["metrics"]["errors_injected"] == {}
-        for name, msg in r["unsupported"].items():  # issue 23: reduce, gather, scatter are modelled now
+        for name, msg in r["unsupported"].items():  # reduce, gather, scatter are modelled now
             assert msg == "no error", (name, msg)
 
 
@@ -80,7 +80,7 @@ def test_ring_reduce_scatter_errors_reach_all_replicas_allgather_errors_diverge(
 
 
 def test_backends_registered_coalescing_manager_ddp_hook_and_shutdown():
-    """Issue 23 item 4: _get_backend and _coalescing_manager(device=...) work through the group, the DDP
+    """_get_backend and _coalescing_manager(device=...) work through the group, the DDP
     comm hook carries the link errors on a stock DDP group, shutdown() reaches the inner backend."""
     from _it_wrapper_workers import backend_hooks_worker
 

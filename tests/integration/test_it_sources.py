@@ -69,7 +69,7 @@ def test_generator_source_cut_invariant():
 
 
 def test_source_kind_is_explicit_and_every_kind_says_which_ber():
-    """Issue 23: 'auto' chose the generator or independent flips by whether an import worked, so the same
+    """'auto' chose the generator or independent flips by whether an import worked, so the same
     --ber meant different things (6,252 vs 2,092 flips per 25 MiB at 1e-5)."""
     from integration.sources import BER_MEANING, SOURCE_KINDS, ber_meaning, resolved_kind
 

@@ -147,7 +147,7 @@ def test_every_guard_keeps_training_with_errors(ddp2, pp2, i):
 def test_nan_without_guard_is_reported(pp2):
     r = pp2[8]  # PP, guard none, stream BER 1e-2
     assert r["config"]["replay"]["guard"] == "none"
-    # issue 23: at 1e-2 no frame survives its 8 sends (headers are hit), so the run now fails,
+    # at 1e-2 no frame survives its 8 sends (headers are hit), so the run now fails,
     # visibly, instead of training on data that could not have been delivered
     assert r["failed"] and r["op_failures"] > 0 and r["frames_lost"] > 0, r.get("failure")
     assert not math.isfinite(r["final_val_loss"])
@@ -274,7 +274,7 @@ def test_ctrl_c_of_train_leaves_no_temp_files(tmp_path):
 
 
 def test_second_ctrl_c_during_the_cleanup_still_removes_the_store(tmp_path, monkeypatch):
-    """Issue 28 item 13, deterministically: the first Ctrl-C stops the wait for the ranks, a second
+    """Deterministically: the first Ctrl-C stops the wait for the ranks, a second
     lands while the cleanup waits for them to exit.  ``run_many`` must still remove its
     ``phy802-store-*`` folder before it returns (not only at interpreter exit).  The subprocess
     test above cannot fail on code without this cleanup: one Ctrl-C there is handled by a plain

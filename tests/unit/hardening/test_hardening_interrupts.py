@@ -1,4 +1,4 @@
-"""Issue 28 items 6, 12, 13: Ctrl-C / SIGTERM anywhere -> exit 130 / 143, one line on stderr, no
+"""Ctrl-C / SIGTERM anywhere -> exit 130 / 143, one line on stderr, no
 traceback (none from worker processes either), nothing left in ``$TMPDIR``, an earlier complete
 result left byte for byte as it was, and the command stops promptly (no worker computing on)."""
 

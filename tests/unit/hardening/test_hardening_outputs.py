@@ -1,4 +1,4 @@
-"""Issue 28: nothing the user owns is ever replaced.  A table, one row per repro of the issue's
+"""Nothing the user owns is ever replaced.  A table, one row per repro of the issue's
 items 1-5 and 16: the command line, the exit code it must give, and every file of the test's own
 folder must be byte-identical afterwards (devices, FIFOs, sockets and links are made inside the
 test's tmp folder, never at a system path), plus the cases that must still work."""

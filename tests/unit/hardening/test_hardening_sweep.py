@@ -1,4 +1,4 @@
-"""Issue 28's attack sweep (tests/hardening_sweep.py): a random sample by default, all 1,000+
+"""The attack sweep (tests/hardening_sweep.py): a random sample by default, all 1,000+
 attacks under ``-m slow``; each must report 0 files lost, 0 tracebacks, 0 exit 3, 0 silent accepts."""
 
 from __future__ import annotations
