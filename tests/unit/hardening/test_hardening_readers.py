@@ -1,4 +1,4 @@
-"""The readers of this engineer's files): the trace summary counts with
+"""The readers of the link engineer's files: the trace summary counts with
 the trace's own code; wrong-typed trace metadata, deeply nested JSON and endless inputs
 (``/dev/zero``, FIFOs) are exit 2 naming the file/field -- never a KeyError/RecursionError (exit 3)
 nor memory growing until it runs out."""
