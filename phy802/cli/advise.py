@@ -48,8 +48,8 @@ def _workloads(text: str) -> tuple[str, ...]:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from phy802.fec.tail import CODES, DEFAULT_GOF_LEVEL, DEFAULT_TARGET_FER, MODELS
-    from phy802.fec.telemetry import FORMATS
+    from phy802.telemetry.fit import CODES, DEFAULT_GOF_LEVEL, DEFAULT_TARGET_FER, MODELS
+    from phy802.telemetry.parsers import FORMATS
     from protocol.advise import ADVISE_MODES
     from protocol.cluster.steptime import MODEL_PRESETS
 
@@ -158,7 +158,7 @@ def _time_side(args, spec_over: dict):
 
 
 def _read(paths: list[str], args, code):
-    from phy802.fec.telemetry import difference, read_telemetry
+    from phy802.telemetry.parsers import difference, read_telemetry
     from protocol.advise import check_fec_config
 
     fmt = None if args.in_format == "auto" else args.in_format
@@ -181,7 +181,7 @@ def _read(paths: list[str], args, code):
 
 
 def _fmt_iv(d) -> str:
-    from phy802.fec.tail import fmt_interval
+    from phy802.telemetry.fit import fmt_interval
 
     if not d:
         return "-"
@@ -189,13 +189,14 @@ def _fmt_iv(d) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from phy802.fec.tail import CODES, estimate_cpu_seconds, fit_ports
+    from phy802.telemetry.fit import CODES, estimate_cpu_seconds
+    from phy802.telemetry.ports import fit_ports
     from protocol.advise import AdviseConfig, advise_links, evaluate, loss_side_from_results, verdict
 
     if args.cluster == "flat-ethernet":
         raise CliError("--cluster flat-ethernet: advise needs the cluster model (workloads); choose another --cluster")
     for m in args.models:
-        from phy802.fec.tail import MODELS
+        from phy802.telemetry.fit import MODELS
 
         if m not in MODELS:
             raise CliError(f"--models: {m!r}: choose from {', '.join(MODELS)}")

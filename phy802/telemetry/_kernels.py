@@ -339,7 +339,7 @@ def _nelder_mead(model, x0, step, lam, kind, lows, highs, counts, has_fail, n, t
 
 @njit(cache=True)
 def _scaled_par(model, par, s):  # pragma: no cover - compiled
-    """``tail._scaled``: error probabilities x s, shape held; ok = False when out of range."""
+    """``fit.scaled_params``: error probabilities x s, shape held; ok = False when out of range."""
     out = par.copy()
     if model == 1:
         out[0] = par[0] * s

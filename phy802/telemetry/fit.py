@@ -208,7 +208,7 @@ def _to_x(model: str, p: dict) -> np.ndarray:
     return np.log10(np.maximum([p["e_g"], p["e_b"], p["p_gb"], p["p_bg"]], 1e-20))
 
 
-def _scaled(model: str, p: dict, s: float) -> dict | None:
+def scaled_params(model: str, p: dict, s: float) -> dict | None:
     """The model with its error probability scaled by ``s`` (shape held); None when out of range."""
     if model == "binomial":
         b = float(theory.bit_error_prob(p["p_symbol"])) * s
@@ -520,7 +520,7 @@ def _margin(model: str, params: dict, code: theory.RsCode, target: float) -> flo
 
 def _margin_reference(model: str, params: dict, code: theory.RsCode, target: float) -> float | None:
     def g(ls):
-        p = _scaled(model, params, 10.0**ls)
+        p = scaled_params(model, params, 10.0**ls)
         if p is None:
             return math.inf
         f = model_pmf(model, p, code).fer
@@ -1031,7 +1031,7 @@ def mark_fec_off(fit: TailFit, mode: str) -> None:
 
 def _ge_margin_note(params: dict, code: theory.RsCode, target: float, pred: dict) -> str:
     """Why a GE margin is missing or bounded: the error probabilities scale with the shape held only up
-    to ``e_b s = 1`` (:func:`_scaled`); ``e_b`` at its boundary 1 leaves no room above x1."""
+    to ``e_b s = 1`` (:func:`scaled_params`); ``e_b`` at its boundary 1 leaves no room above x1."""
     eb = float(params["e_b"])
     s_max = 1.0 / eb
     out = []

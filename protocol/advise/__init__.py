@@ -34,8 +34,8 @@ def check_fec_config(tel, code: str) -> None:
 
 
 def advise_links(tel, fits: dict, cfg: AdviseConfig, loss: LossSide | None = None) -> list[LinkAdvice]:
-    """Every port's :class:`LinkAdvice`, worst first (the :func:`phy802.fec.tail.rank_ports` order)."""
-    from phy802.fec.tail import rank_ports
+    """Every port's :class:`LinkAdvice`, worst first (the :func:`phy802.telemetry.ports.rank_ports` order)."""
+    from phy802.telemetry.ports import rank_ports
 
     return [link_advice(r, fits.get(r["port"]), cfg, loss) for r in rank_ports(tel, fits)]
 

@@ -1,6 +1,6 @@
 """Per-link receive mode from a port's FEC histogram fit (``phy802 advise``, per-port table).
 
-A port's fit (:func:`phy802.fec.tail.fit_histogram`: best law by AIC among the laws that pass their
+A port's fit (:func:`phy802.telemetry.fit.fit_histogram`: best law by AIC among the laws that pass their
 goodness-of-fit test, pre-FEC BER and FER with 95% intervals, margin to the target FER) decides
 which receive modes the link can run.  Every decision uses the upper end of the pre-FEC BER
 interval with the fitted error shape held (the law's error probability scaled, as the margin is),
@@ -9,7 +9,7 @@ so a link is given a faster mode only where the counts support it:
 * ``kp4/ieee`` (the 802.3bs default) is always allowed: it is the fallback of SPEC D7.
 * a correcting mode of another code (``rs272/ieee``: the shorter RS(272,258), t = 7, the
   low-latency FEC) when the fitted law's codeword error ratio under that code, at the BER's upper
-  end, is at most the target FER (:func:`phy802.fec.tail.model_pmf`: the same per-symbol law on a
+  end, is at most the target FER (:func:`phy802.telemetry.fit.model_pmf`: the same per-symbol law on a
   codeword of the other length) [I: a link retrained to the other code keeps its error shape];
 * ``kp4/llr`` (SPEC D8) on a port whose KP4 FER is above the target: its uncorrectable frames are
   resent by the link in a round trip instead of the transport's timeout; the port is also listed
@@ -136,19 +136,19 @@ class LinkAdvice:
 
 def _fer_under(fit, code: str, scale: float) -> float | None:
     """The best law's codeword error ratio under ``code`` with its error probability x ``scale``."""
-    from phy802.fec import tail
+    from phy802.telemetry.fit import CODES, model_pmf, scaled_params
 
     m = fit.best
     p = fit.fits[m].params
-    q = p if scale == 1.0 else tail._scaled(m, p, scale)
+    q = p if scale == 1.0 else scaled_params(m, p, scale)
     if q is None:
         return None
-    return float(tail.model_pmf(m, q, tail.CODES[code]).fer)
+    return float(model_pmf(m, q, CODES[code]).fer)
 
 
 def link_advice(row: dict, fit, cfg: AdviseConfig = AdviseConfig(), loss: LossSide | None = None) -> LinkAdvice:
-    """The advice for one port from its :func:`phy802.fec.tail.rank_ports` ``row`` and its
-    :class:`~phy802.fec.tail.TailFit` (None: no codewords).  Module docstring for the rules."""
+    """The advice for one port from its :func:`phy802.telemetry.ports.rank_ports` ``row`` and its
+    :class:`~phy802.telemetry.fit.TailFit` (None: no codewords).  Module docstring for the rules."""
     from protocol.cluster.flat import frame_loss_probability
 
     base = dict(port=row["port"], status=row["status"], codewords=int(row["codewords"] or 0), law=row["model"],

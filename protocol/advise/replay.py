@@ -88,7 +88,7 @@ def replay_policy(intervals: list, links: list[LinkAdvice], mon: MonitorConfig, 
     and the step time per interval of the first workload."""
     from .fabric import _ber_hi, _burst_pb, _step
 
-    from phy802.fec.tail import CODES
+    from phy802.telemetry.fit import CODES
 
     n = CODES["kp4"].n
     base = {x.port: x.mode for x in links}
