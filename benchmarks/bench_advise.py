@@ -9,7 +9,7 @@ Input: the 64-port switch of ``vectors/fec_hist/example_switch64_portstat_*`` (`
 default ``dgx-h100-ib`` cluster at 128 nodes x 8 GPUs = 1024 GPUs, workloads ddp and tp of
 GPT-2 124M.  Timed in CPU seconds (``time.process_time``, one Numba thread; the compiled kernels
 warmed first on one port): the whole answer (``protocol.advise``: fits, per-port advice, scenarios,
-verdict) and its parts inside it -- the fits of every port (:func:`phy802.fec.tail.fit_ports`),
+verdict) and its parts inside it -- the fits of every port (:func:`phy802.telemetry.ports.fit_ports`),
 the per-port policy, the time model of every mode/BER the scenarios use -- with each part's share.  Goal: the whole under 60 s.
 """
 
@@ -38,8 +38,9 @@ def main() -> int:
     ap.add_argument("--bootstrap", type=int, default=50, help="dfe bootstrap replicates (default 50, as advise)")
     a = ap.parse_args()
 
-    from phy802.fec.tail import CODES, fit_ports
-    from phy802.fec.telemetry import difference, read_telemetry
+    from phy802.telemetry.fit import CODES
+    from phy802.telemetry.ports import fit_ports
+    from phy802.telemetry.parsers import difference, read_telemetry
     from protocol.advise import AdviseConfig, TimeSide, advise_links, evaluate, verdict
     from protocol.cluster.topology import preset
 
