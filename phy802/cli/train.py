@@ -283,12 +283,17 @@ def _summary(r: dict) -> str:
         + (f"   final train loss {r['train_loss'][-1]:.4f}" if r["train_loss"] else "   no training step finished"),
         f"  flips injected {inj}  (per class {m.get('errors_injected', {})})   injected noise "
         f"{r.get('injected_noise', 0.0):.3g} of the received payload (median per step {r.get('injected_noise_step_median', 0.0):.3g})",
+        *_ber_lines(r),
         f"  non-finite: {sum(m.get('nonfinite_events', {}).values())} received messages, {r['nonfinite_steps']} steps "
         f"with Inf/NaN gradients"
         + (f" (first at step {r['first_nonfinite_step']})" if r['first_nonfinite_step'] is not None else "")
         + f", {r['overflow_steps']} steps with an fp32 grad-norm overflow"
         + (" (update zeroed by clipping)" if c.get("grad_clip", 1.0) > 0 else " (no clipping)")
         + f", skipped {r['skipped_steps']}",
+        f"  frozen weights (AdamW exp_avg_sq Inf/NaN: never move again) {r.get('frozen_weights', 0):,}"
+        + (f" (first at step {r['first_frozen_step']})" if r.get("first_frozen_step") is not None else "")
+        + (f"; per replica {r['frozen_weights_replicas']}" if c["parallel"] == "ddp"
+           and len(set(r.get("frozen_weights_replicas", []))) > 1 else ""),
         f"  frames lost {r.get('frames_lost', 0)}  resent {r.get('frames_resent', 0)}  op failures "
         f"{r.get('op_failures', 0)}" + (f"  -- RUN FAILED {failed_when(r.get('failed_step'))}: {r.get('failure')}"
                                          if r.get("failed") else ""),
@@ -301,6 +306,18 @@ def _summary(r: dict) -> str:
     if r.get("out_dir"):
         lines.append(f"  outputs in {r['out_dir']}")
     return "\n".join(lines)
+
+
+def _ber_lines(r: dict) -> list[str]:
+    """The BER the run was given (and its kind) beside the payload BER it delivered (measured); why none."""
+    d = r.get("ber_delivered")
+    if not d:
+        return []
+    lines = [f"  BER given {d['given']:g} [{d['ber_is']}]; delivered payload BER {d['value']:.3g} (measured: "
+             f"{d['flips']:,} flips / {d['payload_bits']:,} payload bits received)"]
+    if d.get("why"):
+        lines.append(f"  {d['why']}")
+    return lines
 
 
 def run(args: argparse.Namespace) -> int:

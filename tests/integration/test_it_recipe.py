@@ -1,0 +1,64 @@
+"""What a training run delivered and what outlives its steps: the payload BER it actually delivered
+(beside the BER it was given), why a run at BER > 0 delivered no flip, and the weights that an
+Inf/NaN AdamW state froze."""
+
+import dataclasses
+import json
+
+import pytest
+
+from integration.replay import ReplayConfig
+from integration.sources import SourceConfig
+from integration.train import TrainConfig, run_many
+from phy802.cli import main
+from phy802.stats import clopper_pearson
+
+TINY = dict(steps=4, corpus="stdlib", n_layer=2, n_embd=32, n_head=2, block_size=16, batch_size=4,
+            eval_interval=100, eval_iters=1, val_tokens=512, comm_timeout_s=60.0)
+CLI_TINY = ["--corpus", "stdlib", "--n-layer", "2", "--n-embd", "32", "--n-head", "2", "--block-size", "16",
+            "--batch-size", "4", "--eval-interval", "2", "--eval-iters", "1", "--val-tokens", "512", "--timeout", "120"]
+
+
+@pytest.fixture(scope="module")
+def noclip(tmp_path_factory):
+    """DDP x2 without global clipping: error-free, and payload BER 1e-4 (independent flips, bypass)."""
+    base = TrainConfig(parallel="ddp", world_size=2, grad_clip=0.0, **TINY)
+    noisy = ReplayConfig(source=SourceConfig(ber=1e-4, seed=5, kind="independent", fec="bypass"))
+    return run_many([base, dataclasses.replace(base, replay=noisy)], timeout_s=300,
+                    out_dir=str(tmp_path_factory.mktemp("noclip")))
+
+
+def test_frozen_weights_counted_with_errors_and_zero_without(noclip):
+    clean, noisy = noclip
+    assert clean["frozen_weights"] == 0 and clean["first_frozen_step"] is None
+    # ~100 flips per step and rank, 1 in 32 on an fp32 element's top exponent bit: |g| ~ 1e35, g^2 = inf
+    assert noisy["frozen_weights"] > 0 and 0 <= noisy["first_frozen_step"] < TINY["steps"]
+    assert len(noisy["frozen_weights_replicas"]) == 2
+
+
+def test_delivered_payload_ber_is_the_sources_within_its_exact_interval(noclip):
+    clean, noisy = noclip
+    assert clean["ber_delivered"]["flips"] == 0 and clean["ber_delivered"]["why"] is None
+    d = noisy["ber_delivered"]
+    assert d["given"] == 1e-4 and d["ber_is"] == "payload-stream BER" and d["why"] is None
+    assert d["flips"] > 100 and d["value"] == d["flips"] / d["payload_bits"]
+    lo, hi = clopper_pearson(d["flips"], d["payload_bits"], 0.999)
+    assert lo <= 1e-4 <= hi, (d, lo, hi)
+
+
+def test_ieee_at_line_ber_1e5_says_it_delivered_no_flip_and_why(capsys):
+    rc = main(["train", "--fec", "ieee", "--ber", "1e-5", "--steps", "1", *CLI_TINY])
+    assert rc == 0
+    out = capsys.readouterr().out
+    assert "BER given 1e-05 [pre-FEC line BER]; delivered payload BER 0 (measured: 0 flips" in out
+    why = [ln for ln in out.splitlines() if "no flip delivered" in ln]
+    assert len(why) == 1 and "--fec ieee corrects up to t=15 symbol errors per RS(544,514)" in why[0]
+
+
+def test_a_run_too_short_to_expect_a_flip_says_so():
+    from integration.train import delivered_ber
+
+    cfg = TrainConfig(replay=ReplayConfig(source=SourceConfig(ber=1e-9, seed=1, kind="independent")))
+    d = delivered_ber(cfg, {"payload_bits": {"gradients": 1000}, "stream_bits": {"gradients": 1100}})
+    assert d["flips"] == 0 and d["value"] == 0.0
+    assert d["why"].startswith("no flip delivered: 1.1e+03 stream bits at BER 1e-09 expect 1.1e-06 flips")
