@@ -62,3 +62,68 @@ def test_a_run_too_short_to_expect_a_flip_says_so():
     d = delivered_ber(cfg, {"payload_bits": {"gradients": 1000}, "stream_bits": {"gradients": 1100}})
     assert d["flips"] == 0 and d["value"] == 0.0
     assert d["why"].startswith("no flip delivered: 1.1e+03 stream bits at BER 1e-09 expect 1.1e-06 flips")
+
+
+# --- campaigns: every finished run kept, an interrupted campaign resumed, another's runs refused
+
+EXP = ["experiment", "--bers", "1e-4", "--guards", "none", "--parallel", "ddp", "--fec", "bypass", "--source",
+       "independent", "--steps", "2", "--no-progress", *CLI_TINY]
+
+
+def _spec(steps: int = 2):
+    from integration.experiment import ExperimentSpec
+
+    base = TrainConfig(parallel="ddp", world_size=2, **{**TINY, "steps": steps})
+    return ExperimentSpec(base=base, bers=(1e-4,), parallel=("ddp",), guards=("none",))
+
+
+def _store(runs, name, cfg):
+    (runs / name).mkdir(parents=True)
+    (runs / name / "result.json").write_text(json.dumps({"config": cfg.to_dict()}))
+
+
+def test_a_campaigns_own_finished_runs_are_kept_and_anothers_refused_naming_the_file(tmp_path):
+    from integration.experiment import ForeignRuns, campaign_runs, run_name
+
+    spec, runs = _spec(), tmp_path / "runs"
+    shadow = run_name("ddp", 1, 0.0, "none", None)
+    _store(runs, shadow, spec.config("ddp", 0.0, "none", 1))
+    (runs / run_name("ddp", 1, 1e-4, "none", 1)).mkdir()  # interrupted before its result.json: run again
+    want, done = campaign_runs(spec, str(runs))
+    assert len(want) == 2 and done == {shadow}
+    with pytest.raises(ForeignRuns, match=f"{runs / shadow / 'result.json'}: a run of another campaign"):
+        campaign_runs(_spec(steps=3), str(runs))  # the same run name, another configuration
+    _store(runs, "pp-seed1-ber0-none", spec.config("ddp", 0.0, "none", 1))
+    with pytest.raises(ForeignRuns, match="pp-seed1-ber0-none"):  # a run this campaign does not have
+        campaign_runs(spec, str(runs))
+
+
+@pytest.mark.slow
+def test_an_interrupted_campaign_resumes_where_it_stopped(tmp_path, monkeypatch, capsys):
+    """Ctrl-C after the first run: that run is in the output folder; the resumed campaign runs only
+    the other one and writes the table; a campaign of other options on that folder: exit 2."""
+    import integration.experiment as experiment
+
+    real = experiment.run_many
+    out = tmp_path / "exp"
+
+    def first_then_ctrl_c(cfgs, **kw):
+        real(cfgs[:1], **kw)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(experiment, "run_many", first_then_ctrl_c)
+    assert main([*EXP, "--out", str(out)]) == 130
+    assert f"interrupted; 1 finished run(s) kept in {out / 'runs'}: the same command resumes there" \
+        in capsys.readouterr().err
+    assert [p.name for p in (out / "runs").iterdir()] == ["ddp-seed1-ber0-none"]
+    started = []
+    monkeypatch.setattr(experiment, "run_many", lambda cfgs, **kw: started.append(len(cfgs)) or real(cfgs, **kw))
+    assert main([*EXP, "--out", str(out), "--json"]) == 0
+    cap = capsys.readouterr()
+    assert started == [1] and "2 runs, 1 kept from before" in cap.err and "estimated about" in cap.err
+    rows = json.loads(cap.out)["rows"]
+    assert [r["ber"] for r in rows] == [0.0, 1e-4] and rows[1]["flips"] > 0
+    assert sorted(p.name for p in (out / "runs").iterdir()) == ["ddp-seed1-ber0-none", "ddp-seed1-ber0.0001-none-link1"]
+    assert main([*EXP[:-len(CLI_TINY)], "--steps", "3", *CLI_TINY, "--out", str(out)]) == 2
+    assert "ddp-seed1-ber0-none/result.json: a run of another campaign" in capsys.readouterr().err
+    assert started == [1]
