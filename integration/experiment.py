@@ -50,7 +50,8 @@ _NUMERIC = ("final_val_loss", "delta_val_loss", "link_sd", "val_loss_replica_sd"
             "replica_divergence", "flips", "ber_delivered", "frozen_weights", "nonfinite_events", "nonfinite_steps", "overflow_steps", "skipped_steps",
             "frames_lost", "frames_resent", "op_failures", "step_ms")
 #: ``ber_is``: which BER the number is (pre-FEC line BER or payload-stream BER; issue 23)
-COLUMNS = ("parallel", "ber", "ber_is", "guard", "seeds") + _NUMERIC + ("failed_runs",)
+#: ``recipe``: the training recipe of the row's runs (``integration.train.RECIPES``; ``paper`` is inferred)
+COLUMNS = ("parallel", "ber", "ber_is", "guard", "seeds") + _NUMERIC + ("failed_runs", "recipe")
 _FRAME_COLS = ("frames_lost", "frames_resent", "op_failures")
 
 
@@ -149,6 +150,7 @@ def _row(par: str, ber: float, guard: str, seed: int, r: dict, shadow: dict, sha
         "train_loss": r["train_loss"],
         "metrics": m,
         "source_kind": r.get("source_kind"),
+        "recipe": r.get("config", {}).get("recipe", "default"),
         # the job stopped (data not delivered): its losses are NaN because it did not finish, not because it diverged
         "failed": bool(r.get("failed")), "failed_step": r.get("failed_step"), "failure": r.get("failure"),
     }
@@ -344,6 +346,7 @@ def aggregate(per_seed: list[dict]) -> list[dict]:
         row["failed_runs"] = len(row["failed"])
         row["metrics"] = rs[0]["metrics"] if len(rs) == 1 else None
         row["source_kind"] = rs[0]["source_kind"]
+        row["recipe"] = rs[0].get("recipe", "default")
         row["ber_is"] = "error-free" if ber == 0 else _ber_is(rs[0]["source_kind"])
         row["seeds_detail"] = [{k: v for k, v in r.items() if k not in ("train_loss",)} for r in rs]
         out.append(row)

@@ -45,7 +45,7 @@ from integration.sources import ber_meaning, resolved_kind
 __all__ = ["TrainConfig", "run_training", "run_many", "train_worker", "TrainingTimeout", "flat_params",
            "MODEL_PRESETS", "MODEL_HELP", "PARALLEL", "PRECISIONS", "VAL_TOKENS", "resolve_device", "build_config",
            "estimate", "load_data", "model_config", "param_count", "data_vocab", "failed_when", "REPLAY_VIA",
-           "delivered_ber"]
+           "delivered_ber", "OPTIMIZERS", "CLIPS", "RECIPES", "RECIPE_HELP", "SGD_MOMENTUM"]
 
 PARALLEL = ("ddp", "pp", "fsdp")
 #: where the link errors enter: the phy802 ProcessGroup under the model (``group``), or torch's
@@ -55,6 +55,24 @@ REPLAY_VIA = ("group", "hooks")
 SCHEDULES = ("gpipe", "1f1b")
 PRECISIONS = ("fp32", "bf16", "fp16")
 TOKENIZERS = ("char", "byte")
+#: the optimizer: AdamW (GPT-2's; decay on matrices only) or SGD with momentum :data:`SGD_MOMENTUM`
+OPTIMIZERS = ("adamw", "sgd")
+SGD_MOMENTUM = 0.9
+#: global gradient-norm clipping: ``global`` as torch's ``clip_grad_norm_`` (fp32 norms: one gradient
+#: above ~1.8e19 overflows it to Inf and the step's update is zeroed), ``none`` (the norm is measured,
+#: nothing clipped), ``wide`` (the same clipping with the norm summed in float64, which holds any
+#: finite fp32 gradient: one flipped exponent no longer zeroes the step; ddp and pp)
+CLIPS = ("global", "none", "wide")
+#: training recipes: settings of the run's options. ``paper``: our reading -- inferred, not quoted --
+#: of the study's conditions (payload BER, i.e. independent flips of the payload stream; no FEC
+#: decode; no global clipping; AdamW)
+RECIPES: dict[str, dict[str, str]] = {
+    "default": {},
+    "paper": {"source": "independent", "fec": "bypass", "clip": "none", "optimizer": "adamw"},
+}
+RECIPE_HELP = {"default": "the options as given (GPT-2's recipe: AdamW, global-norm clipping at --grad-clip)",
+               "paper": "our inference (not quoted) of the study's conditions: payload BER (--source independent), "
+                        "--fec bypass, no global clipping (--clip none), AdamW"}
 #: default size of the fixed validation set (tokens; rounded up to whole windows)
 VAL_TOKENS = 100_000
 # model presets: architecture, vocabulary and tokenizer of the built-in corpus (no download). gpt2-small
@@ -114,6 +132,10 @@ class TrainConfig:
     beta1: float = 0.9
     beta2: float = 0.95
     grad_clip: float = 1.0
+    clip: str = "global"
+    optimizer: str = "adamw"
+    #: the recipe that set the options (:data:`RECIPES`; a name, carried into every output)
+    recipe: str = "default"
     microbatches: int = 4
     schedule: str = "gpipe"
     eval_interval: int = 50
@@ -154,6 +176,12 @@ class TrainConfig:
             positive(name, integer=False)
         if not (isinstance(self.grad_clip, (int, float)) and math.isfinite(self.grad_clip) and self.grad_clip >= 0):
             raise ValueError(f"TrainConfig.grad_clip must be a finite number >= 0 (0: no clipping), got {self.grad_clip!r}")
+        for name, allowed in (("clip", CLIPS), ("optimizer", OPTIMIZERS), ("recipe", tuple(RECIPES))):
+            if getattr(self, name) not in allowed:
+                raise ValueError(f"TrainConfig.{name} must be one of {allowed}, got {getattr(self, name)!r}")
+        if self.clip == "wide" and self.parallel == "fsdp":
+            raise ValueError("TrainConfig.clip 'wide' (--clip wide) is built for ddp and pp; fsdp clips with torch's "
+                             "clip_grad_norm_ (use global or none)")
         for name in ("pad_vocab", "val_tokens"):
             positive(name)
         from integration.data import TOKEN_DTYPES
@@ -400,10 +428,13 @@ def _lr_at(cfg: TrainConfig, step: int) -> float:
     return cfg.min_lr + 0.5 * (1.0 + math.cos(math.pi * min(1.0, frac))) * (cfg.lr - cfg.min_lr)
 
 
-def _optimizer(cfg: TrainConfig, params: list[torch.nn.Parameter]) -> torch.optim.AdamW:
+def _optimizer(cfg: TrainConfig, params: list[torch.nn.Parameter]) -> torch.optim.Optimizer:
+    """AdamW or SGD with momentum (``cfg.optimizer``), weight decay on matrices only."""
     decay = [p for p in params if p.dim() >= 2]
     no_decay = [p for p in params if p.dim() < 2]
     groups = [{"params": decay, "weight_decay": cfg.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+    if cfg.optimizer == "sgd":
+        return torch.optim.SGD(groups, lr=cfg.lr, momentum=SGD_MOMENTUM, foreach=False)
     return torch.optim.AdamW(groups, lr=cfg.lr, betas=(cfg.beta1, cfg.beta2), foreach=False)
 
 
@@ -436,7 +467,7 @@ def _all_finite(g: torch.Tensor) -> bool:
 
 
 def _clip_global(params: list[torch.nn.Parameter], max_norm: float, group, across: bool,
-                 exclude: tuple = ()) -> tuple[float, bool]:
+                 exclude: tuple = (), wide: bool = False) -> tuple[float, bool]:
     """GPT-2 global norm clipping as ``torch.nn.utils.clip_grad_norm_`` computes it (fp32 norms).
 
     With ``across`` the squared norm is summed over pipeline stages. An Inf norm (an fp32
@@ -444,10 +475,13 @@ def _clip_global(params: list[torch.nn.Parameter], max_norm: float, group, acros
     is zeroed, as in torch; a NaN norm makes the gradients NaN. Returns ``(norm, grads_finite)``.
     ``exclude``: parameters scaled but not counted in the norm (the last stage's copy of a tied
     matrix, counted once on the first stage). ``max_norm`` 0: the norm is measured, nothing clipped.
+    ``wide``: the norms in float64 (:data:`CLIPS`), so only an Inf/NaN gradient makes the norm non-finite.
     """
     skip = {id(p) for p in exclude}
     grads = [p.grad for p in params if p.grad is not None]
-    norms = [torch.linalg.vector_norm(p.grad.detach()) for p in params if p.grad is not None and id(p) not in skip]
+    wd = torch.float64 if wide else None
+    norms = [torch.linalg.vector_norm(p.grad.detach(), dtype=wd) for p in params
+             if p.grad is not None and id(p) not in skip]
     total = torch.linalg.vector_norm(torch.stack(norms)) if norms else torch.zeros(())
     if across:
         sq = total.reshape(1).pow(2)
@@ -783,11 +817,13 @@ def _train_worker(rank: int, cfg: TrainConfig, init_method: str, out_dir: str) -
                 _sum_tied_grad(tied_w, world - 1 if rank == 0 else 0, group, cfg.wrapper)
             if scaler is not None:
                 scaler.unscale_(opt)
+            max_norm = cfg.grad_clip if cfg.clip != "none" else 0.0
             if cfg.parallel == "fsdp":
-                norm, grads_finite = _clip_dtensor(par.params, cfg.grad_clip)
+                norm, grads_finite = _clip_dtensor(par.params, max_norm)
             else:
-                norm, grads_finite = _clip_global(par.params, cfg.grad_clip, group, across=cfg.parallel == "pp",
-                                                  exclude=(tied_w,) if tied_w is not None and rank == world - 1 else ())
+                norm, grads_finite = _clip_global(par.params, max_norm, group, across=cfg.parallel == "pp",
+                                                  exclude=(tied_w,) if tied_w is not None and rank == world - 1 else (),
+                                                  wide=cfg.clip == "wide")
             # 2: a gradient element is Inf/NaN; 1: the fp32 norm overflowed (update zeroed); agreed by all ranks
             flag = torch.tensor([0 if math.isfinite(norm) else (1 if grads_finite else 2)], dtype=torch.int32)
             dist.all_reduce(flag, op=dist.ReduceOp.MAX, group=group)  # int on CPU: control, never corrupted
@@ -951,7 +987,10 @@ def _frame_counts(merged: dict, parts: list, cfg: TrainConfig, failure: LinkFail
 def _frozen(parts: list, cfg: TrainConfig) -> dict[str, Any]:
     """Weights frozen by an Inf/NaN optimizer state (:func:`_frozen_count`): at the end of the run and
     the first step one froze. DDP: rank 0's replica (every replica holds the whole state; the
-    per-replica counts are kept); FSDP and PP: the sum over the ranks' parts."""
+    per-replica counts are kept); FSDP and PP: the sum over the ranks' parts. SGD keeps no second
+    moment: ``None`` (not measured; an Inf gradient there makes the weight Inf/NaN instead)."""
+    if cfg.optimizer != "adamw":
+        return {"frozen_weights": None, "frozen_weights_replicas": [], "first_frozen_step": None}
     per = [p.get("frozen_steps", []) for p in parts]
     ends = [s[-1][1] if s else 0 for s in per]
     firsts = [s[0][0] for s in per if s]

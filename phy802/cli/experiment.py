@@ -169,7 +169,7 @@ def run(args: argparse.Namespace) -> int:
     meta = {k: v for k, v in vars(args).items() if k not in ("json",)}
     write_report(rows, args.out, meta, force=args.force)
     brief = [{c: r[c] for c in COLUMNS if c != "step_ms"}
-             | {c + "_ci95": r.get(c + "_ci95") for c in COLUMNS[4:] if c not in ("step_ms", "failed_runs")} for r in rows]
+             | {c + "_ci95": r.get(c + "_ci95") for c in COLUMNS[4:] if c not in ("step_ms", "failed_runs", "recipe")} for r in rows]
     timing = {"step_ms": [[r["parallel"], r["ber"], r["guard"], r["step_ms"]] for r in rows]}
     failed = [(r["parallel"], r["ber"], r["guard"], *f) for r in rows for f in r.get("failed", [])]
     emit(args, {"out": args.out, "rows": brief, "failed": bool(failed)},

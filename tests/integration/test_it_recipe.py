@@ -127,3 +127,78 @@ def test_an_interrupted_campaign_resumes_where_it_stopped(tmp_path, monkeypatch,
     assert main([*EXP[:-len(CLI_TINY)], "--steps", "3", *CLI_TINY, "--out", str(out)]) == 2
     assert "ddp-seed1-ber0-none/result.json: a run of another campaign" in capsys.readouterr().err
     assert started == [1]
+
+
+# --- the recipe: optimizer, clipping, the paper preset
+
+
+def _rc(argv) -> int:
+    try:
+        return main(argv)
+    except SystemExit as exc:  # argparse usage errors
+        return exc.code
+
+
+@pytest.mark.parametrize("argv,says", [
+    (["--fec", "ieee"], "--recipe paper sets --fec bypass, contradicted by --fec ieee"),
+    (["--source", "generator"], "--recipe paper sets --source independent, contradicted by --source generator"),
+    (["--clip", "wide"], "--recipe paper sets --clip none, contradicted by --clip wide"),
+    (["--optimizer", "sgd"], "--recipe paper sets --optimizer adamw, contradicted by --optimizer sgd"),
+    (["--grad-clip", "1"], "--recipe paper sets --clip none (no global clipping), contradicted by --grad-clip 1"),
+])
+def test_a_recipe_contradicted_by_a_flag_exits_2_naming_both(argv, says, capsys):
+    assert _rc(["train", "--recipe", "paper", *argv, "--steps", "1", *CLI_TINY]) == 2
+    assert says in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv", [["--recipe", "gpt3"], ["--optimizer", "lion"], ["--clip", "half"]])
+def test_unknown_recipe_optimizer_or_clip_exits_2(argv, capsys):
+    assert _rc(["train", *argv, "--steps", "1", *CLI_TINY]) == 2
+    assert argv[0] in capsys.readouterr().err
+
+
+def test_the_paper_recipe_sets_its_options_and_says_so():
+    import argparse
+
+    from phy802.cli.train import add_arguments, check_args, config_from_args
+
+    p = argparse.ArgumentParser()
+    add_arguments(p)
+    args = p.parse_args(["--recipe", "paper", "--grad-clip", "0"])
+    check_args(args)
+    cfg = config_from_args(args, parallel="ddp", ber=1e-4, guard="none", steps=1)
+    assert (cfg.recipe, cfg.clip, cfg.optimizer, cfg.replay.source.kind, cfg.replay.source.fec) == \
+        ("paper", "none", "adamw", "independent", "bypass")
+
+
+def test_wide_clipping_holds_a_flipped_exponent_that_overflows_the_fp32_norm():
+    import torch
+
+    from integration.train import _clip_global
+
+    def grads():
+        p = [torch.nn.Parameter(torch.zeros(4)) for _ in range(2)]
+        p[0].grad = torch.tensor([1e-3, 3.4e35, -2e-3, 0.0])  # 1e-3 with its top exponent bit flipped: ~3.4e35
+        p[1].grad = torch.tensor([0.5, 0.25, 0.0, 1e-3])
+        return p
+
+    g = grads()
+    norm, finite = _clip_global(g, 1.0, None, across=False)
+    assert norm == float("inf") and finite and torch.count_nonzero(g[1].grad) == 0  # the whole step zeroed
+    w = grads()
+    norm, finite = _clip_global(w, 1.0, None, across=False, wide=True)
+    assert norm == pytest.approx(3.4e35, rel=1e-6) and finite
+    assert float(w[0].grad[1]) == pytest.approx(1.0, rel=1e-5) and float(w[1].grad[0]) > 0  # scaled, not zeroed
+
+
+def test_sgd_has_momentum_and_no_frozen_count():
+    import torch
+
+    from integration.train import SGD_MOMENTUM, _frozen, _optimizer
+
+    cfg = TrainConfig(optimizer="sgd")
+    opt = _optimizer(cfg, [torch.nn.Parameter(torch.zeros(2, 2))])
+    assert isinstance(opt, torch.optim.SGD) and opt.param_groups[0]["momentum"] == SGD_MOMENTUM
+    assert _frozen([{"frozen_steps": []}], cfg)["frozen_weights"] is None
+    with pytest.raises(ValueError, match="clip 'wide'"):
+        TrainConfig(parallel="fsdp", clip="wide")
