@@ -43,14 +43,15 @@ from integration.replay import GUARDS
 from integration.train import TrainConfig, failed_when, run_many
 
 __all__ = ["ExperimentSpec", "run_experiment", "aggregate", "write_report", "table_md", "plot_losses", "COLUMNS",
-           "MARKER", "OutputExists"]
+           "MARKER", "OutputExists", "ForeignRuns", "campaign_runs", "run_name"]
 
 #: numeric columns aggregated over seeds (mean and 95% interval)
 _NUMERIC = ("final_val_loss", "delta_val_loss", "link_sd", "val_loss_replica_sd", "injected_noise", "injected_noise_step", "weight_dist_shadow",
-            "replica_divergence", "flips", "nonfinite_events", "nonfinite_steps", "overflow_steps", "skipped_steps",
+            "replica_divergence", "flips", "ber_delivered", "frozen_weights", "nonfinite_events", "nonfinite_steps", "overflow_steps", "skipped_steps",
             "frames_lost", "frames_resent", "op_failures", "step_ms")
 #: ``ber_is``: which BER the number is (pre-FEC line BER or payload-stream BER)
-COLUMNS = ("parallel", "ber", "ber_is", "guard", "seeds") + _NUMERIC + ("failed_runs",)
+#: ``recipe``: the training recipe of the row's runs (``integration.train.RECIPES``; ``paper`` is inferred)
+COLUMNS = ("parallel", "ber", "ber_is", "guard", "seeds") + _NUMERIC + ("failed_runs", "recipe")
 _FRAME_COLS = ("frames_lost", "frames_resent", "op_failures")
 
 
@@ -133,6 +134,9 @@ def _row(par: str, ber: float, guard: str, seed: int, r: dict, shadow: dict, sha
         "weight_dist_shadow": float((w - shadow_w).norm() / shadow_w.norm()) if w.shape == shadow_w.shape else math.nan,
         "replica_divergence": r["final_divergence"],
         "flips": int(sum(m.get("errors_injected", {}).values())),
+        # the payload BER the run delivered (measured) and the weights an Inf/NaN AdamW state froze
+        **({"ber_delivered": r["ber_delivered"]["value"]} if "ber_delivered" in r else {}),
+        **({"frozen_weights": r["frozen_weights"]} if "frozen_weights" in r else {}),
         "frames_lost": int(sum(m.get("frames_lost", {}).values())),
         "frames_resent": int(sum(m.get("frames_resent", {}).values())),
         "op_failures": int(sum(m.get("op_failures", {}).values())),
@@ -146,40 +150,116 @@ def _row(par: str, ber: float, guard: str, seed: int, r: dict, shadow: dict, sha
         "train_loss": r["train_loss"],
         "metrics": m,
         "source_kind": r.get("source_kind"),
+        "recipe": r.get("config", {}).get("recipe", "default"),
         # the job stopped (data not delivered): its losses are NaN because it did not finish, not because it diverged
         "failed": bool(r.get("failed")), "failed_step": r.get("failed_step"), "failure": r.get("failure"),
     }
 
 
+class ForeignRuns(ValueError):
+    """A run folder holds a finished run that is not one of this campaign's (another campaign's)."""
+
+
+def _keys(spec: ExperimentSpec, seed: int) -> list[tuple[float, str, int | None]]:
+    """The runs of one (parallelism, model seed): the error-free shadow first, then every cell and link seed."""
+    return [(0.0, "none", None)] + [(b, g, ls) for b in spec.bers for g in spec.guards for ls in spec.links(seed)]
+
+
+def run_name(par: str, seed: int, ber: float, guard: str, link_seed: int | None) -> str:
+    """The folder name of one run in a campaign's run folder (:func:`run_experiment` ``runs_dir``)."""
+    return f"{par}-seed{seed}-ber{ber:g}-{guard}" + (f"-link{link_seed}" if link_seed is not None else "")
+
+
+def _config_doc(cfg: TrainConfig) -> Any:
+    """A configuration as its ``result.json`` holds it (a JSON round trip: tuples become lists)."""
+    return json.loads(json.dumps(cfg.to_dict()))
+
+
+def campaign_runs(spec: ExperimentSpec, runs_dir: str) -> tuple[dict[str, TrainConfig], set[str]]:
+    """Every run of ``spec`` by its folder name, and those already finished in ``runs_dir``.
+
+    A finished run (``<name>/result.json``) that is not one of ``spec``'s -- a name this campaign does
+    not have, or the same name with another configuration -- raises :class:`ForeignRuns` naming
+    its file: the folder holds another campaign's runs, which this one would mix into its table.
+    """
+    want = {run_name(par, seed, b, g, ls): spec.config(par, b, g, seed, ls)
+            for par in spec.parallel for seed in spec.seeds for b, g, ls in _keys(spec, seed)}
+    done: set[str] = set()
+    if not os.path.isdir(runs_dir):
+        return want, done
+    for name in sorted(os.listdir(runs_dir)):
+        path = os.path.join(runs_dir, name, "result.json")
+        if not os.path.isfile(path):
+            continue  # a run interrupted before it finished: run again
+        try:
+            with open(path, encoding="utf-8") as fh:
+                stored = json.load(fh).get("config")
+        except (OSError, ValueError, AttributeError) as exc:
+            raise ForeignRuns(f"{path}: not a finished run of phy802 experiment ({exc})") from None
+        if name not in want or stored != _config_doc(want[name]):
+            raise ForeignRuns(f"{path}: a run of another campaign (its configuration is not one of this sweep's); "
+                              f"resume with the options that made it, remove {runs_dir} to start a new campaign "
+                              f"there, or choose another --out")
+        done.add(name)
+    return want, done
+
+
+def _keep(src_dir: str, dst_dir: str) -> None:
+    """Copy a finished run's ``params.pt`` then ``result.json`` into ``dst_dir``, each atomically (a
+    ``result.json`` there means the run is whole)."""
+    os.makedirs(dst_dir, exist_ok=True)
+    for name in ("params.pt", "result.json"):
+        tmp = os.path.join(dst_dir, f".{name}.tmp")
+        shutil.copyfile(os.path.join(src_dir, name), tmp)
+        os.replace(tmp, os.path.join(dst_dir, name))
+
+
 def run_experiment(spec: ExperimentSpec, *, timeout_s: float = 3600.0,
                    say: Callable[[str], None] | None = None,
-                   on_run: Callable[[str, int, float, str], None] | None = None) -> list[dict]:
+                   on_run: Callable[[str, int, float, str], None] | None = None,
+                   runs_dir: str | None = None) -> list[dict]:
     """Run the sweep; returns one aggregated row per cell (each shadow first per parallelism).
 
     Runs of one (parallelism, seed) share a set of processes (:func:`run_many`); its temporary
     folder is removed on every exit path. ``on_run(parallel, seed, ber, guard)`` is called as each
-    run finishes (progress display).
+    run finishes (progress display). ``runs_dir``: every run is kept there as it finishes
+    (``<run_name>/result.json``, ``params.pt``) and a run already there is not run again, so an
+    interrupted campaign resumes where it stopped (:func:`campaign_runs` refuses another's runs).
     """
     import torch
 
     per_seed: list[dict] = []
     from phy802._io import remove_temp, track_temp_dir
 
+    done_before: set[str] = campaign_runs(spec, runs_dir)[1] if runs_dir is not None else set()
     work = track_temp_dir("phy802-exp-")  # also removed at exit if an interrupt hits this cleanup
     try:
         for par in spec.parallel:
             for seed in spec.seeds:
-                keys = [(0.0, "none", None)] + [(b, g, ls) for b in spec.bers for g in spec.guards
-                                                for ls in spec.links(seed)]
-                cfgs = [spec.config(par, b, g, seed, ls) for b, g, ls in keys]
+                keys = _keys(spec, seed)
+                names = [run_name(par, seed, *k) for k in keys]
+                todo = [i for i, n in enumerate(names) if n not in done_before]
+                cfgs = [spec.config(par, keys[i][0], keys[i][1], seed, keys[i][2]) for i in todo]
                 if say:
-                    say(f"{par} seed {seed}: {len(cfgs)} runs (error-free shadow + {len(cfgs) - 1})")
-                def done(i: int, par=par, seed=seed, keys=keys) -> None:
-                    if on_run is not None:
-                        on_run(par, seed, *keys[i][:2])
+                    say(f"{par} seed {seed}: {len(keys)} runs (error-free shadow + {len(keys) - 1}), "
+                        f"{len(keys) - len(todo)} kept from before")
+                root = os.path.join(work, f"{par}-{seed}")
 
-                results = run_many(cfgs, timeout_s=timeout_s, out_dir=os.path.join(work, f"{par}-{seed}"),
-                                   on_done=done)
+                def done(j: int, par=par, seed=seed, keys=keys, todo=todo, names=names, root=root) -> None:
+                    if runs_dir is not None:
+                        _keep(os.path.join(root, f"run{j}"), os.path.join(runs_dir, names[todo[j]]))
+                    if on_run is not None:
+                        on_run(par, seed, *keys[todo[j]][:2])
+
+                fresh = dict(zip(todo, run_many(cfgs, timeout_s=timeout_s, out_dir=root, on_done=done)))
+                results = []
+                for i, n in enumerate(names):
+                    if i in fresh:
+                        results.append(fresh[i])
+                        continue
+                    d = os.path.join(runs_dir, n)  # type: ignore[arg-type]
+                    with open(os.path.join(d, "result.json"), encoding="utf-8") as fh:
+                        results.append({**json.load(fh), "out_dir": d})
                 shadow = results[0]
                 shadow_w = torch.load(os.path.join(shadow["out_dir"], "params.pt"))
                 for (ber, guard, ls), r in zip(keys, results):
@@ -266,6 +346,7 @@ def aggregate(per_seed: list[dict]) -> list[dict]:
         row["failed_runs"] = len(row["failed"])
         row["metrics"] = rs[0]["metrics"] if len(rs) == 1 else None
         row["source_kind"] = rs[0]["source_kind"]
+        row["recipe"] = rs[0].get("recipe", "default")
         row["ber_is"] = "error-free" if ber == 0 else _ber_is(rs[0]["source_kind"])
         row["seeds_detail"] = [{k: v for k, v in r.items() if k not in ("train_loss",)} for r in rs]
         out.append(row)

@@ -44,7 +44,8 @@ from integration.sources import ber_meaning, resolved_kind
 
 __all__ = ["TrainConfig", "run_training", "run_many", "train_worker", "TrainingTimeout", "flat_params",
            "MODEL_PRESETS", "MODEL_HELP", "PARALLEL", "PRECISIONS", "VAL_TOKENS", "resolve_device", "build_config",
-           "estimate", "load_data", "model_config", "param_count", "data_vocab", "failed_when", "REPLAY_VIA"]
+           "estimate", "load_data", "model_config", "param_count", "data_vocab", "failed_when", "REPLAY_VIA",
+           "delivered_ber", "OPTIMIZERS", "CLIPS", "RECIPES", "RECIPE_HELP", "SGD_MOMENTUM"]
 
 PARALLEL = ("ddp", "pp", "fsdp")
 #: where the link errors enter: the phy802 ProcessGroup under the model (``group``), or torch's
@@ -54,6 +55,24 @@ REPLAY_VIA = ("group", "hooks")
 SCHEDULES = ("gpipe", "1f1b")
 PRECISIONS = ("fp32", "bf16", "fp16")
 TOKENIZERS = ("char", "byte")
+#: the optimizer: AdamW (GPT-2's; decay on matrices only) or SGD with momentum :data:`SGD_MOMENTUM`
+OPTIMIZERS = ("adamw", "sgd")
+SGD_MOMENTUM = 0.9
+#: global gradient-norm clipping: ``global`` as torch's ``clip_grad_norm_`` (fp32 norms: one gradient
+#: above ~1.8e19 overflows it to Inf and the step's update is zeroed), ``none`` (the norm is measured,
+#: nothing clipped), ``wide`` (the same clipping with the norm summed in float64, which holds any
+#: finite fp32 gradient: one flipped exponent no longer zeroes the step; ddp and pp)
+CLIPS = ("global", "none", "wide")
+#: training recipes: settings of the run's options. ``paper``: our reading -- inferred, not quoted --
+#: of the study's conditions (payload BER, i.e. independent flips of the payload stream; no FEC
+#: decode; no global clipping; AdamW)
+RECIPES: dict[str, dict[str, str]] = {
+    "default": {},
+    "paper": {"source": "independent", "fec": "bypass", "clip": "none", "optimizer": "adamw"},
+}
+RECIPE_HELP = {"default": "the options as given (GPT-2's recipe: AdamW, global-norm clipping at --grad-clip)",
+               "paper": "our inference (not quoted) of the study's conditions: payload BER (--source independent), "
+                        "--fec bypass, no global clipping (--clip none), AdamW"}
 #: default size of the fixed validation set (tokens; rounded up to whole windows)
 VAL_TOKENS = 100_000
 # model presets: architecture, vocabulary and tokenizer of the built-in corpus (no download). gpt2-small
@@ -113,6 +132,10 @@ class TrainConfig:
     beta1: float = 0.9
     beta2: float = 0.95
     grad_clip: float = 1.0
+    clip: str = "global"
+    optimizer: str = "adamw"
+    #: the recipe that set the options (:data:`RECIPES`; a name, carried into every output)
+    recipe: str = "default"
     microbatches: int = 4
     schedule: str = "gpipe"
     eval_interval: int = 50
@@ -153,6 +176,12 @@ class TrainConfig:
             positive(name, integer=False)
         if not (isinstance(self.grad_clip, (int, float)) and math.isfinite(self.grad_clip) and self.grad_clip >= 0):
             raise ValueError(f"TrainConfig.grad_clip must be a finite number >= 0 (0: no clipping), got {self.grad_clip!r}")
+        for name, allowed in (("clip", CLIPS), ("optimizer", OPTIMIZERS), ("recipe", tuple(RECIPES))):
+            if getattr(self, name) not in allowed:
+                raise ValueError(f"TrainConfig.{name} must be one of {allowed}, got {getattr(self, name)!r}")
+        if self.clip == "wide" and self.parallel == "fsdp":
+            raise ValueError("TrainConfig.clip 'wide' (--clip wide) is built for ddp and pp; fsdp clips with torch's "
+                             "clip_grad_norm_ (use global or none)")
         for name in ("pad_vocab", "val_tokens"):
             positive(name)
         from integration.data import TOKEN_DTYPES
@@ -399,10 +428,13 @@ def _lr_at(cfg: TrainConfig, step: int) -> float:
     return cfg.min_lr + 0.5 * (1.0 + math.cos(math.pi * min(1.0, frac))) * (cfg.lr - cfg.min_lr)
 
 
-def _optimizer(cfg: TrainConfig, params: list[torch.nn.Parameter]) -> torch.optim.AdamW:
+def _optimizer(cfg: TrainConfig, params: list[torch.nn.Parameter]) -> torch.optim.Optimizer:
+    """AdamW or SGD with momentum (``cfg.optimizer``), weight decay on matrices only."""
     decay = [p for p in params if p.dim() >= 2]
     no_decay = [p for p in params if p.dim() < 2]
     groups = [{"params": decay, "weight_decay": cfg.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+    if cfg.optimizer == "sgd":
+        return torch.optim.SGD(groups, lr=cfg.lr, momentum=SGD_MOMENTUM, foreach=False)
     return torch.optim.AdamW(groups, lr=cfg.lr, betas=(cfg.beta1, cfg.beta2), foreach=False)
 
 
@@ -435,7 +467,7 @@ def _all_finite(g: torch.Tensor) -> bool:
 
 
 def _clip_global(params: list[torch.nn.Parameter], max_norm: float, group, across: bool,
-                 exclude: tuple = ()) -> tuple[float, bool]:
+                 exclude: tuple = (), wide: bool = False) -> tuple[float, bool]:
     """GPT-2 global norm clipping as ``torch.nn.utils.clip_grad_norm_`` computes it (fp32 norms).
 
     With ``across`` the squared norm is summed over pipeline stages. An Inf norm (an fp32
@@ -443,10 +475,13 @@ def _clip_global(params: list[torch.nn.Parameter], max_norm: float, group, acros
     is zeroed, as in torch; a NaN norm makes the gradients NaN. Returns ``(norm, grads_finite)``.
     ``exclude``: parameters scaled but not counted in the norm (the last stage's copy of a tied
     matrix, counted once on the first stage). ``max_norm`` 0: the norm is measured, nothing clipped.
+    ``wide``: the norms in float64 (:data:`CLIPS`), so only an Inf/NaN gradient makes the norm non-finite.
     """
     skip = {id(p) for p in exclude}
     grads = [p.grad for p in params if p.grad is not None]
-    norms = [torch.linalg.vector_norm(p.grad.detach()) for p in params if p.grad is not None and id(p) not in skip]
+    wd = torch.float64 if wide else None
+    norms = [torch.linalg.vector_norm(p.grad.detach(), dtype=wd) for p in params
+             if p.grad is not None and id(p) not in skip]
     total = torch.linalg.vector_norm(torch.stack(norms)) if norms else torch.zeros(())
     if across:
         sq = total.reshape(1).pow(2)
@@ -460,6 +495,24 @@ def _clip_global(params: list[torch.nn.Parameter], max_norm: float, group, acros
     # only a tensor whose own norm is not finite can hold an Inf/NaN element
     finite = math.isfinite(norm) or all(_all_finite(g) for g in grads)
     return norm, finite
+
+
+def _frozen_count(opt: torch.optim.Optimizer) -> int:
+    """Elements of this rank's optimizer whose second moment (AdamW ``exp_avg_sq``) is Inf or NaN.
+
+    A gradient element above ~1.8e19 (one flipped exponent bit) squares to Inf in fp32; AdamW's
+    ``exp_avg_sq = beta2 * v + (1 - beta2) * g^2`` then stays Inf for good (``beta2 * inf = inf``)
+    and the element's update ``m / (sqrt(v) + eps)`` is 0 (NaN if ``m`` is Inf too): the weight is
+    frozen for the rest of the run, whatever clipping does later. One pass over the state per step.
+    """
+    n = 0
+    for st in opt.state.values():
+        v = st.get("exp_avg_sq")
+        if v is None:
+            continue
+        v = v.to_local() if hasattr(v, "to_local") else v  # FSDP2: this rank's shard
+        n += int(v.numel() - torch.isfinite(v).sum())
+    return n
 
 
 def train_worker(rank: int, cfg: TrainConfig, init_method: str, out_dir: str) -> str | None:
@@ -499,6 +552,9 @@ class _RunRecord:
     nonfinite_steps: int = 0
     overflow_steps: int = 0
     first_nonfinite: int | None = None
+    #: optimizer-state elements (AdamW ``exp_avg_sq``) that are Inf/NaN after the step: a weight that
+    #: never moves again (update m / (sqrt(inf) + eps) = 0, or NaN); per step where it changed
+    frozen_steps: list[tuple[int, int]] = field(default_factory=list)
     final_eval: dict[str, Any] = field(default_factory=dict)  #: the fixed set: val_loss_replicas, val_tokens
     last_full: torch.Tensor = field(default_factory=lambda: torch.zeros(0))  #: parameters at the final measurement
 
@@ -761,11 +817,13 @@ def _train_worker(rank: int, cfg: TrainConfig, init_method: str, out_dir: str) -
                 _sum_tied_grad(tied_w, world - 1 if rank == 0 else 0, group, cfg.wrapper)
             if scaler is not None:
                 scaler.unscale_(opt)
+            max_norm = cfg.grad_clip if cfg.clip != "none" else 0.0
             if cfg.parallel == "fsdp":
-                norm, grads_finite = _clip_dtensor(par.params, cfg.grad_clip)
+                norm, grads_finite = _clip_dtensor(par.params, max_norm)
             else:
-                norm, grads_finite = _clip_global(par.params, cfg.grad_clip, group, across=cfg.parallel == "pp",
-                                                  exclude=(tied_w,) if tied_w is not None and rank == world - 1 else ())
+                norm, grads_finite = _clip_global(par.params, max_norm, group, across=cfg.parallel == "pp",
+                                                  exclude=(tied_w,) if tied_w is not None and rank == world - 1 else (),
+                                                  wide=cfg.clip == "wide")
             # 2: a gradient element is Inf/NaN; 1: the fp32 norm overflowed (update zeroed); agreed by all ranks
             flag = torch.tensor([0 if math.isfinite(norm) else (1 if grads_finite else 2)], dtype=torch.int32)
             dist.all_reduce(flag, op=dist.ReduceOp.MAX, group=group)  # int on CPU: control, never corrupted
@@ -786,6 +844,9 @@ def _train_worker(rank: int, cfg: TrainConfig, init_method: str, out_dir: str) -
                 opt.step()
             rec.step_times.append(time.perf_counter() - t0)
             rec.grad_norms.append(norm)
+            frozen = _frozen_count(opt)
+            if frozen != (rec.frozen_steps[-1][1] if rec.frozen_steps else 0):
+                rec.frozen_steps.append((step, frozen))
             if cfg.wrapper:
                 # on a stream-ordered inner (NCCL) an op's completion says nothing of the peers: the
                 # ranks agree once a step whether any of them lost a frame (one store look-up)
@@ -804,6 +865,7 @@ def _train_worker(rank: int, cfg: TrainConfig, init_method: str, out_dir: str) -
 
         parts: list[Any] = [None] * world
         mine = {"metrics": group.metrics.to_dict() if cfg.wrapper else {}, "frames_steps": rec.frames_steps,
+                "frozen_steps": rec.frozen_steps,
                 "flips": len(group.log) if cfg.wrapper else 0,
                 "log_dropped": group.log.dropped if cfg.wrapper else 0,
                 "rss_mb": _peak_rss_mb(),
@@ -901,7 +963,8 @@ def failed_when(step: int | None) -> str:
 
 def _frame_counts(merged: dict, parts: list, cfg: TrainConfig, failure: LinkFailure | None = None,
                   failed_step: int | None = None) -> dict[str, Any]:
-    """Frames lost / resent and failed ops of the run (all ranks) and per step, and which BER."""
+    """Frames lost / resent and failed ops of the run (all ranks) and per step, which BER it was given
+    and which it delivered, and the weights its optimizer state froze."""
     per_step: list[list[int]] = []
     for p in parts:
         prev = [0, 0]
@@ -917,7 +980,75 @@ def _frame_counts(merged: dict, parts: list, cfg: TrainConfig, failure: LinkFail
             "op_failures": int(sum(merged.get("op_failures", {}).values())),
             "frames_steps": per_step, "failed": failure is not None, "failed_step": failed_step,
             "failure": str(failure) if failure is not None else None,
-            "ber_is": ber_meaning(kind) if kind != "none" else "none"}
+            "ber_is": ber_meaning(kind) if kind != "none" else "none",
+            "ber_delivered": delivered_ber(cfg, merged), **_frozen(parts, cfg)}
+
+
+def _frozen(parts: list, cfg: TrainConfig) -> dict[str, Any]:
+    """Weights frozen by an Inf/NaN optimizer state (:func:`_frozen_count`): at the end of the run and
+    the first step one froze. DDP: rank 0's replica (every replica holds the whole state; the
+    per-replica counts are kept); FSDP and PP: the sum over the ranks' parts. SGD keeps no second
+    moment: ``None`` (not measured; an Inf gradient there makes the weight Inf/NaN instead)."""
+    if cfg.optimizer != "adamw":
+        return {"frozen_weights": None, "frozen_weights_replicas": [], "first_frozen_step": None}
+    per = [p.get("frozen_steps", []) for p in parts]
+    ends = [s[-1][1] if s else 0 for s in per]
+    firsts = [s[0][0] for s in per if s]
+    if cfg.parallel == "ddp":
+        frozen, first = ends[0], (per[0][0][0] if per[0] else None)
+    else:
+        frozen, first = sum(ends), (min(firsts) if firsts else None)
+    return {"frozen_weights": int(frozen), "frozen_weights_replicas": ends, "first_frozen_step": first}
+
+
+def delivered_ber(cfg: TrainConfig, merged: dict) -> dict[str, Any]:
+    """The payload BER the run delivered, measured: every flip that reached a received payload
+    (``errors_injected`` + ``errors_unselected``, all ranks) over every payload bit received, next
+    to the BER it was given (``given``, of kind ``ber_is``); ``why``: one line saying why a run at a
+    non-zero BER delivered no flip (else ``None``)."""
+    flips = int(sum(merged.get("errors_injected", {}).values()) + sum(merged.get("errors_unselected", {}).values()))
+    bits = int(sum(merged.get("payload_bits", {}).values()))
+    src = cfg.replay.source
+    given = float(src.ber) if cfg.wrapper else 0.0
+    why = _no_flip_why(cfg, merged) if flips == 0 and given > 0 else None
+    return {"flips": flips, "payload_bits": bits, "value": flips / bits if bits else 0.0, "given": given,
+            "ber_is": ber_meaning(src.kind) if given > 0 else "error-free", "why": why}
+
+
+def _no_flip_why(cfg: TrainConfig, merged: dict) -> str:
+    """Why a run at BER > 0 delivered no flip, in one line: its FEC mode corrected (or marked and
+    resent) them -- with the closed-form expected count of uncorrectable codewords for independent
+    bit errors (a model value, :func:`phy802.theory.rs_codeword_error_ratio`) -- or so few bits
+    crossed the links that none was expected (``BER x bits`` against ``P(0) = e^-mean``)."""
+    from protocol.modes import get_mode
+
+    src = cfg.replay.source
+    mode = get_mode(src.fec)
+    line = int(sum(merged.get("line_bits", {}).values()))
+    stream = int(sum(merged.get("stream_bits", {}).values()))
+    if src.kind == "generator" and mode.decoder != "none":
+        from phy802 import theory
+
+        try:
+            code = theory.rs_code(src.code)
+        except ValueError:
+            code = None
+        if code is not None:
+            what = ("corrects up to t=%d symbol errors per RS(%d,%d) codeword" % (code.t, code.n, code.k)
+                    if mode.corrects else f"checks every RS({code.n},{code.k}) codeword")
+            if mode.indicate:
+                what += " and marks the rest, whose frames are resent"
+            if not mode.corrects:
+                return f"no flip delivered: --fec {mode.name} {what}"
+            cer = theory.rs_codeword_error_ratio(theory.symbol_error_prob(src.ber, code.m), code)
+            words = line / (code.n * code.m)
+            return (f"no flip delivered: --fec {mode.name} {what}; at pre-FEC line BER {src.ber:g} it leaves ~0 "
+                    f"post-FEC errors (model, independent bit errors: {words * cer:.2g} uncorrectable codewords "
+                    f"expected in the {line:.3g} line bits carried)")
+    bits = line if src.kind == "generator" else stream
+    mean = src.ber * bits
+    return (f"no flip delivered: {bits:.3g} {'line' if src.kind == 'generator' else 'stream'} bits at BER "
+            f"{src.ber:g} expect {mean:.2g} flips (P(none) = {math.exp(-mean):.2g})")
 
 
 def _write_failed_run(rank: int, world: int, cfg: TrainConfig, out_dir: str, exc: LinkFailure, group,
@@ -925,7 +1056,7 @@ def _write_failed_run(rank: int, world: int, cfg: TrainConfig, out_dir: str, exc
     """A run stopped by a :class:`LinkFailure`: gather the counters over the clean default group and
     write ``result.json`` (``failed``, ``failed_step``, ``final_val_loss`` NaN: the job did not finish)."""
     step = rec.step
-    mine = {"metrics": group.metrics.to_dict(), "frames_steps": rec.frames_steps,
+    mine = {"metrics": group.metrics.to_dict(), "frames_steps": rec.frames_steps, "frozen_steps": rec.frozen_steps,
             "flips": len(group.log), "log_dropped": group.log.dropped, "rss_mb": _peak_rss_mb()}
     parts: list[Any] = [None] * world
     dist.all_gather_object(parts, mine)

@@ -1,5 +1,8 @@
 """``phy802 experiment``: sweep BER x parallelism x guard over seeds; table, JSON and loss plots.
 
+Every finished run is kept in ``OUT/runs/`` as it ends; the same command on the same folder
+resumes an interrupted campaign (a folder holding runs of other options is refused, exit 2).
+
 A thin layer over :mod:`integration.experiment` (the sweep, the statistics over seeds, the
 report and its safe writing). ``--out`` is never a folder of someone else's files: a non-empty
 folder that this command did not write is refused unless ``--force`` (which only adds/replaces
@@ -28,7 +31,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
     p.add_argument("--out", required=True,
                    help="output folder: created, or updated if an earlier 'phy802 experiment' wrote it; a "
-                        "non-empty folder of other files is refused unless --force")
+                        "non-empty folder of other files is refused unless --force; every finished run is kept "
+                        "in OUT/runs/ as it ends, so an interrupted campaign resumes with the same command (a "
+                        "runs/ of other options is refused naming its file)")
     p.add_argument("--force", action="store_true",
                    help="write into a non-empty --out that this command did not create: only the output files "
                         "(table.csv, table.md, results.json, loss_*.png, .phy802-experiment) are added or "
@@ -72,9 +77,18 @@ def spec_from_args(args: argparse.Namespace):
                           seeds=seeds, link_seeds=links)
 
 
-def sweep(args: argparse.Namespace) -> list[dict]:
-    """Run the sweep of the options; one aggregated row per cell (library: ``run_experiment``)."""
-    from integration.experiment import run_experiment
+def sweep(args: argparse.Namespace, runs_dir: str | None = None, start=None) -> list[dict]:
+    """Run the sweep of the options; one aggregated row per cell (library: ``run_experiment``).
+
+    The estimate of what is left to run is said on stderr before the first run (and refused over
+    the machine's memory or an hour, unless ``--force``); the progress display gives an ETA from
+    the runs' own pace. ``runs_dir``: every finished run is kept there and a run already there is
+    not run again (:func:`integration.experiment.campaign_runs`: another campaign's runs are refused).
+    ``start()``, if given, is called once the sweep is accepted, before the first run.
+    """
+    import time
+
+    from integration.experiment import campaign_runs, run_experiment
 
     from phy802._output import progress
 
@@ -83,16 +97,27 @@ def sweep(args: argparse.Namespace) -> list[dict]:
     spec = spec_from_args(args)
     n_links = 1 if spec.link_seeds is None else len(spec.link_seeds)
     n_runs = len(spec.parallel) * len(spec.seeds) * (1 + len(spec.bers) * len(spec.guards) * n_links)
-    check_cost(spec.base, getattr(args, "force", False), "this sweep", runs=n_runs)
-    bar = progress(total=n_runs, desc="experiment: training runs", unit="run", delay=0,
+    kept = len(campaign_runs(spec, runs_dir)[1]) if runs_dir is not None else 0
+    todo = n_runs - kept
+    est = check_cost(spec.base, getattr(args, "force", False), "this sweep", runs=max(todo, 1))
+    print(f"phy802 experiment: {n_runs} runs" + (f", {kept} kept from before in {runs_dir} (resumed), {todo} to run"
+                                                 if kept else "")
+          + f"; estimated about {est['seconds'] * todo / 60:.3g} min ({est['seconds']:.3g} s per run, model estimate, "
+            f"not measured)", file=sys.stderr)
+    if start is not None:
+        start()
+    bar = progress(total=todo, desc="experiment: training runs", unit="run", delay=0,
                    enable=not getattr(args, "no_progress", False))
+    t0, finished = time.monotonic(), [0]
 
     def done(par: str, seed: int, ber: float, guard: str) -> None:
-        bar.set_postfix_str(f"last: {par} seed {seed} ber {ber:g} guard {guard}")
+        finished[0] += 1
+        eta = (time.monotonic() - t0) / finished[0] * (todo - finished[0])  # measured pace of this sweep's runs
+        bar.set_postfix_str(f"last: {par} seed {seed} ber {ber:g} guard {guard}; ETA {eta / 60:.3g} min")
         bar.update(1)
 
     try:
-        return run_experiment(spec, timeout_s=args.timeout, on_run=done)
+        return run_experiment(spec, timeout_s=args.timeout, on_run=done, runs_dir=runs_dir)
     finally:
         bar.close()
 
@@ -115,8 +140,27 @@ def run(args: argparse.Namespace) -> int:
     from integration.train import TrainingTimeout, failed_when
 
     check_out(args.out, args.force)  # refuse before hours of training, not after
+    import os
+
+    from integration.experiment import MARKER
+
+    def start() -> None:
+        """The output set exists before the first run (once every option has been accepted), so that
+        the runs kept in it (``runs/``) are resumed into the same set: an interrupt loses no finished run."""
+        if not os.path.exists(os.path.join(args.out, MARKER)):
+            write_report([], args.out, {k: v for k, v in vars(args).items() if k != "json"}, force=args.force)
+
+    runs_dir = os.path.join(args.out, "runs")
     try:
-        rows = sweep(args)
+        rows = sweep(args, runs_dir=runs_dir, start=start)
+    except KeyboardInterrupt as exc:  # Ctrl-C (or an Interrupted from below): say what is kept
+        from phy802._io import Interrupted
+
+        if isinstance(exc, Interrupted) or not os.path.isdir(runs_dir):
+            raise
+        kept = sum(os.path.isfile(os.path.join(runs_dir, n, "result.json")) for n in os.listdir(runs_dir))
+        raise Interrupted(f"interrupted; {kept} finished run(s) kept in {runs_dir}: the same command resumes "
+                          f"there") from None
     except (TrainingTimeout, RuntimeError) as exc:  # a rank died or raised, or the deadline passed
         if getattr(args, "json", False):  # a JSON reader still gets a document that says the sweep failed
             emit(args, {"out": args.out, "failed": True, "failure": str(exc), "rows": []}, "")
@@ -125,11 +169,12 @@ def run(args: argparse.Namespace) -> int:
     meta = {k: v for k, v in vars(args).items() if k not in ("json",)}
     write_report(rows, args.out, meta, force=args.force)
     brief = [{c: r[c] for c in COLUMNS if c != "step_ms"}
-             | {c + "_ci95": r.get(c + "_ci95") for c in COLUMNS[4:] if c not in ("step_ms", "failed_runs")} for r in rows]
+             | {c + "_ci95": r.get(c + "_ci95") for c in COLUMNS[4:] if c not in ("step_ms", "failed_runs", "recipe")} for r in rows]
     timing = {"step_ms": [[r["parallel"], r["ber"], r["guard"], r["step_ms"]] for r in rows]}
     failed = [(r["parallel"], r["ber"], r["guard"], *f) for r in rows for f in r.get("failed", [])]
     emit(args, {"out": args.out, "rows": brief, "failed": bool(failed)},
-         lambda: table_md(rows) + f"\nwritten to {args.out}/ (table.csv, table.md, results.json, loss_*.png)",
+         lambda: table_md(rows) + f"\nwritten to {args.out}/ (table.csv, table.md, results.json, loss_*.png; "
+                                  f"every run in runs/)",
          timing=timing)
     for par, ber, guard, seed, link, step, why in failed:  # the report is written; the job is not done
         print(f"phy802 experiment: run {par} BER {ber:g} guard {guard} seed {seed}"

@@ -42,7 +42,9 @@ def add_model_arguments(p: argparse.ArgumentParser) -> None:
     """Flags shared by ``train`` and ``experiment``: model, data, recipe, link, device."""
     from integration.replay import MODES
     from integration.data import TOKEN_DTYPES
-    from integration.train import MODEL_HELP, MODEL_PRESETS, PRECISIONS, VAL_TOKENS
+    from integration.train import (CLIPS, MODEL_HELP, MODEL_PRESETS, OPTIMIZERS, PRECISIONS, RECIPE_HELP, RECIPES,
+                                   SGD_MOMENTUM, VAL_TOKENS)
+    from phy802.cli._vocab import _Given
 
     p.add_argument("--model", choices=tuple(MODEL_PRESETS), default="char-gpt",
                    help="model preset: " + "; ".join(f"{k} = {v}" for k, v in MODEL_HELP.items())
@@ -61,8 +63,17 @@ def add_model_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--val-tokens", type=pos_int, default=VAL_TOKENS,
                    help=f"size of the fixed validation set: the first N tokens of the validation split, rounded up "
                         f"to whole windows, the same for every run and replica (default {VAL_TOKENS})")
-    p.add_argument("--grad-clip", type=float_arg(0.0, None), default=1.0,
+    p.add_argument("--grad-clip", type=float_arg(0.0, None), default=1.0, action=_Given,
                    help="global gradient-norm clipping threshold, 0 = no clipping (default 1.0, as GPT-2)")
+    p.add_argument("--clip", choices=CLIPS, default="global", action=_Given,
+                   help="global = torch's clip_grad_norm_ (fp32 norm: one flipped exponent overflows it and "
+                        "zeroes the step); none = no clipping; wide = the norm summed in float64 (ddp, pp) "
+                        "(default global)")
+    p.add_argument("--optimizer", choices=OPTIMIZERS, default="adamw", action=_Given,
+                   help=f"adamw (GPT-2's) or sgd (momentum {SGD_MOMENTUM}) (default adamw)")
+    p.add_argument("--recipe", choices=tuple(RECIPES), default="default",
+                   help="; ".join(f"{k} = {v}" for k, v in RECIPE_HELP.items())
+                        + "; an option that contradicts the recipe is refused (default default)")
     p.add_argument("--link-seed", type=int_arg(0, MAX_SEED), default=None,
                    help="seed of the link errors (default: --seed); --seed drives initial weights and data order")
     p.add_argument("--world-size", type=pos_int, default=2,
@@ -139,6 +150,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def check_args(args: argparse.Namespace) -> None:
     """Checks across options, and the trace file, before any process starts (ValueError -> exit 2)."""
+    _apply_recipe(args)
     if args.source is None:  # the default follows the flags given, never an import
         args.source = "trace" if args.trace is not None else "generator"
     if args.trace is not None and args.source != "trace":
@@ -168,6 +180,23 @@ def check_args(args: argparse.Namespace) -> None:
         from integration.model import GPT2_VOCAB
 
         TokenFiles(args.data, args.vocab_size or GPT2_VOCAB, 1, dtype=args.data_dtype)  # exit 2 naming the file
+
+
+def _apply_recipe(args: argparse.Namespace) -> None:
+    """Set the options of ``--recipe`` (:data:`integration.train.RECIPES`); an option typed with another
+    value is refused naming both (exit 2), as is ``--grad-clip`` given with a recipe that does not clip."""
+    from integration.train import RECIPES
+
+    name = getattr(args, "recipe", "default")
+    for opt, value in RECIPES[name].items():
+        typed = getattr(args, opt) if opt == "source" else (getattr(args, opt) if getattr(args, f"_{opt}_given", False)
+                                                           else None)
+        if typed is not None and typed != value:
+            raise ValueError(f"--recipe {name} sets --{opt} {value}, contradicted by --{opt} {typed}")
+        setattr(args, opt, value)
+    if RECIPES[name].get("clip") == "none" and getattr(args, "_grad_clip_given", False) and args.grad_clip > 0:
+        raise ValueError(f"--recipe {name} sets --clip none (no global clipping), contradicted by --grad-clip "
+                         f"{args.grad_clip:g}")
 
 
 def _check_link(args: argparse.Namespace) -> None:
@@ -233,7 +262,8 @@ def _build(build_config, args: argparse.Namespace, *, parallel: str, ber: float,
         parallel=parallel, ber=ber, guard=guard, steps=steps, seed=args.seed if seed is None else seed,
         link_seed=args.link_seed if link_seed is None else link_seed, data=args.data, vocab_size=args.vocab_size,
         data_dtype=args.data_dtype,
-        val_tokens=args.val_tokens, grad_clip=args.grad_clip,
+        val_tokens=args.val_tokens, grad_clip=args.grad_clip, clip=args.clip, optimizer=args.optimizer,
+        recipe=args.recipe,
         model=args.model, n_layer=args.n_layer, n_head=args.n_head, n_embd=args.n_embd, block_size=args.block_size,
         code=args.code, fec=args.fec, rate=args.rate, inner=getattr(args, "inner", None), source=args.source, trace=args.trace, classes=args.classes,
         mode=args.mode, wrapper=wrapper, world_size=args.world_size, corpus=args.corpus, batch_size=args.batch_size,
@@ -273,6 +303,10 @@ def _summary(r: dict) -> str:
         f"mode {c['replay']['mode']}  guard {c['replay']['guard']}  steps {c['steps']}  seed {c['seed']}"
         + ("  [via comm hooks]" if c.get("replay_via") == "hooks" and c["wrapper"] else "")
         + ("  [plain backend]" if not c["wrapper"] else ""),
+        f"  recipe {c.get('recipe', 'default')}" + (" (our inference of the study's conditions, not quoted)"
+                                                    if c.get("recipe") == "paper" else "")
+        + f": optimizer {c.get('optimizer', 'adamw')}, clip {c.get('clip', 'global')}"
+        + (f" at {c['grad_clip']:g}" if c.get("clip", "global") != "none" and c.get("grad_clip") else ""),
         f"  model: {r.get('n_params', 0):,} parameters (vocabulary {r['vocab']['data']}"
         + (f" padded to {r['vocab']['model']}" if r['vocab']['model'] != r['vocab']['data'] else "")
         + (", tied embeddings" if r['vocab']['tied'] else "") + f", context {c['block_size']})  data: {r.get('data')}"
@@ -283,12 +317,19 @@ def _summary(r: dict) -> str:
         + (f"   final train loss {r['train_loss'][-1]:.4f}" if r["train_loss"] else "   no training step finished"),
         f"  flips injected {inj}  (per class {m.get('errors_injected', {})})   injected noise "
         f"{r.get('injected_noise', 0.0):.3g} of the received payload (median per step {r.get('injected_noise_step_median', 0.0):.3g})",
+        *_ber_lines(r),
         f"  non-finite: {sum(m.get('nonfinite_events', {}).values())} received messages, {r['nonfinite_steps']} steps "
         f"with Inf/NaN gradients"
         + (f" (first at step {r['first_nonfinite_step']})" if r['first_nonfinite_step'] is not None else "")
         + f", {r['overflow_steps']} steps with an fp32 grad-norm overflow"
-        + (" (update zeroed by clipping)" if c.get("grad_clip", 1.0) > 0 else " (no clipping)")
+        + (" (update zeroed by clipping)" if c.get("grad_clip", 1.0) > 0 and c.get("clip", "global") == "global"
+           else " (no clipping)" if c.get("clip") == "none" or not c.get("grad_clip", 1.0) else " (wide norm)")
         + f", skipped {r['skipped_steps']}",
+        (f"  frozen weights (AdamW exp_avg_sq Inf/NaN: never move again) {r.get('frozen_weights') or 0:,}"
+         if r.get("frozen_weights", 0) is not None else "  frozen weights: not measured (sgd keeps no second moment)")
+        + (f" (first at step {r['first_frozen_step']})" if r.get("first_frozen_step") is not None else "")
+        + (f"; per replica {r['frozen_weights_replicas']}" if c["parallel"] == "ddp"
+           and len(set(r.get("frozen_weights_replicas", []))) > 1 else ""),
         f"  frames lost {r.get('frames_lost', 0)}  resent {r.get('frames_resent', 0)}  op failures "
         f"{r.get('op_failures', 0)}" + (f"  -- RUN FAILED {failed_when(r.get('failed_step'))}: {r.get('failure')}"
                                          if r.get("failed") else ""),
@@ -301,6 +342,18 @@ def _summary(r: dict) -> str:
     if r.get("out_dir"):
         lines.append(f"  outputs in {r['out_dir']}")
     return "\n".join(lines)
+
+
+def _ber_lines(r: dict) -> list[str]:
+    """The BER the run was given (and its kind) beside the payload BER it delivered (measured); why none."""
+    d = r.get("ber_delivered")
+    if not d:
+        return []
+    lines = [f"  BER given {d['given']:g} [{d['ber_is']}]; delivered payload BER {d['value']:.3g} (measured: "
+             f"{d['flips']:,} flips / {d['payload_bits']:,} payload bits received)"]
+    if d.get("why"):
+        lines.append(f"  {d['why']}")
+    return lines
 
 
 def run(args: argparse.Namespace) -> int:

@@ -2,6 +2,7 @@
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -57,8 +58,12 @@ def test_experiment_cli_writes_table_and_plots(tmp_path, capsys):
         assert (out / name).stat().st_size > 0
     # a second run updates its own folder: its stale files go, nothing else is touched
     (out / "mine.txt").write_text("user data")
-    assert main(["experiment", "--out", str(out), "--bers", "1e-4", "--guards", "none", "--parallel", "ddp",
-                 "--steps", "2", "--source", "independent", "--fec", "bypass", *TINY]) == 0
+    second = ["experiment", "--out", str(out), "--bers", "1e-4", "--guards", "none", "--parallel", "ddp",
+              "--steps", "2", "--source", "independent", "--fec", "bypass", *TINY]
+    assert main(second) == 2  # its runs/ holds the first campaign's runs: refused, not mixed in
+    assert "a run of another campaign" in capsys.readouterr().err
+    shutil.rmtree(out / "runs")  # a new campaign in the same folder
+    assert main(second) == 0
     assert not (out / "loss_pp.png").exists() and (out / "mine.txt").read_text() == "user data"
 
 

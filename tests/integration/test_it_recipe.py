@@ -1,0 +1,204 @@
+"""What a training run delivered and what outlives its steps: the payload BER it actually delivered
+(beside the BER it was given), why a run at BER > 0 delivered no flip, and the weights that an
+Inf/NaN AdamW state froze."""
+
+import dataclasses
+import json
+
+import pytest
+
+from integration.replay import ReplayConfig
+from integration.sources import SourceConfig
+from integration.train import TrainConfig, run_many
+from phy802.cli import main
+from phy802.stats import clopper_pearson
+
+TINY = dict(steps=4, corpus="stdlib", n_layer=2, n_embd=32, n_head=2, block_size=16, batch_size=4,
+            eval_interval=100, eval_iters=1, val_tokens=512, comm_timeout_s=60.0)
+CLI_TINY = ["--corpus", "stdlib", "--n-layer", "2", "--n-embd", "32", "--n-head", "2", "--block-size", "16",
+            "--batch-size", "4", "--eval-interval", "2", "--eval-iters", "1", "--val-tokens", "512", "--timeout", "120"]
+
+
+@pytest.fixture(scope="module")
+def noclip(tmp_path_factory):
+    """DDP x2 without global clipping: error-free, and payload BER 1e-4 (independent flips, bypass)."""
+    base = TrainConfig(parallel="ddp", world_size=2, grad_clip=0.0, **TINY)
+    noisy = ReplayConfig(source=SourceConfig(ber=1e-4, seed=5, kind="independent", fec="bypass"))
+    return run_many([base, dataclasses.replace(base, replay=noisy)], timeout_s=300,
+                    out_dir=str(tmp_path_factory.mktemp("noclip")))
+
+
+def test_frozen_weights_counted_with_errors_and_zero_without(noclip):
+    clean, noisy = noclip
+    assert clean["frozen_weights"] == 0 and clean["first_frozen_step"] is None
+    # ~100 flips per step and rank, 1 in 32 on an fp32 element's top exponent bit: |g| ~ 1e35, g^2 = inf
+    assert noisy["frozen_weights"] > 0 and 0 <= noisy["first_frozen_step"] < TINY["steps"]
+    assert len(noisy["frozen_weights_replicas"]) == 2
+
+
+def test_delivered_payload_ber_is_the_sources_within_its_exact_interval(noclip):
+    clean, noisy = noclip
+    assert clean["ber_delivered"]["flips"] == 0 and clean["ber_delivered"]["why"] is None
+    d = noisy["ber_delivered"]
+    assert d["given"] == 1e-4 and d["ber_is"] == "payload-stream BER" and d["why"] is None
+    assert d["flips"] > 100 and d["value"] == d["flips"] / d["payload_bits"]
+    lo, hi = clopper_pearson(d["flips"], d["payload_bits"], 0.999)
+    assert lo <= 1e-4 <= hi, (d, lo, hi)
+
+
+def test_ieee_at_line_ber_1e5_says_it_delivered_no_flip_and_why(capsys):
+    rc = main(["train", "--fec", "ieee", "--ber", "1e-5", "--steps", "1", *CLI_TINY])
+    assert rc == 0
+    out = capsys.readouterr().out
+    assert "BER given 1e-05 [pre-FEC line BER]; delivered payload BER 0 (measured: 0 flips" in out
+    why = [ln for ln in out.splitlines() if "no flip delivered" in ln]
+    assert len(why) == 1 and "--fec ieee corrects up to t=15 symbol errors per RS(544,514)" in why[0]
+
+
+def test_a_run_too_short_to_expect_a_flip_says_so():
+    from integration.train import delivered_ber
+
+    cfg = TrainConfig(replay=ReplayConfig(source=SourceConfig(ber=1e-9, seed=1, kind="independent")))
+    d = delivered_ber(cfg, {"payload_bits": {"gradients": 1000}, "stream_bits": {"gradients": 1100}})
+    assert d["flips"] == 0 and d["value"] == 0.0
+    assert d["why"].startswith("no flip delivered: 1.1e+03 stream bits at BER 1e-09 expect 1.1e-06 flips")
+
+
+# --- campaigns: every finished run kept, an interrupted campaign resumed, another's runs refused
+
+EXP = ["experiment", "--bers", "1e-4", "--guards", "none", "--parallel", "ddp", "--fec", "bypass", "--source",
+       "independent", "--steps", "2", "--no-progress", *CLI_TINY]
+
+
+def _spec(steps: int = 2):
+    from integration.experiment import ExperimentSpec
+
+    base = TrainConfig(parallel="ddp", world_size=2, **{**TINY, "steps": steps})
+    return ExperimentSpec(base=base, bers=(1e-4,), parallel=("ddp",), guards=("none",))
+
+
+def _store(runs, name, cfg):
+    (runs / name).mkdir(parents=True)
+    (runs / name / "result.json").write_text(json.dumps({"config": cfg.to_dict()}))
+
+
+def test_a_campaigns_own_finished_runs_are_kept_and_anothers_refused_naming_the_file(tmp_path):
+    from integration.experiment import ForeignRuns, campaign_runs, run_name
+
+    spec, runs = _spec(), tmp_path / "runs"
+    shadow = run_name("ddp", 1, 0.0, "none", None)
+    _store(runs, shadow, spec.config("ddp", 0.0, "none", 1))
+    (runs / run_name("ddp", 1, 1e-4, "none", 1)).mkdir()  # interrupted before its result.json: run again
+    want, done = campaign_runs(spec, str(runs))
+    assert len(want) == 2 and done == {shadow}
+    with pytest.raises(ForeignRuns, match=f"{runs / shadow / 'result.json'}: a run of another campaign"):
+        campaign_runs(_spec(steps=3), str(runs))  # the same run name, another configuration
+    _store(runs, "pp-seed1-ber0-none", spec.config("ddp", 0.0, "none", 1))
+    with pytest.raises(ForeignRuns, match="pp-seed1-ber0-none"):  # a run this campaign does not have
+        campaign_runs(spec, str(runs))
+
+
+@pytest.mark.slow
+def test_an_interrupted_campaign_resumes_where_it_stopped(tmp_path, monkeypatch, capsys):
+    """Ctrl-C after the first run: that run is in the output folder; the resumed campaign runs only
+    the other one and writes the table; a campaign of other options on that folder: exit 2."""
+    import integration.experiment as experiment
+
+    real = experiment.run_many
+    out = tmp_path / "exp"
+
+    def first_then_ctrl_c(cfgs, **kw):
+        real(cfgs[:1], **kw)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(experiment, "run_many", first_then_ctrl_c)
+    assert main([*EXP, "--out", str(out)]) == 130
+    assert f"interrupted; 1 finished run(s) kept in {out / 'runs'}: the same command resumes there" \
+        in capsys.readouterr().err
+    assert [p.name for p in (out / "runs").iterdir()] == ["ddp-seed1-ber0-none"]
+    started = []
+    monkeypatch.setattr(experiment, "run_many", lambda cfgs, **kw: started.append(len(cfgs)) or real(cfgs, **kw))
+    assert main([*EXP, "--out", str(out), "--json"]) == 0
+    cap = capsys.readouterr()
+    assert started == [1] and "2 runs, 1 kept from before" in cap.err and "estimated about" in cap.err
+    rows = json.loads(cap.out)["rows"]
+    assert [r["ber"] for r in rows] == [0.0, 1e-4] and rows[1]["flips"] > 0
+    assert sorted(p.name for p in (out / "runs").iterdir()) == ["ddp-seed1-ber0-none", "ddp-seed1-ber0.0001-none-link1"]
+    assert main([*EXP[:-len(CLI_TINY)], "--steps", "3", *CLI_TINY, "--out", str(out)]) == 2
+    assert "ddp-seed1-ber0-none/result.json: a run of another campaign" in capsys.readouterr().err
+    assert started == [1]
+
+
+# --- the recipe: optimizer, clipping, the paper preset
+
+
+def _rc(argv) -> int:
+    try:
+        return main(argv)
+    except SystemExit as exc:  # argparse usage errors
+        return exc.code
+
+
+@pytest.mark.parametrize("argv,says", [
+    (["--fec", "ieee"], "--recipe paper sets --fec bypass, contradicted by --fec ieee"),
+    (["--source", "generator"], "--recipe paper sets --source independent, contradicted by --source generator"),
+    (["--clip", "wide"], "--recipe paper sets --clip none, contradicted by --clip wide"),
+    (["--optimizer", "sgd"], "--recipe paper sets --optimizer adamw, contradicted by --optimizer sgd"),
+    (["--grad-clip", "1"], "--recipe paper sets --clip none (no global clipping), contradicted by --grad-clip 1"),
+])
+def test_a_recipe_contradicted_by_a_flag_exits_2_naming_both(argv, says, capsys):
+    assert _rc(["train", "--recipe", "paper", *argv, "--steps", "1", *CLI_TINY]) == 2
+    assert says in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv", [["--recipe", "gpt3"], ["--optimizer", "lion"], ["--clip", "half"]])
+def test_unknown_recipe_optimizer_or_clip_exits_2(argv, capsys):
+    assert _rc(["train", *argv, "--steps", "1", *CLI_TINY]) == 2
+    assert argv[0] in capsys.readouterr().err
+
+
+def test_the_paper_recipe_sets_its_options_and_says_so():
+    import argparse
+
+    from phy802.cli.train import add_arguments, check_args, config_from_args
+
+    p = argparse.ArgumentParser()
+    add_arguments(p)
+    args = p.parse_args(["--recipe", "paper", "--grad-clip", "0"])
+    check_args(args)
+    cfg = config_from_args(args, parallel="ddp", ber=1e-4, guard="none", steps=1)
+    assert (cfg.recipe, cfg.clip, cfg.optimizer, cfg.replay.source.kind, cfg.replay.source.fec) == \
+        ("paper", "none", "adamw", "independent", "bypass")
+
+
+def test_wide_clipping_holds_a_flipped_exponent_that_overflows_the_fp32_norm():
+    import torch
+
+    from integration.train import _clip_global
+
+    def grads():
+        p = [torch.nn.Parameter(torch.zeros(4)) for _ in range(2)]
+        p[0].grad = torch.tensor([1e-3, 3.4e35, -2e-3, 0.0])  # 1e-3 with its top exponent bit flipped: ~3.4e35
+        p[1].grad = torch.tensor([0.5, 0.25, 0.0, 1e-3])
+        return p
+
+    g = grads()
+    norm, finite = _clip_global(g, 1.0, None, across=False)
+    assert norm == float("inf") and finite and torch.count_nonzero(g[1].grad) == 0  # the whole step zeroed
+    w = grads()
+    norm, finite = _clip_global(w, 1.0, None, across=False, wide=True)
+    assert norm == pytest.approx(3.4e35, rel=1e-6) and finite
+    assert float(w[0].grad[1]) == pytest.approx(1.0, rel=1e-5) and float(w[1].grad[0]) > 0  # scaled, not zeroed
+
+
+def test_sgd_has_momentum_and_no_frozen_count():
+    import torch
+
+    from integration.train import SGD_MOMENTUM, _frozen, _optimizer
+
+    cfg = TrainConfig(optimizer="sgd")
+    opt = _optimizer(cfg, [torch.nn.Parameter(torch.zeros(2, 2))])
+    assert isinstance(opt, torch.optim.SGD) and opt.param_groups[0]["momentum"] == SGD_MOMENTUM
+    assert _frozen([{"frozen_steps": []}], cfg)["frozen_weights"] is None
+    with pytest.raises(ValueError, match="clip 'wide'"):
+        TrainConfig(parallel="fsdp", clip="wide")
