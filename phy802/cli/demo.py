@@ -171,7 +171,7 @@ def _training_step(cfg: DemoConfig, out: Path, trace_path: Path, summary: dict) 
         "--timeout", "1800", *([] if cfg.progress else ["--no-progress"]),
     ])
     _say(cfg, f"training: 2-rank DDP, {cfg.train_steps} steps, error-free + guards {', '.join(cfg.train_guards)}")
-    rows = exp_sweep(args)
+    rows = exp_sweep(args, prog="phy802 demo")
     write_report(rows, str(out / "training"), {k: v for k, v in vars(args).items()})
     summary["training"] = [{k: v for k, v in r.items() if k not in ("evals", "train_loss", "metrics")} for r in rows]
     summary["steps"]["training_s"] = time.perf_counter() - t0

@@ -77,14 +77,15 @@ def spec_from_args(args: argparse.Namespace):
                           seeds=seeds, link_seeds=links)
 
 
-def sweep(args: argparse.Namespace, runs_dir: str | None = None, start=None) -> list[dict]:
+def sweep(args: argparse.Namespace, runs_dir: str | None = None, start=None, prog: str = "phy802 experiment") -> list[dict]:
     """Run the sweep of the options; one aggregated row per cell (library: ``run_experiment``).
 
     The estimate of what is left to run is said on stderr before the first run (and refused over
     the machine's memory or an hour, unless ``--force``); the progress display gives an ETA from
     the runs' own pace. ``runs_dir``: every finished run is kept there and a run already there is
     not run again (:func:`integration.experiment.campaign_runs`: another campaign's runs are refused).
-    ``start()``, if given, is called once the sweep is accepted, before the first run.
+    ``start()``, if given, is called once the sweep is accepted, before the first run. ``prog``: the
+    command that runs the sweep, the prefix of its stderr lines.
     """
     import time
 
@@ -100,7 +101,7 @@ def sweep(args: argparse.Namespace, runs_dir: str | None = None, start=None) -> 
     kept = len(campaign_runs(spec, runs_dir)[1]) if runs_dir is not None else 0
     todo = n_runs - kept
     est = check_cost(spec.base, getattr(args, "force", False), "this sweep", runs=max(todo, 1))
-    print(f"phy802 experiment: {n_runs} runs" + (f", {kept} kept from before in {runs_dir} (resumed), {todo} to run"
+    print(f"{prog}: {n_runs} training runs" + (f", {kept} kept from before in {runs_dir} (resumed), {todo} to run"
                                                  if kept else "")
           + f"; estimated about {est['seconds'] * todo / 60:.3g} min ({est['seconds']:.3g} s per run, model estimate, "
             f"not measured)", file=sys.stderr)

@@ -200,7 +200,7 @@ def _small_experiment(args: argparse.Namespace, out: str) -> str:
                       "--eval-interval", str(max(1, steps // 6)), "--eval-iters", "4", "--timeout", "900"])
     print(f"[tradeoff] no --results: running a small experiment (2-rank DDP, {steps} steps, BER 0,{bers}, "
           f"bypass) into {out}", file=sys.stderr, flush=True)
-    rows = exp_sweep(a)
+    rows = exp_sweep(a, prog="phy802 tradeoff")
     write_report(rows, out, {k: v for k, v in vars(a).items() if k != "json"})
     return out
 
