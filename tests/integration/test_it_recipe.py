@@ -120,7 +120,7 @@ def test_an_interrupted_campaign_resumes_where_it_stopped(tmp_path, monkeypatch,
     monkeypatch.setattr(experiment, "run_many", lambda cfgs, **kw: started.append(len(cfgs)) or real(cfgs, **kw))
     assert main([*EXP, "--out", str(out), "--json"]) == 0
     cap = capsys.readouterr()
-    assert started == [1] and "2 runs, 1 kept from before" in cap.err and "estimated about" in cap.err
+    assert started == [1] and "2 training runs, 1 kept from before" in cap.err and "estimated about" in cap.err
     rows = json.loads(cap.out)["rows"]
     assert [r["ber"] for r in rows] == [0.0, 1e-4] and rows[1]["flips"] > 0
     assert sorted(p.name for p in (out / "runs").iterdir()) == ["ddp-seed1-ber0-none", "ddp-seed1-ber0.0001-none-link1"]
