@@ -184,17 +184,15 @@ def spec_from_args(args: argparse.Namespace, **over):
 def _check_offsets(spec, args: argparse.Namespace) -> None:
     """A negative latency offset (given or calibrated) that takes any collective's fixed cost below 0,
     at the smallest size, with NCCL's own choice: refused before anything is modelled with it."""
-    from protocol.cluster.nccl import OPS, NegativeLatencyError, predict
+    from protocol.cluster.nccl import OPS
 
     for op in OPS:
         try:
-            pr = predict(op, 1, spec)
-        except NegativeLatencyError as exc:  # the model refuses it; say which option or file made it so
-            raise CliError(f"{_offset_source(args)} makes the modelled fixed cost of {op} ({exc.algo}/{exc.proto}, "
-                           f"1 B) negative ({exc.latency_us:.4g} us): a time cannot be below 0") from exc
+            _predict(args, op, 1, spec)
+        except CliError:
+            raise
         except ValueError:
             continue  # an op this cluster cannot run (the command using it says so)
-        _check_latency(pr, args)
 
 
 def _table(args: argparse.Namespace):
@@ -288,12 +286,23 @@ def _offset_source(args: argparse.Namespace) -> str:
     return f"--calibration {args.calibration}" if getattr(args, "calibration", None) else "the cost table"
 
 
-def _check_latency(pr, args: argparse.Namespace) -> None:
-    """A latency offset (``--latency-offset-us``, a calibration's ``latency_offset_us`` /
-    ``algo_latency_us``) that makes a collective's fixed cost negative is refused, not printed."""
+def _predict(args: argparse.Namespace, op: str, size: int, c, **kw):
+    """:func:`protocol.cluster.nccl.predict`, with a latency offset (``--latency-offset-us``, a
+    calibration's ``latency_offset_us`` / ``algo_latency_us``) that makes a collective's fixed cost or
+    time negative refused, naming where it came from, not printed."""
+    from protocol.cluster.nccl import NegativeLatencyError, predict
+
+    try:
+        pr = predict(op, size, c, **kw)
+    except NegativeLatencyError as exc:  # the model refuses it; say which option or file made it so
+        raise CliError(f"{_offset_source(args)} makes the modelled fixed cost of {op} ({exc.algo}/{exc.proto}, "
+                       f"{size} B, {c.ranks} ranks) negative ({exc.latency_us:.4g} us): a time cannot be below 0"
+                       ) from exc
     if pr.latency_s < 0 or pr.time_s < 0:
-        raise CliError(f"{_offset_source(args)} makes the modelled fixed cost of {pr.op} ({pr.algo}/{pr.proto}, {pr.bytes} B, "
-                       f"{pr.ranks} ranks) negative ({pr.latency_s * 1e6:.4g} us): a time cannot be below 0")
+        raise CliError(f"{_offset_source(args)} makes the modelled fixed cost of {pr.op} ({pr.algo}/{pr.proto}, "
+                       f"{pr.bytes} B, {pr.ranks} ranks) negative ({pr.latency_s * 1e6:.4g} us): a time cannot be "
+                       "below 0")
+    return pr
 
 
 def run(args: argparse.Namespace) -> int:
@@ -312,7 +321,6 @@ def run(args: argparse.Namespace) -> int:
     from dataclasses import asdict
 
     from phy802._io import check_interrupt
-    from protocol.cluster.nccl import predict
 
     _check_code_fec(args)
     if args.trials and not any(b > 0 for b in args.ber):
@@ -330,8 +338,7 @@ def run(args: argparse.Namespace) -> int:
         if n is not None:
             over["ranks"] = n
         c = spec_from_args(args, **over)
-        pr = predict(op, size, c, algo=args.algo, proto=args.proto, table=table)
-        _check_latency(pr, args)
+        pr = _predict(args, op, size, c, algo=args.algo, proto=args.proto, table=table)
         built.append((c, pr))
     trials = DEFAULT_TRIALS if args.trials is None else args.trials
     sim = [c.ber > 0 for c, _ in built]
