@@ -503,16 +503,17 @@ def _frozen_count(opt: torch.optim.Optimizer) -> int:
     A gradient element above ~1.8e19 (one flipped exponent bit) squares to Inf in fp32; AdamW's
     ``exp_avg_sq = beta2 * v + (1 - beta2) * g^2`` then stays Inf for good (``beta2 * inf = inf``)
     and the element's update ``m / (sqrt(v) + eps)`` is 0 (NaN if ``m`` is Inf too): the weight is
-    frozen for the rest of the run, whatever clipping does later. One pass over the state per step.
+    frozen for the rest of the run, whatever clipping does later. One pass over the state per step,
+    summed where the state lives and read once (one host sync per step on a GPU, not one per tensor).
     """
-    n = 0
+    counts = []
     for st in opt.state.values():
         v = st.get("exp_avg_sq")
         if v is None:
             continue
         v = v.to_local() if hasattr(v, "to_local") else v  # FSDP2: this rank's shard
-        n += int(v.numel() - torch.isfinite(v).sum())
-    return n
+        counts.append((~torch.isfinite(v)).sum())
+    return int(torch.stack(counts).sum()) if counts else 0
 
 
 def train_worker(rank: int, cfg: TrainConfig, init_method: str, out_dir: str) -> str | None:
