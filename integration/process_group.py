@@ -372,9 +372,11 @@ class ReplayProcessGroup(FailureAgreement, ReceivePath, RingOps, PointToPoint, d
             import sys
 
             try:
-                print(self.summary(), file=sys.stderr, flush=True)
-            except Exception:  # noqa: BLE001 - a summary must not fail a shutdown
-                pass
+                with self._lock:  # counters are also updated from the inner backend's completion threads
+                    line = self.summary()
+            except Exception as e:  # noqa: BLE001 - a summary must not fail a shutdown, but its failure is said
+                line = f"{BACKEND_NAME} rank {self._rank}/{self._size}: summary failed: {type(e).__name__}: {e}"
+            print(line, file=sys.stderr, flush=True)
 
 
     # ------------------------------------------------------------------ public helpers

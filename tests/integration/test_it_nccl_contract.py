@@ -433,6 +433,19 @@ def test_summary_line_and_iterable_log():
         assert "messages received" in line and "BER 0.001" in line
 
 
+def test_a_summary_that_fails_says_so_at_shutdown(monkeypatch, capsys):
+    """The shutdown line is never dropped: a summary that raises prints the rank and the error instead."""
+    g = ReplayProcessGroup(dist.HashStore(), 0, 1, timedelta(seconds=5), ReplayConfig())
+
+    def broken(self):
+        raise KeyError("counters")
+
+    monkeypatch.setattr(ReplayProcessGroup, "summary", broken)
+    g.shutdown()
+    err = capsys.readouterr().err
+    assert "phy802 rank 0/1: summary failed: KeyError: 'counters'" in err
+
+
 def test_flips_match_what_was_logged_bit_for_bit():
     """Independent check of the stand-in path: XOR of the delivered and the clean sum has as many bits set as
     flips were logged (endpoint all-reduce: the flips land on the reduced buffer)."""
