@@ -2,7 +2,8 @@
 
 Each entry names a run file, the cluster its header states or infers (a preset and
 :class:`~protocol.cluster.topology.ClusterSpec` fields), the regime it stands for, the goal it is
-held to (worst measured/predicted ratio from ``MIN_BYTES`` up, before calibration) and its role:
+held to (worst measured/predicted ratio from ``MIN_BYTES`` up, before calibration), the
+``NCCL_ALGO`` / ``NCCL_PROTO`` the run was made with (``algo`` / ``proto``, where it sets them) and its role:
 ``held-out`` runs set no constant of the model, ``tuning-small`` runs set a transport's latency
 from their rows below ``MIN_BYTES`` only, ``tuning`` runs set the constant named in ``sets``,
 ``flagged`` runs are clusters with a problem that the model must report, not fit.  :func:`evaluate` gives, per run and size, the ratio
@@ -41,6 +42,7 @@ class RunSpec:
     goal: float | None
     role: str
     goal_median: float | None = None
+    proto: str | None = None
 
     def cluster(self, **over):
         run = read_nccl_tests(self.path, op=self.op)
@@ -63,7 +65,8 @@ def load_runs(path: str | os.PathLike) -> list[RunSpec]:
         if e.get("role") not in ROLES:
             raise ValueError(f"{p}: runs[{i}]: field 'role' must be one of {', '.join(ROLES)}")
         out.append(RunSpec(os.path.join(base, e["file"]), e["op"], e["preset"], tuple(sorted(e["fields"].items())),
-                           e.get("algo"), e["regime"], e.get("goal"), e["role"], e.get("goal_median")))
+                           e.get("algo"), e["regime"], e.get("goal"), e["role"], e.get("goal_median"),
+                           e.get("proto")))
     return out
 
 
@@ -73,7 +76,7 @@ def evaluate(spec: RunSpec, *, table=None, **over) -> list[dict]:
     c = spec.cluster(**over)
     rows = []
     for b, t in zip(run.bytes, run.time_us):
-        pr = predict(run.op, b, c, algo=spec.algo, table=table)
+        pr = predict(run.op, b, c, algo=spec.algo, proto=spec.proto, table=table)
         rows.append({"bytes": int(b), "measured_us": float(t), "predicted_us": pr.time_us,
                      "ratio": float(t) / pr.time_us, "algo": pr.algo, "proto": pr.proto, "channels": pr.channels})
     return rows
@@ -101,11 +104,11 @@ def holdout(spec: RunSpec, k: int = 2, *, table=None) -> list[dict] | None:
     use = [i for i in range(len(run.bytes)) if i not in held]
     if len(use) < 3 or not held:
         return None
-    cal = calibrate(run, c, algo=spec.algo, table=table, use=use)
+    cal = calibrate(run, c, algo=spec.algo, proto=spec.proto, table=table, use=use)
     cc = apply_calibration(c, cal)
     out = []
     for i in held:
-        pr = predict(run.op, run.bytes[i], cc, algo=spec.algo, table=table)
+        pr = predict(run.op, run.bytes[i], cc, algo=spec.algo, proto=spec.proto, table=table)
         out.append({"bytes": int(run.bytes[i]), "measured_us": float(run.time_us[i]), "predicted_us": pr.time_us,
                     "ratio": float(run.time_us[i]) / pr.time_us, "structure": cal["structure"],
                     "implausible": cal["implausible"]})

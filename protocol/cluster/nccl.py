@@ -33,7 +33,8 @@ topology it detects) and NCCL's protocol refinements (``protocol_factor``, the p
 * ring: ``min(ring_intra_efficiency x scale-up, node NICs)`` (a ring crosses each node boundary
   once per channel, so the node's NICs together are its inter-node limit);
 * tree: NCCL's ``busBw x 0.5`` with ``busBw = min(0.92 x node NICs, channels x per-channel cap)``
-  (NCCL's doubling on 2 nodes is left out [I] except with one GPU per node, see ``_algbw``; one
+  (on 2 nodes the tree's time, once it is chosen, takes twice the network share, see ``_algbw``;
+  its price for the choice does not [I]; one
   node: the ring's NVLink rate, NCCL's ``bwIntra``);
 * NVLS: ``nvls_busbw_per_up x scale-up`` (x ``nvlsEfficiency`` relative to Hopper);
   NVLSTree: ``min(NVLS, node NICs x (2 on 2 nodes), NVLS channels x cap)``, with the tree
@@ -85,7 +86,7 @@ from ..latency import added_latency
 from .topology import ClusterSpec
 
 __all__ = ["OPS", "ALGOS", "PROTOS", "load_table", "default_table", "Prediction", "predict", "candidates",
-           "bus_factor", "phy_latency_ns", "norm_op", "channels_used"]
+           "bus_factor", "phy_latency_ns", "norm_op", "channels_used", "enabled"]
 
 OPS: tuple[str, ...] = ("allreduce", "reduce_scatter", "allgather", "broadcast", "alltoall", "sendrecv")
 ALGOS: tuple[str, ...] = ("ring", "tree", "nvls", "nvls_tree", "collnet_direct", "collnet_chain", "pat", "p2p")
@@ -237,9 +238,10 @@ class Prediction:
         return self.time_s * 1e6
 
 
-def _enabled(op: str, c: ClusterSpec) -> list[tuple[str, str]]:
+def _enabled(op: str, c: ClusterSpec, T: dict) -> list[tuple[str, str]]:
     ll128 = c.scale_up.startswith("nvlink")
-    protos = [p for p in PROTOS if p != "LL128" or ll128]
+    allowed = T["transport_protocols"].get(c.transport, PROTOS) if c.nodes > 1 else PROTOS
+    protos = [p for p in PROTOS if (p != "LL128" or ll128) and p in allowed]
     n = c.nodes
     out: list[tuple[str, str]] = []
     if op == "allreduce":
@@ -263,9 +265,9 @@ def _enabled(op: str, c: ClusterSpec) -> list[tuple[str, str]]:
     return out
 
 
-def candidates(op: str, cluster: ClusterSpec) -> list[tuple[str, str]]:
+def candidates(op: str, cluster: ClusterSpec, table: dict | None = None) -> list[tuple[str, str]]:
     """The (algorithm, protocol) pairs NCCL would consider for ``op`` on ``cluster``."""
-    return _enabled(norm_op(op), cluster)
+    return _enabled(norm_op(op), cluster, table if table is not None else default_table())
 
 
 def _gen_index(n: int) -> int:
@@ -349,8 +351,9 @@ def _nvls_bw(c: ClusterSpec, T: dict) -> float:
     return c.up_GBps * c.nvls_busbw_per_up * rel
 
 
-def _algbw(op: str, a: str, p: str, c: ClusterSpec, T: dict, size: int) -> float:
-    """Algorithm bandwidth, GB/s (module docstring)."""
+def _algbw(op: str, a: str, p: str, c: ClusterSpec, T: dict, size: int, tree_run: bool = False) -> float:
+    """Algorithm bandwidth, GB/s (module docstring); ``tree_run``: the tree's time as it runs on 2 nodes
+    (both trees rooted on their own node) rather than as NCCL's choice prices it."""
     N, n, ppn = c.ranks, c.nodes, c.gpus_per_node
     nch = c.n_channels
     gi = _gen_index(n)
@@ -371,12 +374,15 @@ def _algbw(op: str, a: str, p: str, c: ClusterSpec, T: dict, size: int) -> float
             return bus * N / (N - 1)
         return bus
     if a == "tree":
-        # NCCL doubles the 2-node tree's network bandwidth; we do not [I]: NCCL's own choice of
-        # NVLSTree over Tree for large sizes on 2 x 8 H100 is only reproduced without it
-        # one node: the tree's chains run on the same NVLink graph as the ring (NCCL: bwIntra); two
-        # nodes of one GPU each: the tree is a pairwise exchange, each byte crosses the network once
-        # per direction (NCCL's 2-node doubling, kept here where no NVLSTree competes)
-        phys = intra_ring if n == 1 else (2 * net if n == 2 and ppn == 1 else net)
+        # NCCL prices every algorithm on 2 nodes at bwIntra (tuning.cc ``nNodes <= 2 ? bwIntra :
+        # bwInter``), so its tree never beats its ring there; we keep the tree's network share
+        # undoubled for the choice [I] (NCCL's own choice of ring on 2 x 8 A100 and of NVLSTree over
+        # Tree on 2 x 8 H100 is only reproduced so).  Where the tree does run on 2 nodes (chosen
+        # with one GPU per node, or forced: NCCL_ALGO, a tuner plugin) each of its two trees is
+        # rooted on one node, so a node sends and receives the buffer once across its NICs: half the
+        # ring's 2(N-1)/N, twice the network share of a tree over more nodes (``tree_run``).
+        # One node: the tree's chains run on the same NVLink graph as the ring (NCCL: bwIntra).
+        phys = intra_ring if n == 1 else (2 * net if n == 2 and (ppn == 1 or tree_run) else net)
         bus = min(phys * pf["tree"], nch * capch["tree"][c.gpu][gi])
         if p == "LL":
             bus = min(bus * pf["tree_LL"], ll_max)
@@ -449,40 +455,62 @@ def _algo_value(pairs: tuple, a: str, default: float) -> float:
     return default
 
 
-def _time_us(op: str, a: str, p: str, c: ClusterSpec, T: dict, size: int) -> tuple[float, float, float]:
+def _time_us(op: str, a: str, p: str, c: ClusterSpec, T: dict, size: int,
+             tree_run: bool = False) -> tuple[float, float, float]:
     # the per-algorithm corrections (ClusterSpec.algo_latency_us / algo_bw_factor) act on NCCL's
     # entries, so they also move the choice, as a tuner plugin's constants would
     lat = _lat_us(op, a, p, c, T, size) + c.latency_offset_us + _algo_value(c.algo_latency_us, a, 0.0)
-    bw = _algbw(op, a, p, c, T, size) * _algo_value(c.algo_bw_factor, a, 1.0)
+    bw = _algbw(op, a, p, c, T, size, tree_run) * _algo_value(c.algo_bw_factor, a, 1.0)
     bwt = size / (1000.0 * bw) if bw > 0 and math.isfinite(bw) else (0.0 if bw == math.inf else math.inf)
     return lat + bwt, lat, bwt
 
 
-def _norm_algo(algo: str | None) -> str | None:
-    if algo is None:
+def _norm_set(value, aliases: dict, names: tuple, what: str, canon) -> tuple | None:
+    """``NCCL_ALGO`` / ``NCCL_PROTO`` semantics (NCCL's src/graph/tuning.cc, parseList): a comma
+    list of the names enabled, or ``^`` and a list of the names disabled; None: all enabled."""
+    if value is None:
         return None
-    k = str(algo).strip().lower()
-    k = _ALGO_ALIASES.get(k, k)
-    if k not in ALGOS:
-        raise ValueError(f"unknown algorithm {algo!r}; choose from {', '.join(ALGOS)}")
-    return k
+    if isinstance(value, (tuple, list, frozenset, set)):
+        items, neg = [str(v) for v in value], False
+    else:
+        text = str(value).strip()
+        neg = text.startswith("^")
+        items = text[1:].split(",") if neg else text.split(",")
+    keys = []
+    for it in items:
+        k = canon(it.strip(), aliases)
+        if k not in names:
+            raise ValueError(f"unknown {what} {it.strip()!r} in {value!r}; choose from {', '.join(names)}")
+        keys.append(k)
+    if not keys:
+        raise ValueError(f"no {what} named in {value!r}")
+    return tuple(n for n in names if (n in keys) != neg)
 
 
-def _norm_proto(proto: str | None) -> str | None:
-    if proto is None:
-        return None
-    k = _PROTO_ALIASES.get(str(proto).strip().lower())
-    if k is None:
-        raise ValueError(f"unknown protocol {proto!r}; choose from {', '.join(PROTOS)}")
-    return k
+def _norm_algo(algo) -> tuple | None:
+    return _norm_set(algo, _ALGO_ALIASES, ALGOS, "algorithm", lambda t, al: al.get(t.lower(), t.lower()))
 
 
-def predict(op: str, size_bytes: float, cluster: ClusterSpec, *, algo: str | None = None, proto: str | None = None,
+def _norm_proto(proto) -> tuple | None:
+    return _norm_set(proto, _PROTO_ALIASES, PROTOS, "protocol", lambda t, al: al.get(t.lower(), t))
+
+
+def enabled(op: str, cluster: ClusterSpec, algo=None, proto=None, table: dict | None = None) -> list[tuple[str, str]]:
+    """The (algorithm, protocol) pairs NCCL may choose for ``op`` on ``cluster`` with ``NCCL_ALGO=algo``
+    and ``NCCL_PROTO=proto`` (each None, one name, a comma list or ``^``-list of names disabled)."""
+    al, pr = _norm_algo(algo), _norm_proto(proto)
+    return [(a, p) for a, p in _enabled(norm_op(op), cluster, table if table is not None else default_table())
+            if (al is None or a in al) and (pr is None or p in pr)]
+
+
+def predict(op: str, size_bytes: float, cluster: ClusterSpec, *, algo=None, proto=None,
             table: dict | None = None) -> Prediction:
     """Predicted time of ``op`` on ``size_bytes`` (nccl-tests' size: the full buffer) over ``cluster``.
 
-    ``algo`` / ``proto`` force a choice among :func:`candidates` (an impossible one is a
-    ValueError naming what is possible); default: minimum predicted time, as NCCL picks.
+    ``algo`` / ``proto`` restrict the choice among :func:`candidates` as ``NCCL_ALGO`` /
+    ``NCCL_PROTO`` do: one name forces it, a comma list (``"ring,tree"``) or a ``^``-list of the
+    names disabled leaves NCCL's minimum-time choice among those enabled (an impossible set is a
+    ValueError naming what is possible); default: all, as NCCL picks.
     """
     op = norm_op(op)
     if not (isinstance(size_bytes, (int, float)) and math.isfinite(size_bytes) and size_bytes >= 0):
@@ -492,25 +520,29 @@ def predict(op: str, size_bytes: float, cluster: ClusterSpec, *, algo: str | Non
 
 
 @functools.lru_cache(maxsize=8192)
-def _predict(op: str, size: int, c: ClusterSpec, algo: str | None, proto: str | None, T: dict) -> Prediction:
+def _predict(op: str, size: int, c: ClusterSpec, algo: tuple | None, proto: tuple | None, T: dict) -> Prediction:
     N = c.ranks
     phy, phy_rate = phy_latency_ns(c.code, c.fec, c.rate, c.latency)
     sp = c.spine
     phy_sp, _ = phy_latency_ns(sp.code, sp.fec, c.rate, c.latency)
     ref, _ = phy_latency_ns("kp4", "ieee", c.rate, c.latency)
     if (N <= 1 and op != "sendrecv") or size == 0:
-        return Prediction(op, algo or "ring", proto or "Simple", c.nodes, c.gpus_per_node, N, size, c.code, c.fec,
+        return Prediction(op, algo[0] if algo else "ring", proto[-1] if proto else "Simple", c.nodes, c.gpus_per_node, N, size, c.code, c.fec,
                           c.ber, 0.0, 0.0, 0.0, 0.0, 0.0, phy, phy_rate, 0, (), math.inf, math.inf, False,
                           c.n_channels)
-    cands = _enabled(op, c)
-    pool = [(a, p) for a, p in cands if (algo is None or a == algo) and (proto is None or p == proto)]
+    cands = _enabled(op, c, T)
+    pool = [(a, p) for a, p in cands if (algo is None or a in algo) and (proto is None or p in proto)]
     if not pool:
-        raise ValueError(f"{op} with algo={algo or 'any'} proto={proto or 'any'} is not available on this cluster; "
+        raise ValueError(f"{op} with algo={','.join(algo) if algo else 'any'} proto={','.join(proto) if proto else 'any'} "
+                         "is not available on this cluster; "
                          f"possible: {', '.join(f'{a}/{p}' for a, p in cands)}")
     # NCCL's choice: minimum time on its full-channel table (ncclTopoGetAlgoTime) ...
     times = {f"{a}/{p}": _time_us(op, a, p, c, T, size) for a, p in cands}
     a, p = min(pool, key=lambda ap: times[f"{ap[0]}/{ap[1]}"][0])
     total, lat, bwt = times[f"{a}/{p}"]
+    if a == "tree" and c.nodes == 2:
+        # ... a 2-node tree runs at its own network share (_algbw), not at the share it was priced at
+        total, lat, bwt = _time_us(op, a, p, c, T, size, tree_run=True)
     # ... then run with the channels and threads it gives that size (channels_used)
     nch, share = channels_used(a, p, c, T, size)
     if share < 1.0:

@@ -565,9 +565,9 @@ def _fit_structured(run: NcclRun, c: ClusterSpec, algo, proto, table, idx: list[
     import numpy as np
     from scipy.optimize import minimize
 
-    from .nccl import candidates
+    from .nccl import enabled
 
-    pool = [(a, p) for a, p in candidates(run.op, c) if (algo is None or a == algo) and (proto is None or p == proto)]
+    pool = enabled(run.op, c, algo, proto, table)
     if not pool:
         return None
     fams = sorted({a for a, _ in pool})

@@ -5,6 +5,7 @@ the fabric's link counts, and bad clusters."""
 
 import json
 import math
+from dataclasses import replace
 
 import pytest
 
@@ -42,25 +43,77 @@ def test_ring_ll_ll128_simple_allreduce_by_hand():
 
 
 def test_tree_protocols_by_hand_with_correction_factor():
-    bus = min(NET * 0.92, 16 * 41.4)  # perChMaxTreeBw Hopper, 2 nodes
+    bus = min(NET * 0.92, 16 * 41.4)  # perChMaxTreeBw Hopper, 2 nodes: the price NCCL's choice sees
+    # the tree as it runs on 2 nodes: each of the two trees rooted on one node, so a node's NICs carry
+    # the buffer once per direction, twice the share of a tree over more nodes
+    run = min(2 * NET * 0.92, 16 * 41.4)
     S = 8192  # log2(8192 / 64) = 7: corrections LL .7, LL128 .8, Simple .8
     # channels NCCL runs at 8 KB (of 16): bytes // (threads x threshold): LL 8192 // (512 x 8) = 2,
     # LL128 8192 // (640 x 8) = 1, Simple 8192 // (512 x 64) = 0 -> 1; the tree keeps all its threads
     ll = 6.8 + 2 * (7 * 0.6 + 1 * (5.0 + IB))
     r = t("allreduce", S, algo="tree", proto="LL")
     assert r.channels == 2
-    assert r.time_us == pytest.approx(ll + S / (1000 * min(bus / 3.8, 39.0) * 0.5 * 0.7 * 2 / 16), rel=1e-12)
+    assert r.time_us == pytest.approx(ll + S / (1000 * min(run / 3.8, 39.0) * 0.5 * 0.7 * 2 / 16), rel=1e-12)
     # NCCL chooses on its full-channel table: the candidate time is the 16-channel one
     assert r.candidates["tree/LL"] == pytest.approx(ll + S / (1000 * min(bus / 3.8, 39.0) * 0.5 * 0.7), rel=1e-12)
     l128 = 14.0 + 2 * (7 * 1.25 + 1 * (8.5 + IB))
-    assert t("allreduce", S, algo="tree", proto="LL128").time_us == pytest.approx(
-        l128 + S / (1000 * min(bus * 120 / 128, 16 * 36.7) * 0.5 * 0.8 / 16), rel=1e-12)
+    r = t("allreduce", S, algo="tree", proto="LL128")
+    assert r.time_us == pytest.approx(l128 + S / (1000 * min(run * 120 / 128, 16 * 36.7) * 0.5 * 0.8 / 16), rel=1e-12)
+    assert r.candidates["tree/LL128"] == pytest.approx(
+        l128 + S / (1000 * min(bus * 120 / 128, 16 * 36.7) * 0.5 * 0.8), rel=1e-12)
     simple = 8.4 + 2 * (7 * 4.0 + 1 * (14.0 + 2 * IB))
-    assert t("allreduce", S, algo="tree", proto="Simple").time_us == pytest.approx(
-        simple + S / (1000 * bus * 0.5 * 0.8 / 16), rel=1e-12)
+    r = t("allreduce", S, algo="tree", proto="Simple")
+    assert r.time_us == pytest.approx(simple + S / (1000 * run * 0.5 * 0.8 / 16), rel=1e-12)
+    assert r.candidates["tree/Simple"] == pytest.approx(simple + S / (1000 * bus * 0.5 * 0.8), rel=1e-12)
     # from 16 x 512 x 64 B = 512 KB up the Simple tree runs all 16 channels
     assert t("allreduce", 1 << 19, algo="tree", proto="Simple").channels == 16
     assert t("allreduce", (1 << 19) - 64, algo="tree", proto="Simple").channels == 15
+
+
+def test_two_node_tree_runs_at_twice_the_network_share_but_is_chosen_at_nccls_price():
+    # 2 x 8 A100 (no NVLS): at 1 GB the tree, once run, is network-bound at 2 x 0.92 x NICs x 0.5
+    # in algorithm bandwidth; NCCL prices it at the undoubled share and so picks the ring there
+    a100 = preset("hgx-a100-roce", nodes=2)
+    net = a100.node_net_GBps
+    S = 1 << 30
+    tree = t("allreduce", S, a100, algo="tree", proto="Simple")
+    # (no tree correction from 2^24 x 64 B = 1 GB up)
+    assert tree.bandwidth_s * 1e6 == pytest.approx(S / (1000 * min(2 * net * 0.92, a100.n_channels * 23.6) * 0.5),
+                                                   rel=1e-12)
+    assert tree.candidates["tree/Simple"] > tree.time_us * 1.5
+    assert t("allreduce", S, a100).algo == "ring"
+    # on 3 nodes a tree's node sends its share up and down once more: no doubling
+    a3 = preset("hgx-a100-roce", nodes=4)
+    t3 = t("allreduce", S, a3, algo="tree", proto="Simple")
+    assert t3.time_us == pytest.approx(t3.candidates["tree/Simple"], rel=1e-12)
+
+
+def test_nccl_algo_and_proto_lists_enable_sets_as_nccl_does():
+    # NCCL_ALGO=Ring,Tree and NCCL_PROTO=Simple (the GPUDirect-TCPXO profiles of 2024): NCCL's choice
+    # among those only; '^' disables the names listed (tuning.cc parseList)
+    S = 1 << 30
+    r = t("allreduce", S, algo="Ring,Tree", proto="Simple")
+    assert r.algo in ("ring", "tree") and r.proto == "Simple"
+    assert t("allreduce", S).algo == "nvls_tree"
+    assert t("allreduce", S, algo="^nvls_tree,nvls").algo in ("ring", "tree")
+    assert t("allreduce", 8, proto="^LL").proto != "LL"
+    assert t("allreduce", 8, proto="^LL").time_us == min(
+        t("allreduce", 8, algo=a, proto=p).time_us for a in ("ring", "tree") for p in ("LL128", "Simple"))
+    with pytest.raises(ValueError, match="unknown algorithm 'rong'"):
+        t("allreduce", S, algo="ring,rong")
+    with pytest.raises(ValueError, match="not available"):
+        t("allreduce", S, algo="pat")
+
+
+def test_tcpxo_runs_no_ll_its_profile_never_enables_it():
+    # Google's nccl-env-profile.sh sets NCCL_PROTO=Simple,LL128 (Simple before v1.0.8), enforced by
+    # its guest config checker: NCCL never runs LL over GPUDirect-TCPXO
+    tcpxo = preset("dgx-h100-ib", nodes=2, rate="200G", transport="tcpxo")
+    assert {p for _, p in candidates("allreduce", tcpxo)} == {"LL128", "Simple"}
+    assert {p for _, p in candidates("allreduce", replace(tcpxo, transport="roce"))} == {"LL", "LL128", "Simple"}
+    assert t("allreduce", 8, tcpxo).proto != "LL"
+    # one node has no network: all protocols
+    assert "LL" in {p for _, p in candidates("allreduce", replace(tcpxo, nodes=1))}
 
 
 def test_nvls_and_nvlstree_by_hand():
@@ -176,7 +229,11 @@ def test_cli_rates_and_800g_fallback(capsys):
                for r in ("200G", "400G", "800G"))
     assert a.bandwidth_s == pytest.approx((1 << 30) / (8 * 25 * 0.94 * 16 / 30) * 1e-9, rel=1e-12)
     assert b.bandwidth_s == c.bandwidth_s == pytest.approx((1 << 30) / (RING_INTRA * 16 / 30) * 1e-9, rel=1e-12)
-    assert predict("allreduce", 1 << 30, preset("dgx-h100-ib", rate="800G"), algo="tree").bandwidth_s < \
+    # the 2-node tree (twice the network share as it runs) is NIC-bound at 200G, at 400G its 16
+    # channels' cap (16 x 41.4 GB/s) binds
+    assert predict("allreduce", 1 << 30, preset("dgx-h100-ib", rate="400G"), algo="tree").bandwidth_s < \
+        predict("allreduce", 1 << 30, preset("dgx-h100-ib", rate="200G"), algo="tree").bandwidth_s
+    assert predict("allreduce", 1 << 30, preset("dgx-h100-ib", rate="800G"), algo="tree").bandwidth_s == \
         predict("allreduce", 1 << 30, preset("dgx-h100-ib", rate="400G"), algo="tree").bandwidth_s
 
 
