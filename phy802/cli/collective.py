@@ -201,16 +201,36 @@ def _table(args: argparse.Namespace):
     return load_table(getattr(args, "nccl_table", None))
 
 
+def _nccl_list(kind: str):
+    """argparse type: an NCCL_ALGO / NCCL_PROTO value, checked name by name (kept as given)."""
+
+    def parse(text: str) -> str:
+        from protocol.cluster.nccl import parse_nccl_list
+
+        if kind == "algo" and text.strip().lower() == "direct":
+            return "direct"  # the flat-ethernet model's; refused by the cluster model with its own message
+        try:
+            parse_nccl_list(text, kind)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+        return text
+
+    return parse
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     from phy802.cli._vocab import FEC_HELP, _Given, fec_list
     from protocol.cluster.nccl import ALGOS, OPS, PROTOS
 
     p.add_argument("--op", default=None, choices=OPS,
                    help="collective (default allreduce; with --nccl-tests: the file's, this must agree)")
-    p.add_argument("--algo", default=None, choices=ALGOS + ("direct",),
-                   help="force an algorithm, like NCCL_ALGO (default: NCCL's choice, minimum time; flat-ethernet: "
-                        "ring, tree or direct)")
-    p.add_argument("--proto", default=None, choices=PROTOS, help="force a protocol, like NCCL_PROTO (default: NCCL's choice)")
+    p.add_argument("--algo", default=None, type=_nccl_list("algo"), metavar="ALGO[,ALGO...]",
+                   help=f"the algorithms enabled, as NCCL_ALGO: one forces it, a comma list (ring,tree) or ^list "
+                        f"(^nvls,nvls_tree: those disabled) leaves NCCL's minimum-time choice among them; "
+                        f"{', '.join(ALGOS)} (default: all; flat-ethernet: ring, tree or direct)")
+    p.add_argument("--proto", default=None, type=_nccl_list("proto"), metavar="PROTO[,PROTO...]",
+                   help=f"the protocols enabled, as NCCL_PROTO (one, a comma list or ^list of {', '.join(PROTOS)}; "
+                        "default: all the transport allows)")
     p.add_argument("--ranks", type=list_arg(int_arg(1, 10**7)), default=None,
                    help="ranks, comma list (default: nodes x GPUs of the cluster; flat-ethernet 64)")
     p.add_argument("--bytes", type=list_arg(count_arg(0, 10**15)), default=(25_000_000,), action=_Given,

@@ -86,7 +86,7 @@ from ..latency import added_latency
 from .topology import ClusterSpec
 
 __all__ = ["OPS", "ALGOS", "PROTOS", "load_table", "default_table", "Prediction", "predict", "candidates",
-           "bus_factor", "phy_latency_ns", "norm_op", "channels_used", "enabled"]
+           "bus_factor", "phy_latency_ns", "norm_op", "channels_used", "enabled", "parse_nccl_list"]
 
 OPS: tuple[str, ...] = ("allreduce", "reduce_scatter", "allgather", "broadcast", "alltoall", "sendrecv")
 ALGOS: tuple[str, ...] = ("ring", "tree", "nvls", "nvls_tree", "collnet_direct", "collnet_chain", "pat", "p2p")
@@ -493,6 +493,12 @@ def _norm_algo(algo) -> tuple | None:
 
 def _norm_proto(proto) -> tuple | None:
     return _norm_set(proto, _PROTO_ALIASES, PROTOS, "protocol", lambda t, al: al.get(t.lower(), t))
+
+
+def parse_nccl_list(value: str, kind: str) -> tuple[str, ...]:
+    """The names an ``NCCL_ALGO`` (``kind="algo"``) or ``NCCL_PROTO`` (``kind="proto"``) value enables,
+    in this module's spelling; a ValueError naming an unknown name."""
+    return (_norm_algo if kind == "algo" else _norm_proto)(value)
 
 
 def enabled(op: str, cluster: ClusterSpec, algo=None, proto=None, table: dict | None = None) -> list[tuple[str, str]]:

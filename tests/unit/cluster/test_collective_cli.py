@@ -255,3 +255,18 @@ def test_negative_offsets_from_a_calibration_file_are_refused(tmp_path, capsys, 
     assert main(["collective", "--calibration", str(f), "--bytes", "8192"]) == 2
     err = capsys.readouterr().err
     assert str(f) in err and next(iter(field)) in err  # the reader refuses it, naming the file and the field
+
+
+def test_algo_and_proto_take_nccl_lists(capsys):
+    # --algo / --proto read as NCCL_ALGO / NCCL_PROTO: a comma list or ^-list enables a set, NCCL's
+    # minimum-time choice among it; an unknown name is refused naming it (was: one name only)
+    assert main(["collective", "--algo", "Ring,Tree", "--proto", "Simple", "--bytes", "8,1e9", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)["rows"]
+    assert {r["algo"] for r in rows} <= {"ring", "tree"} and {r["proto"] for r in rows} == {"Simple"}
+    assert main(["collective", "--proto", "^LL", "--bytes", "8", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["rows"][0]["proto"] != "LL"
+    with pytest.raises(SystemExit) as ex:
+        main(["collective", "--algo", "ring,trea"])
+    assert ex.value.code == 2 and "unknown algorithm 'trea'" in capsys.readouterr().err
+    assert main(["collective", "--cluster", "flat-ethernet", "--algo", "ring,tree"]) == 2
+    assert "flat-ethernet model knows ring, tree, direct" in capsys.readouterr().err
