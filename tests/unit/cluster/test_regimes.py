@@ -98,3 +98,18 @@ def test_held_out_sizes_after_calibration():
     for name, bound in (("nccl1244_h20_ndr_2n_allreduce_default.csv", 1.3), ("gcp_a3mega_h100_tcpxo_2n_allreduce.csv", 2.9)):
         ho = holdout(RUNS[name])
         assert max(max(r["ratio"], 1 / r["ratio"]) for r in ho) <= bound, name
+
+
+# held-out single-node runs from small sizes up (runs.json): the bandwidth-bound sizes within their goal;
+# below ~16 MB the measured floor is a single-process nccl-tests run's (-g N: one thread launching N GPUs'
+# kernels, ~4 us a GPU), which the model does not have -- guarded at what the model achieves, NOT the goal
+@pytest.mark.parametrize("name, big_from, big_bound, worst_guard", [
+    ("gcp_a3mega_h100_1n_allreduce.csv", 128 << 20, 1.15, 2.3),
+    ("azure_ndh200v5_1n_allreduce_nvls.csv", 128 << 20, 1.1, 1.5),
+    ("azure_ndgb200v6_4gpu_nvlink5_allreduce_ring.csv", 8 << 20, 1.25, 1.7),
+])
+def test_single_node_runs_held_out(name, big_from, big_bound, worst_guard):
+    rows = [r for r in evaluate(RUNS[name]) if r["bytes"] >= MIN_BYTES]
+    assert all(1 / big_bound <= r["ratio"] <= big_bound for r in rows if r["bytes"] >= big_from), name
+    assert summary(rows)["worst"] <= worst_guard, name
+    assert all(r["ratio"] >= 0.95 for r in rows), name  # never slower than measured by more than 5%
