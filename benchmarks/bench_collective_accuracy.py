@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import sys
 
 HOLDOUT_GOAL = 1.2
@@ -42,27 +43,29 @@ def main() -> int:
         if sm is not None and s.goal is not None:
             met = sm["worst"] <= s.goal and (s.goal_median is None or sm["median_abs"] <= s.goal_median)
         hw = max(max(r["ratio"], 1 / r["ratio"]) for r in ho) if ho else None
+        hm = statistics.median(r["ratio"] for r in ho) if ho else None
         report.append({"file": os.path.basename(s.path), "regime": s.regime, "role": s.role, "goal": s.goal,
                        "goal_median": s.goal_median, "summary": sm, "goal_met": met, "rows": rows,
-                       "holdout_worst": hw, "holdout_met": None if hw is None else hw <= HOLDOUT_GOAL,
+                       "holdout_worst": hw, "holdout_median": hm, "holdout_met": None if hw is None else hw <= HOLDOUT_GOAL,
                        "holdout_rows": ho})
     if a.json:
         print(json.dumps(report, indent=1))
         return 0
     print(f"measured / predicted (nccl-tests / model values), before calibration, sizes from {MIN_BYTES} B up")
-    print(f"{'run':<44} {'role':<12} {'n':>3} {'min':>5} {'max':>5} {'median':>6} {'goal':>5} {'met':>4}"
-          f" {'held-out worst':>14} {'(<=1.2)':>7}")
+    print(f"{'run':<48} {'role':<12} {'n':>3} {'min':>5} {'max':>5} {'median':>6} {'goal':>5} {'met':>4}"
+          f" {'held-out worst':>14} {'median':>6} {'(<=1.2)':>7}")
     for r in report:
         sm = r["summary"]
         g = "-" if r["goal"] is None else f"{r['goal']:g}"
         met = "-" if r["goal_met"] is None else ("yes" if r["goal_met"] else "NO")
         ho = "-" if r["holdout_worst"] is None else f"{r['holdout_worst']:.2f}"
+        hmed = "-" if r["holdout_median"] is None else f"{r['holdout_median']:.2f}"
         hm = "-" if r["holdout_met"] is None else ("yes" if r["holdout_met"] else "NO")
         if sm is None:
-            print(f"{r['file']:<44} {r['role']:<12} {0:>3} (no size from {MIN_BYTES} B up)")
+            print(f"{r['file']:<48} {r['role']:<12} {0:>3} (no size from {MIN_BYTES} B up)")
             continue
-        print(f"{r['file']:<44} {r['role']:<12} {sm['n']:>3} {sm['min']:>5.2f} {sm['max']:>5.2f} {sm['median']:>6.2f} "
-              f"{g:>5} {met:>4} {ho:>14} {hm:>7}")
+        print(f"{r['file']:<48} {r['role']:<12} {sm['n']:>3} {sm['min']:>5.2f} {sm['max']:>5.2f} {sm['median']:>6.2f} "
+              f"{g:>5} {met:>4} {ho:>14} {hmed:>6} {hm:>7}")
         if a.sizes:
             for x in r["rows"]:
                 print(f"    {x['bytes']:>12} B  measured {x['measured_us']:>10.1f} us  predicted {x['predicted_us']:>10.1f} us"
