@@ -51,8 +51,10 @@ constants would), and a sustained bus-bandwidth ceiling (``sustained_busbw_GBps`
 algorithm, so it does not move the choice, and it is charged to ``bandwidth_s``).  With the ceiling
 binding, the FEC identity below holds only where the ceiling does not bind.
 
-(algorithm, protocol) is chosen per size by minimum time on the full-channel table, as NCCL does;
-``algo=`` / ``proto=`` force it (``NCCL_ALGO`` / ``NCCL_PROTO``).  The chosen pair then runs with
+(algorithm, protocol) is chosen per size by minimum time on the full-channel table, as NCCL does,
+among the pairs enabled: ``algo=`` / ``proto=`` take ``NCCL_ALGO`` / ``NCCL_PROTO`` values (one
+name, a comma list, a ``^``-list of names disabled), and a transport's own stack may rule protocols
+out (``transport_protocols``: GPUDirect-TCPXO never runs LL).  The chosen pair then runs with
 the channels and threads NCCL gives that size (:func:`channels_used`, ``src/enqueue.cc``
 topoGetAlgoInfo): below ``channels x threads x threshold`` bytes a ring or tree runs fewer
 channels, and its bandwidth term grows in proportion; ``Prediction.channels`` says how many.  The choice uses NCCL's table only: NCCL does not know
