@@ -37,7 +37,7 @@ __all__ = ["DemoConfig", "run_demo", "add_arguments", "run", "advise_argv", "wri
 REPORT_RANKS = 64
 #: GPUs per node of the cluster the demo models (``--cluster dgx-h100-ib``: one DGX H100 node is 8 GPUs)
 _GPUS_PER_NODE = 8
-#: the port name of the traced link in ``fec_hist.json``
+#: the traced link: its trace file's stem and its port name in ``fec_hist.json``
 ADVISE_PORT = "trace_bypass_400g"
 
 
@@ -151,7 +151,7 @@ def _trace_step(cfg: DemoConfig, out: Path, shown: Path, summary: dict) -> tuple
     t0 = time.perf_counter()
     from protocol.trace import generate_trace
 
-    trace_path = out / "trace_bypass_400g.trace"
+    trace_path = out / f"{ADVISE_PORT}.trace"
     meta = generate_trace(trace_path, rate="400G", fec="bypass", ber=cfg.trace_ber, line_bits=cfg.trace_bits,
                           seed=cfg.seed, progress=cfg.progress)
     summary["trace"] = {"path": str(shown / trace_path.name), "meta": meta}
@@ -302,7 +302,10 @@ def _advise_step(cfg: DemoConfig, out: Path, shown: Path, summary: dict) -> list
     from phy802.cli.advise import add_arguments as a_args, answer
 
     t0 = time.perf_counter()
-    hist = summary["trace"]["meta"]["codewords"]["symbol_error_hist"]
+    hist = (summary["trace"]["meta"].get("codewords") or {}).get("symbol_error_hist")
+    if not hist:
+        raise ValueError(f"{summary['trace']['path']}: the trace's metadata has no field "
+                         "'codewords.symbol_error_hist': no FEC histogram to answer from")
     write_fec_hist(out / "fec_hist.json", hist)
     results = "training" if cfg.train else None
     p = argparse.ArgumentParser()
@@ -485,7 +488,8 @@ def run(args: argparse.Namespace) -> int:
 
     def text() -> str:
         v = s["vectors"]
-        lines = [f"vectors: {v['passed']} passed, {v['failed']} failed",
+        lines = [f"verdict: {s['advise']['verdict']['sentence']}",
+                 f"vectors: {v['passed']} passed, {v['failed']} failed",
                  f"report: {Path(cfg.out) / 'report.md'}"]
         for k, t in s["steps"].items():
             lines.append(f"  {k[:-2]:<9} {t:6.1f} s")
