@@ -314,9 +314,9 @@ def _advise_step(cfg: DemoConfig, out: Path, shown: Path, summary: dict) -> list
     names = {str(out / "fec_hist.json"): str(shown / "fec_hist.json")}
     if results:
         names[str(out / results)] = str(shown / results)
-    _say(cfg, "advise: the trace's FEC histogram + the cluster of step 5" + (" + the training's loss" if results else ""))
+    _say(cfg, "advise: the trace's FEC histogram + the cluster of step 5" + (" + the training's loss" * bool(results)))
     doc, _ = answer(args, shown=names)
-    argv = ["phy802", "advise", *advise_argv(names[str(out / "fec_hist.json")], results and str(shown / results), cfg.seed)]
+    argv = ["phy802", "advise", *advise_argv(str(shown / "fec_hist.json"), results and str(shown / results), cfg.seed)]
     atomic_write_text(out / "advise.json", json.dumps(to_jsonable(doc), indent=1) + "\n")
     summary["advise"] = {"argv": argv, "verdict": doc["verdict"], "fec_hist": str(shown / "fec_hist.json"),
                          "json": str(shown / "advise.json")}
