@@ -15,7 +15,7 @@ import os
 from phy802.cli._common import CliError, add_json, add_seed, emit, float_arg, int_arg, list_arg
 from phy802.cli.collective import add_cluster_arguments, spec_from_args
 
-__all__ = ["add_arguments", "run", "snapshot_paths"]
+__all__ = ["add_arguments", "answer", "run", "snapshot_paths"]
 
 EPILOG = """\
 examples:
@@ -188,7 +188,11 @@ def _fmt_iv(d) -> str:
     return fmt_interval(d["value"], d.get("lo"), d.get("hi"))
 
 
-def run(args: argparse.Namespace) -> int:
+def answer(args: argparse.Namespace, shown: dict[str, str] | None = None) -> tuple[dict, str]:
+    """``phy802 advise``'s whole answer for parsed ``args``: the JSON document (the verdict under
+    ``verdict``) and the text the command prints.  ``phy802 demo`` calls this on the files it wrote, so
+    its report opens with the very sentence the command gives.  ``shown`` maps an input path as read
+    to the name the answer gives it (the demo builds its folder beside ``--out``)."""
     from phy802.telemetry.fit import CODES, estimate_cpu_seconds
     from phy802.telemetry.ports import fit_ports
     from protocol.advise import AdviseConfig, advise_links, evaluate, loss_side_from_results, verdict
@@ -215,7 +219,10 @@ def run(args: argparse.Namespace) -> int:
     if est / args.workers > 600:
         raise CliError(f"{whole.source}: estimated {est:.0f} s of CPU to fit {len(whole.ports)} ports (above 600 s): "
                        "lower --bootstrap or use --workers")
-    loss = loss_side_from_results(args.results) if args.results else None
+    def name(path: str) -> str:
+        return (shown or {}).get(path, path)
+
+    loss = loss_side_from_results(args.results, name=name(args.results)) if args.results else None
     ts = _time_side(args, {"code": args.code})
     cfg = AdviseConfig(target_fer=args.target_fer, modes=args.modes, max_loss_penalty=args.max_loss_penalty,
                        rate=ts.cluster.rate, min_gain=args.min_gain)  # the links' rate: the cluster's
@@ -246,14 +253,15 @@ def run(args: argparse.Namespace) -> int:
     if loss is None:
         missing.append("loss side (--results): bypass/unequal not considered; time to target loss not computed")
     elif loss.base_steps is None or not math.isfinite(loss.base_steps):
-        missing.append(f"{args.results}: the error-free curve never reaches the target loss: no time to target")
+        missing.append(f"{name(args.results)}: the error-free curve never reaches the target loss: no time to target")
     if not args.nccl_tests:
         missing.append("nccl-tests (--nccl-tests): the time side is the uncalibrated model")
     doc = {"verdict": {**v.as_dict(), "ports": [{"port": x.port, "mode": x.mode} for x in links]},
            "ports": [x.as_dict() for x in links],
            "repair": [x.port for x in links if x.repair],
            "workloads": rows,
-           "inputs": {"fec_hist": paths, "since": args.since, "code": args.code, "time_side": ts.source,
+           "inputs": {"fec_hist": [name(p_) for p_ in paths], "since": args.since, "code": args.code,
+                      "time_side": ts.source,
                       "cluster": ts.cluster.to_dict(), "nccl_tests_notes": list(ts.notes),
                       "loss_side": loss.source if loss else None, "target_fer": cfg.target_fer,
                       "max_loss_penalty": cfg.max_loss_penalty, "missing": missing},
@@ -264,8 +272,8 @@ def run(args: argparse.Namespace) -> int:
         out += [f"  caveat: {c}" for c in v.caveats]
         out += [f"  depends most on: {d}" for d in v.depends_on]
         out.append("")
-        out.append(f"per port ({len(links)}; fits of {whole.source}; target FER {cfg.target_fer:.0e}; all model values "
-                   "from the fitted law except codewords, which are counted):")
+        out.append(f"per port ({len(links)}; fits of {name(whole.source)}; target FER {cfg.target_fer:.0e}; all model "
+                   "values from the fitted law except codewords, which are counted):")
         out.append(f"{'port':<14} {'status':<12} {'law':<9} {'pre-FEC BER [95%]':<34} {'FER [95%]':<30} "
                    f"{'margin x':<10} {'mode':<12} why")
         for x in links:
@@ -305,5 +313,10 @@ def run(args: argparse.Namespace) -> int:
             out += [f"missing: {m}" for m in missing]
         return "\n".join(out)
 
+    return doc, text()
+
+
+def run(args: argparse.Namespace) -> int:
+    doc, text = answer(args)
     emit(args, doc, text)
     return 0

@@ -8,7 +8,10 @@
    gradient all-reduce (without a guard, and with the NaN->0 + clamp guard);
 5. join the training's loss side with the modelled step time per FEC mode (``phy802 tradeoff``:
    time to target loss at 8, 64 and 512 ranks of GPT-2 small, Pareto plot);
-6. write ``report.md`` (tables) and the plots into ``--out``.
+6. answer the question with ``phy802 advise`` on the run's own inputs: the trace's FEC histogram
+   (``fec_hist.json``), the cluster and workload of step 5 and the loss side of step 4;
+7. write ``report.md`` -- the verdict first, in ``advise``'s own sentence, then the tables that
+   support it -- and the plots into ``--out``.
 
 This module is a command-line face: it imports :mod:`protocol` and :mod:`integration` lazily, so
 ``phy802`` itself never needs torch.
@@ -27,7 +30,15 @@ from pathlib import Path
 from phy802.cli._common import add_json, add_seed, emit, int_arg
 from phy802._io import atomic_write_text
 
-__all__ = ["DemoConfig", "run_demo", "add_arguments", "run"]
+__all__ = ["DemoConfig", "run_demo", "add_arguments", "run", "advise_argv", "write_fec_hist", "REPORT_RANKS",
+           "ADVISE_PORT"]
+
+#: the cluster size the report's answer and its section 5 are at (step 5 models 8, 64 and 512 ranks)
+REPORT_RANKS = 64
+#: GPUs per node of the cluster the demo models (``--cluster dgx-h100-ib``: one DGX H100 node is 8 GPUs)
+_GPUS_PER_NODE = 8
+#: the traced link: its trace file's stem and its port name in ``fec_hist.json``
+ADVISE_PORT = "trace_bypass_400g"
 
 
 @dataclass(frozen=True)
@@ -140,7 +151,7 @@ def _trace_step(cfg: DemoConfig, out: Path, shown: Path, summary: dict) -> tuple
     t0 = time.perf_counter()
     from protocol.trace import generate_trace
 
-    trace_path = out / "trace_bypass_400g.trace"
+    trace_path = out / f"{ADVISE_PORT}.trace"
     meta = generate_trace(trace_path, rate="400G", fec="bypass", ber=cfg.trace_ber, line_bits=cfg.trace_bits,
                           seed=cfg.seed, progress=cfg.progress)
     summary["trace"] = {"path": str(shown / trace_path.name), "meta": meta}
@@ -191,8 +202,7 @@ def _demo_into(cfg: DemoConfig, out: Path, shown: Path) -> dict:
     """:func:`run_demo`'s steps, writing into ``out`` (the set being built); ``shown`` is where it
     ends up (what the report and summary name)."""
     summary: dict = {"out": str(shown), "seed": cfg.seed, "steps": {}}
-    md = ["# phy802 demo report", "", f"Seed {cfg.seed}; `summary.json` holds every number of this report.", ""]
-
+    md: list[str] = []
     md += _vectors_step(cfg, summary)
     md += _sweep_step(cfg, out, summary)
     trace_md, trace_path = _trace_step(cfg, out, shown, summary)
@@ -200,11 +210,14 @@ def _demo_into(cfg: DemoConfig, out: Path, shown: Path) -> dict:
     if cfg.train:
         md += _training_step(cfg, out, trace_path, summary)
         md += _tradeoff_step(cfg, out, summary)  # the loss side above joined with the modelled time side
+    answer_md = _advise_step(cfg, out, shown, summary)  # last: it reads the trace and the training
 
     md += ["## Reproduce", "", "```", f"phy802 demo --seed {cfg.seed} --out {cfg.out}", "```", ""]
     from phy802.cli._narrative import narrative
 
-    atomic_write_text(out / "report.md", "\n".join(md[:4] + narrative(summary) + md[4:]))
+    head = ["# phy802 demo report", "", f"**Verdict:** {summary['advise']['verdict']['sentence']}", "",
+            f"Seed {cfg.seed}; `summary.json` holds every number of this report.", ""]
+    atomic_write_text(out / "report.md", "\n".join(head + answer_md + narrative(summary) + md))
     from phy802._output import to_jsonable
     import json
 
@@ -233,7 +246,7 @@ def _tradeoff_step(cfg: DemoConfig, out: Path, summary: dict) -> list[str]:
     doc = run_tradeoff(targs, live=False)
     summary["tradeoff"] = {"out": doc["out"], "rows": len(doc["rows"])}
     summary["steps"]["tradeoff_s"] = time.perf_counter() - t0
-    rows = [r for r in doc["rows"] if r["ranks"] == 64 and r["ber"] in (0.0, cfg.trace_ber)]
+    rows = [r for r in doc["rows"] if r["ranks"] == REPORT_RANKS and r["ber"] in (0.0, cfg.trace_ber)]
     summary["tradeoff"]["rows_64_ranks"] = rows  # the report's opening sentence reads these
     missing = missing_settings(rows, (0.0, cfg.trace_ber), trained_guards=cfg.train_guards)
     summary["tradeoff"]["missing_64_ranks"] = missing
@@ -256,6 +269,121 @@ def _tradeoff_step(cfg: DemoConfig, out: Path, summary: dict) -> list[str]:
            "![step time vs loss penalty](tradeoff/pareto.png)", ""]
     _say(cfg, f"tradeoff done in {summary['steps']['tradeoff_s']:.1f} s")
     return md
+
+
+def write_fec_hist(path: Path, symbol_error_hist, port: str = ADVISE_PORT) -> None:
+    """``symbol_error_hist[w]`` (KP4 codewords with ``w`` pre-FEC symbol errors, as a trace counts them)
+    written as ``ethtool --json --include-statistics --show-fec`` prints one port's FEC histogram: the
+    form ``phy802 fec tail`` and ``phy802 advise`` read (one bin per count 0..t, the rest uncorrectable)."""
+    import json
+
+    from phy802.telemetry.bins import FecHistogram
+    from phy802.telemetry.fit import CODES
+
+    h = FecHistogram.from_counts(symbol_error_hist, CODES["kp4"].t, source=port)
+    atomic_write_text(path, json.dumps([h.to_ethtool_json(port)], indent=1) + "\n")
+
+
+def advise_argv(fec_hist: str, results: str | None, seed: int) -> list[str]:
+    """The ``phy802 advise`` arguments of the demo's answer: its link's histogram, the cluster and
+    workload of step 5 (``REPORT_RANKS`` GPUs of ``dgx-h100-ib``, DDP of GPT-2 small) and, when it
+    trained, the loss side of step 4."""
+    return ["--fec-hist", fec_hist, "--cluster", "dgx-h100-ib", "--nodes", str(REPORT_RANKS // _GPUS_PER_NODE),
+            "--gpus-per-node", str(_GPUS_PER_NODE), "--workload", "ddp", "--model", "gpt2-124m",
+            "--seed", str(seed), *(["--results", results] if results else [])]
+
+
+def _advise_step(cfg: DemoConfig, out: Path, shown: Path, summary: dict) -> list[str]:
+    """``phy802 advise`` on the run's own inputs (the same function the command runs); the verdict goes
+    into ``summary['advise']``; returns the report section that supports it."""
+    import json
+
+    from phy802._output import to_jsonable
+    from phy802.cli.advise import add_arguments as a_args, answer
+
+    t0 = time.perf_counter()
+    hist = (summary["trace"]["meta"].get("codewords") or {}).get("symbol_error_hist")
+    if not hist:
+        raise ValueError(f"{summary['trace']['path']}: the trace's metadata has no field "
+                         "'codewords.symbol_error_hist': no FEC histogram to answer from")
+    write_fec_hist(out / "fec_hist.json", hist)
+    results = "training" if cfg.train else None
+    p = argparse.ArgumentParser()
+    a_args(p)
+    args = p.parse_args(advise_argv(str(out / "fec_hist.json"), results and str(out / results), cfg.seed))
+    names = {str(out / "fec_hist.json"): str(shown / "fec_hist.json")}
+    if results:
+        names[str(out / results)] = str(shown / results)
+    _say(cfg, "advise: the trace's FEC histogram + the cluster of step 5" + (" + the training's loss" * bool(results)))
+    doc, _ = answer(args, shown=names)
+    argv = ["phy802", "advise", *advise_argv(str(shown / "fec_hist.json"), results and str(shown / results), cfg.seed)]
+    atomic_write_text(out / "advise.json", json.dumps(to_jsonable(doc), indent=1) + "\n")
+    summary["advise"] = {"argv": argv, "verdict": doc["verdict"], "fec_hist": str(shown / "fec_hist.json"),
+                         "json": str(shown / "advise.json")}
+    summary["steps"]["advise_s"] = time.perf_counter() - t0
+    _say(cfg, f"advise done in {summary['steps']['advise_s']:.1f} s: {doc['verdict']['sentence']}")
+    return _advise_md(doc, argv, cfg, sum(int(x) for x in hist))
+
+
+def _advise_md(doc: dict, argv: list[str], cfg: DemoConfig, codewords: int) -> list[str]:
+    """The evidence under the verdict: what went in, the caveats, the port's checks, the scenarios."""
+    import shlex
+
+    v = doc["verdict"]
+    c = doc["inputs"]["cluster"]
+    md = ["## The answer: keep FEC or not on this run's link (`phy802 advise`)", "",
+          f"The verdict above is what `phy802 advise` prints on this run's own inputs: the FEC histogram of the link "
+          f"traced in section 3 (`fec_hist.json`: {codewords:,} KP4 codewords counted by their pre-FEC symbol "
+          f"errors at BER {cfg.trace_ber:g}, measured; the form `ethtool --json --show-fec` prints), "
+          f"{c['nodes'] * c['gpus_per_node']} GPUs ({c['nodes']} nodes x {c['gpus_per_node']}, "
+          f"{doc['inputs']['time_side']}{', the cluster of section 5' if cfg.train else ''}) training GPT-2 small "
+          "with DDP (model), and "
+          + ("the loss side measured in section 4 (`training/`)." if cfg.train else
+             "no loss side (`--no-train`: the modes that deliver errors are not considered).")
+          + " `advise.json` holds its whole answer; the same command gives the same sentence:", "",
+          "```", shlex.join(argv), "```", ""]
+    md += [f"- caveat: {x}" for x in v["caveats"]]
+    md += [f"- depends most on: {x}" for x in v["depends_on"]]
+    md += [f"- missing: {x}" for x in doc["inputs"]["missing"]]
+    md += ["", "Per port (counted: codewords; from the fitted law, model: BER, FER, margin; target FER "
+           f"{doc['inputs']['target_fer']:.0e}):", "",
+           "| port | codewords (measured) | law | pre-FEC BER [95%] | FER [95%] (KP4) | margin x | mode | why |",
+           "|---|---|---|---|---|---|---|---|"]
+    for x in doc["ports"]:
+        mg = x["margin"]["value"] if x.get("margin") and x["margin"].get("value") is not None else None
+        md.append(f"| {x['port']} | {x['codewords']:,} | {x['law'] or '-'} | {_iv(x['pre_fec_ber'])} | {_iv(x['fer'])} "
+                  f"| {_fmt(mg)} | {x['mode']} | {_cell(x['why'])} |")
+    md += ["", "Each receive mode checked on that port (the fastest allowed one wins):", "",
+           "| port | mode | allowed | why |", "|---|---|---|---|"]
+    for x in doc["ports"]:
+        for m, ck in x["checks"].items():
+            md.append(f"| {x['port']} | {m} | {'yes' if ck['allowed'] else 'no'} | {_cell(ck['why'])} |")
+    md += ["", "Per scenario (step time and failure probability: model; loss penalty as marked):", "",
+           "| workload | scenario | modes | step (ms) | p99 (ms) | vs FEC everywhere | P(fail) | loss penalty "
+           "| time to target loss (s) | sources |",
+           "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in doc["workloads"]:
+        modes = ", ".join(f"{m} x{k}" for m, k in r["modes"].items())
+        lp = "n/a" if r["loss_penalty"] != r["loss_penalty"] else f"{r['loss_penalty']:+.3g}"
+        src = f"step, P(fail): {r['source']['step']}; loss: {r['source']['loss_penalty']}"
+        if "time_to_target_s" in r:
+            src += f"; time to target: {r['source']['time_to_target']}"
+        md.append(f"| {r['workload']} | {r['scenario']} | {modes} | {r['step_ms']:.5g} | {r['step_p99_ms']:.5g} | "
+                  f"{r['vs_fec_everywhere']:.5f} | {r['failure_probability']:.2g} | {lp} | "
+                  f"{_fmt(r.get('time_to_target_s'))} | {_cell(src)} |")
+    return md + [""]
+
+
+def _iv(d) -> str:
+    """An advise value with its 95% interval, as ``advise`` prints it (``-`` when absent)."""
+    from phy802.telemetry.fit import fmt_interval
+
+    return "-" if not d else fmt_interval(d["value"], d.get("lo"), d.get("hi"))
+
+
+def _cell(text: str) -> str:
+    """``text`` safe inside a markdown table cell."""
+    return str(text).replace("|", "\\|")
 
 
 def _measured_step_header(table: str) -> str:
@@ -360,7 +488,8 @@ def run(args: argparse.Namespace) -> int:
 
     def text() -> str:
         v = s["vectors"]
-        lines = [f"vectors: {v['passed']} passed, {v['failed']} failed",
+        lines = [f"verdict: {s['advise']['verdict']['sentence']}",
+                 f"vectors: {v['passed']} passed, {v['failed']} failed",
                  f"report: {Path(cfg.out) / 'report.md'}"]
         for k, t in s["steps"].items():
             lines.append(f"  {k[:-2]:<9} {t:6.1f} s")

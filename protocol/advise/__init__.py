@@ -40,11 +40,12 @@ def advise_links(tel, fits: dict, cfg: AdviseConfig, loss: LossSide | None = Non
     return [link_advice(r, fits.get(r["port"]), cfg, loss) for r in rank_ports(tel, fits)]
 
 
-def loss_side_from_results(folder: str) -> LossSide:
+def loss_side_from_results(folder: str, name: str | None = None) -> LossSide:
     """The measured loss penalties of an ``experiment`` results folder: per error-delivering mode
     and BER the best guard's final validation loss minus the error-free run's (``bypass`` from a
     ``bypass`` run; ``unequal`` from its ``exponent_protection`` rows, as
-    :mod:`protocol.cluster.tradeoff` reads them)."""
+    :mod:`protocol.cluster.tradeoff` reads them).  ``name``: what the source names the folder
+    (default ``folder``)."""
     import math
 
     from protocol.cluster.tradeoff import load_results, steps_to_target
@@ -71,4 +72,4 @@ def loss_side_from_results(folder: str) -> LossSide:
                 (pen, f"{pars[0]}, guard {r['guard']}", steps_to_target(r["evals"], target)))
     points = {k: tuple((b, *min(v)) for b, v in sorted(d.items())) for k, d in pts.items()}
     model = meta.get("model") or "the experiment's small model"
-    return LossSide(points, f"{folder} ({model})", steps_to_target(base[0]["evals"], target), target)
+    return LossSide(points, f"{name or folder} ({model})", steps_to_target(base[0]["evals"], target), target)

@@ -33,6 +33,19 @@ def test_demo_quick_without_training(tmp_path, capsys):
     head = report.split("## 1. Known-answer vectors")[0]
     assert "## What this run shows" in head and f"All {s['vectors']['passed']} known-answer" in head
     assert f"0 of {rows[('kp4/ieee', 3e-4)]['codewords']:,}" in head and "**Measured or model.**" in head
+    # it leads with its answer: the verdict of `phy802 advise` on the files the demo wrote (the trace's FEC
+    # histogram, the cluster of section 5), the very line the command prints on them, then the evidence
+    lines = report.splitlines()
+    assert lines[0] == "# phy802 demo report" and lines[2].startswith("**Verdict:** ")
+    sentence = lines[2][len("**Verdict:** "):]
+    assert sentence == s["advise"]["verdict"]["sentence"] and "[model]" in sentence
+    argv = s["advise"]["argv"]
+    assert argv[:2] == ["phy802", "advise"] and argv[argv.index("--fec-hist") + 1] == str(out / "fec_hist.json")
+    assert main(argv[1:]) == 0
+    assert capsys.readouterr().out.splitlines()[0] == f"VERDICT: {sentence}"
+    assert json.loads((out / "advise.json").read_text())["verdict"] == s["advise"]["verdict"]
+    assert report.index("## The answer") < report.index("## What this run shows")
+    assert "| trace_bypass_400g | kp4/bypass | no | frame header loss" in report
 
 
 @pytest.mark.slow
@@ -60,6 +73,42 @@ def test_demo_quick_with_training(tmp_path, capsys):
         assert any(r["mode"] == mode and r["ber"] > 0 for r in rows) or any(m == mode for m, _ in missing), mode
     for m in s["tradeoff"]["missing_64_ranks"]:
         assert f"No **{m['mode']}** row at BER {m['ber']:g}: " in report
+    # the verdict reads the training's loss side too, and advise on the demo's files says the same
+    argv = s["advise"]["argv"]
+    assert argv[argv.index("--results") + 1] == str(out / "training")
+    assert main(argv[1:] + ["--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["verdict"]["sentence"] == s["advise"]["verdict"]["sentence"]
+    assert report.splitlines()[2] == f"**Verdict:** {s['advise']['verdict']['sentence']}"
+
+
+def test_demo_verdict_follows_its_link(tmp_path, capsys):
+    """The demo's answer step on its link's histogram at pre-FEC BER 1e-5 (RS(272) keeps the target FER: the
+    link could run it) and at 1e-4 (RS(272) misses it: no faster mode passes) gives two different verdicts,
+    each the line `phy802 advise` prints on the file the step wrote (histograms sampled with a fixed seed)."""
+    import numpy as np
+
+    from phy802 import theory
+    from phy802.cli.demo import ADVISE_PORT, DemoConfig, _advise_step
+    from phy802.telemetry.fit import sample_histogram
+
+    said = {}
+    for ber in (1e-5, 1e-4):
+        d = tmp_path / f"ber{ber:g}"
+        d.mkdir()
+        h = sample_histogram("binomial", {"p_symbol": float(theory.symbol_error_prob(ber))}, "kp4", 200_000,
+                             np.random.default_rng(7))
+        assert h.uncorrectable == 0
+        summary = {"trace": {"meta": {"codewords": {"symbol_error_hist": [b.count for b in h.bins]}}}, "steps": {}}
+        md = _advise_step(DemoConfig(out=str(d), train=False, trace_ber=ber, progress=False), d, d, summary)
+        v = summary["advise"]["verdict"]
+        assert main(summary["advise"]["argv"][1:]) == 0
+        assert capsys.readouterr().out.splitlines()[0] == f"VERDICT: {v['sentence']}"
+        assert f"at BER {ber:g}, measured" in md[2]
+        said[ber] = (v["sentence"], v["ports"])
+    assert said[1e-5][1] == [{"port": ADVISE_PORT, "mode": "rs272/ieee"}]
+    assert said[1e-4][1] == [{"port": ADVISE_PORT, "mode": "kp4/ieee"}]
+    assert "(1 of 1 links could run a faster mode" in said[1e-5][0]
+    assert "(no link passes the checks for a faster mode)" in said[1e-4][0]
 
 
 # --- the report says what its numbers are, on synthetic rows: no training needed ---------
