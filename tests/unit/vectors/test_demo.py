@@ -81,6 +81,7 @@ def test_demo_quick_with_training(tmp_path, capsys):
     assert report.splitlines()[2] == f"**Verdict:** {s['advise']['verdict']['sentence']}"
 
 
+@pytest.mark.slow  # two advise runs with the 64-GPU cluster model: ~40 s on 2 loaded vCPUs
 def test_demo_verdict_follows_its_link(tmp_path, capsys):
     """The demo's answer step on its link's histogram at pre-FEC BER 1e-5 (RS(272) keeps the target FER: the
     link could run it) and at 1e-4 (RS(272) misses it: no faster mode passes) gives two different verdicts,
