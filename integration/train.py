@@ -50,7 +50,7 @@ __all__ = ["TrainConfig", "run_training", "run_many", "train_worker", "TrainingT
 PARALLEL = ("ddp", "pp", "fsdp")
 #: where the link errors enter: the phy802 ProcessGroup under the model (``group``), or torch's
 #: supported seams beside a stock group (``hooks``: DDP's comm hook, FSDP2's custom all-gather /
-#: reduce-scatter; pipelines: not built)
+#: reduce-scatter, a pipeline stage's received activations and gradients: ``integration.pp_hooks``)
 REPLAY_VIA = ("group", "hooks")
 SCHEDULES = ("gpipe", "1f1b")
 PRECISIONS = ("fp32", "bf16", "fp16")
@@ -210,9 +210,6 @@ class TrainConfig:
             raise ValueError(f"TrainConfig.parallel must be one of {PARALLEL}, got {self.parallel!r}")
         if self.replay_via not in REPLAY_VIA:
             raise ValueError(f"TrainConfig.replay_via must be one of {REPLAY_VIA}, got {self.replay_via!r}")
-        if self.replay_via == "hooks" and self.parallel == "pp":
-            raise ValueError("TrainConfig.replay_via 'hooks' (--replay-via hooks) is built for ddp and fsdp; a "
-                             "pipeline's stage hooks (received activations and their gradients) are not: use 'group'")
         if self.schedule not in SCHEDULES:
             raise ValueError(f"TrainConfig.schedule must be one of {SCHEDULES}, got {self.schedule!r}")
         if self.world_size < 1 or (self.parallel == "pp" and self.world_size < 2):
@@ -562,7 +559,9 @@ class _RunRecord:
 
 @dataclass
 class _Parallel:
-    """One rank's part of the model under its parallelism (built by :data:`_SETUP`)."""
+    """One rank's part of the model under its parallelism (built by :data:`_SETUP`: ``(cfg, gpt, gpt
+    config, group, device, rank, hooks)``; ``hooks``: the phy802 group when it is reached through
+    torch's seams beside the stock ``group`` (``replay_via="hooks"``), else ``None``)."""
 
     params: list  #: the parameters this rank's optimizer steps
     gen: torch.Generator  #: the data order (DDP/FSDP: per rank; PP: the same batch on every stage)
@@ -572,16 +571,20 @@ class _Parallel:
     schedule: Any = None  #: PP: the pipeline schedule (GPipe / 1F1B)
 
 
-def _setup_ddp(cfg: TrainConfig, gpt, gcfg, group, dev: torch.device, rank: int) -> _Parallel:
+def _setup_ddp(cfg: TrainConfig, gpt, gcfg, group, dev: torch.device, rank: int, hooks=None) -> _Parallel:
     from torch.nn.parallel import DistributedDataParallel as DDP
 
     gpt.to(dev)
     model = DDP(gpt, process_group=group, device_ids=[dev.index] if dev.type == "cuda" else None)
+    if hooks is not None:  # the gradient all-reduces through the phy802 group (DDP's comm hook)
+        from integration.ddp_hooks import install_ddp_hook
+
+        install_ddp_hook(model, hooks)
     return _Parallel(list(model.parameters()), torch.Generator().manual_seed(_seed_int(cfg.seed, 2, rank)),
                      cfg.batch_size // cfg.world_size, model=model)
 
 
-def _setup_fsdp(cfg: TrainConfig, gpt, gcfg, group, dev: torch.device, rank: int) -> _Parallel:
+def _setup_fsdp(cfg: TrainConfig, gpt, gcfg, group, dev: torch.device, rank: int, hooks=None) -> _Parallel:
     from torch.distributed.device_mesh import DeviceMesh
     from torch.distributed.fsdp import fully_shard
 
@@ -592,6 +595,10 @@ def _setup_fsdp(cfg: TrainConfig, gpt, gcfg, group, dev: torch.device, rank: int
     for blk in gpt.h:
         fully_shard(blk, mesh=mesh)
     fully_shard(gpt, mesh=mesh)
+    if hooks is not None:  # parameter all-gathers and gradient reduce-scatters through the phy802 group
+        from integration.fsdp_hooks import install_fsdp_hooks
+
+        install_fsdp_hooks(gpt, hooks)
     par = _Parallel(list(gpt.parameters()), torch.Generator().manual_seed(_seed_int(cfg.seed, 2, rank)),
                     cfg.batch_size // cfg.world_size, model=gpt)
     torch.manual_seed(_seed_int(cfg.seed, 1))
@@ -599,7 +606,7 @@ def _setup_fsdp(cfg: TrainConfig, gpt, gcfg, group, dev: torch.device, rank: int
     return par
 
 
-def _setup_pp(cfg: TrainConfig, gpt, gcfg, group, dev: torch.device, rank: int) -> _Parallel:
+def _setup_pp(cfg: TrainConfig, gpt, gcfg, group, dev: torch.device, rank: int, hooks=None) -> _Parallel:
     from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe
 
     from integration.model import split_stages
@@ -607,7 +614,12 @@ def _setup_pp(cfg: TrainConfig, gpt, gcfg, group, dev: torch.device, rank: int) 
     world = cfg.world_size
     gpt.to(dev)  # the whole model on the device: rank 0 evaluates it after gathering the stages
     stage_mod = split_stages(gpt, world)[rank]
-    stage = PipelineStage(stage_mod, rank, world, dev, group=group)
+    if hooks is None:
+        stage = PipelineStage(stage_mod, rank, world, dev, group=group)
+    else:  # received activations and activation gradients replayed through the phy802 group
+        from integration.pp_hooks import ReplayStage
+
+        stage = ReplayStage(stage_mod, rank, world, dev, group=group, replay_group=hooks)
 
     def loss_fn(logits, target):
         return F.cross_entropy(logits.reshape(-1, logits.size(-1)), target.reshape(-1))
@@ -617,19 +629,7 @@ def _setup_pp(cfg: TrainConfig, gpt, gcfg, group, dev: torch.device, rank: int) 
                      cfg.batch_size, schedule=sched_cls(stage, n_microbatches=cfg.microbatches, loss_fn=loss_fn))
 
 
-def _install_hooks(cfg: TrainConfig, par: _Parallel, group) -> None:
-    """``replay_via="hooks"``: the phy802 ``group`` behind DDP's comm hook / FSDP2's custom collectives."""
-    if cfg.parallel == "ddp":
-        from integration.ddp_hooks import install_ddp_hook
-
-        install_ddp_hook(par.model, group)
-    else:
-        from integration.fsdp_hooks import install_fsdp_hooks
-
-        install_fsdp_hooks(par.model, group)
-
-
-#: the set-up of each parallelism: ``(cfg, gpt, gpt config, group, device, rank) -> _Parallel``
+#: the set-up of each parallelism: ``(cfg, gpt, gpt config, group, device, rank, hooks) -> _Parallel``
 _SETUP: dict[str, Callable[..., _Parallel]] = {"ddp": _setup_ddp, "fsdp": _setup_fsdp, "pp": _setup_pp}
 
 
@@ -776,8 +776,8 @@ def _train_worker(rank: int, cfg: TrainConfig, init_method: str, out_dir: str) -
         else:
             group = dist.new_group(backend=stock, timeout=timeout)
         hooks = cfg.wrapper and cfg.replay_via == "hooks"
-        # hooks: the model runs on a stock group, and its gradient (FSDP: and parameter) collectives
-        # reach the phy802 group through torch's comm-hook seams
+        # hooks: the model runs on a stock group, and its gradient (FSDP: and parameter) collectives,
+        # or its pipeline stage's received tensors, reach the phy802 group through torch's seams
         model_group = dist.new_group(backend=stock, timeout=timeout) if hooks else group
         paused = group.paused if cfg.wrapper else nullcontext
         corpus = load_data(cfg, check=False)  # checked once before the processes started (run_many, CLI)
@@ -792,9 +792,7 @@ def _train_worker(rank: int, cfg: TrainConfig, init_method: str, out_dir: str) -
         def autocast():
             return torch.autocast(dev.type, dtype=amp_dtype) if amp_dtype is not None else nullcontext()
 
-        par = _SETUP[cfg.parallel](cfg, gpt, gcfg, model_group, dev, rank)
-        if hooks:
-            _install_hooks(cfg, par, group)
+        par = _SETUP[cfg.parallel](cfg, gpt, gcfg, model_group, dev, rank, group if hooks else None)
         # tied embeddings under PP: the first stage's wte and the last stage's head are copies of one
         # matrix; their gradients are summed between those two ranks each step (class tied_grads)
         tied = gcfg.tie_embeddings and cfg.parallel == "pp"

