@@ -45,7 +45,8 @@ from integration.sources import ber_meaning, resolved_kind
 __all__ = ["TrainConfig", "run_training", "run_many", "train_worker", "TrainingTimeout", "flat_params",
            "MODEL_PRESETS", "MODEL_HELP", "PARALLEL", "PRECISIONS", "VAL_TOKENS", "resolve_device", "build_config",
            "estimate", "load_data", "model_config", "param_count", "data_vocab", "failed_when", "REPLAY_VIA",
-           "delivered_ber", "OPTIMIZERS", "CLIPS", "RECIPES", "RECIPE_HELP", "SGD_MOMENTUM"]
+           "delivered_ber", "OPTIMIZERS", "CLIPS", "RECIPES", "RECIPE_HELP", "SGD_MOMENTUM",
+           "check_backends"]
 
 PARALLEL = ("ddp", "pp", "fsdp")
 #: where the link errors enter: the phy802 ProcessGroup under the model (``group``), or torch's
@@ -159,8 +160,18 @@ class TrainConfig:
     replay_via: str = "group"
     #: a file for the communication log gathered from every rank (rank 0 writes it; ``phy802 train --comm-log``)
     comm_log: str | None = None
+    #: plugins (``MODULE`` or ``MODULE:FUNCTION``) every rank loads before it makes its groups, registering
+    #: the backends that ``replay.inner_backends`` names (:func:`integration.registration.load_backend_plugins`;
+    #: ``phy802 train --backend-plugin``), e.g. a vendor backend or the test suite's NCCL stand-in
+    backend_plugins: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
+        plugins = self.backend_plugins
+        if isinstance(plugins, str) or not all(isinstance(p, str) and p for p in plugins):
+            raise ValueError(f"TrainConfig.backend_plugins must be a sequence of MODULE or MODULE:FUNCTION names, "
+                             f"got {plugins!r}")
+        object.__setattr__(self, "backend_plugins", tuple(plugins))  # a JSON list read back
+
         def positive(name: str, integer: bool = True) -> None:
             v = getattr(self, name)
             ok = (isinstance(v, int) and not isinstance(v, bool) and v >= 1) if integer else \
@@ -251,13 +262,16 @@ def build_config(*, parallel: str = "ddp", ber: float = 0.0, guard: str = "none"
                  n_embd: int | None = None, block_size: int | None = None, code: str = "kp4", fec: str = "ieee",
                  rate: str = "400G", inner: str | None = None, source: str = "generator", trace: str | None = None,
                  classes: tuple[str, ...] | None = None, mode: str = "endpoint", wrapper: bool = True,
-                 link_seed: int | None = None, **train_kw: Any) -> TrainConfig:
+                 link_seed: int | None = None, inner_backends: dict[str, str] | None = None,
+                 **train_kw: Any) -> TrainConfig:
     """A :class:`TrainConfig` from flat options (what ``phy802 train`` / ``experiment`` take).
 
     Architecture fields left ``None`` come from the preset ``model``. BER 0 is the error-free run
     whatever the source (a trace is not replayed). ``classes=None``: the default traffic classes,
     plus ``params`` for FSDP (its parameter all-gathers are half of its traffic). ``seed`` drives
-    weights and data, ``link_seed`` (default: ``seed``) the link errors.
+    weights and data, ``link_seed`` (default: ``seed``) the link errors. ``inner_backends``: device
+    types whose inner backend is not the default (``ReplayConfig.inner_backends``), e.g. ``{"cpu":
+    "nccl_standin"}`` with the plugin that registers it in ``backend_plugins``.
     """
     from integration.replay import DEFAULT_CLASSES
     from integration.sources import SourceConfig
@@ -273,6 +287,10 @@ def build_config(*, parallel: str = "ddp", ber: float = 0.0, guard: str = "none"
     if classes is None:
         classes = DEFAULT_CLASSES + (("params",) if parallel == "fsdp" else ())
     replay = ReplayConfig(source=src, mode=mode, classes=tuple(classes), guard=guard)
+    if inner_backends:
+        from dataclasses import replace
+
+        replay = replace(replay, inner_backends={**replay.inner_backends, **inner_backends})
     lr = train_kw.get("lr", 1e-3)
     train_kw.setdefault("min_lr", lr / 10 if isinstance(lr, (int, float)) and lr > 0 else lr)
     return TrainConfig.preset(model, n_layer=n_layer, n_head=n_head, n_embd=n_embd, block_size=block_size,
@@ -755,7 +773,9 @@ def _train_worker(rank: int, cfg: TrainConfig, init_method: str, out_dir: str) -
 
     from integration.model import GPT
     from integration.process_group import register
+    from integration.registration import load_backend_plugins
 
+    load_backend_plugins(cfg.backend_plugins)  # before any group: the inner backends they register
     torch.set_num_threads(cfg.threads)
     world = cfg.world_size
     rec = _RunRecord()
@@ -1137,6 +1157,18 @@ def _param_owners(gpt, world: int) -> list[int]:
     return [owner[id(p)] for p in gpt.parameters()]
 
 
+def check_backends(cfgs: list[TrainConfig]) -> None:
+    """Load each run's backend plugins here and check the inner backends its replay names, so that a
+    bad name is refused (``ValueError`` naming it) before any process starts."""
+    from integration.inner import check_inner_backends
+    from integration.registration import load_backend_plugins
+
+    for c in cfgs:
+        load_backend_plugins(c.backend_plugins)
+        if c.wrapper:
+            check_inner_backends(c.replay.inner_backends)
+
+
 def _many_worker(rank: int, cfgs: list[TrainConfig], stores: list[str], dirs: list[str]) -> None:
     for cfg, store, d in zip(cfgs, stores, dirs):
         train_worker(rank, cfg, f"file://{store}", d)
@@ -1161,6 +1193,7 @@ def run_many(cfgs: list[TrainConfig], *, timeout_s: float = 900.0, out_dir: str 
     world = cfgs[0].world_size
     if any(c.world_size != world for c in cfgs):
         raise ValueError("run_many: all configurations must have the same world_size")
+    check_backends(cfgs)
     for key in dict.fromkeys((c.data, data_vocab(c), c.block_size, c.data_dtype) for c in cfgs if c.data is not None):
         from integration.data import TokenFiles
 

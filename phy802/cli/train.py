@@ -143,9 +143,22 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--comm-log", default=None, metavar="FILE",
                    help="write the communication log (per step: op, bytes, dtype, class, peers; JSON lines, "
                         "replayed by 'phy802 tradeoff --comm-log') to FILE (default: none)")
+    p.add_argument("--inner-backend", type=_inner_backend, action="append", default=None, metavar="DEVICE=NAME",
+                   help="the backend the phy802 group wraps for DEVICE's tensors, a name registered with "
+                        "torch.distributed (repeatable; default cpu=gloo, cuda=nccl)")
+    p.add_argument("--backend-plugin", action="append", default=None, metavar="MODULE[:FUNCTION]",
+                   help="a module every rank imports (and FUNCTION it calls) before making its groups, to register "
+                        "the backend --inner-backend names (repeatable; e.g. a vendor backend; default none)")
     add_model_arguments(p)
     add_seed(p)
     add_json(p)
+
+
+def _inner_backend(text: str) -> tuple[str, str]:
+    dev, eq, name = text.partition("=")
+    if not eq or not dev.strip() or not name.strip():
+        raise argparse.ArgumentTypeError(f"expected DEVICE=NAME (e.g. cuda=nccl), got {text!r}")
+    return dev.strip().lower(), name.strip().lower()
 
 
 def check_args(args: argparse.Namespace) -> None:
@@ -271,7 +284,8 @@ def _build(build_config, args: argparse.Namespace, *, parallel: str, ber: float,
         eval_iters=args.eval_iters, threads=args.threads, dump_logs=getattr(args, "log_flips", False),
         device=_device(args), precision=args.precision, replay_via=getattr(args, "replay_via", "group"),
         comm_log=os.path.abspath(args.comm_log) if getattr(args, "comm_log", None) else None,
-        comm_timeout_s=min(600.0, float(args.timeout)))
+        comm_timeout_s=min(600.0, float(args.timeout)), inner_backends=dict(getattr(args, "inner_backend", None) or ()),
+        backend_plugins=tuple(getattr(args, "backend_plugin", None) or ()))
 
 
 def _device(args: argparse.Namespace) -> str:
@@ -357,7 +371,7 @@ def _ber_lines(r: dict) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from integration.train import TrainingTimeout, run_training, train_worker
+    from integration.train import TrainingTimeout, check_backends, run_training, train_worker
 
     check_args(args)
     from phy802._io import remove_temp, track_temp_dir
@@ -371,6 +385,7 @@ def run(args: argparse.Namespace) -> int:
         args.world_size = int(os.environ["WORLD_SIZE"])
         cfg = config_from_args(args, parallel=args.parallel, ber=args.ber, guard=args.guard, steps=args.steps,
                                wrapper=not args.plain)
+        check_backends([cfg])
         rank = int(os.environ["RANK"])
         out = args.out or tempfile.mkdtemp(prefix="phy802-train-")
         os.makedirs(out, exist_ok=True)
@@ -394,6 +409,7 @@ def run(args: argparse.Namespace) -> int:
     cfg = config_from_args(args, parallel=args.parallel, ber=args.ber, guard=args.guard, steps=args.steps,
                            wrapper=not args.plain)
     check_cost(cfg, args.force, "this run")
+    check_backends([cfg])  # the plugins load here too: an unknown inner backend is exit 2, not a rank crash
     if cfg.wrapper and cfg.replay.source.ber > 0:  # build one link's source here: a refusal is exit 2, not a rank crash
         from integration.sources import make_link_source
 
