@@ -125,3 +125,24 @@ def test_pipeline_hooks_a_lost_message_fails_both_stages_without_a_hang(tmp_path
         res = json.load(fh)
     assert rc == 1 and res["failed"] is True and res["failed_step"] == 0 and res["frames_lost"] >= 1
     assert "recv" in res["failure"] or "send" in res["failure"]
+
+
+@pytest.mark.slow  # 2 spawned ranks, 6 one-step pipelines: 17 s of CPU, 59 s wall on the shared 2-vCPU machine
+def test_replay_stage_is_bit_identical_at_ber0_and_flips_received_tensors_at_a_ber():
+    """ReplayStage itself, GPipe and 1F1B on 2 spawned ranks: at BER 0 each stage's gradients are
+    bit-identical to a plain PipelineStage's over the same gloo group; at BER 1e-3 the received
+    activations (stage 1) and activation gradients (stage 0) carry flips and the gradients change;
+    a replay group that is not a phy802 group is refused naming it."""
+    from _it_helpers import load_ranks, spawn
+    from _it_wrapper_workers import pipeline_hooks_worker
+
+    ranks = load_ranks(spawn(pipeline_hooks_worker, 2, timeout_s=120), 2)
+    for rank, got in enumerate(ranks):
+        assert "crash" not in got, got.get("crash")
+        cls = "activations" if rank == 1 else "activation_grads"  # what each stage receives
+        for sched in ("gpipe", "1f1b"):
+            plain, ber0, noisy = (got[f"{sched}/{v}"] for v in ("plain", "ber0", "noisy"))
+            assert ber0["grads"] == plain["grads"] and ber0["bits"][cls] == 4 * 2 * 64 * 32  # 4 microbatches
+            assert ber0["flips"] == {} and set(noisy["flips"]) == {cls} and noisy["flips"][cls] > 0
+            assert noisy["grads"] != plain["grads"]
+        assert "replay_group must be a phy802 group" in got["refused"]
