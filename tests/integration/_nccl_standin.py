@@ -45,9 +45,10 @@ with :class:`StandInLimit`).
 Register it under a backend name and select it with ``ReplayConfig.inner_backends``
 (:func:`register_standin`). Spawned training ranks load it as a backend plugin
 (``TrainConfig.backend_plugins``, ``phy802 train --backend-plugin _nccl_standin:register_strict``
-with this folder on ``sys.path``): :func:`register_strict` registers ``nccl_standin_strict``, whose
-host sync raises :class:`StandInHostSync` at once, so that a run which finishes had none (and no
-deadlock: that raises anyway).
+with this folder on ``sys.path``): :func:`register_strict` registers ``nccl_standin_strict``, where
+a host sync, or a wait on an op of a coalescing group that has not ended, raises
+:class:`StandInHostSync` at once, so that a run which finishes had none (and no deadlock: that
+raises anyway).
 """
 
 from __future__ import annotations
@@ -83,7 +84,8 @@ class StandInDeadlock(RuntimeError):
 
 
 class StandInHostSync(RuntimeError):
-    """A Work waited on with a timeout (the host polls the GPU) by a strict stand-in (:func:`register_strict`)."""
+    """A strict stand-in's Work (:func:`register_strict`) waited on with a timeout (the host polls the GPU),
+    or inside a coalescing group that has not ended."""
 
 
 class StandInLimit(NotImplementedError):
@@ -197,6 +199,9 @@ class StandInWork(dist.Work):
                                       f"timeout ({secs:g} s): a host sync on NCCL")
         if not self._item.enqueued:  # inside an open coalescing group: no end event to wait for yet
             self._s.early_waits.append(self._item.name)
+            if self._s.strict:
+                raise StandInHostSync(f"nccl stand-in rank {self._s.rank()}: {self._item.name} waited on inside "
+                                      "a coalescing group that has not ended (the wait orders nothing)")
             return True
         self._s.stream_waits += 1
         self._s._land(self._item, secs or None)

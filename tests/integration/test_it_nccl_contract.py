@@ -520,7 +520,8 @@ def test_pipelines_ddp_and_fsdp2_over_the_nccl_path_neither_deadlock_nor_sync_th
 
 def test_the_strict_standin_raises_at_a_host_sync_and_lets_the_wrapper_s_ops_through():
     """The strict stand-in (the backend plugin of spawned training ranks) makes a host sync an error
-    at once: a Work waited on with a timeout raises; the wrapper's own ops, which never do that, pass."""
+    at once: a Work waited on with a timeout raises, as does a wait inside an open coalescing group;
+    the wrapper's own ops, which do neither, pass."""
     from datetime import timedelta
 
     def body(g, r):
@@ -530,6 +531,11 @@ def test_the_strict_standin_raises_at_a_host_sync_and_lets_the_wrapper_s_ops_thr
         w = inner.allreduce([torch.ones(4)])
         with pytest.raises(StandInHostSync, match="waited on with a timeout"):
             w.wait(timedelta(seconds=5))
+        inner._start_coalescing()
+        early = inner.allreduce([torch.ones(4)])
+        with pytest.raises(StandInHostSync, match="coalescing group that has not ended"):
+            early.wait()
+        inner._end_coalescing().wait()
         return len(inner.host_syncs)
 
     assert run_ranks(body, config(STRICT_NAME)) == [1, 1]
