@@ -186,6 +186,8 @@ def check_args(args: argparse.Namespace) -> None:
             if close is not None:
                 close()
     _check_link(args)
+    if getattr(args, "plain", False) and getattr(args, "inner_backend", None):
+        raise ValueError("--inner-backend names what the phy802 group wraps; --plain trains without it")
     if getattr(args, "log_flips", False) and not getattr(args, "out", None):
         raise ValueError("--log-flips needs --out DIR (the logs are written there)")
     if getattr(args, "data", None) is not None:

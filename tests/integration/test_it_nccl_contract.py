@@ -573,6 +573,7 @@ def test_phy802_train_runs_through_the_nccl_path_with_no_host_sync_and_no_deadlo
     (["--inner-backend", "nosuch"], "expected DEVICE=NAME"),
     (["--backend-plugin", "no_such_module_x"], "cannot import 'no_such_module_x'"),
     (["--backend-plugin", "_nccl_standin:nofn"], "has no function 'nofn'"),
+    (["--plain", "--inner-backend", "cpu=gloo"], "--plain trains without it"),
 ])
 def test_phy802_train_refuses_a_bad_inner_backend_or_plugin_before_starting(opts, said, capsys):
     from phy802.cli import main
