@@ -25,7 +25,7 @@ On a GPU machine (``--device cuda``, the default when a GPU is visible) it runs,
    and ``--ber``, guard ``nan_to_zero_clamp``), alternating blocks of steps in the same processes.
 
 NCCL needs one GPU per rank; on a machine with one GPU the ranks share it over gloo for CUDA
-tensors (``PHY802_CUDA_INNER=gloo``) and the table says so: there, no row tests the NCCL contract
+tensors (``ReplayConfig.inner_backends["cuda"] = "gloo"``) and the table says so: there, no row tests the NCCL contract
 (futures done at enqueue, sends waiting for their receiver, no Work for a synchronous op), and row
 1c's sync check is gloo's. Those rows need 2+ GPUs. ``--device cpu --tiny`` runs the same
 checks on CPU with gloo and a tiny model: the smoke test of this script (``tests/integration``).
@@ -89,8 +89,10 @@ def _worker(rank: int, args: argparse.Namespace, store: str, out: str) -> None:
                                    ("ber0_ring", "ring", 0.0, "none"),
                                    ("noisy", "endpoint", args.ber, "nan_to_zero_clamp"),
                                    ("noisy_raw", "endpoint", args.ber, "none")):
+        # ranks sharing a GPU: NCCL refuses duplicate devices, so gloo carries their CUDA tensors
         register(ReplayConfig(source=SourceConfig(ber=ber, seed=7, kind="independent", fec="bypass"), mode=mode,
-                              guard=guard, classes=("gradients", "params", "activations", "activation_grads")))
+                              guard=guard, classes=("gradients", "params", "activations", "activation_grads"),
+                              inner_backends={"cpu": "gloo", "cuda": "nccl" if args.nccl else "gloo"}))
         groups[name] = dist.new_group(backend="phy802")
     rows: list[tuple[str, str, str]] = []
 
@@ -451,8 +453,6 @@ def main(argv: list[str] | None = None) -> int:
     if args.world_size is None:
         args.world_size = max(2, n_gpu)
     args.nccl = args.device == "cuda" and n_gpu >= args.world_size and torch.distributed.is_nccl_available()
-    if args.device == "cuda" and not args.nccl:
-        os.environ["PHY802_CUDA_INNER"] = "gloo"  # ranks share a GPU: NCCL refuses duplicate devices
     per_rank = _rank_bytes(args)  # builds the model on the meta device: once
     why = _memory_refusal(args, n_gpu, per_rank)
     if why is not None:  # refused up front: a rank killed for memory midway says nothing useful

@@ -17,7 +17,7 @@ What it runs (defaults; every one is an option):
 * validation: the fixed set of the first 100,000 validation tokens, every DDP replica.
 
 On one GPU NCCL cannot give each rank its own device, so the ranks share it with gloo carrying
-the CUDA tensors (``PHY802_CUDA_INNER=gloo``: all-reduce and broadcast natively, send/recv
+the CUDA tensors (``ReplayConfig.inner_backends["cuda"] = "gloo"``: all-reduce and broadcast natively, send/recv
 through a host copy); with 2+ GPUs each rank gets its own GPU and NCCL. ``setup.inner`` in the
 JSON says which. Budget: under 8 minutes on one H200 including start-up, estimated (not measured:
 no GPU has run it yet); the script prints its estimate before it starts and its wall time at the end.
@@ -116,12 +116,8 @@ def main(argv=None) -> int:
     device = "cpu" if a.tiny else resolve_device(a.device)
     n_gpu = torch.cuda.device_count() if device == "cuda" else 0
     world = 2
-    inner = "gloo"
-    if device == "cuda":
-        if n_gpu >= world and torch.distributed.is_nccl_available():
-            inner = "nccl"
-        else:
-            os.environ["PHY802_CUDA_INNER"] = "gloo"  # ranks share one GPU: NCCL refuses duplicate devices
+    # ranks sharing one GPU: NCCL refuses duplicate devices, so gloo carries their CUDA tensors
+    inner = "nccl" if device == "cuda" and n_gpu >= world and torch.distributed.is_nccl_available() else "gloo"
     bers = tuple(float(b) for b in a.bers.split(","))
     pars = tuple(a.parallel.split(","))
     kw = dict(TINY) if a.tiny else dict(block_size=1024, batch_size=a.batch_size, microbatches=4, steps=a.steps,
@@ -134,7 +130,8 @@ def main(argv=None) -> int:
                         threads=1 if device == "cpu" else 4, comm_timeout_s=600.0, **kw)
     from dataclasses import replace
 
-    base = replace(base, replay=replace(base.replay, source=replace(base.replay.source, kind=a.source)))
+    base = replace(base, replay=replace(base.replay, source=replace(base.replay.source, kind=a.source),
+                                        inner_backends={"cpu": "gloo", "cuda": inner}))
     spec = ExperimentSpec(base=base, bers=bers, parallel=pars, guards=(a.guard,), seeds=(a.seed,),
                           link_seeds=(a.link_seed,))
     check_out(a.out)

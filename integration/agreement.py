@@ -25,7 +25,7 @@ _FAILED_KEY = "phy802_qp_error"  # in the group's (prefixed) store: set by a ran
 _FAILED_AT_KEY = "phy802_qp_error/{rank}"
 
 
-_P2P_OPS = ("send", "recv")  # not counted as collectives: their order differs from rank to rank
+_P2P_OPS = ("send", "recv", "send_replayed", "recv_replayed")  # not counted as collectives: their order differs from rank to rank
 
 
 _IN_BAND_OPS = (dist.ReduceOp.SUM, dist.ReduceOp.AVG)  # reductions that carry a NaN to every rank

@@ -114,13 +114,18 @@ class PointToPoint:
             self._shadow("send", b, dst)
         return self._p2p("send", bufs, dst, tag, None)
 
+    def _recv_class(self, t: torch.Tensor, src: int) -> str:
+        """The traffic class of a message received from ``src``: activations when it travels the
+        pipeline's forward direction (``ReplayConfig.forward_increasing``), else activation_grads."""
+        fwd = (src < self._rank) == self.config.forward_increasing
+        return self._classify("activations" if fwd else "activation_grads", t)
+
     @_op
     def recv(self, tensors, src: int, tag: int = 0):
-        fwd = (src < self._rank) == self.config.forward_increasing
         bufs = [self._stage_p2p(t) for t in tensors]
         pend = []
         for t, b in zip(tensors, bufs):
-            c = self._classify("activations" if fwd else "activation_grads", t)
+            c = self._recv_class(t, src)
             pend.append((t, b, c, self._reserve("recv", c, b, src)))
 
         def finish():
@@ -129,3 +134,35 @@ class PointToPoint:
                 self._unstage(t, b)
 
         return self._p2p("recv", bufs, src, tag, finish)
+
+    # ------------------------------------------------------------------ traffic carried by another group
+    @_op
+    def recv_replayed(self, tensors, src: int) -> dist.Work:
+        """The receive side of a message from rank ``src`` that another group (a stock NCCL/gloo group)
+        carries into ``tensors``: its delivery is reserved now, as :meth:`recv` reserves it at issue
+        (call this where that recv is issued, in the same order), and its flips, guard, counters and
+        log are applied to ``tensors`` when the returned Work is waited on, after the data has landed.
+        The Work raises :class:`LinkFailure` if the message was lost (the other group's recv must
+        still be issued: its sender needs it). ``integration.pp_hooks`` uses it for pipeline stages."""
+        pend = []
+        for t in tensors:
+            c = self._recv_class(t, src)
+            pend.append((t, c, self._reserve("recv", c, t, src)))
+
+        def finish() -> None:
+            for t, c, p in pend:
+                if p is not None:
+                    b = self._stage(t)
+                    self._receive(p, c, self._flat(b))
+                    self._unstage(t, b)
+
+        return _DeferredWork(None, finish, self._timeout_s, tensors, f"recv from rank {src}", ordered=True)
+
+    @_op
+    def send_replayed(self, tensors, dst: int) -> dist.Work:
+        """The sending side of a message to ``dst`` that another group carries (:meth:`recv_replayed`):
+        the sender learns at issue, as :meth:`send` does, whether the message will be lost; the returned
+        Work raises :class:`LinkFailure` then, and nothing else (a sender's buffer is never modified)."""
+        for t in tensors:
+            self._shadow("send", t, dst)
+        return _DeferredWork(None, None, self._timeout_s, tensors, f"send to rank {dst}", ordered=True)

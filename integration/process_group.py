@@ -132,9 +132,7 @@ from integration.p2p import PointToPoint
 from integration.receive import _FORMAT, ReceivePath  # noqa: F401
 from integration.registration import (  # noqa: F401
     BACKEND_NAME,
-    CUDA_INNER_ENV_VAR,
     ENV_VAR,
-    INNER_ENV_VAR,
     NOT_REGISTERED_HINT,
     UnsupportedOperation,
     configure,
@@ -153,7 +151,7 @@ from integration.works import (  # noqa: F401
     _wait_polled,
 )
 
-__all__ = ["BACKEND_NAME", "ENV_VAR", "INNER_ENV_VAR", "ReplayProcessGroup", "register", "configure", "UnsupportedOperation",
+__all__ = ["BACKEND_NAME", "ENV_VAR", "ReplayProcessGroup", "register", "configure", "UnsupportedOperation",
            "LinkFailure", "ddp_comm_hook", "NOT_REGISTERED_HINT"]
 
 

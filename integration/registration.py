@@ -1,6 +1,7 @@
 """Registration of the ``phy802`` backend with ``torch.distributed``: its name, its configuration
-(``PHY802_REPLAY``), the creator torch calls in ``new_group(backend="phy802")``, and the hint given
-when a group is made without :func:`register`."""
+(``PHY802_REPLAY``), the creator torch calls in ``new_group(backend="phy802")``, the hint given
+when a group is made without :func:`register`, and the plugins that register inner backends in a
+process (:func:`load_backend_plugins`)."""
 
 from __future__ import annotations
 
@@ -17,13 +18,6 @@ BACKEND_NAME = "phy802"
 
 
 ENV_VAR = "PHY802_REPLAY"
-
-
-# legacy switches, read once where a group is made (_creator), as if in ReplayConfig.inner_backends:
-INNER_ENV_VAR = "PHY802_INNER"  # "nccl": the inner backend of CUDA tensors is NCCL (the default anyway)
-
-
-CUDA_INNER_ENV_VAR = "PHY802_CUDA_INNER"  # "gloo": CUDA tensors over gloo (ranks sharing one GPU)
 
 
 class UnsupportedOperation(NotImplementedError):
@@ -45,18 +39,6 @@ def _config_from_env() -> ReplayConfig:
         raise ValueError(f"environment variable {ENV_VAR}: bad replay configuration: {exc}") from exc
 
 
-def _config_for_group() -> ReplayConfig:
-    """The configuration of a group made now: ``PHY802_REPLAY``, with the legacy inner-backend switches applied."""
-    import dataclasses
-
-    config = _config_from_env()
-    if os.environ.get(CUDA_INNER_ENV_VAR) == "gloo":  # ranks sharing one GPU: NCCL refuses duplicate devices
-        config = dataclasses.replace(config, inner_backends={**config.inner_backends, "cuda": "gloo"})
-    elif os.environ.get(INNER_ENV_VAR) == "nccl":
-        config = dataclasses.replace(config, inner_backends={**config.inner_backends, "cuda": "nccl"})
-    return config
-
-
 def _creator(store, rank: int, size: int, timeout: timedelta):
     if not _REGISTERED and ENV_VAR not in os.environ:
         raise RuntimeError(NOT_REGISTERED_HINT)
@@ -64,7 +46,7 @@ def _creator(store, rank: int, size: int, timeout: timedelta):
         ReplayProcessGroup,  # the group needs this module first
     )
 
-    return ReplayProcessGroup(store, rank, size, timeout, _config_for_group())
+    return ReplayProcessGroup(store, rank, size, timeout, _config_from_env())
 
 
 #: what a group made without :func:`register` (and without ``PHY802_REPLAY``) says
@@ -88,7 +70,7 @@ def register(config: ReplayConfig | None = None) -> None:
     if config is not None:
         check_inner_backends(config.inner_backends)
         configure(config)
-    devices = served_devices(_config_for_group().inner_backends)
+    devices = served_devices(_config_from_env().inner_backends)
     _REGISTERED.append(True)
     _register_devices(devices)
 
@@ -101,6 +83,30 @@ def _register_devices(devices: list[str]) -> None:
     for d in devices:  # a later configuration that serves more device types (torch keeps the first list)
         if d not in known:
             known.append(d)
+
+
+def load_backend_plugins(specs) -> None:
+    """Import each plugin ``MODULE`` or ``MODULE:FUNCTION`` of ``specs`` (calling ``FUNCTION()``), so that
+    the backends it registers with ``torch.distributed.Backend.register_backend`` can be named in
+    ``ReplayConfig.inner_backends`` (a vendor backend, or a test's stand-in). Every process that makes a
+    group must load them: spawned ranks and torchrun's alike (``TrainConfig.backend_plugins``, ``phy802
+    train --backend-plugin``). ``ValueError`` naming the plugin when it cannot be loaded."""
+    import importlib
+
+    for spec in specs:
+        if not isinstance(spec, str) or not spec or spec.count(":") > 1:
+            raise ValueError(f"backend plugin {spec!r}: expected MODULE or MODULE:FUNCTION")
+        mod_name, _, fn_name = spec.partition(":")
+        try:
+            mod = importlib.import_module(mod_name)
+        except ImportError as exc:
+            raise ValueError(f"backend plugin {spec!r}: cannot import {mod_name!r} ({exc}); is it on "
+                             "PYTHONPATH?") from None
+        if fn_name:
+            fn = getattr(mod, fn_name, None)
+            if not callable(fn):
+                raise ValueError(f"backend plugin {spec!r}: module {mod_name!r} has no function {fn_name!r}")
+            fn()
 
 
 # registered for CPU at import, so that a group made before register() says what to do

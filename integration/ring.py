@@ -93,7 +93,7 @@ class RingOps:
             self._wait(work, "ring hop", recv_t if recv_t.numel() else send_t)
             return
         # gloo moves CUDA tensors in its collectives but not in send/recv: over gloo (ranks sharing
-        # one GPU, PHY802_CUDA_INNER=gloo) a hop goes through host copies
+        # one GPU: ReplayConfig.inner_backends["cuda"] = "gloo") a hop goes through host copies
         host = self._host_staged(recv_t if recv_t.numel() else send_t, inner)
         s = send_t.detach().to("cpu", copy=True) if host and send_t.numel() else send_t
         r = torch.empty(recv_t.shape, dtype=recv_t.dtype) if host and recv_t.numel() else recv_t

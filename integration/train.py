@@ -45,12 +45,13 @@ from integration.sources import ber_meaning, resolved_kind
 __all__ = ["TrainConfig", "run_training", "run_many", "train_worker", "TrainingTimeout", "flat_params",
            "MODEL_PRESETS", "MODEL_HELP", "PARALLEL", "PRECISIONS", "VAL_TOKENS", "resolve_device", "build_config",
            "estimate", "load_data", "model_config", "param_count", "data_vocab", "failed_when", "REPLAY_VIA",
-           "delivered_ber", "OPTIMIZERS", "CLIPS", "RECIPES", "RECIPE_HELP", "SGD_MOMENTUM"]
+           "delivered_ber", "OPTIMIZERS", "CLIPS", "RECIPES", "RECIPE_HELP", "SGD_MOMENTUM",
+           "check_backends"]
 
 PARALLEL = ("ddp", "pp", "fsdp")
 #: where the link errors enter: the phy802 ProcessGroup under the model (``group``), or torch's
 #: supported seams beside a stock group (``hooks``: DDP's comm hook, FSDP2's custom all-gather /
-#: reduce-scatter; pipelines: not built)
+#: reduce-scatter, a pipeline stage's received activations and gradients: ``integration.pp_hooks``)
 REPLAY_VIA = ("group", "hooks")
 SCHEDULES = ("gpipe", "1f1b")
 PRECISIONS = ("fp32", "bf16", "fp16")
@@ -159,8 +160,18 @@ class TrainConfig:
     replay_via: str = "group"
     #: a file for the communication log gathered from every rank (rank 0 writes it; ``phy802 train --comm-log``)
     comm_log: str | None = None
+    #: plugins (``MODULE`` or ``MODULE:FUNCTION``) every rank loads before it makes its groups, registering
+    #: the backends that ``replay.inner_backends`` names (:func:`integration.registration.load_backend_plugins`;
+    #: ``phy802 train --backend-plugin``), e.g. a vendor backend or the test suite's NCCL stand-in
+    backend_plugins: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
+        plugins = self.backend_plugins
+        if isinstance(plugins, str) or not all(isinstance(p, str) and p for p in plugins):
+            raise ValueError(f"TrainConfig.backend_plugins must be a sequence of MODULE or MODULE:FUNCTION names, "
+                             f"got {plugins!r}")
+        object.__setattr__(self, "backend_plugins", tuple(plugins))  # a JSON list read back
+
         def positive(name: str, integer: bool = True) -> None:
             v = getattr(self, name)
             ok = (isinstance(v, int) and not isinstance(v, bool) and v >= 1) if integer else \
@@ -210,9 +221,6 @@ class TrainConfig:
             raise ValueError(f"TrainConfig.parallel must be one of {PARALLEL}, got {self.parallel!r}")
         if self.replay_via not in REPLAY_VIA:
             raise ValueError(f"TrainConfig.replay_via must be one of {REPLAY_VIA}, got {self.replay_via!r}")
-        if self.replay_via == "hooks" and self.parallel == "pp":
-            raise ValueError("TrainConfig.replay_via 'hooks' (--replay-via hooks) is built for ddp and fsdp; a "
-                             "pipeline's stage hooks (received activations and their gradients) are not: use 'group'")
         if self.schedule not in SCHEDULES:
             raise ValueError(f"TrainConfig.schedule must be one of {SCHEDULES}, got {self.schedule!r}")
         if self.world_size < 1 or (self.parallel == "pp" and self.world_size < 2):
@@ -254,13 +262,16 @@ def build_config(*, parallel: str = "ddp", ber: float = 0.0, guard: str = "none"
                  n_embd: int | None = None, block_size: int | None = None, code: str = "kp4", fec: str = "ieee",
                  rate: str = "400G", inner: str | None = None, source: str = "generator", trace: str | None = None,
                  classes: tuple[str, ...] | None = None, mode: str = "endpoint", wrapper: bool = True,
-                 link_seed: int | None = None, **train_kw: Any) -> TrainConfig:
+                 link_seed: int | None = None, inner_backends: dict[str, str] | None = None,
+                 **train_kw: Any) -> TrainConfig:
     """A :class:`TrainConfig` from flat options (what ``phy802 train`` / ``experiment`` take).
 
     Architecture fields left ``None`` come from the preset ``model``. BER 0 is the error-free run
     whatever the source (a trace is not replayed). ``classes=None``: the default traffic classes,
     plus ``params`` for FSDP (its parameter all-gathers are half of its traffic). ``seed`` drives
-    weights and data, ``link_seed`` (default: ``seed``) the link errors.
+    weights and data, ``link_seed`` (default: ``seed``) the link errors. ``inner_backends``: device
+    types whose inner backend is not the default (``ReplayConfig.inner_backends``), e.g. ``{"cpu":
+    "nccl_standin"}`` with the plugin that registers it in ``backend_plugins``.
     """
     from integration.replay import DEFAULT_CLASSES
     from integration.sources import SourceConfig
@@ -276,6 +287,10 @@ def build_config(*, parallel: str = "ddp", ber: float = 0.0, guard: str = "none"
     if classes is None:
         classes = DEFAULT_CLASSES + (("params",) if parallel == "fsdp" else ())
     replay = ReplayConfig(source=src, mode=mode, classes=tuple(classes), guard=guard)
+    if inner_backends:
+        from dataclasses import replace
+
+        replay = replace(replay, inner_backends={**replay.inner_backends, **inner_backends})
     lr = train_kw.get("lr", 1e-3)
     train_kw.setdefault("min_lr", lr / 10 if isinstance(lr, (int, float)) and lr > 0 else lr)
     return TrainConfig.preset(model, n_layer=n_layer, n_head=n_head, n_embd=n_embd, block_size=block_size,
@@ -562,7 +577,9 @@ class _RunRecord:
 
 @dataclass
 class _Parallel:
-    """One rank's part of the model under its parallelism (built by :data:`_SETUP`)."""
+    """One rank's part of the model under its parallelism (built by :data:`_SETUP`: ``(cfg, gpt, gpt
+    config, group, device, rank, hooks)``; ``hooks``: the phy802 group when it is reached through
+    torch's seams beside the stock ``group`` (``replay_via="hooks"``), else ``None``)."""
 
     params: list  #: the parameters this rank's optimizer steps
     gen: torch.Generator  #: the data order (DDP/FSDP: per rank; PP: the same batch on every stage)
@@ -572,16 +589,20 @@ class _Parallel:
     schedule: Any = None  #: PP: the pipeline schedule (GPipe / 1F1B)
 
 
-def _setup_ddp(cfg: TrainConfig, gpt, gcfg, group, dev: torch.device, rank: int) -> _Parallel:
+def _setup_ddp(cfg: TrainConfig, gpt, gcfg, group, dev: torch.device, rank: int, hooks=None) -> _Parallel:
     from torch.nn.parallel import DistributedDataParallel as DDP
 
     gpt.to(dev)
     model = DDP(gpt, process_group=group, device_ids=[dev.index] if dev.type == "cuda" else None)
+    if hooks is not None:  # the gradient all-reduces through the phy802 group (DDP's comm hook)
+        from integration.ddp_hooks import install_ddp_hook
+
+        install_ddp_hook(model, hooks)
     return _Parallel(list(model.parameters()), torch.Generator().manual_seed(_seed_int(cfg.seed, 2, rank)),
                      cfg.batch_size // cfg.world_size, model=model)
 
 
-def _setup_fsdp(cfg: TrainConfig, gpt, gcfg, group, dev: torch.device, rank: int) -> _Parallel:
+def _setup_fsdp(cfg: TrainConfig, gpt, gcfg, group, dev: torch.device, rank: int, hooks=None) -> _Parallel:
     from torch.distributed.device_mesh import DeviceMesh
     from torch.distributed.fsdp import fully_shard
 
@@ -592,6 +613,10 @@ def _setup_fsdp(cfg: TrainConfig, gpt, gcfg, group, dev: torch.device, rank: int
     for blk in gpt.h:
         fully_shard(blk, mesh=mesh)
     fully_shard(gpt, mesh=mesh)
+    if hooks is not None:  # parameter all-gathers and gradient reduce-scatters through the phy802 group
+        from integration.fsdp_hooks import install_fsdp_hooks
+
+        install_fsdp_hooks(gpt, hooks)
     par = _Parallel(list(gpt.parameters()), torch.Generator().manual_seed(_seed_int(cfg.seed, 2, rank)),
                     cfg.batch_size // cfg.world_size, model=gpt)
     torch.manual_seed(_seed_int(cfg.seed, 1))
@@ -599,7 +624,7 @@ def _setup_fsdp(cfg: TrainConfig, gpt, gcfg, group, dev: torch.device, rank: int
     return par
 
 
-def _setup_pp(cfg: TrainConfig, gpt, gcfg, group, dev: torch.device, rank: int) -> _Parallel:
+def _setup_pp(cfg: TrainConfig, gpt, gcfg, group, dev: torch.device, rank: int, hooks=None) -> _Parallel:
     from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe
 
     from integration.model import split_stages
@@ -607,7 +632,12 @@ def _setup_pp(cfg: TrainConfig, gpt, gcfg, group, dev: torch.device, rank: int) 
     world = cfg.world_size
     gpt.to(dev)  # the whole model on the device: rank 0 evaluates it after gathering the stages
     stage_mod = split_stages(gpt, world)[rank]
-    stage = PipelineStage(stage_mod, rank, world, dev, group=group)
+    if hooks is None:
+        stage = PipelineStage(stage_mod, rank, world, dev, group=group)
+    else:  # received activations and activation gradients replayed through the phy802 group
+        from integration.pp_hooks import ReplayStage
+
+        stage = ReplayStage(stage_mod, rank, world, dev, group=group, replay_group=hooks)
 
     def loss_fn(logits, target):
         return F.cross_entropy(logits.reshape(-1, logits.size(-1)), target.reshape(-1))
@@ -617,19 +647,7 @@ def _setup_pp(cfg: TrainConfig, gpt, gcfg, group, dev: torch.device, rank: int) 
                      cfg.batch_size, schedule=sched_cls(stage, n_microbatches=cfg.microbatches, loss_fn=loss_fn))
 
 
-def _install_hooks(cfg: TrainConfig, par: _Parallel, group) -> None:
-    """``replay_via="hooks"``: the phy802 ``group`` behind DDP's comm hook / FSDP2's custom collectives."""
-    if cfg.parallel == "ddp":
-        from integration.ddp_hooks import install_ddp_hook
-
-        install_ddp_hook(par.model, group)
-    else:
-        from integration.fsdp_hooks import install_fsdp_hooks
-
-        install_fsdp_hooks(par.model, group)
-
-
-#: the set-up of each parallelism: ``(cfg, gpt, gpt config, group, device, rank) -> _Parallel``
+#: the set-up of each parallelism: ``(cfg, gpt, gpt config, group, device, rank, hooks) -> _Parallel``
 _SETUP: dict[str, Callable[..., _Parallel]] = {"ddp": _setup_ddp, "fsdp": _setup_fsdp, "pp": _setup_pp}
 
 
@@ -755,7 +773,9 @@ def _train_worker(rank: int, cfg: TrainConfig, init_method: str, out_dir: str) -
 
     from integration.model import GPT
     from integration.process_group import register
+    from integration.registration import load_backend_plugins
 
+    load_backend_plugins(cfg.backend_plugins)  # before any group: the inner backends they register
     torch.set_num_threads(cfg.threads)
     world = cfg.world_size
     rec = _RunRecord()
@@ -776,8 +796,8 @@ def _train_worker(rank: int, cfg: TrainConfig, init_method: str, out_dir: str) -
         else:
             group = dist.new_group(backend=stock, timeout=timeout)
         hooks = cfg.wrapper and cfg.replay_via == "hooks"
-        # hooks: the model runs on a stock group, and its gradient (FSDP: and parameter) collectives
-        # reach the phy802 group through torch's comm-hook seams
+        # hooks: the model runs on a stock group, and its gradient (FSDP: and parameter) collectives,
+        # or its pipeline stage's received tensors, reach the phy802 group through torch's seams
         model_group = dist.new_group(backend=stock, timeout=timeout) if hooks else group
         paused = group.paused if cfg.wrapper else nullcontext
         corpus = load_data(cfg, check=False)  # checked once before the processes started (run_many, CLI)
@@ -792,9 +812,7 @@ def _train_worker(rank: int, cfg: TrainConfig, init_method: str, out_dir: str) -
         def autocast():
             return torch.autocast(dev.type, dtype=amp_dtype) if amp_dtype is not None else nullcontext()
 
-        par = _SETUP[cfg.parallel](cfg, gpt, gcfg, model_group, dev, rank)
-        if hooks:
-            _install_hooks(cfg, par, group)
+        par = _SETUP[cfg.parallel](cfg, gpt, gcfg, model_group, dev, rank, group if hooks else None)
         # tied embeddings under PP: the first stage's wte and the last stage's head are copies of one
         # matrix; their gradients are summed between those two ranks each step (class tied_grads)
         tied = gcfg.tie_embeddings and cfg.parallel == "pp"
@@ -1139,6 +1157,18 @@ def _param_owners(gpt, world: int) -> list[int]:
     return [owner[id(p)] for p in gpt.parameters()]
 
 
+def check_backends(cfgs: list[TrainConfig]) -> None:
+    """Load each run's backend plugins here and check the inner backends its replay names, so that a
+    bad name is refused (``ValueError`` naming it) before any process starts."""
+    from integration.inner import check_inner_backends
+    from integration.registration import load_backend_plugins
+
+    for c in cfgs:
+        load_backend_plugins(c.backend_plugins)
+        if c.wrapper:
+            check_inner_backends(c.replay.inner_backends)
+
+
 def _many_worker(rank: int, cfgs: list[TrainConfig], stores: list[str], dirs: list[str]) -> None:
     for cfg, store, d in zip(cfgs, stores, dirs):
         train_worker(rank, cfg, f"file://{store}", d)
@@ -1163,6 +1193,7 @@ def run_many(cfgs: list[TrainConfig], *, timeout_s: float = 900.0, out_dir: str 
     world = cfgs[0].world_size
     if any(c.world_size != world for c in cfgs):
         raise ValueError("run_many: all configurations must have the same world_size")
+    check_backends(cfgs)
     for key in dict.fromkeys((c.data, data_vocab(c), c.block_size, c.data_dtype) for c in cfgs if c.data is not None):
         from integration.data import TokenFiles
 

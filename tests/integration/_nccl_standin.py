@@ -43,7 +43,12 @@ on a GPU, runs here before the data lands), and float8 reductions (gloo has no f
 with :class:`StandInLimit`).
 
 Register it under a backend name and select it with ``ReplayConfig.inner_backends``
-(:func:`register_standin`).
+(:func:`register_standin`). Spawned training ranks load it as a backend plugin
+(``TrainConfig.backend_plugins``, ``phy802 train --backend-plugin _nccl_standin:register_strict``
+with this folder on ``sys.path``): :func:`register_strict` registers ``nccl_standin_strict``, where
+a host sync, or a wait on an op of a coalescing group that has not ended, raises
+:class:`StandInHostSync` at once, so that a run which finishes had none (and no deadlock: that
+raises anyway).
 """
 
 from __future__ import annotations
@@ -59,10 +64,11 @@ import torch.distributed as dist
 
 _C = torch._C._distributed_c10d  # the options types (not all are re-exported by torch.distributed)
 
-__all__ = ["STANDIN_NAME", "NcclStandIn", "StandInDeadlock", "StandInLimit", "backend_signatures", "check_call",
-           "register_standin"]
+__all__ = ["STANDIN_NAME", "STRICT_NAME", "NcclStandIn", "StandInDeadlock", "StandInHostSync", "StandInLimit",
+           "backend_signatures", "check_call", "register_standin", "register_strict"]
 
 STANDIN_NAME = "nccl_standin"
+STRICT_NAME = "nccl_standin_strict"
 
 # NCCL-only bindings (ProcessGroupNCCL in torch/csrc/distributed/c10d/init.cpp): name -> parameter names
 _NCCL_ONLY = {"_group_start": (), "_group_end": (), "_shutdown": ()}
@@ -75,6 +81,11 @@ _F8 = tuple(getattr(torch, n) for n in ("float8_e4m3fn", "float8_e5m2") if hasat
 
 class StandInDeadlock(RuntimeError):
     """A send waited ``timeout`` for its receiver to post the matching recv (a wait-for cycle on the streams)."""
+
+
+class StandInHostSync(RuntimeError):
+    """A strict stand-in's Work (:func:`register_strict`) waited on with a timeout (the host polls the GPU),
+    or inside a coalescing group that has not ended."""
 
 
 class StandInLimit(NotImplementedError):
@@ -183,8 +194,14 @@ class StandInWork(dist.Work):
         secs = timeout.total_seconds() if isinstance(timeout, timedelta) else (float(timeout) if timeout else 0.0)
         if secs > 0:
             self._s.host_syncs.append(self._item.name)  # WorkNCCL::wait(timeout): the host polls the GPU
+            if self._s.strict:
+                raise StandInHostSync(f"nccl stand-in rank {self._s.rank()}: {self._item.name} waited on with a "
+                                      f"timeout ({secs:g} s): a host sync on NCCL")
         if not self._item.enqueued:  # inside an open coalescing group: no end event to wait for yet
             self._s.early_waits.append(self._item.name)
+            if self._s.strict:
+                raise StandInHostSync(f"nccl stand-in rank {self._s.rank()}: {self._item.name} waited on inside "
+                                      "a coalescing group that has not ended (the wait orders nothing)")
             return True
         self._s.stream_waits += 1
         self._s._land(self._item, secs or None)
@@ -208,8 +225,9 @@ class NcclStandIn:
 
     supports_coalescing = True
 
-    def __init__(self, store, rank: int, size: int, timeout: timedelta) -> None:
+    def __init__(self, store, rank: int, size: int, timeout: timedelta, strict: bool = False) -> None:
         self._rank, self._size = int(rank), int(size)
+        self.strict = strict  # a host sync raises StandInHostSync (register_strict)
         self._timeout = timeout
         self._timeout_s = max(float(timeout.total_seconds()), 1e-3)
         self._gloo = dist.ProcessGroupGloo(dist.PrefixStore("standin-gloo", store), rank, size, timeout)
@@ -464,18 +482,32 @@ class NcclStandIn:
     def _shutdown(self, *args, **kwargs) -> None:
         check_call("_shutdown", args, kwargs)
         self.calls.append("_shutdown")
-        self._q.put(None)
+        self._stop()
 
     def abort(self) -> None:
         self.calls.append("abort")
+        self._stop()
+
+    def _stop(self) -> None:
+        """End the stream thread and wait for it (bounded): a daemon thread still inside gloo while the
+        process exits tears gloo down under it (a spawned rank then died with "terminate called")."""
         self._q.put(None)
+        if self._thread is not threading.current_thread():
+            self._thread.join(self._timeout_s)
 
 
-def register_standin(name: str = STANDIN_NAME) -> str:
+def register_standin(name: str = STANDIN_NAME, strict: bool = False) -> str:
     """Register :class:`NcclStandIn` with torch as backend ``name`` (idempotent); returns ``name``.
 
-    Select it for the replay wrapper with ``ReplayConfig(inner_backends={"cpu": name})``."""
+    Select it for the replay wrapper with ``ReplayConfig(inner_backends={"cpu": name})``. ``strict``:
+    a host sync raises :class:`StandInHostSync` instead of only being recorded."""
     if name not in dist.Backend.backend_list:
-        dist.Backend.register_backend(name, lambda store, rank, size, timeout: NcclStandIn(store, rank, size, timeout),
-                                      devices=["cpu", "cuda"])
+        dist.Backend.register_backend(
+            name, lambda store, rank, size, timeout: NcclStandIn(store, rank, size, timeout, strict=strict),
+            devices=["cpu", "cuda"])
     return name
+
+
+def register_strict() -> str:
+    """Register the strict stand-in as :data:`STRICT_NAME` (a backend plugin for spawned training ranks)."""
+    return register_standin(STRICT_NAME, strict=True)

@@ -20,7 +20,16 @@ import torch.distributed as dist
 
 _C = torch._C._distributed_c10d  # the options types (not all are re-exported by torch.distributed)
 
-from _nccl_standin import NcclStandIn, StandInDeadlock, backend_signatures, check_call, register_standin
+from _nccl_standin import (
+    STRICT_NAME,
+    NcclStandIn,
+    StandInDeadlock,
+    StandInHostSync,
+    backend_signatures,
+    check_call,
+    register_standin,
+    register_strict,
+)
 
 from integration.process_group import ReplayProcessGroup, UnsupportedOperation
 from integration.replay import LinkFailure, ReplayConfig
@@ -28,6 +37,7 @@ from integration.sources import SourceConfig
 
 ALL = ("gradients", "activations", "activation_grads", "params")
 STANDIN = register_standin()
+register_strict()
 # groups stay alive until the test process ends: the last reference to a group dropped on one of
 # gloo's own threads (a completion callback holds the group) would make gloo join that thread itself
 _KEEP: list = []
@@ -506,3 +516,72 @@ def test_pipelines_ddp_and_fsdp2_over_the_nccl_path_neither_deadlock_nor_sync_th
     for sched in ("gpipe", "1f1b", "ddp", "fsdp"):
         assert sum(x[sched]["flips"] for x in got) > 0, sched
 
+
+
+def test_the_strict_standin_raises_at_a_host_sync_and_lets_the_wrapper_s_ops_through():
+    """The strict stand-in (the backend plugin of spawned training ranks) makes a host sync an error
+    at once: a Work waited on with a timeout raises, as does a wait inside an open coalescing group;
+    the wrapper's own ops, which do neither, pass."""
+    from datetime import timedelta
+
+    def body(g, r):
+        t = _data(r, 1, 4096, torch.float32)
+        g.allreduce([t]).wait()  # through the wrapper: stream order, no timeout
+        inner = standins(g)[0]
+        w = inner.allreduce([torch.ones(4)])
+        with pytest.raises(StandInHostSync, match="waited on with a timeout"):
+            w.wait(timedelta(seconds=5))
+        inner._start_coalescing()
+        early = inner.allreduce([torch.ones(4)])
+        with pytest.raises(StandInHostSync, match="coalescing group that has not ended"):
+            early.wait()
+        inner._end_coalescing().wait()
+        return len(inner.host_syncs)
+
+    assert run_ranks(body, config(STRICT_NAME)) == [1, 1]
+
+
+TRAIN_TINY = ["--world-size", "2", "--fec", "bypass", "--source", "independent", "--ber", "1e-4", "--steps", "2",
+              "--seed", "1", "--corpus", "stdlib", "--n-layer", "2", "--n-embd", "16", "--n-head", "2",
+              "--block-size", "16", "--batch-size", "4", "--eval-interval", "2", "--eval-iters", "1",
+              "--val-tokens", "64", "--timeout", "150"]
+
+
+@pytest.mark.slow  # three 2-rank training runs: ~40 s (ddp), ~65 s (fsdp), ~90 s (1f1b) on the shared 2-vCPU machine
+@pytest.mark.parametrize("parallel", [["ddp"], ["fsdp"], ["pp", "--schedule", "1f1b"]], ids=lambda p: p[0])
+def test_phy802_train_runs_through_the_nccl_path_with_no_host_sync_and_no_deadlock(parallel, tmp_path):
+    """``phy802 train`` with the strict stand-in as the inner backend, loaded in every spawned rank as a
+    backend plugin: a host sync (StandInHostSync) or a deadlock (StandInDeadlock) would fail a rank and
+    the run; it finishes, with flips delivered through the NCCL path."""
+    import json
+
+    from phy802.cli import main
+
+    out = tmp_path / "out"
+    rc = main(["train", "--parallel", *parallel, *TRAIN_TINY, "--inner-backend", f"cpu={STRICT_NAME}",
+               "--backend-plugin", "_nccl_standin:register_strict", "--out", str(out), "--json"])
+    with open(out / "result.json", encoding="utf-8") as fh:
+        res = json.load(fh)
+    assert rc == 0 and res["failed"] is False
+    assert res["config"]["replay"]["inner_backends"]["cpu"] == STRICT_NAME
+    assert res["config"]["backend_plugins"] == ["_nccl_standin:register_strict"]
+    assert sum(res["metrics"]["errors_injected"].values()) > 0
+
+
+@pytest.mark.parametrize("opts, said", [
+    (["--inner-backend", "cpu=nosuch"], "inner_backends['cpu'] = 'nosuch': no backend of that name is registered"),
+    (["--inner-backend", "nosuch"], "expected DEVICE=NAME"),
+    (["--backend-plugin", "no_such_module_x"], "cannot import 'no_such_module_x'"),
+    (["--backend-plugin", "_nccl_standin:nofn"], "has no function 'nofn'"),
+    (["--plain", "--inner-backend", "cpu=gloo"], "--plain trains without it"),
+])
+def test_phy802_train_refuses_a_bad_inner_backend_or_plugin_before_starting(opts, said, capsys):
+    from phy802.cli import main
+
+    try:
+        rc = main(["train", *TRAIN_TINY, *opts])
+    except SystemExit as exc:  # argparse's own refusal of a malformed value
+        rc = exc.code
+    assert rc == 2
+    err = capsys.readouterr().err
+    assert said in err and "Traceback" not in err
