@@ -111,7 +111,7 @@ def main(argv=None) -> int:
 
     from integration.experiment import ExperimentSpec, check_out, run_experiment, write_report
     from integration.train import build_config, estimate, resolve_device
-    from phy802._io import atomic_write_bytes, atomic_write_text
+    from phy802.runtime.output import atomic_write_bytes, atomic_write_text
 
     device = "cpu" if a.tiny else resolve_device(a.device)
     n_gpu = torch.cuda.device_count() if device == "cuda" else 0
@@ -171,7 +171,7 @@ def main(argv=None) -> int:
                   "nonfinite_steps": r["nonfinite_steps"], "flips": r["flips"], "died": r["died"],
                   "step_ms": r["step_ms"]} for r in rows],
     }
-    from phy802._output import to_jsonable
+    from phy802.runtime.jsonable import to_jsonable
 
     atomic_write_text(os.path.join(a.out, "paper.json"), json.dumps(to_jsonable(doc), indent=1))
     import tempfile

@@ -1,7 +1,7 @@
 """Plots of a BER/FER sweep: ``ber_fer.png`` and the latency / reliability Pareto picture ``latency.png``.
 
 Both are written as PNG (matplotlib's ``Agg`` backend, no display needed) atomically (rendered in
-memory, then :func:`phy802._io.atomic_write_bytes`).  Conventions shared by both pictures:
+memory, then :func:`phy802.runtime.output.atomic_write_bytes`).  Conventions shared by both pictures:
 
 * one marker shape per mode (same shape in both files), filled = measured value with its 95%
   Clopper-Pearson interval as an error bar;
@@ -67,7 +67,7 @@ def _save_png(plt, fig, path) -> None:
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=110)
     plt.close(fig)
-    from phy802._io import atomic_write_bytes
+    from phy802.runtime.output import atomic_write_bytes
 
     atomic_write_bytes(path, buf.getvalue())
 

@@ -96,18 +96,18 @@ def _in_compiled_call(frame) -> bool:
 
 
 def _handler(signum, frame):
-    """SIGINT -> ``KeyboardInterrupt``, SIGTERM/SIGHUP -> :class:`phy802._io.Terminated`, raised only
+    """SIGINT -> ``KeyboardInterrupt``, SIGTERM/SIGHUP -> :class:`phy802.runtime.interrupts.Terminated`, raised only
     at a point where Python can unwind: never inside a compiled kernel's dispatcher (the signal is
     re-delivered a moment later), and not again while the first one's cleanup runs (10 s)."""
     import time
 
-    from phy802._io import Terminated, interrupts_deferred, note_signal
+    from phy802.runtime.interrupts import Terminated, interrupts_deferred, note_signal
 
     redelivered, _STATE["redeliver"] = _STATE["redeliver"], False
     if not redelivered:
         note_signal(signum)
     if interrupts_deferred():
-        return  # the running loop raises it between its chunks (phy802._io.deferred_interrupts)
+        return  # the running loop raises it between its chunks (phy802.runtime.interrupts.deferred_interrupts)
     if _in_compiled_call(frame):
         _STATE["redeliver"] = True
         t = threading.Timer(0.05, os.kill, (os.getpid(), signum))
@@ -141,7 +141,7 @@ def _install_sigterm():
 
 def _signal_of(exc: BaseException) -> int | None:
     """The signal an interrupt came from (the first one received), ``None`` if not an interrupt."""
-    from phy802._io import Terminated, interrupt_requested
+    from phy802.runtime.interrupts import Terminated, interrupt_requested
 
     seen = set()
     e: BaseException | None = exc
@@ -292,13 +292,13 @@ def main(argv: Sequence[str] | None = None) -> int:
               file=sys.stderr)
         return EXIT_BAD_INPUT
     previous = _install_sigterm()
-    from phy802._output import output_policy
+    from phy802.runtime.output import output_policy
 
     try:
         with output_policy(force=bool(getattr(args, "force", False)), inputs=_inputs_of(name, args)):
             return int(module.run(args) or 0)
     except KeyboardInterrupt as exc:
-        from phy802._io import Interrupted
+        from phy802.runtime.interrupts import Interrupted
 
         if _debug():
             traceback.print_exc()

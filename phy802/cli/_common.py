@@ -26,7 +26,8 @@ import sys
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
-from phy802._output import progress, to_jsonable
+from phy802.runtime.jsonable import to_jsonable
+from phy802.runtime.progress import progress
 
 __all__ = ["add_seed", "add_json", "add_force", "emit", "to_jsonable", "progress", "Parser", "CliError",
            "float_arg", "probability", "int_arg", "uint_arg", "count_arg", "list_arg", "choice_list",

@@ -175,7 +175,7 @@ _TRACE_BOUND_CW_S = {"fast": 2e5, "exact": 2e4}
 def _trace_cost(args, cfg, ch, n_cw: int) -> None:
     """Refuse a trace over an hour, the free disk or the memory up front (as the 400G path): time
     and bytes per codeword from a short measured run of the same generator on this machine."""
-    from phy802._io import scratch_dir
+    from phy802.runtime.tempfiles import scratch_dir
     from phy802.cli._common import calibrated_seconds, check_budget, check_disk
     from protocol.trace.inner import generate_inner_trace
 
@@ -207,7 +207,7 @@ def _trace_cost(args, cfg, ch, n_cw: int) -> None:
 def run_trace(args, summary) -> int:
     """``phy802 trace generate --rate 800G|1.6T [--inner c177|none]``: the error trace of the
     concatenated link (``protocol.trace.inner``), equal on the same seed to ``phy802 link``'s run."""
-    from phy802._output import check_output_file
+    from phy802.runtime.output import check_output_file
     from protocol.trace.inner import codewords_for_line_bits, generate_inner_trace
 
     for flag, given in (("--burst-pb", args.burst_pb is not None), ("--lane-weights", args.lane_weights is not None),
@@ -255,7 +255,7 @@ def run_sweep(args) -> int:
     else:
         path = "fast"
     if args.out is not None:
-        from phy802._io import check_output_dir
+        from phy802.runtime.output import check_output_dir
 
         check_output_dir(args.out, ("sweep.csv", "sweep.json"))
     axis = "ber" if args.ber else "snr"
@@ -303,8 +303,8 @@ def run_sweep(args) -> int:
         import io
         import json
 
-        from phy802._io import output_set
-        from phy802._output import to_jsonable
+        from phy802.runtime.output import output_set
+        from phy802.runtime.jsonable import to_jsonable
 
         buf = io.StringIO()
         w = csv.writer(buf)

@@ -320,7 +320,7 @@ def run(args: argparse.Namespace) -> int:
         raise CliError("--algo direct is the flat-ethernet model's; the cluster model calls it p2p")
     from dataclasses import asdict
 
-    from phy802._io import check_interrupt
+    from phy802.runtime.interrupts import check_interrupt
 
     _check_code_fec(args)
     if args.trials and not any(b > 0 for b in args.ber):
@@ -513,7 +513,7 @@ def _run_nccl_tests(args: argparse.Namespace) -> int:
     if args.holdout and args.calibrate is None:
         raise CliError("--holdout needs --calibrate OUT")
     if args.calibrate is not None:
-        from phy802._output import check_output_file
+        from phy802.runtime.output import check_output_file
 
         check_output_file(args.calibrate, inputs=[args.nccl_tests])  # before the fit, not after it
     run_ = read_nccl_tests(args.nccl_tests, op=args.op)

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from phy802.cli._common import add_json, add_seed, emit, int_arg
-from phy802._io import atomic_write_text
+from phy802.runtime.output import atomic_write_text
 
 __all__ = ["DemoConfig", "run_demo", "add_arguments", "run"]
 
@@ -62,7 +62,7 @@ def _fmt(x: float) -> str:
 
 def run_demo(cfg: DemoConfig) -> dict:
     """Run every step; returns a summary dict (also written as ``summary.json``)."""
-    from phy802._output import check_output_dir, output_set
+    from phy802.runtime.output import check_output_dir, output_set
 
     check_output_dir(cfg.out, "demo")  # before any work: never over the user's files
     with output_set(cfg.out, "demo") as stage:  # built beside --out, swapped in whole
@@ -101,7 +101,7 @@ def _sweep_step(cfg: DemoConfig, out: Path, summary: dict) -> list[str]:
                      target_errors=cfg.sweep_target_errors, max_codewords=cfg.sweep_max_codewords,
                      max_seconds=cfg.sweep_seconds, seed=cfg.seed)
     _say(cfg, f"sweep: {len(sc.tasks())} points (KP4 vs bypass), up to {cfg.sweep_seconds:g} s each")
-    from phy802._output import progress
+    from phy802.runtime.progress import progress
 
     with progress(total=len(sc.tasks()), desc="demo sweep: points", unit="point", enable=cfg.progress) as bar:
         res = run_sweep(sc, executor="process" if (cfg.workers or os.cpu_count() or 1) > 1 else None,
@@ -205,7 +205,7 @@ def _demo_into(cfg: DemoConfig, out: Path, shown: Path) -> dict:
     from phy802.cli._narrative import narrative
 
     atomic_write_text(out / "report.md", "\n".join(md[:4] + narrative(summary) + md[4:]))
-    from phy802._output import to_jsonable
+    from phy802.runtime.jsonable import to_jsonable
     import json
 
     atomic_write_text(out / "summary.json", json.dumps(to_jsonable(summary), indent=1))

@@ -140,7 +140,7 @@ def _interrupted(args, res) -> None:
     """Ctrl-C / SIGTERM during the run: exit 130/143 with one line.  The finished
     points are written only into a new (absent or empty) ``--out``; an earlier result there is left
     exactly as it was."""
-    from phy802._io import Interrupted, interrupt_requested
+    from phy802.runtime.interrupts import Interrupted, interrupt_requested
     import signal
 
     sig = interrupt_requested() or signal.SIGINT
@@ -148,7 +148,7 @@ def _interrupted(args, res) -> None:
     n = len(res.points)
     if args.out is not None and n and (not os.path.exists(args.out) or (os.path.isdir(args.out)
                                                                           and not os.listdir(args.out))):
-        from phy802._output import output_set
+        from phy802.runtime.output import output_set
 
         with output_set(args.out, "sweep") as tmp:
             res.write_csv(tmp / "sweep.csv")
@@ -176,7 +176,7 @@ def run(args: argparse.Namespace) -> int:
     if args.plot and args.out is None:
         raise CliError("--plot needs --out (the folder the plots go to)")
     if args.out is not None:  # refuse a foreign folder (or one holding an input) before any work
-        from phy802._output import check_output_dir
+        from phy802.runtime.output import check_output_dir
 
         check_output_dir(args.out, "sweep")
     if args.merge:
@@ -219,7 +219,7 @@ def run(args: argparse.Namespace) -> int:
             _interrupted(args, res)
     notes = []
     if args.out is not None:
-        from phy802._output import output_set
+        from phy802.runtime.output import output_set
 
         # the whole set is built in a temporary sibling folder and swapped in: a killed run never
         # leaves a folder mixing two runs, and a folder holding other files is never touched

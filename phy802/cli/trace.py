@@ -142,7 +142,7 @@ def _check_size(args) -> None:
 def _calibration_run(args, line_bits: int) -> None:
     """``line_bits`` of the requested trace, generated into a scratch folder (timing only);
     the estimate divides by the workers, as the shards run in parallel."""
-    from phy802._io import scratch_dir
+    from phy802.runtime.tempfiles import scratch_dir
     from protocol.trace import generate_trace
 
     n_workers = 1 if args.scheduler is not None else max(1, int(args.workers))
@@ -250,7 +250,7 @@ def run(args: argparse.Namespace) -> int:
             from_fit["path"] = str(args.from_fit)
         elif args.fit_model is not None:
             raise ValueError("--fit-model needs --from-fit FIT.json")
-        from phy802._output import check_output_file
+        from phy802.runtime.output import check_output_file
 
         check_output_file(args.out)  # before any work (the writer checks again when it opens)
         weights = _weights(args.lane_weights)

@@ -360,8 +360,8 @@ def run(args: argparse.Namespace) -> int:
     from integration.train import TrainingTimeout, run_training, train_worker
 
     check_args(args)
-    from phy802._io import remove_temp, track_temp_dir
-    from phy802._output import check_output_dir, check_output_file, output_set
+    from phy802.runtime.tempfiles import remove_temp, track_temp_dir
+    from phy802.runtime.output import check_output_dir, check_output_file, output_set
 
     if args.comm_log:  # refused before any training: a device/FIFO/link or a file phy802 did not write
         check_output_file(args.comm_log)

@@ -41,7 +41,7 @@ import numpy as np
 
 from phy802._kvrecords import VectorError, VectorRecord, VerifyResult, read_records, verify_records
 from phy802._kvrecords import verify_dir as _verify_dir
-from phy802._io import atomic_write_text
+from phy802.runtime.output import atomic_write_text
 from phy802.pcs.alignment import am_group_bits, am_symbols
 from phy802.pcs.codec66 import Blocks66, SYNC_DATA, frames_to_blocks, idle_blocks
 from phy802.pcs.config import PcsConfig

@@ -17,7 +17,8 @@ from pathlib import Path
 
 import numpy as np
 
-from phy802._io import check_interrupt, deferred_interrupts, scratch_dir
+from phy802.runtime.interrupts import check_interrupt, deferred_interrupts
+from phy802.runtime.tempfiles import scratch_dir
 
 from . import _kernels as TK
 from .format import _HEADER, TraceWriter, _encode_flips, _encode_marks, _no_flips, _start_writeback, encode_chunk
@@ -261,7 +262,7 @@ def _make_executor(workers: int | None, scheduler: str | None):
         n = max(1, sum(client.nthreads().values()))
         return client.get_executor(), client, n
     n = int(workers) if workers else (os.cpu_count() or 1)
-    from phy802._io import worker_pool
+    from phy802.runtime.workers import worker_pool
 
     return worker_pool(n), True, n  # workers leave Ctrl-C to this process: no worker tracebacks
 
@@ -432,7 +433,7 @@ def generate_trace(
     total = TraceStats(n_lanes=n_lanes)
     t0 = time.perf_counter()
     carry = _no_flips()
-    from phy802._output import progress as bar
+    from phy802.runtime.progress import progress as bar
 
     ex = owned = batons = direct = None
     stack = contextlib.ExitStack()
@@ -486,7 +487,7 @@ def generate_trace(
                     if batons is not None:  # shards waiting for a baton that will not come give up
                         (batons / "abort").touch()
                     if owned is True:  # an interrupt or error: stop the workers now, not after their shard
-                        from phy802._io import stop_pool
+                        from phy802.runtime.workers import stop_pool
 
                         stop_pool(ex)
                     raise
