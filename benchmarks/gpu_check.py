@@ -398,7 +398,7 @@ def _memory_refusal(args, n_gpu: int, per_rank: int) -> str | None:
     ``--device cpu``: the free memory, as phy802's commands count it; each GPU's for ``cuda``), or None."""
     import torch
 
-    from phy802.cli import _common
+    from phy802.runtime.resources import available_memory
 
     if args.device == "cuda":
         per_gpu = -(-args.world_size // n_gpu)  # ranks sharing one GPU
@@ -406,7 +406,7 @@ def _memory_refusal(args, n_gpu: int, per_rank: int) -> str | None:
         need = per_gpu * per_rank
         where = f"{per_gpu} rank(s) per GPU, {have / 2**30:.1f} GiB per GPU"
     else:
-        have = _common._available_memory()
+        have = available_memory()
         need = args.world_size * per_rank
         where = f"{args.world_size} ranks on the host, {have / 2**30:.1f} GiB available"
     if need <= have:

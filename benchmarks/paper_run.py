@@ -143,13 +143,13 @@ def main(argv=None) -> int:
     print(f"paper_run: {n_runs} runs of {base.steps} steps, gpt2-small ({est['params']:,} parameters"
           + (", tiny settings" if a.tiny else "") + f") on {device} ({n_gpu} GPU(s), inner {inner}); "
           f"estimated {est['seconds'] * n_runs / 60:.2g} min", file=sys.stderr)
-    from phy802.cli._common import CliError, check_budget
+    from phy802.runtime.resources import WorkRefused, check_budget
 
     try:  # refused up front, as phy802 train/experiment refuse (GPU memory is not the host's: CPU only)
         check_budget("paper_run", memory_bytes=est["memory_bytes"] if device == "cpu" else 0.0,
                      seconds=est["seconds"] * n_runs, force=a.force,
                      hint="--tiny is the CPU smoke test; the full run is meant for a GPU")
-    except CliError as exc:
+    except WorkRefused as exc:
         print(f"paper_run.py: error: {exc}", file=sys.stderr)
         return 2
     t0 = time.perf_counter()

@@ -176,7 +176,7 @@ def _trace_cost(args, cfg, ch, n_cw: int) -> None:
     """Refuse a trace over an hour, the free disk or the memory up front (as the 400G path): time
     and bytes per codeword from a short measured run of the same generator on this machine."""
     from phy802.runtime.tempfiles import scratch_dir
-    from phy802.cli._common import calibrated_seconds, check_budget, check_disk
+    from phy802.runtime.resources import calibrated_seconds, check_budget, check_disk
     from protocol.trace.inner import generate_inner_trace
 
     what = f"trace generate --rate {args.rate} --bits {args.bits:.3g}"

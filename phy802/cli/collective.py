@@ -408,7 +408,7 @@ def run(args: argparse.Namespace) -> int:
 def _check_trials(args: argparse.Namespace, todo: list, trials: int) -> None:
     """Refuse up front, with the estimate, simulations that need more memory or time than allowed:
     all rows together, the lost frames timed on this machine (:func:`phy802.cli._common.calibrated_seconds`)."""
-    from phy802.cli._common import calibrated_seconds, check_budget
+    from phy802.runtime.resources import calibrated_seconds, check_budget
     from protocol.cluster.transport import estimate, simulate
 
     ests = [estimate(pr, c, trials) for c, pr in todo]

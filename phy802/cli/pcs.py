@@ -16,8 +16,8 @@ import os
 
 import numpy as np
 
-from phy802.cli._common import (add_force, add_json, add_seed, check_budget, count_arg, emit, int_arg, probability,
-                                uint_arg)
+from phy802.cli._common import add_force, add_json, add_seed, count_arg, emit, int_arg, probability, uint_arg
+from phy802.runtime.resources import check_budget
 
 __all__ = ["add_arguments", "run"]
 

@@ -13,8 +13,9 @@ import os
 import sys
 from pathlib import Path
 
-from phy802.cli._common import (CliError, add_force, add_json, add_seed, check_budget, count_arg, emit, float_arg,
-                                int_arg, list_arg, probability, progress)
+from phy802.cli._common import CliError, add_force, add_json, add_seed, count_arg, emit, float_arg, int_arg, list_arg, probability
+from phy802.runtime.progress import progress
+from phy802.runtime.resources import check_budget
 from phy802.cli._common import scheduler_address
 from phy802.cli._hist import add_hist_arguments, hist_format, histogram_from_counts, print_histograms
 from phy802.cli._vocab import add_code_fec

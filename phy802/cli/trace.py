@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import argparse
 
-from phy802.cli._common import (CliError, add_force, add_json, add_seed, calibrated_seconds, check_budget, check_disk, count_arg, emit,
-                                float_arg, int_arg, probability, scheduler_address)
+from phy802.cli._common import CliError, add_force, add_json, add_seed, count_arg, emit, float_arg, int_arg, probability, scheduler_address
+from phy802.runtime.resources import calibrated_seconds, check_budget, check_disk
 from phy802.cli._inner_cli import INNER_RATES, add_trace_args as add_inner_trace_args
 from phy802.cli._hist import add_hist_arguments, hist_format, histogram_from_counts, print_histograms
 from phy802.cli._vocab import add_code_fec

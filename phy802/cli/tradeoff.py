@@ -18,8 +18,8 @@ import math
 import os
 import sys
 
-from phy802.cli._common import (CliError, add_json, add_seed, count_arg, emit, float_arg, int_arg, list_arg,
-                                probability, to_jsonable)
+from phy802.cli._common import CliError, add_json, add_seed, count_arg, emit, float_arg, int_arg, list_arg, probability
+from phy802.runtime.jsonable import to_jsonable
 from phy802.cli.collective import add_cluster_arguments, cluster_from_args, is_flat
 
 __all__ = ["add_arguments", "fastest_groups", "run", "run_tradeoff"]

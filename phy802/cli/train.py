@@ -14,7 +14,8 @@ import shutil
 import sys
 import tempfile
 
-from phy802.cli._common import MAX_SEED, add_json, add_seed, check_budget, emit, float_arg, int_arg, probability
+from phy802.cli._common import MAX_SEED, add_json, add_seed, emit, float_arg, int_arg, probability
+from phy802.runtime.resources import check_budget
 from phy802.cli._vocab import add_code_fec
 
 __all__ = ["add_arguments", "run", "add_model_arguments", "config_from_args", "check_args", "pos_int", "pos_float"]
