@@ -386,27 +386,51 @@ def plot_pareto(rows: list[dict], path, reference: str = "kp4/ieee", clip_pct: f
     is 0 % (the reference).  Points beyond the axis sit at its right edge with their value written.
     """
     plt = _mpl()
-    from matplotlib.lines import Line2D
-
     lay = pareto_layout(rows, reference, clip_pct)
     sets, sizes = lay["settings"], lay["sizes"]
-    bers = sorted({s["ber"] for s in sets})
-    color = {b: _BER_COLORS[i % len(_BER_COLORS)] for i, b in enumerate(bers)}
-    marker = {m: MARKERS[i % len(MARKERS)] for i, m in enumerate(lay["modes"])}
-    fill = lambda g: _GUARD_FILLS.get(g, "top")  # noqa: E731
+    style = _pareto_style(lay)
     n = max(1, len(sets))
     fig, axes = plt.subplots(1, 1 + len(sizes), sharey=True, figsize=(3.2 + 3.1 * len(sizes) + 3.0, 1.6 + 0.27 * n),
                              gridspec_kw={"width_ratios": [0.8] + [1.0] * len(sizes)}, squeeze=False)
     axes = axes[0]
     ys = list(range(n))[::-1]  # first setting on top
+    _pareto_loss_panel(axes[0], lay, ys, style, reference)
+    for ax, size in zip(axes[1:], sizes):
+        _pareto_step_panel(ax, size, rows, lay, ys, style, reference)
+    for ax in axes:
+        ax.grid(True, axis="x", alpha=0.3)
+        for y in ys:
+            ax.axhline(y, color="0.93", lw=0.6, zorder=0)
+        ax.tick_params(axis="x", labelsize=7.5)
+    _pareto_legend(fig, lay, style, reference)
+    fig.suptitle("Is skipping FEC worth it? Loss penalty (measured, small model) and step time (model) per "
+                 "setting", fontsize=10)
+    fig.tight_layout(rect=(0, 0, 1 - 2.9 / fig.get_figwidth(), 0.97))
+    _save_png(plt, fig, path)
+
+
+def _pareto_style(lay: dict) -> dict:
+    """Colour per BER, marker per mode, fill per guard, and ``draw(ax, x, y, setting, clip)``: one
+    setting's point (a right-pointing filled marker when ``clip``: beyond the axis)."""
+    bers = sorted({s["ber"] for s in lay["settings"]})
+    color = {b: _BER_COLORS[i % len(_BER_COLORS)] for i, b in enumerate(bers)}
+    marker = {m: MARKERS[i % len(MARKERS)] for i, m in enumerate(lay["modes"])}
+
+    def fill(g):
+        return _GUARD_FILLS.get(g, "top")
 
     def draw(ax, x, y, s, clip=False):
         ax.plot([x], [y], ls="none", marker=">" if clip else marker[s["mode"]], ms=8 if clip else 7.5,
                 color=color[s["ber"]], mec=color[s["ber"]], mfc=color[s["ber"]] if clip else None,
                 fillstyle="full" if clip else fill(s["guard"]), mew=1.2, zorder=3, clip_on=False)
 
-    # loss panel (measured)
-    ax = axes[0]
+    return {"bers": bers, "color": color, "marker": marker, "fill": fill, "draw": draw}
+
+
+def _pareto_loss_panel(ax, lay: dict, ys: list[int], style: dict, reference: str) -> None:
+    """The left panel: each setting's loss penalty (measured), and the settings' names on the y axis
+    (the error-free reference in bold red)."""
+    sets, draw = lay["settings"], style["draw"]
     lp = [s["loss_penalty"] for s in sets if _finite(s["loss_penalty"])]
     lhi, llo = max(lp + [0.0]), min(lp + [0.0])
     lpad = 0.08 * max(lhi - llo, 0.05)
@@ -431,45 +455,52 @@ def plot_pareto(rows: list[dict], path, reference: str = "kp4/ieee", clip_pct: f
         if s["mode"] == reference and s["ber"] == 0.0:
             tl.set_color("red")
             tl.set_fontweight("bold")
-    ax.set_ylim(-0.7, n - 0.3)
+    ax.set_ylim(-0.7, len(ys) - 0.3)
+
+
+def _pareto_step_panel(ax, size: int, rows: list[dict], lay: dict, ys: list[int], style: dict, reference: str) -> None:
+    """One cluster size's panel: each setting's modelled step time relative to the reference at that
+    size; a point beyond the axis sits at its right edge with its value written."""
+    sets, draw, color = lay["settings"], style["draw"], style["color"]
     xlo, xhi = lay["xlim"]
-    for ax, size in zip(axes[1:], sizes):
-        for (i, nn), v in lay["pct"].items():
-            if nn != size:
-                continue
-            s, y = sets[i], ys[i]
-            if (i, nn) in lay["off"]:
-                draw(ax, xhi, y, s, clip=True)
-                ms = next((r["step_ms"] for r in rows if r["ranks"] == size and r["mode"] == s["mode"]
-                           and float(r["ber"]) == s["ber"] and str(r.get("guard", "-")) == s["guard"]
-                           and r["parallel"] == s["parallel"]), float("nan"))
-                ax.annotate(f"{v:+.0f} % ({ms:.3g} ms)", (xhi, y), xytext=(-9, 0), textcoords="offset points",
-                            ha="right", va="center", fontsize=7, color=color[s["ber"]])
-            else:
-                draw(ax, v, y, s)
-        for i, s_ in enumerate(sets):  # a setting whose modelled step never completes: said, not left blank
-            r = next((r for r in rows if int(r["ranks"]) == size and r["mode"] == s_["mode"] and r["parallel"]
-                      == s_["parallel"] and float(r["ber"]) == s_["ber"] and str(r.get("guard", "-")) == s_["guard"]),
-                     None)
-            if r is not None and (i, size) not in lay["pct"]:
-                ax.text(0.98, ys[i], "no finite step time (model)", transform=ax.get_yaxis_transform(), ha="right",
-                        va="center", fontsize=7, color=color[s_["ber"]])
-        ax.axvline(0.0, color="red", lw=0.9, ls=":", zorder=1)
-        ax.set_xlim(xlo, xhi)
-        refs = ", ".join(f"{ms:.4g} ms" for (p, nn), ms in lay["ref_ms"].items() if nn == size)
-        ax.set_title(f"{size} ranks (0 % = {refs})", fontsize=9)
-        ax.set_xlabel("modelled step time vs error-free\n" + reference.upper().replace("/IEEE", "") + " (%, model)",
-                      fontsize=8)
-    for ax in axes:
-        ax.grid(True, axis="x", alpha=0.3)
-        for y in ys:
-            ax.axhline(y, color="0.93", lw=0.6, zorder=0)
-        ax.tick_params(axis="x", labelsize=7.5)
+    for (i, nn), v in lay["pct"].items():
+        if nn != size:
+            continue
+        s, y = sets[i], ys[i]
+        if (i, nn) in lay["off"]:
+            draw(ax, xhi, y, s, clip=True)
+            ms = next((r["step_ms"] for r in rows if r["ranks"] == size and r["mode"] == s["mode"]
+                       and float(r["ber"]) == s["ber"] and str(r.get("guard", "-")) == s["guard"]
+                       and r["parallel"] == s["parallel"]), float("nan"))
+            ax.annotate(f"{v:+.0f} % ({ms:.3g} ms)", (xhi, y), xytext=(-9, 0), textcoords="offset points",
+                        ha="right", va="center", fontsize=7, color=color[s["ber"]])
+        else:
+            draw(ax, v, y, s)
+    for i, s_ in enumerate(sets):  # a setting whose modelled step never completes: said, not left blank
+        r = next((r for r in rows if int(r["ranks"]) == size and r["mode"] == s_["mode"] and r["parallel"]
+                  == s_["parallel"] and float(r["ber"]) == s_["ber"] and str(r.get("guard", "-")) == s_["guard"]),
+                 None)
+        if r is not None and (i, size) not in lay["pct"]:
+            ax.text(0.98, ys[i], "no finite step time (model)", transform=ax.get_yaxis_transform(), ha="right",
+                    va="center", fontsize=7, color=color[s_["ber"]])
+    ax.axvline(0.0, color="red", lw=0.9, ls=":", zorder=1)
+    ax.set_xlim(xlo, xhi)
+    refs = ", ".join(f"{ms:.4g} ms" for (p, nn), ms in lay["ref_ms"].items() if nn == size)
+    ax.set_title(f"{size} ranks (0 % = {refs})", fontsize=9)
+    ax.set_xlabel("modelled step time vs error-free\n" + reference.upper().replace("/IEEE", "") + " (%, model)",
+                  fontsize=8)
+
+
+def _pareto_legend(fig, lay: dict, style: dict, reference: str) -> None:
+    """The legend at the figure's right: colour = BER, marker = mode, fill = guard, the 0 % line and
+    the beyond-the-axis marker."""
+    from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
 
-    hs = [Patch(color=color[b], label=f"BER {b:g}") for b in bers]
+    color, marker, fill = style["color"], style["marker"], style["fill"]
+    hs = [Patch(color=color[b], label=f"BER {b:g}") for b in style["bers"]]
     hs += [Line2D([], [], ls="none", marker=marker[m], ms=7, color="0.35", label=m) for m in lay["modes"]]
-    guards = list(dict.fromkeys(s["guard"] for s in sets))
+    guards = list(dict.fromkeys(s["guard"] for s in lay["settings"]))
     hs += [Line2D([], [], ls="none", marker="o", ms=8, color="0.35", mec="0.35", fillstyle=fill(g),
                   label=_GUARD_TEXT.get(g, f"top half: {g}")) for g in guards]
     hs += [Line2D([], [], color="red", ls=":", lw=0.9, label=f"0 %: error-free {reference} (reference)"),
@@ -477,7 +508,3 @@ def plot_pareto(rows: list[dict], path, reference: str = "kp4/ieee", clip_pct: f
                   label="beyond the axis: value written")]
     fig.legend(handles=hs, loc="center right", fontsize=7.5, frameon=False,
                title="colour = BER\nmarker = mode\nfill = guard", title_fontsize=8)
-    fig.suptitle("Is skipping FEC worth it? Loss penalty (measured, small model) and step time (model) per "
-                 "setting", fontsize=10)
-    fig.tight_layout(rect=(0, 0, 1 - 2.9 / fig.get_figwidth(), 0.97))
-    _save_png(plt, fig, path)
