@@ -316,12 +316,22 @@ def run(args: argparse.Namespace) -> int:
         raise CliError("--calibrate / --holdout need --nccl-tests FILE")
     if is_flat(args):
         return _run_flat(args)
+    _check_cluster_args(args)
+    trials = DEFAULT_TRIALS if args.trials is None else args.trials
+    rows, simulated = _cluster_rows(args, trials)
+    first = rows[0][0]
+    obj: dict = {"cluster": first.to_dict(), "rows": [_row_json(r) for _, r in rows]}
+    if len(rows) == 1:
+        obj = {**_row_json(rows[0][1]), **obj}
+    emit(args, obj, lambda: _cluster_text(first, rows, simulated, trials, args.seed))
+    return 0
+
+
+def _check_cluster_args(args: argparse.Namespace) -> None:
+    """Refuse options the cluster model cannot honour: the flat model's ``--algo direct``, a code/FEC
+    pair that does not exist, ``--trials`` with nothing to simulate or none where loss must be simulated."""
     if args.algo == "direct":
         raise CliError("--algo direct is the flat-ethernet model's; the cluster model calls it p2p")
-    from dataclasses import asdict
-
-    from phy802.runtime.interrupts import check_interrupt
-
     _check_code_fec(args)
     if args.trials and not any(b > 0 for b in args.ber):
         raise CliError(f"--trials {args.trials} at BER 0: nothing is lost, there is nothing to simulate; give "
@@ -329,6 +339,15 @@ def run(args: argparse.Namespace) -> int:
     if args.trials == 0 and any(b > 0 for b in args.ber):
         raise CliError(f"--trials 0 with --ber {max(args.ber):g}: the time at a BER > 0 is simulated loss "
                        f"recovery (mean and tails); give --trials N >= 1 (default {DEFAULT_TRIALS})")
+
+
+def _cluster_rows(args: argparse.Namespace, trials: int) -> tuple[list[tuple], bool]:
+    """``([(cluster spec, row)], simulated)``: NCCL's modelled time of each combination of the options,
+    and at BER > 0 the loss recovery simulated over ``trials`` seeded trials (refused up front when too big)."""
+    from dataclasses import asdict
+
+    from phy802.runtime.interrupts import check_interrupt
+
     table = _table(args)
     op = args.op or "allreduce"
     built = []
@@ -340,7 +359,6 @@ def run(args: argparse.Namespace) -> int:
         c = spec_from_args(args, **over)
         pr = _predict(args, op, size, c, algo=args.algo, proto=args.proto, table=table)
         built.append((c, pr))
-    trials = DEFAULT_TRIALS if args.trials is None else args.trials
     sim = [c.ber > 0 for c, _ in built]
     if any(sim):
         _check_trials(args, [(c, pr) for (c, pr), s in zip(built, sim) if s], trials)
@@ -354,60 +372,58 @@ def run(args: argparse.Namespace) -> int:
         if s:
             row.update(_simulate(args, c, pr, trials))
         rows.append((c, row))
-    first = rows[0][0]
-    simulated = any(sim)
+    return rows, any(sim)
 
-    def text() -> str:
-        out = [first.describe().rsplit(", links", 1)[0]]
-        hdr = (f"{'op':<10} {'ranks':>6} {'bytes':>10} {'algo/proto':<17} {'code':<6} {'fec':<22} {'ber':>8} "
-               f"{'time us':>10}")
+
+def _cluster_text(first, rows: list[tuple], simulated: bool, trials: int, seed: int) -> str:
+    """The table ``phy802 collective`` prints: one line per row, the columns of the simulation when
+    any row was simulated, and what the times are (model values)."""
+    out = [first.describe().rsplit(", links", 1)[0]]
+    hdr = (f"{'op':<10} {'ranks':>6} {'bytes':>10} {'algo/proto':<17} {'code':<6} {'fec':<22} {'ber':>8} "
+           f"{'time us':>10}")
+    if simulated:
+        hdr += f" {'p50 us':>10} {'p99 us':>10} {'p999 us':>10} {'fail':>8} {'no-loss us':>10}"
+    hdr += f" {'busbw GB/s':>10} {'FEC hops':>8} {'phy us':>7}"
+    out.append(hdr)
+    for _, r in rows:
+        t = r.get("time_us_dist")
+        line = (f"{r['op']:<10} {r['ranks']:>6} {r['bytes']:>10.4g} {r['algo'] + '/' + r['proto']:<17} "
+                f"{r['code']:<6} {r['fec']:<22} {r['ber']:>8.2g} "
+                f"{_fmt_us(t['mean'] if t else r['time_us'])[:10]:>10}")
         if simulated:
-            hdr += f" {'p50 us':>10} {'p99 us':>10} {'p999 us':>10} {'fail':>8} {'no-loss us':>10}"
-        hdr += f" {'busbw GB/s':>10} {'FEC hops':>8} {'phy us':>7}"
-        out.append(hdr)
-        for _, r in rows:
-            t = r.get("time_us_dist")
-            line = (f"{r['op']:<10} {r['ranks']:>6} {r['bytes']:>10.4g} {r['algo'] + '/' + r['proto']:<17} "
-                    f"{r['code']:<6} {r['fec']:<22} {r['ber']:>8.2g} "
-                    f"{_fmt_us(t['mean'] if t else r['time_us'])[:10]:>10}")
-            if simulated:
-                if t:
-                    line += (f" {_fmt_us(t['p50']):>10} {_fmt_us(t['p99']):>10} {_fmt_us(t['p999']):>10} "
-                             f"{r['failure_rate']:>8.3g}")
-                else:
-                    v = _fmt_us(r["time_us"])
-                    line += f" {v:>10} {v:>10} {v:>10} {0:>8.3g}"
-                line += f" {_fmt_us(r['no_loss_time_us']):>10}"
-            line += f" {_fmt_us(r['busbw_GBps']):>10} {r['fec_traversals']:>8} {r['phy_s'] * 1e6:>7.3g}"
-            out.append(line)
-        out.append("time: NCCL's cost model (protocol/cluster/nccl_tuning.json, NCCL 2.30) + each inter-node hop's "
-                   "links x (FEC latency - KP4's); FEC hops = link traversals on the critical path")
-        if simulated:
-            out.append(f"at BER > 0: time = mean over the {trials} seeded trials of loss recovery that completed "
-                       f"(--trials, --seed {args.seed}), p50/p99/p999 their quantiles, fail the share of trials in "
-                       "which a queue pair gave up; busbw at that mean; no-loss = the same collective with no frame "
-                       "lost (model values, all)")
-        if first.rate != rows[0][1]["phy_rate"]:
-            out.append(f"note: protocol.latency has no {first.rate} model yet; FEC latency priced at "
-                       f"{rows[0][1]['phy_rate']}")
-        return "\n".join(out)
+            if t:
+                line += (f" {_fmt_us(t['p50']):>10} {_fmt_us(t['p99']):>10} {_fmt_us(t['p999']):>10} "
+                         f"{r['failure_rate']:>8.3g}")
+            else:
+                v = _fmt_us(r["time_us"])
+                line += f" {v:>10} {v:>10} {v:>10} {0:>8.3g}"
+            line += f" {_fmt_us(r['no_loss_time_us']):>10}"
+        line += f" {_fmt_us(r['busbw_GBps']):>10} {r['fec_traversals']:>8} {r['phy_s'] * 1e6:>7.3g}"
+        out.append(line)
+    out.append("time: NCCL's cost model (protocol/cluster/nccl_tuning.json, NCCL 2.30) + each inter-node hop's "
+               "links x (FEC latency - KP4's); FEC hops = link traversals on the critical path")
+    if simulated:
+        out.append(f"at BER > 0: time = mean over the {trials} seeded trials of loss recovery that completed "
+                   f"(--trials, --seed {seed}), p50/p99/p999 their quantiles, fail the share of trials in "
+                   "which a queue pair gave up; busbw at that mean; no-loss = the same collective with no frame "
+                   "lost (model values, all)")
+    if first.rate != rows[0][1]["phy_rate"]:
+        out.append(f"note: protocol.latency has no {first.rate} model yet; FEC latency priced at "
+                   f"{rows[0][1]['phy_rate']}")
+    return "\n".join(out)
 
-    def js(r: dict) -> dict:
-        r = dict(r)
-        if "time_us_dist" in r:
-            r["time_us"] = r.pop("time_us_dist")
-        return r
 
-    obj: dict = {"cluster": first.to_dict(), "rows": [js(r) for _, r in rows]}
-    if len(rows) == 1:
-        obj = {**js(rows[0][1]), **obj}
-    emit(args, obj, text)
-    return 0
+def _row_json(r: dict) -> dict:
+    """A row as ``--json`` gives it: a simulated row's ``time_us`` is its distribution."""
+    r = dict(r)
+    if "time_us_dist" in r:
+        r["time_us"] = r.pop("time_us_dist")
+    return r
 
 
 def _check_trials(args: argparse.Namespace, todo: list, trials: int) -> None:
     """Refuse up front, with the estimate, simulations that need more memory or time than allowed:
-    all rows together, the lost frames timed on this machine (:func:`phy802.cli._common.calibrated_seconds`)."""
+    all rows together, the lost frames timed on this machine (:func:`phy802.runtime.resources.calibrated_seconds`)."""
     from phy802.runtime.resources import calibrated_seconds, check_budget
     from protocol.cluster.transport import estimate, simulate
 
