@@ -511,9 +511,39 @@ def _run_flat(args: argparse.Namespace) -> int:
 
 
 def _run_nccl_tests(args: argparse.Namespace) -> int:
-    from protocol.cluster.ncclfile import (apply_calibration, calibrate, compare, diagnose, read_nccl_tests,
-                                           write_calibration)
+    from protocol.cluster.ncclfile import compare, diagnose, read_nccl_tests
 
+    _check_nccl_tests_args(args)
+    run_ = read_nccl_tests(args.nccl_tests, op=args.op)
+    c = _cluster_of_run(args, run_)
+    table = _table(args)
+    rows = compare(run_, c, algo=args.algo, proto=args.proto, table=table)
+    notes = diagnose(run_, rows, c)
+    zl = list(run_.meta.get("zero_byte_lines", ()))
+    left_out = ([f"note: 0-byte rows (line {', '.join(map(str, zl))}) left out: NCCL moves nothing, there is no "
+                 "model time to compare"] if zl else [])
+    cal = None
+    held: list[int] = []
+    if args.calibrate is not None:
+        cal, held = _calibrate_to_run(args, run_, c, rows, notes, table)
+    ratios = [r["ratio"] for r in rows]
+    summary = {"min_ratio": min(ratios), "max_ratio": max(ratios),
+               "worst_ratio": max(max(ratios), 1 / min(ratios))}
+    if held:
+        hr = [rows[i]["calibrated_ratio"] for i in held]
+        summary["held_out_worst_ratio"] = max(max(hr), 1 / min(hr))
+    obj = {"file": args.nccl_tests, "op": run_.op, "ranks": run_.ranks, "nodes": run_.nodes, "form": run_.form,
+           "cluster": c.to_dict(), "rows": rows, "diagnosis": notes, "underperforming": any(
+               n.startswith("UNDERPERFORMING") for n in notes), "below_expected": any(
+               n.startswith(("UNDERPERFORMING", "BELOW EXPECTED")) for n in notes), "summary": summary,
+           "calibration": cal, "zero_byte_lines_left_out": zl}
+    emit(args, obj, lambda: _nccl_tests_text(args, run_, c, rows, notes, left_out, cal, held, summary))
+    return 0
+
+
+def _check_nccl_tests_args(args: argparse.Namespace) -> None:
+    """Refuse options a measured nccl-tests run cannot be compared under (it fixes ranks, sizes and
+    BER), and an unwritable ``--calibrate`` file before any fitting."""
     if is_flat(args):
         raise CliError("--nccl-tests compares with the cluster model; choose a --cluster other than flat-ethernet")
     if args.trials:
@@ -532,7 +562,11 @@ def _run_nccl_tests(args: argparse.Namespace) -> int:
         from phy802.runtime.output import check_output_file
 
         check_output_file(args.calibrate, inputs=[args.nccl_tests])  # before the fit, not after it
-    run_ = read_nccl_tests(args.nccl_tests, op=args.op)
+
+
+def _cluster_of_run(args: argparse.Namespace, run_):
+    """The cluster the run is compared with: the options, with the run's nodes, GPUs per node and GPU
+    where the options leave them open; its ranks must be the run's."""
     over: dict = {"code": args.code[0], "fec": args.fec[0], "ber": args.ber[0]}
     if run_.nodes is not None and args.nodes is None:
         over["nodes"] = run_.nodes
@@ -544,71 +578,62 @@ def _run_nccl_tests(args: argparse.Namespace) -> int:
     if run_.ranks is not None and run_.ranks != c.ranks:
         raise CliError(f"{args.nccl_tests}: the run has {run_.ranks} ranks, the cluster {c.ranks} "
                        f"(--nodes {c.nodes} x --gpus-per-node {c.gpus_per_node})")
-    table = _table(args)
-    rows = compare(run_, c, algo=args.algo, proto=args.proto, table=table)
-    notes = diagnose(run_, rows, c)
-    zl = list(run_.meta.get("zero_byte_lines", ()))
-    left_out = ([f"note: 0-byte rows (line {', '.join(map(str, zl))}) left out: NCCL moves nothing, there is no "
-                 "model time to compare"] if zl else [])
-    cal = None
-    held: list[int] = []
-    if args.calibrate is not None:
-        k = args.holdout
-        use = [i for i in range(len(rows)) if not (k and i % k == k - 1)]
-        held = [i for i in range(len(rows)) if i not in use]
-        cal = calibrate(run_, c, algo=args.algo, proto=args.proto, table=table, use=use)
-        cal["diagnosis"] = notes
-        write_calibration(args.calibrate, cal)
-        cc = apply_calibration(c, cal)
-        for r, r2 in zip(rows, compare(run_, cc, algo=args.algo, proto=args.proto, table=table)):
-            r["calibrated_us"] = r2["predicted_us"]
-            r["calibrated_ratio"] = r2["ratio"]
-    ratios = [r["ratio"] for r in rows]
-    summary = {"min_ratio": min(ratios), "max_ratio": max(ratios),
-               "worst_ratio": max(max(ratios), 1 / min(ratios))}
-    if held:
-        hr = [rows[i]["calibrated_ratio"] for i in held]
-        summary["held_out_worst_ratio"] = max(max(hr), 1 / min(hr))
+    return c
 
-    def text() -> str:
-        out = [f"{args.nccl_tests}: {run_.op}, {run_.ranks} ranks on {run_.nodes} nodes ({run_.form})",
-               f"model: {c.describe().rsplit(', links', 1)[0]}",
-               f"{'size B':>12} {'measured us':>12} {'predicted us':>12} {'ratio':>6} {'meas busbw':>10} "
-               f"{'pred busbw':>10} {'algo/proto':<17}" + (f" {'calibrated':>10} {'ratio':>6}" if cal else "")]
-        for i, r in enumerate(rows):
-            line = (f"{r['bytes']:>12} {r['measured_us']:>12.4g} {r['predicted_us']:>12.4g} {r['ratio']:>6.2f} "
-                    f"{r['measured_busbw']:>10.4g} {r['predicted_busbw']:>10.4g} {r['algo'] + '/' + r['proto']:<17}")
-            if cal:
-                line += f" {r['calibrated_us']:>10.4g} {r['calibrated_ratio']:>6.2f}" + (" held out" if i in held else "")
-            out.append(line)
-        out.append(f"ratio = measured / predicted: {summary['min_ratio']:.2f} .. {summary['max_ratio']:.2f} "
-                   "(measured: nccl-tests; predicted: model values, before calibration)")
-        out += notes + left_out
+
+def _calibrate_to_run(args: argparse.Namespace, run_, c, rows: list[dict], notes: list[str],
+                      table) -> tuple[dict, list[int]]:
+    """``(calibration, held-out row indices)``: the model fitted to the run's rows (every ``--holdout``-th
+    left out), written to ``--calibrate``; each row gains its calibrated time and ratio."""
+    from protocol.cluster.ncclfile import apply_calibration, calibrate, compare, write_calibration
+
+    k = args.holdout
+    use = [i for i in range(len(rows)) if not (k and i % k == k - 1)]
+    held = [i for i in range(len(rows)) if i not in use]
+    cal = calibrate(run_, c, algo=args.algo, proto=args.proto, table=table, use=use)
+    cal["diagnosis"] = notes
+    write_calibration(args.calibrate, cal)
+    cc = apply_calibration(c, cal)
+    for r, r2 in zip(rows, compare(run_, cc, algo=args.algo, proto=args.proto, table=table)):
+        r["calibrated_us"] = r2["predicted_us"]
+        r["calibrated_ratio"] = r2["ratio"]
+    return cal, held
+
+
+def _nccl_tests_text(args: argparse.Namespace, run_, c, rows: list[dict], notes: list[str], left_out: list[str],
+                     cal: dict | None, held: list[int], summary: dict) -> str:
+    """The comparison table ``phy802 collective --nccl-tests`` prints (measured vs model per size),
+    the notes, and the calibration when one was fitted."""
+    out = [f"{args.nccl_tests}: {run_.op}, {run_.ranks} ranks on {run_.nodes} nodes ({run_.form})",
+           f"model: {c.describe().rsplit(', links', 1)[0]}",
+           f"{'size B':>12} {'measured us':>12} {'predicted us':>12} {'ratio':>6} {'meas busbw':>10} "
+           f"{'pred busbw':>10} {'algo/proto':<17}" + (f" {'calibrated':>10} {'ratio':>6}" if cal else "")]
+    for i, r in enumerate(rows):
+        line = (f"{r['bytes']:>12} {r['measured_us']:>12.4g} {r['predicted_us']:>12.4g} {r['ratio']:>6.2f} "
+                f"{r['measured_busbw']:>10.4g} {r['predicted_busbw']:>10.4g} {r['algo'] + '/' + r['proto']:<17}")
         if cal:
-            out.append(f"calibration written to {args.calibrate}: net efficiency {cal['net_efficiency']:.3g} "
-                       f"(default {0.94}), latency offset {cal['latency_offset_us']:.3g} us, rms log ratio "
-                       f"{cal['rms_log_ratio']:.3g}" + (f"; held-out worst ratio {summary['held_out_worst_ratio']:.2f}"
-                                                        if held else ""))
-            if cal.get("not_identified"):
-                out.append("  not identified by these sizes (left at their defaults): " + ", ".join(cal["not_identified"]))
-            for line in cal.get("implausible", ()):
-                out.append("  IMPLAUSIBLE (written, not a healthy cluster's constant): " + line)
-            if cal["structure"] == "per-algorithm":
-                unused = sorted(set(cal["algo_latency_us"]) - set(cal["algos_chosen"]))
-                out.append("  per algorithm (NCCL's table refitted to this run): " + ", ".join(
-                    f"{a} {cal['algo_latency_us'][a]:+.3g} us, bw x {cal['algo_bw_factor'][a]:.3g}"
-                    for a in cal["algos_chosen"]) + (
-                    f" (not chosen at any fitted size: {', '.join(unused)})" if unused else "") + (
-                    f"; sustained busbw ceiling {cal['sustained_busbw_GBps']:.3g} GB/s"
-                    if cal["sustained_busbw_GBps"] else ""))
-            if notes:
-                out.append("the fit describes this run, not a healthy cluster (see above)")
-        return "\n".join(out)
-
-    obj = {"file": args.nccl_tests, "op": run_.op, "ranks": run_.ranks, "nodes": run_.nodes, "form": run_.form,
-           "cluster": c.to_dict(), "rows": rows, "diagnosis": notes, "underperforming": any(
-               n.startswith("UNDERPERFORMING") for n in notes), "below_expected": any(
-               n.startswith(("UNDERPERFORMING", "BELOW EXPECTED")) for n in notes), "summary": summary,
-           "calibration": cal, "zero_byte_lines_left_out": zl}
-    emit(args, obj, text)
-    return 0
+            line += f" {r['calibrated_us']:>10.4g} {r['calibrated_ratio']:>6.2f}" + (" held out" if i in held else "")
+        out.append(line)
+    out.append(f"ratio = measured / predicted: {summary['min_ratio']:.2f} .. {summary['max_ratio']:.2f} "
+               "(measured: nccl-tests; predicted: model values, before calibration)")
+    out += notes + left_out
+    if cal:
+        out.append(f"calibration written to {args.calibrate}: net efficiency {cal['net_efficiency']:.3g} "
+                   f"(default {0.94}), latency offset {cal['latency_offset_us']:.3g} us, rms log ratio "
+                   f"{cal['rms_log_ratio']:.3g}" + (f"; held-out worst ratio {summary['held_out_worst_ratio']:.2f}"
+                                                    if held else ""))
+        if cal.get("not_identified"):
+            out.append("  not identified by these sizes (left at their defaults): " + ", ".join(cal["not_identified"]))
+        for line in cal.get("implausible", ()):
+            out.append("  IMPLAUSIBLE (written, not a healthy cluster's constant): " + line)
+        if cal["structure"] == "per-algorithm":
+            unused = sorted(set(cal["algo_latency_us"]) - set(cal["algos_chosen"]))
+            out.append("  per algorithm (NCCL's table refitted to this run): " + ", ".join(
+                f"{a} {cal['algo_latency_us'][a]:+.3g} us, bw x {cal['algo_bw_factor'][a]:.3g}"
+                for a in cal["algos_chosen"]) + (
+                f" (not chosen at any fitted size: {', '.join(unused)})" if unused else "") + (
+                f"; sustained busbw ceiling {cal['sustained_busbw_GBps']:.3g} GB/s"
+                if cal["sustained_busbw_GBps"] else ""))
+        if notes:
+            out.append("the fit describes this run, not a healthy cluster (see above)")
+    return "\n".join(out)
