@@ -138,85 +138,21 @@ def plot_ber_fer(result, path) -> None:
     (hollow, arrow down).  Lines are the closed forms (independent errors, no precoding; identical
     curves drawn once).  The top axis gives the closed-form pre-FEC BER at each SNR.
     """
-    from phy802.sweep import theory_point
-
     plt = _mpl()
     cfg = result.config
     modes = _modes(result) or list(cfg.modes)
     fig, axes = plt.subplots(1, 2, figsize=(12.5, 6.0), layout="constrained")
-    snrs = [p.snr_db for p in result.points] or [15.0, 18.0]
-    s_lo, s_hi = min(snrs), max(snrs)
-    span = max(s_hi - s_lo, 0.5)
-    xlim = (s_lo - 0.06 * span - 0.1, s_hi + 0.06 * span + 0.1)
-    width = 0.02 * (xlim[1] - xlim[0]) * min(1.0, 4.0 / max(1, len(modes) - 1))  # all modes within ~8%
-    offs = dict(zip(modes, _dodge(len(modes), width)))
-    half = (len(modes) - 1) * width / 2
-    xlim = (xlim[0] - half, xlim[1] + half)
+    xlim, offs = _ber_fer_x(result, modes)
     show_theory = not cfg.precoding and cfg.burst_pb is None
-    grid = np.linspace(*xlim, 240)
     handles: dict[str, object] = {}
     for ax, key, title, ylabel in zip(axes, ("post_fec_ber", "fer"),
                                       ("post-FEC BER at the decoder output (payload BER after the descrambler: ~3x)",
                                        "codeword error ratio (FER)"),
                                       ("post-FEC BER (wrong message bits / message bits)",
                                        "FER (wrong codewords / codewords)")):
-        yvals: list[float] = []
-        theory_handles = []
-        if show_theory:
-            curves = {m: np.array([theory_point(m, s)[key] for s in grid]) for m in modes}
-            groups: list[list[str]] = []
-            for m in modes:
-                for g in groups:
-                    if np.allclose(curves[g[0]], curves[m], rtol=1e-9, atol=0.0, equal_nan=True):
-                        g.append(m)
-                        break
-                else:
-                    groups.append([m])
-            for j, g in enumerate(groups):
-                color = mode_style(modes.index(g[0])).color if len(g) == 1 else "0.35"
-                (ln,) = ax.semilogy(grid, curves[g[0]], ls=_LINESTYLES[j % len(_LINESTYLES)], color=color, lw=1.2,
-                                    alpha=0.75, zorder=1)
-                ln.set_label(textwrap.fill(" = ".join(g), 44))
-                theory_handles.append(ln)
-        for i, m in enumerate(modes):
-            st = mode_style(i)
-            pts = [p for p in result.points if p.mode == m]
-            xs, ys, lo, hi = [], [], [], []
-            for p in pts:
-                est = p.rates()[key]
-                x = p.snr_db + offs[m]
-                if est.events == 0:
-                    ax.plot([x], [est.hi], ls="none", marker=st.marker, ms=st.size, mfc="white", mec=st.color,
-                            mew=1.4, zorder=st.zorder)
-                    _bound_arrow(ax, x, est.hi, st.color, "down")
-                    yvals += [est.hi, est.hi / 8]
-                    continue
-                xs.append(x), ys.append(est.value), lo.append(est.value - est.lo), hi.append(est.hi - est.value)
-                yvals += [est.value, est.lo, est.hi]
-            if xs:
-                h = ax.errorbar(xs, ys, yerr=[lo, hi], fmt=st.marker, ms=st.size, color=st.color, mec="black",
-                                mew=0.5, capsize=2.5, elinewidth=1.1, zorder=st.zorder)
-            else:
-                (h,) = ax.plot([], [], ls="none", marker=st.marker, ms=st.size, color=st.color, mec="black", mew=0.5)
-            handles.setdefault(m, h)
-        ylo, yhi = _log_limits(yvals, pad=2.5)
-        ax.set_yscale("log")
-        ax.set_ylim(ylo, min(yhi, 3.0))
-        ax.set_xlim(*xlim)
-        ax.set_xlabel("SNR (dB), PAM4 Es/sigma^2")
-        ax.set_ylabel(ylabel)
-        ax.set_title(title, fontsize=10)
-        ax.grid(True, which="major", alpha=0.35)
-        ax.grid(True, which="minor", alpha=0.12)
-        if theory_handles:
-            ax.legend(handles=theory_handles, title="closed forms (lines)", loc="upper center", fontsize=7,
-                      title_fontsize=7, bbox_to_anchor=(0.5, -0.13), ncol=min(2, len(theory_handles)), frameon=False)
-        top = ax.twiny()
-        top.set_xlim(*xlim)
-        ticks = _ber_ticks(*xlim, min_gap=0.09 * (xlim[1] - xlim[0]))
-        top.set_xticks([s for s, _ in ticks])
-        top.set_xticklabels([_fmt_ber(b) for _, b in ticks], fontsize=8)
-        top.set_xlabel("pre-FEC BER (closed form, PAM4 Gray, AWGN)", fontsize=8)
+        theory_handles = _ber_fer_theory(ax, modes, key, xlim) if show_theory else []
+        yvals = _ber_fer_points(ax, result, modes, key, offs, handles)
+        _ber_fer_axes(ax, xlim, yvals, title, ylabel, theory_handles)
     chan = "AWGN" if cfg.burst_pb is None else f"DFE bursts pb={cfg.burst_pb:g}"
     pre = ", precoded" if cfg.precoding else ""
     fig.suptitle(f"{cfg.rate} {chan}{pre}, {cfg.simulator} simulator: measured points with 95% Clopper-Pearson "
@@ -226,6 +162,97 @@ def plot_ber_fer(result, path) -> None:
     fig.legend(list(hs.values()), [h.get_label() if k == "_bound" else k for k, h in hs.items()],
                loc="outside lower center", ncol=min(len(hs), 7), fontsize=8, frameon=False)
     _save_png(plt, fig, path)
+
+
+def _ber_fer_x(result, modes: list[str]) -> tuple[tuple[float, float], dict[str, float]]:
+    """``(x limits, x offset per mode)``: the SNR range with a margin, each mode's points moved
+    sideways (all within ~8% of the axis) so that equal values stay visible side by side."""
+    snrs = [p.snr_db for p in result.points] or [15.0, 18.0]
+    s_lo, s_hi = min(snrs), max(snrs)
+    span = max(s_hi - s_lo, 0.5)
+    xlim = (s_lo - 0.06 * span - 0.1, s_hi + 0.06 * span + 0.1)
+    width = 0.02 * (xlim[1] - xlim[0]) * min(1.0, 4.0 / max(1, len(modes) - 1))  # all modes within ~8%
+    offs = dict(zip(modes, _dodge(len(modes), width)))
+    half = (len(modes) - 1) * width / 2
+    return (xlim[0] - half, xlim[1] + half), offs
+
+
+def _ber_fer_theory(ax, modes: list[str], key: str, xlim: tuple[float, float]) -> list:
+    """Draw each mode's closed form of ``key`` over the x range, identical curves once (named by all
+    their modes); returns the lines."""
+    from phy802.sweep import theory_point
+
+    grid = np.linspace(*xlim, 240)
+    curves = {m: np.array([theory_point(m, s)[key] for s in grid]) for m in modes}
+    groups: list[list[str]] = []
+    for m in modes:
+        for g in groups:
+            if np.allclose(curves[g[0]], curves[m], rtol=1e-9, atol=0.0, equal_nan=True):
+                g.append(m)
+                break
+        else:
+            groups.append([m])
+    lines = []
+    for j, g in enumerate(groups):
+        color = mode_style(modes.index(g[0])).color if len(g) == 1 else "0.35"
+        (ln,) = ax.semilogy(grid, curves[g[0]], ls=_LINESTYLES[j % len(_LINESTYLES)], color=color, lw=1.2,
+                            alpha=0.75, zorder=1)
+        ln.set_label(textwrap.fill(" = ".join(g), 44))
+        lines.append(ln)
+    return lines
+
+
+def _ber_fer_points(ax, result, modes: list[str], key: str, offs: dict[str, float], handles: dict) -> list[float]:
+    """Draw the measured ``key`` of each mode's points (95% intervals; a zero-error point as a hollow
+    upper bound with an arrow); adds each mode's legend handle to ``handles`` (first panel's kept);
+    returns the values the y axis must show."""
+    yvals: list[float] = []
+    for i, m in enumerate(modes):
+        st = mode_style(i)
+        pts = [p for p in result.points if p.mode == m]
+        xs, ys, lo, hi = [], [], [], []
+        for p in pts:
+            est = p.rates()[key]
+            x = p.snr_db + offs[m]
+            if est.events == 0:
+                ax.plot([x], [est.hi], ls="none", marker=st.marker, ms=st.size, mfc="white", mec=st.color,
+                        mew=1.4, zorder=st.zorder)
+                _bound_arrow(ax, x, est.hi, st.color, "down")
+                yvals += [est.hi, est.hi / 8]
+                continue
+            xs.append(x), ys.append(est.value), lo.append(est.value - est.lo), hi.append(est.hi - est.value)
+            yvals += [est.value, est.lo, est.hi]
+        if xs:
+            h = ax.errorbar(xs, ys, yerr=[lo, hi], fmt=st.marker, ms=st.size, color=st.color, mec="black",
+                            mew=0.5, capsize=2.5, elinewidth=1.1, zorder=st.zorder)
+        else:
+            (h,) = ax.plot([], [], ls="none", marker=st.marker, ms=st.size, color=st.color, mec="black", mew=0.5)
+        handles.setdefault(m, h)
+    return yvals
+
+
+def _ber_fer_axes(ax, xlim: tuple[float, float], yvals: list[float], title: str, ylabel: str,
+                  theory_handles: list) -> None:
+    """One panel's axes: log y around the values, labels, grid, the closed forms' legend below it and
+    the closed-form pre-FEC BER on a top axis."""
+    ylo, yhi = _log_limits(yvals, pad=2.5)
+    ax.set_yscale("log")
+    ax.set_ylim(ylo, min(yhi, 3.0))
+    ax.set_xlim(*xlim)
+    ax.set_xlabel("SNR (dB), PAM4 Es/sigma^2")
+    ax.set_ylabel(ylabel)
+    ax.set_title(title, fontsize=10)
+    ax.grid(True, which="major", alpha=0.35)
+    ax.grid(True, which="minor", alpha=0.12)
+    if theory_handles:
+        ax.legend(handles=theory_handles, title="closed forms (lines)", loc="upper center", fontsize=7,
+                  title_fontsize=7, bbox_to_anchor=(0.5, -0.13), ncol=min(2, len(theory_handles)), frameon=False)
+    top = ax.twiny()
+    top.set_xlim(*xlim)
+    ticks = _ber_ticks(*xlim, min_gap=0.09 * (xlim[1] - xlim[0]))
+    top.set_xticks([s for s, _ in ticks])
+    top.set_xticklabels([_fmt_ber(b) for _, b in ticks], fontsize=8)
+    top.set_xlabel("pre-FEC BER (closed form, PAM4 Gray, AWGN)", fontsize=8)
 
 
 def _latency_rows(modes: list[str], lat: dict[str, float]) -> dict[str, float]:
