@@ -257,7 +257,7 @@ def run_sweep(args) -> int:
     if args.out is not None:
         from phy802.runtime.output import check_output_dir
 
-        check_output_dir(args.out, ("sweep.csv", "sweep.json"))
+        check_output_dir(args.out, "sweep")
     axis = "ber" if args.ber else "snr"
     decoders = tuple(args.inner_decoder) if (args.inner or "c177") == "c177" else ("hard",)
     rows = []
@@ -315,7 +315,7 @@ def run_sweep(args) -> int:
                         r["rates"]["inner_block_failure"]["value"], r["rates"]["kp4_input_ber"]["value"],
                         r["rates"]["fer"]["value"], r["rates"]["fer"]["lo"], r["rates"]["fer"]["hi"],
                         r["theory"].get("fer"), r["counters"]["codewords"], r["counters"]["codeword_errors"]])
-        with output_set(args.out, ("sweep.csv", "sweep.json")) as tmp:
+        with output_set(args.out, "sweep") as tmp:
             (tmp / "sweep.csv").write_text(buf.getvalue())
             (tmp / "sweep.json").write_text(json.dumps(to_jsonable(obj), indent=1, allow_nan=False) + "\n")
 
