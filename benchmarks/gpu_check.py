@@ -58,7 +58,7 @@ import sys  # noqa: E402
 import tempfile  # noqa: E402
 import time  # noqa: E402
 
-from phy802._output import write_output_text  # noqa: E402
+from phy802.runtime.output import atomic_write_text  # noqa: E402
 
 
 def _worker(rank: int, args: argparse.Namespace, store: str, out: str) -> None:
@@ -369,7 +369,7 @@ def _check_out(p: argparse.ArgumentParser, path: str | None, force: bool) -> Non
     """Refuse ``--out`` up front where it may not be written (phy802's output rule), not after the run."""
     if path is None:
         return
-    from phy802._output import OutputRefused, check_output_file
+    from phy802.runtime.output import OutputRefused, check_output_file
 
     try:
         check_output_file(path, force=force)
@@ -400,7 +400,7 @@ def _memory_refusal(args, n_gpu: int, per_rank: int) -> str | None:
     ``--device cpu``: the free memory, as phy802's commands count it; each GPU's for ``cuda``), or None."""
     import torch
 
-    from phy802.cli import _common
+    from phy802.runtime.resources import available_memory
 
     if args.device == "cuda":
         per_gpu = -(-args.world_size // n_gpu)  # ranks sharing one GPU
@@ -408,7 +408,7 @@ def _memory_refusal(args, n_gpu: int, per_rank: int) -> str | None:
         need = per_gpu * per_rank
         where = f"{per_gpu} rank(s) per GPU, {have / 2**30:.1f} GiB per GPU"
     else:
-        have = _common._available_memory()
+        have = available_memory()
         need = args.world_size * per_rank
         where = f"{args.world_size} ranks on the host, {have / 2**30:.1f} GiB available"
     if need <= have:
@@ -484,7 +484,7 @@ def main(argv: list[str] | None = None) -> int:
                     "peak_memory_per_rank": res.pop("peak_memory")}
     failed = [r for r in res["rows"] if r[1] == "FAIL"]
     if args.out:
-        write_output_text(args.out, json.dumps(res, indent=1), force=args.force)
+        atomic_write_text(args.out, json.dumps(res, indent=1), force=args.force)
     if args.json:
         print(json.dumps(res, indent=1))
     else:

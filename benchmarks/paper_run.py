@@ -111,7 +111,7 @@ def main(argv=None) -> int:
 
     from integration.experiment import ExperimentSpec, check_out, run_experiment, write_report
     from integration.train import build_config, estimate, resolve_device
-    from phy802._io import atomic_write_bytes, atomic_write_text
+    from phy802.runtime.output import atomic_write_bytes, atomic_write_text
 
     device = "cpu" if a.tiny else resolve_device(a.device)
     n_gpu = torch.cuda.device_count() if device == "cuda" else 0
@@ -140,13 +140,13 @@ def main(argv=None) -> int:
     print(f"paper_run: {n_runs} runs of {base.steps} steps, gpt2-small ({est['params']:,} parameters"
           + (", tiny settings" if a.tiny else "") + f") on {device} ({n_gpu} GPU(s), inner {inner}); "
           f"estimated {est['seconds'] * n_runs / 60:.2g} min", file=sys.stderr)
-    from phy802.cli._common import CliError, check_budget
+    from phy802.runtime.resources import WorkRefused, check_budget
 
     try:  # refused up front, as phy802 train/experiment refuse (GPU memory is not the host's: CPU only)
         check_budget("paper_run", memory_bytes=est["memory_bytes"] if device == "cpu" else 0.0,
                      seconds=est["seconds"] * n_runs, force=a.force,
                      hint="--tiny is the CPU smoke test; the full run is meant for a GPU")
-    except CliError as exc:
+    except WorkRefused as exc:
         print(f"paper_run.py: error: {exc}", file=sys.stderr)
         return 2
     t0 = time.perf_counter()
@@ -168,7 +168,7 @@ def main(argv=None) -> int:
                   "nonfinite_steps": r["nonfinite_steps"], "flips": r["flips"], "died": r["died"],
                   "step_ms": r["step_ms"]} for r in rows],
     }
-    from phy802._output import to_jsonable
+    from phy802.runtime.jsonable import to_jsonable
 
     atomic_write_text(os.path.join(a.out, "paper.json"), json.dumps(to_jsonable(doc), indent=1))
     import tempfile

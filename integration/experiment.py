@@ -62,7 +62,7 @@ def _ber_is(kind) -> str:
 
 
 #: written into every output folder this module creates; lists the files it wrote
-MARKER = ".phy802-output"  # phy802._output.SET_MARKER: one signed marker for every output folder
+MARKER = ".phy802-output"  # phy802.runtime.output.SET_MARKER: one signed marker for every output folder
 
 
 class OutputExists(ValueError):
@@ -229,7 +229,7 @@ def run_experiment(spec: ExperimentSpec, *, timeout_s: float = 3600.0,
     import torch
 
     per_seed: list[dict] = []
-    from phy802._io import remove_temp, track_temp_dir
+    from phy802.runtime.tempfiles import remove_temp, track_temp_dir
 
     done_before: set[str] = campaign_runs(spec, runs_dir)[1] if runs_dir is not None else set()
     work = track_temp_dir("phy802-exp-")  # also removed at exit if an interrupt hits this cleanup
@@ -461,10 +461,10 @@ def _umask() -> int:
 
 
 def check_out(out: str, force: bool = False) -> None:
-    """Refuse an ``out`` that this program may not write (the rule of :mod:`phy802._output`): a
+    """Refuse an ``out`` that this program may not write (the rule of :mod:`phy802.runtime.output`): a
     non-folder, a link, or a folder of files phy802 did not write there (unless ``force``, which
     adds the output files and deletes nothing)."""
-    from phy802._output import OutputRefused, check_output_dir
+    from phy802.runtime.output import OutputRefused, check_output_dir
 
     try:
         check_output_dir(out, "experiment", force=force)
@@ -473,11 +473,12 @@ def check_out(out: str, force: bool = False) -> None:
 
 
 def write_report(rows: list[dict], out: str, meta: dict, *, force: bool = False) -> list[str]:
-    """Write the output set into ``out`` through :func:`phy802._output.output_set`; returns the
+    """Write the output set into ``out`` through :func:`phy802.runtime.output.output_set`; returns the
     file names.  The set is built in a temporary sibling folder and takes the place of an earlier
     one of this module; files the user added there are kept, and nothing phy802 did not write is
     deleted or replaced (see :func:`check_out`)."""
-    from phy802._output import output_set, to_jsonable
+    from phy802.runtime.jsonable import to_jsonable
+    from phy802.runtime.output import output_set
 
     check_out(out, force)
     names = ["table.csv", "table.md", "results.json"]

@@ -1205,7 +1205,7 @@ def run_many(cfgs: list[TrainConfig], *, timeout_s: float = 900.0, out_dir: str 
         for stale in ("result.json", "params.pt"):
             if os.path.exists(os.path.join(d, stale)):
                 os.unlink(os.path.join(d, stale))
-    from phy802._io import track_temp_dir
+    from phy802.runtime.tempfiles import track_temp_dir
 
     env_prev = os.environ.get("OMP_NUM_THREADS")
     ctx = None
@@ -1276,7 +1276,7 @@ def _cleanup(ctx, store_dir: str, env_prev: str | None) -> None:
         else:
             os.environ["OMP_NUM_THREADS"] = env_prev
         if store_dir:
-            from phy802._io import remove_temp
+            from phy802.runtime.tempfiles import remove_temp
 
             remove_temp(store_dir)
     finally:
@@ -1294,7 +1294,7 @@ def run_training(cfg: TrainConfig, *, timeout_s: float = 900.0, out_dir: str | N
     """
     work = tempfile.mkdtemp(prefix="phy802-train-") if out_dir is None else out_dir
     os.makedirs(work, exist_ok=True)
-    from phy802._io import remove_temp, track_temp_dir
+    from phy802.runtime.tempfiles import remove_temp, track_temp_dir
 
     tmp_root = track_temp_dir("phy802-run-")
     try:

@@ -198,7 +198,7 @@ def read_sweep_json(cls, path, *, config_cls, point_cls, mode_label) -> Any:
     p = Path(path)
     if p.is_dir():
         p = p / "sweep.json"
-    from phy802._io import read_json_file
+    from phy802.runtime.inputs import read_json_file
 
     # a regular file of bounded size and depth (a FIFO or /dev/zero is refused, not read forever)
     obj = read_json_file(p, MAX_SWEEP_FILE, what="JSON sweep file", error=SweepFileError)

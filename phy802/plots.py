@@ -1,7 +1,7 @@
 """Plots of a BER/FER sweep: ``ber_fer.png`` and the latency / reliability Pareto picture ``latency.png``.
 
 Both are written as PNG (matplotlib's ``Agg`` backend, no display needed) atomically (rendered in
-memory, then :func:`phy802._io.atomic_write_bytes`).  Conventions shared by both pictures:
+memory, then :func:`phy802.runtime.output.atomic_write_bytes`).  Conventions shared by both pictures:
 
 * one marker shape per mode (same shape in both files), filled = measured value with its 95%
   Clopper-Pearson interval as an error bar;
@@ -67,7 +67,7 @@ def _save_png(plt, fig, path) -> None:
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=110)
     plt.close(fig)
-    from phy802._io import atomic_write_bytes
+    from phy802.runtime.output import atomic_write_bytes
 
     atomic_write_bytes(path, buf.getvalue())
 
@@ -138,85 +138,21 @@ def plot_ber_fer(result, path) -> None:
     (hollow, arrow down).  Lines are the closed forms (independent errors, no precoding; identical
     curves drawn once).  The top axis gives the closed-form pre-FEC BER at each SNR.
     """
-    from phy802.sweep import theory_point
-
     plt = _mpl()
     cfg = result.config
     modes = _modes(result) or list(cfg.modes)
     fig, axes = plt.subplots(1, 2, figsize=(12.5, 6.0), layout="constrained")
-    snrs = [p.snr_db for p in result.points] or [15.0, 18.0]
-    s_lo, s_hi = min(snrs), max(snrs)
-    span = max(s_hi - s_lo, 0.5)
-    xlim = (s_lo - 0.06 * span - 0.1, s_hi + 0.06 * span + 0.1)
-    width = 0.02 * (xlim[1] - xlim[0]) * min(1.0, 4.0 / max(1, len(modes) - 1))  # all modes within ~8%
-    offs = dict(zip(modes, _dodge(len(modes), width)))
-    half = (len(modes) - 1) * width / 2
-    xlim = (xlim[0] - half, xlim[1] + half)
+    xlim, offs = _ber_fer_x(result, modes)
     show_theory = not cfg.precoding and cfg.burst_pb is None
-    grid = np.linspace(*xlim, 240)
     handles: dict[str, object] = {}
     for ax, key, title, ylabel in zip(axes, ("post_fec_ber", "fer"),
                                       ("post-FEC BER at the decoder output (payload BER after the descrambler: ~3x)",
                                        "codeword error ratio (FER)"),
                                       ("post-FEC BER (wrong message bits / message bits)",
                                        "FER (wrong codewords / codewords)")):
-        yvals: list[float] = []
-        theory_handles = []
-        if show_theory:
-            curves = {m: np.array([theory_point(m, s)[key] for s in grid]) for m in modes}
-            groups: list[list[str]] = []
-            for m in modes:
-                for g in groups:
-                    if np.allclose(curves[g[0]], curves[m], rtol=1e-9, atol=0.0, equal_nan=True):
-                        g.append(m)
-                        break
-                else:
-                    groups.append([m])
-            for j, g in enumerate(groups):
-                color = mode_style(modes.index(g[0])).color if len(g) == 1 else "0.35"
-                (ln,) = ax.semilogy(grid, curves[g[0]], ls=_LINESTYLES[j % len(_LINESTYLES)], color=color, lw=1.2,
-                                    alpha=0.75, zorder=1)
-                ln.set_label(textwrap.fill(" = ".join(g), 44))
-                theory_handles.append(ln)
-        for i, m in enumerate(modes):
-            st = mode_style(i)
-            pts = [p for p in result.points if p.mode == m]
-            xs, ys, lo, hi = [], [], [], []
-            for p in pts:
-                est = p.rates()[key]
-                x = p.snr_db + offs[m]
-                if est.events == 0:
-                    ax.plot([x], [est.hi], ls="none", marker=st.marker, ms=st.size, mfc="white", mec=st.color,
-                            mew=1.4, zorder=st.zorder)
-                    _bound_arrow(ax, x, est.hi, st.color, "down")
-                    yvals += [est.hi, est.hi / 8]
-                    continue
-                xs.append(x), ys.append(est.value), lo.append(est.value - est.lo), hi.append(est.hi - est.value)
-                yvals += [est.value, est.lo, est.hi]
-            if xs:
-                h = ax.errorbar(xs, ys, yerr=[lo, hi], fmt=st.marker, ms=st.size, color=st.color, mec="black",
-                                mew=0.5, capsize=2.5, elinewidth=1.1, zorder=st.zorder)
-            else:
-                (h,) = ax.plot([], [], ls="none", marker=st.marker, ms=st.size, color=st.color, mec="black", mew=0.5)
-            handles.setdefault(m, h)
-        ylo, yhi = _log_limits(yvals, pad=2.5)
-        ax.set_yscale("log")
-        ax.set_ylim(ylo, min(yhi, 3.0))
-        ax.set_xlim(*xlim)
-        ax.set_xlabel("SNR (dB), PAM4 Es/sigma^2")
-        ax.set_ylabel(ylabel)
-        ax.set_title(title, fontsize=10)
-        ax.grid(True, which="major", alpha=0.35)
-        ax.grid(True, which="minor", alpha=0.12)
-        if theory_handles:
-            ax.legend(handles=theory_handles, title="closed forms (lines)", loc="upper center", fontsize=7,
-                      title_fontsize=7, bbox_to_anchor=(0.5, -0.13), ncol=min(2, len(theory_handles)), frameon=False)
-        top = ax.twiny()
-        top.set_xlim(*xlim)
-        ticks = _ber_ticks(*xlim, min_gap=0.09 * (xlim[1] - xlim[0]))
-        top.set_xticks([s for s, _ in ticks])
-        top.set_xticklabels([_fmt_ber(b) for _, b in ticks], fontsize=8)
-        top.set_xlabel("pre-FEC BER (closed form, PAM4 Gray, AWGN)", fontsize=8)
+        theory_handles = _ber_fer_theory(ax, modes, key, xlim) if show_theory else []
+        yvals = _ber_fer_points(ax, result, modes, key, offs, handles)
+        _ber_fer_axes(ax, xlim, yvals, title, ylabel, theory_handles)
     chan = "AWGN" if cfg.burst_pb is None else f"DFE bursts pb={cfg.burst_pb:g}"
     pre = ", precoded" if cfg.precoding else ""
     fig.suptitle(f"{cfg.rate} {chan}{pre}, {cfg.simulator} simulator: measured points with 95% Clopper-Pearson "
@@ -226,6 +162,97 @@ def plot_ber_fer(result, path) -> None:
     fig.legend(list(hs.values()), [h.get_label() if k == "_bound" else k for k, h in hs.items()],
                loc="outside lower center", ncol=min(len(hs), 7), fontsize=8, frameon=False)
     _save_png(plt, fig, path)
+
+
+def _ber_fer_x(result, modes: list[str]) -> tuple[tuple[float, float], dict[str, float]]:
+    """``(x limits, x offset per mode)``: the SNR range with a margin, each mode's points moved
+    sideways (all within ~8% of the axis) so that equal values stay visible side by side."""
+    snrs = [p.snr_db for p in result.points] or [15.0, 18.0]
+    s_lo, s_hi = min(snrs), max(snrs)
+    span = max(s_hi - s_lo, 0.5)
+    xlim = (s_lo - 0.06 * span - 0.1, s_hi + 0.06 * span + 0.1)
+    width = 0.02 * (xlim[1] - xlim[0]) * min(1.0, 4.0 / max(1, len(modes) - 1))  # all modes within ~8%
+    offs = dict(zip(modes, _dodge(len(modes), width)))
+    half = (len(modes) - 1) * width / 2
+    return (xlim[0] - half, xlim[1] + half), offs
+
+
+def _ber_fer_theory(ax, modes: list[str], key: str, xlim: tuple[float, float]) -> list:
+    """Draw each mode's closed form of ``key`` over the x range, identical curves once (named by all
+    their modes); returns the lines."""
+    from phy802.sweep import theory_point
+
+    grid = np.linspace(*xlim, 240)
+    curves = {m: np.array([theory_point(m, s)[key] for s in grid]) for m in modes}
+    groups: list[list[str]] = []
+    for m in modes:
+        for g in groups:
+            if np.allclose(curves[g[0]], curves[m], rtol=1e-9, atol=0.0, equal_nan=True):
+                g.append(m)
+                break
+        else:
+            groups.append([m])
+    lines = []
+    for j, g in enumerate(groups):
+        color = mode_style(modes.index(g[0])).color if len(g) == 1 else "0.35"
+        (ln,) = ax.semilogy(grid, curves[g[0]], ls=_LINESTYLES[j % len(_LINESTYLES)], color=color, lw=1.2,
+                            alpha=0.75, zorder=1)
+        ln.set_label(textwrap.fill(" = ".join(g), 44))
+        lines.append(ln)
+    return lines
+
+
+def _ber_fer_points(ax, result, modes: list[str], key: str, offs: dict[str, float], handles: dict) -> list[float]:
+    """Draw the measured ``key`` of each mode's points (95% intervals; a zero-error point as a hollow
+    upper bound with an arrow); adds each mode's legend handle to ``handles`` (first panel's kept);
+    returns the values the y axis must show."""
+    yvals: list[float] = []
+    for i, m in enumerate(modes):
+        st = mode_style(i)
+        pts = [p for p in result.points if p.mode == m]
+        xs, ys, lo, hi = [], [], [], []
+        for p in pts:
+            est = p.rates()[key]
+            x = p.snr_db + offs[m]
+            if est.events == 0:
+                ax.plot([x], [est.hi], ls="none", marker=st.marker, ms=st.size, mfc="white", mec=st.color,
+                        mew=1.4, zorder=st.zorder)
+                _bound_arrow(ax, x, est.hi, st.color, "down")
+                yvals += [est.hi, est.hi / 8]
+                continue
+            xs.append(x), ys.append(est.value), lo.append(est.value - est.lo), hi.append(est.hi - est.value)
+            yvals += [est.value, est.lo, est.hi]
+        if xs:
+            h = ax.errorbar(xs, ys, yerr=[lo, hi], fmt=st.marker, ms=st.size, color=st.color, mec="black",
+                            mew=0.5, capsize=2.5, elinewidth=1.1, zorder=st.zorder)
+        else:
+            (h,) = ax.plot([], [], ls="none", marker=st.marker, ms=st.size, color=st.color, mec="black", mew=0.5)
+        handles.setdefault(m, h)
+    return yvals
+
+
+def _ber_fer_axes(ax, xlim: tuple[float, float], yvals: list[float], title: str, ylabel: str,
+                  theory_handles: list) -> None:
+    """One panel's axes: log y around the values, labels, grid, the closed forms' legend below it and
+    the closed-form pre-FEC BER on a top axis."""
+    ylo, yhi = _log_limits(yvals, pad=2.5)
+    ax.set_yscale("log")
+    ax.set_ylim(ylo, min(yhi, 3.0))
+    ax.set_xlim(*xlim)
+    ax.set_xlabel("SNR (dB), PAM4 Es/sigma^2")
+    ax.set_ylabel(ylabel)
+    ax.set_title(title, fontsize=10)
+    ax.grid(True, which="major", alpha=0.35)
+    ax.grid(True, which="minor", alpha=0.12)
+    if theory_handles:
+        ax.legend(handles=theory_handles, title="closed forms (lines)", loc="upper center", fontsize=7,
+                  title_fontsize=7, bbox_to_anchor=(0.5, -0.13), ncol=min(2, len(theory_handles)), frameon=False)
+    top = ax.twiny()
+    top.set_xlim(*xlim)
+    ticks = _ber_ticks(*xlim, min_gap=0.09 * (xlim[1] - xlim[0]))
+    top.set_xticks([s for s, _ in ticks])
+    top.set_xticklabels([_fmt_ber(b) for _, b in ticks], fontsize=8)
+    top.set_xlabel("pre-FEC BER (closed form, PAM4 Gray, AWGN)", fontsize=8)
 
 
 def _latency_rows(modes: list[str], lat: dict[str, float]) -> dict[str, float]:
@@ -386,27 +413,51 @@ def plot_pareto(rows: list[dict], path, reference: str = "kp4/ieee", clip_pct: f
     is 0 % (the reference).  Points beyond the axis sit at its right edge with their value written.
     """
     plt = _mpl()
-    from matplotlib.lines import Line2D
-
     lay = pareto_layout(rows, reference, clip_pct)
     sets, sizes = lay["settings"], lay["sizes"]
-    bers = sorted({s["ber"] for s in sets})
-    color = {b: _BER_COLORS[i % len(_BER_COLORS)] for i, b in enumerate(bers)}
-    marker = {m: MARKERS[i % len(MARKERS)] for i, m in enumerate(lay["modes"])}
-    fill = lambda g: _GUARD_FILLS.get(g, "top")  # noqa: E731
+    style = _pareto_style(lay)
     n = max(1, len(sets))
     fig, axes = plt.subplots(1, 1 + len(sizes), sharey=True, figsize=(3.2 + 3.1 * len(sizes) + 3.0, 1.6 + 0.27 * n),
                              gridspec_kw={"width_ratios": [0.8] + [1.0] * len(sizes)}, squeeze=False)
     axes = axes[0]
     ys = list(range(n))[::-1]  # first setting on top
+    _pareto_loss_panel(axes[0], lay, ys, style, reference)
+    for ax, size in zip(axes[1:], sizes):
+        _pareto_step_panel(ax, size, rows, lay, ys, style, reference)
+    for ax in axes:
+        ax.grid(True, axis="x", alpha=0.3)
+        for y in ys:
+            ax.axhline(y, color="0.93", lw=0.6, zorder=0)
+        ax.tick_params(axis="x", labelsize=7.5)
+    _pareto_legend(fig, lay, style, reference)
+    fig.suptitle("Is skipping FEC worth it? Loss penalty (measured, small model) and step time (model) per "
+                 "setting", fontsize=10)
+    fig.tight_layout(rect=(0, 0, 1 - 2.9 / fig.get_figwidth(), 0.97))
+    _save_png(plt, fig, path)
+
+
+def _pareto_style(lay: dict) -> dict:
+    """Colour per BER, marker per mode, fill per guard, and ``draw(ax, x, y, setting, clip)``: one
+    setting's point (a right-pointing filled marker when ``clip``: beyond the axis)."""
+    bers = sorted({s["ber"] for s in lay["settings"]})
+    color = {b: _BER_COLORS[i % len(_BER_COLORS)] for i, b in enumerate(bers)}
+    marker = {m: MARKERS[i % len(MARKERS)] for i, m in enumerate(lay["modes"])}
+
+    def fill(g):
+        return _GUARD_FILLS.get(g, "top")
 
     def draw(ax, x, y, s, clip=False):
         ax.plot([x], [y], ls="none", marker=">" if clip else marker[s["mode"]], ms=8 if clip else 7.5,
                 color=color[s["ber"]], mec=color[s["ber"]], mfc=color[s["ber"]] if clip else None,
                 fillstyle="full" if clip else fill(s["guard"]), mew=1.2, zorder=3, clip_on=False)
 
-    # loss panel (measured)
-    ax = axes[0]
+    return {"bers": bers, "color": color, "marker": marker, "fill": fill, "draw": draw}
+
+
+def _pareto_loss_panel(ax, lay: dict, ys: list[int], style: dict, reference: str) -> None:
+    """The left panel: each setting's loss penalty (measured), and the settings' names on the y axis
+    (the error-free reference in bold red)."""
+    sets, draw = lay["settings"], style["draw"]
     lp = [s["loss_penalty"] for s in sets if _finite(s["loss_penalty"])]
     lhi, llo = max(lp + [0.0]), min(lp + [0.0])
     lpad = 0.08 * max(lhi - llo, 0.05)
@@ -431,45 +482,52 @@ def plot_pareto(rows: list[dict], path, reference: str = "kp4/ieee", clip_pct: f
         if s["mode"] == reference and s["ber"] == 0.0:
             tl.set_color("red")
             tl.set_fontweight("bold")
-    ax.set_ylim(-0.7, n - 0.3)
+    ax.set_ylim(-0.7, len(ys) - 0.3)
+
+
+def _pareto_step_panel(ax, size: int, rows: list[dict], lay: dict, ys: list[int], style: dict, reference: str) -> None:
+    """One cluster size's panel: each setting's modelled step time relative to the reference at that
+    size; a point beyond the axis sits at its right edge with its value written."""
+    sets, draw, color = lay["settings"], style["draw"], style["color"]
     xlo, xhi = lay["xlim"]
-    for ax, size in zip(axes[1:], sizes):
-        for (i, nn), v in lay["pct"].items():
-            if nn != size:
-                continue
-            s, y = sets[i], ys[i]
-            if (i, nn) in lay["off"]:
-                draw(ax, xhi, y, s, clip=True)
-                ms = next((r["step_ms"] for r in rows if r["ranks"] == size and r["mode"] == s["mode"]
-                           and float(r["ber"]) == s["ber"] and str(r.get("guard", "-")) == s["guard"]
-                           and r["parallel"] == s["parallel"]), float("nan"))
-                ax.annotate(f"{v:+.0f} % ({ms:.3g} ms)", (xhi, y), xytext=(-9, 0), textcoords="offset points",
-                            ha="right", va="center", fontsize=7, color=color[s["ber"]])
-            else:
-                draw(ax, v, y, s)
-        for i, s_ in enumerate(sets):  # a setting whose modelled step never completes: said, not left blank
-            r = next((r for r in rows if int(r["ranks"]) == size and r["mode"] == s_["mode"] and r["parallel"]
-                      == s_["parallel"] and float(r["ber"]) == s_["ber"] and str(r.get("guard", "-")) == s_["guard"]),
-                     None)
-            if r is not None and (i, size) not in lay["pct"]:
-                ax.text(0.98, ys[i], "no finite step time (model)", transform=ax.get_yaxis_transform(), ha="right",
-                        va="center", fontsize=7, color=color[s_["ber"]])
-        ax.axvline(0.0, color="red", lw=0.9, ls=":", zorder=1)
-        ax.set_xlim(xlo, xhi)
-        refs = ", ".join(f"{ms:.4g} ms" for (p, nn), ms in lay["ref_ms"].items() if nn == size)
-        ax.set_title(f"{size} ranks (0 % = {refs})", fontsize=9)
-        ax.set_xlabel("modelled step time vs error-free\n" + reference.upper().replace("/IEEE", "") + " (%, model)",
-                      fontsize=8)
-    for ax in axes:
-        ax.grid(True, axis="x", alpha=0.3)
-        for y in ys:
-            ax.axhline(y, color="0.93", lw=0.6, zorder=0)
-        ax.tick_params(axis="x", labelsize=7.5)
+    for (i, nn), v in lay["pct"].items():
+        if nn != size:
+            continue
+        s, y = sets[i], ys[i]
+        if (i, nn) in lay["off"]:
+            draw(ax, xhi, y, s, clip=True)
+            ms = next((r["step_ms"] for r in rows if r["ranks"] == size and r["mode"] == s["mode"]
+                       and float(r["ber"]) == s["ber"] and str(r.get("guard", "-")) == s["guard"]
+                       and r["parallel"] == s["parallel"]), float("nan"))
+            ax.annotate(f"{v:+.0f} % ({ms:.3g} ms)", (xhi, y), xytext=(-9, 0), textcoords="offset points",
+                        ha="right", va="center", fontsize=7, color=color[s["ber"]])
+        else:
+            draw(ax, v, y, s)
+    for i, s_ in enumerate(sets):  # a setting whose modelled step never completes: said, not left blank
+        r = next((r for r in rows if int(r["ranks"]) == size and r["mode"] == s_["mode"] and r["parallel"]
+                  == s_["parallel"] and float(r["ber"]) == s_["ber"] and str(r.get("guard", "-")) == s_["guard"]),
+                 None)
+        if r is not None and (i, size) not in lay["pct"]:
+            ax.text(0.98, ys[i], "no finite step time (model)", transform=ax.get_yaxis_transform(), ha="right",
+                    va="center", fontsize=7, color=color[s_["ber"]])
+    ax.axvline(0.0, color="red", lw=0.9, ls=":", zorder=1)
+    ax.set_xlim(xlo, xhi)
+    refs = ", ".join(f"{ms:.4g} ms" for (p, nn), ms in lay["ref_ms"].items() if nn == size)
+    ax.set_title(f"{size} ranks (0 % = {refs})", fontsize=9)
+    ax.set_xlabel("modelled step time vs error-free\n" + reference.upper().replace("/IEEE", "") + " (%, model)",
+                  fontsize=8)
+
+
+def _pareto_legend(fig, lay: dict, style: dict, reference: str) -> None:
+    """The legend at the figure's right: colour = BER, marker = mode, fill = guard, the 0 % line and
+    the beyond-the-axis marker."""
+    from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
 
-    hs = [Patch(color=color[b], label=f"BER {b:g}") for b in bers]
+    color, marker, fill = style["color"], style["marker"], style["fill"]
+    hs = [Patch(color=color[b], label=f"BER {b:g}") for b in style["bers"]]
     hs += [Line2D([], [], ls="none", marker=marker[m], ms=7, color="0.35", label=m) for m in lay["modes"]]
-    guards = list(dict.fromkeys(s["guard"] for s in sets))
+    guards = list(dict.fromkeys(s["guard"] for s in lay["settings"]))
     hs += [Line2D([], [], ls="none", marker="o", ms=8, color="0.35", mec="0.35", fillstyle=fill(g),
                   label=_GUARD_TEXT.get(g, f"top half: {g}")) for g in guards]
     hs += [Line2D([], [], color="red", ls=":", lw=0.9, label=f"0 %: error-free {reference} (reference)"),
@@ -477,7 +535,3 @@ def plot_pareto(rows: list[dict], path, reference: str = "kp4/ieee", clip_pct: f
                   label="beyond the axis: value written")]
     fig.legend(handles=hs, loc="center right", fontsize=7.5, frameon=False,
                title="colour = BER\nmarker = mode\nfill = guard", title_fontsize=8)
-    fig.suptitle("Is skipping FEC worth it? Loss penalty (measured, small model) and step time (model) per "
-                 "setting", fontsize=10)
-    fig.tight_layout(rect=(0, 0, 1 - 2.9 / fig.get_figwidth(), 0.97))
-    _save_png(plt, fig, path)

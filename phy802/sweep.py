@@ -59,7 +59,9 @@ from typing import Callable, Literal
 import numpy as np
 
 from phy802 import theory
-from phy802._io import atomic_write_text, check_interrupt, stop_pool, worker_pool
+from phy802.runtime.interrupts import check_interrupt
+from phy802.runtime.output import atomic_write_text
+from phy802.runtime.workers import stop_pool, worker_pool
 from phy802._sweepfile import merge_results, read_sweep_json
 from phy802.clause119 import CODE_SIZES
 from phy802.channel import DfeBurst, Pam4Awgn
@@ -601,7 +603,7 @@ class SweepResult:
         }
 
     def write_json(self, path) -> None:
-        from phy802._output import to_jsonable
+        from phy802.runtime.jsonable import to_jsonable
 
         atomic_write_text(path, json.dumps(to_jsonable(self.to_json_obj()), indent=2) + "\n")
 

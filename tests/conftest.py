@@ -2,7 +2,7 @@
 the user's home.
 
 The suite runs with its own state folders, one per session, removed at its end: phy802's
-(``PHY802_STATE_DIR``: the key and record of written files, see :func:`phy802._output.state_dir`)
+(``PHY802_STATE_DIR``: the key and record of written files, see :func:`phy802.runtime.provenance.state_dir`)
 and matplotlib's (``MPLCONFIGDIR``: its configuration and font cache).  Subprocesses inherit
 them.  A session fixture lists everything under the real ``$HOME`` before the first test and after
 the last, and fails the run, naming the paths, if anything there was created, changed or removed

@@ -42,7 +42,7 @@ SWEEP = ["sweep", "--ber", "1e-3", "--code", "kp4", "--fec", "ieee", "--max-code
 
 def build_arena(d: Path) -> dict:
     """User files, special files, phy802 outputs of every kind and forged markers; returns facts."""
-    from phy802._output import output_set
+    from phy802.runtime.output import output_set
     from phy802.cli import main
 
     d.mkdir(parents=True, exist_ok=True)

@@ -96,18 +96,18 @@ def _in_compiled_call(frame) -> bool:
 
 
 def _handler(signum, frame):
-    """SIGINT -> ``KeyboardInterrupt``, SIGTERM/SIGHUP -> :class:`phy802._io.Terminated`, raised only
+    """SIGINT -> ``KeyboardInterrupt``, SIGTERM/SIGHUP -> :class:`phy802.runtime.interrupts.Terminated`, raised only
     at a point where Python can unwind: never inside a compiled kernel's dispatcher (the signal is
     re-delivered a moment later), and not again while the first one's cleanup runs (10 s)."""
     import time
 
-    from phy802._io import Terminated, interrupts_deferred, note_signal
+    from phy802.runtime.interrupts import Terminated, interrupts_deferred, note_signal
 
     redelivered, _STATE["redeliver"] = _STATE["redeliver"], False
     if not redelivered:
         note_signal(signum)
     if interrupts_deferred():
-        return  # the running loop raises it between its chunks (phy802._io.deferred_interrupts)
+        return  # the running loop raises it between its chunks (phy802.runtime.interrupts.deferred_interrupts)
     if _in_compiled_call(frame):
         _STATE["redeliver"] = True
         t = threading.Timer(0.05, os.kill, (os.getpid(), signum))
@@ -141,7 +141,7 @@ def _install_sigterm():
 
 def _signal_of(exc: BaseException) -> int | None:
     """The signal an interrupt came from (the first one received), ``None`` if not an interrupt."""
-    from phy802._io import Terminated, interrupt_requested
+    from phy802.runtime.interrupts import Terminated, interrupt_requested
 
     seen = set()
     e: BaseException | None = exc
@@ -280,37 +280,37 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(f"{empty} '': an empty path names no file or folder")
     args = parser.parse_args(argv[1:])
     prog = _command_prog(parser, args)  # "phy802 fec tail": errors name the command as typed
+    why = _refused_before_run(args)
+    if why:
+        print(f"{prog}: error: {why}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    return _run(module, args, name, prog)
+
+
+def _refused_before_run(args: argparse.Namespace) -> str | None:
+    """Why the parsed command may not start (options that contradict each other, a closed stdout), or None."""
     from phy802.cli._hist import format_conflict
     from phy802.cli._vocab import code_fec_conflict
 
     for conflict in (code_fec_conflict(args), format_conflict(args)):  # options that contradict
         if conflict:
-            print(f"{prog}: error: {conflict}", file=sys.stderr)
-            return EXIT_BAD_INPUT
+            return conflict
     if _stdout_closed():
-        print(f"{prog}: error: standard output is closed; run it with stdout open (or redirected to a file)",
-              file=sys.stderr)
-        return EXIT_BAD_INPUT
+        return "standard output is closed; run it with stdout open (or redirected to a file)"
+    return None
+
+
+def _run(module, args: argparse.Namespace, name: str, prog: str) -> int:
+    """``module.run(args)`` under the command's output policy and signal handlers; every way it can
+    end becomes an exit code and at most one line on stderr (a traceback only with PHY802_DEBUG)."""
     previous = _install_sigterm()
-    from phy802._output import output_policy
+    from phy802.runtime.output import output_policy
 
     try:
         with output_policy(force=bool(getattr(args, "force", False)), inputs=_inputs_of(name, args)):
             return int(module.run(args) or 0)
     except KeyboardInterrupt as exc:
-        from phy802._io import Interrupted
-
-        if _debug():
-            traceback.print_exc()
-        sig = _signal_of(exc) or signal.SIGINT
-        if isinstance(exc, Interrupted):
-            print(f"{prog}: {exc.message}", file=sys.stderr)
-        elif sig == signal.SIGINT:
-            print(f"{prog}: interrupted; partial output removed, earlier output left as it was", file=sys.stderr)
-        else:
-            print(f"{prog}: terminated by signal {sig}; partial output removed, earlier output left as it was",
-                  file=sys.stderr)
-        return 128 + int(sig)
+        return _interrupted(prog, exc)
     except BrokenPipeError:
         # stdout closed early (e.g. '| head'): not an error of ours; silence the flush at exit
         try:
@@ -320,43 +320,64 @@ def main(argv: Sequence[str] | None = None) -> int:
             pass
         return 141
     except MemoryError:
-        if _debug():
-            traceback.print_exc()
-        print(f"{prog}: error: out of memory; ask for less work (fewer pairs/frames/bits/points)",
-              file=sys.stderr)
-        return EXIT_BAD_INPUT
+        return _bad_input(prog, "out of memory; ask for less work (fewer pairs/frames/bits/points)")
     except BAD_INPUT_ERRORS as exc:
-        if _debug():
-            traceback.print_exc()
-        print(f"{prog}: error: {_one_line(exc)}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+        return _bad_input(prog, _one_line(exc))
     except RecursionError:
-        if _debug():
-            traceback.print_exc()
-        print(f"{prog}: error: input nested too deeply to read (a JSON or other nested document beyond any "
-              f"phy802 format)", file=sys.stderr)
-        return EXIT_BAD_INPUT
+        return _bad_input(prog, "input nested too deeply to read (a JSON or other nested document beyond any "
+                                "phy802 format)")
     except Exception as exc:  # a bug: say so, one line, and how to report it
-        sig = _signal_of(exc)  # an interrupt that surfaced through a compiled call (SystemError)
-        if sig is not None:
-            print(f"{prog}: {'interrupted' if sig == signal.SIGINT else f'terminated by signal {sig}'}; "
-                  "partial output removed, earlier output left as it was", file=sys.stderr)
-            return 128 + int(sig)
-        if _debug():
-            traceback.print_exc()
-        where = ""
-        tb = traceback.extract_tb(exc.__traceback__)
-        if tb:
-            where = f" at {os.path.basename(tb[-1].filename)}:{tb[-1].lineno}"
-        print(f"{prog}: internal error (a bug in phy802, not in your input): {type(exc).__name__}: "
-              f"{_one_line(exc)}{where}; please report it to {REPORT_TO} with the command line and the "
-              f"traceback that PHY802_DEBUG=1 {prog} ... prints", file=sys.stderr)
-        return EXIT_INTERNAL
+        return _internal_error(prog, exc)
     finally:
         if previous is not None:
             for s, h in previous.items():
                 with _suppress():
                     signal.signal(s, h)
+
+
+def _interrupted(prog: str, exc: KeyboardInterrupt) -> int:
+    """Ctrl-C / SIGTERM / SIGHUP (or an interrupt the command already reported): one line, 128 + signal."""
+    from phy802.runtime.interrupts import Interrupted
+
+    if _debug():
+        traceback.print_exc()
+    sig = _signal_of(exc) or signal.SIGINT
+    if isinstance(exc, Interrupted):
+        print(f"{prog}: {exc.message}", file=sys.stderr)
+    elif sig == signal.SIGINT:
+        print(f"{prog}: interrupted; partial output removed, earlier output left as it was", file=sys.stderr)
+    else:
+        print(f"{prog}: terminated by signal {sig}; partial output removed, earlier output left as it was",
+              file=sys.stderr)
+    return 128 + int(sig)
+
+
+def _bad_input(prog: str, message: str) -> int:
+    """Called while handling the exception: its one ``error:`` line (and traceback with PHY802_DEBUG), exit 2."""
+    if _debug():
+        traceback.print_exc()
+    print(f"{prog}: error: {message}", file=sys.stderr)
+    return EXIT_BAD_INPUT
+
+
+def _internal_error(prog: str, exc: Exception) -> int:
+    """An exception no command should raise: an interrupt that surfaced through a compiled call
+    (128 + signal), else a bug in phy802 -- one line saying where, and how to report it (exit 3)."""
+    sig = _signal_of(exc)  # an interrupt that surfaced through a compiled call (SystemError)
+    if sig is not None:
+        print(f"{prog}: {'interrupted' if sig == signal.SIGINT else f'terminated by signal {sig}'}; "
+              "partial output removed, earlier output left as it was", file=sys.stderr)
+        return 128 + int(sig)
+    if _debug():
+        traceback.print_exc()
+    where = ""
+    tb = traceback.extract_tb(exc.__traceback__)
+    if tb:
+        where = f" at {os.path.basename(tb[-1].filename)}:{tb[-1].lineno}"
+    print(f"{prog}: internal error (a bug in phy802, not in your input): {type(exc).__name__}: "
+          f"{_one_line(exc)}{where}; please report it to {REPORT_TO} with the command line and the "
+          f"traceback that PHY802_DEBUG=1 {prog} ... prints", file=sys.stderr)
+    return EXIT_INTERNAL
 
 
 if __name__ == "__main__":  # pragma: no cover

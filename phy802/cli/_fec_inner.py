@@ -125,7 +125,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         payload = text
     if args.out:
-        from phy802._io import atomic_write_text
+        from phy802.runtime.output import atomic_write_text
 
         atomic_write_text(args.out, payload)
     else:

@@ -73,7 +73,7 @@ def print_histograms(fmt: str, items: list, single: bool = True) -> None:
     """Print ``items`` = ``[(name, FecHistogram, extra keys)]`` as ``fmt`` on stdout: ``ynl``, one reply
     ``{**extra, "stats": ...}`` (a list of them unless ``single``); ``ethtool-json``, a list of devices
     named ``name``, as ethtool prints even one."""
-    from phy802._output import to_jsonable
+    from phy802.runtime.jsonable import to_jsonable
 
     if fmt == "ynl":
         docs = [{**extra, **h.to_ynl()} for _, h, extra in items]

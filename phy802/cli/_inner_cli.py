@@ -175,8 +175,8 @@ _TRACE_BOUND_CW_S = {"fast": 2e5, "exact": 2e4}
 def _trace_cost(args, cfg, ch, n_cw: int) -> None:
     """Refuse a trace over an hour, the free disk or the memory up front (as the 400G path): time
     and bytes per codeword from a short measured run of the same generator on this machine."""
-    from phy802._io import scratch_dir
-    from phy802.cli._common import calibrated_seconds, check_budget, check_disk
+    from phy802.runtime.tempfiles import scratch_dir
+    from phy802.runtime.resources import calibrated_seconds, check_budget, check_disk
     from protocol.trace.inner import generate_inner_trace
 
     what = f"trace generate --rate {args.rate} --bits {args.bits:.3g}"
@@ -207,7 +207,7 @@ def _trace_cost(args, cfg, ch, n_cw: int) -> None:
 def run_trace(args, summary) -> int:
     """``phy802 trace generate --rate 800G|1.6T [--inner c177|none]``: the error trace of the
     concatenated link (``protocol.trace.inner``), equal on the same seed to ``phy802 link``'s run."""
-    from phy802._output import check_output_file
+    from phy802.runtime.output import check_output_file
     from protocol.trace.inner import codewords_for_line_bits, generate_inner_trace
 
     for flag, given in (("--burst-pb", args.burst_pb is not None), ("--lane-weights", args.lane_weights is not None),
@@ -240,8 +240,6 @@ def run_trace(args, summary) -> int:
 def run_sweep(args) -> int:
     """``phy802 sweep --rate 800G|1.6T [--inner c177]``: hard and Chase-2 side by side per point,
     each with its closed-form / semi-analytic FER (fast data-free path)."""
-    from phy802.link.concat import ConcatLink
-
     from phy802.cli._hist import hist_format, histogram_from_counts, print_histograms
     from phy802.fec.rs import CODES as RS_CODES
 
@@ -250,20 +248,36 @@ def run_sweep(args) -> int:
         raise CliError("--merge is not available for the 800G/1.6T inner-code sweep")
     if not args.ber and not args.snr_db:
         raise CliError("give channel points with --ber or --snr-db")
-    if args.sim == "link":
-        path = "exact"
-    else:
-        path = "fast"
     if args.out is not None:
-        from phy802._io import check_output_dir
+        from phy802.runtime.output import check_output_dir
 
-        check_output_dir(args.out, ("sweep.csv", "sweep.json"))
-    axis = "ber" if args.ber else "snr"
-    decoders = tuple(args.inner_decoder) if (args.inner or "c177") == "c177" else ("hard",)
-    rows = []
-    show = not args.no_progress
+        check_output_dir(args.out, "sweep")
     header = (f"{'point':>10} {'decoder':<6} {'line BER':>9} {'inner blk fail':>14} {'KP4-in BER':>10} "
               f"{'FER':>9} {'FER 95% CI':>21} {'FER theory':>10} {'cw':>9} {'s':>6}")
+    rows = _inner_sweep_rows(args, header)
+    obj = {"rate": args.rate, "points": rows}
+    if hfmt:  # one reply / device per point and decoder, as at 400G
+        print_histograms(hfmt, [(f"{r['decoder']}:{r['axis']}={r['x']:g}",
+                                 histogram_from_counts(r["counters"]["hist"], RS_CODES["kp4"].t, args.bins,
+                                                       f"phy802 sweep {r['decoder']} {r['axis']}={r['x']:g}"),
+                                 {"decoder": r["decoder"], r["axis"]: r["x"]}) for r in rows], single=False)
+        return 0
+    if args.out is not None:
+        _write_inner_sweep(args.out, rows, obj)
+    emit(args, obj, lambda: _inner_sweep_text(args, header, rows))
+    return 0
+
+
+def _inner_sweep_rows(args, header: str) -> list[dict]:
+    """One row per point and decoder (hard, Chase-2), measured on the concatenated link beside its
+    closed form, each shown live on stderr under ``header``; Ctrl-C keeps the rows finished."""
+    from phy802.link.concat import ConcatLink
+
+    path = "exact" if args.sim == "link" else "fast"
+    axis = "ber" if args.ber else "snr"
+    decoders = tuple(args.inner_decoder) if (args.inner or "c177") == "c177" else ("hard",)
+    rows: list[dict] = []
+    show = not args.no_progress
     if show:
         print(header, file=sys.stderr)
     try:
@@ -291,49 +305,45 @@ def run_sweep(args) -> int:
                           f"{res.counters.codewords:>9} {row['seconds']:>6.1f}", file=sys.stderr)
     except KeyboardInterrupt:
         print(f"phy802 sweep: interrupted; {len(rows)} finished points kept", file=sys.stderr)
-    obj = {"rate": args.rate, "points": rows}
-    if hfmt:  # one reply / device per point and decoder, as at 400G
-        print_histograms(hfmt, [(f"{r['decoder']}:{r['axis']}={r['x']:g}",
-                                 histogram_from_counts(r["counters"]["hist"], RS_CODES["kp4"].t, args.bins,
-                                                       f"phy802 sweep {r['decoder']} {r['axis']}={r['x']:g}"),
-                                 {"decoder": r["decoder"], r["axis"]: r["x"]}) for r in rows], single=False)
-        return 0
+    return rows
+
+
+def _write_inner_sweep(out, rows: list[dict], obj: dict) -> None:
+    """The output set ``sweep.csv`` (one line per row) and ``sweep.json`` (``obj``) into ``out``."""
+    import csv
+    import io
+    import json
+
+    from phy802.runtime.output import output_set
+    from phy802.runtime.jsonable import to_jsonable
+
+    buf = io.StringIO()
+    w = csv.writer(buf)
+    w.writerow(["axis", "x", "snr_db", "label", "decoder", "line_ber", "inner_block_failure", "kp4_input_ber",
+                "fer", "fer_lo", "fer_hi", "fer_theory", "codewords", "codeword_errors"])
+    for r in rows:
+        w.writerow([r["axis"], r["x"], r["snr_db"], r["label"], r["decoder"], r["rates"]["line_ber"]["value"],
+                    r["rates"]["inner_block_failure"]["value"], r["rates"]["kp4_input_ber"]["value"],
+                    r["rates"]["fer"]["value"], r["rates"]["fer"]["lo"], r["rates"]["fer"]["hi"],
+                    r["theory"].get("fer"), r["counters"]["codewords"], r["counters"]["codeword_errors"]])
+    with output_set(out, "sweep") as tmp:
+        (tmp / "sweep.csv").write_text(buf.getvalue())
+        (tmp / "sweep.json").write_text(json.dumps(to_jsonable(obj), indent=1, allow_nan=False) + "\n")
+
+
+def _inner_sweep_text(args, header: str, rows: list[dict]) -> str:
+    """The table printed on stdout: ``header`` and one line per row."""
+    out = [header]
+    for r in rows:
+        f = r["rates"]["fer"]
+        tf = r["theory"].get("fer")
+        out.append(f"{r['x']:>10g} {r['decoder']:<6} {r['rates']['line_ber']['value']:>9.2e} "
+                   f"{r['rates']['inner_block_failure']['value']:>14.3e} {r['rates']['kp4_input_ber']['value']:>10.2e} "
+                   f"{f['value']:>9.2e} [{f['lo']:.2e},{f['hi']:.2e}] {(f'{tf:.2e}' if tf is not None else '-'):>10} "
+                   f"{r['counters']['codewords']:>9} {r['seconds']:>6.1f}")
     if args.out is not None:
-        import csv
-        import io
-        import json
-
-        from phy802._io import output_set
-        from phy802._output import to_jsonable
-
-        buf = io.StringIO()
-        w = csv.writer(buf)
-        w.writerow(["axis", "x", "snr_db", "label", "decoder", "line_ber", "inner_block_failure", "kp4_input_ber",
-                    "fer", "fer_lo", "fer_hi", "fer_theory", "codewords", "codeword_errors"])
-        for r in rows:
-            w.writerow([r["axis"], r["x"], r["snr_db"], r["label"], r["decoder"], r["rates"]["line_ber"]["value"],
-                        r["rates"]["inner_block_failure"]["value"], r["rates"]["kp4_input_ber"]["value"],
-                        r["rates"]["fer"]["value"], r["rates"]["fer"]["lo"], r["rates"]["fer"]["hi"],
-                        r["theory"].get("fer"), r["counters"]["codewords"], r["counters"]["codeword_errors"]])
-        with output_set(args.out, ("sweep.csv", "sweep.json")) as tmp:
-            (tmp / "sweep.csv").write_text(buf.getvalue())
-            (tmp / "sweep.json").write_text(json.dumps(to_jsonable(obj), indent=1, allow_nan=False) + "\n")
-
-    def text() -> str:
-        out = [header]
-        for r in rows:
-            f = r["rates"]["fer"]
-            tf = r["theory"].get("fer")
-            out.append(f"{r['x']:>10g} {r['decoder']:<6} {r['rates']['line_ber']['value']:>9.2e} "
-                       f"{r['rates']['inner_block_failure']['value']:>14.3e} {r['rates']['kp4_input_ber']['value']:>10.2e} "
-                       f"{f['value']:>9.2e} [{f['lo']:.2e},{f['hi']:.2e}] {(f'{tf:.2e}' if tf is not None else '-'):>10} "
-                       f"{r['counters']['codewords']:>9} {r['seconds']:>6.1f}")
-        if args.out is not None:
-            out.append(f"# wrote {args.out / 'sweep.csv'} and {args.out / 'sweep.json'}")
-        return "\n".join(out)
-
-    emit(args, obj, text)
-    return 0
+        out.append(f"# wrote {args.out / 'sweep.csv'} and {args.out / 'sweep.json'}")
+    return "\n".join(out)
 
 
 def add_theory_parser(sub) -> None:

@@ -205,7 +205,7 @@ def answer(args: argparse.Namespace, shown: dict[str, str] | None = None) -> tup
         if m not in MODELS:
             raise CliError(f"--models: {m!r}: choose from {', '.join(MODELS)}")
     if args.plot:
-        from phy802._output import check_output_file
+        from phy802.runtime.output import check_output_file
 
         check_output_file(args.plot)
     code = CODES[args.code]

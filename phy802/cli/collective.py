@@ -336,12 +336,22 @@ def run(args: argparse.Namespace) -> int:
         raise CliError("--calibrate / --holdout need --nccl-tests FILE")
     if is_flat(args):
         return _run_flat(args)
+    _check_cluster_args(args)
+    trials = DEFAULT_TRIALS if args.trials is None else args.trials
+    rows, simulated = _cluster_rows(args, trials)
+    first = rows[0][0]
+    obj: dict = {"cluster": first.to_dict(), "rows": [_row_json(r) for _, r in rows]}
+    if len(rows) == 1:
+        obj = {**_row_json(rows[0][1]), **obj}
+    emit(args, obj, lambda: _cluster_text(first, rows, simulated, trials, args.seed))
+    return 0
+
+
+def _check_cluster_args(args: argparse.Namespace) -> None:
+    """Refuse options the cluster model cannot honour: the flat model's ``--algo direct``, a code/FEC
+    pair that does not exist, ``--trials`` with nothing to simulate or none where loss must be simulated."""
     if args.algo == "direct":
         raise CliError("--algo direct is the flat-ethernet model's; the cluster model calls it p2p")
-    from dataclasses import asdict
-
-    from phy802._io import check_interrupt
-
     _check_code_fec(args)
     if args.trials and not any(b > 0 for b in args.ber):
         raise CliError(f"--trials {args.trials} at BER 0: nothing is lost, there is nothing to simulate; give "
@@ -349,6 +359,15 @@ def run(args: argparse.Namespace) -> int:
     if args.trials == 0 and any(b > 0 for b in args.ber):
         raise CliError(f"--trials 0 with --ber {max(args.ber):g}: the time at a BER > 0 is simulated loss "
                        f"recovery (mean and tails); give --trials N >= 1 (default {DEFAULT_TRIALS})")
+
+
+def _cluster_rows(args: argparse.Namespace, trials: int) -> tuple[list[tuple], bool]:
+    """``([(cluster spec, row)], simulated)``: NCCL's modelled time of each combination of the options,
+    and at BER > 0 the loss recovery simulated over ``trials`` seeded trials (refused up front when too big)."""
+    from dataclasses import asdict
+
+    from phy802.runtime.interrupts import check_interrupt
+
     table = _table(args)
     op = args.op or "allreduce"
     built = []
@@ -360,7 +379,6 @@ def run(args: argparse.Namespace) -> int:
         c = spec_from_args(args, **over)
         pr = _predict(args, op, size, c, algo=args.algo, proto=args.proto, table=table)
         built.append((c, pr))
-    trials = DEFAULT_TRIALS if args.trials is None else args.trials
     sim = [c.ber > 0 for c, _ in built]
     if any(sim):
         _check_trials(args, [(c, pr) for (c, pr), s in zip(built, sim) if s], trials)
@@ -374,61 +392,59 @@ def run(args: argparse.Namespace) -> int:
         if s:
             row.update(_simulate(args, c, pr, trials))
         rows.append((c, row))
-    first = rows[0][0]
-    simulated = any(sim)
+    return rows, any(sim)
 
-    def text() -> str:
-        out = [first.describe().rsplit(", links", 1)[0]]
-        hdr = (f"{'op':<10} {'ranks':>6} {'bytes':>10} {'algo/proto':<17} {'code':<6} {'fec':<22} {'ber':>8} "
-               f"{'time us':>10}")
+
+def _cluster_text(first, rows: list[tuple], simulated: bool, trials: int, seed: int) -> str:
+    """The table ``phy802 collective`` prints: one line per row, the columns of the simulation when
+    any row was simulated, and what the times are (model values)."""
+    out = [first.describe().rsplit(", links", 1)[0]]
+    hdr = (f"{'op':<10} {'ranks':>6} {'bytes':>10} {'algo/proto':<17} {'code':<6} {'fec':<22} {'ber':>8} "
+           f"{'time us':>10}")
+    if simulated:
+        hdr += f" {'p50 us':>10} {'p99 us':>10} {'p999 us':>10} {'fail':>8} {'no-loss us':>10}"
+    hdr += f" {'busbw GB/s':>10} {'FEC hops':>8} {'phy us':>7}"
+    out.append(hdr)
+    for _, r in rows:
+        t = r.get("time_us_dist")
+        line = (f"{r['op']:<10} {r['ranks']:>6} {r['bytes']:>10.4g} {r['algo'] + '/' + r['proto']:<17} "
+                f"{r['code']:<6} {r['fec']:<22} {r['ber']:>8.2g} "
+                f"{_fmt_us(t['mean'] if t else r['time_us'])[:10]:>10}")
         if simulated:
-            hdr += f" {'p50 us':>10} {'p99 us':>10} {'p999 us':>10} {'fail':>8} {'no-loss us':>10}"
-        hdr += f" {'busbw GB/s':>10} {'FEC hops':>8} {'phy us':>7}"
-        out.append(hdr)
-        for _, r in rows:
-            t = r.get("time_us_dist")
-            line = (f"{r['op']:<10} {r['ranks']:>6} {r['bytes']:>10.4g} {r['algo'] + '/' + r['proto']:<17} "
-                    f"{r['code']:<6} {r['fec']:<22} {r['ber']:>8.2g} "
-                    f"{_fmt_us(t['mean'] if t else r['time_us'])[:10]:>10}")
-            if simulated:
-                if t:
-                    line += (f" {_fmt_us(t['p50']):>10} {_fmt_us(t['p99']):>10} {_fmt_us(t['p999']):>10} "
-                             f"{r['failure_rate']:>8.3g}")
-                else:
-                    v = _fmt_us(r["time_us"])
-                    line += f" {v:>10} {v:>10} {v:>10} {0:>8.3g}"
-                line += f" {_fmt_us(r['no_loss_time_us']):>10}"
-            line += f" {_fmt_us(r['busbw_GBps']):>10} {r['fec_traversals']:>8} {r['phy_s'] * 1e6:>7.3g}"
-            out.append(line)
-        out.append("time: NCCL's cost model (protocol/cluster/nccl_tuning.json, NCCL 2.30) + each inter-node hop's "
-                   "links x (FEC latency - KP4's); FEC hops = link traversals on the critical path")
-        if simulated:
-            out.append(f"at BER > 0: time = mean over the {trials} seeded trials of loss recovery that completed "
-                       f"(--trials, --seed {args.seed}), p50/p99/p999 their quantiles, fail the share of trials in "
-                       "which a queue pair gave up; busbw at that mean; no-loss = the same collective with no frame "
-                       "lost (model values, all)")
-        if first.rate != rows[0][1]["phy_rate"]:
-            out.append(f"note: protocol.latency has no {first.rate} model yet; FEC latency priced at "
-                       f"{rows[0][1]['phy_rate']}")
-        return "\n".join(out)
+            if t:
+                line += (f" {_fmt_us(t['p50']):>10} {_fmt_us(t['p99']):>10} {_fmt_us(t['p999']):>10} "
+                         f"{r['failure_rate']:>8.3g}")
+            else:
+                v = _fmt_us(r["time_us"])
+                line += f" {v:>10} {v:>10} {v:>10} {0:>8.3g}"
+            line += f" {_fmt_us(r['no_loss_time_us']):>10}"
+        line += f" {_fmt_us(r['busbw_GBps']):>10} {r['fec_traversals']:>8} {r['phy_s'] * 1e6:>7.3g}"
+        out.append(line)
+    out.append("time: NCCL's cost model (protocol/cluster/nccl_tuning.json, NCCL 2.30) + each inter-node hop's "
+               "links x (FEC latency - KP4's); FEC hops = link traversals on the critical path")
+    if simulated:
+        out.append(f"at BER > 0: time = mean over the {trials} seeded trials of loss recovery that completed "
+                   f"(--trials, --seed {seed}), p50/p99/p999 their quantiles, fail the share of trials in "
+                   "which a queue pair gave up; busbw at that mean; no-loss = the same collective with no frame "
+                   "lost (model values, all)")
+    if first.rate != rows[0][1]["phy_rate"]:
+        out.append(f"note: protocol.latency has no {first.rate} model yet; FEC latency priced at "
+                   f"{rows[0][1]['phy_rate']}")
+    return "\n".join(out)
 
-    def js(r: dict) -> dict:
-        r = dict(r)
-        if "time_us_dist" in r:
-            r["time_us"] = r.pop("time_us_dist")
-        return r
 
-    obj: dict = {"cluster": first.to_dict(), "rows": [js(r) for _, r in rows]}
-    if len(rows) == 1:
-        obj = {**js(rows[0][1]), **obj}
-    emit(args, obj, text)
-    return 0
+def _row_json(r: dict) -> dict:
+    """A row as ``--json`` gives it: a simulated row's ``time_us`` is its distribution."""
+    r = dict(r)
+    if "time_us_dist" in r:
+        r["time_us"] = r.pop("time_us_dist")
+    return r
 
 
 def _check_trials(args: argparse.Namespace, todo: list, trials: int) -> None:
     """Refuse up front, with the estimate, simulations that need more memory or time than allowed:
-    all rows together, the lost frames timed on this machine (:func:`phy802.cli._common.calibrated_seconds`)."""
-    from phy802.cli._common import calibrated_seconds, check_budget
+    all rows together, the lost frames timed on this machine (:func:`phy802.runtime.resources.calibrated_seconds`)."""
+    from phy802.runtime.resources import calibrated_seconds, check_budget
     from protocol.cluster.transport import estimate, simulate
 
     ests = [estimate(pr, c, trials) for c, pr in todo]
@@ -515,9 +531,39 @@ def _run_flat(args: argparse.Namespace) -> int:
 
 
 def _run_nccl_tests(args: argparse.Namespace) -> int:
-    from protocol.cluster.ncclfile import (apply_calibration, calibrate, compare, diagnose, read_nccl_tests,
-                                           write_calibration)
+    from protocol.cluster.ncclfile import compare, diagnose, read_nccl_tests
 
+    _check_nccl_tests_args(args)
+    run_ = read_nccl_tests(args.nccl_tests, op=args.op)
+    c = _cluster_of_run(args, run_)
+    table = _table(args)
+    rows = compare(run_, c, algo=args.algo, proto=args.proto, table=table)
+    notes = diagnose(run_, rows, c)
+    zl = list(run_.meta.get("zero_byte_lines", ()))
+    left_out = ([f"note: 0-byte rows (line {', '.join(map(str, zl))}) left out: NCCL moves nothing, there is no "
+                 "model time to compare"] if zl else [])
+    cal = None
+    held: list[int] = []
+    if args.calibrate is not None:
+        cal, held = _calibrate_to_run(args, run_, c, rows, notes, table)
+    ratios = [r["ratio"] for r in rows]
+    summary = {"min_ratio": min(ratios), "max_ratio": max(ratios),
+               "worst_ratio": max(max(ratios), 1 / min(ratios))}
+    if held:
+        hr = [rows[i]["calibrated_ratio"] for i in held]
+        summary["held_out_worst_ratio"] = max(max(hr), 1 / min(hr))
+    obj = {"file": args.nccl_tests, "op": run_.op, "ranks": run_.ranks, "nodes": run_.nodes, "form": run_.form,
+           "cluster": c.to_dict(), "rows": rows, "diagnosis": notes, "underperforming": any(
+               n.startswith("UNDERPERFORMING") for n in notes), "below_expected": any(
+               n.startswith(("UNDERPERFORMING", "BELOW EXPECTED")) for n in notes), "summary": summary,
+           "calibration": cal, "zero_byte_lines_left_out": zl}
+    emit(args, obj, lambda: _nccl_tests_text(args, run_, c, rows, notes, left_out, cal, held, summary))
+    return 0
+
+
+def _check_nccl_tests_args(args: argparse.Namespace) -> None:
+    """Refuse options a measured nccl-tests run cannot be compared under (it fixes ranks, sizes and
+    BER), and an unwritable ``--calibrate`` file before any fitting."""
     if is_flat(args):
         raise CliError("--nccl-tests compares with the cluster model; choose a --cluster other than flat-ethernet")
     if args.trials:
@@ -533,10 +579,14 @@ def _run_nccl_tests(args: argparse.Namespace) -> int:
     if args.holdout and args.calibrate is None:
         raise CliError("--holdout needs --calibrate OUT")
     if args.calibrate is not None:
-        from phy802._output import check_output_file
+        from phy802.runtime.output import check_output_file
 
         check_output_file(args.calibrate, inputs=[args.nccl_tests])  # before the fit, not after it
-    run_ = read_nccl_tests(args.nccl_tests, op=args.op)
+
+
+def _cluster_of_run(args: argparse.Namespace, run_):
+    """The cluster the run is compared with: the options, with the run's nodes, GPUs per node and GPU
+    where the options leave them open; its ranks must be the run's."""
     over: dict = {"code": args.code[0], "fec": args.fec[0], "ber": args.ber[0]}
     if run_.nodes is not None and args.nodes is None:
         over["nodes"] = run_.nodes
@@ -548,71 +598,62 @@ def _run_nccl_tests(args: argparse.Namespace) -> int:
     if run_.ranks is not None and run_.ranks != c.ranks:
         raise CliError(f"{args.nccl_tests}: the run has {run_.ranks} ranks, the cluster {c.ranks} "
                        f"(--nodes {c.nodes} x --gpus-per-node {c.gpus_per_node})")
-    table = _table(args)
-    rows = compare(run_, c, algo=args.algo, proto=args.proto, table=table)
-    notes = diagnose(run_, rows, c)
-    zl = list(run_.meta.get("zero_byte_lines", ()))
-    left_out = ([f"note: 0-byte rows (line {', '.join(map(str, zl))}) left out: NCCL moves nothing, there is no "
-                 "model time to compare"] if zl else [])
-    cal = None
-    held: list[int] = []
-    if args.calibrate is not None:
-        k = args.holdout
-        use = [i for i in range(len(rows)) if not (k and i % k == k - 1)]
-        held = [i for i in range(len(rows)) if i not in use]
-        cal = calibrate(run_, c, algo=args.algo, proto=args.proto, table=table, use=use)
-        cal["diagnosis"] = notes
-        write_calibration(args.calibrate, cal)
-        cc = apply_calibration(c, cal)
-        for r, r2 in zip(rows, compare(run_, cc, algo=args.algo, proto=args.proto, table=table)):
-            r["calibrated_us"] = r2["predicted_us"]
-            r["calibrated_ratio"] = r2["ratio"]
-    ratios = [r["ratio"] for r in rows]
-    summary = {"min_ratio": min(ratios), "max_ratio": max(ratios),
-               "worst_ratio": max(max(ratios), 1 / min(ratios))}
-    if held:
-        hr = [rows[i]["calibrated_ratio"] for i in held]
-        summary["held_out_worst_ratio"] = max(max(hr), 1 / min(hr))
+    return c
 
-    def text() -> str:
-        out = [f"{args.nccl_tests}: {run_.op}, {run_.ranks} ranks on {run_.nodes} nodes ({run_.form})",
-               f"model: {c.describe().rsplit(', links', 1)[0]}",
-               f"{'size B':>12} {'measured us':>12} {'predicted us':>12} {'ratio':>6} {'meas busbw':>10} "
-               f"{'pred busbw':>10} {'algo/proto':<17}" + (f" {'calibrated':>10} {'ratio':>6}" if cal else "")]
-        for i, r in enumerate(rows):
-            line = (f"{r['bytes']:>12} {r['measured_us']:>12.4g} {r['predicted_us']:>12.4g} {r['ratio']:>6.2f} "
-                    f"{r['measured_busbw']:>10.4g} {r['predicted_busbw']:>10.4g} {r['algo'] + '/' + r['proto']:<17}")
-            if cal:
-                line += f" {r['calibrated_us']:>10.4g} {r['calibrated_ratio']:>6.2f}" + (" held out" if i in held else "")
-            out.append(line)
-        out.append(f"ratio = measured / predicted: {summary['min_ratio']:.2f} .. {summary['max_ratio']:.2f} "
-                   "(measured: nccl-tests; predicted: model values, before calibration)")
-        out += notes + left_out
+
+def _calibrate_to_run(args: argparse.Namespace, run_, c, rows: list[dict], notes: list[str],
+                      table) -> tuple[dict, list[int]]:
+    """``(calibration, held-out row indices)``: the model fitted to the run's rows (every ``--holdout``-th
+    left out), written to ``--calibrate``; each row gains its calibrated time and ratio."""
+    from protocol.cluster.ncclfile import apply_calibration, calibrate, compare, write_calibration
+
+    k = args.holdout
+    use = [i for i in range(len(rows)) if not (k and i % k == k - 1)]
+    held = [i for i in range(len(rows)) if i not in use]
+    cal = calibrate(run_, c, algo=args.algo, proto=args.proto, table=table, use=use)
+    cal["diagnosis"] = notes
+    write_calibration(args.calibrate, cal)
+    cc = apply_calibration(c, cal)
+    for r, r2 in zip(rows, compare(run_, cc, algo=args.algo, proto=args.proto, table=table)):
+        r["calibrated_us"] = r2["predicted_us"]
+        r["calibrated_ratio"] = r2["ratio"]
+    return cal, held
+
+
+def _nccl_tests_text(args: argparse.Namespace, run_, c, rows: list[dict], notes: list[str], left_out: list[str],
+                     cal: dict | None, held: list[int], summary: dict) -> str:
+    """The comparison table ``phy802 collective --nccl-tests`` prints (measured vs model per size),
+    the notes, and the calibration when one was fitted."""
+    out = [f"{args.nccl_tests}: {run_.op}, {run_.ranks} ranks on {run_.nodes} nodes ({run_.form})",
+           f"model: {c.describe().rsplit(', links', 1)[0]}",
+           f"{'size B':>12} {'measured us':>12} {'predicted us':>12} {'ratio':>6} {'meas busbw':>10} "
+           f"{'pred busbw':>10} {'algo/proto':<17}" + (f" {'calibrated':>10} {'ratio':>6}" if cal else "")]
+    for i, r in enumerate(rows):
+        line = (f"{r['bytes']:>12} {r['measured_us']:>12.4g} {r['predicted_us']:>12.4g} {r['ratio']:>6.2f} "
+                f"{r['measured_busbw']:>10.4g} {r['predicted_busbw']:>10.4g} {r['algo'] + '/' + r['proto']:<17}")
         if cal:
-            out.append(f"calibration written to {args.calibrate}: net efficiency {cal['net_efficiency']:.3g} "
-                       f"(default {0.94}), latency offset {cal['latency_offset_us']:.3g} us, rms log ratio "
-                       f"{cal['rms_log_ratio']:.3g}" + (f"; held-out worst ratio {summary['held_out_worst_ratio']:.2f}"
-                                                        if held else ""))
-            if cal.get("not_identified"):
-                out.append("  not identified by these sizes (left at their defaults): " + ", ".join(cal["not_identified"]))
-            for line in cal.get("implausible", ()):
-                out.append("  IMPLAUSIBLE (written, not a healthy cluster's constant): " + line)
-            if cal["structure"] == "per-algorithm":
-                unused = sorted(set(cal["algo_latency_us"]) - set(cal["algos_chosen"]))
-                out.append("  per algorithm (NCCL's table refitted to this run): " + ", ".join(
-                    f"{a} {cal['algo_latency_us'][a]:+.3g} us, bw x {cal['algo_bw_factor'][a]:.3g}"
-                    for a in cal["algos_chosen"]) + (
-                    f" (not chosen at any fitted size: {', '.join(unused)})" if unused else "") + (
-                    f"; sustained busbw ceiling {cal['sustained_busbw_GBps']:.3g} GB/s"
-                    if cal["sustained_busbw_GBps"] else ""))
-            if notes:
-                out.append("the fit describes this run, not a healthy cluster (see above)")
-        return "\n".join(out)
-
-    obj = {"file": args.nccl_tests, "op": run_.op, "ranks": run_.ranks, "nodes": run_.nodes, "form": run_.form,
-           "cluster": c.to_dict(), "rows": rows, "diagnosis": notes, "underperforming": any(
-               n.startswith("UNDERPERFORMING") for n in notes), "below_expected": any(
-               n.startswith(("UNDERPERFORMING", "BELOW EXPECTED")) for n in notes), "summary": summary,
-           "calibration": cal, "zero_byte_lines_left_out": zl}
-    emit(args, obj, text)
-    return 0
+            line += f" {r['calibrated_us']:>10.4g} {r['calibrated_ratio']:>6.2f}" + (" held out" if i in held else "")
+        out.append(line)
+    out.append(f"ratio = measured / predicted: {summary['min_ratio']:.2f} .. {summary['max_ratio']:.2f} "
+               "(measured: nccl-tests; predicted: model values, before calibration)")
+    out += notes + left_out
+    if cal:
+        out.append(f"calibration written to {args.calibrate}: net efficiency {cal['net_efficiency']:.3g} "
+                   f"(default {0.94}), latency offset {cal['latency_offset_us']:.3g} us, rms log ratio "
+                   f"{cal['rms_log_ratio']:.3g}" + (f"; held-out worst ratio {summary['held_out_worst_ratio']:.2f}"
+                                                    if held else ""))
+        if cal.get("not_identified"):
+            out.append("  not identified by these sizes (left at their defaults): " + ", ".join(cal["not_identified"]))
+        for line in cal.get("implausible", ()):
+            out.append("  IMPLAUSIBLE (written, not a healthy cluster's constant): " + line)
+        if cal["structure"] == "per-algorithm":
+            unused = sorted(set(cal["algo_latency_us"]) - set(cal["algos_chosen"]))
+            out.append("  per algorithm (NCCL's table refitted to this run): " + ", ".join(
+                f"{a} {cal['algo_latency_us'][a]:+.3g} us, bw x {cal['algo_bw_factor'][a]:.3g}"
+                for a in cal["algos_chosen"]) + (
+                f" (not chosen at any fitted size: {', '.join(unused)})" if unused else "") + (
+                f"; sustained busbw ceiling {cal['sustained_busbw_GBps']:.3g} GB/s"
+                if cal["sustained_busbw_GBps"] else ""))
+        if notes:
+            out.append("the fit describes this run, not a healthy cluster (see above)")
+    return "\n".join(out)

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from phy802.cli._common import add_json, add_seed, emit, int_arg
-from phy802._io import atomic_write_text
+from phy802.runtime.output import atomic_write_text
 
 __all__ = ["DemoConfig", "run_demo", "add_arguments", "run", "advise_argv", "write_fec_hist", "REPORT_RANKS",
            "ADVISE_PORT"]
@@ -73,7 +73,7 @@ def _fmt(x: float) -> str:
 
 def run_demo(cfg: DemoConfig) -> dict:
     """Run every step; returns a summary dict (also written as ``summary.json``)."""
-    from phy802._output import check_output_dir, output_set
+    from phy802.runtime.output import check_output_dir, output_set
 
     check_output_dir(cfg.out, "demo")  # before any work: never over the user's files
     with output_set(cfg.out, "demo") as stage:  # built beside --out, swapped in whole
@@ -112,7 +112,7 @@ def _sweep_step(cfg: DemoConfig, out: Path, summary: dict) -> list[str]:
                      target_errors=cfg.sweep_target_errors, max_codewords=cfg.sweep_max_codewords,
                      max_seconds=cfg.sweep_seconds, seed=cfg.seed)
     _say(cfg, f"sweep: {len(sc.tasks())} points (KP4 vs bypass), up to {cfg.sweep_seconds:g} s each")
-    from phy802._output import progress
+    from phy802.runtime.progress import progress
 
     with progress(total=len(sc.tasks()), desc="demo sweep: points", unit="point", enable=cfg.progress) as bar:
         res = run_sweep(sc, executor="process" if (cfg.workers or os.cpu_count() or 1) > 1 else None,
@@ -218,7 +218,7 @@ def _demo_into(cfg: DemoConfig, out: Path, shown: Path) -> dict:
     head = ["# phy802 demo report", "", f"**Verdict:** {summary['advise']['verdict']['sentence']}", "",
             f"Seed {cfg.seed}; `summary.json` holds every number of this report.", ""]
     atomic_write_text(out / "report.md", "\n".join(head + answer_md + narrative(summary) + md))
-    from phy802._output import to_jsonable
+    from phy802.runtime.jsonable import to_jsonable
     import json
 
     atomic_write_text(out / "summary.json", json.dumps(to_jsonable(summary), indent=1))
@@ -298,7 +298,7 @@ def _advise_step(cfg: DemoConfig, out: Path, shown: Path, summary: dict) -> list
     into ``summary['advise']``; returns the report section that supports it."""
     import json
 
-    from phy802._output import to_jsonable
+    from phy802.runtime.jsonable import to_jsonable
     from phy802.cli.advise import add_arguments as a_args, answer
 
     t0 = time.perf_counter()

@@ -91,7 +91,7 @@ def sweep(args: argparse.Namespace, runs_dir: str | None = None, start=None, pro
 
     from integration.experiment import campaign_runs, run_experiment
 
-    from phy802._output import progress
+    from phy802.runtime.progress import progress
 
     from phy802.cli.train import check_cost
 
@@ -155,7 +155,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         rows = sweep(args, runs_dir=runs_dir, start=start)
     except KeyboardInterrupt as exc:  # Ctrl-C (or an Interrupted from below): say what is kept
-        from phy802._io import Interrupted
+        from phy802.runtime.interrupts import Interrupted
 
         if isinstance(exc, Interrupted) or not os.path.isdir(runs_dir):
             raise

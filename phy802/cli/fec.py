@@ -128,7 +128,7 @@ def _add_tail(sub) -> None:
 
 
 class _TailProgress:
-    """Ports done, shown by the project's progress display (phy802._output.progress: a bar on a terminal,
+    """Ports done, shown by the project's progress display (phy802.runtime.progress.progress: a bar on a terminal,
     else a line at most every 10 s and one summary line). Picklable: the display is made on first use,
     in the process that fits (a worker under --bootstrap)."""
 
@@ -137,7 +137,7 @@ class _TailProgress:
 
     def __call__(self, port: str) -> None:
         if self._bar is None:
-            from phy802._output import progress
+            from phy802.runtime.progress import progress
 
             self._bar = progress(total=self.total, desc="phy802 fec tail: ports", unit="port")
         self._bar.set_postfix_str(port)
@@ -154,7 +154,7 @@ def _run_tail(args: argparse.Namespace) -> int:
     from phy802.telemetry.parsers import difference, read_telemetry
 
     if args.out is not None:
-        from phy802._output import check_output_file
+        from phy802.runtime.output import check_output_file
 
         check_output_file(args.out)  # before the fit, not after it
     models = tuple(args.models)
@@ -187,7 +187,7 @@ def _run_tail(args: argparse.Namespace) -> int:
     if args.bootstrap and not (args.workers > 1 and many):
         # the bootstrap is seconds inside one compiled call, where Ctrl-C cannot land: fitted in a
         # worker process that an interrupt terminates at once (fit_ports' own pool does it for --workers)
-        from phy802._io import run_in_worker
+        from phy802.runtime.workers import run_in_worker
 
         fits = run_in_worker(fit_ports, tel, code, **kw)
     else:
@@ -206,7 +206,7 @@ def _run_tail(args: argparse.Namespace) -> int:
         text = ports_text(rows, args.target_fer, tel.fmt)
     payload = json.dumps(doc, indent=2, allow_nan=False) + "\n"
     if args.out:
-        from phy802._io import atomic_write_text
+        from phy802.runtime.output import atomic_write_text
 
         atomic_write_text(args.out, payload)
     if args.json:
@@ -379,7 +379,7 @@ def run(args: argparse.Namespace) -> int:
     code = _code(args)
     length = code.k if args.action == "encode" else code.n
     if args.out is not None:
-        from phy802._output import check_output_file
+        from phy802.runtime.output import check_output_file
 
         check_output_file(args.out)  # a device/FIFO/link, the input itself, a file phy802 did not write
     if args.file == "-":
@@ -415,7 +415,7 @@ def run(args: argparse.Namespace) -> int:
         obj["timing"] = {}  # no wall-clock fields; the key is there as in every --json output
     payload = _dump_json(obj) if args.json else text
     if args.out:
-        from phy802._io import atomic_write_text
+        from phy802.runtime.output import atomic_write_text
 
         atomic_write_text(args.out, payload)
     else:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from phy802.cli._common import (add_force, add_json, add_seed, check_budget, count_arg, emit, float_arg, int_arg,
-                                probability, require_together)
+from phy802.cli._common import add_force, add_json, add_seed, count_arg, emit, float_arg, int_arg, probability, require_together
+from phy802.runtime.resources import check_budget
 from phy802.cli._hist import add_hist_arguments, hist_format, histogram_from_counts, print_histograms
 from phy802.cli._vocab import add_code_fec
 from phy802.cli import _inner_cli
@@ -103,7 +103,7 @@ def _check_args(args) -> None:
 def _check_time(args, link) -> None:
     """Refuse a run estimated (from a short measured run of this link on this machine; a fixed
     constant of 1 Gb/s was ~4x optimistic) to take over an hour."""
-    from phy802.cli._common import calibrated_seconds
+    from phy802.runtime.resources import calibrated_seconds
 
     if args.force:
         return

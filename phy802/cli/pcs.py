@@ -16,8 +16,8 @@ import os
 
 import numpy as np
 
-from phy802.cli._common import (add_force, add_json, add_seed, check_budget, count_arg, emit, int_arg, probability,
-                                uint_arg)
+from phy802.cli._common import add_force, add_json, add_seed, count_arg, emit, int_arg, probability, uint_arg
+from phy802.runtime.resources import check_budget
 
 __all__ = ["add_arguments", "run"]
 
@@ -80,7 +80,7 @@ def _tx(args) -> int:
     from phy802.pcs import PcsConfig, PcsTransmitter, frames_to_blocks
     from phy802.pcs.lanesfile import write_lanes
 
-    from phy802._output import check_output_file
+    from phy802.runtime.output import check_output_file
 
     check_output_file(args.out)  # a device/FIFO/link or a file phy802 did not write: refused before any work
     if args.frames < 0 or not 0 <= args.min_len <= args.max_len:

@@ -15,7 +15,8 @@ import argparse
 
 import numpy as np
 
-from phy802.cli._common import add_force, add_json, check_budget, count_arg, emit, int_arg
+from phy802.cli._common import add_force, add_json, count_arg, emit, int_arg
+from phy802.runtime.resources import check_budget
 
 __all__ = ["add_arguments", "run"]
 

@@ -13,8 +13,9 @@ import os
 import sys
 from pathlib import Path
 
-from phy802.cli._common import (CliError, add_force, add_json, add_seed, check_budget, count_arg, emit, float_arg,
-                                int_arg, list_arg, probability, progress)
+from phy802.cli._common import CliError, add_force, add_json, add_seed, count_arg, emit, float_arg, int_arg, list_arg, probability
+from phy802.runtime.progress import progress
+from phy802.runtime.resources import check_budget
 from phy802.cli._common import scheduler_address
 from phy802.cli._hist import add_hist_arguments, hist_format, histogram_from_counts, print_histograms
 from phy802.cli._vocab import add_code_fec
@@ -140,7 +141,7 @@ def _interrupted(args, res) -> None:
     """Ctrl-C / SIGTERM during the run: exit 130/143 with one line.  The finished
     points are written only into a new (absent or empty) ``--out``; an earlier result there is left
     exactly as it was."""
-    from phy802._io import Interrupted, interrupt_requested
+    from phy802.runtime.interrupts import Interrupted, interrupt_requested
     import signal
 
     sig = interrupt_requested() or signal.SIGINT
@@ -148,7 +149,7 @@ def _interrupted(args, res) -> None:
     n = len(res.points)
     if args.out is not None and n and (not os.path.exists(args.out) or (os.path.isdir(args.out)
                                                                           and not os.listdir(args.out))):
-        from phy802._output import output_set
+        from phy802.runtime.output import output_set
 
         with output_set(args.out, "sweep") as tmp:
             res.write_csv(tmp / "sweep.csv")
@@ -166,8 +167,7 @@ def _isatty(stream) -> bool:
 
 
 def run(args: argparse.Namespace) -> int:
-    from phy802.plots import plot_ber_fer, plot_latency
-    from phy802.sweep import SweepConfig, SweepResult, format_header, format_row, run_sweep
+    from phy802.sweep import SweepResult
 
     if _inner_cli.check_inner(args):
         return _inner_cli.run_sweep(args)
@@ -176,50 +176,79 @@ def run(args: argparse.Namespace) -> int:
     if args.plot and args.out is None:
         raise CliError("--plot needs --out (the folder the plots go to)")
     if args.out is not None:  # refuse a foreign folder (or one holding an input) before any work
-        from phy802._output import check_output_dir
+        from phy802.runtime.output import check_output_dir
 
         check_output_dir(args.out, "sweep")
-    if args.merge:
-        res = SweepResult.merge_files(args.merge)
-    else:
-        if not args.ber and not args.snr_db:
-            raise ValueError("give channel points with --ber or --snr-db (or --merge files)")
-        if args.max_codewords < 2:
-            raise ValueError(f"--max-codewords must be >= 2, got {args.max_codewords:g}")
-        _check_budget(args)
-        cfg = SweepConfig(
-            points=tuple(args.ber or args.snr_db), axis="ber" if args.ber else "snr",
-            code=tuple(args.code), fec=tuple(args.fec),
-            rate=args.rate, n_lanes=args.lanes, precoding=args.precoding, burst_pb=args.burst_pb, simulator=args.sim,
-            target_errors=args.target_errors or None, max_codewords=int(args.max_codewords),
-            max_seconds=args.max_seconds or None, batch_pairs=args.batch, seed=args.seed,
-            shard_pairs=args.shard_pairs,
-        )
-        ex, client = _executor(args)
-        bar = progress(total=len(cfg.modes) * len(cfg.points), desc="points", enable=show)
+    res = SweepResult.merge_files(args.merge) if args.merge else _simulate(args, show)
+    for n in _write_out(args, res):
+        print(f"phy802 sweep: {n}", file=sys.stderr)
+
+    hists = [(p, histogram_from_counts(p.counters.hist, (p.counters.n - p.counters.k) // 2, args.bins,
+                                       f"phy802 sweep {p.mode} {p.axis}={p.x:g}")) for p in res.points]
+    if hfmt:  # one reply / device per point, named by its mode and x
+        print_histograms(hfmt, [(f"{p.mode}:{p.axis}={p.x:g}", h, {"mode": p.mode, p.axis: p.x}) for p, h in hists],
+                         single=False)
+        return 0
+
+    # on a terminal the live table (stderr) is already on screen: printing it again on stdout showed
+    # it twice; a stdout that is a file or a pipe still gets the whole table
+    on_screen = show and not args.merge and _isatty(sys.stderr) and _isatty(sys.stdout)
+    obj = res.to_json_obj()
+    obj["fec_histograms"] = [{"mode": p.mode, p.axis: p.x, **h.as_dict()} for p, h in hists]
+    emit(args, obj, lambda: _sweep_text(args, res, hists, on_screen))
+    return 0
+
+
+def _simulate(args: argparse.Namespace, show: bool):
+    """Run the sweep the options describe (refused up front when too long), its table live on stderr
+    when ``show``; an interrupted sweep ends the command (:func:`_interrupted`)."""
+    from phy802.sweep import SweepConfig, format_header, format_row, run_sweep
+
+    if not args.ber and not args.snr_db:
+        raise ValueError("give channel points with --ber or --snr-db (or --merge files)")
+    if args.max_codewords < 2:
+        raise ValueError(f"--max-codewords must be >= 2, got {args.max_codewords:g}")
+    _check_budget(args)
+    cfg = SweepConfig(
+        points=tuple(args.ber or args.snr_db), axis="ber" if args.ber else "snr",
+        code=tuple(args.code), fec=tuple(args.fec),
+        rate=args.rate, n_lanes=args.lanes, precoding=args.precoding, burst_pb=args.burst_pb, simulator=args.sim,
+        target_errors=args.target_errors or None, max_codewords=int(args.max_codewords),
+        max_seconds=args.max_seconds or None, batch_pairs=args.batch, seed=args.seed,
+        shard_pairs=args.shard_pairs,
+    )
+    ex, client = _executor(args)
+    bar = progress(total=len(cfg.modes) * len(cfg.points), desc="points", enable=show)
+    if show:
+        bar.write(format_header(), file=sys.stderr)
+
+    def on_point(p):
         if show:
-            bar.write(format_header(), file=sys.stderr)
+            bar.write(format_row(p), file=sys.stderr)
+            bar.update(1)
 
-        def on_point(p):
-            if show:
-                bar.write(format_row(p), file=sys.stderr)
-                bar.update(1)
+    def on_shard(task, prefix, n):
+        if show:
+            bar.set_postfix_str(f"{task.mode} {task.x:g}: {prefix}/{n} shards", refresh=True)
 
-        def on_shard(task, prefix, n):
-            if show:
-                bar.set_postfix_str(f"{task.mode} {task.x:g}: {prefix}/{n} shards", refresh=True)
+    try:
+        res = run_sweep(cfg, executor=ex, workers=args.workers, callback=on_point, on_shard=on_shard)
+    finally:
+        bar.close()
+        if client is not None:
+            client.close()
+    if res.interrupted:
+        _interrupted(args, res)
+    return res
 
-        try:
-            res = run_sweep(cfg, executor=ex, workers=args.workers, callback=on_point, on_shard=on_shard)
-        finally:
-            bar.close()
-            if client is not None:
-                client.close()
-        if res.interrupted:
-            _interrupted(args, res)
+
+def _write_out(args: argparse.Namespace, res) -> list[str]:
+    """Write the output set into ``--out`` (CSV, JSON, with ``--plot`` the plots); returns notes for stderr."""
+    from phy802.plots import plot_ber_fer, plot_latency
+
     notes = []
     if args.out is not None:
-        from phy802._output import output_set
+        from phy802.runtime.output import output_set
 
         # the whole set is built in a temporary sibling folder and swapped in: a killed run never
         # leaves a folder mixing two runs, and a folder holding other files is never touched
@@ -235,31 +264,18 @@ def run(args: argparse.Namespace) -> int:
                     plot_latency(res, lat, tmp / "latency.png")
     elif args.plot:
         notes.append("--plot needs --out")
-    for n in notes:
-        print(f"phy802 sweep: {n}", file=sys.stderr)
+    return notes
 
-    hists = [(p, histogram_from_counts(p.counters.hist, (p.counters.n - p.counters.k) // 2, args.bins,
-                                       f"phy802 sweep {p.mode} {p.axis}={p.x:g}")) for p in res.points]
-    if hfmt:  # one reply / device per point, named by its mode and x
-        print_histograms(hfmt, [(f"{p.mode}:{p.axis}={p.x:g}", h, {"mode": p.mode, p.axis: p.x}) for p, h in hists],
-                         single=False)
-        return 0
 
-    # on a terminal the live table (stderr) is already on screen: printing it again on stdout showed
-    # it twice; a stdout that is a file or a pipe still gets the whole table
-    on_screen = show and not args.merge and _isatty(sys.stderr) and _isatty(sys.stdout)
+def _sweep_text(args: argparse.Namespace, res, hists: list, on_screen: bool) -> str:
+    """The table printed on stdout (unless already on screen), then each point's codeword histogram."""
+    from phy802.sweep import format_header, format_row
 
-    def text() -> str:
-        lines = [] if on_screen else [format_header()] + [format_row(p) for p in res.points]
-        lines.append("# FEC codeword histograms (codewords by pre-FEC symbol errors; last: > t):")
-        for p, h in hists:
-            cells = " ".join(f"{b.label()}:{b.count}" for b in h.bins) + f" >{h.t}:{h.uncorrectable}"
-            lines.append(f"#   {p.mode:<8} {p.axis}={p.x:<10g} {cells}")
-        if args.out is not None:
-            lines.append(f"# wrote {args.out / 'sweep.csv'} and {args.out / 'sweep.json'}")
-        return "\n".join(lines)
-
-    obj = res.to_json_obj()
-    obj["fec_histograms"] = [{"mode": p.mode, p.axis: p.x, **h.as_dict()} for p, h in hists]
-    emit(args, obj, text)
-    return 0
+    lines = [] if on_screen else [format_header()] + [format_row(p) for p in res.points]
+    lines.append("# FEC codeword histograms (codewords by pre-FEC symbol errors; last: > t):")
+    for p, h in hists:
+        cells = " ".join(f"{b.label()}:{b.count}" for b in h.bins) + f" >{h.t}:{h.uncorrectable}"
+        lines.append(f"#   {p.mode:<8} {p.axis}={p.x:<10g} {cells}")
+    if args.out is not None:
+        lines.append(f"# wrote {args.out / 'sweep.csv'} and {args.out / 'sweep.json'}")
+    return "\n".join(lines)

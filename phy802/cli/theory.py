@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import argparse
 
-from phy802.cli._common import (MAX_SEED, add_force, add_json, check_budget, count_arg, emit, float_arg, int_arg, list_arg,
-                                probability)
+from phy802.cli._common import MAX_SEED, add_force, add_json, count_arg, emit, float_arg, int_arg, list_arg, probability
+from phy802.runtime.resources import check_budget
 from phy802.cli._vocab import rs_code_name
 from phy802.cli import _inner_cli
 

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import argparse
 
-from phy802.cli._common import (CliError, add_force, add_json, add_seed, calibrated_seconds, check_budget, check_disk, count_arg, emit,
-                                float_arg, int_arg, probability, scheduler_address)
+from phy802.cli._common import CliError, add_force, add_json, add_seed, count_arg, emit, float_arg, int_arg, probability, scheduler_address
+from phy802.runtime.resources import calibrated_seconds, check_budget, check_disk
 from phy802.cli._inner_cli import INNER_RATES, add_trace_args as add_inner_trace_args
 from phy802.cli._hist import add_hist_arguments, hist_format, histogram_from_counts, print_histograms
 from phy802.cli._vocab import add_code_fec
@@ -142,7 +142,7 @@ def _check_size(args) -> None:
 def _calibration_run(args, line_bits: int) -> None:
     """``line_bits`` of the requested trace, generated into a scratch folder (timing only);
     the estimate divides by the workers, as the shards run in parallel."""
-    from phy802._io import scratch_dir
+    from phy802.runtime.tempfiles import scratch_dir
     from protocol.trace import generate_trace
 
     n_workers = 1 if args.scheduler is not None else max(1, int(args.workers))
@@ -223,67 +223,82 @@ def _summary(meta: dict) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from protocol.trace import TRACE_SUFFIX, TraceReader, generate_trace
+    return _generate(args) if args.action == "generate" else _info(args)
 
-    if args.action == "generate":
-        from phy802.cli._inner_cli import check_inner, run_trace as run_inner_trace
 
-        if check_inner(args):  # 800G / 1.6T: the concatenated link's own generator
-            if str(args.out).lower().endswith(".npz"):
-                raise ValueError(f"--out {args.out}: traces are written in format 2, which is not an .npz (zip) file; "
-                                 f"name it {str(args.out)[:-4]}{TRACE_SUFFIX}")
-            return run_inner_trace(args, _summary)
-        if args.snr_db is not None:
-            raise CliError(f"--snr-db applies at 800G/1.6T (PAM4 AWGN + inner code); at {args.rate} give --ber")
-        if args.ber is None:
-            args.ber = 1e-5
+def _generate(args: argparse.Namespace) -> int:
+    """``trace generate``: the options checked, then the trace written (800G / 1.6T by the inner-code path)."""
+    from protocol.trace import TRACE_SUFFIX, generate_trace
+
+    from phy802.cli._inner_cli import check_inner, run_trace as run_inner_trace
+
+    if check_inner(args):  # 800G / 1.6T: the concatenated link's own generator
         if str(args.out).lower().endswith(".npz"):
-            # a version-2 trace is not a zip: a .npz name would send numpy.load and unzip astray
             raise ValueError(f"--out {args.out}: traces are written in format 2, which is not an .npz (zip) file; "
-                             f"name it {str(args.out)[:-4]}{TRACE_SUFFIX} (version-1 .npz traces are still read)")
-        from_fit = None
-        if args.from_fit is not None:
-            from phy802.telemetry.fit import generator_channel, read_fit
+                             f"name it {str(args.out)[:-4]}{TRACE_SUFFIX}")
+        return run_inner_trace(args, _summary)
+    if args.snr_db is not None:
+        raise CliError(f"--snr-db applies at 800G/1.6T (PAM4 AWGN + inner code); at {args.rate} give --ber")
+    if args.ber is None:
+        args.ber = 1e-5
+    if str(args.out).lower().endswith(".npz"):
+        # a version-2 trace is not a zip: a .npz name would send numpy.load and unzip astray
+        raise ValueError(f"--out {args.out}: traces are written in format 2, which is not an .npz (zip) file; "
+                         f"name it {str(args.out)[:-4]}{TRACE_SUFFIX} (version-1 .npz traces are still read)")
+    from_fit = _channel_from_fit(args)
+    from phy802.runtime.output import check_output_file
 
-            from_fit = generator_channel(read_fit(args.from_fit), args.fit_model, str(args.from_fit))
-            args.ber, args.burst_pb = from_fit["ber"], from_fit["burst_pb"]
-            from_fit["path"] = str(args.from_fit)
-        elif args.fit_model is not None:
-            raise ValueError("--fit-model needs --from-fit FIT.json")
-        from phy802._output import check_output_file
+    check_output_file(args.out)  # before any work (the writer checks again when it opens)
+    weights = _weights(args.lane_weights)
+    _check_size(args)
+    meta = generate_trace(
+        args.out,
+        rate=args.rate,
+        fec=args.fec,
+        code=args.code,
+        ber=args.ber,
+        burst_pb=args.burst_pb,
+        lane_weights=weights,
+        line_bits=args.bits,
+        seed=args.seed,
+        generator=args.generator,
+        chunk_pairs=args.chunk_pairs,
+        shard_pairs=args.shard_pairs,
+        workers=args.workers,
+        scheduler=args.scheduler,
+        progress=not args.no_progress,
+    )
+    if from_fit is not None:
+        meta = {**meta, "from_fit": from_fit}
+    emit(args, {"path": str(args.out), **meta},
+         lambda: f"wrote {args.out}\n" + ("" if from_fit is None else
+                                            f"channel from {from_fit['path']}: {from_fit['model']} fit, "
+                                            f"ber={from_fit['ber']:.4g} burst_pb={from_fit['burst_pb']}"
+                                            + (f" ({from_fit['note']})" if from_fit.get("note") else "") + "\n")
+         + _summary(meta))
+    return 0
 
-        check_output_file(args.out)  # before any work (the writer checks again when it opens)
-        weights = _weights(args.lane_weights)
-        _check_size(args)
-        meta = generate_trace(
-            args.out,
-            rate=args.rate,
-            fec=args.fec,
-            code=args.code,
-            ber=args.ber,
-            burst_pb=args.burst_pb,
-            lane_weights=weights,
-            line_bits=args.bits,
-            seed=args.seed,
-            generator=args.generator,
-            chunk_pairs=args.chunk_pairs,
-            shard_pairs=args.shard_pairs,
-            workers=args.workers,
-            scheduler=args.scheduler,
-            progress=not args.no_progress,
-        )
-        if from_fit is not None:
-            meta = {**meta, "from_fit": from_fit}
-        emit(args, {"path": str(args.out), **meta},
-             lambda: f"wrote {args.out}\n" + ("" if from_fit is None else
-                                                f"channel from {from_fit['path']}: {from_fit['model']} fit, "
-                                                f"ber={from_fit['ber']:.4g} burst_pb={from_fit['burst_pb']}"
-                                                + (f" ({from_fit['note']})" if from_fit.get("note") else "") + "\n")
-             + _summary(meta))
-        return 0
+
+def _channel_from_fit(args: argparse.Namespace) -> dict | None:
+    """With ``--from-fit``: the channel (BER, burst) of the fitted model, set on ``args``, and where it
+    came from; else None (``--fit-model`` alone refused)."""
+    from_fit = None
+    if args.from_fit is not None:
+        from phy802.telemetry.fit import generator_channel, read_fit
+
+        from_fit = generator_channel(read_fit(args.from_fit), args.fit_model, str(args.from_fit))
+        args.ber, args.burst_pb = from_fit["ber"], from_fit["burst_pb"]
+        from_fit["path"] = str(args.from_fit)
+    elif args.fit_model is not None:
+        raise ValueError("--fit-model needs --from-fit FIT.json")
+    return from_fit
+
+
+def _info(args: argparse.Namespace) -> int:
+    """``trace info``: the trace's metadata (``--check``: every chunk verified), its FEC histogram."""
     import sys
 
-    from protocol.trace import TraceError
+    from protocol.trace import TraceError, TraceReader
 
     hfmt = hist_format(args)
     check = None

@@ -18,8 +18,8 @@ import math
 import os
 import sys
 
-from phy802.cli._common import (CliError, add_json, add_seed, count_arg, emit, float_arg, int_arg, list_arg,
-                                probability, to_jsonable)
+from phy802.cli._common import CliError, add_json, add_seed, count_arg, emit, float_arg, int_arg, list_arg, probability
+from phy802.runtime.jsonable import to_jsonable
 from phy802.cli.collective import add_cluster_arguments, cluster_from_args, is_flat
 
 __all__ = ["add_arguments", "fastest_groups", "run", "run_tradeoff"]
@@ -221,7 +221,7 @@ _SHOW = ("workload", "mode", "ber", "guard", "ranks", "step_ms", "exposed_ms", "
 
 def run_tradeoff(args: argparse.Namespace, live: bool = True) -> dict:
     """The whole command as a function (also used by ``phy802 demo``); returns the JSON document."""
-    from phy802._output import check_output_dir, output_set
+    from phy802.runtime.output import check_output_dir, output_set
     from protocol.cluster.steptime import read_commlog
 
     from phy802.cli._common import CliError
@@ -282,7 +282,7 @@ def _refuse_unused(args: argparse.Namespace) -> None:
 
 def _tradeoff_into(args, out: str, results: str, shown: str, live: bool, log, model, ranks) -> dict:
     """The tradeoff written into ``out`` (the set being built); ``shown`` is where it ends up."""
-    from phy802._io import atomic_write_text
+    from phy802.runtime.output import atomic_write_text
     from protocol.cluster.tradeoff import COLUMNS, DEFAULT_MODES, TimeModel, load_results, plot_pareto, tradeoff_rows
 
     from phy802.cli._common import CliError

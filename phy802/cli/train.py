@@ -14,7 +14,8 @@ import shutil
 import sys
 import tempfile
 
-from phy802.cli._common import MAX_SEED, add_json, add_seed, check_budget, emit, float_arg, int_arg, probability
+from phy802.cli._common import MAX_SEED, add_json, add_seed, emit, float_arg, int_arg, probability
+from phy802.runtime.resources import check_budget
 from phy802.cli._vocab import add_code_fec
 
 __all__ = ["add_arguments", "run", "add_model_arguments", "config_from_args", "check_args", "pos_int", "pos_float"]
@@ -376,8 +377,8 @@ def run(args: argparse.Namespace) -> int:
     from integration.train import TrainingTimeout, check_backends, run_training, train_worker
 
     check_args(args)
-    from phy802._io import remove_temp, track_temp_dir
-    from phy802._output import check_output_dir, check_output_file, output_set
+    from phy802.runtime.tempfiles import remove_temp, track_temp_dir
+    from phy802.runtime.output import check_output_dir, check_output_file, output_set
 
     if args.comm_log:  # refused before any training: a device/FIFO/link or a file phy802 did not write
         check_output_file(args.comm_log)

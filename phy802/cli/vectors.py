@@ -37,7 +37,7 @@ def regenerate_fec_hist(source: Path, out: Path) -> Path:
     import json
     import shlex
 
-    from phy802._io import atomic_write_text
+    from phy802.runtime.output import atomic_write_text
     from phy802.cli import main
     from phy802.cli._hist import _dump
     from phy802.vectors import SIMULATED_PREFIX
@@ -101,10 +101,10 @@ def _regenerate_telemetry_shapes(out: Path) -> list[Path]:
 
 def run(args: argparse.Namespace) -> int:
     if args.action == "generate":
-        from phy802._output import progress
+        from phy802.runtime.progress import progress
         from phy802.vectors import generate_steps
 
-        from phy802._output import output_set
+        from phy802.runtime.output import output_set
 
         out = Path(args.out)
         # the set is built beside --out and swapped in whole: an existing folder is replaced only

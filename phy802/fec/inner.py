@@ -384,7 +384,7 @@ def write_kat(folder) -> "Path":
     """Write ``folder/c177.txt`` (:func:`generate_kat` with seed 177, self-checked) atomically."""
     from pathlib import Path
 
-    from phy802._io import atomic_write_text
+    from phy802.runtime.output import atomic_write_text
 
     path = Path(folder) / "c177.txt"
     text = generate_kat(seed=177)

@@ -247,7 +247,7 @@ def format_kat(kat: KatFile, header: str = "") -> str:
 
 def write_kat(path: str | os.PathLike, kat: KatFile, header: str = "") -> None:
     """Write :func:`format_kat` atomically."""
-    from phy802._io import atomic_write_text
+    from phy802.runtime.output import atomic_write_text
 
     atomic_write_text(path, format_kat(kat, header))
 

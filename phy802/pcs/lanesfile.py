@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 from numpy.typing import NDArray
 
-from phy802._io import atomic_open
+from phy802.runtime.output import atomic_open
 from phy802.pcs.config import PcsConfig
 
 __all__ = ["write_lanes", "read_lanes", "LanesFileError"]

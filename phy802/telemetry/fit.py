@@ -1095,7 +1095,7 @@ MAX_FIT_BYTES = 64 << 20
 def read_fit(path: str | os.PathLike) -> dict:
     """Read a FIT.json written by ``phy802 fec tail --out`` (checked for format and fields): a regular
     file of at most :data:`MAX_FIT_BYTES` (a FIFO would block until someone writes it, a device never ends)."""
-    from phy802._io import read_input_text
+    from phy802.runtime.inputs import read_input_text
     from phy802.telemetry.parsers import _load_json
 
     name = os.fspath(path)

@@ -29,7 +29,7 @@ def fit_ports(tel, code: theory.RsCode | str, *, workers: int = 1, progress: Cal
     if workers > 1 and len(jobs) > 1:
         import concurrent.futures as cf
 
-        from phy802._io import stop_pool, worker_pool
+        from phy802.runtime.workers import stop_pool, worker_pool
 
         with worker_pool(min(workers, len(jobs))) as ex:  # workers ignore Ctrl-C; this process stops them
             try:

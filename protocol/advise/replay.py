@@ -179,7 +179,7 @@ def plot_replay(rep: dict, path) -> None:
     from matplotlib.colors import ListedColormap
     from matplotlib.patches import Patch
 
-    from phy802._io import atomic_write_bytes
+    from phy802.runtime.output import atomic_write_bytes
 
     modes = list(MODE_COLOURS)
     ports = rep["ports"]

@@ -153,7 +153,7 @@ def load_table(path: str | os.PathLike | None = None) -> Table:
     if path is None:
         return default_table()
     p = os.fspath(path)
-    from phy802._io import read_json_file
+    from phy802.runtime.inputs import read_json_file
 
     try:  # the project's strict reader: a regular file, bounded size and nesting, no NaN constants
         over = read_json_file(p, 1 << 20, what="NCCL table (JSON)")

@@ -320,7 +320,7 @@ def _read_text(path: str, lines: list[str]) -> tuple[NcclRun, list]:
 def read_nccl_tests(path: str | os.PathLike, op: str | None = None) -> NcclRun:
     """Read a nccl-tests text output or a reference CSV (module docstring); ``op`` (``--op``) is
     used where the file does not name it and must agree where it does."""
-    from phy802._io import read_input_bytes
+    from phy802.runtime.inputs import read_input_bytes
 
     p = os.fspath(path)
     try:
@@ -654,7 +654,7 @@ def _duplicate_key(path: str) -> str | None:
 
 
 def write_calibration(path: str | os.PathLike, cal: dict) -> None:
-    from phy802._io import atomic_write_text
+    from phy802.runtime.output import atomic_write_text
 
     atomic_write_text(path, json.dumps(cal, indent=1) + "\n")
 
@@ -662,7 +662,7 @@ def write_calibration(path: str | os.PathLike, cal: dict) -> None:
 def read_calibration(path: str | os.PathLike) -> dict:
     """``{"net_efficiency": ..., "latency_offset_us": ...}`` of a ``--calibrate`` output file."""
     p = os.fspath(path)
-    from phy802._io import read_json_file
+    from phy802.runtime.inputs import read_json_file
 
     try:  # the project's strict reader: a regular file, bounded size and nesting, no NaN constants
         doc = read_json_file(p, 1 << 20, what="calibration (JSON)")

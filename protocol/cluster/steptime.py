@@ -246,9 +246,9 @@ def read_commlog(path: str | os.PathLike) -> CommLogData:
     """Read a communication log (JSON lines, or one JSON object ``{"header":..., "records": [...]}``).
 
     A regular file of at most :data:`MAX_COMMLOG_BYTES`, UTF-8, strict JSON (no NaN), each line
-    nested at most ``phy802._io.MAX_JSON_DEPTH`` deep, header fields and records typed; anything
+    nested at most ``phy802.runtime.inputs.MAX_JSON_DEPTH`` deep, header fields and records typed; anything
     else is a ValueError naming the file (and line or field)."""
-    from phy802._io import MAX_JSON_DEPTH, _json_depth_ok, read_input_bytes
+    from phy802.runtime.inputs import MAX_JSON_DEPTH, json_depth_ok as _json_depth_ok, read_input_bytes
 
     p = os.fspath(path)
     data = read_input_bytes(p, MAX_COMMLOG_BYTES, what="communication log")
@@ -291,7 +291,7 @@ def read_commlog(path: str | os.PathLike) -> CommLogData:
 
 def write_commlog(path: str | os.PathLike, header: dict, records: Iterable[dict]) -> None:
     """Write a communication log as JSON lines, atomically (temp file + rename)."""
-    from phy802._io import atomic_open
+    from phy802.runtime.output import atomic_open
 
     h = {"format": FORMAT, "version": VERSION, **header}
     with atomic_open(path, "w", encoding="utf-8") as fh:

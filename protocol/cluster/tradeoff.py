@@ -144,7 +144,7 @@ def load_results(folder: str | os.PathLike) -> tuple[dict, list[dict]]:
         path = os.path.join(path, "results.json")
     if not os.path.exists(path):
         raise ValueError(f"{path}: no such file (an 'phy802 experiment --out' folder holds results.json)")
-    from phy802._io import read_json_file
+    from phy802.runtime.inputs import read_json_file
 
     # bounded, UTF-8, strict and depth-limited, each failure naming the file
     doc = read_json_file(path, 1 << 28, what="phy802 experiment results.json")

@@ -339,7 +339,7 @@ def simulate(pr: Prediction, c: ClusterSpec, trials: int, *, seed: int | np.rand
         if qp >= 1.0:
             failed[:] = True
         else:
-            from phy802._io import check_interrupt
+            from phy802.runtime.interrupts import check_interrupt
 
             none = np.empty(0, np.int64)
             args = kernel_args(kp)

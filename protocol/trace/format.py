@@ -32,7 +32,7 @@ from typing import Iterator
 
 import numpy as np
 
-from phy802._io import atomic_open
+from phy802.runtime.output import atomic_open
 
 from . import _kernels as TK
 

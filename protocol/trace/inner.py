@@ -307,7 +307,7 @@ def generate_inner_trace(path: str | Path, config, channel, *, n_codewords: int,
     tally = _InnerTally()
     encode_chunk(0, 1, [], [], [])  # load the compiled kernels outside the timed run
     t0 = time.perf_counter()
-    from phy802._output import progress as bar
+    from phy802.runtime.progress import progress as bar
 
     with TraceWriter(path, meta) as w, bar(total=int(n_codewords), desc="trace generate", unit="codeword", enable=progress) as pb:
         for b in stream_batches(link, int(n_codewords), seed, batch_groups=batch_groups):

@@ -17,7 +17,8 @@ from pathlib import Path
 
 import numpy as np
 
-from phy802._io import check_interrupt, deferred_interrupts, scratch_dir
+from phy802.runtime.interrupts import check_interrupt, deferred_interrupts
+from phy802.runtime.tempfiles import scratch_dir
 
 from . import _kernels as TK
 from .format import _HEADER, TraceWriter, _encode_flips, _encode_marks, _no_flips, _start_writeback, encode_chunk
@@ -261,7 +262,7 @@ def _make_executor(workers: int | None, scheduler: str | None):
         n = max(1, sum(client.nthreads().values()))
         return client.get_executor(), client, n
     n = int(workers) if workers else (os.cpu_count() or 1)
-    from phy802._io import worker_pool
+    from phy802.runtime.workers import worker_pool
 
     return worker_pool(n), True, n  # workers leave Ctrl-C to this process: no worker tracebacks
 
@@ -369,6 +370,80 @@ def _measured_summary(cfg, st, wall: float) -> dict:
     return extra
 
 
+def _plan_shards(cfg, line_bits, generator: str, chunk_pairs, shard_pairs, workers, executor,
+                 scheduler) -> tuple[int, int, int, bool]:
+    """``(pairs, chunk pairs, shard pairs, parallel)`` of a :func:`generate_trace` call, its
+    arguments checked (ValueError naming the bad one)."""
+    from ..framing import PAIR_LINE_BITS
+
+    lb = float(line_bits)
+    if not (lb > 0 and math.isfinite(lb)):
+        raise ValueError(f"line_bits must be a positive number, got {line_bits!r}")
+    n_pairs = int(math.ceil(lb / PAIR_LINE_BITS))
+    if generator not in ("fast", "bitexact"):
+        raise ValueError(f"generator must be 'fast' or 'bitexact', got {generator!r}")
+    step, shard = shard_layout(cfg.ber, generator, chunk_pairs, shard_pairs)
+    if workers is not None and (not isinstance(workers, (int, np.integer)) or workers <= 0):
+        raise ValueError(f"workers must be a positive int, got {workers!r}")
+    parallel = executor is not None or scheduler is not None or (workers or 0) > 1 or workers is None
+    if generator == "bitexact":
+        if parallel:
+            raise ValueError("the bit-exact generator runs in one process (workers=1, no scheduler)")
+        shard = n_pairs
+    return n_pairs, step, shard, parallel
+
+
+def _generate_in_workers(path, w, put, cfg, generator: str, seed: int, bounds: list, step: int, workers,
+                         scheduler, executor) -> None:
+    """Generate the shards ``bounds`` on an executor (``executor``, else local worker processes or a
+    Dask ``scheduler``: :func:`_make_executor`), at most one more shard in flight than there are
+    workers, each result handed to ``put`` in shard order.  Local worker processes write their
+    shards into ``w``'s temporary file themselves, passing batons through a hidden folder beside
+    ``path``.  On an interrupt or error the shards not started are cancelled, the waiting ones told
+    to give up, and the workers stopped at once."""
+    ex = owned = batons = direct = None
+    stack = contextlib.ExitStack()
+    n_lanes = cfg.geometry.n_lanes
+    try:
+        if executor is not None:
+            ex, owned, slots = executor, False, max(1, int(workers or os.cpu_count() or 1))
+        else:
+            ex, owned, slots = _make_executor(workers, scheduler)
+        if isinstance(ex, cf.ProcessPoolExecutor):  # local processes: shards write themselves
+            batons = stack.enter_context(scratch_dir(prefix=f".{Path(path).name}.", dir=Path(path).parent))
+            stack.callback(_hold_writer_lock(batons).close)
+            direct = (w.temp_path, str(batons))
+        pending: dict = {}
+        nxt = 0
+        try:
+            for j, p0, p1 in bounds:
+                while len(pending) >= slots + 1:  # bounded memory: results wait for the writer in order
+                    put(pending.pop(nxt).result())
+                    nxt += 1
+                pending[j] = ex.submit(_run_shard, cfg, generator, seed, j, p0, p1, step, n_lanes, direct)
+            while pending:
+                put(pending.pop(nxt).result())
+                nxt += 1
+        except BaseException:
+            for f in pending.values():
+                f.cancel()
+            if batons is not None:  # shards waiting for a baton that will not come give up
+                (batons / "abort").touch()
+            if owned is True:  # an interrupt or error: stop the workers now, not after their shard
+                from phy802.runtime.workers import stop_pool
+
+                stop_pool(ex)
+            raise
+    finally:
+        try:
+            if owned is True:
+                ex.shutdown(wait=True, cancel_futures=True)
+            elif owned not in (None, False):
+                owned.close()
+        finally:
+            stack.close()  # the batons' folder (after the workers that use it stopped)
+
+
 def generate_trace(
     path: str | os.PathLike,
     *,
@@ -409,20 +484,8 @@ def generate_trace(
     from .fast import FastGenerator
 
     cfg = GeneratorConfig(rate, fec, ber, burst_pb, lane_weights, code)
-    lb = float(line_bits)
-    if not (lb > 0 and math.isfinite(lb)):
-        raise ValueError(f"line_bits must be a positive number, got {line_bits!r}")
-    n_pairs = int(math.ceil(lb / PAIR_LINE_BITS))
-    if generator not in ("fast", "bitexact"):
-        raise ValueError(f"generator must be 'fast' or 'bitexact', got {generator!r}")
-    step, shard = shard_layout(cfg.ber, generator, chunk_pairs, shard_pairs)
-    if workers is not None and (not isinstance(workers, (int, np.integer)) or workers <= 0):
-        raise ValueError(f"workers must be a positive int, got {workers!r}")
-    parallel = executor is not None or scheduler is not None or (workers or 0) > 1 or workers is None
-    if generator == "bitexact":
-        if parallel:
-            raise ValueError("the bit-exact generator runs in one process (workers=1, no scheduler)")
-        shard = n_pairs
+    n_pairs, step, shard, parallel = _plan_shards(cfg, line_bits, generator, chunk_pairs, shard_pairs, workers,
+                                                  executor, scheduler)
     bounds = [(j, p, min(p + shard, n_pairs)) for j, p in enumerate(range(0, n_pairs, shard))]
     meta = _trace_meta(cfg, seed, generator, step, shard, len(bounds))
     if generator == "fast":
@@ -432,10 +495,8 @@ def generate_trace(
     total = TraceStats(n_lanes=n_lanes)
     t0 = time.perf_counter()
     carry = _no_flips()
-    from phy802._output import progress as bar
+    from phy802.runtime.progress import progress as bar
 
-    ex = owned = batons = direct = None
-    stack = contextlib.ExitStack()
     # one worker: the CRC and the writes overlap generation in the writer thread; with worker
     # processes no thread runs while the pool forks them
     with TraceWriter(path, meta, threaded=not parallel) as w, \
@@ -457,47 +518,10 @@ def generate_trace(
             total.add(st)
             pb.update(st.pairs * PAIR_LINE_BITS)
 
-        try:
-            if not parallel:  # streaming: chunk by chunk, encoding + writing overlap in the writer thread
-                _generate_in_process(w, pb, cfg, generator, seed, bounds, step, total)
-            else:
-                if executor is not None:
-                    ex, owned, slots = executor, False, max(1, int(workers or os.cpu_count() or 1))
-                else:
-                    ex, owned, slots = _make_executor(workers, scheduler)
-                if isinstance(ex, cf.ProcessPoolExecutor):  # local processes: shards write themselves
-                    batons = stack.enter_context(scratch_dir(prefix=f".{Path(path).name}.", dir=Path(path).parent))
-                    stack.callback(_hold_writer_lock(batons).close)
-                    direct = (w.temp_path, str(batons))
-                pending: dict = {}
-                nxt = 0
-                try:
-                    for j, p0, p1 in bounds:
-                        while len(pending) >= slots + 1:  # bounded memory: results wait for the writer in order
-                            put(pending.pop(nxt).result())
-                            nxt += 1
-                        pending[j] = ex.submit(_run_shard, cfg, generator, seed, j, p0, p1, step, n_lanes, direct)
-                    while pending:
-                        put(pending.pop(nxt).result())
-                        nxt += 1
-                except BaseException:
-                    for f in pending.values():
-                        f.cancel()
-                    if batons is not None:  # shards waiting for a baton that will not come give up
-                        (batons / "abort").touch()
-                    if owned is True:  # an interrupt or error: stop the workers now, not after their shard
-                        from phy802._io import stop_pool
-
-                        stop_pool(ex)
-                    raise
-        finally:
-            try:
-                if owned is True:
-                    ex.shutdown(wait=True, cancel_futures=True)
-                elif owned not in (None, False):
-                    owned.close()
-            finally:
-                stack.close()  # the batons' folder (after the workers that use it stopped)
+        if not parallel:  # streaming: chunk by chunk, encoding + writing overlap in the writer thread
+            _generate_in_process(w, pb, cfg, generator, seed, bounds, step, total)
+        else:
+            _generate_in_workers(path, w, put, cfg, generator, seed, bounds, step, workers, scheduler, executor)
         w._join()
         wall = time.perf_counter() - t0  # simulation + encoding + writing the chunks (not the final metadata)
         return w.close(_measured_summary(cfg, total, wall))

@@ -94,10 +94,10 @@ def test_gpu_check_memory_estimate_refuses_a_model_that_does_not_fit(monkeypatch
     assert gc._model_params(tiny) == sum(q.numel() for q in model.parameters())
     per_rank = gc._rank_bytes(args)
     need = 2 * (gc._REPLICAS_ALIVE * gc._BYTES_PER_PARAM * n + gc._RANK_BASE_BYTES)
-    from phy802.cli import _common
+    from phy802.runtime import resources
 
-    monkeypatch.setattr(_common, "_available_memory", lambda: need - 1)
+    monkeypatch.setattr(resources, "available_memory", lambda: need - 1)
     why = gc._memory_refusal(args, 0, per_rank)
     assert why is not None and f"{need / 2**30:.1f} GiB" in why and "--tiny" in why
-    monkeypatch.setattr(_common, "_available_memory", lambda: need)
+    monkeypatch.setattr(resources, "available_memory", lambda: need)
     assert gc._memory_refusal(args, 0, per_rank) is None

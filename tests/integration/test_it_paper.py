@@ -40,13 +40,13 @@ def test_paper_command_tiny_all_bers(tmp_path):
 
 def _paper_main(argv, monkeypatch, free_bytes):
     """benchmarks/paper_run.py's main in this process, with the free memory phy802's refusals read
-    (phy802.cli._common._available_memory) pinned to ``free_bytes``: the refusal tested does not
+    (phy802.runtime.resources.available_memory) pinned to ``free_bytes``: the refusal tested does not
     depend on how much memory the machine has free at the moment."""
     import importlib.util
 
-    import phy802.cli._common as common
+    import phy802.runtime.resources as resources
 
-    monkeypatch.setattr(common, "_available_memory", lambda: int(free_bytes))
+    monkeypatch.setattr(resources, "available_memory", lambda: int(free_bytes))
     spec = importlib.util.spec_from_file_location("paper_run_under_test", os.path.join(ROOT, "benchmarks", "paper_run.py"))
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)

@@ -16,19 +16,19 @@ def _inside(path: str, folder: str) -> bool:
 
 def test_phy802_state_folder_is_the_sessions_own_not_the_home():
     # before, the tests' written-file records and key went to ~/.local/state/phy802
-    from phy802._output import state_dir
+    from phy802.runtime.provenance import state_dir
 
     home = os.path.expanduser("~")
     assert not _inside(str(state_dir()), home)
     assert not _inside(os.environ["MPLCONFIGDIR"], home)
-    code = "from phy802._output import state_dir; print(state_dir())"  # a command run by a test: the same
+    code = "from phy802.runtime.output import state_dir; print(state_dir())"  # a command run by a test: the same
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     assert out == str(state_dir())
 
 
 def test_written_file_is_recorded_in_the_sessions_state_folder(tmp_path):
-    from phy802._io import atomic_write_text
-    from phy802._output import state_dir
+    from phy802.runtime.output import atomic_write_text
+    from phy802.runtime.provenance import state_dir
 
     atomic_write_text(tmp_path / "x.txt", "x\n")
     assert (state_dir() / "written.json").is_file()

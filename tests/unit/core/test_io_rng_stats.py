@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy import stats as st
 
-from phy802._io import atomic_open, atomic_write_text
+from phy802.runtime.output import atomic_open, atomic_write_text
 from phy802._rng import as_generator, spawn
 from phy802.stats import clopper_pearson, rate, wilson
 

@@ -85,29 +85,47 @@ def _phy802_imports(path: Path) -> set[str]:
     return {m for m in out if m.startswith("phy802")}
 
 
-def test_plumbing_modules_form_no_circle_and_define_each_name_once():
-    # _io imported _output lazily while _output imported _io halfway down; both defined
-    # SET_MARKER, check_output_dir and output_set.  Now: _io -> _output -> _tempfiles, one way.
+def test_runtime_package_forms_no_circle_and_defines_each_name_once():
+    # The plumbing was private modules in a circle (_io imported _output lazily while _output
+    # imported _io halfway down; both defined SET_MARKER, check_output_dir and output_set).  Now it
+    # is phy802/runtime/, one job per module: the bottom layer (nothing else of phy802 imported),
+    # no circle among its modules, each name defined once and imported from its own module.
     import ast
+    import importlib
 
-    imports = {m: _phy802_imports(ROOT / "phy802" / f"{m}.py") for m in ("_io", "_output", "_tempfiles")}
-    assert not any(m.startswith("phy802._io") for m in imports["_output"] | imports["_tempfiles"])
-    assert not any(m.startswith(("phy802._io", "phy802._output")) for m in imports["_tempfiles"])
+    pkg = ROOT / "phy802" / "runtime"
+    mods = sorted(p.stem for p in pkg.glob("*.py") if p.stem != "__init__")
+    graph: dict[str, set[str]] = {}
     defined: dict[str, list[str]] = {}
-    for m in ("_io", "_output", "_tempfiles"):
-        for node in ast.parse((ROOT / "phy802" / f"{m}.py").read_text()).body:
+    for m in mods:
+        imported = _phy802_imports(pkg / f"{m}.py")
+        outside = {i for i in imported if not i.startswith("phy802.runtime.")}
+        assert outside == set(), f"phy802.runtime.{m} imports {sorted(outside)}: the plumbing is the bottom layer"
+        graph[m] = {i.split(".")[2] for i in imported} - {m}
+        tree = ast.parse((pkg / f"{m}.py").read_text())
+        for node in tree.body:
             names = ([node.name] if isinstance(node, (ast.FunctionDef, ast.ClassDef)) else
-                     [t.id for t in node.targets if isinstance(t, ast.Name)] if isinstance(node, ast.Assign) else [])
+                     [t.id for t in node.targets if isinstance(t, ast.Name)] if isinstance(node, ast.Assign) else
+                     [node.target.id] if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) else [])
             for n in names:
                 if n != "__all__":
                     defined.setdefault(n, []).append(m)
+        for name in importlib.import_module(f"phy802.runtime.{m}").__all__:
+            assert name in [n for n, ms in defined.items() if m in ms], f"{name} is not defined in phy802.runtime.{m}"
     assert {n: ms for n, ms in defined.items() if len(ms) > 1} == {}
-    from phy802 import _io, _output
+    done: set[str] = set()
 
-    for name in ("SET_MARKER", "check_output_dir", "output_set", "OutputExistsError", "atomic_open",
-                 "atomic_write_text", "atomic_write_bytes", "scratch_dir", "track_temp_dir", "remove_temp"):
-        assert getattr(_io, name) is getattr(_output if hasattr(_output, name) else __import__(
-            "phy802._tempfiles", fromlist=["x"]), name)  # the old import path still works
+    def visit(m: str, path: tuple[str, ...]) -> None:
+        assert m not in path, f"import circle: {' -> '.join(path + (m,))}"
+        if m not in done:
+            for d in sorted(graph[m]):
+                visit(d, path + (m,))
+            done.add(m)
+
+    for m in mods:
+        visit(m, ())
+    old = [p.name for p in (ROOT / "phy802").glob("*.py") if p.stem in ("_io", "_output", "_tempfiles", "_moved")]
+    assert old == []  # one way to import each name: no forwarding modules left behind
 
 
 def test_argparse_only_in_the_command_line_face():

@@ -1,10 +1,10 @@
-"""phy802._output.progress: no 0% flash, and a last line that stays (terminal) or a summary (logs)."""
+"""phy802.runtime.progress.progress: no 0% flash, and a last line that stays (terminal) or a summary (logs)."""
 
 from __future__ import annotations
 
 import io
 
-from phy802._output import LogProgress, progress
+from phy802.runtime.progress import LogProgress, progress
 
 
 class _Tty(io.StringIO):

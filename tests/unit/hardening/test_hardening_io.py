@@ -1,4 +1,4 @@
-"""Atomic files and output sets (phy802._io): nothing half-written, no temporary
+"""Atomic files and output sets (phy802.runtime.output): nothing half-written, no temporary
 files left on any exit path (exception, SIGTERM), normal permissions, foreign data never touched."""
 
 from __future__ import annotations
@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from phy802._io import (SET_MARKER, OutputExistsError, atomic_open, atomic_write_text, output_set, scratch_dir)
+from phy802.runtime.output import SET_MARKER, OutputExistsError, atomic_open, atomic_write_text, output_set
+from phy802.runtime.tempfiles import scratch_dir
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -97,7 +98,7 @@ def test_sigterm_removes_temporary_files(tmp_path):
         import sys, time
         sys.path.insert(0, {str(REPO)!r})
         from phy802.cli import _install_sigterm
-        from phy802._io import atomic_open
+        from phy802.runtime.output import atomic_open
         _install_sigterm()
         with atomic_open({str(tmp_path / 'big.bin')!r}, "wb") as fh:
             print("ready", flush=True)
@@ -119,7 +120,7 @@ def test_sigterm_removes_temporary_files(tmp_path):
 # workers=1 (the in-process generator and its writer thread) crashed (SIGSEGV) or deadlocked (the
 # handler's exception left the writer queue's mutex held) in 5 of 75 looped runs under load while the
 # handler raised at any bytecode; with the generation loop deferring signals to its chunk boundaries
-# (phy802._io.deferred_interrupts) 0 of 105.
+# (phy802.runtime.interrupts.deferred_interrupts) 0 of 105.
 @pytest.mark.parametrize("workers", ["1", "2"])
 def test_sigterm_during_trace_generate_leaves_nothing(tmp_path, workers):
     """End to end: ``phy802 trace generate`` killed by SIGTERM exits 143 and leaves no ``.tmp``

@@ -93,7 +93,7 @@ def _setup(d: Path) -> None:
 
 def _vectors_set(d: Path) -> None:
     """An output folder of another kind (what 'phy802 vectors generate' writes: rs/, pcs/, pma/)."""
-    from phy802._output import output_set
+    from phy802.runtime.output import output_set
 
     with output_set(d / "vecs", "vectors") as tmp:
         for sub in ("rs", "pcs", "pma"):
@@ -178,7 +178,7 @@ def _arrange(tmp_path: Path, sweeps: Path) -> None:
     for name in ("victim_copied", "victim_edited", "victim_old"):
         (tmp_path / name).mkdir()
         (tmp_path / name / "thesis.tex").write_bytes(SENTINEL)
-    from phy802._output import output_set
+    from phy802.runtime.output import output_set
 
     with output_set(tmp_path / "gen", "sweep") as tmp:  # a genuine set that held a thesis.tex
         (tmp / "thesis.tex").write_bytes(b"an old copy")
@@ -270,7 +270,7 @@ def test_fec_out_new_folder_name_is_not_a_file(arranged, monkeypatch):
 
 def test_library_writer_refuses_too(tmp_path, monkeypatch):
     """The rule holds below the command line: a library writer never replaces a link or a user's file."""
-    from phy802._output import OutputRefused
+    from phy802.runtime.output import OutputRefused
     from phy802.sweep import SweepConfig, SweepResult
 
     res = SweepResult(SweepConfig(points=(1e-3,), axis="ber", code=("kp4",), fec=("ieee",)), [])

@@ -205,7 +205,7 @@ def test_calibrated_seconds_measures_the_real_kernel():
     """The estimate comes from timing the work itself, not from a constant."""
     import time
 
-    from phy802.cli._common import calibrated_seconds
+    from phy802.runtime.resources import calibrated_seconds
 
     def slow(n):  # 1e5 units/s, whatever the assumed rate says
         time.sleep(n / 1e5)

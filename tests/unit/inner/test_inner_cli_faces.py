@@ -39,6 +39,16 @@ def test_sweep_hard_and_soft_side_by_side(tmp_path, capsys):
     assert (tmp_path / "o" / "sweep.csv").read_text().count("\n") == 3
 
 
+def test_inner_sweep_replaces_its_own_earlier_output(tmp_path, capsys):
+    # the 800G/1.6T sweep named its output kind ("sweep.csv", "sweep.json"): a list in the signed
+    # marker, which no later run could verify, so rerunning into the same --out was refused
+    argv = ["sweep", "--rate", "800G", "--snr-db", "16", "--max-codewords", "200", "--no-progress",
+            "--out", str(tmp_path / "o")]
+    assert main(argv) == 0
+    assert main(argv) == 0, capsys.readouterr().err
+    assert sorted(p.name for p in (tmp_path / "o").iterdir()) == [".phy802-output", "sweep.csv", "sweep.json"]
+
+
 def test_theory_inner(capsys):
     assert main(["theory", "inner", "--snr-db", "16", "--json"]) == 0
     row = json.loads(capsys.readouterr().out)["rows"][0]

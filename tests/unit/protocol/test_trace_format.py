@@ -536,10 +536,10 @@ def test_shards_too_big_for_memory_are_refused_up_front(tmp_path, monkeypatch, c
     ``--shard-pairs`` whose shards would not fit in the free memory, before writing anything."""
     import argparse
 
-    import phy802.cli._common as common
+    import phy802.runtime.resources as resources
     from phy802.cli.trace import _check_size
 
-    monkeypatch.setattr(common, "_available_memory", lambda: 256 << 20)  # shards held: ~800 MB
+    monkeypatch.setattr(resources, "available_memory", lambda: 256 << 20)  # shards held: ~800 MB
     argv = ["trace", "generate", "--ber", "1e-2", "--bits", "1e10", "--workers", "2", "--shard-pairs", str(1 << 30),
             "--no-progress", "--out", str(tmp_path / "t.trace")]
     assert main(argv) == 2
@@ -550,5 +550,5 @@ def test_shards_too_big_for_memory_are_refused_up_front(tmp_path, monkeypatch, c
               out=str(tmp_path / "t.trace"), force=False, scheduler=None)
     _check_size(argparse.Namespace(**ns, workers=2, shard_pairs=None))  # default shards: ~16 MB each
     _check_size(argparse.Namespace(**ns, workers=1, shard_pairs=1 << 30))  # one process streams chunk by chunk
-    with pytest.raises(common.CliError, match="of memory.*--chunk-pairs"):  # ... unless its chunks are huge
+    with pytest.raises(resources.WorkRefused, match="of memory.*--chunk-pairs"):  # ... unless its chunks are huge
         _check_size(argparse.Namespace(**{**ns, "chunk_pairs": 1 << 30}, workers=1, shard_pairs=None))

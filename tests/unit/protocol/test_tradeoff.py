@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from phy802._output import to_jsonable
+from phy802.runtime.jsonable import to_jsonable
 from phy802.cli import main
 from protocol.cluster.flat import Cluster
 from protocol.cluster.tradeoff import (TimeModel, load_results, parse_modes, pareto_front, steps_to_target,
@@ -36,7 +36,7 @@ def _rows():
 def results(tmp_path):
     d = tmp_path / "exp"
     d.mkdir()
-    # as `phy802 experiment` writes it: strict JSON, a NaN loss as null (phy802._output.to_jsonable)
+    # as `phy802 experiment` writes it: strict JSON, a NaN loss as null (phy802.runtime.jsonable.to_jsonable)
     (d / "results.json").write_text(json.dumps(to_jsonable({"meta": {"fec": "bypass", "world_size": 2}, "rows": _rows()})))
     return d
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 import importlib
 from typing import Any, Callable, Sequence
 
+__all__ = ["forward"]
+
 
 def forward(old: str, homes: Sequence[str]) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
     """``(__getattr__, __dir__)`` for the module ``old`` whose names now live in ``homes`` (first wins)."""

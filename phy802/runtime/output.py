@@ -9,7 +9,7 @@ The rule, for every writer (single files and output folders, libraries and the c
 * an existing file is replaced only if phy802 wrote it and it is unchanged since, checked from
   **provenance recorded at write time** (not from its name): a record of the file's identity
   (device, inode, size, mtime, ctime) in the user's phy802 state folder, authenticated with an
-  HMAC under a per-user secret key (``$PHY802_STATE_DIR``, default ``~/.local/state/phy802``),
+  HMAC under a per-user secret key (:func:`~phy802.runtime.provenance.state_dir`),
   or an entry of a verified output-set marker.  ``force`` overwrites anyway;
 * an output **folder** is replaced as a whole only if it is empty, or if its ``.phy802-output``
   marker is one phy802 wrote for *that* folder (HMAC keyed with the folder's device and inode,
@@ -22,195 +22,31 @@ The rule, for every writer (single files and output folders, libraries and the c
 
 Every write goes through :func:`atomic_open` (temporary file, fsync, ``os.replace``) or
 :func:`output_set` (a folder built beside its target and swapped in); temporaries are tracked by
-:mod:`phy802._tempfiles`.  :mod:`phy802._io` re-exports these names for older imports.
-
-Also here: JSON-ready values (:func:`to_jsonable`) and progress bars (:func:`progress`).  They live
-below both :mod:`phy802` libraries and :mod:`phy802.cli`, so no library imports the command line.
+:mod:`phy802.runtime.tempfiles`, written files recorded by :mod:`phy802.runtime.provenance`.
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
-import hashlib
 import hmac
 import json
 import os
 import stat
-import tempfile
 import sys
-import threading
+import tempfile
 from pathlib import Path
 from typing import IO, Any, Iterable, Iterator, Sequence
 
-import numpy as np
+from phy802.runtime.provenance import _ident, _mac, _record_file, _secret, is_ours, state_dir
+from phy802.runtime.tempfiles import _in_live_dir, _mkdirs, _mkdtemp, _remove, _short_prefix, _track, _umask, _untrack
 
-from phy802._tempfiles import _in_live_dir, _mkdirs, _mkdtemp, _remove, _short_prefix, _track, _umask, _untrack
-
-__all__ = ["to_jsonable", "progress", "LogProgress", "OutputRefused", "check_output_file", "output_file",
-           "write_output_text", "write_output_bytes", "check_output_dir", "output_set", "output_policy",
-           "is_ours", "SET_MARKER", "state_dir", "OutputExistsError", "atomic_open", "atomic_write_text",
-           "atomic_write_bytes"]
-
-
-def to_jsonable(obj: Any) -> Any:
-    """Convert numpy scalars/arrays, dataclasses, tuples and paths to plain JSON types.
-
-    Non-finite floats (NaN, +-inf), also inside arrays, become ``None``: the output is strict JSON.
-    """
-    import dataclasses
-    import math
-    import os
-
-    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return {f.name: to_jsonable(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
-    if isinstance(obj, dict):
-        return {str(k): to_jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [to_jsonable(v) for v in obj]
-    if isinstance(obj, np.ndarray):
-        if obj.dtype.kind in "fc":
-            return to_jsonable(obj.tolist())
-        return obj.tolist()
-    if isinstance(obj, np.generic):
-        return to_jsonable(obj.item())
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return None
-    if isinstance(obj, os.PathLike):
-        return os.fspath(obj)
-    return obj
-
-
-
-class LogProgress:
-    """Progress for a stderr that is not a terminal (a log file, CI, a pipe): no carriage-return
-    animation and no 0% line; a plain line at most every ``interval`` seconds while work goes on,
-    and one summary line when it ends (``desc: n/total done in t s``, or ``stopped at`` when it
-    ended early).  Same calls as the tqdm bar: ``update``, ``write``, ``close``, a context manager
-    and iteration."""
-
-    def __init__(self, iterable=None, *, total: int | float | None = None, desc: str = "", file=None,
-                 interval: float = 10.0, unit: str = "") -> None:
-        import time
-
-        self.iterable, self.desc, self.unit = iterable, desc or "progress", unit
-        if total is None and iterable is not None and hasattr(iterable, "__len__"):
-            total = len(iterable)
-        self.total = total
-        self.n: int | float = 0
-        self.file = file if file is not None else sys.stderr
-        self.interval = float(interval)
-        self._clock = time.monotonic
-        self._t0 = self._last = self._clock()
-        self._closed = False
-        self.postfix = ""
-
-    def set_postfix_str(self, text: str, refresh: bool = True) -> None:
-        """What the next progress line names as the current item (``refresh`` as in tqdm; unused)."""
-        self.postfix = str(text)
-
-    def _count(self, n: float) -> str:
-        u = f" {self.unit}" if self.unit else ""
-
-        def g(x: float) -> str:
-            return f"{x:.4g}".replace("e+0", "e").replace("e+", "e")
-
-        if self.total:
-            return f"{g(n)}/{g(self.total)}{u} ({100.0 * n / self.total:.0f}%)"
-        return f"{g(n)}{u}"
-
-    def update(self, n: int | float = 1) -> None:
-        self.n += n
-        now = self._clock()
-        if now - self._last >= self.interval and (not self.total or self.n < self.total):
-            self._last = now
-            tail = f" ({self.postfix})" if self.postfix else ""
-            print(f"{self.desc}: {self._count(self.n)} after {now - self._t0:.0f} s{tail}", file=self.file, flush=True)
-
-    def write(self, text: str, file=None) -> None:
-        print(text, file=file if file is not None else self.file, flush=True)
-
-    def close(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
-        t = self._clock() - self._t0
-        verb = "done" if not self.total or self.n >= self.total else "stopped at"
-        print(f"{self.desc}: {verb} {self._count(self.n)} in {t:.1f} s", file=self.file, flush=True)
-        self.postfix = ""
-
-    def __iter__(self):
-        for x in self.iterable:
-            yield x
-            self.update(1)
-        self.close()
-
-    def __enter__(self) -> "LogProgress":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
-
-class _Off:
-    """A disabled progress bar (``enable=False``): every call does nothing."""
-
-    def __init__(self, iterable=None) -> None:
-        self.iterable = iterable
-        self.n = 0
-
-    def update(self, n=1) -> None:
-        self.n += n
-
-    def set_postfix_str(self, text: str, refresh: bool = True) -> None:
-        pass
-
-    def write(self, text: str, file=None) -> None:  # the caller's table lines still go out
-        print(text, file=file if file is not None else sys.stderr, flush=True)
-
-    def close(self) -> None:
-        pass
-
-    def __iter__(self):
-        return iter(self.iterable)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc) -> None:
-        pass
-
-
-def progress(iterable: Iterable | None = None, *, total: int | float | None = None, desc: str = "",
-             enable: bool = True, unit: str = "it", file=None, delay: float = 0.5):
-    """A progress display on stderr for long commands; what it shows:
-
-    * on a terminal: a tqdm bar that appears only after ``delay`` s (default 0.5: no 0% flash for
-      quick work; ``delay=0`` for work whose steps take minutes, so the bar shows the total at once)
-      and **stays** when done (``leave=True``): its last line gives the count, the time and the rate;
-    * elsewhere (log file, pipe, CI): :class:`LogProgress` -- no 0% line and no ``\r`` animation;
-      a plain line at most every 10 s while work goes on and one summary line at the end;
-    * ``enable=False``: nothing (``write`` still prints, so a caller's table lines go out).
-    """
-    out = file if file is not None else sys.stderr
-    if not enable:
-        return _Off(iterable)
-    if not (hasattr(out, "isatty") and out.isatty()):
-        return LogProgress(iterable, total=total, desc=desc, file=out, unit="" if unit == "it" else unit)
-    from tqdm.auto import tqdm
-
-    return tqdm(iterable, total=total, desc=desc, file=out, leave=True, delay=delay, unit=unit,
-                unit_scale=unit != "it")
-
-
-# ============================================================================ the output rule
+__all__ = ["OutputExistsError", "OutputRefused", "output_policy", "check_output_file", "atomic_open",
+           "atomic_write_text", "atomic_write_bytes", "check_output_dir", "output_set", "SET_MARKER"]
 
 SET_MARKER = ".phy802-output"
 _MARKER_FORMAT = "phy802.output-set"
 _MARKER_MAX = 16 << 20  # bytes; a marker lists file names and identities, nothing more
-_REGISTRY_MAX = 20000  # single files remembered (newest kept)
-_KEY_CACHE: dict[str, bytes] = {}
-_REG_LOCK = threading.Lock()
 _POLICY: dict[str, Any] = {"force": False, "inputs": ()}
 
 
@@ -240,161 +76,10 @@ def output_policy(*, force: bool = False, inputs: Iterable[str | os.PathLike] = 
         _POLICY.update(old)
 
 
-def state_dir() -> Path:
-    """The folder of phy802's own state: the secret key that signs provenance records and the
-    record of single files written (``$PHY802_STATE_DIR``, else ``$XDG_STATE_HOME/phy802``, else
-    ``~/.local/state/phy802``)."""
-    env = os.environ.get("PHY802_STATE_DIR")
-    if env:
-        return Path(env)
-    base = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
-    return Path(base) / "phy802"
-
-
-def _secret() -> bytes | None:
-    """This user's 32-byte provenance key (created 0600 on first use); ``None`` where the state
-    folder cannot be written: then nothing is recorded and nothing existing is replaced."""
-    d = state_dir()
-    cached = _KEY_CACHE.get(str(d))
-    if cached is not None:
-        return cached
-    f = d / "output-key"
-    key = None
-    for _ in range(2):
-        try:
-            fd = os.open(f, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
-            try:
-                st = os.fstat(fd)
-                data = os.read(fd, 64) if stat.S_ISREG(st.st_mode) else b""
-            finally:
-                os.close(fd)
-            key = data if len(data) == 32 else None
-            break
-        except FileNotFoundError:
-            try:
-                d.mkdir(parents=True, exist_ok=True, mode=0o700)
-                tmp = d / f".output-key.{os.getpid()}.{os.urandom(4).hex()}"
-                fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-                try:
-                    os.write(fd, os.urandom(32))
-                    os.fsync(fd)
-                finally:
-                    os.close(fd)
-                try:
-                    os.link(tmp, f)  # atomic create-if-absent: two first runs agree on one key
-                except FileExistsError:
-                    pass
-                finally:
-                    os.unlink(tmp)
-            except OSError:
-                return None
-        except OSError:
-            return None
-    if key is not None:
-        _KEY_CACHE[str(d)] = key
-    return key
-
-
-def _mac(key: bytes, *parts: Any) -> str:
-    return hmac.new(key, json.dumps(parts, separators=(",", ":"), sort_keys=True).encode(), hashlib.sha256).hexdigest()
-
-
-def _ident(st: os.stat_result) -> list[int]:
-    """What identifies one written version of a file: any edit, copy, chmod or replacement changes it
-    (ctime cannot be set back by a user)."""
-    return [int(st.st_dev), int(st.st_ino), int(st.st_size), int(st.st_mtime_ns), int(st.st_ctime_ns)]
-
-
 def _kind_of(mode: int) -> str:
     return ("character device" if stat.S_ISCHR(mode) else "block device" if stat.S_ISBLK(mode)
             else "FIFO" if stat.S_ISFIFO(mode) else "socket" if stat.S_ISSOCK(mode)
             else "symbolic link" if stat.S_ISLNK(mode) else "folder" if stat.S_ISDIR(mode) else "special file")
-
-
-# ------------------------------------------------------------------ single files: the record
-
-@contextlib.contextmanager
-def _registry_locked() -> Iterator[Path]:
-    d = state_dir()
-    d.mkdir(parents=True, exist_ok=True, mode=0o700)
-    with _REG_LOCK, open(d / "written.lock", "a") as lk:
-        try:
-            import fcntl
-
-            fcntl.flock(lk.fileno(), fcntl.LOCK_EX)
-        except (ImportError, OSError):  # no locks here: the rename below is still atomic
-            pass
-        yield d / "written.json"
-
-
-def _load_registry(path: Path) -> dict:
-    try:
-        if os.lstat(path).st_size > (64 << 20):
-            return {}
-        obj = json.loads(path.read_bytes().decode("utf-8"))
-    except (OSError, ValueError, RecursionError):
-        return {}
-    ents = obj.get("entries") if isinstance(obj, dict) else None
-    return ents if isinstance(ents, dict) else {}
-
-
-def _record_file(path: str | os.PathLike) -> None:
-    """Remember that phy802 wrote ``path`` as it is now (called right after the final rename)."""
-    key = _secret()
-    if key is None:
-        return
-    real = os.path.realpath(path)
-    try:
-        st = os.lstat(real)
-    except OSError:
-        return
-    if not stat.S_ISREG(st.st_mode):
-        return
-    ident = _ident(st)
-    try:
-        with _registry_locked() as reg:
-            ents = _load_registry(reg)
-            ents.pop(real, None)
-            ents[real] = [*ident, _mac(key, "file", real, ident)]
-            if len(ents) > 2000:  # forget files that are gone or changed, then the oldest
-                live = {}
-                for p, e in ents.items():
-                    try:
-                        if isinstance(e, list) and e[:5] == _ident(os.lstat(p)):
-                            live[p] = e
-                    except OSError:
-                        pass
-                ents = dict(list(live.items())[-_REGISTRY_MAX:])
-            tmp = reg.with_name(f".written.{os.getpid()}.{threading.get_ident()}.tmp")
-            with open(tmp, "w", encoding="utf-8") as fh:
-                json.dump({"format": "phy802.written", "version": 1, "entries": ents}, fh)
-            os.replace(tmp, reg)
-    except OSError:
-        pass
-
-
-def _registered(real: str, st: os.stat_result) -> bool:
-    key = _secret()
-    if key is None:
-        return False
-    e = _load_registry(state_dir() / "written.json").get(real)
-    ident = _ident(st)
-    return (isinstance(e, list) and len(e) == 6 and e[:5] == ident and isinstance(e[5], str)
-            and hmac.compare_digest(e[5], _mac(key, "file", real, ident)))
-
-
-def is_ours(path: str | os.PathLike) -> bool:
-    """True when ``path`` is a regular file phy802 wrote as a single output file and nobody changed
-    since (recorded at write time)."""
-    try:
-        st = os.lstat(path)
-    except OSError:
-        return False
-    if not stat.S_ISREG(st.st_mode):
-        return False
-    # only the record of single files counts: a file of an output set belongs to its set (replacing
-    # it alone would leave a set that no longer matches its marker)
-    return _registered(os.path.realpath(path), st)
 
 
 # ------------------------------------------------------------------ single files: the checks
@@ -526,14 +211,8 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes, **kw) -> None:
 
 def check_output_file(path: str | os.PathLike, *, force: bool | None = None,
                       inputs: Sequence[str | os.PathLike] | None = None) -> None:
-    """Refuse, before any work, an output file that :func:`output_file` would refuse."""
+    """Refuse, before any work, an output file that :func:`atomic_open` would refuse."""
     resolve_output_file(path, force=force, inputs=inputs)
-
-
-# the names the commands use for the same writers (one definition each: atomic_open and its two helpers)
-output_file = atomic_open
-write_output_text = atomic_write_text
-write_output_bytes = atomic_write_bytes
 
 
 # ------------------------------------------------------------------ output folders: the marker

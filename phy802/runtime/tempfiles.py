@@ -4,7 +4,7 @@ Each temporary path phy802 makes (an atomic write's temporary file, an output se
 scratch folder) is tracked here and removed when its writer finishes, on an exception, and at
 interpreter exit (:func:`atexit`), by the process that made it only (not a fork's parent).
 Temporary names stay within the file system's NAME_MAX.  This module imports nothing of phy802:
-:mod:`phy802._output` (the output rule, atomic writes) builds on it.
+:mod:`phy802.runtime.output` (the output rule, atomic writes) builds on its underscored helpers.
 """
 
 from __future__ import annotations
