@@ -477,7 +477,7 @@ def _simulate(args: argparse.Namespace, c, pr, trials: int) -> dict:
             "algbw_GBps": pr.bytes / (1000.0 * mean) if math.isfinite(mean) and mean > 0 else 0.0,
             "busbw_GBps": (pr.bytes / (1000.0 * mean) * bus_factor(pr.op, pr.ranks)
                            if math.isfinite(mean) and mean > 0 else 0.0),
-            "sim_seconds": res.seconds}
+            "sim_wall_s": res.seconds}  # wall clock: under --json's timing key
 
 
 def _run_flat(args: argparse.Namespace) -> int:

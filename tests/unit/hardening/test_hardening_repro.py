@@ -31,6 +31,7 @@ COMMANDS = [
     ("latency", ["latency"]),
     ("trace", ["trace", "generate", "--ber", "1e-4", "--bits", "2e8", "--no-progress", "--out", "{d}/t.trace"]),
     ("vectors", ["vectors", "verify"]),
+    ("collective-sim", ["collective", "--bytes", "1e6", "--trials", "200", "--ber", "1e-6", "--fec", "bypass"]),
 ]
 
 
