@@ -27,7 +27,7 @@ _seeds = list_arg(int_arg(0, MAX_SEED))
 def add_arguments(p: argparse.ArgumentParser) -> None:
     from integration.replay import GUARDS
     from integration.train import PARALLEL
-    from phy802.cli.train import add_model_arguments, pos_int
+    from phy802.cli.train import add_model_arguments, pos_float, pos_int
 
     p.add_argument("--out", required=True,
                    help="output folder: created, or updated if an earlier 'phy802 experiment' wrote it; a "
@@ -36,7 +36,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "runs/ of other options is refused naming its file)")
     p.add_argument("--force", action="store_true",
                    help="write into a non-empty --out that this command did not create: only the output files "
-                        "(table.csv, table.md, results.json, loss_*.png, .phy802-experiment) are added or "
+                        "(table.csv, table.md, results.json, loss_*.png, tolerance.png, .phy802-experiment) are added or "
                         "replaced, nothing else is touched; also runs a sweep estimated over an hour or over the "
                         "free memory (default off)")
     p.add_argument("--bers", type=_floats, default=[1e-7, 1e-6, 1e-5],
@@ -52,8 +52,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--link-seeds", type=_seeds, default=None,
                    help="comma-separated link seeds (the errors), each run with every model seed; the cell's "
                         "link_sd is their own spread (default: the link seed is the model seed)")
+    from integration.tolerance import EPSILON
+
+    p.add_argument("--epsilon", type=pos_float, default=EPSILON,
+                   help=f"the tolerance table's penalty bound: a BER is tolerated while the mean validation-loss "
+                        f"penalty (run minus its error-free shadow, nats) stays under it (default {EPSILON:g})")
     p.add_argument("--no-progress", action="store_true", help="no progress display on stderr (default: shown)")
-    add_model_arguments(p)
+    add_model_arguments(p, recipes=True)
     add_seed(p)
     add_json(p)
 
@@ -74,7 +79,7 @@ def spec_from_args(args: argparse.Namespace):
                                                                          trace=args.trace)))
     links = tuple(args.link_seeds) if args.link_seeds else ((args.link_seed,) if args.link_seed is not None else None)
     return ExperimentSpec(base=base, bers=tuple(args.bers), parallel=tuple(args.parallel), guards=tuple(args.guards),
-                          seeds=seeds, link_seeds=links)
+                          seeds=seeds, link_seeds=links, recipes=tuple(args.recipes))
 
 
 def sweep(args: argparse.Namespace, runs_dir: str | None = None, start=None, prog: str = "phy802 experiment") -> list[dict]:
@@ -97,7 +102,8 @@ def sweep(args: argparse.Namespace, runs_dir: str | None = None, start=None, pro
 
     spec = spec_from_args(args)
     n_links = 1 if spec.link_seeds is None else len(spec.link_seeds)
-    n_runs = len(spec.parallel) * len(spec.seeds) * (1 + len(spec.bers) * len(spec.guards) * n_links)
+    n_runs = len(spec.parallel) * len(spec.recipe_names()) * len(spec.seeds) * (1 + len(spec.bers) * len(spec.guards)
+                                                                                 * n_links)
     kept = len(campaign_runs(spec, runs_dir)[1]) if runs_dir is not None else 0
     todo = n_runs - kept
     est = check_cost(spec.base, getattr(args, "force", False), "this sweep", runs=max(todo, 1))
@@ -123,11 +129,12 @@ def sweep(args: argparse.Namespace, runs_dir: str | None = None, start=None, pro
         bar.close()
 
 
-def write_report(rows: list[dict], out: str, meta: dict, force: bool = False) -> list[str]:
+def write_report(rows: list[dict], out: str, meta: dict, force: bool = False, epsilon: float | None = None) -> list[str]:
     """:func:`integration.experiment.write_report` (kept here for the demo and tradeoff commands)."""
     from integration.experiment import write_report as _write
+    from integration.tolerance import EPSILON
 
-    return _write(rows, out, meta, force=force)
+    return _write(rows, out, meta, force=force, epsilon=EPSILON if epsilon is None else epsilon)
 
 
 def _table_md(rows: list[dict]) -> str:
@@ -137,7 +144,8 @@ def _table_md(rows: list[dict]) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from integration.experiment import COLUMNS, check_out, table_md
+    from integration.experiment import COLUMNS, check_out, table_md, tolerance_md
+    from integration.tolerance import tolerance_table
     from integration.train import TrainingTimeout, failed_when
 
     check_out(args.out, args.force)  # refuse before hours of training, not after
@@ -168,14 +176,17 @@ def run(args: argparse.Namespace) -> int:
         print(f"phy802 experiment: {exc}", file=sys.stderr)
         return 1
     meta = {k: v for k, v in vars(args).items() if k not in ("json",)}
-    write_report(rows, args.out, meta, force=args.force)
+    write_report(rows, args.out, meta, force=args.force, epsilon=args.epsilon)
+    tol = tolerance_table(rows, args.epsilon)
     brief = [{c: r[c] for c in COLUMNS if c != "step_ms"}
              | {c + "_ci95": r.get(c + "_ci95") for c in COLUMNS[4:] if c not in ("step_ms", "failed_runs", "recipe")} for r in rows]
     timing = {"step_ms": [[r["parallel"], r["ber"], r["guard"], r["step_ms"]] for r in rows]}
     failed = [(r["parallel"], r["ber"], r["guard"], *f) for r in rows for f in r.get("failed", [])]
-    emit(args, {"out": args.out, "rows": brief, "failed": bool(failed)},
-         lambda: table_md(rows) + f"\nwritten to {args.out}/ (table.csv, table.md, results.json, loss_*.png; "
-                                  f"every run in runs/)",
+    emit(args, {"out": args.out, "rows": brief, "tolerance": tol,
+                "failed": bool(failed)},
+         lambda: table_md(rows) + "\n" + tolerance_md(tol)
+         + f"\nwritten to {args.out}/ (table.csv, table.md, results.json, loss_*.png, tolerance.png; "
+           f"every run in runs/)",
          timing=timing)
     for par, ber, guard, seed, link, step, why in failed:  # the report is written; the job is not done
         print(f"phy802 experiment: run {par} BER {ber:g} guard {guard} seed {seed}"
