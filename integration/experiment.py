@@ -334,6 +334,14 @@ def _link_sd(rs: list[dict]) -> float:
     return math.sqrt(ss / dof) if dof > 0 and math.isfinite(ss) else math.nan
 
 
+def _padded(curves: list[list[float]]) -> np.ndarray:
+    """Curves of unequal length as one array, NaN past each curve's end."""
+    out = np.full((len(curves), max((len(c) for c in curves), default=0)), np.nan)
+    for i, c in enumerate(curves):
+        out[i, :len(c)] = c
+    return out
+
+
 def aggregate(per_seed: list[dict]) -> list[dict]:
     """One row per (parallel, recipe, ber, guard): mean and ``<col>_ci95`` half-width (see :func:`_clustered`).
 
@@ -358,11 +366,13 @@ def aggregate(per_seed: list[dict]) -> list[dict]:
                 continue
             row[c], row[c + "_ci95"] = _clustered([r for r in rs if c in r], c) if any(c in r for r in rs) \
                 else (math.nan, math.nan)
-        steps = [s for s, _ in rs[0]["evals"]]
+        # a run that failed its job stopped early: its curves are shorter, NaN past their end
+        steps = [st for st, _ in max((r["evals"] for r in rs), key=len)]
         with np.errstate(all="ignore"):
-            curve = np.mean(np.array([[float(v) for _, v in r["evals"]] for r in rs]), axis=0)
-        row["evals"] = [[s, float(v)] for s, v in zip(steps, curve)]
-        row["train_loss"] = list(np.mean(np.array([r["train_loss"] for r in rs], dtype=float), axis=0))
+            curve = np.mean(_padded([[float(v) for _, v in r["evals"]] for r in rs]), axis=0)
+            train = np.mean(_padded([[float(v) for v in r["train_loss"]] for r in rs]), axis=0)
+        row["evals"] = [[st, float(v)] for st, v in zip(steps, curve)]
+        row["train_loss"] = [float(v) for v in train]
         # a run died when its final validation loss is not finite (a skipped NaN step is not a death);
         # the step is where its training loss first went non-finite (None: not seen in training)
         row["died"] = [[r["seed"], r["first_nonfinite_loss_step"]] for r in rs
@@ -433,6 +443,8 @@ def tolerance_md(table: list[dict]) -> str:
     out.write("| " + " | ".join(cols) + " |\n|" + "---|" * len(cols) + "\n")
     for t in table:
         notes = []
+        if t["fails_by"]:
+            notes.append(f"fails at {t['fails']:g}: {t['fails_by']}")
         if t["recipe"] == "paper":
             notes.append("recipe inferred, not quoted")
         if t["passes_again"]:

@@ -151,6 +151,16 @@ def _num(v: Any) -> float:
         return math.nan
 
 
+def _why_fails(r: dict) -> str:
+    """Why a cell fails: its runs failed their job (the link did not deliver), died (NaN), or the penalty."""
+    n = int(r.get("runs", r.get("seeds", 1)))
+    if r.get("failed"):
+        return f"job failed in {len(r['failed'])}/{n} runs (frames lost: the link, not the model)"
+    if r.get("died"):
+        return f"validation loss NaN in {len(r['died'])}/{n} runs"
+    return f"penalty {_num(r['delta_val_loss']):.3g}"
+
+
 def tolerance_table(rows: Sequence[dict], epsilon: float = EPSILON) -> list[dict]:
     """One row per (parallelism, recipe, guard) of an experiment's aggregated rows: its
     :class:`Threshold` (as plain fields) and the kind of BER its grid is (``ber_is``). A cell whose
@@ -166,6 +176,7 @@ def tolerance_table(rows: Sequence[dict], epsilon: float = EPSILON) -> list[dict
                       ci95=_num(r.get("delta_val_loss_ci95")), ber_delivered=_num(r.get("ber_delivered")))
                  for r in rs]
         t = threshold(cells, epsilon)
+        at = next((r for r in rs if r["ber"] == t.point.fails), None)
         out.append({
             "parallel": par, "recipe": recipe, "guard": guard, "ber_is": rs[0].get("ber_is"), "epsilon": t.epsilon,
             "runs_per_cell": min(int(r.get("runs", r.get("seeds", 1))) for r in rs),
@@ -175,6 +186,7 @@ def tolerance_table(rows: Sequence[dict], epsilon: float = EPSILON) -> list[dict
             "interp": t.interp, "interp_lower": t.interp_lower, "interp_upper": t.interp_upper,
             "passes_again": list(t.passes_again),
             "delivered_passes": t.delivered_passes, "delivered_fails": t.delivered_fails,
+            "fails_by": _why_fails(at) if at is not None else None,
             "threshold": t.point.text(),
             "interval": (f"[{'<grid' if t.lower.passes is None else format(t.lower.passes, 'g')}, "
                          f"{'>grid' if t.upper.fails is None else format(t.upper.fails, 'g')})") if t.interval else None,

@@ -88,3 +88,37 @@ def test_table_one_row_per_parallelism_recipe_and_guard_naming_the_ber_kind():
         (1e-6, 1e-5, "[1e-06, 1e-05)", "payload-stream BER")
     assert paper["interval"] == "[1e-06, 1e-05)" and paper["runs_per_cell"] == 4
     assert (default["passes"], default["fails"]) == (1e-6, 1e-5)  # died runs fail whatever their mean
+
+
+def test_table_says_why_the_first_failing_ber_fails():
+    def row(ber, pen, died=(), failed=()):
+        return {"parallel": "pp", "recipe": "paper", "guard": "none", "ber": ber, "delta_val_loss": pen,
+                "delta_val_loss_ci95": 0.001, "runs": 2, "died": list(died), "failed": list(failed)}
+
+    t = tolerance_table([row(1e-6, 0.001), row(1e-4, math.nan, failed=[[1, 1, 0, "lost"]] * 2)])[0]
+    assert t["fails"] == 1e-4 and t["fails_by"].startswith("job failed in 2/2 runs (frames lost")
+    t = tolerance_table([row(1e-6, math.nan, died=[[1, 5]])])[0]
+    assert t["fails"] == 1e-6 and t["fails_by"] == "validation loss NaN in 1/2 runs"
+    t = tolerance_table([row(1e-6, 0.5)])[0]
+    assert t["fails_by"] == "penalty 0.5"
+    assert tolerance_table([row(1e-6, 0.001)])[0]["fails_by"] is None
+
+
+def test_a_run_that_failed_its_job_early_aggregates_with_nan_past_its_end():
+    """Regression: a cell with one run failed in set-up (one evaluation, no training loss) and one
+    finished run made ``aggregate`` raise on the ragged curves, losing the whole campaign's report."""
+    from integration.experiment import aggregate
+
+    def one(seed, evals, train, failed):
+        return {"parallel": "ddp", "ber": 1e-3, "guard": "none", "seed": seed, "final_val_loss": math.nan,
+                "delta_val_loss": math.nan, "injected_noise": 0.0, "injected_noise_step": 0.0,
+                "weight_dist_shadow": 0.0, "replica_divergence": 0.0, "flips": 0, "nonfinite_events": 0,
+                "nonfinite_steps": 0, "overflow_steps": 0, "skipped_steps": 0, "step_ms": 1.0,
+                "first_nonfinite_loss_step": None, "evals": evals, "train_loss": train, "metrics": {},
+                "source_kind": "independent", "failed": failed, "failed_step": 0 if failed else None,
+                "failure": "lost" if failed else None}
+
+    (row,) = aggregate([one(1, [[0, 4.0], [10, 3.0]], [4.0, 3.5, 3.0], False), one(2, [[0, 4.2]], [], True)])
+    assert row["evals"][0] == [0, pytest.approx(4.1)] and row["evals"][1][0] == 10 and math.isnan(row["evals"][1][1])
+    assert len(row["train_loss"]) == 3 and all(math.isnan(v) for v in row["train_loss"])
+    assert row["failed_runs"] == 1
