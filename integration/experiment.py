@@ -496,7 +496,7 @@ def plot_tolerance(rows: list[dict], table: list[dict], path: str, meta: dict | 
                             label=f"{t['recipe']} [{t['ber_is']}]: threshold {t['threshold']}")
                 dead = [c["ber"] for c in t["cells"] if not math.isfinite(c["penalty"])]
                 if dead:
-                    ax.plot(dead, [top / 1.2] * len(dead), "x", color=col, ms=9, mew=2)
+                    ax.plot(dead, [top / 2.5] * len(dead), "x", color=col, ms=9, mew=2)
                 if t["passes"] is not None:
                     ax.plot([t["passes"]], [eps], marker="v", ms=11, color=col, mec="black")
                 if t["interval_known"]:

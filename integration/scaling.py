@@ -201,7 +201,7 @@ def plot_scaling(doc: dict, path: str) -> None:
     import matplotlib.pyplot as plt
 
     gs = doc["fits"]
-    fig, axes = plt.subplots(1, len(gs), figsize=(5.0 * len(gs), 4.2), squeeze=False)
+    fig, axes = plt.subplots(1, len(gs), figsize=(max(5.0 * len(gs), 7.5), 4.4), squeeze=False)
     t = doc["target"]
     for ax, g in zip(axes[0], gs):
         for e, s in zip(g["points"], doc["sizes"]):
