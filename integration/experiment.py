@@ -116,6 +116,10 @@ class ExperimentSpec:
                         for link in self.links(seed):
                             self.config(par, ber, self.guards[0], seed, link, recipe)
 
+    def n_runs(self) -> int:
+        """Training runs of the whole sweep (each (parallelism, recipe, model seed): a shadow and every cell's link seeds)."""
+        return sum(len(_keys(self, seed)) for seed in self.seeds) * len(self.parallel) * len(self.recipe_names())
+
     def recipe_names(self) -> tuple[str, ...]:
         """The recipes swept (``base``'s own when ``recipes`` is None)."""
         return (self.base.recipe,) if self.recipes is None else tuple(self.recipes)

@@ -115,9 +115,7 @@ def sweep(args: argparse.Namespace, runs_dir: str | None = None, start=None, pro
     from phy802.cli.train import check_cost
 
     spec = spec_from_args(args)
-    n_links = 1 if spec.link_seeds is None else len(spec.link_seeds)
-    n_runs = len(spec.parallel) * len(spec.recipe_names()) * len(spec.seeds) * (1 + len(spec.bers) * len(spec.guards)
-                                                                                 * n_links)
+    n_runs = spec.n_runs()
     kept = len(campaign_runs(spec, runs_dir)[1]) if runs_dir is not None else 0
     todo = n_runs - kept
     est = check_cost(spec.base, getattr(args, "force", False), "this sweep", runs=max(todo, 1))
@@ -233,6 +231,7 @@ def run_sizes(args: argparse.Namespace) -> int:
     import copy
     import os
 
+    from integration.experiment import campaign_runs
     from integration.scaling import scaling_doc, scaling_md, write_scaling
     from integration.tolerance import tolerance_table
     from integration.train import TrainConfig, estimate, param_count
@@ -244,20 +243,22 @@ def run_sizes(args: argparse.Namespace) -> int:
             raise ValueError(f"--sizes sets --{opt.replace('_', '-')} for each size; drop --{opt.replace('_', '-')} "
                              f"{getattr(args, opt)}")
     per: list[tuple[str, argparse.Namespace, int]] = []
-    total_s, n_runs = 0.0, 0
+    total_s, n_runs, n_kept = 0.0, 0, 0
     for layers, width in args.sizes:  # every size's options are accepted before the first run of any
         a = copy.copy(args)
         a.n_layer, a.n_embd, a.out = layers, width, os.path.join(args.out, f"size-{layers}x{width}")
         spec = spec_from_args(copy.copy(a))
-        runs = len(spec.parallel) * len(spec.recipe_names()) * len(spec.seeds) * (
-            1 + len(spec.bers) * len(spec.guards) * (1 if spec.link_seeds is None else len(spec.link_seeds)))
-        total_s += estimate(spec.base)["seconds"] * runs
+        runs = spec.n_runs()
+        kept = len(campaign_runs(spec, os.path.join(a.out, "runs"))[1])  # another campaign's runs: refused now
+        total_s += estimate(spec.base)["seconds"] * (runs - kept)
         n_runs += runs
+        n_kept += kept
         per.append((f"{layers}x{width}", a, param_count(spec.base)))
     check_budget("this size sweep", seconds=total_s, force=args.force,
                  hint=f"{n_runs} training runs over {len(per)} sizes")
-    print(f"phy802 experiment: {len(per)} sizes, {n_runs} training runs in all; estimated about {total_s / 60:.3g} min "
-          f"(model estimate, not measured; runs kept from before are not counted)", file=sys.stderr)
+    print(f"phy802 experiment: {len(per)} sizes, {n_runs} training runs in all"
+          + (f", {n_kept} kept from before" if n_kept else "")
+          + f"; estimated about {total_s / 60:.3g} min for the rest (model estimate, not measured)", file=sys.stderr)
     gpt2 = TrainConfig.preset("gpt2-small")
     target = ("gpt2-small", param_count(gpt2))
     meta = {k: v for k, v in vars(args).items() if k != "json"}

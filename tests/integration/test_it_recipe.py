@@ -261,3 +261,12 @@ def test_experiment_prints_the_tolerance_table_per_recipe_and_draws_it(tmp_path,
     assert "Tolerated BER" in (out / "table.md").read_text()
     for name in ("tolerance.png", "loss_ddp_default.png", "loss_ddp_paper.png"):
         assert (out / name).stat().st_size > 0
+
+
+def test_the_run_count_is_every_run_the_campaign_has():
+    from integration.experiment import ExperimentSpec, campaign_runs
+
+    base = TrainConfig(parallel="ddp", world_size=2, **TINY)
+    spec = ExperimentSpec(base=base, bers=(1e-5, 1e-4), parallel=("ddp", "pp"), guards=("none", "nan_to_zero_clamp"),
+                          seeds=(1, 2), link_seeds=(3, 4, 5), recipes=("default", "paper"))
+    assert spec.n_runs() == len(campaign_runs(spec, "/nonexistent")[0]) == 2 * 2 * 2 * (1 + 2 * 2 * 3)

@@ -100,3 +100,21 @@ def test_sizes_bad_input_exits_2_before_any_run(argv, says, tmp_path, capsys):
         rc = exc.code
     assert rc == 2 and says in capsys.readouterr().err
     assert not (tmp_path / "x").exists()
+
+
+def test_sizes_refuse_another_campaigns_runs_in_any_size_before_the_first_run(tmp_path, capsys, monkeypatch):
+    import integration.experiment as experiment
+    from phy802.cli import main
+
+    started = []
+    monkeypatch.setattr(experiment, "run_many", lambda cfgs, **kw: started.append(cfgs))
+    from integration.scaling import scaling_doc, write_scaling
+
+    write_scaling(str(tmp_path / "x"), scaling_doc([], 0.02, ("gpt2-small", 1)), {})  # an earlier size sweep's folder
+    runs = tmp_path / "x" / "size-2x32" / "runs" / "ddp-seed1-ber0-none"  # the second size's folder
+    runs.mkdir(parents=True)
+    (runs / "result.json").write_text('{"config": {"steps": 999}}')
+    rc = main(["experiment", "--out", str(tmp_path / "x"), "--sizes", "2x16,2x32", "--n-head", "2", "--parallel", "ddp",
+               "--guards", "none", "--bers", "1e-4", "--steps", "1", "--corpus", "stdlib", "--no-progress"])
+    assert rc == 2 and f"{runs / 'result.json'}: a run of another campaign" in capsys.readouterr().err
+    assert started == []
