@@ -1,4 +1,7 @@
-"""``phy802 experiment``: sweep BER x parallelism x guard over seeds; table, JSON and loss plots.
+"""``phy802 experiment``: sweep BER x parallelism x guard x recipe over seeds; table, JSON, loss plots
+and the tolerance table (the largest BER whose penalty stays under ``--epsilon``, drawn in
+``tolerance.png``); ``--sizes``: the same sweep per model size and the fit of the tolerated BER
+against the parameter count, with its unchecked GPT-2 124M prediction.
 
 Every finished run is kept in ``OUT/runs/`` as it ends; the same command on the same folder
 resumes an interrupted campaign (a folder holding runs of other options is refused, exit 2).
