@@ -21,8 +21,13 @@ within-model-seed standard deviation of ``delta_val_loss``; the shadow row's int
   *not* injected noise: it also counts the training the run did differently afterwards, and for
   a run that never learned it is the distance from the initial weights to the trained shadow.
 
-Outputs (:func:`write_report`): ``table.csv``, ``table.md``, ``results.json`` (rows with loss
-curves and per-class metrics; per-seed rows under ``seeds``), ``loss_<parallel>.png``.
+The tolerance table (:mod:`integration.tolerance`): per parallelism, recipe and guard, the largest
+BER whose penalty (``delta_val_loss``) stays under epsilon, bracketed by the grid, with its interval
+from the cells' 95% bounds, the kind of BER the grid is and the payload BER delivered there.
+
+Outputs (:func:`write_report`): ``table.csv``, ``table.md`` (the cells, then the tolerance table),
+``results.json`` (rows with loss curves and per-class metrics, per-seed rows under ``seeds_detail``;
+the tolerance table under ``tolerance``), ``loss_<parallel>[_<recipe>].png``, ``tolerance.png``.
 """
 
 from __future__ import annotations
@@ -40,10 +45,11 @@ from typing import Any, Callable
 import numpy as np
 
 from integration.replay import GUARDS
-from integration.train import TrainConfig, failed_when, run_many
+from integration.tolerance import EPSILON, tolerance_table
+from integration.train import TrainConfig, failed_when, run_many, with_recipe
 
 __all__ = ["ExperimentSpec", "run_experiment", "aggregate", "write_report", "table_md", "plot_losses", "COLUMNS",
-           "MARKER", "OutputExists", "ForeignRuns", "campaign_runs", "run_name"]
+           "MARKER", "OutputExists", "ForeignRuns", "campaign_runs", "run_name", "tolerance_md", "plot_tolerance"]
 
 #: numeric columns aggregated over seeds (mean and 95% interval)
 _NUMERIC = ("final_val_loss", "delta_val_loss", "link_sd", "val_loss_replica_sd", "injected_noise", "injected_noise_step", "weight_dist_shadow",
@@ -81,6 +87,9 @@ class ExperimentSpec:
     #: link seeds per model seed; ``None``: the model seed is also the link seed (one run per cell and seed)
     link_seeds: tuple[int, ...] | None = None
     extra_classes_fsdp: tuple[str, ...] = field(default=("params",))
+    #: training recipes (:data:`integration.train.RECIPES`), each applied to ``base`` by
+    #: :func:`integration.train.with_recipe` with its own error-free shadow; ``None``: ``base`` as it is
+    recipes: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
         if not self.bers or any(not (0 < b < 1) for b in self.bers):
@@ -90,22 +99,41 @@ class ExperimentSpec:
         if self.link_seeds is not None and (not self.link_seeds or any(int(s) < 0 for s in self.link_seeds)
                                             or len(set(self.link_seeds)) != len(self.link_seeds)):
             raise ValueError(f"ExperimentSpec.link_seeds must be distinct integers >= 0, got {self.link_seeds!r}")
+        if self.recipes is not None:
+            from integration.train import RECIPES
+
+            bad_r = [r for r in self.recipes if r not in RECIPES]
+            if bad_r or not self.recipes or len(set(self.recipes)) != len(self.recipes):
+                raise ValueError(f"ExperimentSpec.recipes must be distinct names from {tuple(RECIPES)}, "
+                                 f"got {self.recipes!r}")
         bad = [g for g in self.guards if g not in GUARDS]
         if bad or not self.guards:
             raise ValueError(f"ExperimentSpec.guards: unknown guard {bad[0] if bad else self.guards!r}")
         for par in self.parallel:  # every run's configuration is valid before the first run starts
-            for ber in (0.0, *self.bers):
-                for seed in self.seeds:
-                    for link in self.links(seed):
-                        self.config(par, ber, self.guards[0], seed, link)
+            for recipe in self.recipe_names():
+                for ber in (0.0, *self.bers):
+                    for seed in self.seeds:
+                        for link in self.links(seed):
+                            self.config(par, ber, self.guards[0], seed, link, recipe)
+
+    def n_runs(self) -> int:
+        """Training runs of the whole sweep (each (parallelism, recipe, model seed): a shadow and every cell's link seeds)."""
+        return sum(len(_keys(self, seed)) for seed in self.seeds) * len(self.parallel) * len(self.recipe_names())
+
+    def recipe_names(self) -> tuple[str, ...]:
+        """The recipes swept (``base``'s own when ``recipes`` is None)."""
+        return (self.base.recipe,) if self.recipes is None else tuple(self.recipes)
 
     def links(self, seed: int) -> tuple[int, ...]:
         """The link seeds run with model seed ``seed``."""
         return (seed,) if self.link_seeds is None else tuple(self.link_seeds)
 
-    def config(self, parallel: str, ber: float, guard: str, seed: int, link_seed: int | None = None) -> TrainConfig:
-        """One run of the sweep (BER 0 is the error-free shadow: no trace is replayed)."""
-        b = self.base
+    def config(self, parallel: str, ber: float, guard: str, seed: int, link_seed: int | None = None,
+               recipe: str | None = None) -> TrainConfig:
+        """One run of the sweep (BER 0 is the error-free shadow: no trace is replayed); ``recipe``
+        (default: the first of :meth:`recipe_names`) applied to ``base``."""
+        recipe = self.recipe_names()[0] if recipe is None else recipe
+        b = self.base if self.recipes is None else with_recipe(self.base, recipe)
         src = b.replay.source
         kind, trace = (src.kind, src.trace) if ber > 0 else ("independent", None)
         classes = b.replay.classes
@@ -165,9 +193,11 @@ def _keys(spec: ExperimentSpec, seed: int) -> list[tuple[float, str, int | None]
     return [(0.0, "none", None)] + [(b, g, ls) for b in spec.bers for g in spec.guards for ls in spec.links(seed)]
 
 
-def run_name(par: str, seed: int, ber: float, guard: str, link_seed: int | None) -> str:
-    """The folder name of one run in a campaign's run folder (:func:`run_experiment` ``runs_dir``)."""
-    return f"{par}-seed{seed}-ber{ber:g}-{guard}" + (f"-link{link_seed}" if link_seed is not None else "")
+def run_name(par: str, seed: int, ber: float, guard: str, link_seed: int | None, recipe: str = "default") -> str:
+    """The folder name of one run in a campaign's run folder (:func:`run_experiment` ``runs_dir``); the
+    recipe is named unless it is ``default``."""
+    return (f"{par}-" + (f"{recipe}-" if recipe != "default" else "") + f"seed{seed}-ber{ber:g}-{guard}"
+            + (f"-link{link_seed}" if link_seed is not None else ""))
 
 
 def _config_doc(cfg: TrainConfig) -> Any:
@@ -182,8 +212,9 @@ def campaign_runs(spec: ExperimentSpec, runs_dir: str) -> tuple[dict[str, TrainC
     not have, or the same name with another configuration -- raises :class:`ForeignRuns` naming
     its file: the folder holds another campaign's runs, which this one would mix into its table.
     """
-    want = {run_name(par, seed, b, g, ls): spec.config(par, b, g, seed, ls)
-            for par in spec.parallel for seed in spec.seeds for b, g, ls in _keys(spec, seed)}
+    want = {run_name(par, seed, b, g, ls, rec): spec.config(par, b, g, seed, ls, rec)
+            for par in spec.parallel for rec in spec.recipe_names() for seed in spec.seeds
+            for b, g, ls in _keys(spec, seed)}
     done: set[str] = set()
     if not os.path.isdir(runs_dir):
         return want, done
@@ -221,7 +252,8 @@ def run_experiment(spec: ExperimentSpec, *, timeout_s: float = 3600.0,
     """Run the sweep; returns one aggregated row per cell (each shadow first per parallelism).
 
     Runs of one (parallelism, seed) share a set of processes (:func:`run_many`); its temporary
-    folder is removed on every exit path. ``on_run(parallel, seed, ber, guard)`` is called as each
+    folder is removed on every exit path. Each recipe has its own shadow (its optimizer and clipping
+    train differently without errors too). ``on_run(parallel, seed, ber, guard)`` is called as each
     run finishes (progress display). ``runs_dir``: every run is kept there as it finishes
     (``<run_name>/result.json``, ``params.pt``) and a run already there is not run again, so an
     interrupted campaign resumes where it stopped (:func:`campaign_runs` refuses another's runs).
@@ -234,37 +266,36 @@ def run_experiment(spec: ExperimentSpec, *, timeout_s: float = 3600.0,
     done_before: set[str] = campaign_runs(spec, runs_dir)[1] if runs_dir is not None else set()
     work = track_temp_dir("phy802-exp-")  # also removed at exit if an interrupt hits this cleanup
     try:
-        for par in spec.parallel:
-            for seed in spec.seeds:
-                keys = _keys(spec, seed)
-                names = [run_name(par, seed, *k) for k in keys]
-                todo = [i for i, n in enumerate(names) if n not in done_before]
-                cfgs = [spec.config(par, keys[i][0], keys[i][1], seed, keys[i][2]) for i in todo]
-                if say:
-                    say(f"{par} seed {seed}: {len(keys)} runs (error-free shadow + {len(keys) - 1}), "
-                        f"{len(keys) - len(todo)} kept from before")
-                root = os.path.join(work, f"{par}-{seed}")
+        for par, recipe, seed in [(p, r, s) for p in spec.parallel for r in spec.recipe_names() for s in spec.seeds]:
+            keys = _keys(spec, seed)
+            names = [run_name(par, seed, *k, recipe) for k in keys]
+            todo = [i for i, n in enumerate(names) if n not in done_before]
+            cfgs = [spec.config(par, keys[i][0], keys[i][1], seed, keys[i][2], recipe) for i in todo]
+            if say:
+                say(f"{par} recipe {recipe} seed {seed}: {len(keys)} runs (error-free shadow + {len(keys) - 1}), "
+                    f"{len(keys) - len(todo)} kept from before")
+            root = os.path.join(work, f"{par}-{recipe}-{seed}")
 
-                def done(j: int, par=par, seed=seed, keys=keys, todo=todo, names=names, root=root) -> None:
-                    if runs_dir is not None:
-                        _keep(os.path.join(root, f"run{j}"), os.path.join(runs_dir, names[todo[j]]))
-                    if on_run is not None:
-                        on_run(par, seed, *keys[todo[j]][:2])
+            def done(j: int, par=par, seed=seed, keys=keys, todo=todo, names=names, root=root) -> None:
+                if runs_dir is not None:
+                    _keep(os.path.join(root, f"run{j}"), os.path.join(runs_dir, names[todo[j]]))
+                if on_run is not None:
+                    on_run(par, seed, *keys[todo[j]][:2])
 
-                fresh = dict(zip(todo, run_many(cfgs, timeout_s=timeout_s, out_dir=root, on_done=done)))
-                results = []
-                for i, n in enumerate(names):
-                    if i in fresh:
-                        results.append(fresh[i])
-                        continue
-                    d = os.path.join(runs_dir, n)  # type: ignore[arg-type]
-                    with open(os.path.join(d, "result.json"), encoding="utf-8") as fh:
-                        results.append({**json.load(fh), "out_dir": d})
-                shadow = results[0]
-                shadow_w = torch.load(os.path.join(shadow["out_dir"], "params.pt"))
-                for (ber, guard, ls), r in zip(keys, results):
-                    w = torch.load(os.path.join(r["out_dir"], "params.pt"))
-                    per_seed.append(_row(par, ber, guard, seed, r, shadow, shadow_w, w, ls))
+            fresh = dict(zip(todo, run_many(cfgs, timeout_s=timeout_s, out_dir=root, on_done=done)))
+            results = []
+            for i, n in enumerate(names):
+                if i in fresh:
+                    results.append(fresh[i])
+                    continue
+                d = os.path.join(runs_dir, n)  # type: ignore[arg-type]
+                with open(os.path.join(d, "result.json"), encoding="utf-8") as fh:
+                    results.append({**json.load(fh), "out_dir": d})
+            shadow = results[0]
+            shadow_w = torch.load(os.path.join(shadow["out_dir"], "params.pt"))
+            for (ber, guard, ls), r in zip(keys, results):
+                w = torch.load(os.path.join(r["out_dir"], "params.pt"))
+                per_seed.append(_row(par, ber, guard, seed, r, shadow, shadow_w, w, ls))
     finally:
         remove_temp(work)
     return aggregate(per_seed)
@@ -307,8 +338,16 @@ def _link_sd(rs: list[dict]) -> float:
     return math.sqrt(ss / dof) if dof > 0 and math.isfinite(ss) else math.nan
 
 
+def _padded(curves: list[list[float]]) -> np.ndarray:
+    """Curves of unequal length as one array, NaN past each curve's end."""
+    out = np.full((len(curves), max((len(c) for c in curves), default=0)), np.nan)
+    for i, c in enumerate(curves):
+        out[i, :len(c)] = c
+    return out
+
+
 def aggregate(per_seed: list[dict]) -> list[dict]:
-    """One row per (parallel, ber, guard): mean and ``<col>_ci95`` half-width (see :func:`_clustered`).
+    """One row per (parallel, recipe, ber, guard): mean and ``<col>_ci95`` half-width (see :func:`_clustered`).
 
     ``evals`` is the seed-mean validation curve; ``died`` lists ``(seed, step)`` of runs whose
     training loss went non-finite; ``failed`` lists ``(seed, link seed, step, cause)`` of runs that
@@ -316,9 +355,9 @@ def aggregate(per_seed: list[dict]) -> list[dict]:
     """
     cells: dict[tuple, list[dict]] = {}
     for r in per_seed:
-        cells.setdefault((r["parallel"], r["ber"], r["guard"]), []).append(r)
+        cells.setdefault((r["parallel"], r.get("recipe", "default"), r["ber"], r["guard"]), []).append(r)
     out = []
-    for (par, ber, guard), rs in cells.items():
+    for (par, _recipe, ber, guard), rs in cells.items():
         n_models = len({r["seed"] for r in rs})
         row: dict[str, Any] = {"parallel": par, "ber": ber, "guard": guard, "seeds": n_models,
                                "link_seeds": len({r.get("link_seed") for r in rs}) if ber > 0 else 0, "runs": len(rs)}
@@ -331,11 +370,13 @@ def aggregate(per_seed: list[dict]) -> list[dict]:
                 continue
             row[c], row[c + "_ci95"] = _clustered([r for r in rs if c in r], c) if any(c in r for r in rs) \
                 else (math.nan, math.nan)
-        steps = [s for s, _ in rs[0]["evals"]]
+        # a run that failed its job stopped early: its curves are shorter, NaN past their end
+        steps = [st for st, _ in max((r["evals"] for r in rs), key=len)]
         with np.errstate(all="ignore"):
-            curve = np.mean(np.array([[float(v) for _, v in r["evals"]] for r in rs]), axis=0)
-        row["evals"] = [[s, float(v)] for s, v in zip(steps, curve)]
-        row["train_loss"] = list(np.mean(np.array([r["train_loss"] for r in rs], dtype=float), axis=0))
+            curve = np.mean(_padded([[float(v) for _, v in r["evals"]] for r in rs]), axis=0)
+            train = np.mean(_padded([[float(v) for v in r["train_loss"]] for r in rs]), axis=0)
+        row["evals"] = [[st, float(v)] for st, v in zip(steps, curve)]
+        row["train_loss"] = [float(v) for v in train]
         # a run died when its final validation loss is not finite (a skipped NaN step is not a death);
         # the step is where its training loss first went non-finite (None: not seen in training)
         row["died"] = [[r["seed"], r["first_nonfinite_loss_step"]] for r in rs
@@ -394,8 +435,98 @@ def table_md(rows: list[dict]) -> str:
     return out.getvalue()
 
 
-def plot_losses(rows: list[dict], par: str, path: str, meta: dict | None = None) -> None:
-    """Validation loss per guard panel (none -> clamp -> skip -> protection), one line per BER.
+def tolerance_md(table: list[dict]) -> str:
+    """The tolerance table in Markdown, with the method in one paragraph under it."""
+    if not table:
+        return ""
+    eps = table[0]["epsilon"]
+    out = io.StringIO()
+    out.write(f"Tolerated BER: the largest BER whose validation-loss penalty stays under epsilon = {eps:g} nats\n\n")
+    cols = ("parallel", "recipe", "guard", "BER given [kind]", "threshold (grid)", "95% interval",
+            "interpolated", "delivered payload BER at threshold (measured)", "note")
+    out.write("| " + " | ".join(cols) + " |\n|" + "---|" * len(cols) + "\n")
+    for t in table:
+        notes = []
+        if t["fails_by"]:
+            notes.append(f"fails at {t['fails']:g}: {t['fails_by']}")
+        if t["recipe"] == "paper":
+            notes.append("recipe inferred, not quoted")
+        if t["passes_again"]:
+            notes.append("passes again at " + ", ".join(f"{b:g}" for b in t["passes_again"]) + " (not counted)")
+        if not t["interval_known"]:
+            notes.append("one run per cell: no interval")
+        interp = "-" if t["interp"] is None else f"{t['interp']:.2g}" + (
+            f" ({t['interp_lower']:.2g} .. {t['interp_upper']:.2g})"
+            if t["interp_lower"] is not None and t["interp_upper"] is not None else "")
+        dlv = "-" if t["delivered_passes"] is None else f"{t['delivered_passes']:.3g}"
+        out.write(f"| {t['parallel']} | {t['recipe']} | {t['guard']} | {t['ber_is']} | {t['threshold']} | "
+                  f"{t['interval'] or '-'} | {interp} | {dlv} | {'; '.join(notes)} |\n")
+    out.write("\nthreshold: [largest BER passing with every smaller one, first BER failing), by the cells' mean "
+              "penalty; 95% interval: the same rule on the penalties' upper bounds (lower end) and lower bounds "
+              "(upper end), over model and link seeds; bracketed by the grid BERs. interpolated: log10-linear "
+              "between the two bracketing BERs, not measured.\n")
+    return out.getvalue()
+
+
+def plot_tolerance(rows: list[dict], table: list[dict], path: str, meta: dict | None = None) -> None:
+    """Penalty vs BER, one panel per (parallelism, guard), one line per recipe (95% bars); epsilon
+    dashed, each recipe's threshold marked (triangle at the largest tolerated grid BER, its interval
+    shaded). Non-finite penalties (runs that died or failed) are drawn at the top edge as ``x``."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    pars = list(dict.fromkeys(t["parallel"] for t in table))
+    guards = [g for g in GUARDS if any(t["guard"] == g for t in table)]
+    recipes = list(dict.fromkeys(t["recipe"] for t in table))
+    colors = {r: f"C{i}" for i, r in enumerate(recipes)}
+    eps = table[0]["epsilon"]
+    finite = [c["penalty"] + (c["ci95"] if math.isfinite(c["ci95"]) else 0) for t in table for c in t["cells"]
+              if math.isfinite(c["penalty"])]
+    top = max([eps * 10, *finite]) * 1.5
+    fig, axes = plt.subplots(len(pars), len(guards), figsize=(max(4.4 * len(guards), 6.4), 3.4 * len(pars) + 0.6),
+                             squeeze=False, sharey=True)
+    for i, par in enumerate(pars):
+        for j, guard in enumerate(guards):
+            ax = axes[i][j]
+            ax.axhline(eps, color="black", ls="--", lw=1, label=f"epsilon {eps:g}")
+            for t in [t for t in table if t["parallel"] == par and t["guard"] == guard]:
+                col = colors[t["recipe"]]
+                b = [c["ber"] for c in t["cells"]]
+                y = [c["penalty"] if math.isfinite(c["penalty"]) else math.nan for c in t["cells"]]
+                e = [c["ci95"] if math.isfinite(c["ci95"]) else 0.0 for c in t["cells"]]
+                ax.errorbar(b, y, yerr=e, color=col, marker="o", ms=4, capsize=3,
+                            label=f"{t['recipe']} [{t['ber_is']}]: threshold {t['threshold']}")
+                dead = [c["ber"] for c in t["cells"] if not math.isfinite(c["penalty"])]
+                if dead:
+                    ax.plot(dead, [top / 2.5] * len(dead), "x", color=col, ms=9, mew=2)
+                if t["passes"] is not None:
+                    ax.plot([t["passes"]], [eps], marker="v", ms=11, color=col, mec="black")
+                if t["interval_known"]:
+                    lo = t["lower"] if t["lower"] is not None else min(b) / 3
+                    hi = t["upper"] if t["upper"] is not None else max(b) * 3
+                    ax.axvspan(lo, hi, color=col, alpha=0.08)
+            ax.set_xscale("log")
+            ax.set_yscale("symlog", linthresh=eps)
+            ax.set_ylim(-eps, top)
+            ax.set_title(f"{par.upper()}  guard: {guard}", fontsize=10)
+            ax.set_xlabel("BER given (its kind: legend)")
+            ax.grid(alpha=0.3, which="both")
+            ax.legend(fontsize=7, loc="upper left")
+        axes[i][0].set_ylabel("validation-loss penalty (nats)")
+    fig.suptitle("validation-loss penalty vs BER (mean, 95% bars over model seeds)\ntriangle: largest tolerated "
+                 "grid BER; band: its 95% interval; x: runs died or failed"
+                 + ("\nrecipe paper: our inference of the study's conditions, not quoted" if "paper" in recipes else ""),
+                 fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def plot_losses(rows: list[dict], par: str, path: str, meta: dict | None = None, recipe: str | None = None) -> None:
+    """Validation loss per guard panel (none -> clamp -> skip -> protection), one line per BER;
+    ``recipe``: only that recipe's rows (named in the title).
 
     ``meta`` (the run's options: ``fec``, ``code``, ``source``, ``world_size``) names in the title
     which FEC mode delivered the errors and where they came from.
@@ -408,7 +539,7 @@ def plot_losses(rows: list[dict], par: str, path: str, meta: dict | None = None)
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    mine = [r for r in rows if r["parallel"] == par]
+    mine = [r for r in rows if r["parallel"] == par and (recipe is None or r.get("recipe", "default") == recipe)]
     guards = [g for g in GUARDS if any(r["guard"] == g for r in mine)] or ["-"]
     base = [r for r in mine if r["ber"] == 0.0]
     fig, axes = plt.subplots(1, len(guards), figsize=(4.2 * len(guards), 3.6), sharey=True, squeeze=False)
@@ -432,7 +563,7 @@ def plot_losses(rows: list[dict], par: str, path: str, meta: dict | None = None)
                 if fin:
                     ax.plot([fin[-1][0]], [fin[-1][1]], marker="s", ms=8, mfc="none", mew=2, color=line.get_color(),
                             label=f"BER {r['ber']:g}: FAILED {failed_when(step)}" + (f" (seed {seed})" if r["seeds"] > 1 else ""))
-        ax.set_title(f"{par.upper()}  guard: {guard}")
+        ax.set_title(f"{par.upper()}  guard: {guard}" + (f"  recipe: {recipe}" if recipe else ""))
         ax.set_xlabel("step")
         ax.grid(alpha=0.3)
     axes[0][0].set_ylabel("validation loss")
@@ -472,9 +603,10 @@ def check_out(out: str, force: bool = False) -> None:
         raise OutputExists(f"--out {out}: {exc.strerror}") from None
 
 
-def write_report(rows: list[dict], out: str, meta: dict, *, force: bool = False) -> list[str]:
+def write_report(rows: list[dict], out: str, meta: dict, *, force: bool = False,
+                 epsilon: float = EPSILON) -> list[str]:
     """Write the output set into ``out`` through :func:`phy802.runtime.output.output_set`; returns the
-    file names.  The set is built in a temporary sibling folder and takes the place of an earlier
+    file names. ``epsilon``: the penalty bound of the tolerance table.  The set is built in a temporary sibling folder and takes the place of an earlier
     one of this module; files the user added there are kept, and nothing phy802 did not write is
     deleted or replaced (see :func:`check_out`)."""
     from phy802.runtime.jsonable import to_jsonable
@@ -482,6 +614,7 @@ def write_report(rows: list[dict], out: str, meta: dict, *, force: bool = False)
 
     check_out(out, force)
     names = ["table.csv", "table.md", "results.json"]
+    tol = tolerance_table(rows, epsilon)
     with output_set(out, "experiment", force=force) as stage_p:
         stage = str(stage_p)
         with open(os.path.join(stage, "table.csv"), "w", newline="", encoding="utf-8") as fh:
@@ -490,13 +623,18 @@ def write_report(rows: list[dict], out: str, meta: dict, *, force: bool = False)
             for r in rows:
                 w.writerow([_fmt(r[c]) for c in COLUMNS] + [_fmt(r.get(c + "_ci95", math.nan)) for c in _NUMERIC])
         with open(os.path.join(stage, "table.md"), "w", encoding="utf-8") as fh:
-            fh.write(table_md(rows))
+            fh.write(table_md(rows) + ("\n" + tolerance_md(tol) if tol else ""))
         with open(os.path.join(stage, "results.json"), "w", encoding="utf-8") as fh:
-            json.dump(to_jsonable({"meta": meta, "rows": rows}), fh)
+            json.dump(to_jsonable({"meta": meta, "rows": rows, "tolerance": tol}), fh)
+        if tol:
+            plot_tolerance(rows, tol, os.path.join(stage, "tolerance.png"), meta)
+            names.append("tolerance.png")
+        recipes = list(dict.fromkeys(r.get("recipe", "default") for r in rows))
         for par in sorted({r["parallel"] for r in rows}):
-            _plot_name = f"loss_{par}.png"
-            plot_losses(rows, par, os.path.join(stage, _plot_name), meta)
-            names.append(_plot_name)
+            for recipe in recipes if len(recipes) > 1 else [None]:  # one recipe: loss_<par>.png as before
+                _plot_name = f"loss_{par}.png" if recipe is None else f"loss_{par}_{recipe}.png"
+                plot_losses(rows, par, os.path.join(stage, _plot_name), meta, recipe)
+                names.append(_plot_name)
         mode_f = 0o666 & ~_umask()
         for n in names:
             os.chmod(os.path.join(stage, n), mode_f)

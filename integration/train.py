@@ -46,7 +46,7 @@ __all__ = ["TrainConfig", "run_training", "run_many", "train_worker", "TrainingT
            "MODEL_PRESETS", "MODEL_HELP", "PARALLEL", "PRECISIONS", "VAL_TOKENS", "resolve_device", "build_config",
            "estimate", "load_data", "model_config", "param_count", "data_vocab", "failed_when", "REPLAY_VIA",
            "delivered_ber", "OPTIMIZERS", "CLIPS", "RECIPES", "RECIPE_HELP", "SGD_MOMENTUM",
-           "check_backends"]
+           "check_backends", "with_recipe"]
 
 PARALLEL = ("ddp", "pp", "fsdp")
 #: where the link errors enter: the phy802 ProcessGroup under the model (``group``), or torch's
@@ -74,6 +74,23 @@ RECIPES: dict[str, dict[str, str]] = {
 RECIPE_HELP = {"default": "the options as given (GPT-2's recipe: AdamW, global-norm clipping at --grad-clip)",
                "paper": "our inference (not quoted) of the study's conditions: payload BER (--source independent), "
                         "--fec bypass, no global clipping (--clip none), AdamW"}
+
+
+def with_recipe(cfg: "TrainConfig", name: str) -> "TrainConfig":
+    """``cfg`` with the settings of recipe ``name`` (:data:`RECIPES`) and its name; ``default`` keeps
+    ``cfg``'s options as they are. The link's source kind and FEC mode apply to runs with errors
+    (a BER-0 run is error-free whatever its source)."""
+    from dataclasses import replace
+
+    if name not in RECIPES:
+        raise ValueError(f"recipe must be one of {tuple(RECIPES)}, got {name!r}")
+    sets = RECIPES[name]
+    src = cfg.replay.source
+    if "source" in sets or "fec" in sets:
+        src = replace(src, kind=sets.get("source", src.kind), fec=sets.get("fec", src.fec),
+                      trace=None if sets.get("source", src.kind) != "trace" else src.trace)
+    return replace(cfg, recipe=name, clip=sets.get("clip", cfg.clip), optimizer=sets.get("optimizer", cfg.optimizer),
+                   replay=replace(cfg.replay, source=src))
 #: default size of the fixed validation set (tokens; rounded up to whole windows)
 VAL_TOKENS = 100_000
 # model presets: architecture, vocabulary and tokenizer of the built-in corpus (no download). gpt2-small

@@ -39,8 +39,9 @@ def _classes(text: str) -> tuple[str, ...]:
     return out
 
 
-def add_model_arguments(p: argparse.ArgumentParser) -> None:
-    """Flags shared by ``train`` and ``experiment``: model, data, recipe, link, device."""
+def add_model_arguments(p: argparse.ArgumentParser, recipes: bool = False) -> None:
+    """Flags shared by ``train`` and ``experiment``: model, data, recipe, link, device. ``recipes``:
+    the recipe is an axis (``--recipes`` a comma list, ``experiment``) instead of ``--recipe``."""
     from integration.replay import MODES
     from integration.data import TOKEN_DTYPES
     from integration.train import (CLIPS, MODEL_HELP, MODEL_PRESETS, OPTIMIZERS, PRECISIONS, RECIPE_HELP, RECIPES,
@@ -72,9 +73,17 @@ def add_model_arguments(p: argparse.ArgumentParser) -> None:
                         "(default global)")
     p.add_argument("--optimizer", choices=OPTIMIZERS, default="adamw", action=_Given,
                    help=f"adamw (GPT-2's) or sgd (momentum {SGD_MOMENTUM}) (default adamw)")
-    p.add_argument("--recipe", choices=tuple(RECIPES), default="default",
-                   help="; ".join(f"{k} = {v}" for k, v in RECIPE_HELP.items())
-                        + "; an option that contradicts the recipe is refused (default default)")
+    recipe_help = "; ".join(f"{k} = {v}" for k, v in RECIPE_HELP.items())
+    if recipes:
+        from phy802.cli._common import choice_list
+
+        p.add_argument("--recipes", "--recipe", type=choice_list(tuple(RECIPES)), default=["default"],
+                       help=f"comma-separated training recipes (--recipe: the same option), each run with its own "
+                            f"error-free shadow: {recipe_help}; an option that contradicts one is refused (default "
+                            f"default)")
+    else:
+        p.add_argument("--recipe", choices=tuple(RECIPES), default="default",
+                       help=recipe_help + "; an option that contradicts the recipe is refused (default default)")
     p.add_argument("--link-seed", type=int_arg(0, MAX_SEED), default=None,
                    help="seed of the link errors (default: --seed); --seed drives initial weights and data order")
     p.add_argument("--world-size", type=pos_int, default=2,
@@ -199,19 +208,32 @@ def check_args(args: argparse.Namespace) -> None:
 
 
 def _apply_recipe(args: argparse.Namespace) -> None:
-    """Set the options of ``--recipe`` (:data:`integration.train.RECIPES`); an option typed with another
-    value is refused naming both (exit 2), as is ``--grad-clip`` given with a recipe that does not clip."""
+    """Set the options of ``--recipe`` (:data:`integration.train.RECIPES`), after
+    :func:`check_recipe`; ``experiment`` (``--recipes``) checks each and sets none: its spec applies them."""
     from integration.train import RECIPES
 
+    if hasattr(args, "recipes"):
+        for name in args.recipes:
+            check_recipe(args, name, "--recipes")
+        return
     name = getattr(args, "recipe", "default")
+    check_recipe(args, name, "--recipe")
+    for opt, value in RECIPES[name].items():
+        setattr(args, opt, value)
+
+
+def check_recipe(args: argparse.Namespace, name: str, flag: str) -> None:
+    """Refuse (ValueError, exit 2) an option typed with a value that recipe ``name`` sets otherwise,
+    naming both, and ``--grad-clip`` given with a recipe that does not clip."""
+    from integration.train import RECIPES
+
     for opt, value in RECIPES[name].items():
         typed = getattr(args, opt) if opt == "source" else (getattr(args, opt) if getattr(args, f"_{opt}_given", False)
                                                            else None)
         if typed is not None and typed != value:
-            raise ValueError(f"--recipe {name} sets --{opt} {value}, contradicted by --{opt} {typed}")
-        setattr(args, opt, value)
+            raise ValueError(f"{flag} {name} sets --{opt} {value}, contradicted by --{opt} {typed}")
     if RECIPES[name].get("clip") == "none" and getattr(args, "_grad_clip_given", False) and args.grad_clip > 0:
-        raise ValueError(f"--recipe {name} sets --clip none (no global clipping), contradicted by --grad-clip "
+        raise ValueError(f"{flag} {name} sets --clip none (no global clipping), contradicted by --grad-clip "
                          f"{args.grad_clip:g}")
 
 
@@ -279,7 +301,7 @@ def _build(build_config, args: argparse.Namespace, *, parallel: str, ber: float,
         link_seed=args.link_seed if link_seed is None else link_seed, data=args.data, vocab_size=args.vocab_size,
         data_dtype=args.data_dtype,
         val_tokens=args.val_tokens, grad_clip=args.grad_clip, clip=args.clip, optimizer=args.optimizer,
-        recipe=args.recipe,
+        recipe=getattr(args, "recipe", "default"),
         model=args.model, n_layer=args.n_layer, n_head=args.n_head, n_embd=args.n_embd, block_size=args.block_size,
         code=args.code, fec=args.fec, rate=args.rate, inner=getattr(args, "inner", None), source=args.source, trace=args.trace, classes=args.classes,
         mode=args.mode, wrapper=wrapper, world_size=args.world_size, corpus=args.corpus, batch_size=args.batch_size,

@@ -171,6 +171,10 @@ def load_results(folder: str | os.PathLike) -> tuple[dict, list[dict]]:
             if not _is_num(st) or st < 0 or not (v is None or _is_num(v)):
                 raise ValueError(f"{path}: row {i}: evals[{j}] must be [step >= 0, val_loss (a number or null)], "
                                  f"got {[st, v]!r}")
+    recipes = sorted({str(r.get("recipe", "default")) for r in doc["rows"]})
+    if len(recipes) > 1:  # one error-free reference per join: rows of two recipes would mix their shadows
+        raise ValueError(f"{path}: rows of several training recipes ({', '.join(recipes)}); the join takes one "
+                         f"(run 'phy802 experiment' with one --recipes)")
     return dict(doc.get("meta") or {}), doc["rows"]
 
 

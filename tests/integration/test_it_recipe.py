@@ -202,3 +202,71 @@ def test_sgd_has_momentum_and_no_frozen_count():
     assert _frozen([{"frozen_steps": []}], cfg)["frozen_weights"] is None
     with pytest.raises(ValueError, match="clip 'wide'"):
         TrainConfig(parallel="fsdp", clip="wide")
+
+
+# --- the recipe as an axis of the experiment
+
+
+def test_experiment_recipes_each_have_their_settings_their_shadow_and_their_run_names():
+    from integration.experiment import ExperimentSpec, campaign_runs
+    from integration.train import with_recipe
+
+    base = TrainConfig(parallel="ddp", world_size=2, **TINY)
+    spec = ExperimentSpec(base=base, bers=(1e-4,), parallel=("ddp",), guards=("none",), recipes=("default", "paper"))
+    want = campaign_runs(spec, "/nonexistent")[0]
+    assert sorted(want) == ["ddp-paper-seed1-ber0-none", "ddp-paper-seed1-ber0.0001-none-link1",
+                            "ddp-seed1-ber0-none", "ddp-seed1-ber0.0001-none-link1"]
+    paper = want["ddp-paper-seed1-ber0.0001-none-link1"]
+    assert (paper.recipe, paper.clip, paper.optimizer, paper.replay.source.kind, paper.replay.source.fec) == \
+        ("paper", "none", "adamw", "independent", "bypass")
+    assert want["ddp-paper-seed1-ber0-none"].clip == "none"  # its own shadow: trained without clipping too
+    default = want["ddp-seed1-ber0.0001-none-link1"]
+    assert (default.recipe, default.clip, default.replay.source.kind) == ("default", "global", "generator")
+    assert with_recipe(base, "default") == base
+    with pytest.raises(ValueError, match="recipes"):
+        ExperimentSpec(base=base, recipes=("paper", "gpt3"))
+
+
+@pytest.mark.parametrize("argv,says", [
+    (["--recipes", "default,paper", "--fec", "ieee"], "--recipes paper sets --fec bypass, contradicted by --fec ieee"),
+    (["--recipes", "paper", "--clip", "global"], "--recipes paper sets --clip none, contradicted by --clip global"),
+    (["--recipes", "default,paper", "--grad-clip", "0.5"],
+     "--recipes paper sets --clip none (no global clipping), contradicted by --grad-clip 0.5"),
+    (["--recipes", "default,gpt3"], "--recipes"),
+    (["--recipe", "paper", "--optimizer", "sgd"], "--recipes paper sets --optimizer adamw"),  # one option, two names
+])
+def test_experiment_recipe_contradicted_or_unknown_exits_2_naming_the_option(argv, says, tmp_path, capsys):
+    assert _rc(["experiment", "--out", str(tmp_path / "x"), *argv, "--steps", "1", *CLI_TINY]) == 2
+    assert says in capsys.readouterr().err
+    assert not (tmp_path / "x").exists()  # refused before the output set or any run
+
+
+@pytest.mark.slow
+def test_experiment_prints_the_tolerance_table_per_recipe_and_draws_it(tmp_path, capsys):
+    out = tmp_path / "exp"
+    argv = ["experiment", "--out", str(out), "--recipes", "default,paper", "--source", "independent", "--fec", "bypass", "--bers",
+            "1e-4", "--guards", "none", "--parallel", "ddp", "--steps", "2", "--no-progress", "--epsilon", "0.5",
+            *CLI_TINY]
+    assert main([*argv, "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert [(r["recipe"], r["ber"]) for r in doc["rows"]] == [("default", 0.0), ("default", 1e-4), ("paper", 0.0),
+                                                              ("paper", 1e-4)]
+    tol = doc["tolerance"]
+    assert [(t["parallel"], t["recipe"], t["guard"], t["epsilon"]) for t in tol] == \
+        [("ddp", "default", "none", 0.5), ("ddp", "paper", "none", 0.5)]
+    # 2 steps move the loss far less than 0.5 nats: 1e-4 passes, and the payload BER delivered there is measured
+    assert all(t["ber_is"] == "payload-stream BER" and t["passes"] == 1e-4 and t["delivered_passes"] > 0 for t in tol)
+    saved = json.loads((out / "results.json").read_text())
+    assert saved["tolerance"][1]["threshold"] == tol[1]["threshold"]
+    assert "Tolerated BER" in (out / "table.md").read_text()
+    for name in ("tolerance.png", "loss_ddp_default.png", "loss_ddp_paper.png"):
+        assert (out / name).stat().st_size > 0
+
+
+def test_the_run_count_is_every_run_the_campaign_has():
+    from integration.experiment import ExperimentSpec, campaign_runs
+
+    base = TrainConfig(parallel="ddp", world_size=2, **TINY)
+    spec = ExperimentSpec(base=base, bers=(1e-5, 1e-4), parallel=("ddp", "pp"), guards=("none", "nan_to_zero_clamp"),
+                          seeds=(1, 2), link_seeds=(3, 4, 5), recipes=("default", "paper"))
+    assert spec.n_runs() == len(campaign_runs(spec, "/nonexistent")[0]) == 2 * 2 * 2 * (1 + 2 * 2 * 3)

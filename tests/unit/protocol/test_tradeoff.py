@@ -157,3 +157,12 @@ def test_cli_summary_reports_a_tie_as_a_tie(results, tmp_path, capsys):
     assert g0["tie"] is False and [s["mode"] for s in g0["settings"]] == ["kp4/bypass"]
     assert "tie" in doc["fastest_rule"] and "summed" in doc["phy_us_meaning"]
     assert json.loads((tmp_path / "j" / "tradeoff.json").read_text())["fastest"] == doc["fastest"]
+
+
+def test_results_of_several_recipes_are_refused_naming_the_file(tmp_path):
+    d = tmp_path / "exp"
+    d.mkdir()
+    rows = [dict(r, recipe="default") for r in _rows()] + [dict(r, recipe="paper") for r in _rows()]
+    (d / "results.json").write_text(json.dumps(to_jsonable({"meta": {"fec": "bypass"}, "rows": rows})))
+    with pytest.raises(ValueError, match=r"results.json: rows of several training recipes \(default, paper\)"):
+        load_results(d)
