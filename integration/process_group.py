@@ -307,6 +307,7 @@ class ReplayProcessGroup(FailureAgreement, ReceivePath, RingOps, PointToPoint, d
         self._fec = get_mode(config.source.fec)
         self._cost_cache: dict[int, tuple[int, int]] = {}
         self._links: dict[tuple[int, int], BufferedLink | None] = {}
+        self._rx: dict[int, tuple] = {}  # src -> (link src -> rank's source, its BufferedLink or None)
         self._retx = config.retransmit()  # NCCL_IB_RETRY_CNT + 1 sends per frame
         self._error_free = error_free(config.source)  # no link of the group can lose a frame
         self._failed: LinkFailure | None = None  # set once a frame is lost: the group is in error
