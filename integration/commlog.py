@@ -81,7 +81,11 @@ class CommLog:
         else:
             ts = list(ts)
             kind = _kind(group, op, default, ts, peers)
-        self.record(op, kind[0], kind[1], kind[2], peers)
+        with self._lock:  # record()'s body: one call less per op
+            if len(self._records) >= self.limit:
+                self.dropped += 1
+                return
+            self._records.append((self.step, op, kind[0], kind[1], kind[2], peers))
 
     def records(self) -> list[dict]:
         with self._lock:
@@ -146,7 +150,7 @@ def _spec():
         return a[0]
 
     return {
-        "allreduce": ("allreduce", "gradients", lambda s, a, k: (first(a), "all")),
+        "allreduce": ("allreduce", "gradients", lambda s, a, k: (a[0], "all")),
         "broadcast": ("broadcast", "params",
                       lambda s, a, k: (first(a), [int(getattr(a[1] if len(a) > 1 else k.get("opts"), "rootRank", 0))])),
         "allgather": ("allgather", "params", lambda s, a, k: (list(a[0][0]), "all")),
