@@ -386,44 +386,24 @@ class Metrics:
         if math.isfinite(signal_sq):
             d = self.signal_sq
             d[cls] = d.get(cls, 0) + float(signal_sq)
-        if perturbation_sq:  # straight-line, in this order: no tuple of pairs built per message
-            d = self.perturbation_sq
-            d[cls] = d.get(cls, 0) + float(perturbation_sq)
-        if protected:
-            d = self.errors_protected
-            d[cls] = d.get(cls, 0) + int(protected)
-        if nonfinite:
-            d = self.nonfinite_events
-            d[cls] = d.get(cls, 0) + int(nonfinite)
-        if guarded:
-            d = self.guard_elements
-            d[cls] = d.get(cls, 0) + int(guarded)
-        if skipped:
-            d = self.guard_skipped
-            d[cls] = d.get(cls, 0) + int(skipped)
+        for d, v in ((self.perturbation_sq, perturbation_sq), (self.errors_protected, protected),
+                     (self.nonfinite_events, nonfinite), (self.guard_elements, guarded),
+                     (self.guard_skipped, skipped)):
+            if v:
+                d[cls] = d.get(cls, 0) + (float(v) if d is self.perturbation_sq else int(v))
 
     def add_message(self, cls: str, payload_bits: int, stream_bits: int, line_bits: int, frames_resent: int = 0,
                     frames_lost: int = 0, errors_protected: int = 0) -> None:
         """One received message: ``messages`` +1, its payload, stream and line bits, and its frames
         resent and lost and flips removed by protection, each only when nonzero (as :meth:`add`; one
         call per message)."""
-        d = self.messages
-        d[cls] = d.get(cls, 0) + 1
-        d = self.payload_bits
-        d[cls] = d.get(cls, 0) + int(payload_bits)
-        d = self.stream_bits
-        d[cls] = d.get(cls, 0) + int(stream_bits)
-        d = self.line_bits
-        d[cls] = d.get(cls, 0) + int(line_bits)
-        if frames_resent:
-            d = self.frames_resent
-            d[cls] = d.get(cls, 0) + int(frames_resent)
-        if frames_lost:
-            d = self.frames_lost
-            d[cls] = d.get(cls, 0) + int(frames_lost)
-        if errors_protected:
-            d = self.errors_protected
-            d[cls] = d.get(cls, 0) + int(errors_protected)
+        for d, n in ((self.messages, 1), (self.payload_bits, payload_bits), (self.stream_bits, stream_bits),
+                     (self.line_bits, line_bits)):
+            d[cls] = d.get(cls, 0) + int(n)
+        for d, n in ((self.frames_resent, frames_resent), (self.frames_lost, frames_lost),
+                     (self.errors_protected, errors_protected)):
+            if n:
+                d[cls] = d.get(cls, 0) + int(n)
 
     def total(self, name: str) -> int:
         return int(sum(getattr(self, name).values()))
