@@ -41,6 +41,10 @@ class CommLog:
         self._step_s: list[float] = []
         self._t0: float | None = None
         self._lock = threading.Lock()
+        # (op, default class, dtype, numel, the group's class override) -> (bytes, dtype name, class) of a
+        # one-tensor collective: DDP's buckets and FSDP2's flat buffers repeat every step, so an op costs
+        # one look-up here instead of a classification and a size sum (bounded: sizes that never repeat)
+        self._kinds: dict[tuple, tuple[int, str, str]] = {}
 
     def mark_step(self, step: int | None = None) -> None:
         """Start step ``step`` (default: the next); the previous step's wall time is recorded."""
@@ -60,6 +64,28 @@ class CommLog:
                 return
             # a tuple per op (made into a dict when read): this runs once per op, on the issuing thread
             self._records.append((self.step, op, nbytes, dtype, cls, peers))
+
+    def record_op(self, group, op: str, default: str | None, ts, peers: Any) -> None:
+        """Record op ``op`` of ``group`` on tensors ``ts`` (its bytes, dtype and traffic class, see
+        :func:`instrument`). The class of a one-tensor collective is memoised on its dtype, size and the
+        group's class override (``group._override``): ``group._classify(default, t)`` depends on those
+        alone (as :class:`integration.process_group.ReplayProcessGroup`'s does)."""
+        if default is not None and len(ts) == 1:
+            t = ts[0]
+            key = (op, default, t.dtype, t.numel(), getattr(group, "_override", None))
+            kind = self._kinds.get(key)
+            if kind is None:
+                kind = _kind(group, op, default, list(ts), peers)
+                if len(self._kinds) < 4096:
+                    self._kinds[key] = kind
+        else:
+            ts = list(ts)
+            kind = _kind(group, op, default, ts, peers)
+        with self._lock:  # record()'s body: one call less per op
+            if len(self._records) >= self.limit:
+                self.dropped += 1
+                return
+            self._records.append((self.step, op, kind[0], kind[1], kind[2], peers))
 
     def records(self) -> list[dict]:
         with self._lock:
@@ -124,7 +150,7 @@ def _spec():
         return a[0]
 
     return {
-        "allreduce": ("allreduce", "gradients", lambda s, a, k: (first(a), "all")),
+        "allreduce": ("allreduce", "gradients", lambda s, a, k: (a[0], "all")),
         "broadcast": ("broadcast", "params",
                       lambda s, a, k: (first(a), [int(getattr(a[1] if len(a) > 1 else k.get("opts"), "rootRank", 0))])),
         "allgather": ("allgather", "params", lambda s, a, k: (list(a[0][0]), "all")),
@@ -156,6 +182,11 @@ def _classify(group, op: str, default: str | None, ts: list, peer) -> str:
     return default
 
 
+def _kind(group, op: str, default: str | None, ts: list, peers) -> tuple[int, str, str]:
+    """(bytes, dtype name, traffic class) of an op on tensors ``ts``."""
+    return _nbytes(ts), _dtype(ts[0]) if ts else "none", _classify(group, op, default, ts, peers)
+
+
 def instrument(group_cls: type) -> type:
     """Wrap ``group_cls``'s op methods so that each call is recorded in ``self.commlog`` first."""
     for name, (op, default, extract) in _spec().items():
@@ -167,9 +198,7 @@ def instrument(group_cls: type) -> type:
             log = getattr(self, "commlog", None)
             if log is not None and log.enabled:
                 ts, peers = __extract(self, a, k)
-                ts = list(ts)
-                cls = _classify(self, __op, __default, ts, peers)
-                log.record(__op, _nbytes(ts), _dtype(ts[0]) if ts else "none", cls, peers)
+                log.record_op(self, __op, __default, ts, peers)
             return __orig(self, *a, **k)
 
         functools.update_wrapper(wrapped, orig)

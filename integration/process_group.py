@@ -305,6 +305,8 @@ class ReplayProcessGroup(FailureAgreement, ReceivePath, RingOps, PointToPoint, d
         self._fec = get_mode(config.source.fec)
         self._cost_cache: dict[int, tuple[int, int]] = {}
         self._links: dict[tuple[int, int], BufferedLink | None] = {}
+        self._allreduce_kinds: dict[tuple, tuple] = {}  # allreduce: (class, inner, ordered, in_band) per kind
+        self._rx: dict[int, tuple] = {}  # src -> (link src -> rank's source, its BufferedLink or None)
         self._retx = config.retransmit()  # NCCL_IB_RETRY_CNT + 1 sends per frame
         self._error_free = error_free(config.source)  # no link of the group can lose a frame
         self._failed: LinkFailure | None = None  # set once a frame is lost: the group is in error
@@ -576,20 +578,33 @@ class ReplayProcessGroup(FailureAgreement, ReceivePath, RingOps, PointToPoint, d
     # ------------------------------------------------------------------ allreduce
     @_op
     def allreduce(self, tensors, opts=None):
-        self._flush_p2p()
+        if self._p2p_queue:  # queued sends/receives first (the usual case: none, and no call per bucket)
+            self._flush_p2p()
         opts = _async_opts(opts, dist.AllreduceOptions)
         if len(tensors) != 1:
             raise UnsupportedOperation(f"{BACKEND_NAME}: allreduce of {len(tensors)} tensors per rank is not supported")
         t = tensors[0]
         buf = self._stage(t)
-        cls = self._classify("gradients", t)
+        # what decides the op's class, inner backend and in-band signal, each worked out once per kind
+        # of all-reduce: DDP's buckets repeat every step, and on a CPU cold from the backward pass each
+        # small call costs microseconds
+        red = opts.reduceOp
+        key = (t.dtype, t.numel(), t.device.type, self._override, getattr(red, "op", red), self.force_device_path)
+        kind = self._allreduce_kinds.get(key)
+        cls = kind[0] if kind is not None else self._classify("gradients", t)
         if self.config.mode == "ring" and is_float(t) and self._size > 1:
             self._ring_allreduce(buf, opts.reduceOp, cls)
             self._unstage(t, buf)
             return self._done(tensors)
         pending = self._reserve("allreduce", cls, buf, (self._rank + 1) % self._size)
-        inner = self._inner_for(buf)
-        if self._ordered(inner):  # NCCL's contract: nothing in a completion callback (module docstring)
+        if kind is None:
+            inner = self._inner_for(buf)
+            kind = (cls, inner, self._ordered(inner),
+                    not self.force_device_path and self._signals_in_band(buf, opts.reduceOp))
+            if len(self._allreduce_kinds) < 4096:  # bounded: sizes that never repeat
+                self._allreduce_kinds[key] = kind
+        _, inner, ordered, in_band = kind
+        if ordered:  # NCCL's contract: nothing in a completion callback (module docstring)
             work = inner.allreduce([buf], opts)
             if pending is None and buf is t and work is not None and self._coalescing_inner is None:
                 return work  # the inner Work as any backend returns it (a group in error still fails it: _op)
@@ -599,8 +614,8 @@ class ReplayProcessGroup(FailureAgreement, ReceivePath, RingOps, PointToPoint, d
                 self._unstage(t, buf)
 
             return self._finish(work, "allreduce", buf, receive, tensors)
-        # gloo: its future completes when the sum has landed on every rank
-        in_band = not self.force_device_path and self._signals_in_band(buf, opts.reduceOp)
+        # gloo: its future completes when the sum has landed on every rank; in_band: a lost frame is
+        # signalled in the sum itself (_signals_in_band)
         # a CPU fp32/fp64 result is read through one numpy view (element 0, then the flips)
         host = in_band and buf.dtype in _WORD
         if in_band and (self._failed is not None or self._tl.loss is not None):
@@ -631,7 +646,8 @@ class ReplayProcessGroup(FailureAgreement, ReceivePath, RingOps, PointToPoint, d
             vals = self._host_view(buf) if host else None
             self._check_peer_after("allreduce", buf if in_band else None, vals, at)
             self._receive(pending, cls, buf if host else self._flat(buf), vals=vals)
-            self._unstage(t, buf)
+            if buf is not t:
+                self._unstage(t, buf)
             return tensors
 
         return _ReplayWork(work.get_future().then(finish), self._timeout_s, "allreduce", poll=poll)

@@ -101,24 +101,32 @@ class ReceivePath:
             s = self._sources[key] = make_link_source(self.config.source, src, dst)
         return s
 
-    def _deliver(self, src: int, source: ErrorSource, octets: int, dtype: torch.dtype, dst: int | None = None):
+    def _deliver(self, src: int, source: ErrorSource, octets: int, dtype: torch.dtype, dst: int | None = None,
+                 link: BufferedLink | None | bool = False):
         """``protocol.delivery.deliver`` of one message over link ``src -> rank`` (same result).
 
         Sources whose offsets do not depend on how the stream is cut (live generator, independent
         flips) go through a :class:`BufferedLink` (read-ahead + one Numba pass per message); others
-        (traces) through ``deliver`` itself.
+        (traces) through ``deliver`` itself. ``link``: the link's :meth:`_buffered`, when the caller has it.
         """
         fmt = _FORMAT.get(dtype, "float32")
-        key = (src, self._rank if dst is None else dst)
+        if link is False:
+            link = self._buffered(src, source, self._rank if dst is None else dst)
+        if link is not None:
+            return link.deliver(octets, fmt)
+        return deliver(octets, source, self._fec, rate=self.config.source.rate, float_format=fmt,
+                       code=self.config.source.code, retransmit=self._retx)
+
+    def _buffered(self, src: int, source: ErrorSource, dst: int) -> BufferedLink | None:
+        """Link ``src -> dst``'s :class:`BufferedLink` over ``source`` (made on first use), None for a
+        source that must be read through ``deliver`` itself (traces)."""
+        key = (src, dst)
         link = self._links.get(key, False)
         if link is False:
             link = self._links[key] = (BufferedLink(source, self._fec, rate=self.config.source.rate,
                                                     code=self.config.source.code, retransmit=self._retx)
                                        if BufferedLink.supports(source) else None)
-        if link is not None:
-            return link.deliver(octets, fmt)
-        return deliver(octets, source, self._fec, rate=self.config.source.rate, float_format=fmt,
-                       code=self.config.source.code, retransmit=self._retx)
+        return link
 
     def _classify(self, default: str, t: torch.Tensor, op: str = "") -> str:
         if not is_corruptible(t, op) or t.numel() <= 1:
@@ -140,24 +148,25 @@ class ReceivePath:
         with self._lock:
             seq = self._seq
             self._seq += 1
-            source = self.link_source(src, self._rank)
+            rx = self._rx.get(src)
+            if rx is None:  # link src -> rank: its source, and its BufferedLink (None: deliver() itself)
+                source = self.link_source(src, self._rank)
+                buffered = None if isinstance(source, NoErrors) else self._buffered(src, source, self._rank)
+                rx = self._rx[src] = (source, buffered)
+            source, buffered = rx
             m = self._metrics
-            if isinstance(source, NoErrors):  # error-free link: only the bit accounting
+            if buffered is None and isinstance(source, NoErrors):  # error-free link: only the bit accounting
                 sb, lb = self._clean_cost(octets)
                 source.take(sb)
                 m.add_message(cls, 8 * octets, sb, lb)
                 self._log.add_message(seq, op, cls, src, self._rank, hop, 8 * octets, sb, 0)
                 return None
-            d = self._deliver(src, source, octets, t.dtype)
+            d = self._deliver(src, source, octets, t.dtype, link=buffered)
             flips = d.payload_flips
-            m.add_message(cls, 8 * octets, d.stream_bits, d.line_bits)
-            if d.frames_resent:
-                m.add("frames_resent", cls, d.frames_resent)
+            m.add_message(cls, 8 * octets, d.stream_bits, d.line_bits, d.frames_resent, d.frames_lost,
+                          d.protected_removed)
             if d.frames_lost:
-                m.add("frames_lost", cls, d.frames_lost)
                 self._note_loss(op, cls, src, d)
-            if d.protected_removed:
-                m.add("errors_protected", cls, d.protected_removed)
             self._log.add_message(seq, op, cls, src, self._rank, hop, 8 * octets, d.stream_bits, len(flips))
             if cls not in self._selected or not is_corruptible(t, op):
                 if len(flips):

@@ -392,11 +392,18 @@ class Metrics:
             if v:
                 d[cls] = d.get(cls, 0) + (float(v) if d is self.perturbation_sq else int(v))
 
-    def add_message(self, cls: str, payload_bits: int, stream_bits: int, line_bits: int) -> None:
-        """One received message: ``messages`` +1 and its payload, stream and line bits (one call per message)."""
+    def add_message(self, cls: str, payload_bits: int, stream_bits: int, line_bits: int, frames_resent: int = 0,
+                    frames_lost: int = 0, errors_protected: int = 0) -> None:
+        """One received message: ``messages`` +1, its payload, stream and line bits, and its frames
+        resent and lost and flips removed by protection, each only when nonzero (as :meth:`add`; one
+        call per message)."""
         for d, n in ((self.messages, 1), (self.payload_bits, payload_bits), (self.stream_bits, stream_bits),
                      (self.line_bits, line_bits)):
             d[cls] = d.get(cls, 0) + int(n)
+        for d, n in ((self.frames_resent, frames_resent), (self.frames_lost, frames_lost),
+                     (self.errors_protected, errors_protected)):
+            if n:
+                d[cls] = d.get(cls, 0) + int(n)
 
     def total(self, name: str) -> int:
         return int(sum(getattr(self, name).values()))

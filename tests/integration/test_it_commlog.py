@@ -173,3 +173,30 @@ def test_gpt2_small_time_preset_matches_the_training_preset():
     assert (t["n_layer"], t["n_embd"], t["block_size"]) == (m["n_layer"], m["d_model"], m["seq_len"])
     gpt = GPT(model_config(build_config(model="gpt2-small")))
     assert sum(p.numel() for p in gpt.parameters()) == m["params"]
+
+
+def test_a_repeated_allreduce_follows_the_class_override_and_the_reduce_op():
+    """The group and its comm log work out an all-reduce's class (and inner backend, in-band signal)
+    once per kind of all-reduce (dtype, size, device, class override, reduce op): the same tensor
+    inside ``traffic(...)`` must not reuse the class worked out outside it, nor the reverse. (The
+    reduce op's part of the key: test_it_failures' in-band test, a float MAX after a float SUM.)"""
+    from datetime import timedelta
+
+    import torch.distributed as dist
+
+    from integration.process_group import ReplayProcessGroup
+    from integration.replay import ReplayConfig
+    from integration.sources import SourceConfig
+
+    g = ReplayProcessGroup.standalone(ReplayConfig(source=SourceConfig(ber=1e-9, kind="independent")),
+                                      timeout=timedelta(seconds=5))
+    t = torch.ones(1000)
+    opts = dist.AllreduceOptions()
+    opts.reduceOp = dist.ReduceOp.MAX
+    g.allreduce([t]).wait()
+    with g.traffic("activations"):
+        g.allreduce([t]).wait()
+    g.allreduce([t], opts).wait()
+    g.allreduce([t]).wait()
+    assert [r["cls"] for r in g.commlog.records()] == ["gradients", "activations", "gradients", "gradients"]
+    assert g.metrics.messages == {"gradients": 3, "activations": 1}
