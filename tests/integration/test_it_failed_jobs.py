@@ -143,16 +143,16 @@ def test_a_failed_run_under_torchrun_fails_every_rank(tmp_path):
 
 
 def test_experiment_refuses_a_run_it_cannot_make_before_the_first_starts(monkeypatch, tmp_path, capsys):
-    """A parallelism later in --parallel whose configuration is invalid (here: pipelines have no
-    comm-hook mode) is refused up front (exit 2), not after the first parallelism's runs."""
+    """A parallelism later in --parallel whose configuration is invalid (here: a 2-stage pipeline of a
+    1-layer model, which DDP runs) is refused up front (exit 2), not after the first parallelism's runs."""
     import integration.experiment as experiment
 
     started = []
     monkeypatch.setattr(experiment, "run_many", lambda *a, **k: started.append(1) or [])
-    rc = main(["experiment", "--out", str(tmp_path / "exp"), "--parallel", "ddp,pp", "--replay-via", "hooks",
-               "--bers", "1e-5", "--guards", "none", "--steps", "1", "--no-progress", *TINY])
+    rc = main(["experiment", "--out", str(tmp_path / "exp"), "--parallel", "ddp,pp", "--bers", "1e-5", "--guards", "none",
+               "--steps", "1", "--no-progress", *TINY])
     assert rc == 2 and started == []
-    assert "--replay-via hooks" in capsys.readouterr().err
+    assert "a pipeline of 1 blocks has at most 1 stages" in capsys.readouterr().err
 
 
 def test_experiment_json_when_a_rank_dies_still_writes_a_document(monkeypatch, tmp_path, capsys):
