@@ -59,6 +59,16 @@ def test_demo_quick_with_training(tmp_path, capsys):
     # what the link injected into the received payload, and where the weights ended up
     assert noisy["flips"] > 0 and noisy["injected_noise"] > 0 and noisy["weight_dist_shadow"] > 0
     assert (out / "training" / "loss_ddp.png").stat().st_size > 0
+    # which recipe, which BER kind, the payload BER delivered (measured): in the report, from the summary
+    from phy802.cli._narrative import ber_kind_sentence, recipe_sentence
+
+    [rec] = s["training_recipes"]
+    assert (rec["recipe"], rec["clip"], rec["source"], rec["fec"]) == ("default", "global", "trace", "bypass")
+    assert noisy["recipe"] == "default" and noisy["ber_is"] == "trace (line BER of its header)"
+    assert 0 < noisy["ber_delivered"]
+    report_text = (out / "report.md").read_text()
+    assert f"- {recipe_sentence(rec)}" in report_text and recipe_sentence(rec) + "\n" in report_text
+    assert f"- Guard `{noisy['guard']}`, recipe `default`: {ber_kind_sentence(noisy)}." in report_text
     # step 5: the tradeoff of those runs (modelled step time x measured loss), table and Pareto plot
     assert s["tradeoff"]["rows"] > 0 and (out / "tradeoff" / "pareto.png").stat().st_size > 0
     report = (out / "report.md").read_text()
