@@ -3,7 +3,8 @@ from the run's own numbers (nothing canned), and which numbers are measured and 
 
 Input is the demo's summary dict (``summary.json``): ``vectors``, ``sweep`` (rows of
 :meth:`phy802.sweep.PointResult.row`), ``latency_ns`` (mode -> added latency, model), ``trace``
-(the trace metadata) and, when training ran, ``training`` (rows of ``phy802 experiment``) and
+(the trace metadata) and, when training ran, ``training`` (rows of ``phy802 experiment``),
+``training_recipes`` (the settings each recipe gave the runs with errors: :func:`recipe_sentence`) and
 ``tradeoff.rows_64_ranks`` (rows of ``phy802 tradeoff``).
 """
 
@@ -12,7 +13,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-__all__ = ["narrative", "fastest", "MEASURED_VS_MODEL"]
+__all__ = ["narrative", "fastest", "MEASURED_VS_MODEL", "recipe_sentence", "ber_kind_sentence"]
 
 MEASURED_VS_MODEL = (
     "**Measured or model.** Counts, error ratios, intervals and losses are *measured* by this run "
@@ -84,12 +85,43 @@ def _trace_sentence(meta: dict, trained: bool) -> list[str]:
                else "; `phy802 train --source trace` replays these payload flips.")]
 
 
-def _training_sentences(rows: list[dict]) -> list[str]:
+def _clip_text(clip: str, grad_clip: float) -> str:
+    """What the clipping settings of a run do (``integration.train.CLIPS``)."""
+    if clip == "none" or not grad_clip:
+        return "no global gradient-norm clipping"
+    if clip == "wide":
+        return f"global gradient-norm clipping at {grad_clip:g}, the norm summed in float64 (a flipped exponent does not overflow it)"
+    return (f"global gradient-norm clipping at {grad_clip:g} with an fp32 norm (one gradient above ~1.8e19 "
+            "overflows it and that step's update is zeroed)")
+
+
+def recipe_sentence(setup: dict) -> str:
+    """Which training recipe the runs used and the settings it gave them (one ``training_recipes`` entry:
+    ``recipe``, ``about`` (``integration.train.RECIPE_HELP``), ``inferred``, ``optimizer``, ``clip``,
+    ``grad_clip``, ``source``, ``fec``)."""
+    mark = " -- **inferred** from the study, not quoted" if setup.get("inferred") else ""
+    return (f"Recipe `{setup['recipe']}`{mark} ({setup['about']}): here optimizer {setup['optimizer']}, "
+            f"{_clip_text(setup['clip'], setup['grad_clip'])}; errors from source `{setup['source']}` "
+            f"with `--fec {setup['fec']}`.")
+
+
+def ber_kind_sentence(r: dict) -> str:
+    """For a training row with errors: the BER it was given and its kind (``ber_is``, a setting) and
+    the payload BER it delivered (``ber_delivered``, measured)."""
+    dlv = r.get("ber_delivered")
+    dlv_txt = ("not recorded" if dlv is None or not math.isfinite(dlv)
+               else f"{_g(dlv, 3)} (measured: every flip that reached a received payload over the payload bits received)")
+    return (f"BER {_g(r['ber'])} given, of kind {r.get('ber_is', 'unknown')} (a setting); "
+            f"delivered payload BER {dlv_txt}")
+
+
+def _training_sentences(rows: list[dict], recipes: list[dict] | None = None) -> list[str]:
     if not rows:
         return []
-    out = []
-    for par in dict.fromkeys(r["parallel"] for r in rows):
-        mine = [r for r in rows if r["parallel"] == par]
+    out = [recipe_sentence(s) for s in recipes or []]
+    # one error-free shadow per (parallelism, recipe): each row with errors is compared with its own
+    for par, recipe in dict.fromkeys((r["parallel"], r.get("recipe", "default")) for r in rows):
+        mine = [r for r in rows if r["parallel"] == par and r.get("recipe", "default") == recipe]
         base = next((r for r in mine if r["ber"] == 0), None)
         if base is None:
             continue
@@ -105,9 +137,12 @@ def _training_sentences(rows: list[dict]) -> list[str]:
             else:
                 verdict = f"{'lost' if d > 0 else 'gained'} {abs(d):.3f}"
             extra = f", {r['nonfinite_steps']} steps with non-finite gradients" if r.get("nonfinite_steps") else ""
-            bits.append(f"guard `{r['guard']}` at BER {_g(r['ber'])}: loss {_g(v, 4)}, {verdict}{extra}")
-        out.append(f"{par.upper()} training: the error-free run ended at validation loss {_g(base['final_val_loss'], 4)}; "
-                   + "; ".join(bits) + " (measured, one seed: indicative).")
+            bits.append(f"guard `{r['guard']}` at {ber_kind_sentence(r)}: loss {_g(v, 4)}, {verdict}{extra}")
+        seeds = max(int(r.get("seeds") or 1) for r in mine)
+        how = "one seed: indicative" if seeds == 1 else f"mean of {seeds} seeds"
+        out.append(f"{par.upper()} training, recipe `{recipe}`: the error-free run ended at validation loss "
+                   f"{_g(base['final_val_loss'], 4)}; " + "; ".join(bits)
+                   + f" (losses measured, {how}; no number of the training is a model or a prediction).")
     return out
 
 
@@ -164,7 +199,7 @@ def narrative(summary: dict[str, Any]) -> list[str]:
     meta = (summary.get("trace") or {}).get("meta") or {}
     for s in _trace_sentence(meta, bool(summary.get("training"))):
         lines.append(f"- {s}")
-    for s in _training_sentences(summary.get("training") or []):
+    for s in _training_sentences(summary.get("training") or [], summary.get("training_recipes")):
         lines.append(f"- {s}")
     for s in _tradeoff_sentences((summary.get("tradeoff") or {}).get("rows_64_ranks") or []):
         lines.append(f"- {s}")

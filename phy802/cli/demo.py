@@ -170,6 +170,7 @@ def _training_step(cfg: DemoConfig, out: Path, trace_path: Path, summary: dict) 
     """2-rank DDP training with the trace's errors, error-free shadow beside it; returns the report section."""
     md: list[str] = []
     t0 = time.perf_counter()
+    from phy802.cli._narrative import recipe_sentence
     from phy802.cli.experiment import _table_md, add_arguments as exp_args, sweep as exp_sweep, write_report
 
     p = argparse.ArgumentParser()
@@ -181,6 +182,7 @@ def _training_step(cfg: DemoConfig, out: Path, trace_path: Path, summary: dict) 
         "--n-embd", str(cfg.train_embd), "--eval-interval", str(max(1, cfg.train_steps // 6)),
         "--timeout", "1800", *([] if cfg.progress else ["--no-progress"]),
     ])
+    summary["training_recipes"] = training_recipes(args, cfg.trace_ber)
     _say(cfg, f"training: 2-rank DDP, {cfg.train_steps} steps, error-free + guards {', '.join(cfg.train_guards)}")
     rows = exp_sweep(args, prog="phy802 demo")
     write_report(rows, str(out / "training"), {k: v for k, v in vars(args).items()})
@@ -193,9 +195,44 @@ def _training_step(cfg: DemoConfig, out: Path, trace_path: Path, summary: dict) 
            "||delivered - clean|| / ||clean|| of the received gradients is what the link injected; "
            "`weight_dist_shadow` = ||w - w_shadow|| / ||w_shadow|| also counts the training that went "
            "differently afterwards.", "",
+           *[recipe_sentence(r) for r in summary["training_recipes"]], "",
+           *_ber_kind_notes(rows), "",
            _measured_step_header(_table_md(rows)), *_training_notes(rows, cfg.train_steps),
            "![loss curves](training/loss_ddp.png)", ""]
     return md
+
+
+def training_recipes(args: argparse.Namespace, ber: float) -> list[dict]:
+    """The settings each recipe of ``phy802 experiment`` options ``args`` gives its runs with errors at
+    ``ber`` (the very configs the sweep runs: :meth:`integration.experiment.ExperimentSpec.config`),
+    for the report's recipe sentence (:func:`phy802.cli._narrative.recipe_sentence`)."""
+    from integration.train import RECIPE_HELP
+
+    from phy802.cli.experiment import spec_from_args
+
+    spec = spec_from_args(args)
+    out = []
+    for name in spec.recipe_names():
+        c = spec.config(spec.parallel[0], ber, spec.guards[0], spec.seeds[0], recipe=name)
+        out.append({"recipe": c.recipe, "about": RECIPE_HELP[c.recipe],
+                    "inferred": c.recipe == "paper",  # RECIPES: "paper" is our reading of the study, not quoted
+                    "optimizer": c.optimizer, "clip": c.clip, "grad_clip": c.grad_clip,
+                    "source": c.replay.source.kind, "fec": c.replay.source.fec})
+    return out
+
+
+def _ber_kind_notes(rows: list[dict]) -> list[str]:
+    """Per training row with errors: the BER given and its kind, the payload BER delivered (measured)."""
+    from phy802.cli._narrative import ber_kind_sentence
+
+    return [f"- Guard `{r['guard']}`, recipe `{r.get('recipe', 'default')}`: {ber_kind_sentence(r)}."
+            for r in rows if r["ber"] > 0] + [
+        "", f"Every column of the table below is measured on this run except {', '.join(f'`{c}`' for c in _SETTINGS)} "
+        "(the settings); none is a model or a prediction (the modelled step times are section 5's)."]
+
+
+#: the training table's columns that are settings, not measurements (integration.experiment.COLUMNS)
+_SETTINGS = ("parallel", "ber", "ber_is", "guard", "seeds", "recipe")
 
 
 def _demo_into(cfg: DemoConfig, out: Path, shown: Path) -> dict:

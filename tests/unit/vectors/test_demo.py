@@ -59,6 +59,16 @@ def test_demo_quick_with_training(tmp_path, capsys):
     # what the link injected into the received payload, and where the weights ended up
     assert noisy["flips"] > 0 and noisy["injected_noise"] > 0 and noisy["weight_dist_shadow"] > 0
     assert (out / "training" / "loss_ddp.png").stat().st_size > 0
+    # which recipe, which BER kind, the payload BER delivered (measured): in the report, from the summary
+    from phy802.cli._narrative import ber_kind_sentence, recipe_sentence
+
+    [rec] = s["training_recipes"]
+    assert (rec["recipe"], rec["clip"], rec["source"], rec["fec"]) == ("default", "global", "trace", "bypass")
+    assert noisy["recipe"] == "default" and noisy["ber_is"] == "trace (line BER of its header)"
+    assert 0 < noisy["ber_delivered"]
+    report_text = (out / "report.md").read_text()
+    assert f"- {recipe_sentence(rec)}" in report_text and recipe_sentence(rec) + "\n" in report_text
+    assert f"- Guard `{noisy['guard']}`, recipe `default`: {ber_kind_sentence(noisy)}." in report_text
     # step 5: the tradeoff of those runs (modelled step time x measured loss), table and Pareto plot
     assert s["tradeoff"]["rows"] > 0 and (out / "tradeoff" / "pareto.png").stat().st_size > 0
     report = (out / "report.md").read_text()
@@ -152,3 +162,89 @@ def test_phy_us_and_overflow_steps_are_explained_with_the_runs_numbers():
         "model never learned (final loss 4.23)."]
     head = _measured_step_header("| a | step_ms |\n|---|---|\n| 1 | 2 |")
     assert head.splitlines()[0] == "| a | step_ms (measured: CPU wall time here) |"
+
+
+def _row(ber, guard, **kw):
+    return {"parallel": "ddp", "recipe": "default", "ber": ber, "guard": guard, "seeds": 1, "final_val_loss": 2.7,
+            "delta_val_loss": 0.0, "ber_is": "error-free" if ber == 0 else "trace (line BER of its header)",
+            "ber_delivered": 0.0, **kw}
+
+
+_DEFAULT = {"recipe": "default", "about": "the options as given", "inferred": False, "optimizer": "adamw",
+            "clip": "global", "grad_clip": 1.0, "source": "trace", "fec": "bypass"}
+
+
+def test_training_says_its_recipe_from_the_summary():
+    """The recipe sentence is the summary's ``training_recipes`` entry: name, its help, the settings it
+    gave the runs (optimizer, clipping), the error source; ``paper`` is marked inferred."""
+    from phy802.cli._narrative import narrative, recipe_sentence
+
+    s = recipe_sentence(_DEFAULT)
+    assert s.startswith("Recipe `default` (the options as given): here optimizer adamw, global gradient-norm "
+                        "clipping at 1 with an fp32 norm") and "source `trace` with `--fec bypass`" in s
+    assert "inferred" not in s
+    assert "clipping at 0.5 " in recipe_sentence({**_DEFAULT, "grad_clip": 0.5})
+    assert "no global gradient-norm clipping" in recipe_sentence({**_DEFAULT, "clip": "none"})
+    assert "no global gradient-norm clipping" in recipe_sentence({**_DEFAULT, "grad_clip": 0.0})
+    assert "summed in float64" in recipe_sentence({**_DEFAULT, "clip": "wide"})
+    assert "optimizer sgd" in recipe_sentence({**_DEFAULT, "optimizer": "sgd"})
+    paper = recipe_sentence({**_DEFAULT, "recipe": "paper", "inferred": True, "clip": "none", "source": "independent"})
+    assert paper.startswith("Recipe `paper` -- **inferred** from the study, not quoted (")
+    assert "source `independent`" in paper
+    rows = [_row(0.0, "-"), _row(1e-5, "none", ber_delivered=3.1e-5, delta_val_loss=1.5, final_val_loss=4.2)]
+    lines = narrative({"training": rows, "training_recipes": [_DEFAULT]})
+    assert f"- {s}" in lines
+    assert not any("Recipe `" in line for line in narrative({"training": rows}))
+
+
+def test_training_says_which_ber_and_what_it_delivered():
+    """Each row with errors: the BER given with its kind (``ber_is``, a setting) and the payload BER it
+    delivered (``ber_delivered``, measured); the losses measured, over how many seeds; one shadow per recipe."""
+    from phy802.cli._narrative import _training_sentences, ber_kind_sentence
+    from phy802.cli.demo import _ber_kind_notes
+
+    r = _row(1e-5, "none", ber_delivered=3.1e-5, delta_val_loss=1.5, final_val_loss=4.2)
+    assert ber_kind_sentence(r).startswith("BER 1e-5 given, of kind trace (line BER of its header) (a setting); "
+                                           "delivered payload BER 3.1e-5 (measured")
+    assert "of kind payload-stream BER" in ber_kind_sentence({**r, "ber_is": "payload-stream BER"})
+    assert "delivered payload BER 2.9e-5 (measured" in ber_kind_sentence({**r, "ber_delivered": 2.9e-5})
+    assert "delivered payload BER not recorded" in ber_kind_sentence({**r, "ber_delivered": float("nan")})
+    text = _training_sentences([_row(0.0, "-"), r])[0]
+    assert text.startswith("DDP training, recipe `default`: the error-free run ended at validation loss 2.7; "
+                           f"guard `none` at {ber_kind_sentence(r)}: loss 4.2, lost 1.500")
+    assert text.endswith("(losses measured, one seed: indicative; no number of the training is a model or a prediction).")
+    assert "mean of 3 seeds" in _training_sentences([_row(0.0, "-", seeds=3), {**r, "seeds": 3}])[0]
+    # two recipes: each compared with its own error-free run
+    p = {**r, "recipe": "paper", "final_val_loss": 2.71, "delta_val_loss": 0.01}
+    two = _training_sentences([_row(0.0, "-"), r, _row(0.0, "-", recipe="paper"), p])
+    assert [t.split(":")[0] for t in two] == ["DDP training, recipe `default`", "DDP training, recipe `paper`"]
+    assert "stayed close to error-free (+0.010)" in two[1]
+    notes = _ber_kind_notes([_row(0.0, "-"), r])
+    assert notes[0] == f"- Guard `none`, recipe `default`: {ber_kind_sentence(r)}."
+    assert notes[-1].startswith("Every column of the table below is measured on this run except `parallel`, `ber`, "
+                                "`ber_is`, `guard`, `seeds`, `recipe` (the settings)")
+
+
+def test_training_recipes_are_the_configs_the_sweep_runs():
+    """``training_recipes`` reads the settings from the sweep's own run configs: the paper recipe turns
+    clipping off and its source to payload-stream flips; every setting column named is a table column."""
+    pytest.importorskip("torch")
+    import argparse
+
+    from integration.experiment import COLUMNS
+    from phy802.cli.demo import _SETTINGS, training_recipes
+    from phy802.cli.experiment import add_arguments
+
+    p = argparse.ArgumentParser()
+    add_arguments(p)
+    common = ["--out", "unused", "--bers", "1e-5", "--parallel", "ddp", "--guards", "none", "--fec", "bypass"]
+    [default] = training_recipes(p.parse_args(common + ["--source", "generator", "--grad-clip", "0.5"]), 1e-5)
+    assert {k: default[k] for k in ("recipe", "inferred", "optimizer", "clip", "grad_clip", "source", "fec")} == {
+        "recipe": "default", "inferred": False, "optimizer": "adamw", "clip": "global", "grad_clip": 0.5,
+        "source": "generator", "fec": "bypass"}
+    default2, paper = training_recipes(p.parse_args(common + ["--source", "independent", "--recipes", "default,paper"]),
+                                       1e-5)
+    assert (default2["recipe"], default2["clip"]) == ("default", "global")
+    assert (paper["recipe"], paper["inferred"], paper["clip"], paper["optimizer"]) == ("paper", True, "none", "adamw")
+    assert "not quoted" in paper["about"]
+    assert set(_SETTINGS) <= set(COLUMNS)
