@@ -188,29 +188,25 @@ def _fmt_iv(d) -> str:
     return fmt_interval(d["value"], d.get("lo"), d.get("hi"))
 
 
-def answer(args: argparse.Namespace, shown: dict[str, str] | None = None) -> tuple[dict, str]:
-    """``phy802 advise``'s whole answer for parsed ``args``: the JSON document (the verdict under
-    ``verdict``) and the text the command prints.  ``phy802 demo`` calls this on the files it wrote, so
-    its report opens with the very sentence the command gives.  ``shown`` maps an input path as read
-    to the name the answer gives it (the demo builds its folder beside ``--out``)."""
-    from phy802.telemetry.fit import CODES, estimate_cpu_seconds
-    from phy802.telemetry.ports import fit_ports
-    from protocol.advise import AdviseConfig, advise_links, evaluate, loss_side_from_results, verdict
+def _check_args(args: argparse.Namespace) -> None:
+    """Refuse what advise cannot answer before any file is read."""
+    from phy802.telemetry.fit import MODELS
 
     if args.cluster == "flat-ethernet":
         raise CliError("--cluster flat-ethernet: advise needs the cluster model (workloads); choose another --cluster")
     for m in args.models:
-        from phy802.telemetry.fit import MODELS
-
         if m not in MODELS:
             raise CliError(f"--models: {m!r}: choose from {', '.join(MODELS)}")
     if args.plot:
         from phy802.runtime.output import check_output_file
 
         check_output_file(args.plot)
-    code = CODES[args.code]
-    paths = snapshot_paths(args.fec_hist)
-    _snaps, intervals, whole = _read(paths, args, code)
+
+
+def _check_fit_budget(args: argparse.Namespace, whole, intervals: list) -> None:
+    """Refuse a fabric whose fits would take over 600 s of CPU per worker, with the estimate."""
+    from phy802.telemetry.fit import estimate_cpu_seconds
+
     with_data = [p for p in whole.ports if p.hist.bins and p.hist.total > 0]
     if not with_data:
         raise CliError(f"{whole.source}: no codewords counted on any of the {len(whole.ports)} ports")
@@ -219,6 +215,48 @@ def answer(args: argparse.Namespace, shown: dict[str, str] | None = None) -> tup
     if est / args.workers > 600:
         raise CliError(f"{whole.source}: estimated {est:.0f} s of CPU to fit {len(whole.ports)} ports (above 600 s): "
                        "lower --bootstrap or use --workers")
+
+
+def _replay(args: argparse.Namespace, intervals: list, code, fit_kw: dict, cfg, ts, loss) -> dict | None:
+    """The policy as it would have been set at the start (the first interval's fits), played forward
+    over the snapshots' intervals; ``None`` with one interval and no ``--plot``."""
+    from phy802.telemetry.ports import fit_ports
+    from protocol.advise import advise_links
+
+    if not (len(intervals) > 1 or args.plot):
+        return None
+    from protocol.advise.replay import MonitorConfig, replay_policy
+
+    if len(intervals) < 2 and args.plot:
+        raise CliError("--plot needs at least three snapshots (two intervals) to replay")
+    mon = MonitorConfig.default(cfg.target_fer, args.degrade_activate_ser, args.degrade_deactivate_ser)
+    first = intervals[0]
+    if not any(p.hist.bins and p.hist.total > 0 for p in first.ports):
+        raise CliError(f"{first.source}: no codewords counted in the first interval on any port")
+    f0 = fit_ports(first, code, **fit_kw)
+    replay = replay_policy(intervals, advise_links(first, f0, cfg, loss), mon, cfg, ts, f0)
+    if args.plot:
+        from protocol.advise.replay import plot_replay
+
+        plot_replay(replay, args.plot)
+    return replay
+
+
+def answer(args: argparse.Namespace, shown: dict[str, str] | None = None) -> tuple[dict, str]:
+    """``phy802 advise``'s whole answer for parsed ``args``: the JSON document (the verdict under
+    ``verdict``) and the text the command prints.  ``phy802 demo`` calls this on the files it wrote, so
+    its report opens with the very sentence the command gives.  ``shown`` maps an input path as read
+    to the name the answer gives it (the demo builds its folder beside ``--out``)."""
+    from phy802.telemetry.fit import CODES
+    from phy802.telemetry.ports import fit_ports
+    from protocol.advise import AdviseConfig, advise_links, evaluate, loss_side_from_results, verdict
+
+    _check_args(args)
+    code = CODES[args.code]
+    paths = snapshot_paths(args.fec_hist)
+    _snaps, intervals, whole = _read(paths, args, code)
+    _check_fit_budget(args, whole, intervals)
+
     def name(path: str) -> str:
         return (shown or {}).get(path, path)
 
@@ -232,23 +270,7 @@ def answer(args: argparse.Namespace, shown: dict[str, str] | None = None) -> tup
     links = advise_links(whole, fits, cfg, loss)
     rows = evaluate(links, fits, cfg, ts, loss)
     v = verdict(links, rows, cfg, ts, loss)
-    replay = None
-    if len(intervals) > 1 or args.plot:
-        from protocol.advise.replay import MonitorConfig, replay_policy
-
-        if len(intervals) < 2 and args.plot:
-            raise CliError("--plot needs at least three snapshots (two intervals) to replay")
-        mon = MonitorConfig.default(cfg.target_fer, args.degrade_activate_ser, args.degrade_deactivate_ser)
-        # the policy as it would have been set at the start (the first interval's fits), played forward
-        first = intervals[0]
-        if not any(p.hist.bins and p.hist.total > 0 for p in first.ports):
-            raise CliError(f"{first.source}: no codewords counted in the first interval on any port")
-        f0 = fit_ports(first, code, **fit_kw)
-        replay = replay_policy(intervals, advise_links(first, f0, cfg, loss), mon, cfg, ts, f0)
-        if args.plot:
-            from protocol.advise.replay import plot_replay
-
-            plot_replay(replay, args.plot)
+    replay = _replay(args, intervals, code, fit_kw, cfg, ts, loss)
     missing = []
     if loss is None:
         missing.append("loss side (--results): bypass/unequal not considered; time to target loss not computed")
@@ -266,54 +288,57 @@ def answer(args: argparse.Namespace, shown: dict[str, str] | None = None) -> tup
                       "loss_side": loss.source if loss else None, "target_fer": cfg.target_fer,
                       "max_loss_penalty": cfg.max_loss_penalty, "missing": missing},
            "replay": replay}
+    return doc, _answer_text(doc, v, links, ts, args.model, name(whole.source))
 
-    def text() -> str:
-        out = [f"VERDICT: {v.sentence}"]
-        out += [f"  caveat: {c}" for c in v.caveats]
-        out += [f"  depends most on: {d}" for d in v.depends_on]
+
+def _answer_text(doc: dict, v, links: list, ts, model: str, source: str) -> str:
+    """The command's text: the verdict first, then the per-port and per-workload tables, the replay
+    and what is missing (the same numbers as ``doc``)."""
+    cfg_fer = doc["inputs"]["target_fer"]
+    out = [f"VERDICT: {v.sentence}"]
+    out += [f"  caveat: {c}" for c in v.caveats]
+    out += [f"  depends most on: {d}" for d in v.depends_on]
+    out.append("")
+    out.append(f"per port ({len(links)}; fits of {source}; target FER {cfg_fer:.0e}; all model "
+               "values from the fitted law except codewords, which are counted):")
+    out.append(f"{'port':<14} {'status':<12} {'law':<9} {'pre-FEC BER [95%]':<34} {'FER [95%]':<30} "
+               f"{'margin x':<10} {'mode':<12} why")
+    for x in links:
+        mg = "-" if not x.margin or x.margin.get("value") is None else f"{x.margin['value']:.3g}"
+        out.append(f"{x.port:<14} {x.status:<12} {x.law or '-':<9} {_fmt_iv(x.pre_fec_ber):<34} {_fmt_iv(x.fer):<30} "
+                   f"{mg:<10} {x.mode:<12} {x.why}")
+    rep = doc["repair"]
+    out.append("repair (worst first): " + (", ".join(rep) if rep else "none"))
+    out.append("")
+    out.append(f"per workload ({ts.cluster.ranks} GPUs, {ts.cluster.describe().split(',')[0]}; {ts.source}; "
+               f"{model}):")
+    out.append(f"{'workload':<9} {'scenario':<15} {'modes':<44} {'step ms':>10} {'p99 ms':>10} {'p99.9 ms':>10} "
+               f"{'vs FEC':>8} {'P(fail)':>9} {'loss pen':>9}  sources")
+    for r in doc["workloads"]:
+        modes = ", ".join(f"{m} x{k}" for m, k in r["modes"].items())
+        iv = (f" (nccl-tests interval [{r['step_interval_ms'][0]:.4g}, {r['step_interval_ms'][1]:.4g}])"
+              if "step_interval_ms" in r else "")
+        lp = "n/a" if r["loss_penalty"] != r["loss_penalty"] else f"{r['loss_penalty']:+.3g}"
+        tt = ""
+        if "time_to_target_s" in r:
+            ti = r.get("time_to_target_interval_s")
+            tt = (f"; time to target loss {r['time_to_target_s']:.4g} s"
+                  + (f" [{ti[0]:.4g}, {ti[1]:.4g}]" if ti else "") + f" ({r['source']['time_to_target']})")
+        out.append(f"{r['workload']:<9} {r['scenario']:<15} {modes:<44} {r['step_ms']:>10.5g} "
+                   f"{r['step_p99_ms']:>10.5g} {r['step_p999_ms']:>10.5g} {r['vs_fec_everywhere']:>8.5f} "
+                   f"{r['failure_probability']:>9.2g} {lp:>9}  step, P(fail): model{iv}; loss: "
+                   f"{r['source']['loss_penalty']}{tt}")
+    if ts.notes:
+        out.append("nccl-tests: " + " | ".join(ts.notes))
+    if doc["replay"] is not None:
+        from protocol.advise.replay import replay_text
+
         out.append("")
-        out.append(f"per port ({len(links)}; fits of {name(whole.source)}; target FER {cfg.target_fer:.0e}; all model "
-                   "values from the fitted law except codewords, which are counted):")
-        out.append(f"{'port':<14} {'status':<12} {'law':<9} {'pre-FEC BER [95%]':<34} {'FER [95%]':<30} "
-                   f"{'margin x':<10} {'mode':<12} why")
-        for x in links:
-            mg = "-" if not x.margin or x.margin.get("value") is None else f"{x.margin['value']:.3g}"
-            out.append(f"{x.port:<14} {x.status:<12} {x.law or '-':<9} {_fmt_iv(x.pre_fec_ber):<34} {_fmt_iv(x.fer):<30} "
-                       f"{mg:<10} {x.mode:<12} {x.why}")
-        rep = [x.port for x in links if x.repair]
-        out.append("repair (worst first): " + (", ".join(rep) if rep else "none"))
+        out.append(replay_text(doc["replay"]))
+    if doc["inputs"]["missing"]:
         out.append("")
-        out.append(f"per workload ({ts.cluster.ranks} GPUs, {ts.cluster.describe().split(',')[0]}; {ts.source}; "
-                   f"{args.model}):")
-        out.append(f"{'workload':<9} {'scenario':<15} {'modes':<44} {'step ms':>10} {'p99 ms':>10} {'p99.9 ms':>10} "
-                   f"{'vs FEC':>8} {'P(fail)':>9} {'loss pen':>9}  sources")
-        for r in rows:
-            modes = ", ".join(f"{m} x{k}" for m, k in r["modes"].items())
-            iv = (f" (nccl-tests interval [{r['step_interval_ms'][0]:.4g}, {r['step_interval_ms'][1]:.4g}])"
-                  if "step_interval_ms" in r else "")
-            lp = "n/a" if r["loss_penalty"] != r["loss_penalty"] else f"{r['loss_penalty']:+.3g}"
-            tt = ""
-            if "time_to_target_s" in r:
-                ti = r.get("time_to_target_interval_s")
-                tt = (f"; time to target loss {r['time_to_target_s']:.4g} s"
-                      + (f" [{ti[0]:.4g}, {ti[1]:.4g}]" if ti else "") + f" ({r['source']['time_to_target']})")
-            out.append(f"{r['workload']:<9} {r['scenario']:<15} {modes:<44} {r['step_ms']:>10.5g} "
-                       f"{r['step_p99_ms']:>10.5g} {r['step_p999_ms']:>10.5g} {r['vs_fec_everywhere']:>8.5f} "
-                       f"{r['failure_probability']:>9.2g} {lp:>9}  step, P(fail): model{iv}; loss: "
-                       f"{r['source']['loss_penalty']}{tt}")
-        if ts.notes:
-            out.append("nccl-tests: " + " | ".join(ts.notes))
-        if replay is not None:
-            from protocol.advise.replay import replay_text
-
-            out.append("")
-            out.append(replay_text(replay))
-        if missing:
-            out.append("")
-            out += [f"missing: {m}" for m in missing]
-        return "\n".join(out)
-
-    return doc, text()
+        out += [f"missing: {m}" for m in doc["inputs"]["missing"]]
+    return "\n".join(out)
 
 
 def run(args: argparse.Namespace) -> int:
