@@ -230,88 +230,108 @@ _PREFIX = re.compile(r"^\[\d+,\d+\]<std(?:out|err)>:")
 _LIB_LINE = re.compile(r"^NCCL version \S+$|^\S+:\d+:\d+ \[\d+\] NCCL (INFO|WARN|VERSION)\b")
 
 
+@dataclass
+class _TextState:
+    """What :func:`_read_text` has read so far of an nccl-tests text output."""
+    ops: list[tuple[int, str]] = field(default_factory=list)  #: (line, op) of each 'Collective test starting'
+    ranks: dict[int, tuple[str, str]] = field(default_factory=dict)  #: rank -> (host, device text)
+    cols: list[str] | None = None  #: the column header's fields
+    rows: list[tuple] = field(default_factory=list)  #: (line, size, time, algbw, busbw)
+    avg: bool = False  #: the closing '# Avg bus bandwidth' line was seen
+    redops: set[str] = field(default_factory=set)
+
+
+def _read_comment(st: _TextState, s: str, path: str, i: int) -> None:
+    """One '#' line: the binary's name, a rank line, the column header, the closing lines."""
+    m = re.search(r"Collective test starting:\s*(\S+)", s)
+    if m:
+        op = _op_of_binary(m.group(1))
+        if op is None:
+            raise NcclTestsError(f"{path}, line {i}: unknown nccl-tests binary {m.group(1)!r}")
+        st.ops.append((i, op))
+        return
+    m = _RANK.match(s)
+    if m:
+        r = int(m.group(1))
+        if r in st.ranks:
+            raise NcclTestsError(f"{path}, line {i}: rank {r} listed twice")
+        st.ranks[r] = (m.group(2), m.group(4))
+        return
+    body = s.lstrip("#").split()
+    if body[:2] == ["size", "count"]:
+        st.cols = body
+        return
+    if "Avg bus bandwidth" in s:
+        st.avg = True
+    m = re.search(r"Out of bounds values\s*:\s*(\S+)\s*(\S*)", s)
+    if m and (m.group(1) != "0" or m.group(2) not in ("OK", "")):
+        raise NcclTestsError(f"{path}, line {i}: field 'Out of bounds values' is {m.group(1)} "
+                             f"{m.group(2)}: nccl-tests found wrong results; its times are not valid")
+
+
+def _read_row(st: _TextState, s: str, path: str, i: int) -> None:
+    """One data row: size count type [redop] [root] time algbw busbw #wrong (out-of-place), then in-place."""
+    if st.cols is None:
+        raise NcclTestsError(f"{path}, line {i}: data before the column header '# size count type ...'")
+    cols, toks = st.cols, s.split()
+    try:
+        t_at = cols.index("time")
+    except ValueError:
+        raise NcclTestsError(f"{path}: column header has no 'time' field") from None
+    if len(toks) < t_at + 4:
+        raise NcclTestsError(f"{path}, line {i}: row has {len(toks)} fields, needs at least {t_at + 4} (truncated?)")
+    if "redop" in cols:
+        st.redops.add(toks[cols.index("redop")])
+    size = _size(toks[0], path, i, "size")
+    if len(toks) > t_at + 3:
+        _wrong(toks[t_at + 3], path, i, "out-of-place")
+    if len(toks) > t_at + 7:
+        _wrong(toks[t_at + 7], path, i, "in-place")
+    st.rows.append((i, size, _num(toks[t_at], path, i, "time"), _num(toks[t_at + 1], path, i, "algbw"),
+                    _num(toks[t_at + 2], path, i, "busbw")))
+
+
+def _check_whole(st: _TextState, path: str) -> None:
+    """What a whole nccl-tests output has: a header, rank lines 0..N-1, the closing line, one op."""
+    if st.cols is None:
+        raise NcclTestsError(f"{path}: no column header '# size count type redop root time algbw busbw' (not "
+                             "nccl-tests output, or truncated)")
+    if not st.ranks:
+        raise NcclTestsError(f"{path}: no '#  Rank N Group G Pid P on HOST device D' lines: ranks and nodes unknown")
+    if not st.avg:
+        raise NcclTestsError(f"{path}: no '# Avg bus bandwidth' line at the end (truncated?)")
+    if len({o for _, o in st.ops}) > 1:
+        (l1, o1), (l2, o2) = st.ops[0], next(x for x in st.ops if x[1] != st.ops[0][1])
+        raise NcclTestsError(f"{path}, line {l2}: field 'Collective test starting' is {o2}, line {l1} said {o1} "
+                             "(mixed ops in one file)")
+    if len(st.redops) > 1:
+        raise NcclTestsError(f"{path}: field 'redop' takes several values ({', '.join(sorted(st.redops))}): "
+                             "mixed ops")
+    if sorted(st.ranks) != list(range(len(st.ranks))):
+        raise NcclTestsError(f"{path}: rank lines are not 0..{len(st.ranks) - 1}")
+
+
 def _read_text(path: str, lines: list[str]) -> tuple[NcclRun, list]:
-    ops: list[tuple[int, str]] = []
-    ranks: dict[int, tuple[str, str]] = {}
-    cols: list[str] | None = None
-    rows = []
-    avg = False
-    redops: set[str] = set()
+    st = _TextState()
     for i, raw in enumerate(lines, 1):
         s = _PREFIX.sub("", raw.strip()).strip()
         if not s:
             continue
         if s.startswith("#"):
-            m = re.search(r"Collective test starting:\s*(\S+)", s)
-            if m:
-                op = _op_of_binary(m.group(1))
-                if op is None:
-                    raise NcclTestsError(f"{path}, line {i}: unknown nccl-tests binary {m.group(1)!r}")
-                ops.append((i, op))
-                continue
-            m = _RANK.match(s)
-            if m:
-                r = int(m.group(1))
-                if r in ranks:
-                    raise NcclTestsError(f"{path}, line {i}: rank {r} listed twice")
-                ranks[r] = (m.group(2), m.group(4))
-                continue
-            body = s.lstrip("#").split()
-            if body[:2] == ["size", "count"]:
-                cols = body
-                continue
-            if "Avg bus bandwidth" in s:
-                avg = True
-            m = re.search(r"Out of bounds values\s*:\s*(\S+)\s*(\S*)", s)
-            if m and (m.group(1) != "0" or m.group(2) not in ("OK", "")):
-                raise NcclTestsError(f"{path}, line {i}: field 'Out of bounds values' is {m.group(1)} "
-                                     f"{m.group(2)}: nccl-tests found wrong results; its times are not valid")
-            continue
-        if _LIB_LINE.search(s):
-            # the library's own stdout, not nccl-tests': its banner ("NCCL version 2.25.1+cuda12.8", printed
-            # by rank 0 between the rank lines and the table) and whole NCCL_DEBUG lines ("host:pid:tid [d]
-            # NCCL INFO ...")
-            continue
-        if cols is None:
-            raise NcclTestsError(f"{path}, line {i}: data before the column header '# size count type ...'")
-        toks = s.split()
-        # columns: size count type [redop] [root] time algbw busbw #wrong (out-of-place) then in-place
-        try:
-            t_at = cols.index("time")
-        except ValueError:
-            raise NcclTestsError(f"{path}: column header has no 'time' field") from None
-        if len(toks) < t_at + 4:
-            raise NcclTestsError(f"{path}, line {i}: row has {len(toks)} fields, needs at least {t_at + 4} (truncated?)")
-        if "redop" in cols:
-            redops.add(toks[cols.index("redop")])
-        size = _size(toks[0], path, i, "size")
-        if len(toks) > t_at + 3:
-            _wrong(toks[t_at + 3], path, i, "out-of-place")
-        if len(toks) > t_at + 7:
-            _wrong(toks[t_at + 7], path, i, "in-place")
-        rows.append((i, size, _num(toks[t_at], path, i, "time"), _num(toks[t_at + 1], path, i, "algbw"),
-                     _num(toks[t_at + 2], path, i, "busbw")))
-    if cols is None:
-        raise NcclTestsError(f"{path}: no column header '# size count type redop root time algbw busbw' (not "
-                             "nccl-tests output, or truncated)")
-    if not ranks:
-        raise NcclTestsError(f"{path}: no '#  Rank N Group G Pid P on HOST device D' lines: ranks and nodes unknown")
-    if not avg:
-        raise NcclTestsError(f"{path}: no '# Avg bus bandwidth' line at the end (truncated?)")
-    if len({o for _, o in ops}) > 1:
-        (l1, o1), (l2, o2) = ops[0], next(x for x in ops if x[1] != ops[0][1])
-        raise NcclTestsError(f"{path}, line {l2}: field 'Collective test starting' is {o2}, line {l1} said {o1} "
-                             "(mixed ops in one file)")
-    if len(redops) > 1:
-        raise NcclTestsError(f"{path}: field 'redop' takes several values ({', '.join(sorted(redops))}): mixed ops")
-    if sorted(ranks) != list(range(len(ranks))):
-        raise NcclTestsError(f"{path}: rank lines are not 0..{len(ranks) - 1}")
+            _read_comment(st, s, path, i)
+        elif not _LIB_LINE.search(s):
+            # (_LIB_LINE: the library's own stdout, not nccl-tests': its banner ("NCCL version 2.25.1+cuda12.8",
+            # printed by rank 0 between the rank lines and the table) and whole NCCL_DEBUG lines
+            # ("host:pid:tid [d] NCCL INFO ..."))
+            _read_row(st, s, path, i)
+    _check_whole(st, path)
     from collections import Counter
 
+    ranks, rows = st.ranks, st.rows
     per = Counter(h for h, _ in ranks.values())  # one pass: hosts.count per host was O(hosts^2)
     nodes = len(per)
     gpn = next(iter(per.values())) if len(set(per.values())) == 1 else None
-    op = ops[0][1] if ops else ""
+    op = st.ops[0][1] if st.ops else ""
     return NcclRun(path, op, len(ranks), nodes, gpn, _gpu_of(" ".join(d for _, d in ranks.values())),
                    tuple(r[1] for r in rows), tuple(r[2] for r in rows), tuple(r[3] for r in rows),
                    tuple(r[4] for r in rows), tuple(r[0] for r in rows), "text", {}), rows
