@@ -241,27 +241,7 @@ class ReplayProcessGroup(FailureAgreement, ReceivePath, RingOps, PointToPoint, d
         self._inner_by_dev: dict[str, Any] = {}
         self._names: dict[int, str] = {}  # id(inner) -> backend name
         self._p2p_pair: dict[int, tuple] = {}  # id(inner) -> (lower->higher, higher->lower) communicators
-        if inner is not None:
-            name = inner.getBackendName() if hasattr(inner, "getBackendName") else inner.name()
-            self._names[id(inner)] = str(name).lower()
-        else:
-            check_inner_backends(config.inner_backends)
-            made: dict[str, Any] = {}
-            for dev in served_devices(config.inner_backends):
-                name = config.inner_backends[dev]
-                b = made.get(name)
-                if b is None:
-                    # gloo on the group's store itself (as before); any other inner on its own prefix
-                    b = made[name] = make_inner(name, store if name == "gloo" else dist.PrefixStore(
-                        f"phy802-{name}", store), rank, size, timeout)
-                    self._names[id(b)] = name
-                    if stream_ordered(name):
-                        self._p2p_pair[id(b)] = tuple(
-                            make_inner(name, dist.PrefixStore(f"phy802-{name}-p2p{k}", store), rank, size, timeout)
-                            for k in ("up", "down"))
-                        for q in self._p2p_pair[id(b)]:
-                            self._names[id(q)] = name
-                self._inner_by_dev[dev] = b
+        self._make_inners(store, rank, size, timeout, inner)
         self._gloo = inner if inner is not None else self._inner_by_dev["cpu"]  # the CPU inner (barrier, inner)
         # whether any inner is stream-ordered (a failed op's inner Work is then waited on without a timeout)
         self._any_ordered = any(stream_ordered(n) for n in self._names.values())
@@ -316,6 +296,32 @@ class ReplayProcessGroup(FailureAgreement, ReceivePath, RingOps, PointToPoint, d
         self._colls = 0  # collectives issued so far (outermost ops except send/recv): the next one's index
         self._loss_at: int | None = None  # collective index of this rank's first lost frame (in the store too)
         self._tl = threading.local()  # per issuing thread: op nesting depth and the op's lost frames
+
+    def _make_inners(self, store, rank: int, size: int, timeout: timedelta, inner) -> None:
+        """The inner backend per device type served (``ReplayConfig.inner_backends``, each made once per
+        name), and for a stream-ordered one a communicator per p2p direction; or the one ``inner`` given."""
+        config = self.config
+        if inner is not None:
+            name = inner.getBackendName() if hasattr(inner, "getBackendName") else inner.name()
+            self._names[id(inner)] = str(name).lower()
+        else:
+            check_inner_backends(config.inner_backends)
+            made: dict[str, Any] = {}
+            for dev in served_devices(config.inner_backends):
+                name = config.inner_backends[dev]
+                b = made.get(name)
+                if b is None:
+                    # gloo on the group's store itself (as before); any other inner on its own prefix
+                    b = made[name] = make_inner(name, store if name == "gloo" else dist.PrefixStore(
+                        f"phy802-{name}", store), rank, size, timeout)
+                    self._names[id(b)] = name
+                    if stream_ordered(name):
+                        self._p2p_pair[id(b)] = tuple(
+                            make_inner(name, dist.PrefixStore(f"phy802-{name}-p2p{k}", store), rank, size, timeout)
+                            for k in ("up", "down"))
+                        for q in self._p2p_pair[id(b)]:
+                            self._names[id(q)] = name
+                self._inner_by_dev[dev] = b
 
     @classmethod
     def standalone(cls, config: ReplayConfig, rank: int = 0, size: int = 2, timeout: timedelta = timedelta(seconds=60),
