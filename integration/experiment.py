@@ -195,9 +195,9 @@ def _row(par: str, ber: float, guard: str, seed: int, r: dict, shadow: dict, sha
     }
 
 
-def _nan_none(v) -> float:
-    """``v`` as a float, NaN for ``None`` (a value that does not apply, e.g. SGD's bound)."""
-    return math.nan if v is None else float(v)
+def _nan_none(v):
+    """``v``, NaN for ``None`` (a value that does not apply, e.g. SGD's bound: the table's mean takes NaN)."""
+    return math.nan if v is None else v
 
 
 class ForeignRuns(ValueError):
