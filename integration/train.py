@@ -1076,7 +1076,9 @@ def _grad_hits(merged: dict, parts: list, cfg: TrainConfig) -> dict[str, Any]:
     ``grad_hits_counted`` says what was counted: ``elements`` (distinct elements per received
     message, :meth:`integration.replay.InjectionLog.elements_hit`: several bits of one element in one
     message count once), or ``flips`` (the flips applied on :data:`GRAD_CLASSES`, an upper bound)
-    when a rank's log overflowed its limit and the element count would miss some."""
+    when a rank's log overflowed its limit and the element count would miss some. Summed over the
+    ranks: under DDP a flip that one replica alone received does not move rank 0's weights (the
+    ones the experiment compares), so the bound is looser there, by up to sqrt(world size)."""
     if any(p.get("log_dropped", 0) for p in parts):
         inj = merged.get("errors_injected", {})
         hits, what = int(sum(inj.get(c, 0) for c in GRAD_CLASSES)), "flips"
