@@ -165,7 +165,7 @@ def _row(par: str, ber: float, guard: str, seed: int, r: dict, shadow: dict, sha
         "n_params": r.get("n_params"),
         "injected_noise": r.get("injected_noise", 0.0) if ber > 0 else 0.0,
         "injected_noise_step": r.get("injected_noise_step_median", 0.0) if ber > 0 else 0.0,
-        "weight_dist_shadow": dist / float(shadow_w.norm()),
+        "weight_dist_shadow": dist / float(shadow_w.norm()) if float(shadow_w.norm()) > 0 else math.nan,
         # the distance against the study's bound lr x sqrt(gradient elements hit) (integration.train.noise_bound):
         # <~ 1 the errors acted as bounded noise; NaN where no bound applies (SGD, no element hit)
         **({"grad_elements_hit": r["grad_elements_hit"], "noise_bound": _nan_none(r["noise_bound"]),
