@@ -20,6 +20,11 @@ within-model-seed standard deviation of ``delta_val_loss``; the shadow row's int
 * ``weight_dist_shadow``: ``||w - w_shadow|| / ||w_shadow||`` of the final weights. This is
   *not* injected noise: it also counts the training the run did differently afterwards, and for
   a run that never learned it is the distance from the initial weights to the trained shadow.
+* ``noise_bound_ratio``: ``||w - w_shadow||`` over the study's bound ``lr x sqrt(grad_elements_hit)``
+  (:func:`integration.train.noise_bound`; ``grad_elements_hit``: gradient elements hit by
+  delivered flips, all ranks). Near or under 1: the errors acted as bounded noise, as the study
+  argues; well above: they did more (momentum tails, frozen elements, a diverging trajectory).
+  NaN where no bound applies (SGD, no gradient element hit).
 
 The tolerance table (:mod:`integration.tolerance`): per parallelism, recipe and guard, the largest
 BER whose penalty (``delta_val_loss``) stays under epsilon, bracketed by the grid, with its interval
@@ -53,7 +58,7 @@ __all__ = ["ExperimentSpec", "run_experiment", "aggregate", "write_report", "tab
 
 #: numeric columns aggregated over seeds (mean and 95% interval)
 _NUMERIC = ("final_val_loss", "delta_val_loss", "link_sd", "val_loss_replica_sd", "injected_noise", "injected_noise_step", "weight_dist_shadow",
-            "replica_divergence", "flips", "ber_delivered", "frozen_weights", "nonfinite_events", "nonfinite_steps", "overflow_steps", "skipped_steps",
+            "grad_elements_hit", "noise_bound_ratio", "replica_divergence", "flips", "ber_delivered", "frozen_weights", "nonfinite_events", "nonfinite_steps", "overflow_steps", "skipped_steps",
             "frames_lost", "frames_resent", "op_failures", "step_ms")
 #: ``ber_is``: which BER the number is (pre-FEC line BER or payload-stream BER)
 #: ``recipe``: the training recipe of the row's runs (``integration.train.RECIPES``; ``paper`` is inferred)
@@ -148,6 +153,7 @@ class ExperimentSpec:
 def _row(par: str, ber: float, guard: str, seed: int, r: dict, shadow: dict, shadow_w, w,
          link_seed: int | None = None) -> dict:
     m = r["metrics"]
+    dist = float((w - shadow_w).norm()) if w.shape == shadow_w.shape else math.nan
     return {
         "parallel": par, "ber": ber, "guard": guard if ber > 0 else "-", "seed": seed,
         "link_seed": link_seed if ber > 0 else None,
@@ -159,12 +165,17 @@ def _row(par: str, ber: float, guard: str, seed: int, r: dict, shadow: dict, sha
         "n_params": r.get("n_params"),
         "injected_noise": r.get("injected_noise", 0.0) if ber > 0 else 0.0,
         "injected_noise_step": r.get("injected_noise_step_median", 0.0) if ber > 0 else 0.0,
-        "weight_dist_shadow": float((w - shadow_w).norm() / shadow_w.norm()) if w.shape == shadow_w.shape else math.nan,
+        "weight_dist_shadow": dist / float(shadow_w.norm()) if float(shadow_w.norm()) > 0 else math.nan,
+        # the distance against the study's bound lr x sqrt(gradient elements hit) (integration.train.noise_bound):
+        # <~ 1 the errors acted as bounded noise; NaN where no bound applies (SGD, no element hit)
+        **({"grad_elements_hit": r["grad_elements_hit"], "noise_bound": _nan_none(r["noise_bound"]),
+            "noise_bound_ratio": dist / r["noise_bound"] if r["noise_bound"] else math.nan}
+           if "grad_elements_hit" in r else {}),
         "replica_divergence": r["final_divergence"],
         "flips": int(sum(m.get("errors_injected", {}).values())),
         # the payload BER the run delivered (measured) and the weights an Inf/NaN AdamW state froze
         **({"ber_delivered": r["ber_delivered"]["value"]} if "ber_delivered" in r else {}),
-        **({"frozen_weights": r["frozen_weights"]} if "frozen_weights" in r else {}),
+        **({"frozen_weights": _nan_none(r["frozen_weights"])} if "frozen_weights" in r else {}),
         "frames_lost": int(sum(m.get("frames_lost", {}).values())),
         "frames_resent": int(sum(m.get("frames_resent", {}).values())),
         "op_failures": int(sum(m.get("op_failures", {}).values())),
@@ -182,6 +193,11 @@ def _row(par: str, ber: float, guard: str, seed: int, r: dict, shadow: dict, sha
         # the job stopped (data not delivered): its losses are NaN because it did not finish, not because it diverged
         "failed": bool(r.get("failed")), "failed_step": r.get("failed_step"), "failure": r.get("failure"),
     }
+
+
+def _nan_none(v):
+    """``v``, NaN for ``None`` (a value that does not apply, e.g. SGD's bound: the table's mean takes NaN)."""
+    return math.nan if v is None else v
 
 
 class ForeignRuns(ValueError):

@@ -322,6 +322,14 @@ class InjectionLog:
                                 new=w, msg_bit=mb))
         return out
 
+    def elements_hit(self, classes: Iterable[str]) -> int:
+        """Distinct elements hit by the logged flips of traffic classes ``classes``, counted per
+        received message: several flips (bits) on one element of one message count once; an
+        element hit in two messages (two hops, two steps) counts twice. One numpy pass per
+        message; the flips past :attr:`limit` (:attr:`dropped`) are not counted."""
+        want = set(classes)
+        return int(sum(len(np.unique(block[0, :n])) for _, _, cls, *_, block, n in self._parts if cls in want))
+
     def offsets_by_message(self, seqs: Iterable[int] | None = None) -> dict[int, np.ndarray]:
         """``seq -> msg_bit offsets`` of the applied flips (for checks against the source), sorted;
         only the messages in ``seqs`` when given (a caller reading step by step sorts each flip once)."""

@@ -45,7 +45,7 @@ from integration.sources import ber_meaning, resolved_kind
 __all__ = ["TrainConfig", "run_training", "run_many", "train_worker", "TrainingTimeout", "flat_params",
            "MODEL_PRESETS", "MODEL_HELP", "PARALLEL", "PRECISIONS", "VAL_TOKENS", "resolve_device", "build_config",
            "estimate", "load_data", "model_config", "param_count", "data_vocab", "failed_when", "REPLAY_VIA",
-           "delivered_ber", "OPTIMIZERS", "CLIPS", "RECIPES", "RECIPE_HELP", "SGD_MOMENTUM",
+           "delivered_ber", "noise_bound", "adam_step_factor", "GRAD_CLASSES", "OPTIMIZERS", "CLIPS", "RECIPES", "RECIPE_HELP", "SGD_MOMENTUM",
            "check_backends", "with_recipe"]
 
 PARALLEL = ("ddp", "pp", "fsdp")
@@ -904,6 +904,7 @@ def _train_worker(rank: int, cfg: TrainConfig, init_method: str, out_dir: str) -
                 "frozen_steps": rec.frozen_steps,
                 "flips": len(group.log) if cfg.wrapper else 0,
                 "log_dropped": group.log.dropped if cfg.wrapper else 0,
+                "grad_hits": group.log.elements_hit(GRAD_CLASSES) if cfg.wrapper else 0,
                 "rss_mb": _peak_rss_mb(),
                 "comm": {"records": group.commlog.records(), "step_s": rec.step_times} if cfg.wrapper else {}}
         dist.all_gather_object(parts, mine)
@@ -1017,7 +1018,7 @@ def _frame_counts(merged: dict, parts: list, cfg: TrainConfig, failure: LinkFail
             "frames_steps": per_step, "failed": failure is not None, "failed_step": failed_step,
             "failure": str(failure) if failure is not None else None,
             "ber_is": ber_meaning(kind) if kind != "none" else "none",
-            "ber_delivered": delivered_ber(cfg, merged), **_frozen(parts, cfg)}
+            "ber_delivered": delivered_ber(cfg, merged), **_frozen(parts, cfg), **_grad_hits(merged, parts, cfg)}
 
 
 def _frozen(parts: list, cfg: TrainConfig) -> dict[str, Any]:
@@ -1035,6 +1036,55 @@ def _frozen(parts: list, cfg: TrainConfig) -> dict[str, Any]:
     else:
         frozen, first = sum(ends), (min(firsts) if firsts else None)
     return {"frozen_weights": int(frozen), "frozen_weights_replicas": ends, "first_frozen_step": first}
+
+
+#: the traffic classes that carry parameter gradients (DDP's all-reduce, FSDP's reduce-scatter, PP's
+#: tied copy): a flip there lands on one element of one step's gradient, what :func:`noise_bound` counts
+GRAD_CLASSES = ("gradients", "tied_grads")
+
+
+def adam_step_factor(beta1: float, beta2: float) -> float:
+    """The most one Adam(W) step can move an element, in learning rates, whatever its gradients:
+    ``|m_hat / sqrt(v_hat)| <= (1 - beta1) / sqrt((1 - beta2) (1 - beta1^2 / beta2))`` (Cauchy-Schwarz
+    on the two moving averages; bias correction and ``eps`` only lower it; needs ``beta1^2 < beta2``).
+    GPT-2's betas (0.9, 0.95): 1.165."""
+    return (1 - beta1) / math.sqrt((1 - beta2) * (1 - beta1 * beta1 / beta2))
+
+
+def noise_bound(cfg: TrainConfig, elements_hit: int) -> float | None:
+    """The study's bound on the weight noise link errors cause: ``lr x sqrt(elements_hit)``.
+
+    The argument: AdamW normalises each element's update by its own second moment, so one step moves
+    an element by at most :func:`adam_step_factor` x lr (1.165 lr at GPT-2's betas) however large a
+    flipped gradient is; a hit element is displaced by about one learning rate, and hits of random
+    sign add in quadrature. Assumptions (each one a way the measured distance can exceed it): a hit
+    acts in its own step only (a spike's momentum keeps pushing the element for ~1/(1-beta1) steps,
+    and its second moment holds the element's later updates back, Inf for good when the square
+    overflowed: ``frozen_weights``); the hits are independent; training does not amplify the
+    displacement afterwards (a trajectory that diverges from the error-free one is not bounded
+    noise). ``lr`` is the schedule's peak (warm-up and cosine decay only lower it), the factor
+    1.165 is left out, as the study states the bound. SGD's step is proportional to the gradient,
+    so no such bound exists: ``None``."""
+    if cfg.optimizer != "adamw":
+        return None
+    return cfg.lr * math.sqrt(elements_hit)
+
+
+def _grad_hits(merged: dict, parts: list, cfg: TrainConfig) -> dict[str, Any]:
+    """Gradient elements hit by delivered flips over the run (all ranks) and :func:`noise_bound`.
+
+    ``grad_hits_counted`` says what was counted: ``elements`` (distinct elements per received
+    message, :meth:`integration.replay.InjectionLog.elements_hit`: several bits of one element in one
+    message count once), or ``flips`` (the flips applied on :data:`GRAD_CLASSES`, an upper bound)
+    when a rank's log overflowed its limit and the element count would miss some. Summed over the
+    ranks: under DDP a flip that one replica alone received does not move rank 0's weights (the
+    ones the experiment compares), so the bound is looser there, by up to sqrt(world size)."""
+    if any(p.get("log_dropped", 0) for p in parts):
+        inj = merged.get("errors_injected", {})
+        hits, what = int(sum(inj.get(c, 0) for c in GRAD_CLASSES)), "flips"
+    else:
+        hits, what = int(sum(p["grad_hits"] for p in parts)), "elements"
+    return {"grad_elements_hit": hits, "grad_hits_counted": what, "noise_bound": noise_bound(cfg, hits)}
 
 
 def delivered_ber(cfg: TrainConfig, merged: dict) -> dict[str, Any]:
@@ -1093,7 +1143,8 @@ def _write_failed_run(rank: int, world: int, cfg: TrainConfig, out_dir: str, exc
     write ``result.json`` (``failed``, ``failed_step``, ``final_val_loss`` NaN: the job did not finish)."""
     step = rec.step
     mine = {"metrics": group.metrics.to_dict(), "frames_steps": rec.frames_steps, "frozen_steps": rec.frozen_steps,
-            "flips": len(group.log), "log_dropped": group.log.dropped, "rss_mb": _peak_rss_mb()}
+            "flips": len(group.log), "log_dropped": group.log.dropped, "rss_mb": _peak_rss_mb(),
+            "grad_hits": group.log.elements_hit(GRAD_CLASSES)}
     parts: list[Any] = [None] * world
     dist.all_gather_object(parts, mine)
     if rank == 0:

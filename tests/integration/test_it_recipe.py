@@ -24,7 +24,7 @@ def noclip(tmp_path_factory):
     """DDP x2 without global clipping: error-free, and payload BER 1e-4 (independent flips, bypass)."""
     base = TrainConfig(parallel="ddp", world_size=2, grad_clip=0.0, **TINY)
     noisy = ReplayConfig(source=SourceConfig(ber=1e-4, seed=5, kind="independent", fec="bypass"))
-    return run_many([base, dataclasses.replace(base, replay=noisy)], timeout_s=300,
+    return run_many([base, dataclasses.replace(base, replay=noisy, dump_logs=True)], timeout_s=300,
                     out_dir=str(tmp_path_factory.mktemp("noclip")))
 
 
@@ -34,6 +34,108 @@ def test_frozen_weights_counted_with_errors_and_zero_without(noclip):
     # ~100 flips per step and rank, 1 in 32 on an fp32 element's top exponent bit: |g| ~ 1e35, g^2 = inf
     assert noisy["frozen_weights"] > 0 and 0 <= noisy["first_frozen_step"] < TINY["steps"]
     assert len(noisy["frozen_weights_replicas"]) == 2
+
+
+def test_gradient_elements_hit_and_their_noise_bound_zero_without_errors(noclip):
+    """The count against the flip log each rank wrote (one dict per flip: an independent count),
+    and the bound lr x sqrt(count)."""
+    clean, noisy = noclip
+    assert clean["grad_elements_hit"] == 0 and clean["noise_bound"] == 0.0
+    assert noisy["grad_hits_counted"] == "elements" and noisy["log_dropped"] == 0
+    hit = set()
+    for rank in (0, 1):
+        with open(f"{noisy['out_dir']}/log_rank{rank}.json", encoding="utf-8") as fh:
+            hit |= {(rank, f["seq"], f["hop"], tuple(f["link"]), f["element"]) for f in json.load(fh)["records"]
+                    if f["cls"] in ("gradients", "tied_grads")}
+    flips = noisy["metrics"]["errors_injected"]["gradients"]
+    assert 0 < noisy["grad_elements_hit"] == len(hit) <= flips
+    assert noisy["noise_bound"] == pytest.approx(noisy["config"]["lr"] * len(hit) ** 0.5, rel=1e-12)
+
+
+def test_the_noise_bound_from_a_hand_made_log():
+    import numpy as np
+
+    from integration.replay import InjectionLog
+    from integration.train import _grad_hits, noise_bound
+
+    log = InjectionLog()
+
+    def msg(seq, cls, elems, hop=0):
+        e = np.array(elems, np.int64)
+        log.add(seq=seq, op="allreduce", cls=cls, src=1, dst=0, hop=hop, element=e, bit=np.arange(len(e)),
+                old=np.zeros(len(e)), new=np.ones(len(e)), msg_bit=32 * e)
+
+    msg(1, "gradients", [3, 3, 7])  # two bits of element 3: one element
+    msg(1, "gradients", [3], hop=1)  # the same element in another message (hop): counted again
+    msg(2, "activations", [1, 2])  # not a gradient
+    msg(3, "tied_grads", [0])
+    assert log.elements_hit(("gradients", "tied_grads")) == 4 and log.elements_hit(("activations",)) == 2
+    cfg = TrainConfig(lr=2e-3)
+    parts = [{"grad_hits": log.elements_hit(("gradients", "tied_grads")), "log_dropped": 0},
+             {"grad_hits": 5, "log_dropped": 0}]
+    merged = {"errors_injected": {"gradients": 11, "tied_grads": 2, "activations": 40}}
+    assert _grad_hits(merged, parts, cfg) == {"grad_elements_hit": 9, "grad_hits_counted": "elements",
+                                              "noise_bound": pytest.approx(2e-3 * 3)}
+    parts[1]["log_dropped"] = 1  # a log past its limit: the flips on the gradient classes instead
+    assert _grad_hits(merged, parts, cfg) == {"grad_elements_hit": 13, "grad_hits_counted": "flips",
+                                              "noise_bound": pytest.approx(2e-3 * 13 ** 0.5)}
+    assert noise_bound(dataclasses.replace(cfg, optimizer="sgd"), 9) is None  # SGD's step has no such bound
+    assert noise_bound(cfg, 0) == 0.0
+
+
+def test_one_adamw_step_moves_an_element_at_most_the_step_factor_in_learning_rates():
+    """torch's AdamW against :func:`adam_step_factor`: a spike of 1e35 moves its element by less than
+    one lr; the Cauchy-Schwarz worst case (gradients growing as (beta2/beta1)^s) reaches the factor."""
+    import torch
+
+    from integration.train import adam_step_factor
+
+    b1, b2 = 0.9, 0.95
+    k = adam_step_factor(b1, b2)
+    assert k == pytest.approx(1.16496, abs=1e-5)
+
+    def steps(grads):
+        p = torch.nn.Parameter(torch.zeros(1, dtype=torch.float64))
+        opt = torch.optim.AdamW([p], lr=1.0, betas=(b1, b2), eps=0.0, weight_decay=0.0)
+        moves = []
+        for g in grads:
+            before = float(p.detach())
+            p.grad = torch.tensor([g], dtype=torch.float64)
+            opt.step()
+            moves.append(abs(float(p.detach()) - before))
+        return moves
+
+    spike = steps([1e-3] * 50 + [1e35] + [1e-3] * 50)
+    assert max(spike) <= k and spike[50] < 1.0
+    worst = steps([(b2 / b1) ** s for s in range(400)])
+    assert max(worst) <= k * (1 + 1e-12) and worst[-1] == pytest.approx(k, rel=1e-6)
+
+
+def test_the_experiment_row_sets_the_distance_against_the_bound():
+    """``noise_bound_ratio`` = ||w - w_shadow|| / (lr sqrt(elements hit)); NaN where no bound applies
+    (SGD, whose frozen count is None too: the table takes it as NaN, not a crash)."""
+    import math
+
+    import torch
+
+    from integration.experiment import _row, aggregate
+
+    def result(hits, bound, frozen, loss):
+        return {"metrics": {}, "final_val_loss": loss, "final_divergence": 0.0, "nonfinite_steps": 0,
+                "overflow_steps": 0, "skipped_steps": 0, "step_time_ms": 1.0, "evals": [[0, loss]], "train_loss": [loss],
+                "first_nonfinite_loss_step": None, "source_kind": "independent", "frozen_weights": frozen,
+                "grad_elements_hit": hits, "grad_hits_counted": "elements", "noise_bound": bound}
+
+    shadow_w, w = torch.tensor([3.0, 4.0, 0.0], dtype=torch.float64), torch.tensor([3.0, 4.0, 0.5], dtype=torch.float64)
+    shadow = result(0, 0.0, 0, 2.0)
+    rows = [_row("ddp", 0.0, "none", 1, shadow, shadow, shadow_w, shadow_w),
+            _row("ddp", 1e-4, "none", 1, result(25, 1e-3 * 5, 3, 2.1), shadow, shadow_w, w, 1),
+            _row("ddp", 1e-3, "none", 1, result(25, None, None, 2.2), shadow, shadow_w, w, 1)]
+    assert math.isnan(rows[0]["noise_bound_ratio"]) and rows[0]["grad_elements_hit"] == 0
+    assert rows[1]["noise_bound_ratio"] == pytest.approx(0.5 / 5e-3) and rows[1]["weight_dist_shadow"] == 0.1
+    assert math.isnan(rows[2]["noise_bound_ratio"]) and math.isnan(rows[2]["noise_bound"])
+    cells = aggregate(rows)
+    assert cells[1]["noise_bound_ratio"] == pytest.approx(100.0) and math.isnan(cells[2]["frozen_weights"])
 
 
 def test_delivered_payload_ber_is_the_sources_within_its_exact_interval(noclip):
