@@ -369,6 +369,7 @@ def _summary(r: dict) -> str:
         + (f" (first at step {r['first_frozen_step']})" if r.get("first_frozen_step") is not None else "")
         + (f"; per replica {r['frozen_weights_replicas']}" if c["parallel"] == "ddp"
            and len(set(r.get("frozen_weights_replicas", []))) > 1 else ""),
+        *_noise_lines(r),
         f"  frames lost {r.get('frames_lost', 0)}  resent {r.get('frames_resent', 0)}  op failures "
         f"{r.get('op_failures', 0)}" + (f"  -- RUN FAILED {failed_when(r.get('failed_step'))}: {r.get('failure')}"
                                          if r.get("failed") else ""),
@@ -381,6 +382,19 @@ def _summary(r: dict) -> str:
     if r.get("out_dir"):
         lines.append(f"  outputs in {r['out_dir']}")
     return "\n".join(lines)
+
+
+def _noise_lines(r: dict) -> list[str]:
+    """Gradient elements the delivered flips hit and the weight-noise bound lr x sqrt(hits) they give
+    (:func:`integration.train.noise_bound`); none for a run without the count (plain or no wrapper)."""
+    if "grad_elements_hit" not in r:
+        return []
+    hits, what, bound = r["grad_elements_hit"], r.get("grad_hits_counted", "elements"), r.get("noise_bound")
+    counted = "distinct elements per message" if what == "elements" else "flips (the log was full: an upper bound)"
+    tail = (f"; weight-noise bound lr x sqrt(hits) {bound:.3g} (the distance to an error-free run: "
+            "'phy802 experiment', noise_bound_ratio)" if bound is not None
+            else "; no weight-noise bound: an SGD step grows with the gradient")
+    return [f"  gradient elements hit {hits:,} (counted as {counted}){tail}"]
 
 
 def _ber_lines(r: dict) -> list[str]:

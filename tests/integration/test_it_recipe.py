@@ -52,6 +52,19 @@ def test_gradient_elements_hit_and_their_noise_bound_zero_without_errors(noclip)
     assert noisy["noise_bound"] == pytest.approx(noisy["config"]["lr"] * len(hit) ** 0.5, rel=1e-12)
 
 
+def test_train_text_says_the_hits_and_the_bound(noclip):
+    """`phy802 train`'s text carries the count and the bound of its JSON (and says when there is no bound)."""
+    from phy802.cli.train import _noise_lines
+
+    _clean, noisy = noclip
+    (line,) = _noise_lines(noisy)
+    assert f"gradient elements hit {noisy['grad_elements_hit']:,} (counted as distinct elements" in line
+    assert f"bound lr x sqrt(hits) {noisy['noise_bound']:.3g}" in line
+    sgd = dict(noisy, noise_bound=None, grad_hits_counted="flips")
+    assert "an upper bound" in _noise_lines(sgd)[0] and "no weight-noise bound: an SGD step" in _noise_lines(sgd)[0]
+    assert _noise_lines({}) == []
+
+
 def test_the_noise_bound_from_a_hand_made_log():
     import numpy as np
 
