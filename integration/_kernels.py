@@ -35,6 +35,8 @@ def guard_inplace(x, clamp):
     return n
 
 
+# Long on purpose: one compiled pass kept in one function (a split would cost a call or a scratch array per
+# iteration of the hot loop).
 @njit(cache=True, nogil=True)
 def deliver_frames(off, k0, marks, m0, cursor, avail_end, fstart, pstart, pend, cend, fend, pfirst, plen,
                    tolerant, max_attempts, flips, lost):

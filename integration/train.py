@@ -785,6 +785,91 @@ class _Evaluator:
         rec.final_eval.update(val_loss_replicas=per, val_tokens=int(vy.numel()))
 
 
+def _device_of(cfg: TrainConfig, rank: int) -> torch.device:
+    """This rank's device: its local GPU (``LOCAL_RANK``, made current) or the CPU."""
+    if cfg.device == "cuda":
+        local = int(os.environ.get("LOCAL_RANK", rank)) % max(torch.cuda.device_count(), 1)
+        torch.cuda.set_device(local)
+        return torch.device("cuda", local)
+    return torch.device("cpu")
+
+
+def _clip_and_step(cfg: TrainConfig, rec: _RunRecord, step: int, par, opt, scaler, group, guard: str, tied_w,
+                   rank: int) -> float:
+    """Clip (``cfg.clip``), agree across ranks whether the step's gradients were finite, count it, and
+    step the optimizer (or skip the step: ``skip_nonfinite_step``); returns the gradient norm."""
+    world = cfg.world_size
+    if scaler is not None:
+        scaler.unscale_(opt)
+    max_norm = cfg.grad_clip if cfg.clip != "none" else 0.0
+    if cfg.parallel == "fsdp":
+        norm, grads_finite = _clip_dtensor(par.params, max_norm)
+    else:
+        norm, grads_finite = _clip_global(par.params, max_norm, group, across=cfg.parallel == "pp",
+                                          exclude=(tied_w,) if tied_w is not None and rank == world - 1 else (),
+                                          wide=cfg.clip == "wide")
+    # 2: a gradient element is Inf/NaN; 1: the fp32 norm overflowed (update zeroed); agreed by all ranks
+    flag = torch.tensor([0 if math.isfinite(norm) else (1 if grads_finite else 2)], dtype=torch.int32)
+    dist.all_reduce(flag, op=dist.ReduceOp.MAX, group=group)  # int on CPU: control, never corrupted
+    if flag.item() == 2:
+        rec.nonfinite_steps += 1
+        rec.first_nonfinite = step if rec.first_nonfinite is None else rec.first_nonfinite
+    elif flag.item() == 1:
+        rec.overflow_steps += 1
+    if flag.item() and guard == "skip_nonfinite_step":
+        rec.skipped += 1
+        opt.zero_grad(set_to_none=True)
+        if scaler is not None:
+            scaler.update()  # lowers the scale if unscale_ found an Inf
+    elif scaler is not None:
+        scaler.step(opt)
+        scaler.update()
+    else:
+        opt.step()
+    return norm
+
+
+def _account_step(rec: _RunRecord, group, inj0: tuple[float, float]) -> None:
+    """The wrapper's per-step record: the ranks agree whether any lost a frame, the injected noise
+    of the step, the frames lost and resent so far."""
+    # on a stream-ordered inner (NCCL) an op's completion says nothing of the peers: the
+    # ranks agree once a step whether any of them lost a frame (one store look-up)
+    group.check_failures()
+    inj1 = _injected(group.metrics)
+    dp, ds = inj1[0] - inj0[0], inj1[1] - inj0[1]
+    rec.noise_steps.append(math.sqrt(dp / ds) if ds > 0 and math.isfinite(dp) else
+                           (math.inf if not math.isfinite(dp) else 0.0))
+    rec.frames_steps.append([group.metrics.total("frames_lost"), group.metrics.total("frames_resent")])
+
+
+def _gather_and_write(cfg: TrainConfig, rank: int, rec: _RunRecord, group, gpt, out_dir: str, n_params: int,
+                      vocab_size: int, gcfg) -> None:
+    """Gather every rank's counters on rank 0 (default group), write the flip logs and the comm log
+    where asked, and rank 0's ``params.pt`` and result."""
+    world = cfg.world_size
+    parts: list[Any] = [None] * world
+    mine = {"metrics": group.metrics.to_dict() if cfg.wrapper else {}, "frames_steps": rec.frames_steps,
+            "frozen_steps": rec.frozen_steps,
+            "flips": len(group.log) if cfg.wrapper else 0,
+            "log_dropped": group.log.dropped if cfg.wrapper else 0,
+            "grad_hits": group.log.elements_hit(GRAD_CLASSES) if cfg.wrapper else 0,
+            "rss_mb": _peak_rss_mb(),
+            "comm": {"records": group.commlog.records(), "step_s": rec.step_times} if cfg.wrapper else {}}
+    dist.all_gather_object(parts, mine)
+    if cfg.wrapper and cfg.dump_logs:
+        with open(os.path.join(out_dir, f"log_rank{rank}.json"), "w", encoding="utf-8") as fh:
+            json.dump({"records": group.log.records(), "messages": group.log.messages}, fh)
+    if rank == 0 and cfg.wrapper and cfg.comm_log:  # phy802 train --comm-log
+        from integration.commlog import save_gathered
+
+        save_gathered(cfg.comm_log, [p["comm"] for p in parts], parallel=cfg.parallel,
+                      params=sum(p.numel() for p in gpt.parameters()), microbatches=cfg.microbatches,
+                      schedule=cfg.schedule, tokens_per_step=cfg.batch_size * cfg.block_size)
+    if rank == 0:
+        torch.save(rec.last_full, os.path.join(out_dir, "params.pt"))
+        _write_result(out_dir, _result(cfg, rec, parts, n_params, vocab_size, gcfg))
+
+
 def _train_worker(rank: int, cfg: TrainConfig, init_method: str, out_dir: str) -> str | None:
     from contextlib import nullcontext
 
@@ -797,12 +882,7 @@ def _train_worker(rank: int, cfg: TrainConfig, init_method: str, out_dir: str) -
     world = cfg.world_size
     rec = _RunRecord()
     timeout = timedelta(seconds=cfg.comm_timeout_s)
-    if cfg.device == "cuda":
-        local = int(os.environ.get("LOCAL_RANK", rank)) % max(torch.cuda.device_count(), 1)
-        torch.cuda.set_device(local)
-        dev = torch.device("cuda", local)
-    else:
-        dev = torch.device("cpu")
+    dev = _device_of(cfg, rank)
     # the default group carries measurement traffic (CPU tensors, gloo), never corrupted
     dist.init_process_group("gloo", init_method=init_method, rank=rank, world_size=world, timeout=timeout)
     try:
@@ -851,47 +931,14 @@ def _train_worker(rank: int, cfg: TrainConfig, init_method: str, out_dir: str) -
             local_loss = _forward_backward(cfg, rank, par, corpus, dev, autocast, scaler)
             if tied_w is not None:
                 _sum_tied_grad(tied_w, world - 1 if rank == 0 else 0, group, cfg.wrapper)
-            if scaler is not None:
-                scaler.unscale_(opt)
-            max_norm = cfg.grad_clip if cfg.clip != "none" else 0.0
-            if cfg.parallel == "fsdp":
-                norm, grads_finite = _clip_dtensor(par.params, max_norm)
-            else:
-                norm, grads_finite = _clip_global(par.params, max_norm, group, across=cfg.parallel == "pp",
-                                                  exclude=(tied_w,) if tied_w is not None and rank == world - 1 else (),
-                                                  wide=cfg.clip == "wide")
-            # 2: a gradient element is Inf/NaN; 1: the fp32 norm overflowed (update zeroed); agreed by all ranks
-            flag = torch.tensor([0 if math.isfinite(norm) else (1 if grads_finite else 2)], dtype=torch.int32)
-            dist.all_reduce(flag, op=dist.ReduceOp.MAX, group=group)  # int on CPU: control, never corrupted
-            if flag.item() == 2:
-                rec.nonfinite_steps += 1
-                rec.first_nonfinite = step if rec.first_nonfinite is None else rec.first_nonfinite
-            elif flag.item() == 1:
-                rec.overflow_steps += 1
-            if flag.item() and guard == "skip_nonfinite_step":
-                rec.skipped += 1
-                opt.zero_grad(set_to_none=True)
-                if scaler is not None:
-                    scaler.update()  # lowers the scale if unscale_ found an Inf
-            elif scaler is not None:
-                scaler.step(opt)
-                scaler.update()
-            else:
-                opt.step()
+            norm = _clip_and_step(cfg, rec, step, par, opt, scaler, group, guard, tied_w, rank)
             rec.step_times.append(time.perf_counter() - t0)
             rec.grad_norms.append(norm)
             frozen = _frozen_count(opt)
             if frozen != (rec.frozen_steps[-1][1] if rec.frozen_steps else 0):
                 rec.frozen_steps.append((step, frozen))
             if cfg.wrapper:
-                # on a stream-ordered inner (NCCL) an op's completion says nothing of the peers: the
-                # ranks agree once a step whether any of them lost a frame (one store look-up)
-                group.check_failures()
-                inj1 = _injected(group.metrics)
-                dp, ds = inj1[0] - inj0[0], inj1[1] - inj0[1]
-                rec.noise_steps.append(math.sqrt(dp / ds) if ds > 0 and math.isfinite(dp) else
-                                       (math.inf if not math.isfinite(dp) else 0.0))
-                rec.frames_steps.append([group.metrics.total("frames_lost"), group.metrics.total("frames_resent")])
+                _account_step(rec, group, inj0)
             # the training loss as rank 0 reports it (PP: the last stage's, over the clean group)
             lt = torch.tensor([local_loss], dtype=torch.float64)
             if cfg.parallel == "pp":
@@ -899,27 +946,7 @@ def _train_worker(rank: int, cfg: TrainConfig, init_method: str, out_dir: str) -
             rec.train_loss.append(float(lt))
         evaluator.measure(rec, cfg.steps, final=True)
 
-        parts: list[Any] = [None] * world
-        mine = {"metrics": group.metrics.to_dict() if cfg.wrapper else {}, "frames_steps": rec.frames_steps,
-                "frozen_steps": rec.frozen_steps,
-                "flips": len(group.log) if cfg.wrapper else 0,
-                "log_dropped": group.log.dropped if cfg.wrapper else 0,
-                "grad_hits": group.log.elements_hit(GRAD_CLASSES) if cfg.wrapper else 0,
-                "rss_mb": _peak_rss_mb(),
-                "comm": {"records": group.commlog.records(), "step_s": rec.step_times} if cfg.wrapper else {}}
-        dist.all_gather_object(parts, mine)
-        if cfg.wrapper and cfg.dump_logs:
-            with open(os.path.join(out_dir, f"log_rank{rank}.json"), "w", encoding="utf-8") as fh:
-                json.dump({"records": group.log.records(), "messages": group.log.messages}, fh)
-        if rank == 0 and cfg.wrapper and cfg.comm_log:  # phy802 train --comm-log
-            from integration.commlog import save_gathered
-
-            save_gathered(cfg.comm_log, [p["comm"] for p in parts], parallel=cfg.parallel,
-                          params=sum(p.numel() for p in gpt.parameters()), microbatches=cfg.microbatches,
-                          schedule=cfg.schedule, tokens_per_step=cfg.batch_size * cfg.block_size)
-        if rank == 0:
-            torch.save(rec.last_full, os.path.join(out_dir, "params.pt"))
-            _write_result(out_dir, _result(cfg, rec, parts, n_params, corpus.vocab_size, gcfg))
+        _gather_and_write(cfg, rank, rec, group, gpt, out_dir, n_params, corpus.vocab_size, gcfg)
         dist.barrier()
     except Exception:  # undeliverable data fails the run, on every rank at the same op
         grp = locals().get("group")  # (DDP re-raises a failed future as RuntimeError: ask the group)
