@@ -50,6 +50,20 @@ def _lane_sampler(channel, n_sym: int, rng: np.random.Generator):
     return pos, line[pos], np.asarray(err.values, np.uint8), lambda U: line[U]
 
 
+def _padded_words(keys: np.ndarray, vals: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Sorted symbol errors ``(keys = word * n + position, vals)`` as one padded row per word:
+    ``(words, positions[W, m], values[W, m])`` (unused slots: position 0, value 0), the layout
+    :func:`phy802.fec.syndromes_sparse` takes."""
+    words, start, cnt = _sorted_unique(keys // n)
+    rank = np.arange(keys.size) - np.repeat(start, cnt)
+    row = np.repeat(np.arange(words.size), cnt)
+    pos_pad = np.zeros((words.size, int(cnt.max())), np.int64)
+    val_pad = np.zeros_like(pos_pad, dtype=np.uint16)
+    pos_pad[row, rank] = keys % n
+    val_pad[row, rank] = vals
+    return words, pos_pad, val_pad
+
+
 class FastLink(_Base):
     """Codeword-level simulator on the error pattern alone (see the module docstring).
 
@@ -96,16 +110,8 @@ class FastLink(_Base):
     def run_batch(self, P: int, ss: np.random.SeedSequence, ctr: LinkCounters) -> LinkCounters:
         """Add one batch of ``P`` pairs (one independent transmission) to ``ctr``."""
         cfg, g = self.config, self.geometry
-        code = cfg.rs
         d0, d1 = cfg.data_slice
-        n_sym = P * g.line_symbols_per_pair
-        rngs = spawn(ss, g.n_phys)
-        per_lane = []
-        for i, ch in enumerate(self.channels):
-            pos, sent, recv, nb = _lane_sampler(ch, n_sym, rngs[i])
-            q = _flips(pos, sent, recv, n_sym, cfg.precoding, cfg.precoder_init, nb)
-            per_lane.append((int(pos.size), q))
-        ctr.line_symbols += n_sym * g.n_phys
+        per_lane = self._sample_lanes(P, ss, ctr)
         L, u, c, t, b = self._line_counts(ctr, per_lane)
         C = 2 * P
         ctr.codewords += C
@@ -115,73 +121,101 @@ class FastLink(_Base):
         w = self._pre_symbol_counts(ctr, ukey, C)
         if ukey.size == 0:
             return ctr
+        # residual error pattern at the decoder output, as (key, value)
+        if cfg.decoder == "correct":
+            res_key, res_val, flagged_words = self._correct(ctr, ukey, uval, w)
+        elif cfg.decoder == "detect":
+            res_key, res_val, flagged_words = ukey, uval, self._detect(ctr, ukey, uval, w)
+        else:
+            res_key, res_val, flagged_words = ukey, uval, np.zeros(0, np.int64)
+        self._count_llr(ctr, flagged_words)
+        self._count_delivered(ctr, res_key, res_val, flagged_words)
+        return ctr
+
+    def _sample_lanes(self, P: int, ss: np.random.SeedSequence, ctr: LinkCounters) -> list:
+        """Line errors of ``P`` pairs on every physical lane, as ``(n_errors, flipped line bits)``
+        per lane (after the precoder, if any); counts the line symbols."""
+        cfg, g = self.config, self.geometry
+        n_sym = P * g.line_symbols_per_pair
+        rngs = spawn(ss, g.n_phys)
+        per_lane = []
+        for i, ch in enumerate(self.channels):
+            pos, sent, recv, nb = _lane_sampler(ch, n_sym, rngs[i])
+            q = _flips(pos, sent, recv, n_sym, cfg.precoding, cfg.precoder_init, nb)
+            per_lane.append((int(pos.size), q))
+        ctr.line_symbols += n_sym * g.n_phys
+        return per_lane
+
+    def _correct(self, ctr: LinkCounters, ukey: np.ndarray, uval: np.ndarray,
+                 w: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The correcting decoder on the symbol errors ``(ukey, uval)`` (codeword weights ``w``):
+        words of weight <= t are corrected without decoding, only the heavier ones are decoded.
+        Returns the residual pattern ``(key, value)`` and the words the decoder flags."""
+        g, code = self.geometry, self.config.rs
         wc = ukey // g.n
         wt = ukey % g.n
-        dec = cfg.decoder
-        # residual error pattern at the decoder output, as (key, value)
-        res_key, res_val = ukey, uval
-        if dec == "correct":
-            tt = code.t
-            light = (w[wc] <= tt)
-            fixed_words = _sorted_unique(wc[light])[0]
-            ctr.corrected_codewords += int(fixed_words.size)
-            ctr.corrected_symbols += int(light.sum())
-            ctr.pcs_lane_corrected += np.bincount(g.lane_of[wc[light] % 2, wt[light]], minlength=g.n_pcsl).astype(np.int64)
-            hk, hv = ukey[~light], uval[~light]
-            res_key, res_val = hk, hv
-            if hk.size:
-                hw_c = hk // g.n
-                words, start, cnt = _sorted_unique(hw_c)
-                rank = np.arange(hk.size) - np.repeat(start, cnt)
-                row = np.repeat(np.arange(words.size), cnt)
-                pos_pad = np.zeros((words.size, int(cnt.max())), np.int64)
-                val_pad = np.zeros_like(pos_pad, dtype=np.uint16)
-                pos_pad[row, rank] = hk % g.n
-                val_pad[row, rank] = hv
-                S = syndromes_sparse(code, pos_pad, val_pad)
-                cpos, cval, ccnt = decode_syndromes(code, S)  # only the heavy words are decoded
-                mis = ccnt >= 0
-                ctr.uncorrected_codewords += int((~mis).sum())
-                ctr.miscorrected_codewords += int(mis.sum())
-                ctr.corrected_codewords += int(mis.sum())
-                if mis.any():
-                    used = (cpos >= 0) & mis[:, None]
-                    mr, mcol = np.nonzero(used)
-                    cw_of = words[mr]
-                    ctr.corrected_symbols += int(mr.size)
-                    ctr.pcs_lane_corrected += np.bincount(g.lane_of[cw_of % 2, cpos[mr, mcol]],
-                                                          minlength=g.n_pcsl).astype(np.int64)
-                    allk = np.concatenate([hk, cw_of.astype(np.int64) * g.n + cpos[mr, mcol]])
-                    allv = np.concatenate([hv, cval[mr, mcol]]).astype(np.int64)
-                    o = np.argsort(allk, kind="stable")
-                    allk, allv = allk[o], allv[o]
-                    uk, st, _ = _sorted_unique(allk)
-                    uv = np.bitwise_xor.reduceat(allv, st)
-                    nz = uv != 0
-                    res_key, res_val = uk[nz], uv[nz].astype(np.uint16)
-                flagged_words = words[~mis]
-            else:
-                flagged_words = np.zeros(0, np.int64)
-        elif dec == "detect":
-            words = _sorted_unique(wc)[0]
-            flagged = w[words] <= 2 * code.t  # d = 2t + 1: a nonzero pattern of weight <= 2t is seen
-            heavy = words[~flagged]
-            if heavy.size:
-                sel = np.isin(wc, heavy)
-                hk, hv = ukey[sel], uval[sel]
-                _, start, cnt = _sorted_unique(hk // g.n)
-                rank = np.arange(hk.size) - np.repeat(start, cnt)
-                row = np.repeat(np.arange(heavy.size), cnt)
-                pos_pad = np.zeros((heavy.size, int(cnt.max())), np.int64)
-                val_pad = np.zeros_like(pos_pad, dtype=np.uint16)
-                pos_pad[row, rank] = hk % g.n
-                val_pad[row, rank] = hv
-                flagged[~flagged] = np.any(syndromes_sparse(code, pos_pad, val_pad) != 0, axis=1)
-            flagged_words = words[flagged]
-            ctr.uncorrected_codewords += int(flagged_words.size)
-        else:
-            flagged_words = np.zeros(0, np.int64)
-        self._count_llr(ctr, flagged_words)
+        light = (w[wc] <= code.t)
+        fixed_words = _sorted_unique(wc[light])[0]
+        ctr.corrected_codewords += int(fixed_words.size)
+        ctr.corrected_symbols += int(light.sum())
+        ctr.pcs_lane_corrected += np.bincount(g.lane_of[wc[light] % 2, wt[light]], minlength=g.n_pcsl).astype(np.int64)
+        hk, hv = ukey[~light], uval[~light]
+        if not hk.size:
+            return hk, hv, np.zeros(0, np.int64)
+        words, pos_pad, val_pad = _padded_words(hk, hv, g.n)
+        S = syndromes_sparse(code, pos_pad, val_pad)
+        cpos, cval, ccnt = decode_syndromes(code, S)  # only the heavy words are decoded
+        mis = ccnt >= 0
+        ctr.uncorrected_codewords += int((~mis).sum())
+        ctr.miscorrected_codewords += int(mis.sum())
+        ctr.corrected_codewords += int(mis.sum())
+        res_key, res_val = hk, hv
+        if mis.any():
+            res_key, res_val = self._miscorrect(ctr, hk, hv, words, mis, cpos, cval)
+        return res_key, res_val, words[~mis]
+
+    def _miscorrect(self, ctr: LinkCounters, hk: np.ndarray, hv: np.ndarray, words: np.ndarray, mis: np.ndarray,
+                    cpos: np.ndarray, cval: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """XOR the decoder's wrong corrections (``cpos``/``cval`` of the ``mis`` words) into the
+        heavy words' error pattern ``(hk, hv)``; returns the residual pattern, zero entries dropped."""
+        g = self.geometry
+        used = (cpos >= 0) & mis[:, None]
+        mr, mcol = np.nonzero(used)
+        cw_of = words[mr]
+        ctr.corrected_symbols += int(mr.size)
+        ctr.pcs_lane_corrected += np.bincount(g.lane_of[cw_of % 2, cpos[mr, mcol]],
+                                              minlength=g.n_pcsl).astype(np.int64)
+        allk = np.concatenate([hk, cw_of.astype(np.int64) * g.n + cpos[mr, mcol]])
+        allv = np.concatenate([hv, cval[mr, mcol]]).astype(np.int64)
+        o = np.argsort(allk, kind="stable")
+        allk, allv = allk[o], allv[o]
+        uk, st, _ = _sorted_unique(allk)
+        uv = np.bitwise_xor.reduceat(allv, st)
+        nz = uv != 0
+        return uk[nz], uv[nz].astype(np.uint16)
+
+    def _detect(self, ctr: LinkCounters, ukey: np.ndarray, uval: np.ndarray, w: np.ndarray) -> np.ndarray:
+        """The detect-only decoder: the words it flags (every errored word of weight <= 2t, and
+        the heavier ones whose syndrome is nonzero)."""
+        g, code = self.geometry, self.config.rs
+        wc = ukey // g.n
+        words = _sorted_unique(wc)[0]
+        flagged = w[words] <= 2 * code.t  # d = 2t + 1: a nonzero pattern of weight <= 2t is seen
+        heavy = words[~flagged]
+        if heavy.size:
+            sel = np.isin(wc, heavy)
+            _, pos_pad, val_pad = _padded_words(ukey[sel], uval[sel], g.n)
+            flagged[~flagged] = np.any(syndromes_sparse(code, pos_pad, val_pad) != 0, axis=1)
+        flagged_words = words[flagged]
+        ctr.uncorrected_codewords += int(flagged_words.size)
+        return flagged_words
+
+    def _count_delivered(self, ctr: LinkCounters, res_key: np.ndarray, res_val: np.ndarray,
+                         flagged_words: np.ndarray) -> None:
+        """Count the residual errors in the message symbols and the codewords they make wrong
+        (undetected: not among the flagged words)."""
+        g = self.geometry
+        d0, d1 = self.config.data_slice
         rpos = res_key % g.n
         msg = (rpos >= d0) & (rpos < d1)
         mk, mv = res_key[msg], res_val[msg]
@@ -190,4 +224,3 @@ class FastLink(_Base):
         bad_words = _sorted_unique(mk // g.n)[0]
         ctr.codeword_errors += int(bad_words.size)
         ctr.undetected_codeword_errors += int(np.count_nonzero(~np.isin(bad_words, flagged_words)))
-        return ctr

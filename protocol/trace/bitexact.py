@@ -61,8 +61,6 @@ class BitExactGenerator(_Base):
         inside the chunk, each flipping bit ``b`` of symbol ``t`` of codeword ``c`` on its lane
         (``rs272``: ``P * 10880 + 5440 s + 20 t + 10 c + b``, module docstring).
         """
-        from phy802.fec.rs import KP4, decode, encode
-
         n_pairs = int(n_pairs)
         if n_pairs <= 0:
             raise ValueError(f"n_pairs must be > 0, got {n_pairs}")
@@ -73,8 +71,30 @@ class BitExactGenerator(_Base):
                 raise ValueError("the bit-exact rs272 generator supports independent errors (no burst_pb/lane_weights)")
             return self._next_chunk_rs272(n_pairs, le)
 
-        geom, mode, st, rng = self.geom, self.mode, self.stats, self._rng
         P0, P1, pairs, has_am, am_bits, blocks, scr, msg = self._tx_messages(n_pairs)
+        cw, line = self._encode_kp4(msg)
+        err = self._channel_kp4(line, le)
+        self._record_line_errors(err)
+        rx_cw = self._deinterleave_kp4(line ^ err)
+        out, marked_cw, cwflag = self._decode_kp4(rx_cw, cw)
+        mark_pairs = pairs[marked_cw.reshape(n_pairs, 2).any(axis=1)]
+        # strip parity, undo 119.2.4.5, remove AMs
+        msg_sym = out.reshape(n_pairs, 2, RS_N)[:, :, :RS_K]
+        rx_msg = ((msg_sym.transpose(0, 2, 1)[..., None] >> np.arange(10, dtype=np.uint16)) & 1).astype(np.uint8)
+        rx_msg = rx_msg.reshape(n_pairs, PAIR_MESSAGE_BITS)
+        # per-message-bit lane and flag (for attributing payload errors)
+        u = np.arange(PAIR_MESSAGE_BITS)
+        lane_u = self._lane_of[(u // 10) & 1, u // 20]
+        flag_u = cwflag.reshape(n_pairs, 2)[:, (u // 10) & 1]
+        return self._tail_and_finish(P0, P1, has_am, am_bits, msg, rx_msg, scr, blocks, lane_u, flag_u, mark_pairs)
+
+    def _encode_kp4(self, msg: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """TX for ``code="kp4"``: message bits ``msg[q]`` of each pair -> the sent codewords
+        ``cw[q, c, t]`` and the line bits ``line[q, row, lane, b]`` (bit 0 first)."""
+        from phy802.fec.rs import KP4, encode
+
+        geom = self.geom
+        n_pairs = msg.shape[0]
         # 119.2.4.5: bit 20 i + 10 c + b -> bit b of message symbol i (time order) of codeword c
         w = (1 << np.arange(10, dtype=np.uint16))
         sym = (msg.reshape(n_pairs, RS_K, 2, 10).astype(np.uint16) * w).sum(axis=3, dtype=np.uint16)
@@ -82,12 +102,17 @@ class BitExactGenerator(_Base):
         # 119.2.4.7 interleave: lane L gets, per row k, the symbol of (c, t) with lane_of[c, t] = L
         J = geom.n_lanes // 2
         t = np.arange(RS_N)
-        rows = geom.rows_per_pair
-        lanes_sym = np.empty((n_pairs, rows, geom.n_lanes), np.uint16)
+        lanes_sym = np.empty((n_pairs, geom.rows_per_pair, geom.n_lanes), np.uint16)
         for c in (0, 1):
             lanes_sym[:, t // J, self._lane_of[c]] = cw[:, c, :]
         line = ((lanes_sym[..., None] >> np.arange(10, dtype=np.uint16)) & 1).astype(np.uint8)  # bit 0 first
-        # channel: independent bit errors on every line bit
+        return cw, line
+
+    def _channel_kp4(self, line: np.ndarray, le) -> np.ndarray:
+        """The error bits on ``line`` (same shape): per-lane Bernoulli or burst chains, one
+        Bernoulli(ber) over all bits, or the explicit pattern ``le`` (checked line errors)."""
+        geom, rng = self.geom, self._rng
+        n_pairs, rows = line.shape[0], geom.rows_per_pair
         if le is None and self.cfg.per_lane:
             err = np.zeros(line.shape, np.uint8)
             if self.cfg.ber > 0:
@@ -107,17 +132,35 @@ class BitExactGenerator(_Base):
             err = np.zeros(line.shape, np.uint8)
             q, u = le
             c_, t_, b_ = (u // 10) & 1, u // 20, u % 10
-            err[q, t_ // J, self._lane_of[c_, t_], b_] ^= 1
+            err[q, t_ // (geom.n_lanes // 2), self._lane_of[c_, t_], b_] ^= 1
+        return err
+
+    def _record_line_errors(self, err: np.ndarray) -> None:
+        """Count the line errors ``err[q, row, lane, b]`` of a chunk (total, per pair for the burst
+        intervals, per lane)."""
+        st = self.stats
         st.line_bit_errors += int(err.sum())
-        self._line_units = (err.reshape(n_pairs, -1).sum(axis=1, dtype=np.int64) if self.cfg.burst_pb is not None
+        self._line_units = (err.reshape(err.shape[0], -1).sum(axis=1, dtype=np.int64) if self.cfg.burst_pb is not None
                             else None)
         np.add.at(st.lane_errors, np.nonzero(err)[2], 1)
-        rx_line = line ^ err
-        # RX: de-interleave
+
+    def _deinterleave_kp4(self, rx_line: np.ndarray) -> np.ndarray:
+        """RX: received line bits -> the received codewords ``rx_cw[q, c, t]`` (undoes 119.2.4.7)."""
+        J = self.geom.n_lanes // 2
+        t = np.arange(RS_N)
         rx_lanes = (rx_line.astype(np.uint16) << np.arange(10, dtype=np.uint16)).sum(axis=3, dtype=np.uint16)
-        rx_cw = np.empty((n_pairs, 2, RS_N), np.uint16)
+        rx_cw = np.empty((rx_line.shape[0], 2, RS_N), np.uint16)
         for c in (0, 1):
             rx_cw[:, c, :] = rx_lanes[:, t // J, self._lane_of[c]]
+        return rx_cw
+
+    def _decode_kp4(self, rx_cw: np.ndarray, cw: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Decode the received codewords per the mode and count them.  Returns the decoder output
+        ``out[k, t]`` (codewords flattened), which codewords the decoder marks, and each codeword's
+        flag (miscorrected / undetected / 0)."""
+        from phy802.fec.rs import KP4, decode
+
+        mode, st = self.mode, self.stats
         e_cw = rx_cw ^ cw
         wts = (e_cw != 0).sum(axis=2).reshape(-1)
         np.add.at(st.symbol_hist, np.minimum(wts[wts > 0], HIST_BINS - 1), 1)
@@ -144,16 +187,7 @@ class BitExactGenerator(_Base):
         else:
             out = flat
             cwflag = np.zeros(flat.shape[0], np.uint8)
-        mark_pairs = pairs[marked_cw.reshape(n_pairs, 2).any(axis=1)]
-        # strip parity, undo 119.2.4.5, remove AMs
-        msg_sym = out.reshape(n_pairs, 2, RS_N)[:, :, :RS_K]
-        rx_msg = ((msg_sym.transpose(0, 2, 1)[..., None] >> np.arange(10, dtype=np.uint16)) & 1).astype(np.uint8)
-        rx_msg = rx_msg.reshape(n_pairs, PAIR_MESSAGE_BITS)
-        # per-message-bit lane and flag (for attributing payload errors)
-        u = np.arange(PAIR_MESSAGE_BITS)
-        lane_u = self._lane_of[(u // 10) & 1, u // 20]
-        flag_u = cwflag.reshape(n_pairs, 2)[:, (u // 10) & 1]
-        return self._tail_and_finish(P0, P1, has_am, am_bits, msg, rx_msg, scr, blocks, lane_u, flag_u, mark_pairs)
+        return out, marked_cw, cwflag
 
     def _tail_and_finish(self, P0, P1, has_am, am_bits, msg, rx_msg, scr, blocks, lane_u, flag_u, mark_pairs):
         """Shared receive tail: remove AMs, descramble, attribute each payload error to the lane and
@@ -263,10 +297,7 @@ class BitExactGenerator(_Base):
             sub_, v = np.divmod(u, PAIR_LINE_BITS // 2)
             c_, t_, b_ = (v // 10) & 1, v // 20, v % 10
             err[q, sub_ * R + t_ // J, lane_of[c_, t_], b_] ^= 1
-        st.line_bit_errors += int(err.sum())
-        self._line_units = (err.reshape(n_pairs, -1).sum(axis=1, dtype=np.int64) if self.cfg.burst_pb is not None
-                            else None)
-        np.add.at(st.lane_errors, np.nonzero(err)[2], 1)
+        self._record_line_errors(err)
         rx_lanes = ((line ^ err).astype(np.uint16) << np.arange(10, dtype=np.uint16)).sum(axis=3, dtype=np.uint16)
         rx_cw = np.empty((n_pairs, 2, 2, N_272), np.uint16)
         for sub in (0, 1):

@@ -169,9 +169,19 @@ class FastGenerator(_Base):
         """Group rs272 line errors (rs272 pair-space, sorted) per codeword, decide each by the
         mode (bounded distance, t = 7; words with more errors decoded as error patterns) and pass
         the surviving data-bit errors on (numpy path, see the module docstring)."""
-        from phy802.fec import RS272, decode
+        ukey, uval = self._rs272_symbol_errors(P0, P1, pos)
+        ut, words, w_first, w_cnt = self._rs272_words(ukey)
+        rk, rv, rf, marked = self._rs272_decode(ukey, uval, ut, words, w_first, w_cnt)
+        s_pos, r_lane, r_flag = self._rs272_payload_errors(rk, rv, rf)
+        order = np.argsort(s_pos, kind="stable")
+        return self._finish(P0, P1, np.asarray(s_pos, np.int64)[order], r_lane[order], r_flag[order],
+                            words[marked] // 2)
 
-        geom, st, mode = self.geom, self.stats, self.mode
+    def _rs272_symbol_errors(self, P0: int, P1: int, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Count the line errors ``pos`` (total, per lane, per pair for bursts) and merge them into
+        symbol errors: sorted keys ``word * N_272 + t`` (word: 2 * rs272 pair + c) with their
+        10-bit error values."""
+        geom, st = self.geom, self.stats
         J = geom.n_lanes // 2
         half = PAIR_LINE_BITS // 2
         st.line_bit_errors += int(pos.size)
@@ -190,6 +200,12 @@ class FastGenerator(_Base):
             uval = np.bitwise_or.reduceat(sbit, first)
         else:
             ukey = uval = np.empty(0, np.int64)
+        return ukey, uval
+
+    def _rs272_words(self, ukey: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Symbol index of each sorted symbol-error key, and the errored words: ``(ut, words,
+        w_first, w_cnt)`` (each word's first key and symbol-error count); counts the weights."""
+        st = self.stats
         uw, ut = np.divmod(ukey, N_272)
         words, w_first, w_cnt = (np.empty(0, np.int64),) * 3
         if uw.size:
@@ -198,6 +214,16 @@ class FastGenerator(_Base):
             w_cnt = np.diff(np.append(w_first, uw.size))
         np.add.at(st.symbol_hist, np.minimum(w_cnt, HIST_BINS - 1), 1)
         st.codewords_with_errors += int(words.size)
+        return ut, words, w_first, w_cnt
+
+    def _rs272_decode(self, ukey: np.ndarray, uval: np.ndarray, ut: np.ndarray, words: np.ndarray,
+                      w_first: np.ndarray, w_cnt: np.ndarray):
+        """Decide each errored word by the mode and count it.  Returns the residual symbol errors
+        ``(keys, values, flags)`` at the decoder output (miscorrection symbols appended) and which
+        of ``words`` the decoder marks."""
+        from phy802.fec import RS272, decode
+
+        st, mode = self.stats, self.mode
         flag_of = np.zeros(words.size, np.uint8)
         keep = np.ones(ukey.size, bool)  # which error symbols survive the decoder
         extra_k, extra_v = [], []  # miscorrection symbols the decoder adds
@@ -241,7 +267,14 @@ class FastGenerator(_Base):
             rk = np.concatenate([rk] + extra_k)
             rv = np.concatenate([rv] + extra_v)
             rf = np.concatenate([rf] + [np.full(x.size, FLAG_MISCORRECTED, np.uint8) for x in extra_k])
-        mark_ids = words[marked] // 2
+        return rk, rv, rf, marked
+
+    def _rs272_payload_errors(self, rk: np.ndarray, rv: np.ndarray,
+                              rf: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Residual symbol errors -> the scrambled-stream positions of their data bits (unsorted),
+        with lane and flag; bits inside AM groups are counted and dropped."""
+        geom, st = self.geom, self.stats
+        J = geom.n_lanes // 2
         rw, rt = np.divmod(rk, N_272)
         data = rt < K_272  # the pad (t = 257) and the parity carry no payload
         rw, rt, rv, rf = rw[data], rt[data], rv[data], rf[data]
@@ -256,9 +289,7 @@ class FastGenerator(_Base):
         ok = ~in_am
         s_pos = data_blocks_before(rP[ok], geom) * BLOCK_BITS - am_bits[ok] + m[ok]
         r_lane = (2 * (rt[ok] % J) + (rc[ok] ^ ((rt[ok] // J) & 1))).astype(np.int8)
-        order = np.argsort(s_pos, kind="stable")
-        return self._finish(P0, P1, np.asarray(s_pos, np.int64)[order], r_lane[order],
-                            rf[ok].astype(np.uint8)[order], mark_ids)
+        return s_pos, r_lane, rf[ok].astype(np.uint8)
 
     def _bypass_chunk(self, P0: int, P1: int, encode: bool = False):
         """The fused bypass kernel (same output as ``_process`` on the same positions); with
