@@ -21,7 +21,8 @@ def _summary(**over):
                            "post_fec": {"ber": 3e-5, "decoder_output": {"ber": 1e-5}}}},
         "training": [{"parallel": "ddp", "ber": 0.0, "guard": "-", "final_val_loss": 2.5, "delta_val_loss": 0.0},
                      {"parallel": "ddp", "ber": 1e-5, "guard": "none", "final_val_loss": float("nan"),
-                      "delta_val_loss": float("nan"), "nonfinite_steps": 7},
+                      "delta_val_loss": float("nan"), "nonfinite_steps": 7, "ber_is": "payload-stream BER",
+                      "ber_delivered": 1.02e-5},
                      {"parallel": "ddp", "ber": 1e-5, "guard": "nan_to_zero_clamp", "final_val_loss": 2.52,
                       "delta_val_loss": 0.02, "nonfinite_steps": 0}],
     }
@@ -38,8 +39,10 @@ def test_narrative_reports_the_runs_numbers():
     assert "passes the line errors through" in text
     assert "saves 57.6 ns" in text and "(model)" in text
     assert "payload BER 3e-5 after the descrambler (3.00x" in text
-    assert "guard `none` at BER 1e-5: loss n/a, diverged" in text and "7 steps with non-finite" in text
-    assert "guard `nan_to_zero_clamp` at BER 1e-5: loss 2.52, stayed close to error-free (+0.020)" in text
+    assert ("guard `none` at BER 1e-5 given, of kind payload-stream BER (a setting); delivered payload BER 1.02e-5 "
+            "(measured") in text and "loss n/a, diverged" in text and "7 steps with non-finite" in text
+    assert ("guard `nan_to_zero_clamp` at BER 1e-5 given, of kind unknown (a setting); delivered payload BER not "
+            "recorded: loss 2.52, stayed close to error-free (+0.020)") in text
     assert MEASURED_VS_MODEL in text
 
 
