@@ -382,7 +382,11 @@ class ReplayProcessGroup(FailureAgreement, ReceivePath, RingOps, PointToPoint, d
                     line = self.summary()
             except Exception as e:  # noqa: BLE001 - a summary must not fail a shutdown, but its failure is said
                 line = f"{BACKEND_NAME} rank {self._rank}/{self._size}: summary failed: {type(e).__name__}: {e}"
-            print(line, file=sys.stderr, flush=True)
+            # one write of the whole line: sys.stderr is write-through, so print()'s separate write of
+            # the newline let another rank's line land between (seen: "...guardedphy802 rank 0/2 ...");
+            # a write below PIPE_BUF bytes is atomic on a pipe
+            sys.stderr.write(line + "\n")
+            sys.stderr.flush()
 
 
     # ------------------------------------------------------------------ public helpers

@@ -456,6 +456,26 @@ def test_a_summary_that_fails_says_so_at_shutdown(monkeypatch, capsys):
     assert "phy802 rank 0/1: summary failed: KeyError: 'counters'" in err
 
 
+def test_the_shutdown_line_is_one_write_with_its_newline(monkeypatch):
+    """Ranks share one stderr pipe: the line and its newline go out in one write (print() wrote the newline
+    separately, and another rank's line landed between them)."""
+    import sys
+
+    writes = []
+
+    class Recorder:
+        def write(self, text):
+            writes.append(text)
+
+        def flush(self):
+            pass
+
+    g = ReplayProcessGroup(dist.HashStore(), 0, 1, timedelta(seconds=5), ReplayConfig())
+    monkeypatch.setattr(sys, "stderr", Recorder())
+    g.shutdown()
+    assert len(writes) == 1 and writes[0].startswith("phy802 rank 0/1 (") and writes[0].endswith("guarded\n")
+
+
 def test_flips_match_what_was_logged_bit_for_bit():
     """Independent check of the stand-in path: XOR of the delivered and the clean sum has as many bits set as
     flips were logged (endpoint all-reduce: the flips land on the reduced buffer)."""

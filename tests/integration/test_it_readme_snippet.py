@@ -26,10 +26,11 @@ def test_readme_ddp_snippet_runs_and_prints_one_summary_line_per_rank(tmp_path):
     p = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
                         str(script)], capture_output=True, text=True, timeout=600, env=env, cwd=tmp_path)
     assert p.returncode == 0, p.stderr[-3000:]
-    # torch's C++ logging writes to the same stderr without Python's line buffering: find each
-    # rank's line wherever it starts, and show the stream when one is missing
+    # each rank's summary is one line of its own (one atomic write): the two ranks' lines never merge
+    # (torch's C++ logging may still put its own text before one), and each rank says it once
     lines = [ln[ln.index("phy802 rank "):] for ln in p.stderr.splitlines() if "phy802 rank " in ln]
     assert sorted(ln[:17] for ln in lines) == ["phy802 rank 0/2 (", "phy802 rank 1/2 ("], p.stderr[-4000:]
+    assert all(ln.count("phy802 rank ") == 1 for ln in lines), p.stderr[-4000:]
     documented = re.search(r"`(phy802 rank 0/2 \(.*?)`", " ".join(open(os.path.join(ROOT, "integration",
                                                                                "README.md")).read().split()))
     assert documented.group(1) in [" ".join(ln.split()) for ln in lines]
