@@ -15,6 +15,8 @@ same order as DDP's group (checked once, at installation).
 import torch  # no ``from __future__ import annotations``: DDP checks the hook's annotations as objects
 import torch.distributed as dist
 
+from integration.works import then_completion
+
 __all__ = ["replay_allreduce_hook", "install_ddp_hook"]
 
 
@@ -23,7 +25,11 @@ def replay_allreduce_hook(group: dist.ProcessGroup, bucket: dist.GradBucket) -> 
     buf = bucket.buffer()
     buf.div_(group.size())
     fut = dist.all_reduce(buf, group=group, async_op=True).get_future()
-    return fut.then(lambda f: f.value()[0])
+    return then_completion(fut, _first_value)  # dropped on gloo's thread: counted (works._Completion)
+
+
+def _first_value(f):
+    return f.value()[0]
 
 
 def install_ddp_hook(model: torch.nn.parallel.DistributedDataParallel, group: dist.ProcessGroup) -> None:

@@ -148,6 +148,8 @@ from integration.works import (  # noqa: F401
     _FailedWork,
     _ReplayWork,
     _seconds,
+    drain_completions,
+    then_completion,
     _wait_polled,
 )
 
@@ -168,6 +170,10 @@ __all__ = ["BACKEND_NAME", "ENV_VAR", "ReplayProcessGroup", "register", "configu
 
 
 
+def _first_value(f):
+    return f.value()[0]
+
+
 def ddp_comm_hook(group, bucket):  # no annotations: DDP accepts only none or Future[Tensor] objects
     """A DDP communication hook (torch's ``register_comm_hook`` style, as its PowerSGD/allreduce hooks)
     that averages each gradient bucket through the ``phy802`` group ``group``.
@@ -178,7 +184,7 @@ def ddp_comm_hook(group, bucket):  # no annotations: DDP accepts only none or Fu
     """
     buf = bucket.buffer()
     buf.div_(group.size())
-    return group.allreduce([buf]).get_future().then(lambda f: f.value()[0])
+    return then_completion(group.allreduce([buf]).get_future(), _first_value)
 
 
 
@@ -447,9 +453,11 @@ class ReplayProcessGroup(FailureAgreement, ReceivePath, RingOps, PointToPoint, d
 
     def shutdown(self) -> None:
         """Mark this rank stopped in the group's store, print :meth:`summary` (``ReplayConfig.summary``),
-        then shut down every inner backend."""
+        let gloo's threads drop the completion callbacks they ran (:func:`drain_completions`), then
+        shut down every inner backend."""
         self.mark_stopped()
         self._print_summary()
+        drain_completions()
         for b in self._inners():
             fn = getattr(b, "shutdown", None) or getattr(b, "_shutdown", None)
             if fn is not None:
@@ -460,6 +468,7 @@ class ReplayProcessGroup(FailureAgreement, ReceivePath, RingOps, PointToPoint, d
         then abort every inner backend (NCCL aborts its communicators; gloo's abort is a no-op in 2.13)."""
         self.mark_stopped()
         self._print_summary()
+        drain_completions()
         for b in self._inners():
             fn = getattr(b, "abort", None)
             if fn is not None:
@@ -643,24 +652,28 @@ class ReplayProcessGroup(FailureAgreement, ReceivePath, RingOps, PointToPoint, d
             if self._error_free:
                 return work
 
-            def done(fut):
+            # the completion callbacks get the group as an argument, never in their closure
+            # (works._Completion: gloo's thread may drop a callback after everyone else dropped the group)
+            def done(group, fut):
                 fut.value()
-                self._check_peer_after("allreduce", buf if in_band else None, self._host_view(buf) if host else None,
-                                       at)
+                group._check_peer_after("allreduce", buf if in_band else None,
+                                        group._host_view(buf) if host else None, at)
                 return tensors
 
-            return _ReplayWork(work.get_future().then(done), self._timeout_s, "allreduce", poll=poll)
+            return _ReplayWork(then_completion(work.get_future(), done, self), self._timeout_s, "allreduce",
+                               poll=poll)
 
-        def finish(fut):
+        def finish(group, fut):
             fut.value()  # re-raise an inner failure (into the chained future: wait() raises it)
-            vals = self._host_view(buf) if host else None
-            self._check_peer_after("allreduce", buf if in_band else None, vals, at)
-            self._receive(pending, cls, buf if host else self._flat(buf), vals=vals)
+            vals = group._host_view(buf) if host else None
+            group._check_peer_after("allreduce", buf if in_band else None, vals, at)
+            group._receive(pending, cls, buf if host else group._flat(buf), vals=vals)
             if buf is not t:
-                self._unstage(t, buf)
+                group._unstage(t, buf)
             return tensors
 
-        return _ReplayWork(work.get_future().then(finish), self._timeout_s, "allreduce", poll=poll)
+        return _ReplayWork(then_completion(work.get_future(), finish, self), self._timeout_s, "allreduce",
+                           poll=poll)
 
 
 

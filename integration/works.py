@@ -5,9 +5,11 @@ op whose data was lost (:class:`_FailedWork`), and the options that make an inne
 
 from __future__ import annotations
 
+import atexit
 import threading
+import weakref
 from datetime import timedelta
-from typing import Any
+from typing import Any, Callable
 
 import torch
 import torch.distributed as dist
@@ -24,6 +26,88 @@ def _seconds(timeout) -> float | None:
         return None
     s = timeout.total_seconds() if isinstance(timeout, timedelta) else float(timeout)
     return s if s > 0 else None
+
+
+class _Completion:
+    """The callable a replay Work chains on a future: ``fn(owner, f)``, ``owner`` held weakly.
+
+    gloo runs a future's callbacks on its own worker thread, and that thread drops the callback
+    after the chained future is complete (c10's ``Future::markCompleted``): torch's
+    ``PythonFunctionGuard`` takes the GIL for it, which can be long after the waiting caller went on.
+    Two ways this killed a process at exit:
+
+    - the callback held the group's last reference: the group and its inner gloo backend were
+      destroyed on that worker thread, whose destructor joins that very thread
+      (``std::system_error: Resource deadlock avoided``, abort);
+    - the caller destroyed the group (and its gloo backend) while holding the GIL, and
+      ``~ProcessGroupGloo`` joined a worker still waiting for the GIL to drop a callback (a hang).
+
+    So the owner is held weakly (``fn`` gets it as an argument, for the call only), and every
+    callback that has run is counted until it is dropped: :func:`drain_completions`, called by the
+    group's ``shutdown``/``abort`` and at exit, waits for the count to reach zero with the GIL
+    released."""
+
+    __slots__ = ("_fn", "_ref", "_ran")
+
+    def __init__(self, fn: Callable[[Any, Any], Any], owner: Any = None) -> None:
+        self._ran = False
+        if owner is not None and any(getattr(c, "cell_contents", None) is owner for c in (fn.__closure__ or ())):
+            raise TypeError(f"{BACKEND_NAME}: internal: the completion callback {fn.__qualname__} closes over its group")
+        self._fn = fn
+        self._ref = weakref.ref(owner) if owner is not None else None
+
+    def __call__(self, f):
+        if not self._ran:
+            self._ran = True
+            _RAN_NOT_DROPPED.add(1)
+        if self._ref is None:
+            return self._fn(f)
+        owner = self._ref()
+        if owner is None:  # nobody can wait on this op any more: its group was destroyed
+            raise RuntimeError(f"{BACKEND_NAME}: the group was destroyed before its operation completed")
+        return self._fn(owner, f)
+
+    def __del__(self) -> None:
+        if self._ran:
+            _RAN_NOT_DROPPED.add(-1)
+
+
+class _Counter:
+    """A thread-safe count (callbacks that have run and are not yet dropped, on any thread)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.value = 0
+
+    def add(self, k: int) -> None:
+        with self._lock:
+            self.value += k
+
+
+# process-wide, as the threads that drop the callbacks are: one count for every group in the process
+_RAN_NOT_DROPPED = _Counter()
+
+
+def drain_completions(limit_s: float = 10.0) -> bool:
+    """Wait, with the GIL released, until every completion callback that has run has been dropped by
+    the thread that ran it (at most ``limit_s``); True when none is left. See :class:`_Completion`."""
+    import time as _time
+
+    end = _time.monotonic() + limit_s
+    while _RAN_NOT_DROPPED.value > 0:
+        if _time.monotonic() >= end:
+            return False
+        _time.sleep(0.0005)  # sleeping releases the GIL: the worker thread waiting for it can drop its callback
+    return True
+
+
+atexit.register(drain_completions)  # a group never shut down is destroyed in the interpreter's final clean-up
+
+
+def then_completion(fut, fn: Callable[..., Any], owner: Any = None):
+    """``fut.then`` through a :class:`_Completion`: ``fn(owner, f)`` with ``owner`` held weakly (or
+    ``fn(f)`` with no owner). Every callback the replay group chains on a future goes through here."""
+    return fut.then(_Completion(fn, owner))
 
 
 class _ReplayWork(dist.Work):
@@ -248,7 +332,7 @@ class _FailedWork(dist.Work):
             raise exc
 
         try:
-            return self._inner.get_future().then(fail)
+            return then_completion(self._inner.get_future(), fail)
         except Exception:  # noqa: BLE001 - inner Work without a future (gloo send/recv)
             fut = torch.futures.Future()
             fut.set_exception(exc)
