@@ -29,7 +29,7 @@ import traceback
 import zipfile
 from typing import Sequence
 
-from phy802.cli._common import CliError, Parser
+from phy802.cli._common import CliError, Parser, emit
 from phy802.runtime.workers import JobFailed
 
 __all__ = ["main", "COMMANDS", "CliError", "EXIT_OK", "EXIT_CHECK_FAILED", "EXIT_BAD_INPUT", "EXIT_INTERNAL",
@@ -360,10 +360,8 @@ def _job_failed(prog: str, args: argparse.Namespace, exc: JobFailed) -> int:
     command that runs one (tradeoff's small experiment, the demo's training; train and experiment
     say it themselves): the cause on stderr and exit 1 -- not 'internal error', exit 3 -- and with
     ``--json`` a document saying so."""
-    if getattr(args, "json", False):
-        import json
-
-        sys.stdout.write(json.dumps({"failed": True, "failure": str(exc)}, indent=2) + "\n")
+    if getattr(args, "json", False):  # the same document shape as every --json output
+        emit(args, {"failed": True, "failure": str(exc)}, "")
     print(f"{prog}: {_one_line(exc)}", file=sys.stderr)
     return EXIT_CHECK_FAILED
 
