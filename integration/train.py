@@ -41,6 +41,7 @@ import torch.nn.functional as F
 
 from integration.replay import LinkFailure, Metrics, ReplayConfig
 from integration.sources import ber_meaning, resolved_kind
+from phy802.runtime.workers import JobFailed
 
 __all__ = ["TrainConfig", "run_training", "run_many", "train_worker", "TrainingTimeout", "flat_params",
            "MODEL_PRESETS", "MODEL_HELP", "PARALLEL", "PRECISIONS", "VAL_TOKENS", "resolve_device", "build_config",
@@ -120,7 +121,7 @@ def resolve_device(device: str) -> str:
     return device
 
 
-class TrainingTimeout(RuntimeError):
+class TrainingTimeout(JobFailed):
     """The worker processes did not finish before the deadline (they were terminated)."""
 
 
@@ -1275,7 +1276,8 @@ def run_many(cfgs: list[TrainConfig], *, timeout_s: float = 900.0, out_dir: str 
 
     Each run gets its own FileStore, process groups and output folder ``<out_dir>/run<i>``
     (``result.json``, ``params.pt``). The processes are terminated and :class:`TrainingTimeout`
-    raised if they do not all finish within ``timeout_s``. The FileStores' temporary folder is
+    raised if they do not all finish within ``timeout_s``; a process that dies or raises is a
+    :class:`~phy802.runtime.workers.JobFailed` too (the command line exits 1). The FileStores' temporary folder is
     removed on every exit path; with ``out_dir=None`` the results live in a new temporary folder
     ``phy802-train-*`` that the caller owns.
     ``on_done(i)``, if given, is called in this process once run ``i``'s ``result.json`` has appeared
@@ -1328,9 +1330,9 @@ def run_many(cfgs: list[TrainConfig], *, timeout_s: float = 900.0, out_dir: str 
                                           f"(world {world}, {len(cfgs)} run(s)); processes terminated")
         except mp.ProcessRaisedException as exc:
             first = [ln for ln in str(exc).strip().splitlines() if ln.strip()]
-            raise RuntimeError(f"a training process failed: {first[-1] if first else exc}") from None
+            raise JobFailed(f"a training process failed: {first[-1] if first else exc}") from None
         except mp.ProcessExitedException as exc:
-            raise RuntimeError(f"a training process died: {exc}") from None
+            raise JobFailed(f"a training process died: {exc}") from None
         poll()
         results = []
         for d in dirs:

@@ -376,6 +376,23 @@ def cluster_cli_attacks(arena: Path) -> list[tuple[str, list[str]]]:
     out.append(("collective --code none --fec ieee", ["collective", "--code", "none", "--fec", "ieee"]))
     out.append(("collective --code kp4,none --fec ieee", ["collective", "--code", "kp4,none", "--fec", "ieee"]))
     out.append(("collective --trials 0 at BER > 0", ["collective", "--fec", "bypass", "--ber", "1e-6", "--trials", "0"]))
+    # calibration files (--calibration): another version, a key given twice (JSON keeps the last), an
+    # absurd bandwidth factor, negative shifts that make a modelled time negative
+    cal = {"format": "phy802-calibration", "version": 2, "net_efficiency": 0.9, "latency_offset_us": 3.0,
+           "algo_latency_us": {}, "algo_bw_factor": {}, "sustained_busbw_GBps": None}
+    cals = {"version-9": json.dumps({**cal, "version": 9}), "version-true": json.dumps({**cal, "version": True}),
+            "duplicate-key": json.dumps(cal).replace('"latency_offset_us": 3.0', '"latency_offset_us": 3.0, '
+                                                     '"latency_offset_us": 46940.0'),
+            "bw-factor-1e4": json.dumps({**cal, "algo_bw_factor": {"ring": 1e4}}),
+            "latency-offset-negative": json.dumps({**cal, "latency_offset_us": -1000.0}),
+            "algo-latency-negative": json.dumps({**cal, "algo_latency_us": {"tree": -500.0}})}
+    for name, text in cals.items():
+        p = d / f"cal_{name}.json"
+        p.write_text(text)
+        out.append((f"collective --calibration {name}", ["collective", "--calibration", str(p), "--bytes", "8192"]))
+    out.append(("tradeoff --calibration latency-offset-negative",
+                ["tradeoff", "--results", str(d / "res_good"), "--out", "tnew", "--modes", "kp4:ieee", "--trials", "5",
+                 "--calibration", str(d / "cal_latency-offset-negative.json")]))
     # tradeoff: results files and options that would be ignored or contradict each other
     ok = [dict(parallel="ddp", ber=0.0, guard="-", evals=[[0, 4.0], [10, 2.0]], final_val_loss=2.0),
           dict(parallel="ddp", ber=1e-6, guard="-", evals=[[0, 4.0], [10, 2.1]], final_val_loss=2.1)]

@@ -29,7 +29,8 @@ import traceback
 import zipfile
 from typing import Sequence
 
-from phy802.cli._common import CliError, Parser
+from phy802.cli._common import CliError, Parser, emit
+from phy802.runtime.workers import JobFailed
 
 __all__ = ["main", "COMMANDS", "CliError", "EXIT_OK", "EXIT_CHECK_FAILED", "EXIT_BAD_INPUT", "EXIT_INTERNAL",
            "BAD_INPUT_ERRORS"]
@@ -319,6 +320,8 @@ def _run(module, args: argparse.Namespace, name: str, prog: str) -> int:
         except OSError:
             pass
         return 141
+    except JobFailed as exc:
+        return _job_failed(prog, args, exc)
     except MemoryError:
         return _bad_input(prog, "out of memory; ask for less work (fewer pairs/frames/bits/points)")
     except BAD_INPUT_ERRORS as exc:
@@ -350,6 +353,17 @@ def _interrupted(prog: str, exc: KeyboardInterrupt) -> int:
         print(f"{prog}: terminated by signal {sig}; partial output removed, earlier output left as it was",
               file=sys.stderr)
     return 128 + int(sig)
+
+
+def _job_failed(prog: str, args: argparse.Namespace, exc: JobFailed) -> int:
+    """A job that ran and failed (a worker process died, raised or overran its deadline) under any
+    command that runs one (tradeoff's small experiment, the demo's training; train and experiment
+    say it themselves): the cause on stderr and exit 1 -- not 'internal error', exit 3 -- and with
+    ``--json`` a document saying so."""
+    if getattr(args, "json", False):  # the same document shape as every --json output
+        emit(args, {"failed": True, "failure": str(exc)}, "")
+    print(f"{prog}: {_one_line(exc)}", file=sys.stderr)
+    return EXIT_CHECK_FAILED
 
 
 def _bad_input(prog: str, message: str) -> int:

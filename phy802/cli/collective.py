@@ -99,7 +99,7 @@ def add_cluster_arguments(p: argparse.ArgumentParser, *, code: bool = True) -> N
     f.add_argument("--link-gbps", type=float_arg(0, 1e6, lo_open=True), default=None,
                    help="payload (MAC) rate of a link in Gb/s (default: 400 at 400G, 200 at 200G)")
     f.add_argument("--path-links", type=int_arg(1, 64), default=None,
-                   help="override the PHY traversals per path (default: from --topology and --ranks)")
+                   help="override the PHY traversals per path (default: from --topology and the number of ranks)")
     f.add_argument("--ranks-per-leaf", type=int_arg(1, 10**7), default=None,
                    help="ranks under one leaf switch (default 32)")
     f.add_argument("--ranks-per-pod", type=int_arg(1, 10**7), default=None,

@@ -271,7 +271,7 @@ def _ci(est) -> str:
 
 def _tradeoff_step(cfg: DemoConfig, out: Path, summary: dict) -> list[str]:
     """``phy802 tradeoff`` on the training results; returns the report section."""
-    from phy802.cli.tradeoff import add_arguments as t_args, run_tradeoff
+    from phy802.cli.tradeoff import LOSS_PENALTY_MEANING, add_arguments as t_args, run_tradeoff
 
     t0 = time.perf_counter()
     p = argparse.ArgumentParser()
@@ -302,7 +302,7 @@ def _tradeoff_step(cfg: DemoConfig, out: Path, summary: dict) -> list[str]:
         md.append(f"| {r['mode']} | {r['ber']:g} | {r['guard']} | {_fmt(r['step_ms'])} | {_fmt(r['phy_us'])} | "
                   f"{_fmt(r['resend_ms'])} | {_fmt(r['loss_penalty'])} | {_fmt(r['time_to_target_s'])} | "
                   f"{_fmt(r['vs_ref'])} |")
-    md += ["", *_tradeoff_notes(rows, summary.get("latency_ns") or {}, missing),
+    md += ["", *_tradeoff_notes(rows, summary.get("latency_ns") or {}, missing), LOSS_PENALTY_MEANING + ".", "",
            "![step time vs loss penalty](tradeoff/pareto.png)", ""]
     _say(cfg, f"tradeoff done in {summary['steps']['tradeoff_s']:.1f} s")
     return md

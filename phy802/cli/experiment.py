@@ -67,7 +67,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "with its uncertainty) and predicted for GPT-2 124M, unchecked (OUT/scaling.md, "
                         "scaling.json, scaling.png); not with --n-layer/--n-embd (default: one size)")
     p.add_argument("--no-progress", action="store_true", help="no progress display on stderr (default: shown)")
-    add_model_arguments(p, recipes=True)
+    add_model_arguments(p, recipes=True, ber_option="--bers")
     add_seed(p)
     add_json(p)
 

@@ -39,9 +39,11 @@ def _classes(text: str) -> tuple[str, ...]:
     return out
 
 
-def add_model_arguments(p: argparse.ArgumentParser, recipes: bool = False) -> None:
+def add_model_arguments(p: argparse.ArgumentParser, recipes: bool = False, ber_option: str = "--ber") -> None:
     """Flags shared by ``train`` and ``experiment``: model, data, recipe, link, device. ``recipes``:
-    the recipe is an axis (``--recipes`` a comma list, ``experiment``) instead of ``--recipe``."""
+    the recipe is an axis (``--recipes`` a comma list, ``experiment``) instead of ``--recipe``;
+    ``ber_option``: the command's BER option, which the help of ``--rate`` and ``--source`` names
+    (``experiment`` sweeps ``--bers``)."""
     from integration.replay import MODES
     from integration.data import TOKEN_DTYPES
     from integration.train import (CLIPS, MODEL_HELP, MODEL_PRESETS, OPTIMIZERS, PRECISIONS, RECIPE_HELP, RECIPES,
@@ -98,14 +100,14 @@ def add_model_arguments(p: argparse.ArgumentParser, recipes: bool = False) -> No
     add_code_fec(p)
     p.add_argument("--rate", default="400G", choices=("400G", "200G", "800G", "1.6T"),
                    help="line rate (default 400G); 800G / 1.6T: the live generator is the concatenated link with the "
-                        "inner code (--inner; --ber is then its PAM4 line BER; as 'phy802 trace generate --rate 800G')")
+                        f"inner code (--inner; {ber_option} is then its PAM4 line BER; as 'phy802 trace generate --rate 800G')")
     p.add_argument("--inner", choices=("c177", "none"), default=None,
                    help="inner code of the 800G/1.6T lanes: c177 (Clause 177, Chase-2; the default there) or none; "
                         "only with --rate 800G or 1.6T")
     p.add_argument("--source", choices=("generator", "independent", "trace"), default=None,
-                   help="error source, which fixes what --ber means: generator = protocol live generator "
-                        "(--ber is the pre-FEC line BER), independent = independent flips of the payload stream "
-                        "(--ber is the payload-stream BER), trace = a trace file (default: trace with --trace, "
+                   help=f"error source, which fixes what {ber_option} means: generator = protocol live generator "
+                        f"({ber_option} is the pre-FEC line BER), independent = independent flips of the payload stream "
+                        f"({ber_option} is the payload-stream BER), trace = a trace file (default: trace with --trace, "
                         "else generator; never chosen by what imports)")
     p.add_argument("--trace", default=None,
                    help="protocol-layer trace file (with --source trace; opened and checked before any "

@@ -1,6 +1,7 @@
 """Worker processes that leave Ctrl-C to the parent: a process pool (:func:`worker_pool`), stopping it
 at once on an interrupt (:func:`stop_pool`), and one call in a worker so that an interrupt is
-handled while a compiled kernel runs (:func:`run_in_worker`)."""
+handled while a compiled kernel runs (:func:`run_in_worker`); :class:`JobFailed`, what a job whose
+worker processes died, raised or overran their deadline raises."""
 
 from __future__ import annotations
 
@@ -9,7 +10,13 @@ from typing import Any, Callable
 
 from phy802.runtime.interrupts import check_interrupt
 
-__all__ = ["worker_pool", "stop_pool", "run_in_worker"]
+__all__ = ["worker_pool", "stop_pool", "run_in_worker", "JobFailed"]
+
+
+class JobFailed(RuntimeError):
+    """A job ran and failed: a worker process died (killed, out of memory), raised, or passed the
+    job's deadline. Not a bug of phy802 and not bad input: the command line exits 1 with this
+    message on stderr (and, with ``--json``, a document saying so), whichever command ran the job."""
 
 
 def _worker_init() -> None:  # pragma: no cover - runs in worker processes

@@ -169,3 +169,50 @@ def test_experiment_json_when_a_rank_dies_still_writes_a_document(monkeypatch, t
     assert rc == 1 and "SIGKILL" in cap.err
     doc = json.loads(cap.out)
     assert doc["failed"] is True and "SIGKILL" in doc["failure"] and doc["rows"] == []
+
+
+def _a_rank_dies(monkeypatch):
+    """torch's process context as it reports a rank killed (SIGKILL, e.g. by the OOM killer): run_many's
+    real handling of it runs, no process is started."""
+    import torch.multiprocessing as mp
+
+    class Dead:
+        processes: list = []
+        error_files: list = []
+
+        def join(self, timeout=None):
+            raise mp.ProcessExitedException("process 1 terminated with signal SIGKILL", error_index=1, error_pid=0,
+                                            exit_code=-9, signal_name="SIGKILL")
+
+    monkeypatch.setattr(mp, "start_processes", lambda *a, **k: Dead())
+
+
+@pytest.mark.parametrize("as_json", [False, True], ids=["text", "json"])
+def test_tradeoff_whose_small_experiment_loses_a_rank_exits_1(as_json, tmp_path, monkeypatch, capsys):
+    """Regression: tradeoff without --results runs its own experiment; a rank of it that died ended
+    the command as 'internal error (a bug in phy802 ...)', exit 3."""
+    _a_rank_dies(monkeypatch)
+    out = tmp_path / "t"
+    rc = main(["tradeoff", "--out", str(out), "--bers", "1e-5", "--steps", "2", "--ranks", "8", "--modes", "kp4:ieee",
+               "--trials", "5"] + (["--json"] if as_json else []))
+    cap = capsys.readouterr()
+    assert rc == 1, cap.err
+    assert cap.err.strip().splitlines()[-1] == ("phy802 tradeoff: a training process died: process 1 terminated "
+                                                "with signal SIGKILL")
+    assert "internal error" not in cap.err and not out.exists()
+    if as_json:
+        doc = json.loads(cap.out)
+        assert doc["failed"] is True and "SIGKILL" in doc["failure"]
+
+
+def test_any_command_whose_job_fails_exits_1(monkeypatch, capsys):
+    """The demo's training (and any command running a job) ends the same way when its workers fail."""
+    import phy802.cli.demo as demo
+    from phy802.runtime.workers import JobFailed
+
+    def fails(args):
+        raise JobFailed("a training process failed: ValueError: boom")
+
+    monkeypatch.setattr(demo, "run", fails)
+    assert main(["demo", "--out", "nosuch-demo"]) == 1
+    assert capsys.readouterr().err.strip() == "phy802 demo: a training process failed: ValueError: boom"

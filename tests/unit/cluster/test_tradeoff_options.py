@@ -196,7 +196,7 @@ def test_doc_commands_write_where_gitignore_expects():
         assert r.returncode == 0, f"{t}: a doc command writes it and .gitignore does not list it"
 
 
-def test_a_measured_loss_difference_is_kept_with_its_interval(tmp_path):
+def test_a_measured_loss_difference_is_kept_with_its_interval(tmp_path, capsys):
     # tradeoff's own one-seed experiment: exponent_protection at BER 1e-5 delivered 9,204 mantissa
     # flips and ended 9.37e-7 below the error-free run -- a measured difference, not a residue: kept,
     # with the results' interval beside it (NaN with one seed), and 0 / 0 for the modes that deliver none
@@ -217,3 +217,21 @@ def test_a_measured_loss_difference_is_kept_with_its_interval(tmp_path):
     assert by[("kp4/bypass", 1e-5)]["loss_penalty_ci95"] is None  # NaN in the JSON: one seed, no interval
     assert by[("kp4/bypass", 1e-6)]["loss_penalty_ci95"] == 0.004
     assert by[("kp4/ieee", 1e-5)]["loss_penalty"] == 0.0 and by[("kp4/ieee", 1e-5)]["loss_penalty_ci95"] == 0.0
+    # and the output says what the number is (the table showed -9.372e-07 with nothing beside it)
+    out = " ".join(capsys.readouterr().out.split())
+    assert "loss_penalty (measured): the final validation loss minus the error-free run's" in out
+    assert "nan with one seed" in doc["loss_penalty_meaning"]
+
+
+def test_the_docs_column_table_names_every_number_tradeoff_writes():
+    # docs/fec-researcher.md's table lacked loss_penalty_ci95 (its row said only 'loss_penalty'), compute_ms
+    # and final_val_loss
+    import re
+    from pathlib import Path
+
+    from protocol.cluster.tradeoff import COLUMNS
+
+    page = (Path(__file__).resolve().parents[3] / "docs" / "fec-researcher.md").read_text(encoding="utf-8")
+    named = {n for line in page.splitlines() if line.startswith("| `") for n in re.findall(r"`(\w+)`", line.split(" | ")[0])}
+    numbers = COLUMNS[COLUMNS.index("step_ms"):]
+    assert set(numbers) <= named, sorted(set(numbers) - named)

@@ -1,14 +1,16 @@
 """Every option of the hardened commands (link, sweep, trace, fec, theory, ...) has help text that states its default (the
-contract: every option has help text stating its default and unit), and every action a description."""
+contract: every option has help text stating its default and unit), and every action a description;
+every command's help names only options it has."""
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import re
 
 import pytest
 
-from phy802.cli import COMMANDS
+from phy802.cli import COMMANDS, _available
 from phy802.cli._common import Parser
 
 CHECKED = ("fec", "pcs", "pma", "link", "sweep", "theory", "latency", "trace", "vectors", "demo", "collective",
@@ -45,4 +47,26 @@ def test_every_option_has_help_with_default(name):
                     and "default" not in a.help.lower():
                 problems.append(f"{where}: help does not state the default")
         del subs
+    assert not problems, "\n".join(problems)
+
+
+#: another program's options as the help texts quote them ('phy802 collective --calibrate OUT',
+#: ethtool's --show-fec): not the command's own, dropped before the check below
+_OTHERS = (re.compile(r"'(?:phy802|ethtool|torchrun|python)\b[^']*'"), re.compile(r"\bethtool(?: --?[a-z][\w-]*)+"))
+
+
+@pytest.mark.parametrize("name", sorted(_available()))
+def test_help_names_only_the_commands_own_options(name, monkeypatch):
+    """Regression: tradeoff's help said '--calibrate fits it' (collective's option), experiment's
+    '--ber' (it sweeps --bers), advise's '--ranks' (it has none)."""
+    monkeypatch.setenv("COLUMNS", "100000")  # no wrapping: '--log-' + newline + 'flips' is one name
+    problems = []
+    for q in _parsers(name):
+        text = q.format_help()
+        for pat in _OTHERS:
+            text = pat.sub("", text)
+        own = {s for a in q._actions for s in a.option_strings}
+        named = set(re.findall(r"(?<![\w-])(--[a-z][a-z0-9-]*)", text))
+        if named - own:
+            problems.append(f"{q.prog} --help names {sorted(named - own)}, which it does not have")
     assert not problems, "\n".join(problems)

@@ -76,6 +76,9 @@ def test_demo_quick_with_training(tmp_path, capsys):
     # measured vs model said in the columns themselves; PHY (us) explained with the run's numbers
     assert "step_ms (measured: CPU wall time here)" in report and "| step (ms, model) |" in report
     assert "`PHY (us)` is the FEC receive latency summed over every sequential link hop" in report
+    from phy802.cli.tradeoff import LOSS_PENALTY_MEANING  # a loss penalty is a difference of two measured runs
+
+    assert "\n" + LOSS_PENALTY_MEANING + ".\n" in report
     # every mode of the table at BER 0 either has its trace-BER row or a stated reason
     rows = s["tradeoff"]["rows_64_ranks"]
     missing = {(m["mode"], m["ber"]) for m in s["tradeoff"]["missing_64_ranks"]}
