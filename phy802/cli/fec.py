@@ -19,6 +19,7 @@ import numpy as np
 from phy802.cli._common import (add_seed, bounded_lines, choice_list, int_arg, json_document, probability, stdin_text,
                                 token_lines)
 from phy802.fec.counters import FecCounters
+from phy802.runtime.inputs import check_stream_input
 from phy802.fec.rs import CODES, RSCode, decode, encode
 from phy802.cli import _fec_inner
 
@@ -385,6 +386,7 @@ def run(args: argparse.Namespace) -> int:
     if args.file == "-":
         words, lines = parse_symbol_lines(bounded_lines(stdin_text(), "<stdin>"), length, "<stdin>", args.format)
     else:
+        check_stream_input(args.file, what=f"{'message' if args.action == 'encode' else 'codeword'} file")
         with open(args.file, encoding="utf-8") as fh:
             words, lines = parse_symbol_lines(bounded_lines(fh, args.file), length, args.file, args.format)
 

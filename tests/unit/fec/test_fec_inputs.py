@@ -61,6 +61,19 @@ def test_fifo_and_link_loop_named_for_what_they_are(tmp_path, capsys, no_hang, m
     assert "fifo: is not a regular file" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("argv", [["fec", "tail"], ["fec", "decode"], ["fec", "encode"], ["fec", "decode", "--code", "c177"],
+                                  ["fec", "encode", "--code", "c177"]])
+def test_socket_is_named_not_called_missing(argv, tmp_path, capsys, monkeypatch):
+    import socket
+
+    monkeypatch.chdir(tmp_path)  # a short path: AF_UNIX names are limited to ~107 bytes
+    with socket.socket(socket.AF_UNIX) as s:
+        s.bind("sock")
+        assert main([*argv, "sock"]) == 2
+    err = capsys.readouterr().err
+    assert "sock: is a socket, not a" in err and "No such device" not in err, err
+
+
 def test_800g_without_noise_names_the_options_not_ber_none(tmp_path, capsys):
     assert main(["trace", "generate", "--rate", "800G", "--path", "exact", "--bits", "1e6",
                  "--out", str(tmp_path / "x.trace")]) == 2

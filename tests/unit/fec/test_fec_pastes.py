@@ -168,3 +168,13 @@ def test_sonic_block_before_a_portstat_table_is_refused():
              "Ethernet0  U      100   10    1     0\n")
     with pytest.raises(TelemetryError, match=r"mix\.txt:1: a SONiC fec-histogram row before the portstat table"):
         parse_telemetry(SONIC_PASTE.split("\n", 1)[1] + table, "mix.txt", t=15)
+
+
+def test_portstat_table_then_a_sonic_block_is_named_for_what_it_is():
+    # the other order of the two commands' output: was refused as "1 columns, the header has 6"
+    table = ("IFACE      STATE  BIN0  BIN1  BIN2  BIN3\n"
+             "Ethernet0  U      100   10    1     0\n")
+    with pytest.raises(TelemetryError, match=r"mix\.txt:3: a SONiC fec-histogram block after the portstat table"):
+        parse_telemetry((table + SONIC_PASTE.split("\n", 1)[1]).replace("\n", "\r\n"), "mix.txt", t=15)
+    with pytest.raises(TelemetryError, match=r"bad\.txt:2: 7 columns, the header has 6"):
+        parse_telemetry(table.replace("U      100", "U 7 100"), "bad.txt", t=15)  # a plain bad row says so
