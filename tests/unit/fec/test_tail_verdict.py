@@ -133,3 +133,16 @@ def test_from_fit_refuses_an_unfitted_best_unless_named():
     with pytest.raises(ValueError, match=r"FIT\.json: no law fits this histogram.*name one with --fit-model"):
         generator_channel(fit, None, "FIT.json")
     assert generator_channel(fit, "dfe", "FIT.json")["model"] == "dfe"
+
+
+def test_a_rejected_law_beside_one_that_fits_is_marked_in_the_tail_table(capsys):
+    # binomial rejected (G2 p 0), dfe fits (p 0.57): the binomial's extrapolated FER (4.7e-22) was printed
+    # in the same table as the dfe's with nothing beside it
+    path = ROOT / "vectors" / "fec_hist" / "example_kp4_sonic_hist.out"
+    assert main(["fec", "tail", str(path), "--models", "binomial,dfe", "--bootstrap", "0"]) == 0
+    # the tail table's rows: a model name, then its predictions ending in the margin (x factor, dB SNR)
+    tail_rows = {ln.split()[0]: ln for ln in capsys.readouterr().out.splitlines()
+                 if " dB" in ln and " x" in ln and not ln.startswith("model")}
+    assert set(tail_rows) == {"binomial", "dfe"}, tail_rows
+    assert tail_rows["binomial"].endswith("(rejected: not the port's result)"), tail_rows
+    assert "not the port's result" not in tail_rows["dfe"]
