@@ -463,8 +463,11 @@ def link_fec_attacks(arena: Path) -> list[tuple[str, list[str]]]:
     (inp / "hex4.txt").write_text("0c0 1ff 3a 2\n")
     (inp / "xxd_cut.txt").write_text("00000000: 0102 0304  ....\n00000010: 0506 0708  ....\n")
     (inp / "xxd_part.txt").write_text("00000000: 0102 0304 0506  ......\n")  # 48 bits: one 40-bit word and 8 more
+    (inp / "xxd_i_cut.txt").write_text("unsigned char c_bin[] = {\n  0x01, 0x02, 0x03, 0x04, 0x05\n};\n"
+                                       "unsigned int c_bin_len = 10;\n")  # a line of the C array lost
+    (inp / "xxd_i_open.txt").write_text("unsigned char c_bin[] = {\n  0x01, 0x02, 0x03, 0x04, 0x05,\n")  # no '};'
     out.append(("fec decode hex as decimal", ["fec", "decode", "--n", "4", "--k", "2", str(inp / "hex4.txt")]))
-    for name in ("xxd_cut.txt", "xxd_part.txt"):
+    for name in ("xxd_cut.txt", "xxd_part.txt", "xxd_i_cut.txt", "xxd_i_open.txt"):
         out.append((f"fec decode --format hex {name}", ["fec", "decode", "--n", "4", "--k", "2", "--format", "hex",
                                                          str(inp / name)]))
     # trace metadata a tamperer edits, trailer CRC recomputed: an unknown rate, 800G inner metadata on a 400G trace
