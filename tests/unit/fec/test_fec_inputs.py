@@ -56,6 +56,9 @@ def test_fifo_and_link_loop_named_for_what_they_are(tmp_path, capsys, no_hang, m
         assert main(argv) == 2
         err = capsys.readouterr().err
         assert "loop: Too many levels of symbolic links" in err and "no such" not in err
+    os.symlink("gone.trace", "dangling")  # a link whose target is missing: said so, not 'no such trace file'
+    assert main(["trace", "info", "dangling"]) == 2
+    assert "dangling: a symbolic link to 'gone.trace', which does not exist" in capsys.readouterr().err
     # a FIFO no one writes: refused at once, not waited on
     assert main(["trace", "generate", "--from-fit", "fifo", "--bits", "1e5", "--out", "t.trace"]) == 2
     assert "fifo: is not a regular file" in capsys.readouterr().err
