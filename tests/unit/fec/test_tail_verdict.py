@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -146,3 +147,26 @@ def test_a_rejected_law_beside_one_that_fits_is_marked_in_the_tail_table(capsys)
     assert set(tail_rows) == {"binomial", "dfe"}, tail_rows
     assert tail_rows["binomial"].endswith("(rejected: not the port's result)"), tail_rows
     assert "not the port's result" not in tail_rows["dfe"]
+
+
+
+def test_switch_table_db_is_the_snr_margin_the_one_port_table_gives(tmp_path, capsys):
+    # the switch table's dB column was 10 log10 of the BER factor (+23.22 for x210) beside the one-port
+    # table's PAM4 AWGN SNR margin (+2.67 dB) for the same port
+    p = tmp_path / "sw.out"
+    p.write_text(HEADER + GOOD + GOOD.replace("54,000  15  0", "540,000  1500  3").replace("Ethernet0", "Ethernet8"))
+    argv = ["fec", "tail", str(p), "--models", "binomial", "--bootstrap", "0", "--no-progress"]
+    assert main(argv + ["--ifname", "Ethernet8"]) == 0
+    one = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("binomial") and ln.endswith(" dB")]
+    snr = one[0].rsplit(", ", 1)[1].removesuffix(" dB")  # the one-port table: 'x2.099e+02 [...], +2.67 dB'
+    assert main(argv) == 0
+    text = capsys.readouterr().out.splitlines()
+    head = next(ln for ln in text if ln.lstrip().startswith("# port"))
+    row = next(ln for ln in text if " Ethernet8 " in ln)
+    assert "dB SNR" in head
+    assert row.split()[-3] == snr, (row, snr)  # the column before SONiC pred. and R^2
+    assert main(argv + ["--csv"]) == 0
+    by = {r["port"]: r for r in csv.DictReader(io.StringIO(capsys.readouterr().out))}
+    assert f"{float(by['Ethernet8']['snr_margin_db']):+.2f}" == snr
+    assert float(by["Ethernet8"]["margin_db"]) == pytest.approx(10 * math.log10(float(by["Ethernet8"]["margin_factor"])),
+                                                                abs=1e-9)
