@@ -127,11 +127,13 @@ def _spell(name: str, arena: Path) -> list[str]:
     return [name, f"./{name}", os.path.join(str(arena), name)] if name not in ("", ".", "..") else [name]
 
 
-def _trace_with_meta(arena: Path, name: str, edit) -> str:
+def _trace_with_meta(arena: Path, name: str, edit, src: str = "good.trace") -> str:
+    """``arena/src`` with its metadata edited by ``edit`` and the trailer's CRC recomputed (a tamperer's
+    edit), written to ``arena/inputs/name``."""
     from protocol.trace.format import _TRAILER_BYTES, TRAILER_MAGIC
     import numpy as np
 
-    data = (arena / "good.trace").read_bytes()
+    data = (arena / src).read_bytes()
     tr = data[-_TRAILER_BYTES:]
     i_off, n_ch, m_off, m_len, _ = (int(x) for x in np.frombuffer(tr[8:], "<u8"))
     ib = data[i_off:m_off]
@@ -478,8 +480,11 @@ def link_fec_attacks(arena: Path) -> list[tuple[str, list[str]]]:
     (inp / "hex4.txt").write_text("0c0 1ff 3a 2\n")
     (inp / "xxd_cut.txt").write_text("00000000: 0102 0304  ....\n00000010: 0506 0708  ....\n")
     (inp / "xxd_part.txt").write_text("00000000: 0102 0304 0506  ......\n")  # 48 bits: one 40-bit word and 8 more
+    (inp / "xxd_i_cut.txt").write_text("unsigned char c_bin[] = {\n  0x01, 0x02, 0x03, 0x04, 0x05\n};\n"
+                                       "unsigned int c_bin_len = 10;\n")  # a line of the C array lost
+    (inp / "xxd_i_open.txt").write_text("unsigned char c_bin[] = {\n  0x01, 0x02, 0x03, 0x04, 0x05,\n")  # no '};'
     out.append(("fec decode hex as decimal", ["fec", "decode", "--n", "4", "--k", "2", str(inp / "hex4.txt")]))
-    for name in ("xxd_cut.txt", "xxd_part.txt"):
+    for name in ("xxd_cut.txt", "xxd_part.txt", "xxd_i_cut.txt", "xxd_i_open.txt"):
         out.append((f"fec decode --format hex {name}", ["fec", "decode", "--n", "4", "--k", "2", "--format", "hex",
                                                          str(inp / name)]))
     # trace metadata a tamperer edits, trailer CRC recomputed: an unknown rate, 800G inner metadata on a 400G trace
@@ -487,7 +492,50 @@ def link_fec_attacks(arena: Path) -> list[tuple[str, list[str]]]:
                         ("inner on 400G", lambda m: m.update(inner={"code": "c999", "counters": {"inner_failed": -5}}))):
         path = _trace_with_meta(arena, f"t46_{label.replace(' ', '_')}.trace", edit)
         out.append((f"trace meta {label} --check", ["trace", "info", path, "--check"]))
+    # the same on an 800G trace (format 2.1, its inner-code metadata): what a tamperer edits there
+    _inner_trace(arena / "inputs" / "dj800.trace")
+    for label, edit in (("800G rate 3.2T", lambda m: m.update(rate="3.2T")),
+                        ("800G inner.code c999", lambda m: m["inner"].update(code="c999")),
+                        ("800G inner_failed -5", lambda m: m["inner"]["counters"].update(inner_failed=-5)),
+                        ("800G fer -0.1", lambda m: m["inner"]["rates"]["fer"].update(value=-0.1)),
+                        ("800G inner removed", lambda m: m.pop("inner"))):
+        path = _trace_with_meta(arena, f"t46_{label.replace(' ', '_')}.trace", edit, src="inputs/dj800.trace")
+        out.append((f"trace meta {label} --check", ["trace", "info", path, "--check"]))
+    # SONiC pastes with CRLF line ends (read since CRLF no longer passes for CSV): the mixes still refused
+    sonic = ("Ethernet0\nSymbol Errors Per Codeword  Codewords\n--------------------------  --------------\n"
+             "BIN0  1000000\nBIN1  5000\nBIN2  12\n")
+    table = "IFACE  STATE  BIN0  BIN1  BIN2\nEthernet4  U  100  10  1\n"
+    for name, text in (("crlf_sonic_then_portstat.txt", sonic + table), ("crlf_portstat_then_sonic.txt", table + sonic),
+                       ("crlf_prompt_only.txt", "admin@sonic:~$ show interfaces counters fec-histogram Ethernet0\n")):
+        (inp / name).write_bytes(text.replace("\n", "\r\n").encode())
+        out.append((f"fec tail {name}", [*tail, str(inp / name)]))
+    # a fit where no law passes its goodness-of-fit test, replayed without --fit-model naming a law
+    (inp / "nofit.json").write_text(_no_fit_json())
+    out.append(("trace generate --from-fit no_fit", ["trace", "generate", "--from-fit", str(inp / "nofit.json"),
+                                                     "--bits", "1e5", "--no-progress", "--out", "new.trace"]))
     return out
+
+
+def _inner_trace(path: Path) -> None:
+    """A small 800G trace (KP4 + Clause 177 inner code) at ``path``, for the metadata tampering attacks."""
+    from phy802.cli import main
+
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        rc = main(["trace", "generate", "--rate", "800G", "--snr-db", "16", "--bits", "2e5", "--seed", "1",
+                   "--out", str(path), "--no-progress"])
+    if rc != 0:
+        raise RuntimeError(f"could not build the 800G trace the sweep tampers with (exit {rc})")
+
+
+def _no_fit_json() -> str:
+    """``fec tail --out``'s document for a histogram with a second hump no law draws (every law rejected)."""
+    from phy802.telemetry.bins import FecBin, FecHistogram
+    from phy802.telemetry.fit import CODES, fit_histogram
+
+    hump = FecHistogram(tuple(FecBin(i, i, c) for i, c in enumerate([10**8, 50000, 0, 40000, 0, 0])), source="hump")
+    fit = fit_histogram(hump, CODES["kp4"], models=("binomial", "dfe"), bootstrap=0)
+    assert fit.verdict["status"] == "no_fit", fit.verdict
+    return json.dumps(fit.as_dict(), allow_nan=False)
 
 
 # ----------------------------------------------------------------------------- the run

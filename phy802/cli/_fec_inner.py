@@ -20,6 +20,7 @@ import numpy as np
 
 from phy802.cli._common import bounded_lines, stdin_text, token_lines
 from phy802.fec import inner
+from phy802.runtime.inputs import check_stream_input
 
 __all__ = ["add_arguments", "run", "parse_bit_lines", "parse_sample_lines"]
 
@@ -96,6 +97,7 @@ def run(args: argparse.Namespace) -> int:
     if args.file == "-":
         words, lines = parse(bounded_lines(stdin_text(name), name))
     else:
+        check_stream_input(args.file, what=f"{'message' if args.action == 'encode' else 'codeword'} file")
         with open(args.file, encoding="utf-8") as fh:
             words, lines = parse(bounded_lines(fh, name))
     info = {"name": "c177", "n": inner.N_BITS, "k": inner.K_BITS, "construction": "802.3dj D0.1 Clause 177"}

@@ -19,6 +19,7 @@ import numpy as np
 from phy802.cli._common import (add_seed, bounded_lines, choice_list, int_arg, json_document, probability, stdin_text,
                                 token_lines)
 from phy802.fec.counters import FecCounters
+from phy802.runtime.inputs import check_stream_input
 from phy802.fec.rs import CODES, RSCode, decode, encode
 from phy802.cli import _fec_inner
 
@@ -236,6 +237,10 @@ _HEX_TOKEN = re.compile(r"(?:0[xX])?[0-9a-fA-F]+\Z")
 _XXD_LINE = re.compile(r"[ \t]*([0-9a-fA-F]{4,16}):[ \t]+(.*?)(?:  .*)?\Z")
 #: a line of ``xxd -p`` (plain): hex digits only, an even number of them
 _XXD_PLAIN = re.compile(r"(?:[0-9a-fA-F]{2}){4,}\Z")
+#: the first line of ``xxd -i`` (a C array of the bytes): ``unsigned char NAME[] = {``
+_XXD_C_HEAD = re.compile(r"[ \t]*(?:static[ \t]+)?(?:const[ \t]+)?unsigned[ \t]+char[ \t]+(\w+)\[\][ \t]*=[ \t]*\{[ \t]*\Z")
+#: its last line, ``unsigned int NAME_len = N;`` (the byte count, checked)
+_XXD_C_LEN = re.compile(r"[ \t]*(?:static[ \t]+)?(?:const[ \t]+)?unsigned[ \t]+int[ \t]+(\w+)_len[ \t]*=[ \t]*([0-9]+);[ \t]*\Z")
 #: bits per RS symbol (GF(2^10))
 SYMBOL_BITS = 10
 
@@ -286,14 +291,44 @@ def _dump_bytes(first: tuple[int, str], rest: Iterable[tuple[int, str]], name: s
     return bytes(out)
 
 
+def _c_array_bytes(rest: Iterable[tuple[int, str]], name: str, array: str) -> bytes:
+    """The bytes of an ``xxd -i`` dump after its ``unsigned char NAME[] = {`` line: ``0xNN,`` tokens up to
+    ``};``, then the optional ``unsigned int NAME_len = N;`` whose N must match (a cut paste is an error)."""
+    out = bytearray()
+    closed = False
+    for lineno, raw in rest:
+        line = raw.strip()
+        if not line:
+            continue
+        if closed:
+            m = _XXD_C_LEN.match(line)
+            if not m or m.group(1) != array:
+                raise ValueError(f"{name}:{lineno}: after the xxd -i array only 'unsigned int {array}_len = N;' "
+                                 f"may follow, got {line[:40]!r}")
+            if int(m.group(2)) != len(out):
+                raise ValueError(f"{name}:{lineno}: {array}_len is {m.group(2)} but the array holds {len(out)} bytes "
+                                 "(a line missing or repeated in the paste)")
+            continue
+        body, closed = (line[:-2], True) if line.endswith("};") else (line, False)
+        for tok in (t.strip() for t in body.split(",")):
+            if not tok:
+                continue
+            if not re.fullmatch(r"0[xX][0-9a-fA-F]{2}", tok):
+                raise ValueError(f"{name}:{lineno}: {tok[:20]!r} is not a byte of an xxd -i array (0xNN)")
+            out.append(int(tok, 16))
+    if not closed:
+        raise ValueError(f"{name}: the xxd -i array '{array}' is not closed by '}};' (a cut paste)")
+    return bytes(out)
+
+
 def parse_symbol_lines(stream: Iterable[str], length: int, name: str, fmt: str = "dec") -> tuple[np.ndarray, list[int]]:
     """Read one word of ``length`` symbols per non-blank line; returns (uint16[N, length], line numbers).
 
     Tokens are plain ASCII digits: decimal ``0``..``1023``, or hex ``0``..``3ff`` with or without a
     ``0x`` prefix, separated by spaces, tabs or commas; signs, ``_`` separators and non-ASCII digits
     are rejected. In hex, a byte dump as ``xxd`` prints it (``OFFSET: 0c01 2f3a ...  ascii``, offsets
-    checked) or ``xxd -p`` (plain hex lines) is read as a bit stream of 10-bit symbols packed MSB
-    first, words back to back (line numbers are then those where each word starts in the stream's
+    checked), ``xxd -p`` (plain hex lines) or ``xxd -i`` (a C array of ``0xNN`` bytes, its ``_len``
+    checked) is read as a bit stream of 10-bit symbols packed MSB first, words back to back (line numbers are then those where each word starts in the stream's
     order: 1, 2, ...). A decimal token that reads as hex suggests ``--format hex``. Raises ValueError
     naming ``name``, the line and the field of the first bad token; a file with no words, a binary or
     non-UTF-8 file is an error too.
@@ -312,6 +347,11 @@ def parse_symbol_lines(stream: Iterable[str], length: int, name: str, fmt: str =
 
     it = iter(token_lines(keep(stream), name, f"{kind} symbols"))
     for lineno, toks in it:
+        c_array = _XXD_C_HEAD.match(raw_line[0].rstrip("\r\n")) if not rows else None
+        if fmt == "hex" and c_array:
+            data = _c_array_bytes(((ln, raw_line[0]) for ln, _ in it), name, c_array.group(1))
+            words = _packed_words(data, length, name)
+            return words, list(range(1, len(words) + 1))
         if fmt == "hex" and not rows and (_XXD_LINE.match(raw_line[0].rstrip("\r\n")) and toks[0].endswith(":")
                                           or (len(toks) == 1 and length > 1 and _XXD_PLAIN.match(toks[0]))):
             plain = not toks[0].endswith(":")
@@ -319,9 +359,13 @@ def parse_symbol_lines(stream: Iterable[str], length: int, name: str, fmt: str =
             words = _packed_words(data, length, name)
             return words, list(range(1, len(words) + 1))
         toks = _tokens(toks)
-        xxd = fmt == "dec" and _XXD_LINE.match(raw_line[0].rstrip("\r\n")) and toks[0].endswith(":")
+        xxd = fmt == "dec" and (_XXD_LINE.match(raw_line[0].rstrip("\r\n")) and toks[0].endswith(":") or c_array)
         hint = " (the input looks like hex symbols or an xxd dump: give --format hex)"
         if len(toks) != length:
+            if fmt == "hex" and all(re.fullmatch(r"0[xX][0-9a-fA-F]{2}", t) for t in toks):
+                hint = (" (bytes as 'xxd -i < FILE' prints them? Give 'xxd -i FILE', whose 'unsigned char NAME[] = {' "
+                        "line says they are packed bytes)")
+                xxd = True
             raise ValueError(f"{name}:{lineno}: expected {length} symbols, got {len(toks)}" + (hint if xxd else ""))
         row = []
         for j, tok in enumerate(toks, start=1):
@@ -385,6 +429,7 @@ def run(args: argparse.Namespace) -> int:
     if args.file == "-":
         words, lines = parse_symbol_lines(bounded_lines(stdin_text(), "<stdin>"), length, "<stdin>", args.format)
     else:
+        check_stream_input(args.file, what=f"{'message' if args.action == 'encode' else 'codeword'} file")
         with open(args.file, encoding="utf-8") as fh:
             words, lines = parse_symbol_lines(bounded_lines(fh, args.file), length, args.file, args.format)
 

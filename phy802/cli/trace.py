@@ -55,7 +55,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    help="take the channel (pre-FEC BER, burst pb) from a 'phy802 fec tail --out' fit "
                         "(its best model unless --fit-model); overrides --ber/--burst-pb (default: none)")
     g.add_argument("--fit-model", choices=("binomial", "dfe"), default=None,
-                   help="which fitted model --from-fit uses (default: the fit's best by AIC)")
+                   help="which fitted model --from-fit uses (default: the fit's best by AIC; a fit whose best "
+                        "is ge, which the generator cannot draw, or where no law passes the goodness-of-fit "
+                        "test is refused unless this names one)")
     g.add_argument("--bits", type=count_arg(1, 10**31), default=10**9,
                    help="line bits to simulate, e.g. 1e10 (default 1e9)")
     g.add_argument("--generator", default="fast", choices=["fast", "bitexact"],

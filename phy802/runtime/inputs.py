@@ -7,7 +7,8 @@ from __future__ import annotations
 import json
 import os
 
-__all__ = ["read_input_bytes", "read_input_text", "read_json_file", "json_depth_ok", "MAX_JSON_DEPTH"]
+__all__ = ["read_input_bytes", "read_input_text", "read_json_file", "json_depth_ok", "check_stream_input",
+           "MAX_JSON_DEPTH"]
 
 MAX_JSON_DEPTH = 64  # no phy802 JSON format nests deeper than a handful of levels
 
@@ -27,6 +28,24 @@ def json_depth_ok(text: str, limit: int = MAX_JSON_DEPTH) -> bool:
         elif ch in "]}":
             depth -= 1
     return True
+
+
+def check_stream_input(path: str | os.PathLike, *, what: str = "file", error=ValueError) -> None:
+    """Refuse, naming ``path``, what a reader that streams its input (and so takes a FIFO or a device,
+    its reads bounded by the caller) still cannot read: a folder, and a socket, which ``open()`` reports
+    as 'No such device or address' (ENXIO), as if the file were missing. Anything ``os.stat`` cannot
+    reach (no such file, a link loop) is left to ``open()``, whose message names it."""
+    import stat as _stat
+
+    p = os.fspath(path)
+    try:
+        mode = os.stat(p).st_mode
+    except OSError:
+        return
+    if _stat.S_ISDIR(mode):
+        raise error(f"{p}: is a folder, expected a {what}")
+    if _stat.S_ISSOCK(mode):
+        raise error(f"{p}: is a socket, not a {what} (a FIFO or standard input is read)")
 
 
 def read_input_bytes(path: str | os.PathLike, limit: int, *, what: str = "file", error=ValueError) -> bytes:

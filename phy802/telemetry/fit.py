@@ -416,7 +416,12 @@ class TailFit:
             ms = "-" if m["value"] is None else (f"x{fmt_interval(m['value'], m['lo'], m['hi'])}"
                                                  + ("" if p["snr_margin_db"]["value"] is None
                                                     else f", {p['snr_margin_db']['value']:+.2f} dB"))
-            lines.append(f"{name:<9} {iv(p['pre_fec_ber']):<34} {iv(p['fer']):<34} {iv(p['post_fec_ber']):<34} {ms}")
+            # a law that failed (or could not take) its goodness-of-fit test while another passed: its tail is
+            # shown for comparison, marked, never read as the port's result (the best is among the passing laws)
+            gof = f.gof.get("verdict")
+            mark = "" if gof in (None, "fits") else f"  ({gof}: not the port's result)"
+            lines.append(f"{name:<9} {iv(p['pre_fec_ber']):<34} {iv(p['fer']):<34} {iv(p['post_fec_ber']):<34} {ms}"
+                         f"{mark}")
         for name, f in self.fits.items():  # model notes beyond the standing "effective parameters" one
             if self.withheld:  # they speak of the withheld tail
                 break

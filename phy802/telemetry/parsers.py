@@ -158,7 +158,7 @@ MAX_TELEMETRY_BYTES = 64 << 20
 def read_text(path: str | os.PathLike, limit: int = MAX_TELEMETRY_BYTES) -> tuple[str, str]:
     """``(text, name)`` of a file or of stdin (``'-'``), decoded as strict UTF-8 in both cases; at most
     ``limit`` bytes are read (a longer input, ``/dev/zero`` or an endless pipe, is a TelemetryError
-    naming it); a closed stdin and a folder are TelemetryErrors too."""
+    naming it); a closed stdin, a folder and a socket are TelemetryErrors too."""
     name = os.fspath(path)
     if name == "-":
         name = "<stdin>"
@@ -167,8 +167,9 @@ def read_text(path: str | os.PathLike, limit: int = MAX_TELEMETRY_BYTES) -> tupl
         src = sys.stdin.buffer if hasattr(sys.stdin, "buffer") else None
         data = src.read(limit + 1) if src is not None else sys.stdin.read(limit + 1).encode("utf-8")
     else:
-        if os.path.isdir(name):
-            raise TelemetryError(f"{name}: is a folder, expected a telemetry file")
+        from phy802.runtime.inputs import check_stream_input
+
+        check_stream_input(name, what="telemetry file", error=TelemetryError)
         with open(name, "rb") as fh:
             data = fh.read(limit + 1)
     if len(data) > limit:
@@ -588,6 +589,9 @@ def _portstat(text: str, where: str) -> list[Port]:
         if toks[0] == "IFACE":
             raise TelemetryError(f"{at}: a second header line")
         if len(toks) != len(header):
+            if _SONIC_BIN_ROW.search(text) or "Symbol Errors Per Codeword" in text:
+                raise TelemetryError(f"{at}: a SONiC fec-histogram block after the portstat table: this file holds "
+                                     "two commands' output; give each its own file")
             raise TelemetryError(f"{at}: {len(toks)} columns, the header has {len(header)}")
         name = toks[0]
         if name in seen:

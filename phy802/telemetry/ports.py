@@ -67,7 +67,8 @@ def rank_ports(tel, fits: dict) -> list[dict]:
     for p in tel.ports:
         f = fits.get(p.name)
         r: dict = {"port": p.name, "status": "no data", "codewords": p.hist.total if p.hist.bins else 0,
-                   "model": None, "fer": None, "margin_factor": None, "margin_db": None, "pre_fec_ber": None,
+                   "model": None, "fer": None, "margin_factor": None, "margin_db": None, "snr_margin_db": None,
+                   "pre_fec_ber": None,
                    "binomial_g2_p": None, "sonic_predicted_fer": None, "sonic_r2": None, "observed_flr": None,
                    "worst_lane": None, "notes": list(p.notes) if f is None else list(f.notes)}
         if f is None or f.best is None:
@@ -87,7 +88,8 @@ def rank_ports(tel, fits: dict) -> list[dict]:
             r["_key"] = (1, 0.0)
             rows.append(r)
             continue
-        r.update(fer=b["fer"], margin_factor=b["margin_factor"], margin_db=b["margin_db"]["value"])
+        r.update(fer=b["fer"], margin_factor=b["margin_factor"], margin_db=b["margin_db"]["value"],
+                 snr_margin_db=b["snr_margin_db"]["value"])
         r["sonic_predicted_fer"] = f.baseline.get("predicted_fer")
         r["sonic_r2"] = f.baseline.get("r2")
         r["observed_flr"] = f.baseline.get("observed_flr")
@@ -122,7 +124,7 @@ def ports_text(rows: list[dict], target: float, fmt: str = "") -> str:
         lines.insert(0, f"WARNING: {unknown} port(s) unknown: no law fits their histogram (or FEC is off); their "
                         "FER and margin are withheld and they are ranked after the ports below target, never as healthy")
     lines.append(f"{'#':>3} {'port':<14} {'status':<12} {'codewords':>10} {'model':<8} {'FER [95%]':<34} "
-                 f"{'margin x [95%]':<30} {'dB':>6} {'SONiC pred.':>11} {'R^2':>6}  note")
+                 f"{'margin x [95%]':<30} {'dB SNR':>6} {'SONiC pred.':>11} {'R^2':>6}  note")
     for r in rows:
         if r["model"] is None or r["status"] == "unknown":
             sp = "-" if r["sonic_predicted_fer"] is None else f"{r['sonic_predicted_fer']:.2e}"
@@ -141,7 +143,9 @@ def ports_text(rows: list[dict], target: float, fmt: str = "") -> str:
             note.append(f"lane {wl['lane']} worst (BER {wl['pre_fec_ber']['value']:.2e})")
         sp = "-" if r["sonic_predicted_fer"] is None else f"{r['sonic_predicted_fer']:.2e}"
         r2 = "-" if r["sonic_r2"] is None else f"{r['sonic_r2']:.3f}"
-        db = "-" if r["margin_db"] is None else f"{r['margin_db']:+.2f}"
+        # the margin as the PAM4 AWGN SNR drop, as the one-port table gives it (10 log10 of the BER factor,
+        # margin_db, is in the CSV and JSON: on this column it read as an SNR margin ten times too large)
+        db = "-" if r["snr_margin_db"] is None else f"{r['snr_margin_db']:+.2f}"
         lines.append(f"{r['rank']:>3} {r['port']:<14} {r['status']:<12} {r['codewords']:>10.3g} {r['model']:<8} "
                      f"{fmt_interval(fe['value'], fe['lo'], fe['hi']):<34} {ms:<30} {db:>6} {sp:>11} {r2:>6}  "
                      f"{'; '.join(note)}")
@@ -156,13 +160,14 @@ def ports_csv(rows: list[dict]) -> str:
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(["rank", "port", "status", "codewords", "model", "fer", "fer_lo", "fer_hi", "margin_factor", "margin_lo",
-                "margin_hi", "margin_db", "pre_fec_ber", "binomial_g2_p", "sonic_predicted_fer", "sonic_r2",
+                "margin_hi", "margin_db", "snr_margin_db", "pre_fec_ber", "binomial_g2_p", "sonic_predicted_fer", "sonic_r2",
                 "worst_lane", "notes"])
     g = lambda d, k: "" if d is None or d.get(k) is None else repr(float(d[k]))
     for r in rows:
         w.writerow([r["rank"], r["port"], r["status"], r["codewords"], r["model"] or "", g(r["fer"], "value"), g(r["fer"], "lo"),
                     g(r["fer"], "hi"), g(r["margin_factor"], "value"), g(r["margin_factor"], "lo"),
                     g(r["margin_factor"], "hi"), "" if r["margin_db"] is None else repr(r["margin_db"]),
+                    "" if r["snr_margin_db"] is None else repr(r["snr_margin_db"]),
                     g(r["pre_fec_ber"], "value"), "" if r["binomial_g2_p"] is None else repr(r["binomial_g2_p"]),
                     "" if r["sonic_predicted_fer"] is None else repr(r["sonic_predicted_fer"]),
                     "" if r["sonic_r2"] is None else repr(r["sonic_r2"]),

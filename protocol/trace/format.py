@@ -523,6 +523,9 @@ class TraceReader:
         try:
             st = os.stat(self.path)
         except FileNotFoundError:
+            if os.path.islink(self.path):  # the name exists: it is the link's target that does not
+                raise TraceError(f"{self.path}: a symbolic link to {os.readlink(self.path)!r}, which does not "
+                                 "exist") from None
             raise TraceError(f"{self.path}: no such trace file") from None
         except OSError as exc:  # a symbolic link loop (ELOOP), no permission, ...: say which, not "no such file"
             raise TraceError(f"{self.path}: {exc.strerror or exc}") from None

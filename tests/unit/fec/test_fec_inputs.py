@@ -56,9 +56,25 @@ def test_fifo_and_link_loop_named_for_what_they_are(tmp_path, capsys, no_hang, m
         assert main(argv) == 2
         err = capsys.readouterr().err
         assert "loop: Too many levels of symbolic links" in err and "no such" not in err
+    os.symlink("gone.trace", "dangling")  # a link whose target is missing: said so, not 'no such trace file'
+    assert main(["trace", "info", "dangling"]) == 2
+    assert "dangling: a symbolic link to 'gone.trace', which does not exist" in capsys.readouterr().err
     # a FIFO no one writes: refused at once, not waited on
     assert main(["trace", "generate", "--from-fit", "fifo", "--bits", "1e5", "--out", "t.trace"]) == 2
     assert "fifo: is not a regular file" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv", [["fec", "tail"], ["fec", "decode"], ["fec", "encode"], ["fec", "decode", "--code", "c177"],
+                                  ["fec", "encode", "--code", "c177"]])
+def test_socket_is_named_not_called_missing(argv, tmp_path, capsys, monkeypatch):
+    import socket
+
+    monkeypatch.chdir(tmp_path)  # a short path: AF_UNIX names are limited to ~107 bytes
+    with socket.socket(socket.AF_UNIX) as s:
+        s.bind("sock")
+        assert main([*argv, "sock"]) == 2
+    err = capsys.readouterr().err
+    assert "sock: is a socket, not a" in err and "No such device" not in err, err
 
 
 def test_800g_without_noise_names_the_options_not_ber_none(tmp_path, capsys):

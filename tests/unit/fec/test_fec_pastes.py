@@ -101,6 +101,13 @@ def _xxd(data: bytes) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _xxd_i(data: bytes, array: str = "cap_bin") -> str:
+    """``xxd -i``'s C array (12 bytes a line, then the ``_len`` line)."""
+    rows = [", ".join(f"0x{b:02x}" for b in data[i:i + 12]) for i in range(0, len(data), 12)]
+    return (f"unsigned char {array}[] = {{\n" + ",\n".join("  " + r for r in rows) + "\n};\n"
+            f"unsigned int {array}_len = {len(data)};\n")
+
+
 def _packed(cw) -> bytes:
     import numpy as np
 
@@ -108,13 +115,15 @@ def _packed(cw) -> bytes:
     return np.packbits(bits).tobytes()
 
 
-@pytest.mark.parametrize("shape", ["0x-commas", "xxd", "xxd-p"])
+@pytest.mark.parametrize("shape", ["0x-commas", "xxd", "xxd-p", "xxd-i"])
 def test_hex_reader_takes_what_dumps_print(shape, tmp_path, capsys):
     cw = _codewords()
     if shape == "0x-commas":
         text = "".join(", ".join(f"0x{v:03X}" for v in w) + ",\n" for w in cw)
     elif shape == "xxd":
         text = _xxd(_packed(cw))
+    elif shape == "xxd-i":
+        text = _xxd_i(_packed(cw))
     else:
         h = _packed(cw).hex()
         text = "".join(h[i:i + 60] + "\n" for i in range(0, len(h), 60))
@@ -134,6 +143,23 @@ def test_xxd_paste_with_a_line_missing_or_a_partial_word(tmp_path, capsys):
     p.write_text("".join(lines[:-1]))
     assert main(["fec", "decode", "--format", "hex", str(p)]) == 2
     assert "not a whole number of 544-symbol words" in capsys.readouterr().err
+
+
+def test_xxd_i_paste_cut_or_without_its_header(tmp_path, capsys):
+    lines = _xxd_i(_packed(_codewords())).splitlines(keepends=True)
+    p = tmp_path / "c.txt"
+    p.write_text("".join(lines[:3] + lines[4:]))  # a line of bytes lost: the _len line says so
+    assert main(["fec", "decode", "--format", "hex", str(p)]) == 2
+    assert "cap_bin_len is 1360 but the array holds 1348 bytes" in capsys.readouterr().err
+    p.write_text("".join(lines[:-3]))  # cut before '};'
+    assert main(["fec", "decode", "--format", "hex", str(p)]) == 2
+    assert "the xxd -i array 'cap_bin' is not closed" in capsys.readouterr().err
+    p.write_text("".join(lines[1:-2]))  # 'xxd -i < FILE': the bytes alone read as 12 symbols a line
+    assert main(["fec", "decode", "--format", "hex", str(p)]) == 2
+    assert "expected 544 symbols, got 12 (bytes as 'xxd -i < FILE' prints them?" in capsys.readouterr().err
+    p.write_text("".join(lines))  # read as decimal: the hint
+    assert main(["fec", "decode", str(p)]) == 2
+    assert "give --format hex" in capsys.readouterr().err
 
 
 def test_decimal_reading_of_hex_suggests_format_hex(tmp_path, capsys):
@@ -168,3 +194,13 @@ def test_sonic_block_before_a_portstat_table_is_refused():
              "Ethernet0  U      100   10    1     0\n")
     with pytest.raises(TelemetryError, match=r"mix\.txt:1: a SONiC fec-histogram row before the portstat table"):
         parse_telemetry(SONIC_PASTE.split("\n", 1)[1] + table, "mix.txt", t=15)
+
+
+def test_portstat_table_then_a_sonic_block_is_named_for_what_it_is():
+    # the other order of the two commands' output: was refused as "1 columns, the header has 6"
+    table = ("IFACE      STATE  BIN0  BIN1  BIN2  BIN3\n"
+             "Ethernet0  U      100   10    1     0\n")
+    with pytest.raises(TelemetryError, match=r"mix\.txt:3: a SONiC fec-histogram block after the portstat table"):
+        parse_telemetry((table + SONIC_PASTE.split("\n", 1)[1]).replace("\n", "\r\n"), "mix.txt", t=15)
+    with pytest.raises(TelemetryError, match=r"bad\.txt:2: 7 columns, the header has 6"):
+        parse_telemetry(table.replace("U      100", "U 7 100"), "bad.txt", t=15)  # a plain bad row says so

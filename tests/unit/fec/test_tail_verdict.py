@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -133,3 +134,39 @@ def test_from_fit_refuses_an_unfitted_best_unless_named():
     with pytest.raises(ValueError, match=r"FIT\.json: no law fits this histogram.*name one with --fit-model"):
         generator_channel(fit, None, "FIT.json")
     assert generator_channel(fit, "dfe", "FIT.json")["model"] == "dfe"
+
+
+def test_a_rejected_law_beside_one_that_fits_is_marked_in_the_tail_table(capsys):
+    # binomial rejected (G2 p 0), dfe fits (p 0.57): the binomial's extrapolated FER (4.7e-22) was printed
+    # in the same table as the dfe's with nothing beside it
+    path = ROOT / "vectors" / "fec_hist" / "example_kp4_sonic_hist.out"
+    assert main(["fec", "tail", str(path), "--models", "binomial,dfe", "--bootstrap", "0"]) == 0
+    # the tail table's rows: a model name, then its predictions ending in the margin (x factor, dB SNR)
+    tail_rows = {ln.split()[0]: ln for ln in capsys.readouterr().out.splitlines()
+                 if " dB" in ln and " x" in ln and not ln.startswith("model")}
+    assert set(tail_rows) == {"binomial", "dfe"}, tail_rows
+    assert tail_rows["binomial"].endswith("(rejected: not the port's result)"), tail_rows
+    assert "not the port's result" not in tail_rows["dfe"]
+
+
+
+def test_switch_table_db_is_the_snr_margin_the_one_port_table_gives(tmp_path, capsys):
+    # the switch table's dB column was 10 log10 of the BER factor (+23.22 for x210) beside the one-port
+    # table's PAM4 AWGN SNR margin (+2.67 dB) for the same port
+    p = tmp_path / "sw.out"
+    p.write_text(HEADER + GOOD + GOOD.replace("54,000  15  0", "540,000  1500  3").replace("Ethernet0", "Ethernet8"))
+    argv = ["fec", "tail", str(p), "--models", "binomial", "--bootstrap", "0", "--no-progress"]
+    assert main(argv + ["--ifname", "Ethernet8"]) == 0
+    one = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("binomial") and ln.endswith(" dB")]
+    snr = one[0].rsplit(", ", 1)[1].removesuffix(" dB")  # the one-port table: 'x2.099e+02 [...], +2.67 dB'
+    assert main(argv) == 0
+    text = capsys.readouterr().out.splitlines()
+    head = next(ln for ln in text if ln.lstrip().startswith("# port"))
+    row = next(ln for ln in text if " Ethernet8 " in ln)
+    assert "dB SNR" in head
+    assert row.split()[-3] == snr, (row, snr)  # the column before SONiC pred. and R^2
+    assert main(argv + ["--csv"]) == 0
+    by = {r["port"]: r for r in csv.DictReader(io.StringIO(capsys.readouterr().out))}
+    assert f"{float(by['Ethernet8']['snr_margin_db']):+.2f}" == snr
+    assert float(by["Ethernet8"]["margin_db"]) == pytest.approx(10 * math.log10(float(by["Ethernet8"]["margin_factor"])),
+                                                                abs=1e-9)
