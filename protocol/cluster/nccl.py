@@ -51,6 +51,10 @@ constants would), and a sustained bus-bandwidth ceiling (``sustained_busbw_GBps`
 algorithm, so it does not move the choice, and it is charged to ``bandwidth_s``).  With the ceiling
 binding, the FEC identity below holds only where the ceiling does not bind.
 
+A tree/Simple all-reduce that runs pays its pipeline's fill (:func:`tree_simple_fill_us`: NCCL cuts
+it in ``NCCL_BUFFSIZE / 8`` chunks at every size, each moved whole from hop to hop), in place of
+NCCL's tree correction, which only its price for the choice keeps.
+
 (algorithm, protocol) is chosen per size by minimum time on the full-channel table, as NCCL does,
 among the pairs enabled: ``algo=`` / ``proto=`` take ``NCCL_ALGO`` / ``NCCL_PROTO`` values (one
 name, a comma list, a ``^``-list of names disabled), and a transport's own stack may rule protocols
@@ -446,11 +450,9 @@ def _algbw(op: str, a: str, p: str, c: ClusterSpec, T: dict, size: int, tree_run
             nvch = _nvls_channels(c, T)
             cap = nvch * capch["nvls_tree"][c.gpu][gi] if capch["nvls_tree"][c.gpu][gi] > 0 else math.inf
             bus = min(nv, net * (2.0 if n == 2 else 1.0), cap)
-            ls = _log2i(max(1, size >> 6))
-            corr = T["tree_correction"][p]
-            if c.gpu == "blackwell" and size >= 64 and ls < 24 and ls < len(corr):
+            if c.gpu == "blackwell" and size < (64 << 24):
                 # ncclTopoGetAlgoTime: NVLSTree takes the tree correction on compute capability >= 10.0 (x86)
-                bus *= corr[ls]
+                bus *= _tree_correction(p, size, T)
         elif a == "nvls":
             bus = nv if n == 1 else min(nv, net)
             if op in ("reduce_scatter", "allgather"):
