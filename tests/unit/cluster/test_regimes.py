@@ -63,6 +63,21 @@ def test_tree_simple_runs_one_chunk_per_channel_below_channels_x_chunk():
     assert u[24] - u[23] < 0.25 * (u[23] - u[22])
 
 
+def test_healthy_hopper_ib_two_nodes_held_out():
+    # a healthy 2 x 8 H100 InfiniBand cluster (Nebius; 435 GB/s bus bandwidth at 1000 MiB), held out,
+    # 1 MiB - 1000 MiB timed through PyTorch (runs.json): every size within the 1.5x goal; the 1.15x
+    # median goal is NOT met -- 10 and 100 MiB, where NCCL (and the model) run NVLSTree, are 1.32-1.33x
+    # too fast (docs/cluster.md); this bound guards the present model, it is not the goal
+    s = RUNS["nebius_h100_ib_2n_allreduce_torch.csv"]
+    rows = evaluate(s)
+    assert [r["bytes"] for r in rows] == [1 << 20, 10 << 20, 100 << 20, 1000 << 20]
+    sm = summary(rows)
+    assert sm["worst"] <= s.goal
+    assert sm["median_abs"] <= 1.35
+    assert all(r["ratio"] >= 1.0 for r in rows)  # the model is never the slower one here
+    assert 1 / 1.1 <= rows[-1]["ratio"] <= 1.1  # the bandwidth-bound end
+
+
 def test_small_message_floor_per_transport():
     # 8 B on 2 x 8: the transport's own latency per inter-node step (net_latency_us) makes the floor;
     # measured: TCPXO 123 us (A3 Mega file), EFA 50.6-57 us (p6-b200 file), within 10%
