@@ -61,6 +61,10 @@ def test_tree_simple_runs_one_chunk_per_channel_below_channels_x_chunk():
     ib = replace(c, transport="ib")
     u = {k: predict("allreduce", 1 << k, ib, algo="tree", proto="Simple").time_us for k in (21, 22, 23, 24)}
     assert u[24] - u[23] < 0.25 * (u[23] - u[22])
+    # aws-ofi-nccl sets NCCL_BUFFSIZE=8 MiB on AWS's EFA platforms: the knee is at 16 MiB again
+    efa = replace(c, transport="efa")
+    e = {k: predict("allreduce", 1 << k, efa, algo="tree", proto="Simple").time_us for k in (22, 23, 24, 25)}
+    assert e[25] - e[24] < 0.25 * (e[24] - e[23]) and e[24] - e[23] > 1.5 * (e[23] - e[22])
 
 
 def test_healthy_hopper_ib_two_nodes_held_out():
