@@ -450,7 +450,7 @@ def _algbw(op: str, a: str, p: str, c: ClusterSpec, T: dict, size: int, tree_run
             nvch = _nvls_channels(c, T)
             cap = nvch * capch["nvls_tree"][c.gpu][gi] if capch["nvls_tree"][c.gpu][gi] > 0 else math.inf
             bus = min(nv, net * (2.0 if n == 2 else 1.0), cap)
-            if c.gpu == "blackwell" and size < (64 << 24):
+            if c.gpu == "blackwell" and size < (64 << 24):  # log2(size / 64) < 24: below 1 GiB
                 # ncclTopoGetAlgoTime: NVLSTree takes the tree correction on compute capability >= 10.0 (x86)
                 bus *= _tree_correction(p, size, T)
         elif a == "nvls":
