@@ -51,6 +51,10 @@ constants would), and a sustained bus-bandwidth ceiling (``sustained_busbw_GBps`
 algorithm, so it does not move the choice, and it is charged to ``bandwidth_s``).  With the ceiling
 binding, the FEC identity below holds only where the ceiling does not bind.
 
+A tree/Simple all-reduce that runs pays its pipeline's fill (:func:`tree_simple_fill_us`: NCCL cuts
+it in ``NCCL_BUFFSIZE / 8`` chunks at every size, each moved whole from hop to hop), in place of
+NCCL's tree correction, which only its price for the choice keeps.
+
 (algorithm, protocol) is chosen per size by minimum time on the full-channel table, as NCCL does,
 among the pairs enabled: ``algo=`` / ``proto=`` take ``NCCL_ALGO`` / ``NCCL_PROTO`` values (one
 name, a comma list, a ``^``-list of names disabled), and a transport's own stack may rule protocols
@@ -88,7 +92,8 @@ from ..latency import added_latency
 from .topology import ClusterSpec
 
 __all__ = ["OPS", "ALGOS", "PROTOS", "load_table", "default_table", "Prediction", "predict", "candidates",
-           "bus_factor", "phy_latency_ns", "norm_op", "channels_used", "enabled", "parse_nccl_list"]
+           "bus_factor", "phy_latency_ns", "norm_op", "channels_used", "tree_simple_fill_us", "enabled",
+           "parse_nccl_list"]
 
 OPS: tuple[str, ...] = ("allreduce", "reduce_scatter", "allgather", "broadcast", "alltoall", "sendrecv")
 ALGOS: tuple[str, ...] = ("ring", "tree", "nvls", "nvls_tree", "collnet_direct", "collnet_chain", "pat", "p2p")
@@ -347,6 +352,53 @@ def channels_used(a: str, p: str, c: ClusterSpec, T: dict, size: int) -> tuple[i
     return nc, (nc * nt) / (nch * nt_max)
 
 
+def tree_simple_fill_us(c: ClusterSpec, T: dict, size: int, nch: int, bwt_us: float) -> float:
+    """Pipeline fill of a tree/Simple all-reduce, us, added to the bandwidth term ``bwt_us``.
+
+    NCCL (2.20 on) runs tree/Simple in chunks of one step, ``NCCL_BUFFSIZE / NCCL_STEPS``, at every
+    size (``nccl_tuning.json`` ``tree_simple_pipeline`` cites the sources), and a Simple step moves
+    store-and-forward: a channel's first chunk ``c1 = min(chunk, size / nch)`` crosses the tree's
+    ``2(ppn-1)`` NVLink hops at NCCL's per-channel tree rate and its ``2 floor(log2 n)`` network hops
+    at twice the channel's steady share of the node NICs (one phase per link direction while the
+    trees fill), the rest follows at the rate ``bwt_us`` already charges::
+
+        fill = c1 x (sum over hops of 1 / rate) - c1 / (steady rate of the channel)
+
+    Below ``nch x chunk`` bytes (16 MiB on 16 channels with 8 MiB buffers) there is one chunk per
+    channel and no pipelining at all.  Never negative.
+    """
+    if not (bwt_us > 0 and math.isfinite(bwt_us)) or size <= 0:
+        return 0.0
+    ts = T["tree_simple_pipeline"]
+    bufs = ts["buffsize_bytes"]
+    chunk = float(bufs.get(c.transport, bufs["default"])) / int(ts["nccl_steps"])
+    per_ch = size / max(1, nch)
+    c1 = min(chunk, per_ch)
+    steady = per_ch / bwt_us  # bytes per us, the channel's rate as the bandwidth term runs it
+    n, ppn = c.nodes, c.gpus_per_node
+    gi = _gen_index(n)
+    # NCCL's per-channel tree cap is a bus bandwidth; a hop moves the chunk at its algorithm rate (x 0.5)
+    b_up = T["per_channel_max"]["tree"][c.gpu][gi] * 0.5 * 1e3
+    hop_us = (2 * (ppn - 1)) / b_up if ppn > 1 and b_up > 0 else 0.0
+    if n > 1:
+        # the channel's share of the node NICs as the tree runs (_algbw, tree_run: both trees of a
+        # 2-node tree), twice the steady share: while the first chunks fill the trees a link direction
+        # carries one phase (up or down), not both [I]
+        net = c.node_net_GBps * (2.0 if n == 2 else 1.0)
+        b_net = net * T["protocol_factor"]["tree"] * 1e3 / max(1, c.n_channels)
+        hop_us += 2 * _log2i(n) / b_net if b_net > 0 else math.inf
+    # a calibrated tree bandwidth factor (ClusterSpec.algo_bw_factor) scales every rate of the tree
+    hop_us /= _algo_value(c.algo_bw_factor, "tree", 1.0)
+    return max(0.0, c1 * (hop_us - 1.0 / steady))
+
+
+def _tree_correction(p: str, size: int, T: dict) -> float:
+    """NCCL's treeCorrectionFactor for ``size`` bytes (ncclTopoGetAlgoTime): 1 below 64 B and above its table."""
+    ls = _log2i(max(1, size >> 6))
+    corr = T["tree_correction"][p]
+    return corr[ls] if size >= 64 and ls < len(corr) else 1.0
+
+
 def _nvls_bw(c: ClusterSpec, T: dict) -> float:
     eff = T["nvls_efficiency"]
     rel = eff[c.gpu] / eff["hopper"] if eff["hopper"] > 0 else 0.0
@@ -391,23 +443,16 @@ def _algbw(op: str, a: str, p: str, c: ClusterSpec, T: dict, size: int, tree_run
         elif p == "LL128":
             f = pf["tree_LL128_single_node"] if n == 1 else pf["tree_LL128_multinode"]
             bus = min(bus * f, nch * capch["tree_ll128"][c.gpu][gi])
-        bw = bus * 0.5
-        ls = _log2i(max(1, size >> 6))
-        corr = T["tree_correction"][p]
-        if size >= 64 and ls < len(corr):
-            bw *= corr[ls]
-        return bw
+        return bus * 0.5 * _tree_correction(p, size, T)
     if a in ("nvls", "nvls_tree", "collnet_direct", "collnet_chain"):
         nv = _nvls_bw(c, T) if a.startswith("nvls") else intra_ring
         if a == "nvls_tree":
             nvch = _nvls_channels(c, T)
             cap = nvch * capch["nvls_tree"][c.gpu][gi] if capch["nvls_tree"][c.gpu][gi] > 0 else math.inf
             bus = min(nv, net * (2.0 if n == 2 else 1.0), cap)
-            ls = _log2i(max(1, size >> 6))
-            corr = T["tree_correction"][p]
-            if c.gpu == "blackwell" and size >= 64 and ls < 24 and ls < len(corr):
+            if c.gpu == "blackwell" and size < (64 << 24):  # log2(size / 64) < 24: below 1 GiB
                 # ncclTopoGetAlgoTime: NVLSTree takes the tree correction on compute capability >= 10.0 (x86)
-                bus *= corr[ls]
+                bus *= _tree_correction(p, size, T)
         elif a == "nvls":
             bus = nv if n == 1 else min(nv, net)
             if op in ("reduce_scatter", "allgather"):
@@ -555,6 +600,13 @@ def _predict(op: str, size: int, c: ClusterSpec, algo: tuple | None, proto: tupl
     nch, share = channels_used(a, p, c, T, size)
     if share < 1.0:
         bwt /= share
+        total = lat + bwt
+    if a == "tree" and p == "Simple" and op == "allreduce":
+        # ... and a tree/Simple channel's first chunk crosses every hop before the pipeline fills:
+        # the fill replaces NCCL's empirical tree correction, which prices that same mid-size loss
+        # for the choice (on its reference machines' buffers); the steady rate is the uncorrected one
+        bwt *= _tree_correction(p, size, T)
+        bwt += tree_simple_fill_us(c, T, size, nch, bwt)
         total = lat + bwt
     if lat < 0:
         raise NegativeLatencyError(op, a, p, lat, f"the modelled latency of {op} {a}/{p} is negative ({lat:.3g} us): "

@@ -34,8 +34,7 @@ time ratios), and refuses to present the fit as a healthy cluster's: it is repor
 diagnosis.  Two constants cannot follow every run: a bus bandwidth that *falls* with size to a
 plateau (nccl-tests #290's ring run: 102 GB/s at 64 MB, 87-90 GB/s from 512 MB) has no
 ``latency + bytes / bandwidth`` form, and a run whose regimes belong to different algorithms with
-very different constants (GCP's GPUDirect-TCPXO run: ~20 GB/s algbw below 16 MB, ~180 GB/s with
-~0.9 ms fixed cost above) needs one pair per algorithm.  So the fit also tries, on top of the two
+very different constants needs one pair per algorithm.  So the fit also tries, on top of the two
 constants, NCCL's table refitted per algorithm (a latency shift and a bandwidth factor each, the
 algorithm still chosen per size by minimum time) and a sustained bus-bandwidth ceiling
 (``ClusterSpec`` fields; :mod:`protocol.cluster.nccl`), and keeps that richer fit only where the

@@ -78,8 +78,8 @@ def _held_out_worst(name, kw, algo, k=2, structure="auto", folder=REF):
     # busbw falls from 102 GB/s (64 MB) to 87-90 GB/s (512 MB up): the ceiling, not two constants
     ("i290_h100_ndr_2n_allreduce_ring.csv", {}, "ring"),
     # (the GPUDirect-TCPXO run was here, fitted as NVLSTree above 16 MB and LL128 below; its profile ran
-    # neither -- NCCL_PROTO=Simple, NVLS off, Tree by its tuner plugin, runs.json -- so its two regimes
-    # are one algorithm's and per-algorithm constants cannot separate them: docs/cluster.md)
+    # neither -- NCCL_PROTO=Simple, NVLS off, Tree by its tuner plugin, runs.json -- and modelled as it
+    # ran, with tree/Simple's pipeline fill, it needs no per-algorithm constant: test_regimes.py)
 ])
 def test_per_algorithm_calibration_meets_the_held_out_goal(name, kw, algo):
     worst, cal = _held_out_worst(name, kw, algo)

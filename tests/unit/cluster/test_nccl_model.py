@@ -63,7 +63,11 @@ def test_tree_protocols_by_hand_with_correction_factor():
         l128 + S / (1000 * min(bus * 120 / 128, 16 * 36.7) * 0.5 * 0.8), rel=1e-12)
     simple = 8.4 + 2 * (7 * 4.0 + 1 * (14.0 + 2 * IB))
     r = t("allreduce", S, algo="tree", proto="Simple")
-    assert r.time_us == pytest.approx(simple + S / (1000 * run * 0.5 * 0.8 / 16), rel=1e-12)
+    # as it runs, tree/Simple moves its one chunk per channel (8 KB on 1 channel; NCCL_BUFFSIZE / 8 =
+    # 512 KB is the most) store-and-forward through 14 NVLink hops at 41.4 x 0.5 GB/s and 2 network
+    # hops at twice the channel's steady share, 2 x NET x 0.92 / 16 (tree_simple_fill_us): no correction
+    assert r.time_us == pytest.approx(simple + S * (14 / (1000 * 41.4 * 0.5) + 2 / (1000 * 2 * NET * 0.92 / 16)),
+                                      rel=1e-12)
     assert r.candidates["tree/Simple"] == pytest.approx(simple + S / (1000 * bus * 0.5 * 0.8), rel=1e-12)
     # from 16 x 512 x 64 B = 512 KB up the Simple tree runs all 16 channels
     assert t("allreduce", 1 << 19, algo="tree", proto="Simple").channels == 16
@@ -77,15 +81,23 @@ def test_two_node_tree_runs_at_twice_the_network_share_but_is_chosen_at_nccls_pr
     net = a100.node_net_GBps
     S = 1 << 30
     tree = t("allreduce", S, a100, algo="tree", proto="Simple")
-    # (no tree correction from 2^24 x 64 B = 1 GB up)
-    assert tree.bandwidth_s * 1e6 == pytest.approx(S / (1000 * min(2 * net * 0.92, a100.n_channels * 23.6) * 0.5),
-                                                   rel=1e-12)
+    # (no tree correction from 2^24 x 64 B = 1 GB up) plus the pipeline fill of a channel's first
+    # 512 KB chunk (4 MB buffers / 8 steps): 14 NVLink hops at 23.6 x 0.5 GB/s, 2 network hops at
+    # twice the steady share, 2 x net x 0.92 / channels, less the one chunk the steady rate already charges
+    steady = min(2 * net * 0.92, a100.n_channels * 23.6) * 0.5
+    fill = (1 << 19) * (14 / (1000 * 23.6 * 0.5) + 2 / (1000 * 2 * net * 0.92 / a100.n_channels)
+                        - a100.n_channels / (1000 * steady))
+    assert tree.bandwidth_s * 1e6 == pytest.approx(S / (1000 * steady) + fill, rel=1e-12)
     assert tree.candidates["tree/Simple"] > tree.time_us * 1.5
     assert t("allreduce", S, a100).algo == "ring"
     # on 3 nodes a tree's node sends its share up and down once more: no doubling
     a3 = preset("hgx-a100-roce", nodes=4)
     t3 = t("allreduce", S, a3, algo="tree", proto="Simple")
-    assert t3.time_us == pytest.approx(t3.candidates["tree/Simple"], rel=1e-12)
+    from protocol.cluster.nccl import default_table, tree_simple_fill_us
+
+    steady_us = t3.candidates["tree/Simple"] - t3.latency_s * 1e6  # the price NCCL sees, undoubled
+    fill = tree_simple_fill_us(a3, default_table(), S, t3.channels, steady_us)
+    assert fill > 0 and t3.time_us == pytest.approx(t3.candidates["tree/Simple"] + fill, rel=1e-12)
 
 
 def test_nccl_algo_and_proto_lists_enable_sets_as_nccl_does():
@@ -233,8 +245,18 @@ def test_cli_rates_and_800g_fallback(capsys):
     # channels' cap (16 x 41.4 GB/s) binds
     assert predict("allreduce", 1 << 30, preset("dgx-h100-ib", rate="400G"), algo="tree").bandwidth_s < \
         predict("allreduce", 1 << 30, preset("dgx-h100-ib", rate="200G"), algo="tree").bandwidth_s
-    assert predict("allreduce", 1 << 30, preset("dgx-h100-ib", rate="800G"), algo="tree").bandwidth_s == \
-        predict("allreduce", 1 << 30, preset("dgx-h100-ib", rate="400G"), algo="tree").bandwidth_s
+    # (the same steady rate; only the pipeline fill's network hops are faster at 800G)
+    t8, t4 = (predict("allreduce", 1 << 30, preset("dgx-h100-ib", rate=r), algo="tree") for r in ("800G", "400G"))
+    assert t8.bandwidth_s - fill_s(t8, "800G") == pytest.approx(t4.bandwidth_s - fill_s(t4, "400G"), rel=1e-12)
+    assert fill_s(t8, "800G") < fill_s(t4, "400G")
+
+
+def fill_s(pr, rate):
+    from protocol.cluster.nccl import default_table, tree_simple_fill_us
+
+    c = preset("dgx-h100-ib", rate=rate)
+    steady_us = (1 << 30) / (1000 * 16 * 41.4 * 0.5)  # the 16 channels' cap binds at 400G and 800G
+    return tree_simple_fill_us(c, default_table(), 1 << 30, pr.channels, steady_us) * 1e-6
 
 
 def test_flat_ethernet_reproduces_the_earlier_model(capsys):

@@ -1,9 +1,10 @@
 """The regimes of the cluster model, each against a real public run of tests/data/nccl/ (runs.json says
 which cluster each describes, which goal it is held to and which constant, if any, it sets), before
 any calibration, plus the NCCL behaviours behind them.  Bounds are the issue's goals where the model
-meets them; where it does not (GPUDirect-TCPXO's mid sizes), the bound is what the model achieves
+meets them; where it does not (single NVLink nodes below ~16 MB), the bound is what the model achieves
 rounded up by 0.1, a regression guard that says so, not the goal."""
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -31,22 +32,54 @@ def test_regime_within_its_goal(name):
         assert sm["median_abs"] <= s.goal_median, (name, sm)
 
 
-def test_tcpxo_cloud_transport_guard():
+def test_tcpxo_cloud_transport_within_its_goal():
     # GPUDirect-TCPXO, 2 x 8 H100 on 8 x 200G, run as its profile and tuner made it (Tree, NCCL_PROTO=Simple,
-    # no NVLS; runs.json): from 8 KB to 1 MB and from 128 MB up within the 2x goal, the large sizes within
-    # 1.1x; between (2 - 64 MB, where the run's tuner plugin runs a configuration of its own, see
-    # docs/cluster.md) the model is up to 3.72x too fast: the goal is NOT met there, this bound only
-    # guards the present model
-    rows = [r for r in evaluate(RUNS["gcp_a3mega_h100_tcpxo_2n_allreduce.csv"]) if r["bytes"] >= MIN_BYTES]
+    # no NVLS, NCCL_BUFFSIZE=8 MiB; runs.json): within the 2x goal at every size from 8 KB (0.94-1.16);
+    # the 1-16 MB regime of ~20 GB/s is tree/Simple's one 1 MiB chunk per channel crossing 14 NVLink and
+    # 2 network hops store-and-forward (nccl.tree_simple_fill_us), which the model had not (up to 3.72x)
+    s = RUNS["gcp_a3mega_h100_tcpxo_2n_allreduce.csv"]
+    rows = [r for r in evaluate(s) if r["bytes"] >= MIN_BYTES]
     assert all(r["algo"] == "tree" and r["proto"] == "Simple" for r in rows)
-    out = [r for r in rows if not (r["bytes"] <= 1 << 20 or r["bytes"] >= 128 << 20)]
-    assert all(0.5 <= r["ratio"] <= 2.0 for r in rows if r not in out)
-    assert all(0.9 <= r["ratio"] <= 1.1 for r in rows if r["bytes"] >= 512 << 20)
-    assert max(r["ratio"] for r in out) <= 3.8
+    assert summary(rows)["worst"] <= s.goal
+    assert all(1 / 1.2 <= r["ratio"] <= 1.2 for r in rows if 1 << 20 <= r["bytes"] <= 64 << 20)
     # the held-out all-gather of another A3 Mega cluster (NCCL 2.28.7, NCCL_PROTO=Simple,LL128)
     rows = [r for r in evaluate(RUNS["gcp_a3mega_h100_tcpxo_2n_allgather.csv"]) if r["bytes"] >= MIN_BYTES]
     assert all(0.9 <= r["ratio"] <= 1.1 for r in rows if r["bytes"] >= 64 << 20)
     assert max(r["ratio"] for r in rows) <= 2.6  # 512 KB - 1 MB: NOT the 2x goal, a guard
+
+
+def test_tree_simple_runs_one_chunk_per_channel_below_channels_x_chunk():
+    # NCCL (2.20 on) runs tree/Simple in NCCL_BUFFSIZE / 8 chunks at every size: on 16 channels with
+    # GPUDirect-TCPXO's 8 MiB buffers, up to 16 MiB each channel has one 1 MiB chunk that crosses every
+    # hop unpipelined; doubling to 32 MiB adds one chunk per channel at the pipeline's slowest hop only
+    c = preset("dgx-h100-ib", nodes=2, rate="200G", transport="tcpxo", nvls=False)
+    t = {k: predict("allreduce", 1 << k, c, algo="tree", proto="Simple").time_us for k in (22, 23, 24, 25)}
+    assert t[25] - t[24] < 0.25 * (t[24] - t[23])
+    assert t[24] - t[23] == pytest.approx(2 * (t[23] - t[22]), rel=0.05)  # linear in size below 16 MiB
+    # the measured run has the same step (977.6 us at 16 MiB, 1059.9 us at 32 MiB)
+    # NCCL's default 4 MiB buffers (InfiniBand here) halve the chunk: the knee moves to 8 MiB
+    ib = replace(c, transport="ib")
+    u = {k: predict("allreduce", 1 << k, ib, algo="tree", proto="Simple").time_us for k in (21, 22, 23, 24)}
+    assert u[24] - u[23] < 0.25 * (u[23] - u[22])
+    # aws-ofi-nccl sets NCCL_BUFFSIZE=8 MiB on AWS's EFA platforms: the knee is at 16 MiB again
+    efa = replace(c, transport="efa")
+    e = {k: predict("allreduce", 1 << k, efa, algo="tree", proto="Simple").time_us for k in (22, 23, 24, 25)}
+    assert e[25] - e[24] < 0.25 * (e[24] - e[23]) and e[24] - e[23] > 1.5 * (e[23] - e[22])
+
+
+def test_healthy_hopper_ib_two_nodes_held_out():
+    # a healthy 2 x 8 H100 InfiniBand cluster (Nebius; 435 GB/s bus bandwidth at 1000 MiB), held out,
+    # 1 MiB - 1000 MiB timed through PyTorch (runs.json): every size within the 1.5x goal; the 1.15x
+    # median goal is NOT met -- 10 and 100 MiB, where NCCL (and the model) run NVLSTree, are 1.32-1.33x
+    # too fast (docs/cluster.md); this bound guards the present model, it is not the goal
+    s = RUNS["nebius_h100_ib_2n_allreduce_torch.csv"]
+    rows = evaluate(s)
+    assert [r["bytes"] for r in rows] == [1 << 20, 10 << 20, 100 << 20, 1000 << 20]
+    sm = summary(rows)
+    assert sm["worst"] <= s.goal
+    assert sm["median_abs"] <= 1.35
+    assert all(r["ratio"] >= 1.0 for r in rows)  # the model is never the slower one here
+    assert 1 / 1.1 <= rows[-1]["ratio"] <= 1.1  # the bandwidth-bound end
 
 
 def test_small_message_floor_per_transport():
@@ -88,14 +121,15 @@ def test_channels_used_grow_with_size():
 
 def test_held_out_sizes_after_calibration():
     # every other size from 8 KB up held out, the rest fitted: held-out sizes within 1.2x on these runs
-    # (not on NVL72, 1.21, nccl-tests issue 232's, 1.46, the A3 Mega node's, 1.27, the H20 run's, 1.22,
-    # nor TCPXO all-reduce's, 2.84: see docs/cluster.md; guarded below, not the goal)
+    # (not on NVL72, 1.21, the A3 Mega node's, 1.27, nor the H20 run's, 1.22: see docs/cluster.md;
+    # guarded below, not the goal)
     for name in ("i152_a100_hdr_2n_allreduce.csv", "gcp_a3mega_h100_tcpxo_2n_allgather.csv",
+                 "gcp_a3mega_h100_tcpxo_2n_allreduce.csv", "i232_h100_2x1_4nic_allreduce_tree.csv",
                  "i290_h100_1n_allreduce.csv", "i290_h100_ndr_2n_allreduce_default.csv",
                  "i290_h100_ndr_2n_allreduce_ring.csv"):
         ho = holdout(RUNS[name])
         assert max(max(r["ratio"], 1 / r["ratio"]) for r in ho) <= 1.2, name
-    for name, bound in (("nccl1244_h20_ndr_2n_allreduce_default.csv", 1.3), ("gcp_a3mega_h100_tcpxo_2n_allreduce.csv", 2.9)):
+    for name, bound in (("nccl1244_h20_ndr_2n_allreduce_default.csv", 1.3),):
         ho = holdout(RUNS[name])
         assert max(max(r["ratio"], 1 / r["ratio"]) for r in ho) <= bound, name
 
