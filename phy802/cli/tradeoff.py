@@ -382,7 +382,6 @@ def _tradeoff_into(args, out: str, results: str, shown: str, live: bool, log, mo
     cols = _SHOW if predicted is None else _SHOW_PREDICTED
 
     if live:  # the results table, on stdout as its rows are made (the summary follows it)
-        print(f"loss side: {side['text']}", flush=True)
         print("  ".join(f"{c:>12}" if i > 1 else f"{c:<24}" if i == 1 else f"{c:<8}" for i, c in enumerate(cols)),
               flush=True)
 

@@ -194,3 +194,62 @@ def test_cli_refuses_a_size_fit_that_does_not_match(tmp_path, capsys):
     assert _cli(tmp_path, res, "--scaling", str(other), name="p") == 2
     assert "clamp.json" in capsys.readouterr().err
     assert not (tmp_path / "o").exists() and not (tmp_path / "p").exists()
+
+
+def test_advise_judges_bypass_and_unequal_by_the_predicted_threshold(tmp_path, capsys):
+    """advise's loss side: with --scaling, a mode is allowed on the loss side only where the port's
+    upper-95% BER is at or below the predicted interval's lower end; the checks say which, with no
+    penalty; a penalty bound other than the fit's epsilon is refused."""
+    from pathlib import Path
+
+    from protocol.advise import loss_side_from_results
+
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "vectors" / "fec_hist" / "_gen"))
+    from gen_advise_series import fabric_snapshots
+
+    snaps = []
+    for i, text in enumerate(fabric_snapshots([[1e-5] * 2], 10**8, 44)):  # independent errors: binomial fits
+        snaps.append(tmp_path / f"t{i}.out")
+        snaps[-1].write_text(text)
+    d = tmp_path / "exp"
+    d.mkdir()
+    rows = [dict(parallel="ddp", ber=0.0, guard="-", evals=[[0, 4.0], [100, 2.0]], final_val_loss=2.0,
+                 n_params=212_480, ber_is="error-free")]
+    for g in ("none", "exponent_protection"):  # a 0.5-nat measured penalty: the prediction must not use it
+        rows.append(dict(parallel="ddp", ber=1e-6, guard=g, evals=[[0, 4.0], [100, 2.5]], final_val_loss=2.5,
+                         n_params=212_480, ber_is=_KIND))
+    (d / "results.json").write_text(json.dumps({"meta": {"fec": "bypass", "world_size": 2}, "rows": rows}))
+    base = ["advise", "--fec-hist", str(snaps[-1]), "--since", str(snaps[0]), "--models", "binomial", "--results", str(d), "--workload", "ddp", "--json",
+            "--target-fer", "0.1", "--min-gain", "0"]  # frame headers lost at 0.0063 per frame pass: the loss side decides
+    for shift, want in ((9.5, TOLERATED), (0, NOT_TOLERATED)):  # thresholds moved up by `shift` decades
+        sizes = tuple((n, *(v * 10 ** shift for v in t)) for n, *t in _SIZES)
+        sc = _write_scaling(tmp_path / f"s{shift}.json", guards=("none", "exponent_protection"), sizes=sizes)
+        loss = loss_side_from_results(str(d), size_fit=read_size_fit(sc), model=("gpt2-124m", _GPT2))
+        p = loss.predicted["bypass"]
+        assert loss.penalty("unequal", 1e-6)[0] == pytest.approx(0.5)  # the measured points are still there
+        assert set(loss.predicted) == {"bypass", "unequal"} and loss.predicted["unequal"].guard == "exponent_protection"
+        assert main(base + ["--scaling", str(sc)]) == 0
+        doc = json.loads(capsys.readouterr().out)
+        ber_hi = doc["ports"][0]["pre_fec_ber"]["hi"]
+        assert p.verdict(ber_hi) == want, (ber_hi, p.lo95, p.hi95)  # the precondition of this case
+        for m in ("kp4/bypass", "kp4/unequal"):
+            chk = doc["ports"][0]["checks"][m]
+            assert chk["tolerated"] == want and chk["loss_penalty"] is None
+            assert "size fit, unchecked" in chk["why"] and want in chk["why"]
+            assert chk["allowed"] == (want == TOLERATED)
+        if want == TOLERATED:  # bypass is the fastest allowed: priced by the threshold, no penalty
+            assert doc["verdict"]["ports"][0]["mode"] == "kp4/bypass"
+            assert any(x.startswith("the loss side, bypass: predicted for") and x.endswith("[prediction, unchecked]")
+                       for x in doc["verdict"]["depends_on"])
+            r = next(r for r in doc["workloads"] if r["scenario"] == "per_link")
+            assert r["source"]["loss_penalty"].startswith("predicted") and r["steps_to_target"] == pytest.approx(99.0)
+            assert not any("not measured" in c for c in doc["verdict"]["caveats"])
+        assert doc["inputs"]["loss_side_kind"] == "predicted" and "unchecked" in doc["inputs"]["loss_side"]
+        assert doc["inputs"]["max_loss_penalty"] == 0.02 and doc["inputs"]["loss_thresholds"]["bypass"]["unchecked"]
+    assert main(base + ["--scaling", str(sc), "--max-loss-penalty", "0.01"]) == 2
+    assert "--epsilon 0.01" in capsys.readouterr().err
+    assert main(base) == 0  # no --scaling: the measured side, its model's size named
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["inputs"]["loss_side_kind"] == "measured" and "212,480 parameters" in doc["inputs"]["loss_side"]
