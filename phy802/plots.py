@@ -442,7 +442,7 @@ def plot_pareto(rows: list[dict], path, reference: str = "kp4/ieee", clip_pct: f
         import textwrap
 
         fig.suptitle("Is skipping FEC worth it? Loss side predicted for the larger model (threshold, unchecked) and "
-                     "step time (model) per setting\n" + "\n".join(textwrap.wrap(loss_side, 180)[:4]), fontsize=8)
+                     "step time (model) per setting\n" + "\n".join(textwrap.wrap(loss_side, 120)[:5]), fontsize=8)
     fig.tight_layout(rect=(0, 0, 1 - 2.9 / fig.get_figwidth(), 0.97 if loss_side is None else 0.88))
     _save_png(plt, fig, path)
 

@@ -211,8 +211,11 @@ def read_size_fit(path: str | os.PathLike) -> SizeFit:
 
 
 def results_n_params(rows: Sequence[dict]) -> int | None:
-    """The parameter count of the model an ``experiment`` measured (its rows' ``n_params``; None: not recorded)."""
+    """The parameter count of the model an ``experiment`` measured (its rows' ``n_params``, else their
+    runs' in ``seeds_detail``; None: not recorded, or not one count)."""
     ns = {int(r["n_params"]) for r in rows if _num(r.get("n_params"))}
+    ns |= {int(s["n_params"]) for r in rows for s in (r.get("seeds_detail") or ())
+           if isinstance(s, dict) and _num(s.get("n_params"))}
     return ns.pop() if len(ns) == 1 else None
 
 

@@ -253,3 +253,12 @@ def test_advise_judges_bypass_and_unequal_by_the_predicted_threshold(tmp_path, c
     assert main(base) == 0  # no --scaling: the measured side, its model's size named
     doc = json.loads(capsys.readouterr().out)
     assert doc["inputs"]["loss_side_kind"] == "measured" and "212,480 parameters" in doc["inputs"]["loss_side"]
+
+
+def test_the_measured_models_size_is_read_from_the_rows_or_their_runs():
+    from protocol.cluster.sizefit import results_n_params
+
+    assert results_n_params([{"n_params": 818_176}, {"n_params": 818_176}]) == 818_176
+    # results written before the rows carried it: their runs' records do
+    assert results_n_params([{"seeds_detail": [{"n_params": 818_176}, {"n_params": 818_176}]}]) == 818_176
+    assert results_n_params([{"n_params": 1}, {"n_params": 2}]) is None and results_n_params([{}]) is None
