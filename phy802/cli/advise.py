@@ -93,11 +93,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     w.add_argument("--max-loss-penalty", type=float_arg(0, 100), default=None,
                    help="validation-loss penalty tolerated from delivered errors (default 0.01; with --scaling the "
                         "size fit's epsilon is the bound, and another value is refused)")
-    w.add_argument("--scaling", default=None, metavar="FILE",
-                   help="a size fit ('phy802 experiment --sizes' scaling.json, or its folder), with --results: when "
-                        "--model has another parameter count than the results' model, the tolerated BER predicted at "
-                        "its size (95%% interval, unchecked) decides bypass/unequal instead of the measured penalty "
-                        "(allowed only at or below the interval's lower end; default: none)")
+    from phy802.cli.tradeoff import add_scaling_argument
+
+    add_scaling_argument(w, "bypass/unequal, with --results (allowed only at or below the interval's lower end)")
     w.add_argument("--nccl-tests", default=None, metavar="FILE",
                    help="the cluster's own nccl-tests output (as 'collective --nccl-tests' reads it): its nodes set "
                         "the cluster, its measured/predicted ratios the time side's interval, its diagnosis the trust "

@@ -45,12 +45,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--results", default=None,
                    help="an 'phy802 experiment --out' folder (results.json); default: run a small experiment "
                         "into OUT/experiment first (needs torch)")
-    p.add_argument("--scaling", default=None, metavar="FILE",
-                   help="a size fit ('phy802 experiment --sizes' scaling.json, or its folder): when the model of the "
-                        "time side has another parameter count than the results' model, the tolerated BER predicted "
-                        "at its size (95%% interval, unchecked) judges the error-delivering rows instead of the small "
-                        "model's measured penalty; its FEC, recipe, parallelism and guards must be the results' "
-                        "(default: none, the measured penalty is carried over)")
+    add_scaling_argument(p, "the error-delivering rows (tolerated only at or below the interval's lower end)")
     p.add_argument("--out", default="phy802-tradeoff", help="output folder (default ./phy802-tradeoff)")
     p.add_argument("--modes", type=_modes, default=None,
                    help="CODE:FEC list (default kp4:ieee,kr4:ieee,rs272:ieee,kp4:llr,rs272:llr,kp4:detect_only,"
@@ -110,6 +105,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_cluster_arguments(p, code=False)
     add_seed(p)
     add_json(p)
+
+
+def add_scaling_argument(p, judges: str) -> None:
+    """``--scaling FILE`` of ``tradeoff`` and ``advise``: the size fit as a larger model's loss side
+    (:mod:`protocol.cluster.sizefit`); ``judges`` says what its prediction decides."""
+    p.add_argument("--scaling", default=None, metavar="FILE",
+                   help="a size fit ('phy802 experiment --sizes' scaling.json, or its folder): when --model has "
+                        "another parameter count than the results' model, the tolerated BER predicted at its size "
+                        f"(95%% interval, unchecked) judges {judges} instead of the small model's measured penalty; "
+                        "its FEC, recipe, parallelism and guards must be the results' (default: none, the measured "
+                        "penalty is carried over)")
 
 
 def _preset_help(name: str) -> str:
