@@ -404,6 +404,7 @@ def aggregate(per_seed: list[dict]) -> list[dict]:
         row["metrics"] = rs[0]["metrics"] if len(rs) == 1 else None
         row["source_kind"] = rs[0]["source_kind"]
         row["recipe"] = rs[0].get("recipe", "default")
+        row["n_params"] = rs[0].get("n_params")  # the model's size: what a size fit's prediction is compared with
         row["ber_is"] = "error-free" if ber == 0 else _ber_is(rs[0]["source_kind"])
         row["seeds_detail"] = [{k: v for k, v in r.items() if k not in ("train_loss",)} for r in rs]
         out.append(row)

@@ -149,8 +149,9 @@ def scaling_doc(sizes: Sequence[dict], epsilon: float, target: tuple[str, int]) 
         if not why and len(pts) >= 2:
             f = fit_scaling(pts)
             y, sd = f.predict(target[1])
-            fit = {"slope": f.slope, "slope_sd": f.slope_sd, "intercept": f.intercept, "chi2": f.chi2, "dof": f.dof,
-                   "scaled": f.scaled, "fits": f.fits}
+            # cov: what a prediction at another size needs (protocol/cluster/sizefit.py reads it)
+            fit = {"slope": f.slope, "slope_sd": f.slope_sd, "intercept": f.intercept, "cov": [list(r) for r in f.cov],
+                   "chi2": f.chi2, "dof": f.dof, "scaled": f.scaled, "fits": f.fits}
             pred = {"model": target[0], "n_params": target[1], "ber": 10 ** y, "log10_sd": sd,
                     "ber_lo95": 10 ** (y - 1.96 * sd), "ber_hi95": 10 ** (y + 1.96 * sd), "note": UNCHECKED}
         elif not why:

@@ -395,13 +395,16 @@ def pareto_layout(rows: list[dict], reference: str = "kp4/ieee", clip_pct: float
     xlim = (lo - pad, hi + pad)
     off = {key for key, v in pct.items() if v > xlim[1]}
     settings = [{"parallel": k[0], "mode": k[1], "ber": k[2], "guard": k[3],
-                 "loss_penalty": next((by[(*k, n)].get("loss_penalty") for n in sizes if (*k, n) in by), None)}
+                 "loss_penalty": next((by[(*k, n)].get("loss_penalty") for n in sizes if (*k, n) in by), None),
+                 "tolerated": next((by[(*k, n)].get("tolerated") for n in sizes if (*k, n) in by), None),
+                 "loss_side": next((by[(*k, n)].get("loss_side") for n in sizes if (*k, n) in by), None)}
                 for k in keys]
     return {"settings": settings, "sizes": sizes, "ref_ms": ref_ms, "pct": pct, "xlim": xlim, "off": off,
             "modes": modes, "pars": pars}
 
 
-def plot_pareto(rows: list[dict], path, reference: str = "kp4/ieee", clip_pct: float = 10.0) -> None:
+def plot_pareto(rows: list[dict], path, reference: str = "kp4/ieee", clip_pct: float = 10.0,
+                loss_side: str | None = None) -> None:
     """PNG: what each FEC mode costs in modelled step time and in measured loss, per cluster size.
 
     ``rows``: tradeoff rows (``parallel``, ``mode``, ``ber``, ``guard``, ``ranks``, ``step_ms``,
@@ -411,6 +414,8 @@ def plot_pareto(rows: list[dict], path, reference: str = "kp4/ieee", clip_pct: f
     ``reference`` at that size (model), on one x axis shared by all sizes so that small and large
     differences look as they are.  Colour = BER, marker = mode, fill = guard (legend); the only line
     is 0 % (the reference).  Points beyond the axis sit at its right edge with their value written.
+    ``loss_side``: rows judged by a predicted threshold (``tolerated`` set) show their verdict in the
+    loss panel instead of a penalty, and this sentence goes under the title.
     """
     plt = _mpl()
     lay = pareto_layout(rows, reference, clip_pct)
@@ -430,9 +435,15 @@ def plot_pareto(rows: list[dict], path, reference: str = "kp4/ieee", clip_pct: f
             ax.axhline(y, color="0.93", lw=0.6, zorder=0)
         ax.tick_params(axis="x", labelsize=7.5)
     _pareto_legend(fig, lay, style, reference)
-    fig.suptitle("Is skipping FEC worth it? Loss penalty (measured, small model) and step time (model) per "
-                 "setting", fontsize=10)
-    fig.tight_layout(rect=(0, 0, 1 - 2.9 / fig.get_figwidth(), 0.97))
+    if loss_side is None:
+        fig.suptitle("Is skipping FEC worth it? Loss penalty (measured, small model) and step time (model) per "
+                     "setting", fontsize=10)
+    else:
+        import textwrap
+
+        fig.suptitle("Is skipping FEC worth it? Loss side predicted for the larger model (threshold, unchecked) and "
+                     "step time (model) per setting\n" + "\n".join(textwrap.wrap(loss_side, 120)[:5]), fontsize=8)
+    fig.tight_layout(rect=(0, 0, 1 - 2.9 / fig.get_figwidth(), 0.97 if loss_side is None else 0.88))
     _save_png(plt, fig, path)
 
 
@@ -463,7 +474,10 @@ def _pareto_loss_panel(ax, lay: dict, ys: list[int], style: dict, reference: str
     lpad = 0.08 * max(lhi - llo, 0.05)
     ax.set_xlim(llo - lpad, lhi + lpad)
     for y, s in zip(ys, sets):
-        if _finite(s["loss_penalty"]):
+        if s.get("loss_side") == "predicted":  # a threshold's verdict, no penalty (protocol/cluster/sizefit.py)
+            ax.text(0.5, y, f"predicted: {s['tolerated']}", transform=ax.get_yaxis_transform(), ha="center",
+                    va="center", fontsize=7, color="0.2")
+        elif _finite(s["loss_penalty"]):
             draw(ax, s["loss_penalty"], y, s)
         else:
             ax.text(0.5, y, "no target reached / diverged", transform=ax.get_yaxis_transform(), ha="center",

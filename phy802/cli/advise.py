@@ -90,8 +90,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "none, and the error-delivering modes are not considered)")
     w.add_argument("--min-gain", type=float_arg(0, 1, hi_open=True), default=1e-3,
                    help="step-time saving (fraction) below which the verdict keeps FEC (default 0.001)")
-    w.add_argument("--max-loss-penalty", type=float_arg(0, 100), default=0.01,
-                   help="validation-loss penalty tolerated from delivered errors (default 0.01)")
+    w.add_argument("--max-loss-penalty", type=float_arg(0, 100), default=None,
+                   help="validation-loss penalty tolerated from delivered errors (default 0.01; with --scaling the "
+                        "size fit's epsilon is the bound, and another value is refused)")
+    from phy802.cli.tradeoff import add_scaling_argument
+
+    add_scaling_argument(w, "bypass/unequal, with --results (allowed only at or below the interval's lower end)")
     w.add_argument("--nccl-tests", default=None, metavar="FILE",
                    help="the cluster's own nccl-tests output (as 'collective --nccl-tests' reads it): its nodes set "
                         "the cluster, its measured/predicted ratios the time side's interval, its diagnosis the trust "
@@ -188,10 +192,25 @@ def _fmt_iv(d) -> str:
     return fmt_interval(d["value"], d.get("lo"), d.get("hi"))
 
 
+def _loss_side(args: argparse.Namespace, name):
+    """The loss side of ``--results`` (measured), or with ``--scaling`` the size fit's prediction at
+    ``--model``'s parameter count when it is not the results' model's."""
+    from protocol.advise import loss_side_from_results
+    from protocol.cluster.sizefit import read_size_fit
+    from protocol.cluster.steptime import model_preset
+
+    fit = read_size_fit(args.scaling) if args.scaling else None
+    return loss_side_from_results(args.results, name=name(args.results), size_fit=fit,
+                                  model=(args.model, int(model_preset(args.model)["params"])))
+
+
 def _check_args(args: argparse.Namespace) -> None:
     """Refuse what advise cannot answer before any file is read."""
     from phy802.telemetry.fit import MODELS
 
+    if args.scaling and not args.results:
+        raise CliError(f"--scaling {args.scaling} needs --results DIR: the size fit replaces the loss side of an "
+                       "experiment, checked against it")
     if args.cluster == "flat-ethernet":
         raise CliError("--cluster flat-ethernet: advise needs the cluster model (workloads); choose another --cluster")
     for m in args.models:
@@ -249,7 +268,7 @@ def answer(args: argparse.Namespace, shown: dict[str, str] | None = None) -> tup
     to the name the answer gives it (the demo builds its folder beside ``--out``)."""
     from phy802.telemetry.fit import CODES
     from phy802.telemetry.ports import fit_ports
-    from protocol.advise import AdviseConfig, advise_links, evaluate, loss_side_from_results, verdict
+    from protocol.advise import AdviseConfig, advise_links, evaluate, verdict
 
     _check_args(args)
     code = CODES[args.code]
@@ -260,9 +279,17 @@ def answer(args: argparse.Namespace, shown: dict[str, str] | None = None) -> tup
     def name(path: str) -> str:
         return (shown or {}).get(path, path)
 
-    loss = loss_side_from_results(args.results, name=name(args.results)) if args.results else None
+    loss = _loss_side(args, name) if args.results else None
     ts = _time_side(args, {"code": args.code})
-    cfg = AdviseConfig(target_fer=args.target_fer, modes=args.modes, max_loss_penalty=args.max_loss_penalty,
+    max_pen = 0.01 if args.max_loss_penalty is None else args.max_loss_penalty
+    if loss is not None and loss.predicted:
+        eps = next(iter(loss.predicted.values())).epsilon
+        if args.max_loss_penalty is not None and args.max_loss_penalty != eps:
+            raise CliError(f"--max-loss-penalty {args.max_loss_penalty:g}: the size fit {args.scaling} is a threshold "
+                           f"for a penalty under {eps:g} nats (its --epsilon); drop --max-loss-penalty or refit with "
+                           f"--epsilon {args.max_loss_penalty:g}")
+        max_pen = eps
+    cfg = AdviseConfig(target_fer=args.target_fer, modes=args.modes, max_loss_penalty=max_pen,
                        rate=ts.cluster.rate, min_gain=args.min_gain)  # the links' rate: the cluster's
     fit_kw = dict(workers=args.workers, models=tuple(args.models), target_fer=args.target_fer,
                   bootstrap=args.bootstrap, seed=args.seed, gof_level=args.gof_level)
@@ -285,7 +312,10 @@ def answer(args: argparse.Namespace, shown: dict[str, str] | None = None) -> tup
            "inputs": {"fec_hist": [name(p_) for p_ in paths], "since": args.since, "code": args.code,
                       "time_side": ts.source,
                       "cluster": ts.cluster.to_dict(), "nccl_tests_notes": list(ts.notes),
-                      "loss_side": loss.source if loss else None, "target_fer": cfg.target_fer,
+                      "loss_side": loss.source if loss else None,
+                      "loss_side_kind": None if loss is None else "predicted" if loss.predicted else "measured",
+                      "loss_thresholds": {k: p.as_dict() for k, p in loss.predicted.items()} if loss else {},
+                      "target_fer": cfg.target_fer,
                       "max_loss_penalty": cfg.max_loss_penalty, "missing": missing},
            "replay": replay}
     return doc, _answer_text(doc, v, links, ts, args.model, name(whole.source))
@@ -328,6 +358,8 @@ def _answer_text(doc: dict, v, links: list, ts, model: str, source: str) -> str:
                    f"{r['step_p99_ms']:>10.5g} {r['step_p999_ms']:>10.5g} {r['vs_fec_everywhere']:>8.5f} "
                    f"{r['failure_probability']:>9.2g} {lp:>9}  step, P(fail): model{iv}; loss: "
                    f"{r['source']['loss_penalty']}{tt}")
+    if doc["inputs"]["loss_side"]:
+        out.append(f"loss side ({doc['inputs']['loss_side_kind']}): {doc['inputs']['loss_side']}")
     if ts.notes:
         out.append("nccl-tests: " + " | ".join(ts.notes))
     if doc["replay"] is not None:

@@ -45,6 +45,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--results", default=None,
                    help="an 'phy802 experiment --out' folder (results.json); default: run a small experiment "
                         "into OUT/experiment first (needs torch)")
+    add_scaling_argument(p, "the error-delivering rows (tolerated only at or below the interval's lower end)")
     p.add_argument("--out", default="phy802-tradeoff", help="output folder (default ./phy802-tradeoff)")
     p.add_argument("--modes", type=_modes, default=None,
                    help="CODE:FEC list (default kp4:ieee,kr4:ieee,rs272:ieee,kp4:llr,rs272:llr,kp4:detect_only,"
@@ -104,6 +105,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_cluster_arguments(p, code=False)
     add_seed(p)
     add_json(p)
+
+
+def add_scaling_argument(p, judges: str) -> None:
+    """``--scaling FILE`` of ``tradeoff`` and ``advise``: the size fit as a larger model's loss side
+    (:mod:`protocol.cluster.sizefit`); ``judges`` says what its prediction decides."""
+    p.add_argument("--scaling", default=None, metavar="FILE",
+                   help="a size fit ('phy802 experiment --sizes' scaling.json, or its folder): when --model has "
+                        "another parameter count than the results' model, the tolerated BER predicted at its size "
+                        f"(95%% interval, unchecked) judges {judges} instead of the small model's measured penalty; "
+                        "its FEC, recipe, parallelism and guards must be the results' (default: none, the measured "
+                        "penalty is carried over)")
 
 
 def _preset_help(name: str) -> str:
@@ -206,6 +218,8 @@ def _small_experiment(args: argparse.Namespace, out: str) -> str:
 
 
 def _fmt(v) -> str:
+    if v is None:
+        return "-"
     if isinstance(v, float):
         if math.isnan(v):
             return "nan"
@@ -217,6 +231,8 @@ def _fmt(v) -> str:
 
 _SHOW = ("workload", "mode", "ber", "guard", "ranks", "step_ms", "exposed_ms", "phy_us", "resend_ms",
          "failure_rate", "loss_penalty", "steps_to_target", "time_to_target_s", "vs_ref")
+#: shown too when the loss side is predicted (the verdict of each row against the predicted interval)
+_SHOW_PREDICTED = _SHOW + ("tolerated",)
 
 
 def run_tradeoff(args: argparse.Namespace, live: bool = True) -> dict:
@@ -239,12 +255,13 @@ def run_tradeoff(args: argparse.Namespace, live: bool = True) -> dict:
             raise CliError(f"{args.comm_log}: the communication log has no records"
                            + (" of rank 0" if log.records else " (header only)")
                            + ": it would model zero communication")
+    size_fit = _read_size_fit(args)
     out = args.out
     check_output_dir(out, "tradeoff")  # before any work: never over the user's files
     shown = getattr(args, "shown_out", None) or out  # where the set ends up (it is built beside it)
     with output_set(out, "tradeoff") as stage:
         results = args.results or _small_experiment(args, os.path.join(stage, "experiment"))
-        doc = _tradeoff_into(args, str(stage), results, shown, live, log, model, ranks)
+        doc = _tradeoff_into(args, str(stage), results, shown, live, log, model, ranks, size_fit)
     return doc
 
 
@@ -280,7 +297,66 @@ def _refuse_unused(args: argparse.Namespace) -> None:
         raise CliError("--target-loss and --target-rel both set the target; give one")
 
 
-def _tradeoff_into(args, out: str, results: str, shown: str, live: bool, log, model, ranks) -> dict:
+def _read_size_fit(args: argparse.Namespace):
+    """``--scaling``'s :class:`~protocol.cluster.sizefit.SizeFit` (None without it), read and checked
+    before any work; without ``--results`` it is checked against the small experiment's cells first."""
+    if args.scaling is None:
+        return None
+    from protocol.cluster.sizefit import read_size_fit
+
+    fit = read_size_fit(args.scaling)
+    if not args.results:  # the small experiment: ddp, default recipe, bypass, its two guards (_small_experiment)
+        fit.check_results({"fec": "bypass"}, [{"parallel": "ddp", "ber": 1e-6, "guard": g, "recipe": "default"}
+                                              for g in ("nan_to_zero_clamp", "exponent_protection")],
+                          "the small experiment run without --results")
+    return fit
+
+
+def _named_params(model, log) -> tuple[str, int | None]:
+    """The time side's model: its name and parameter count (a log's header; None: not recorded)."""
+    from protocol.cluster.steptime import model_preset
+
+    if log is not None:
+        n = log.header.get("params")
+        return "the communication log's model", (int(n) if isinstance(n, int) and n > 0 else None)
+    m = model_preset(model)
+    return (model if isinstance(model, str) else m.get("name", "custom")), int(m["params"])
+
+
+def loss_side(size_fit, meta: dict, rows: list[dict], results: str, model, log) -> tuple[dict, dict | None]:
+    """Which loss side the join uses, as a document (``kind`` measured / predicted, ``text``, the
+    thresholds), and the thresholds per (parallel, guard) when it is the size fit's prediction.
+    The prediction is used only when the time side's model has another parameter count than the
+    results' model; a size fit that does not match the results is refused (ValueError naming both)."""
+    from protocol.cluster.sizefit import measured_text, results_n_params
+
+    small = results_n_params(rows)
+    name, n = _named_params(model, log)
+    doc = {"kind": "measured", "text": measured_text(small), "n_params_measured": small, "model": name,
+           "n_params_model": n, "scaling": None, "thresholds": []}
+    if size_fit is None:
+        if n is not None and small is not None and n != small:
+            doc["text"] += f", carried over to {name} ({n:,} parameters) as it is [I]"
+        return doc, None
+    size_fit.check_results(meta, rows, results)
+    if n is None:
+        raise ValueError(f"--scaling {size_fit.path}: the time side's model has no parameter count (the "
+                         "communication log's header has no 'params'): nothing to predict at")
+    doc["scaling"] = size_fit.path
+    if small is not None and n == small:
+        doc["text"] += f" (the size fit {size_fit.path} is not used: {name} has the same parameter count)"
+        return doc, None
+    keys = sorted({(r["parallel"], str(r["guard"])) for r in rows if float(r["ber"]) > 0})
+    recipe = str(rows[0].get("recipe", "default"))  # one recipe per results (load_results)
+    pred = {(par, g): size_fit.predict(par, recipe, g, name, n) for par, g in keys}
+    ths = [p.as_dict() for p in pred.values()]
+    doc.update(kind="predicted", thresholds=ths, extrapolates_decades=max(t["extrapolates_decades"] for t in ths),
+               text="; ".join(t["text"] for t in ths)
+               + f" (instead of the penalty {measured_text(small)})")
+    return doc, pred
+
+
+def _tradeoff_into(args, out: str, results: str, shown: str, live: bool, log, model, ranks, size_fit=None) -> dict:
     """The tradeoff written into ``out`` (the set being built); ``shown`` is where it ends up."""
     from phy802.runtime.output import atomic_write_text
     from protocol.cluster.tradeoff import COLUMNS, DEFAULT_MODES, TimeModel, load_results, plot_pareto, tradeoff_rows
@@ -308,21 +384,23 @@ def _tradeoff_into(args, out: str, results: str, shown: str, live: bool, log, mo
                    mfu=mfu, log=log, pp_stages=max(2, stages), microbatches=int(meta.get("microbatches", 4)),
                    algo=args.algo, workload=args.workload, tp=args.tp, sim=SimSettings(int(trials), int(args.seed)))
     modes = args.modes or list(DEFAULT_MODES)
+    side, predicted = loss_side(size_fit, meta, rows, results, model, log)
+    cols = _SHOW if predicted is None else _SHOW_PREDICTED
 
     if live:  # the results table, on stdout as its rows are made (the summary follows it)
-        print("  ".join(f"{c:>12}" if i > 1 else f"{c:<24}" if i == 1 else f"{c:<8}" for i, c in enumerate(_SHOW)),
+        print("  ".join(f"{c:>12}" if i > 1 else f"{c:<24}" if i == 1 else f"{c:<8}" for i, c in enumerate(cols)),
               flush=True)
 
     def show(r: dict) -> None:
         if live:
             print("  ".join(f"{_fmt(r[c]):>12}" if i > 1 else f"{r[c]:<24}" if i == 1 else f"{r[c]:<8}"
-                            for i, c in enumerate(_SHOW)), flush=True)
+                            for i, c in enumerate(cols)), flush=True)
 
     skipped: list = []
     table = tradeoff_rows(meta, rows, modes=modes, ranks=ranks, cluster=cluster_from_args(args),
                           time_model=tm, target_loss=args.target_loss,
                           target_rel=_DEFAULT_TARGET_REL if args.target_rel is None else args.target_rel, on_row=show,
-                          skipped=skipped)
+                          skipped=skipped, predicted=predicted)
     buf = io.StringIO()
     w = csv.writer(buf)
     w.writerow(COLUMNS)
@@ -339,12 +417,13 @@ def _tradeoff_into(args, out: str, results: str, shown: str, live: bool, log, mo
                     for r in table],
            "not_measured": [{"parallel": p, "mode": m, "ber": b} for p, m, b in skipped],
            "results_fec": str(meta.get("fec", "bypass")),
-           "phy_us_meaning": PHY_US_MEANING, "loss_penalty_meaning": LOSS_PENALTY_MEANING}
+            "loss_side": side,
+            "phy_us_meaning": PHY_US_MEANING, "loss_penalty_meaning": LOSS_PENALTY_MEANING}
     doc["fastest"] = fastest_groups(doc["rows"])
     doc["fastest_rule"] = (f"lowest vs_ref per parallel, ranks and BER; settings whose vs_ref is equal at "
                            f"{TIE_DECIMALS} decimals are a tie (tie: true) and all listed")
     atomic_write_text(os.path.join(out, "tradeoff.json"), json.dumps(to_jsonable(doc), indent=1))
-    plot_pareto(table, os.path.join(out, "pareto.png"))
+    plot_pareto(table, os.path.join(out, "pareto.png"), loss_side=side["text"] if predicted is not None else None)
     return doc
 
 
@@ -418,6 +497,13 @@ def run(args: argparse.Namespace) -> int:
                  f"fastest to the target loss (vs_ref = time to target / error-free KP4's; settings whose vs_ref "
                  f"is equal at {TIE_DECIMALS} decimals are a tie and all listed):"]
         lines += [_fastest_line(g) for g in doc["fastest"]]
+        lines.append(f"loss side: {doc['loss_side']['text']}")
+        if doc["loss_side"]["kind"] == "predicted":
+            lines.append("  only settings tolerated at the predicted interval's lower end count as fastest; "
+                         "not judged tolerated (no time to target: the prediction is a threshold, not a curve):")
+            seen = dict.fromkeys((r["parallel"], r["mode"], r["ber"], r["guard"], r["tolerated"]) for r in doc["rows"]
+                                 if r["loss_side"] == "predicted" and r["tolerated"] != "tolerated")
+            lines += [f"    {par} {mode} BER {ber:g} guard {g}: {t}" for par, mode, ber, g, t in seen] or ["    none"]
         if doc["not_measured"]:
             lines.append("no loss curve in the results for: " + ", ".join(
                 f"{x['parallel']} {x['mode']} at BER {x['ber']:g}" for x in doc["not_measured"])

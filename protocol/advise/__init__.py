@@ -40,12 +40,17 @@ def advise_links(tel, fits: dict, cfg: AdviseConfig, loss: LossSide | None = Non
     return [link_advice(r, fits.get(r["port"]), cfg, loss) for r in rank_ports(tel, fits)]
 
 
-def loss_side_from_results(folder: str, name: str | None = None) -> LossSide:
+def loss_side_from_results(folder: str, name: str | None = None, size_fit=None,
+                           model: tuple[str, int] | None = None) -> LossSide:
     """The measured loss penalties of an ``experiment`` results folder: per error-delivering mode
     and BER the best guard's final validation loss minus the error-free run's (``bypass`` from a
     ``bypass`` run; ``unequal`` from its ``exponent_protection`` rows, as
     :mod:`protocol.cluster.tradeoff` reads them).  ``name``: what the source names the folder
-    (default ``folder``)."""
+    (default ``folder``).  ``size_fit`` (:class:`protocol.cluster.sizefit.SizeFit`) and ``model``
+    (name, parameters): when the model has another parameter count than the results' model, each
+    mode is judged by the tolerated BER predicted at its size instead (the guard with the highest
+    lower 95% end, as the measured side takes the best guard); a fit that does not match the
+    results is a ValueError naming both."""
     import math
 
     from protocol.cluster.tradeoff import load_results, steps_to_target
@@ -71,5 +76,23 @@ def loss_side_from_results(folder: str, name: str | None = None) -> LossSide:
             pts.setdefault(k, {}).setdefault(float(r["ber"]), []).append(
                 (pen, f"{pars[0]}, guard {r['guard']}", steps_to_target(r["evals"], target)))
     points = {k: tuple((b, *min(v)) for b, v in sorted(d.items())) for k, d in pts.items()}
-    model = meta.get("model") or "the experiment's small model"
-    return LossSide(points, f"{name or folder} ({model})", steps_to_target(base[0]["evals"], target), target)
+    from protocol.cluster.sizefit import results_n_params
+
+    small = results_n_params(rows)
+    source = (f"{name or folder} ({meta.get('model') or 'the experiment' + chr(39) + 's small model'}"
+              + (f", {small:,} parameters)" if small is not None else ")"))
+    base_steps = steps_to_target(base[0]["evals"], target)
+    if size_fit is None or model is None:
+        return LossSide(points, source, base_steps, target)
+    size_fit.check_results(meta, rows, name or folder)
+    if small is not None and model[1] == small:
+        return LossSide(points, source + f"; the size fit {size_fit.path} is not used: {model[0]} is that size",
+                        base_steps, target)
+    recipe = str(rows[0].get("recipe", "default"))  # one recipe per results (load_results)
+    guards = {fec: sorted({str(r["guard"]) for r in rows if float(r["ber"]) > 0})}
+    if fec == "bypass":
+        guards["unequal"] = [g for g in guards[fec] if g == "exponent_protection"]
+    pred = {k: max((size_fit.predict(pars[0], recipe, g, model[0], model[1]) for g in gs), key=lambda p: p.lo95)
+            for k, gs in guards.items() if gs}
+    text = "; ".join(f"{k}: {p.text()}" for k, p in pred.items())
+    return LossSide(points, f"{text} (instead of the penalty {source})", base_steps, target, predicted=pred)

@@ -18,7 +18,9 @@ synchronous collective waits for its slowest hop and every collective crosses li
 measured/predicted ratio range as its interval (the time model's calibration error).
 Loss side: modes that deliver no errors have no loss penalty (by construction); error-delivering
 modes take the measured penalty of :class:`protocol.advise.policy.LossSide` (the small model it was
-measured on is named).
+measured on is named), or, for a larger model, only its verdict against the size fit's predicted
+threshold (a mode is in use only where tolerated: its penalty is under the fit's epsilon, not a
+number; NaN in ``loss_penalty``, ``source`` says predicted).
 """
 
 from __future__ import annotations
@@ -115,12 +117,14 @@ def evaluate(links: list[LinkAdvice], fits: dict, cfg: AdviseConfig, ts: TimeSid
             slow = max(parts, key=lambda p: (p[1].step_s if math.isfinite(p[1].step_s) else math.inf))
             st = slow[1]
             fail = 1.0 - math.prod(1.0 - p[1].failure_rate for p in parts)
-            pens = []
+            pens, predicted = [], False
             for mode, _, _n in parts:
+                predicted |= bool(loss and mode_delivers_errors(mode) and mode.partition("/")[2] in loss.predicted)
                 if mode_delivers_errors(mode):
                     for x in links:
                         if assign[x.port] == mode:
-                            pen = loss.penalty(mode.partition("/")[2], _ber_hi(x)) if loss else None
+                            pen = (loss.penalty(mode.partition("/")[2], _ber_hi(x))
+                                   if loss and mode.partition("/")[2] not in loss.predicted else None)
                             pens.append(math.nan if pen is None else pen[0])
             penalty = max(pens) if pens else 0.0
             steps = None  # steps to the target loss: the error-free curve, or the worst measured curve in use
@@ -142,7 +146,8 @@ def evaluate(links: list[LinkAdvice], fits: dict, cfg: AdviseConfig, ts: TimeSid
                  "loss_source": ("none delivered (mode keeps errors out)" if not pens else
                                  (loss.source if loss else "not measured")),
                  "source": {"step": "model", "failure_probability": "model",
-                            "loss_penalty": "model (no errors delivered)" if not pens else "measured"}}
+                            "loss_penalty": "model (no errors delivered)" if not pens else
+                            "predicted (tolerated by the size fit's threshold, unchecked)" if predicted else "measured"}}
             if ts.ratio_range is not None and math.isfinite(st.step_s):
                 lo, hi = ts.ratio_range
                 r["step_interval_ms"] = [1e3 * (st.compute_s + st.exposed_s * lo), 1e3 * (st.compute_s + st.exposed_s * hi)]
@@ -151,7 +156,9 @@ def evaluate(links: list[LinkAdvice], fits: dict, cfg: AdviseConfig, ts: TimeSid
                 r["time_to_target_s"] = steps * st.step_s
                 if "step_interval_ms" in r:
                     r["time_to_target_interval_s"] = [steps * v / 1e3 for v in r["step_interval_ms"]]
-                r["source"]["time_to_target"] = "measured steps (small model) x model step time"
+                r["source"]["time_to_target"] = ("error-free steps (small model; the predicted threshold tolerates the "
+                                                 "BER) x model step time" if predicted else
+                                                 "measured steps (small model) x model step time")
             cand.append((name, r))
         keep = [r for n, r in cand if not n.startswith("fabric_wide:")]
         fw = [r for n, r in cand if n.startswith("fabric_wide:")]
@@ -176,6 +183,11 @@ class Verdict:
     def as_dict(self) -> dict:
         return {"sentence": self.sentence, "action": self.action, "depends_on": list(self.depends_on),
                 "caveats": list(self.caveats)}
+
+
+def _eps(loss: LossSide | None) -> float:
+    """The penalty bound of a predicted loss side's thresholds (the size fit's epsilon)."""
+    return next(iter(loss.predicted.values())).epsilon if loss and loss.predicted else math.nan
 
 
 def _pct(x: float) -> str:
@@ -210,7 +222,10 @@ def verdict(links: list[LinkAdvice], rows: list[dict], cfg: AdviseConfig, ts: Ti
     d = by_wl[wl]
     g, gf = gains[wl], fw_gains[wl]
     pen = d["per_link"]["loss_penalty"]
-    pen_txt = ("no loss penalty (no mode delivers errors) [model]" if d["per_link"]["source"]["loss_penalty"].startswith("model")
+    pen_src = d["per_link"]["source"]["loss_penalty"]
+    pen_txt = ("no loss penalty (no mode delivers errors) [model]" if pen_src.startswith("model")
+               else f"a loss penalty under {_eps(loss):g} nats [{loss.source if loss else '?'}]"
+               if pen_src.startswith("predicted")
                else f"a loss penalty of {pen:+.2g} [measured on {loss.source if loss else '?'}]")
     caveats = []
     if unknown:
@@ -228,7 +243,8 @@ def verdict(links: list[LinkAdvice], rows: list[dict], cfg: AdviseConfig, ts: Ti
         caveats.append(ts.untrusted)
     if ts.ratio_range is None:
         caveats.append("time side is the uncalibrated model (no --nccl-tests)")
-    if any(r["loss_penalty"] != r["loss_penalty"] for r in rows):  # NaN: a delivering mode without its measurement
+    if any(r["loss_penalty"] != r["loss_penalty"] and not r["source"]["loss_penalty"].startswith("predicted")
+           for r in rows):  # NaN: a delivering mode without its measurement
         caveats.append("a loss penalty was not measured for a mode in use")
     if not faster or g <= cfg.min_gain:
         action = "keep_fec"
@@ -270,5 +286,6 @@ def verdict(links: list[LinkAdvice], rows: list[dict], cfg: AdviseConfig, ts: Ti
         dep.append(f"port {p}'s fit: its RS(272) FER {f:.2g} at the upper BER is the nearest to the target "
                    f"{cfg.target_fer:.0e} [model]")
     if any(mode_delivers_errors(m) for m in d["per_link"]["modes"]):
-        dep.append(f"the loss side, measured on {loss.source if loss else '?'} and carried to this workload [I]")
+        dep.append(f"the loss side, {loss.source} [prediction, unchecked]" if loss and loss.predicted else
+                   f"the loss side, measured on {loss.source if loss else '?'} and carried to this workload [I]")
     return Verdict(s, action, tuple(dep), tuple(caveats))

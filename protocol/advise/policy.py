@@ -72,12 +72,16 @@ class LossSide:
     """Measured loss side of an ``experiment`` results folder: ``points[fec]`` is a tuple of
     ``(ber, penalty, guard, steps_to_target)`` (the best guard per BER) of an error-delivering mode;
     ``base_steps``: the error-free run's steps to the target loss; ``source`` says where (the model
-    it was measured on)."""
+    it was measured on).  ``predicted[fec]``: for a larger model, the tolerated BER the size fit
+    predicts at its size (:class:`protocol.cluster.sizefit.PredictedThreshold`); where set, it judges
+    that mode instead of ``points`` (a threshold, not a penalty: tolerated only at or below its 95%
+    interval's lower end, and then counted as the error-free run's steps [I])."""
 
     points: dict = field(default_factory=dict)
     source: str = ""
     base_steps: float | None = None
     target_loss: float | None = None
+    predicted: dict = field(default_factory=dict)
 
     def _at(self, fec: str, ber: float):
         pts = sorted(p for p in self.points.get(fec, ()) if p[0] >= ber)
@@ -90,7 +94,12 @@ class LossSide:
         return None if p is None else (float(p[1]), float(p[0]), str(p[2]))
 
     def steps(self, fec: str, ber: float) -> float | None:
-        """Steps to the target loss measured at the smallest BER >= ``ber`` (inf: never reached)."""
+        """Steps to the target loss measured at the smallest BER >= ``ber`` (inf: never reached); with a
+        prediction: the error-free run's where the BER is tolerated, None where it is not judged so."""
+        if fec in self.predicted:
+            from protocol.cluster.sizefit import TOLERATED
+
+            return self.base_steps if self.predicted[fec].verdict(ber) == TOLERATED else None
         p = self._at(fec, ber)
         return None if p is None or len(p) < 4 else float(p[3])
 
@@ -175,10 +184,18 @@ def link_advice(row: dict, fit, cfg: AdviseConfig = AdviseConfig(), loss: LossSi
         if mode_delivers_errors(m):
             drop = float(frame_loss_probability(code, fec, min(ber_hi, 0.49), cfg.payload_octets, cfg.rate))
             ok_hdr = drop <= cfg.target_fer
-            pen = loss.penalty(fec, ber_hi) if loss is not None else None
+            pt = loss.predicted.get(fec) if loss is not None else None
+            pen = loss.penalty(fec, ber_hi) if loss is not None and pt is None else None
             ok_loss = pen is not None and pen[0] <= cfg.max_loss_penalty
+            if pt is not None:  # a larger model: the size fit's threshold judges the BER, no penalty
+                tol = pt.verdict(ber_hi)
+                ok_loss = tol == "tolerated"
             if not ok_hdr:
                 why = f"frame header loss {drop:.2g} per frame > target {cfg.target_fer:.0e} (model)"
+            elif pt is not None:
+                why = (f"BER {ber_hi:.2g} {tol} by the tolerated BER predicted for {pt.model} (guard {pt.guard}): "
+                       f"{pt.ber:.2g}, 95% interval [{pt.lo95:.2g}, {pt.hi95:.2g}] (size fit, unchecked)"
+                       + (f", header loss {drop:.2g}" if ok_loss else ""))
             elif pen is None:
                 why = ("no loss side given (--results): delivered errors not priced" if loss is None else
                        f"loss penalty not measured at BER >= {ber_hi:.2g}")
@@ -188,7 +205,8 @@ def link_advice(row: dict, fit, cfg: AdviseConfig = AdviseConfig(), loss: LossSi
             else:
                 why = f"measured loss penalty {pen[0]:+.3g} at BER {pen[1]:.2g} ({pen[2]}), header loss {drop:.2g}"
             checks[m] = {"allowed": ok_hdr and ok_loss, "header_loss": drop,
-                         "loss_penalty": None if pen is None else pen[0], "why": why}
+                         "loss_penalty": None if pen is None else pen[0], "why": why,
+                         **({"tolerated": tol} if pt is not None else {})}
             if ok_hdr and ok_loss:
                 allowed.append(m)
             continue

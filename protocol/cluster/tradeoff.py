@@ -28,6 +28,14 @@ For each mode (code, FEC), BER, guard and cluster size:
   interpolation between evaluations; default target: the error-free final loss x 1.01);
   **time to target** = steps to target x modelled step time.  ``vs_ref`` is the time to target
   over that of error-free KP4 ``ieee`` at the same cluster size (< 1: the mode wins).
+* **predicted loss side** (``predicted``: the size fit of ``experiment --sizes`` evaluated at the
+  time side's model, :mod:`protocol.cluster.sizefit`): for a larger model the small model's
+  penalty is not carried over; each error-delivering row is judged against the predicted
+  tolerated BER's 95% interval instead (``tolerated`` column: ``tolerated`` at or below its lower
+  end, ``not tolerated`` above its upper end, ``uncertain`` between).  The prediction is a
+  threshold, not a curve: a tolerated row gets the error-free run's steps to target (its penalty
+  is bounded by the fit's epsilon, not measured) [I]; the others get no penalty, no steps and no
+  time (NaN), so they never count as fastest.  ``loss_side`` says per row which was used.
 """
 
 from __future__ import annotations
@@ -35,9 +43,10 @@ from __future__ import annotations
 import math
 import os
 from dataclasses import dataclass
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Mapping
 
 from .flat import Cluster
+from .sizefit import TOLERATED, PredictedThreshold
 from .steptime import (DEFAULT_SIM, PARALLEL, CommLogData, SimSettings, compute_from_flops, model_preset, step_time,
                        synthetic_ddp_log, synthetic_fsdp_log, synthetic_pp_log)
 
@@ -53,7 +62,7 @@ REFERENCE = ("kp4", "ieee")
 CLEAN_POST_FEC_BER = 1e-18
 COLUMNS = ("parallel", "workload", "mode", "code", "fec", "ber", "guard", "ranks", "step_ms", "step_p50_ms",
            "step_p99_ms", "step_p999_ms", "failure_rate", "compute_ms", "exposed_ms", "phy_us", "resend_ms", "final_val_loss", "loss_penalty", "loss_penalty_ci95",
-           "steps_to_target", "time_to_target_s", "vs_ref")
+           "steps_to_target", "time_to_target_s", "vs_ref", "loss_side", "tolerated")
 
 
 def parse_modes(text: str | Iterable[str]) -> list[tuple[str, str]]:
@@ -226,11 +235,15 @@ def _measured(rows: list[dict], meta_fec: str, parallel: str, fec: str, ber: flo
 def tradeoff_rows(meta: dict, rows: list[dict], *, modes=DEFAULT_MODES, ranks=(8, 64, 512),
                   cluster: Cluster = Cluster(), time_model: TimeModel = TimeModel(),
                   target_loss: float | None = None, target_rel: float = 0.01,
-                  on_row: Callable[[dict], None] | None = None, skipped: list | None = None) -> list[dict]:
+                  on_row: Callable[[dict], None] | None = None, skipped: list | None = None,
+                  predicted: Mapping[tuple[str, str], PredictedThreshold] | None = None) -> list[dict]:
     """The joined table (module docstring); ``on_row`` is called with each row as it is made.
 
     ``skipped`` (a list) receives ``(parallel, mode, ber)`` of the combinations the results have
-    no loss curve for (e.g. ``unequal`` without an ``exponent_protection`` run)."""
+    no loss curve for (e.g. ``unequal`` without an ``exponent_protection`` run).  ``predicted``:
+    per ``(parallel, guard)`` the threshold predicted for the time side's model; given, it judges
+    every error-delivering row instead of the measured penalty (module docstring; a row whose
+    ``(parallel, guard)`` it lacks is a ValueError)."""
     meta_fec = str(meta.get("fec", "bypass"))
     out: list[dict] = []
     for par in sorted({r["parallel"] for r in rows}, key=PARALLEL.index):
@@ -257,8 +270,20 @@ def tradeoff_rows(meta: dict, rows: list[dict], *, modes=DEFAULT_MODES, ranks=(8
                     st = time_model.step(par, cluster.with_(ranks=n, code=code, fec=fec, ber=ber))
                     for lr in loss_rows:
                         final = _num(lr["final_val_loss"])
+                        penalty, ci = final - shadow_loss, 0.0 if clean else _num(lr.get("delta_val_loss_ci95"))
                         s2t = steps_to_target(lr["evals"], target)
-                        t2t = s2t * st.step_s if math.isfinite(s2t) else math.inf
+                        side, tol = ("error-free", None) if clean else ("measured", None)
+                        if predicted is not None:
+                            if clean:
+                                tol = TOLERATED
+                            else:
+                                pt = predicted.get((par, str(lr["guard"])))
+                                if pt is None:
+                                    raise ValueError(f"no predicted threshold for {par} guard {lr['guard']}")
+                                side, tol = "predicted", pt.verdict(ber)
+                                final = penalty = ci = math.nan  # the small model's: not this size's
+                                s2t = steps_to_target(shadow["evals"], target) if tol == TOLERATED else math.nan
+                        t2t = s2t * st.step_s if math.isfinite(s2t) else (math.nan if math.isnan(s2t) else math.inf)
                         row = {"parallel": par, "workload": time_model.workload or par, "mode": f"{code}/{fec}",
                                "code": code, "fec": fec, "ber": ber,
                                "guard": lr["guard"], "ranks": n, "step_ms": 1e3 * st.step_s,
@@ -267,12 +292,13 @@ def tradeoff_rows(meta: dict, rows: list[dict], *, modes=DEFAULT_MODES, ranks=(8
                                "failure_rate": st.failure_rate,
                                "compute_ms": 1e3 * st.compute_s, "exposed_ms": 1e3 * st.exposed_s,
                                "phy_us": 1e6 * st.phy_s, "resend_ms": 1e3 * st.resend_s,
-                               "final_val_loss": final, "loss_penalty": final - shadow_loss,
+                               "final_val_loss": final, "loss_penalty": penalty,
                                # a measured difference of two training runs, not a residue (a guard that
                                # delivers mantissa flips moves the final loss by ~1e-6 either way): shown
                                # with the results' interval (0 where the mode is the error-free run)
-                               "loss_penalty_ci95": 0.0 if clean else _num(lr.get("delta_val_loss_ci95")),
-                               "steps_to_target": s2t, "time_to_target_s": t2t, "target_loss": target}
+                               "loss_penalty_ci95": ci,
+                               "steps_to_target": s2t, "time_to_target_s": t2t, "target_loss": target,
+                               "loss_side": side, "tolerated": tol}
                         if (code, fec) == REFERENCE and ber == 0.0:
                             ref_time = t2t
                         out.append(row)
@@ -297,10 +323,11 @@ def pareto_front(points: list[tuple[float, float]]) -> list[int]:
 
 
 
-def plot_pareto(rows: list[dict], path: str | os.PathLike, clip_rel: float = 0.10) -> None:
+def plot_pareto(rows: list[dict], path: str | os.PathLike, clip_rel: float = 0.10, loss_side: str | None = None) -> None:
     """Loss penalty and step time per setting, one panel per cluster size; PNG written atomically
     (:func:`phy802.plots.plot_pareto`: steps slower than the reference by more than ``clip_rel``
-    sit at the panel's edge with their value written)."""
+    sit at the panel's edge with their value written; ``loss_side``: the predicted loss side's
+    sentence, said under the title)."""
     from phy802.plots import plot_pareto as _plot
 
-    _plot(rows, path, reference="/".join(REFERENCE), clip_pct=100.0 * clip_rel)
+    _plot(rows, path, reference="/".join(REFERENCE), clip_pct=100.0 * clip_rel, loss_side=loss_side)
