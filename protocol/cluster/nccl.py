@@ -53,7 +53,10 @@ binding, the FEC identity below holds only where the ceiling does not bind.
 
 A tree/Simple all-reduce that runs pays its pipeline's fill (:func:`tree_simple_fill_us`: NCCL cuts
 it in ``NCCL_BUFFSIZE / 8`` chunks at every size, each moved whole from hop to hop), in place of
-NCCL's tree correction, which only its price for the choice keeps.
+NCCL's tree correction, which only its price for the choice keeps.  An NVLSTree all-reduce across
+nodes that runs pays its first loop's fill (:func:`nvls_tree_fill_us`: ``channels x heads x chunk``
+bytes, NCCL's NVLSTree chunk of 32-128 KiB by size, crossing the NVLS stages and each network hop
+in turn), at the uncorrected rate.
 
 (algorithm, protocol) is chosen per size by minimum time on the full-channel table, as NCCL does,
 among the pairs enabled: ``algo=`` / ``proto=`` take ``NCCL_ALGO`` / ``NCCL_PROTO`` values (one
@@ -92,7 +95,8 @@ from ..latency import added_latency
 from .topology import ClusterSpec
 
 __all__ = ["OPS", "ALGOS", "PROTOS", "load_table", "default_table", "Prediction", "predict", "candidates",
-           "bus_factor", "phy_latency_ns", "norm_op", "channels_used", "tree_simple_fill_us", "enabled",
+           "bus_factor", "phy_latency_ns", "norm_op", "channels_used", "tree_simple_fill_us", "nvls_tree_chunk_bytes",
+           "nvls_tree_fill_us", "enabled",
            "parse_nccl_list"]
 
 OPS: tuple[str, ...] = ("allreduce", "reduce_scatter", "allgather", "broadcast", "alltoall", "sendrecv")
@@ -392,6 +396,73 @@ def tree_simple_fill_us(c: ClusterSpec, T: dict, size: int, nch: int, bwt_us: fl
     return max(0.0, c1 * (hop_us - 1.0 / steady))
 
 
+def _nvls_heads(c: ClusterSpec) -> int:
+    """NVLS heads per node: every GPU in one node; across nodes at most one per NIC [I] (nccl_tuning.json)."""
+    return max(1, c.gpus_per_node if c.nodes == 1 else min(c.gpus_per_node, max(1, c.nics_per_node)))
+
+
+def _nvls_tree_base_chunk(c: ClusterSpec, T: dict) -> int:
+    """NCCL's starting NVLSTree chunk, min(nvlsChunkSize, nvlsTreeMaxChunkSize) (src/transport/nvls.cc)."""
+    nt = T["nvls_tree_pipeline"]
+    chunk = tree_max = 0
+    if c.gpu == "blackwell" and c.nodes > 1:
+        # ncclNvlsTreeSm100Tuning (its NICs-behind-a-PCIe-switch case is not modelled)
+        nic, ppn = c.rate_gbps / 8.0, c.gpus_per_node
+        chunk = 128 << 10
+        if c.nodes == 2 and nic >= 48.0:
+            tree_max = 256 << 10 if ppn <= 4 else (64 << 10 if ppn >= 16 else 128 << 10)
+            chunk = 256 << 10 if ppn <= 4 else chunk
+        elif nic >= 96.0:
+            chunk = 256 << 10 if ppn <= 8 else chunk
+            tree_max = 256 << 10 if ppn <= 8 else (128 << 10 if ppn < 32 else 64 << 10)
+        elif nic >= 48.0:
+            tree_max = 128 << 10
+    if chunk == 0:
+        chunk = int(nt["chunk_bytes"])
+    if tree_max == 0:
+        tree_max = int(nt["max_chunk_4_nodes_bytes"]) if c.nodes >= 4 else chunk
+    return min(chunk, tree_max)
+
+
+def nvls_tree_chunk_bytes(c: ClusterSpec, T: dict, size: int) -> int:
+    """The chunk NCCL runs an NVLSTree all-reduce of ``size`` bytes in (src/enqueue.cc calcCollChunking)."""
+    chunk = _nvls_tree_base_chunk(c, T)
+    ops = _nvls_channels(c, T) * _nvls_heads(c)
+    for mult, above in T["nvls_tree_pipeline"]["halving"]:
+        if size < mult * ops * chunk and chunk > above:
+            chunk = int(above)
+    return chunk
+
+
+def nvls_tree_fill_us(c: ClusterSpec, T: dict, size: int, bwt_us: float) -> float:
+    """Pipeline fill of an NVLSTree all-reduce across nodes, us, added to the bandwidth term ``bwt_us``.
+
+    A loop of ``channels x nHeads x chunk`` bytes (:func:`nvls_tree_chunk_bytes`) is the unit the
+    pipeline moves: its first loop passes the NVLS stages (scatter, multicast reduce, multicast
+    store, gather: warp groups sharing the GPU's NVLink port, so together one loop's time at the
+    NVLS rate [I]) and ``2 floor(log2 n)`` network hops in turn, each hop carrying the loop over
+    the node's NICs at the share the bandwidth term gives NVLSTree (``_algbw``: twice the node's
+    NICs on 2 nodes, where half the channels' trees are rooted on each node); the next loops follow
+    at the steady rate ``bwt_us`` charges::
+
+        fill = loop1 / nvls + 2 floor(log2 n) x loop1 / net - loop1 / steady,  loop1 = min(loop, size)
+
+    Below one loop nothing is pipelined.  Never negative; 0 on one node (no network hop).
+    """
+    n = c.nodes
+    if n < 2 or size <= 0 or not (bwt_us > 0 and math.isfinite(bwt_us)):
+        return 0.0
+    loop = _nvls_channels(c, T) * _nvls_heads(c) * nvls_tree_chunk_bytes(c, T, size)
+    loop1 = float(min(loop, size))
+    N = c.ranks
+    nvls = _nvls_bw(c, T) * N / (2 * (N - 1)) * 1e3  # bytes per us, the NVLS stages' algorithm rate
+    net = c.node_net_GBps * (2.0 if n == 2 else 1.0) * 1e3
+    if not (nvls > 0 and net > 0):
+        return 0.0
+    steady = size / bwt_us
+    return max(0.0, loop1 / nvls + 2 * _log2i(n) * loop1 / net - loop1 / steady)
+
+
 def _tree_correction(p: str, size: int, T: dict) -> float:
     """NCCL's treeCorrectionFactor for ``size`` bytes (ncclTopoGetAlgoTime): 1 below 64 B and above its table."""
     ls = _log2i(max(1, size >> 6))
@@ -450,7 +521,7 @@ def _algbw(op: str, a: str, p: str, c: ClusterSpec, T: dict, size: int, tree_run
             nvch = _nvls_channels(c, T)
             cap = nvch * capch["nvls_tree"][c.gpu][gi] if capch["nvls_tree"][c.gpu][gi] > 0 else math.inf
             bus = min(nv, net * (2.0 if n == 2 else 1.0), cap)
-            if c.gpu == "blackwell" and size < (64 << 24):  # log2(size / 64) < 24: below 1 GiB
+            if c.gpu == "blackwell" and size < (64 << 24) and not tree_run:  # log2(size / 64) < 24: below 1 GiB
                 # ncclTopoGetAlgoTime: NVLSTree takes the tree correction on compute capability >= 10.0 (x86)
                 bus *= _tree_correction(p, size, T)
         elif a == "nvls":
@@ -607,6 +678,14 @@ def _predict(op: str, size: int, c: ClusterSpec, algo: tuple | None, proto: tupl
         # for the choice (on its reference machines' buffers); the steady rate is the uncorrected one
         bwt *= _tree_correction(p, size, T)
         bwt += tree_simple_fill_us(c, T, size, nch, bwt)
+        total = lat + bwt
+    if a == "nvls_tree" and op == "allreduce" and c.nodes > 1:
+        # ... an NVLSTree all-reduce's first loop crosses the NVLS stages and the network hops in
+        # turn (nvls_tree_fill_us); it runs at the uncorrected rate (the Blackwell tree correction
+        # prices the same loss for the choice only)
+        _, _, bwt = _time_us(op, a, p, c, T, size, tree_run=True)
+        bwt /= share
+        bwt += nvls_tree_fill_us(c, T, size, bwt)
         total = lat + bwt
     if lat < 0:
         raise NegativeLatencyError(op, a, p, lat, f"the modelled latency of {op} {a}/{p} is negative ({lat:.3g} us): "

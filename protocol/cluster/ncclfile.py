@@ -414,8 +414,9 @@ def diagnose(run: NcclRun, rows: list[dict], cluster: ClusterSpec) -> list[str]:
 
 
 def _fit_offset(pred: list[float], meas: list[float]) -> tuple[float, float]:
-    """Offset ``o`` minimising sum (log(p + o) - log m)^2 (golden section) and that sum."""
-    lo = -0.95 * min(pred)
+    """Offset ``o`` minimising sum (log(p + o) - log m)^2 (golden section) and that sum; never below the
+    calibration reader's bound (``PLAUSIBLE``), so a fit writes only what ``--calibration`` reads back."""
+    lo = max(-0.95 * min(pred), PLAUSIBLE["latency_offset_us"][0])
     hi = max(meas) + 1.0
 
     def f(o: float) -> float:

@@ -131,8 +131,12 @@ def test_tcpxo_runs_no_ll_its_profile_never_enables_it():
 def test_nvls_and_nvlstree_by_hand():
     nv = 450.0 * 1.058
     S = 1 << 30
+    # NVLS-bound: the first 16 x 8 x 128 KiB loop adds its two network hops, each over twice the
+    # node's NICs (half the channels' trees rooted on each node), to the steady bandwidth term
+    loop = 16 * 8 * (128 << 10)
     assert t("allreduce", S, algo="nvls_tree").time_us == pytest.approx(
-        25.0 + 2 * 1 * (20.9 + 2 * IB) + S / (1000 * min(nv, 2 * NET, 16 * 57.7) * 16 / 30), rel=1e-12)
+        25.0 + 2 * 1 * (20.9 + 2 * IB) + S / (1000 * min(nv, 2 * NET, 16 * 57.7) * 16 / 30)
+        + 2 * loop / (1000 * 2 * NET), rel=1e-12)
     one = preset("dgx-h100-ib", nodes=1)
     assert t("allreduce", S, one, algo="nvls").time_us == pytest.approx(25.0 + S / (1000 * nv * 8 / 14), rel=1e-12)
     with pytest.raises(ValueError, match="possible"):
@@ -301,3 +305,34 @@ def test_each_link_its_own_phy_spine_links():
     q, qp = path_loss(c, 4, 4096)
     assert q == 0.0 and 0 < qp < 1
     assert path_loss(c, 2, 4096) == (0.0, 0.0)
+
+
+def test_nvls_tree_chunk_as_nccl_cuts_it():
+    # src/transport/nvls.cc: 128 KiB (NCCL_NVLS_CHUNKSIZE), at most 64 KiB from 4 nodes; src/enqueue.cc
+    # calcCollChunking with 16 channels x 8 heads = 128 concurrent chunks: 64 KiB below 4 x 128 x 128 KiB
+    # (64 MiB), 32 KiB below 128 x 64 KiB (8 MiB)
+    from protocol.cluster.nccl import default_table, nvls_tree_chunk_bytes
+
+    T = default_table()
+    got = [nvls_tree_chunk_bytes(H2, T, s) for s in ((8 << 20) - 1, 8 << 20, (64 << 20) - 1, 64 << 20, 1 << 30)]
+    assert got == [32 << 10, 64 << 10, 64 << 10, 128 << 10, 128 << 10]
+    four = preset("dgx-h100-ib", nodes=4)
+    assert [nvls_tree_chunk_bytes(four, T, s) for s in ((8 << 20) - 1, 1 << 30)] == [32 << 10, 64 << 10]
+    # compute capability 10.x, 2 nodes, 400G NICs (ncclNvlsTreeSm100Tuning): 128 KiB, 256 KiB with <= 4 GPUs
+    assert nvls_tree_chunk_bytes(preset("hgx-b200-roce", nodes=2), T, 1 << 30) == 128 << 10
+    assert nvls_tree_chunk_bytes(preset("hgx-b200-roce", nodes=2, gpus_per_node=4), T, 1 << 30) == 256 << 10
+
+
+def test_nvls_tree_first_loop_crosses_the_network_unpipelined():
+    # the fill is the first loop's two network hops: it doubles with the chunk at 64 MiB, where NCCL's
+    # chunk goes from 64 to 128 KiB, and is absent on one node; the old model had no step there
+    def fill(size):
+        r = t("allreduce", size, algo="nvls_tree")
+        bus = min(450.0 * 1.058, 2 * NET, 16 * 57.7)
+        return r.bandwidth_s * 1e6 - size / (1000 * bus * 16 / 30)
+
+    loop64 = 16 * 8 * (64 << 10)
+    assert fill((64 << 20) - 4096) == pytest.approx(2 * loop64 / (1000 * 2 * NET), rel=1e-9)
+    assert fill(64 << 20) == pytest.approx(2 * fill((64 << 20) - 4096), rel=1e-9)
+    # below one loop (16 x 8 x 32 KiB = 4 MiB) the whole buffer crosses each hop in turn
+    assert fill(1 << 20) == pytest.approx(2 * (1 << 20) / (1000 * 2 * NET), rel=1e-9)

