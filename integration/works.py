@@ -60,12 +60,16 @@ class _Completion:
         if not self._ran:
             self._ran = True
             _RAN_NOT_DROPPED.add(1)
-        if self._ref is None:
-            return self._fn(f)
-        owner = self._ref()
+        fn, ref = self._fn, self._ref
+        # a raised exception keeps this frame in its traceback (held by the chained future): without
+        # this object in it, the count still drops when the worker thread drops the callback
+        del self
+        if ref is None:
+            return fn(f)
+        owner = ref()
         if owner is None:  # nobody can wait on this op any more: its group was destroyed
             raise RuntimeError(f"{BACKEND_NAME}: the group was destroyed before its operation completed")
-        return self._fn(owner, f)
+        return fn(owner, f)
 
     def __del__(self) -> None:
         if self._ran:

@@ -151,3 +151,22 @@ def test_a_callback_that_never_ran_is_not_waited_for():
     group = ReplayProcessGroup(dist.HashStore(), 0, 2, timedelta(seconds=5), config, inner=inner)
     group.allreduce([torch.ones(4096)], dist.AllreduceOptions())  # its callback is held, never run
     assert drain_completions(limit_s=0.05)
+
+
+def test_a_callback_that_raised_is_not_kept_counted_by_its_traceback():
+    """A lost frame makes the callback raise; the chained future keeps the exception, and its traceback
+    the callback's frame. The count must still drop when the worker thread drops the callback (else
+    every shutdown after a link failure waited out the drain's limit)."""
+    inner = _GlooLike()
+    config = ReplayConfig(source=SourceConfig(ber=1e-2, seed=1, fec="bypass"), summary=False)
+    group = ReplayProcessGroup(dist.HashStore(), 0, 2, timedelta(seconds=5), config, inner=inner)
+    group.allreduce([torch.ones(4096)], dist.AllreduceOptions())
+    fut = inner.works[0].fut
+    box = [fut.callbacks.pop()]
+    before = _RAN_NOT_DROPPED.value
+    with pytest.raises(LinkFailure) as kept:
+        box[0](fut)
+    assert _RAN_NOT_DROPPED.value == before + 1
+    box.clear()  # the worker thread drops the callback; the exception (and its traceback) lives on
+    assert kept.value.__traceback__ is not None
+    assert _RAN_NOT_DROPPED.value == before, "the raised exception's traceback keeps the callback counted"
