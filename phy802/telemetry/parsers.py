@@ -48,7 +48,6 @@ import io
 import json
 import os
 import re
-import sys
 from dataclasses import dataclass, field, replace
 from typing import Any, Sequence
 
@@ -161,20 +160,19 @@ def read_text(path: str | os.PathLike, limit: int = MAX_TELEMETRY_BYTES) -> tupl
     naming it); a closed stdin, a folder and a socket are TelemetryErrors too."""
     name = os.fspath(path)
     if name == "-":
+        from phy802.runtime.inputs import read_stdin_bytes
+
         name = "<stdin>"
-        if sys.stdin is None:
-            raise TelemetryError(f"{name}: standard input is closed; give a FILE, or pipe or redirect the input in")
-        src = sys.stdin.buffer if hasattr(sys.stdin, "buffer") else None
-        data = src.read(limit + 1) if src is not None else sys.stdin.read(limit + 1).encode("utf-8")
+        data = read_stdin_bytes(limit, what="FEC telemetry input", error=TelemetryError, name=name)
     else:
         from phy802.runtime.inputs import check_stream_input
 
         check_stream_input(name, what="telemetry file", error=TelemetryError)
         with open(name, "rb") as fh:
             data = fh.read(limit + 1)
-    if len(data) > limit:
-        raise TelemetryError(f"{name}: more than {limit >> 20} MiB, too large for FEC telemetry (a device or a "
-                             "stream that does not end?)")
+        if len(data) > limit:
+            raise TelemetryError(f"{name}: more than {limit >> 20} MiB, too large for FEC telemetry (a device or a "
+                                 "stream that does not end?)")
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
