@@ -56,7 +56,7 @@ import numpy as np
 from phy802.telemetry.bins import U64_MAX, FecBin, FecHistogram
 
 __all__ = ["FORMATS", "MAX_JSON_DEPTH", "TelemetryError", "Port", "Telemetry", "parse_telemetry",
-           "read_telemetry", "read_text", "detect_format", "difference", "parse_histogram_text", "read_histogram"]
+           "read_telemetry", "read_text", "detect_format", "difference", "for_code", "parse_histogram_text", "read_histogram"]
 
 FORMATS = ("ethtool-json", "ethtool-text", "ynl", "sonic-hist", "portstat", "csv")
 #: deepest JSON nesting accepted (the real shapes are 5 deep; a RecursionError is never reached)
@@ -763,6 +763,13 @@ def parse_telemetry(text: str, where: str = "<text>", *, fmt: str | None = None,
         raise TelemetryError(f"{where}: port {dup!r} appears twice")
     ports = [_for_code(p, t, n) for p in ports]
     return Telemetry(tuple(ports), f, where)
+
+
+def for_code(tel: Telemetry, t: int, n: int) -> Telemetry:
+    """``tel`` (read without a code) with every port's bins checked against a code of ``t``/``n``, as
+    :func:`parse_telemetry` with ``t``/``n`` does: for a caller that picks the code from the ports'
+    active FEC modes."""
+    return replace(tel, ports=tuple(_for_code(p, t, n) for p in tel.ports))
 
 
 def read_telemetry(path: str | os.PathLike, *, fmt: str | None = None, t: int | None = None,

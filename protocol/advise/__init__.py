@@ -7,6 +7,8 @@ snapshots with SPEC D7's degradation monitor as the fallback trigger.
 
 from __future__ import annotations
 
+from phy802.telemetry.fit import FEC_ACTIVE_FOR_CODE
+
 from .fabric import SCENARIOS, TimeSide, evaluate, scenarios, verdict
 from .policy import ADVISE_MODES, REFERENCE_MODE, AdviseConfig, LinkAdvice, LossSide, link_advice
 
@@ -16,10 +18,6 @@ __all__ = ["ADVISE_MODES", "REFERENCE_MODE", "AdviseConfig", "LinkAdvice", "Loss
 
 #: target loss = the error-free run's final loss x (1 + TARGET_REL), as ``phy802 tradeoff``'s default
 TARGET_REL = 0.01
-
-#: ethtool's active FEC encodings that run each code (``ethtool --show-fec``: ``RS`` = Clause 91/108/119
-#: RS(528/544), ``LLRS`` = the low-latency RS(272)); any other (``None``, ``Off``, ``BaseR``) is another config
-FEC_ACTIVE_FOR_CODE = {"kp4": ("rs",), "kr4": ("rs",), "rs272": ("llrs",)}
 
 
 def check_fec_config(tel, code: str) -> None:
