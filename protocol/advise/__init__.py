@@ -16,7 +16,7 @@ __all__ = ["ADVISE_MODES", "REFERENCE_MODE", "AdviseConfig", "LinkAdvice", "Loss
            "TimeSide", "evaluate", "scenarios", "verdict", "check_fec_config", "advise_links", "loss_side_from_results",
            "FEC_ACTIVE_FOR_CODE"]
 
-#: target loss = the error-free run's final loss x (1 + TARGET_REL), as ``phy802 tradeoff``'s default
+#: target loss = the error-free run's last validation-curve point x (1 + TARGET_REL), as ``phy802 tradeoff``'s default
 TARGET_REL = 0.01
 
 
@@ -51,7 +51,7 @@ def loss_side_from_results(folder: str, name: str | None = None, size_fit=None,
     results is a ValueError naming both."""
     import math
 
-    from protocol.cluster.tradeoff import load_results, steps_to_target
+    from protocol.cluster.tradeoff import curve_target, load_results, steps_to_target
 
     meta, rows = load_results(folder)
     fec = str(meta.get("fec", "bypass"))
@@ -62,7 +62,7 @@ def loss_side_from_results(folder: str, name: str | None = None, size_fit=None,
     if not base:
         raise ValueError(f"{folder}: results have no error-free (ber 0) row for {pars[0]}: the reference is missing")
     ref = float(base[0]["final_val_loss"])
-    target = ref * (1 + TARGET_REL)
+    target = curve_target(base[0], TARGET_REL)  # on the curve's scale, as steps_to_target compares it
     pts: dict = {}
     for r in rows:
         if float(r["ber"]) == 0.0:
