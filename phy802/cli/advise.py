@@ -211,6 +211,10 @@ def _check_args(args: argparse.Namespace) -> None:
     if args.scaling and not args.results:
         raise CliError(f"--scaling {args.scaling} needs --results DIR: the size fit replaces the loss side of an "
                        "experiment, checked against it")
+    dashes = [f for f, used in (("--fec-hist", "-" in args.fec_hist), ("--since", args.since == "-"),
+                                ("--nccl-tests", args.nccl_tests == "-")) if used]
+    if len(dashes) > 1:  # standard input can be read once
+        raise CliError(f"{' and '.join(dashes)} are both '-': standard input can feed only one of them; give a file")
     if args.cluster == "flat-ethernet":
         raise CliError("--cluster flat-ethernet: advise needs the cluster model (workloads); choose another --cluster")
     for m in args.models:

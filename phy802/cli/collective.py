@@ -245,7 +245,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         f"p50, p99, p999 and the failure rate (default {DEFAULT_TRIALS} at BER > 0; at BER 0 "
                         "nothing is lost and the time is the model's one value)")
     p.add_argument("--nccl-tests", default=None, metavar="FILE",
-                   help="an nccl-tests output (text, or CSV as in tests/data/nccl): measured vs predicted "
+                   help="an nccl-tests output (text, or CSV as in tests/data/nccl; '-' = stdin): measured vs predicted "
                         "per size (default: none)")
     p.add_argument("--calibrate", default=None, metavar="OUT",
                    help="with --nccl-tests: fit net efficiency and latency offset to the run (and, where the run "

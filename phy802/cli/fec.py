@@ -98,9 +98,11 @@ def _add_tail(sub) -> None:
     p.add_argument("--format", dest="in_format", choices=("auto",) + FORMATS, default="auto",
                    help="input format (default auto: detected from the content)")
     p.add_argument("--ifname", metavar="NAME", help="fit only this device/port (default: every port in the file)")
-    p.add_argument("--code", choices=("kp4", "kr4", "rs272"), default="kp4",
+    p.add_argument("--code", choices=("kp4", "kr4", "rs272"), default=None,
                    help="RS code of the link: kp4 = RS(544,514) t=15, kr4 = RS(528,514) t=7, "
-                        "rs272 = RS(272,258) t=7 (default kp4)")
+                        "rs272 = RS(272,258) t=7 (default: rs272 when every port that reports its active FEC "
+                        "reports LLRS, said first; else kp4). A port whose active FEC is not the code fitted "
+                        "(LLRS under kp4/kr4, RS under rs272, BaseR under any) is withheld and ranked unknown")
     p.add_argument("--models", type=choice_list(("binomial", "dfe", "ge")), default=("binomial", "dfe", "ge"),
                    help="comma-separated models to fit: binomial, dfe, ge (default binomial,dfe,ge)")
     p.add_argument("--target-fer", type=probability(), default=1e-13,
@@ -152,18 +154,25 @@ class _TailProgress:
 def _run_tail(args: argparse.Namespace) -> int:
     from phy802.telemetry.fit import CODES, estimate_cpu_seconds
     from phy802.telemetry.ports import fit_ports, ports_csv, ports_text, rank_ports
-    from phy802.telemetry.parsers import difference, read_telemetry
+    from phy802.telemetry.parsers import TelemetryError, difference, for_code, read_telemetry
 
     if args.out is not None:
         from phy802.runtime.output import check_output_file
 
         check_output_file(args.out)  # before the fit, not after it
     models = tuple(args.models)
-    code = CODES[args.code]
     fmt = None if args.in_format == "auto" else args.in_format
-    tel = read_telemetry(args.file, fmt=fmt, t=code.t, n=code.n)
-    if args.since:
-        tel = difference(tel, read_telemetry(args.since, fmt=fmt, t=code.t, n=code.n))
+    tel = read_telemetry(args.file, fmt=fmt)  # bins checked against the code once it is chosen
+    code_name, code_note = _tail_code(args.code, tel.pick(args.ifname) if args.ifname else tel)
+    code = CODES[code_name]
+    try:
+        tel = for_code(tel, code.t, code.n)
+        if args.since:
+            tel = difference(tel, for_code(read_telemetry(args.since, fmt=fmt), code.t, code.n))
+    except TelemetryError as exc:
+        if not code_note:
+            raise
+        raise TelemetryError(f"{exc} ({code_note})") from None
     if args.ifname:
         tel = tel.pick(args.ifname)
     est = 0.0
@@ -193,14 +202,14 @@ def _run_tail(args: argparse.Namespace) -> int:
         fits = run_in_worker(fit_ports, tel, code, **kw)
     else:
         fits = fit_ports(tel, code, **kw)
-    info = {"input": str(args.file), "input_format": tel.fmt, "since": args.since}
+    info = {"input": str(args.file), "input_format": tel.fmt, "since": args.since, "code_chosen": code_note or None}
     if not many and not args.csv:
         fit = fits[tel.ports[0].name]
         doc = json_document({**fit.as_dict(), **info, "port": tel.ports[0].name})
         text = fit.format_text()
     else:
         rows = rank_ports(tel, fits)
-        doc = json_document({"format": "phy802.fec_tail_ports", "version": 1, **info, "code": args.code,
+        doc = json_document({"format": "phy802.fec_tail_ports", "version": 1, **info, "code": code_name,
                              "target_fer": args.target_fer, "gof_level": args.gof_level,
                              "unknown_ports": [r["port"] for r in rows if r["status"] == "unknown"], "ports": rows,
                              "fits": {k: (None if v is None else v.as_dict()) for k, v in fits.items()}})
@@ -213,12 +222,30 @@ def _run_tail(args: argparse.Namespace) -> int:
     if args.json:
         sys.stdout.write(payload)
     elif args.csv:
+        if code_note:  # the CSV is a table only; the choice is said where a person reads it
+            sys.stderr.write(f"phy802 fec tail: note: {code_note}\n")
         sys.stdout.write(ports_csv(rank_ports(tel, fits)))
     else:
-        sys.stdout.write(text + "\n")
+        sys.stdout.write((f"note: {code_note}\n" if code_note else "") + text + "\n")
         if args.out:
             sys.stdout.write(f"wrote {args.out}\n")
     return 0
+
+
+def _tail_code(given: str | None, tel) -> tuple[str, str]:
+    """``(code, note)``: ``given`` (``--code``) as it is, else rs272 when every port of ``tel`` that reports its
+    active FEC reports LLRS (the low-latency RS(272,257+1)), said in ``note``; else kp4 (``RS`` does not say
+    kp4 from kr4, and a port that reports no mode is taken as the IEEE 400G default). A port whose mode is
+    still not the code is withheld by :func:`phy802.telemetry.ports.fit_ports`."""
+    from phy802.telemetry.fit import code_for_active_fec
+
+    if given is not None:
+        return given, ""
+    modes = [p.fec_mode for p in tel.ports if p.fec_mode is not None]
+    if modes and all(code_for_active_fec(m) == "rs272" for m in modes):
+        return "rs272", (f"fitted as --code rs272, RS(272,258) t=7: the active FEC of {'the port' if len(modes) == 1 else f'all {len(modes)} ports'} "
+                         "is LLRS (give --code to fit another code)")
+    return "kp4", ""
 
 
 def _code(args: argparse.Namespace) -> RSCode:

@@ -94,7 +94,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--pp-stages", type=int_arg(2, 4096), default=None,
                    help="pipeline stages of the time side (default: the experiment's world size)")
     p.add_argument("--target-loss", type=float_arg(0, None, lo_open=True), default=None,
-                   help="target validation loss (default: the error-free final loss x (1 + --target-rel))")
+                   help="target validation loss, on the validation curve's scale (default: the error-free run's last "
+                        "curve point x (1 + --target-rel))")
     p.add_argument("--target-rel", type=float_arg(0, 10), default=None,
                    help=f"relative target margin (default {_DEFAULT_TARGET_REL}; not with --target-loss)")
     p.add_argument("--steps", type=int_arg(1, 100_000), default=None,
@@ -328,7 +329,7 @@ def loss_side(size_fit, meta: dict, rows: list[dict], results: str, model, log) 
     thresholds), and the thresholds per (parallel, guard) when it is the size fit's prediction.
     The prediction is used only when the time side's model has another parameter count than the
     results' model; a size fit that does not match the results is refused (ValueError naming both)."""
-    from protocol.cluster.sizefit import measured_text, results_n_params
+    from protocol.cluster.sizefit import measured_text, results_n_params, scaling_beside
 
     small = results_n_params(rows)
     name, n = _named_params(model, log)
@@ -337,6 +338,11 @@ def loss_side(size_fit, meta: dict, rows: list[dict], results: str, model, log) 
     if size_fit is None:
         if n is not None and small is not None and n != small:
             doc["text"] += f", carried over to {name} ({n:,} parameters) as it is [I]"
+            beside = scaling_beside(results)
+            if beside is not None:  # explicit is safer (the fit must match the results); said, not read
+                doc["scaling_hint"] = (f"{beside} is the size fit of this experiment's sizes: --scaling {beside} "
+                                       f"predicts the tolerated BER at {name}'s size instead of carrying the small "
+                                       "model's penalty over")
         return doc, None
     size_fit.check_results(meta, rows, results)
     if n is None:
@@ -359,7 +365,8 @@ def loss_side(size_fit, meta: dict, rows: list[dict], results: str, model, log) 
 def _tradeoff_into(args, out: str, results: str, shown: str, live: bool, log, model, ranks, size_fit=None) -> dict:
     """The tradeoff written into ``out`` (the set being built); ``shown`` is where it ends up."""
     from phy802.runtime.output import atomic_write_text
-    from protocol.cluster.tradeoff import COLUMNS, DEFAULT_MODES, TimeModel, load_results, plot_pareto, tradeoff_rows
+    from protocol.cluster.tradeoff import (COLUMNS, DEFAULT_MODES, TimeModel, load_results, plot_pareto, tradeoff_rows,
+                                           unreached_target_note)
 
     from phy802.cli._common import CliError
     from phy802.cli.collective import is_flat
@@ -419,6 +426,11 @@ def _tradeoff_into(args, out: str, results: str, shown: str, live: bool, log, mo
            "results_fec": str(meta.get("fec", "bypass")),
             "loss_side": side,
             "phy_us_meaning": PHY_US_MEANING, "loss_penalty_meaning": LOSS_PENALTY_MEANING}
+    # why every time to target is inf, when it is (a bare inf column says nothing)
+    targets = {r["parallel"]: r["target_loss"] for r in table}
+    doc["notes"] = [f"{par}: {note}" for par, tgt in targets.items()
+                    if (note := unreached_target_note(next(r for r in rows if r["parallel"] == par
+                                                            and float(r["ber"]) == 0.0), tgt))]
     doc["fastest"] = fastest_groups(doc["rows"])
     doc["fastest_rule"] = (f"lowest vs_ref per parallel, ranks and BER; settings whose vs_ref is equal at "
                            f"{TIE_DECIMALS} decimals are a tie (tie: true) and all listed")
@@ -498,6 +510,9 @@ def run(args: argparse.Namespace) -> int:
                  f"is equal at {TIE_DECIMALS} decimals are a tie and all listed):"]
         lines += [_fastest_line(g) for g in doc["fastest"]]
         lines.append(f"loss side: {doc['loss_side']['text']}")
+        if doc["loss_side"].get("scaling_hint"):
+            lines.append(f"  hint: {doc['loss_side']['scaling_hint']}")
+        lines += [f"note: {n}" for n in doc["notes"]]
         if doc["loss_side"]["kind"] == "predicted":
             lines.append("  only settings tolerated at the predicted interval's lower end count as fastest; "
                          "not judged tolerated (no time to target: the prediction is a threshold, not a curve):")

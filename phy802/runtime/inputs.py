@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import os
 
-__all__ = ["read_input_bytes", "read_input_text", "read_json_file", "json_depth_ok", "check_stream_input",
+__all__ = ["read_input_bytes", "read_stdin_bytes", "read_input_text", "read_json_file", "json_depth_ok", "check_stream_input",
            "MAX_JSON_DEPTH"]
 
 MAX_JSON_DEPTH = 64  # no phy802 JSON format nests deeper than a handful of levels
@@ -65,6 +65,22 @@ def read_input_bytes(path: str | os.PathLike, limit: int, *, what: str = "file",
         data = fh.read(limit + 1)
     if len(data) > limit:
         raise error(f"{p}: more than {limit} bytes, too large for a {what}")
+    return data
+
+
+def read_stdin_bytes(limit: int, *, what: str = "input", error=ValueError, name: str = "<stdin>") -> bytes:
+    """At most ``limit`` bytes of standard input (a file named ``-``); ``error`` naming ``name`` when
+    stdin is closed (``CMD <&-``: Python's ``sys.stdin`` is None) or holds more than ``limit`` bytes
+    (``< /dev/zero``, a pipe that does not end)."""
+    import sys
+
+    if sys.stdin is None:
+        raise error(f"{name}: standard input is closed; give a FILE, or pipe or redirect the input in")
+    src = getattr(sys.stdin, "buffer", None)
+    data = src.read(limit + 1) if src is not None else sys.stdin.read(limit + 1).encode("utf-8")
+    if len(data) > limit:
+        raise error(f"{name}: more than {limit} bytes, too large for a {what} (a device or a stream that does "
+                    "not end?)")
     return data
 
 

@@ -79,6 +79,7 @@ from phy802.telemetry.bins import FecHistogram
 __all__ = ["CODES", "MODELS", "TailFit", "ModelFit", "fit_histogram", "model_pmf", "sample_histogram",
            "generator_channel", "read_fit", "DEFAULT_TARGET_FER", "sonic_baseline", "fmt_interval",
            "estimate_cpu_seconds", "DEFAULT_GOF_LEVEL", "mark_fec_off",
+           "FEC_ACTIVE_FOR_CODE", "code_for_active_fec", "fec_mode_mismatch", "mark_fec_mismatch",
            "judge_fits"]
 
 #: FER target of the margin (the 802.3 BER objective 1e-13 [C], used here per codeword)
@@ -87,6 +88,12 @@ DEFAULT_TARGET_FER = 1e-13
 DEFAULT_GOF_LEVEL = 0.01
 #: FEC modes of ethtool/YNL that mean no RS decoder counts the bins (telemetry_notes: RS, BaseR, LLRS, Off, Auto)
 FEC_OFF_MODES = ("none", "off")
+#: ethtool's active FEC encodings that run each code (``ethtool --show-fec``; the kernel's ETHTOOL_FEC_*
+#: names): ``RS`` = the Clause 91/108/119 RS(528,514) or RS(544,514) (the name does not say which),
+#: ``LLRS`` = the low-latency RS(272,257+1); ``BaseR`` is the Clause 74 FC-FEC, a Fire code, no RS code
+FEC_ACTIVE_FOR_CODE = {"kp4": ("rs",), "kr4": ("rs",), "rs272": ("llrs",)}
+#: active modes named in the kernel that no RS decoder of ours runs (``Auto`` is a setting, never active)
+_FEC_OTHER_MODES = ("baser",)
 #: PAM4 symbols per 10-bit RS symbol
 UNITS = 5
 CODES: dict[str, theory.RsCode] = {
@@ -1032,6 +1039,41 @@ def mark_fec_off(fit: TailFit, mode: str) -> None:
                    "message": f"FEC is off on this port (active FEC mode {mode!r}): no RS decoder counted these "
                               "bins, so no FER, post-FEC BER or margin is reported for it"}
     fit.notes[:] = [fit.verdict["message"]] + [n for n in fit.notes if n != old]
+
+
+def code_for_active_fec(mode: str | None) -> str | None:
+    """The one code (a :data:`CODES` key) the active FEC ``mode`` names, or None when it names none
+    or several (``RS`` runs kp4 or kr4; the name does not say which)."""
+    hit = [c for c, modes in FEC_ACTIVE_FOR_CODE.items() if mode is not None and mode.lower() in modes]
+    return hit[0] if len(hit) == 1 else None
+
+
+def fec_mode_mismatch(mode: str | None, code: str) -> str:
+    """Why the active FEC ``mode`` of a port is not the ``code`` fitted to its bins (``""`` when it is, when
+    the port reports no mode, when FEC is off -- :func:`mark_fec_off` -- or for a name we do not know)."""
+    if mode is None or mode.lower() in FEC_OFF_MODES:
+        return ""
+    m = mode.lower()
+    c = CODES[code]
+    fitted = f"the {code} RS({c.n},{c.k}) t={c.t} fitted"
+    if m in _FEC_OTHER_MODES:
+        return (f"the port's active FEC is {mode!r} (Clause 74 FC-FEC, a Fire code), not {fitted}: its counters are "
+                "not RS symbol-error bins, so no FER, post-FEC BER or margin is reported for it")
+    if m in FEC_ACTIVE_FOR_CODE[code] or not any(m in v for v in FEC_ACTIVE_FOR_CODE.values()):
+        return ""
+    right = [k for k, v in FEC_ACTIVE_FOR_CODE.items() if m in v]
+    codes = " or ".join(f"RS({CODES[k].n},{CODES[k].k})" for k in right)
+    return (f"the port's active FEC is {mode!r} ({codes}), not {fitted}: its bins count another decoder's "
+            f"corrections, so no FER, post-FEC BER or margin is reported for it; fit it with "
+            f"{' or '.join('--code ' + k for k in right)}")
+
+
+def mark_fec_mismatch(fit: TailFit, mode: str, why: str) -> None:
+    """A port whose active FEC mode is not the fitted code (``why``: :func:`fec_mode_mismatch`): its tail is
+    withheld like a fit that fails, the reason first."""
+    old = fit.verdict.get("message")
+    fit.verdict = {**fit.verdict, "status": "fec_mismatch", "fec_mode": mode, "message": why}
+    fit.notes[:] = [why] + [n for n in fit.notes if n != old]
 
 
 def _ge_margin_note(params: dict, code: theory.RsCode, target: float, pred: dict) -> str:

@@ -48,7 +48,6 @@ import io
 import json
 import os
 import re
-import sys
 from dataclasses import dataclass, field, replace
 from typing import Any, Sequence
 
@@ -57,7 +56,7 @@ import numpy as np
 from phy802.telemetry.bins import U64_MAX, FecBin, FecHistogram
 
 __all__ = ["FORMATS", "MAX_JSON_DEPTH", "TelemetryError", "Port", "Telemetry", "parse_telemetry",
-           "read_telemetry", "read_text", "detect_format", "difference", "parse_histogram_text", "read_histogram"]
+           "read_telemetry", "read_text", "detect_format", "difference", "for_code", "parse_histogram_text", "read_histogram"]
 
 FORMATS = ("ethtool-json", "ethtool-text", "ynl", "sonic-hist", "portstat", "csv")
 #: deepest JSON nesting accepted (the real shapes are 5 deep; a RecursionError is never reached)
@@ -161,20 +160,19 @@ def read_text(path: str | os.PathLike, limit: int = MAX_TELEMETRY_BYTES) -> tupl
     naming it); a closed stdin, a folder and a socket are TelemetryErrors too."""
     name = os.fspath(path)
     if name == "-":
+        from phy802.runtime.inputs import read_stdin_bytes
+
         name = "<stdin>"
-        if sys.stdin is None:
-            raise TelemetryError(f"{name}: standard input is closed; give a FILE, or pipe or redirect the input in")
-        src = sys.stdin.buffer if hasattr(sys.stdin, "buffer") else None
-        data = src.read(limit + 1) if src is not None else sys.stdin.read(limit + 1).encode("utf-8")
+        data = read_stdin_bytes(limit, what="FEC telemetry input", error=TelemetryError, name=name)
     else:
         from phy802.runtime.inputs import check_stream_input
 
         check_stream_input(name, what="telemetry file", error=TelemetryError)
         with open(name, "rb") as fh:
             data = fh.read(limit + 1)
-    if len(data) > limit:
-        raise TelemetryError(f"{name}: more than {limit >> 20} MiB, too large for FEC telemetry (a device or a "
-                             "stream that does not end?)")
+        if len(data) > limit:
+            raise TelemetryError(f"{name}: more than {limit >> 20} MiB, too large for FEC telemetry (a device or a "
+                                 "stream that does not end?)")
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -765,6 +763,13 @@ def parse_telemetry(text: str, where: str = "<text>", *, fmt: str | None = None,
         raise TelemetryError(f"{where}: port {dup!r} appears twice")
     ports = [_for_code(p, t, n) for p in ports]
     return Telemetry(tuple(ports), f, where)
+
+
+def for_code(tel: Telemetry, t: int, n: int) -> Telemetry:
+    """``tel`` (read without a code) with every port's bins checked against a code of ``t``/``n``, as
+    :func:`parse_telemetry` with ``t``/``n`` does: for a caller that picks the code from the ports'
+    active FEC modes."""
+    return replace(tel, ports=tuple(_for_code(p, t, n) for p in tel.ports))
 
 
 def read_telemetry(path: str | os.PathLike, *, fmt: str | None = None, t: int | None = None,

@@ -6,7 +6,8 @@ from __future__ import annotations
 from typing import Callable
 
 from phy802 import theory
-from phy802.telemetry.fit import FEC_OFF_MODES, fit_histogram, fmt_interval, mark_fec_off
+from phy802.telemetry.fit import (CODES, FEC_OFF_MODES, fec_mode_mismatch, fit_histogram, fmt_interval, mark_fec_mismatch,
+                                  mark_fec_off)
 
 __all__ = ["fit_ports", "rank_ports", "ports_text", "ports_csv"]
 
@@ -22,7 +23,9 @@ def fit_ports(tel, code: theory.RsCode | str, *, workers: int = 1, progress: Cal
     :class:`phy802.telemetry.parsers.Telemetry`; ``workers > 1`` fits ports in that many processes (the
     result does not depend on ``workers``: every port is fitted with the same arguments and seed).
     ``progress(port)`` is called as each port is done, and ``progress.close()`` (when it has one) at the
-    end; a port whose active FEC mode is off gets :func:`mark_fec_off`."""
+    end; a port whose active FEC mode is off gets :func:`mark_fec_off`, one whose mode is not ``code``
+    (``LLRS`` fitted as kp4, ``BaseR``) :func:`mark_fec_mismatch`: withheld, ranked unknown."""
+    cname = code if isinstance(code, str) else code.name
     names = [p.name for p in tel.ports]
     jobs = {p.name: (p.hist, code, kw) for p in tel.ports if p.hist.bins and p.hist.total > 0}
     out: dict = {n: None for n in names}
@@ -54,6 +57,8 @@ def fit_ports(tel, code: theory.RsCode | str, *, workers: int = 1, progress: Cal
             f.notes.extend(x for x in p.notes if x not in f.notes)
             if p.fec_mode is not None and p.fec_mode.lower() in FEC_OFF_MODES:
                 mark_fec_off(f, p.fec_mode)
+            elif cname in CODES and fec_mode_mismatch(p.fec_mode, cname):
+                mark_fec_mismatch(f, p.fec_mode, fec_mode_mismatch(p.fec_mode, cname))
     return out
 
 

@@ -7,6 +7,8 @@ snapshots with SPEC D7's degradation monitor as the fallback trigger.
 
 from __future__ import annotations
 
+from phy802.telemetry.fit import FEC_ACTIVE_FOR_CODE
+
 from .fabric import SCENARIOS, TimeSide, evaluate, scenarios, verdict
 from .policy import ADVISE_MODES, REFERENCE_MODE, AdviseConfig, LinkAdvice, LossSide, link_advice
 
@@ -14,12 +16,8 @@ __all__ = ["ADVISE_MODES", "REFERENCE_MODE", "AdviseConfig", "LinkAdvice", "Loss
            "TimeSide", "evaluate", "scenarios", "verdict", "check_fec_config", "advise_links", "loss_side_from_results",
            "FEC_ACTIVE_FOR_CODE"]
 
-#: target loss = the error-free run's final loss x (1 + TARGET_REL), as ``phy802 tradeoff``'s default
+#: target loss = the error-free run's last validation-curve point x (1 + TARGET_REL), as ``phy802 tradeoff``'s default
 TARGET_REL = 0.01
-
-#: ethtool's active FEC encodings that run each code (``ethtool --show-fec``: ``RS`` = Clause 91/108/119
-#: RS(528/544), ``LLRS`` = the low-latency RS(272)); any other (``None``, ``Off``, ``BaseR``) is another config
-FEC_ACTIVE_FOR_CODE = {"kp4": ("rs",), "kr4": ("rs",), "rs272": ("llrs",)}
 
 
 def check_fec_config(tel, code: str) -> None:
@@ -53,7 +51,7 @@ def loss_side_from_results(folder: str, name: str | None = None, size_fit=None,
     results is a ValueError naming both."""
     import math
 
-    from protocol.cluster.tradeoff import load_results, steps_to_target
+    from protocol.cluster.tradeoff import curve_target, load_results, steps_to_target
 
     meta, rows = load_results(folder)
     fec = str(meta.get("fec", "bypass"))
@@ -64,7 +62,7 @@ def loss_side_from_results(folder: str, name: str | None = None, size_fit=None,
     if not base:
         raise ValueError(f"{folder}: results have no error-free (ber 0) row for {pars[0]}: the reference is missing")
     ref = float(base[0]["final_val_loss"])
-    target = ref * (1 + TARGET_REL)
+    target = curve_target(base[0], TARGET_REL)  # on the curve's scale, as steps_to_target compares it
     pts: dict = {}
     for r in rows:
         if float(r["ber"]) == 0.0:

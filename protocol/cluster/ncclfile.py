@@ -339,11 +339,15 @@ def _read_text(path: str, lines: list[str]) -> tuple[NcclRun, list]:
 def read_nccl_tests(path: str | os.PathLike, op: str | None = None) -> NcclRun:
     """Read a nccl-tests text output or a reference CSV (module docstring); ``op`` (``--op``) is
     used where the file does not name it and must agree where it does."""
-    from phy802.runtime.inputs import read_input_bytes
+    from phy802.runtime.inputs import read_input_bytes, read_stdin_bytes
 
     p = os.fspath(path)
     try:
-        data = read_input_bytes(p, MAX_NCCL_TESTS_BYTES, what="nccl-tests output", error=NcclTestsError)
+        if p == "-":  # standard input, as every phy802 reader takes it
+            p = "<stdin>"
+            data = read_stdin_bytes(MAX_NCCL_TESTS_BYTES, what="nccl-tests output", error=NcclTestsError, name=p)
+        else:
+            data = read_input_bytes(p, MAX_NCCL_TESTS_BYTES, what="nccl-tests output", error=NcclTestsError)
     except OSError as exc:
         raise NcclTestsError(f"{p}: cannot read: {exc.strerror}") from None
     lines = data.decode("utf-8", errors="replace").splitlines()

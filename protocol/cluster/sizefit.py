@@ -27,7 +27,10 @@ from dataclasses import dataclass
 from typing import Sequence
 
 __all__ = ["Z95", "TOLERATED", "UNCERTAIN", "NOT_TOLERATED", "PredictedThreshold", "SizeFit", "read_size_fit",
-           "results_n_params", "measured_text"]
+           "results_n_params", "measured_text", "SCALING_FILE", "scaling_beside"]
+
+#: the size fit's file name in an ``experiment --sizes`` campaign folder (beside its ``size-*`` folders)
+SCALING_FILE = "scaling.json"
 
 #: the two-sided 95% normal quantile the fit's intervals use (integration/scaling.py)
 Z95 = 1.96
@@ -167,13 +170,26 @@ class SizeFit:
                                  f"in {results} give {kind} BER: the same number is another error rate")
 
 
+def scaling_beside(results: str | os.PathLike) -> str | None:
+    """The ``scaling.json`` of the ``experiment --sizes`` campaign a results folder (or its
+    ``results.json``) belongs to: in the folder itself (the campaign folder) or in its parent (a
+    ``size-*`` folder); None when there is none. Found, not read: the caller decides to use it."""
+    p = os.fspath(results)
+    folder = p if os.path.isdir(p) else os.path.dirname(p) or "."
+    for d in (folder, os.path.normpath(os.path.join(folder, os.pardir))):
+        f = os.path.join(d, SCALING_FILE)
+        if os.path.isfile(f):
+            return f
+    return None
+
+
 def read_size_fit(path: str | os.PathLike) -> SizeFit:
     """Read and check a ``scaling.json`` (``phy802 experiment --sizes``); ValueError naming the file and field."""
     from phy802.runtime.inputs import read_json_file
 
     p = os.fspath(path)
     if os.path.isdir(p):
-        p = os.path.join(p, "scaling.json")
+        p = os.path.join(p, SCALING_FILE)
     doc = read_json_file(p, 1 << 26, what="phy802 experiment --sizes scaling.json")
     if not isinstance(doc, dict) or not isinstance(doc.get("fits"), list):
         raise ValueError(f"{p}: expected an object with a 'fits' list (phy802 experiment --sizes scaling.json)")

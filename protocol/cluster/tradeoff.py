@@ -25,7 +25,8 @@ For each mode (code, FEC), BER, guard and cluster size:
   the model seeds, ``delta_val_loss_ci95``; NaN with one run: then a penalty of a few 1e-6, of
   either sign, is a run that delivered mantissa flips, not a measured cost); **steps to target**: the
   first step at which the measured validation curve reaches the target loss (linear
-  interpolation between evaluations; default target: the error-free final loss x 1.01);
+  interpolation between evaluations; default target: the error-free run's last curve point x 1.01,
+  :func:`curve_target`: the curve's own scale, not the fixed set's final loss);
   **time to target** = steps to target x modelled step time.  ``vs_ref`` is the time to target
   over that of error-free KP4 ``ieee`` at the same cluster size (< 1: the mode wins).
 * **predicted loss side** (``predicted``: the size fit of ``experiment --sizes`` evaluated at the
@@ -51,6 +52,7 @@ from .steptime import (DEFAULT_SIM, PARALLEL, CommLogData, SimSettings, compute_
                        synthetic_ddp_log, synthetic_fsdp_log, synthetic_pp_log)
 
 __all__ = ["DEFAULT_MODES", "REFERENCE", "CLEAN_POST_FEC_BER", "TimeModel", "load_results", "steps_to_target",
+           "curve_target", "unreached_target_note",
            "tradeoff_rows", "COLUMNS", "pareto_front", "plot_pareto", "parse_modes"]
 
 DEFAULT_MODES: tuple[tuple[str, str], ...] = (
@@ -152,6 +154,14 @@ def load_results(folder: str | os.PathLike) -> tuple[dict, list[dict]]:
     if os.path.isdir(path):
         path = os.path.join(path, "results.json")
     if not os.path.exists(path):
+        from .sizefit import SCALING_FILE
+
+        folder = os.path.dirname(path)
+        sizes = sorted(d for d in os.listdir(folder) if d.startswith("size-")) if os.path.isdir(folder) else []
+        if sizes and os.path.isfile(os.path.join(folder, SCALING_FILE)):
+            raise ValueError(f"{folder}: an 'experiment --sizes' campaign folder ({SCALING_FILE}, {', '.join(sizes)}), "
+                             f"not one experiment's results: give one size's folder, e.g. {os.path.join(folder, sizes[0])}, "
+                             f"and the size fit as --scaling {os.path.join(folder, SCALING_FILE)}")
         raise ValueError(f"{path}: no such file (an 'phy802 experiment --out' folder holds results.json)")
     from phy802.runtime.inputs import read_json_file
 
@@ -193,6 +203,29 @@ def _is_num(x) -> bool:
 
 def _num(x) -> float:
     return float("nan") if x is None else float(x)
+
+
+def curve_target(shadow: dict, target_rel: float) -> float:
+    """The default target loss: the error-free run's last validation-curve point x (1 + ``target_rel``).
+
+    The curve (``evals``) is measured on random validation batches, ``final_val_loss`` on the fixed
+    validation set (integration/train.py ``_Evaluator``): two measurements whose levels differ by more
+    than 1% on a short run. A target from the final loss, compared with the curve, left even the
+    error-free curve short of it (steps to target inf); from the curve's own last point the error-free
+    run reaches its target by its last evaluation."""
+    last = [_num(v) for _, v in shadow["evals"] if math.isfinite(_num(v))]
+    return (last[-1] if last else _num(shadow["final_val_loss"])) * (1 + target_rel)
+
+
+def unreached_target_note(shadow: dict, target: float) -> str:
+    """Why the error-free run has no steps to ``target`` (``""`` when it reaches it): every mode's
+    time to target is then inf, which alone would say nothing."""
+    if math.isfinite(steps_to_target(shadow["evals"], target)):
+        return ""
+    pts = [_num(v) for _, v in shadow["evals"] if math.isfinite(_num(v))]
+    low = f"its lowest validation-curve point is {min(pts):.4g}" if pts else "its validation curve has no finite point"
+    return (f"the error-free run never reaches the target loss {target:.4g} ({low}): every steps/time to target "
+            "is inf; give a higher --target-loss, or train longer")
 
 
 def steps_to_target(evals: list, target: float) -> float:
@@ -252,7 +285,7 @@ def tradeoff_rows(meta: dict, rows: list[dict], *, modes=DEFAULT_MODES, ranks=(8
             raise ValueError(f"results have no error-free (ber 0) row for {par}: the reference is missing")
         shadow = base[0]
         shadow_loss = _num(shadow["final_val_loss"])
-        target = target_loss if target_loss is not None else shadow_loss * (1 + target_rel)
+        target = target_loss if target_loss is not None else curve_target(shadow, target_rel)
         bers = sorted({float(r["ber"]) for r in rows if r["parallel"] == par})
         for n in ranks:
             ref_time = None

@@ -270,3 +270,38 @@ def test_algo_and_proto_take_nccl_lists(capsys):
     assert ex.value.code == 2 and "unknown algorithm 'trea'" in capsys.readouterr().err
     assert main(["collective", "--cluster", "flat-ethernet", "--algo", "ring,tree"]) == 2
     assert "flat-ethernet model knows ring, tree, direct" in capsys.readouterr().err
+
+
+def _stdin(monkeypatch, data: bytes) -> None:
+    import io
+
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(data), encoding="utf-8"))
+
+
+def test_nccl_tests_dash_reads_standard_input(tmp_path, monkeypatch, capsys):
+    # '-' is standard input, as for 'fec tail -' and every phy802 reader (it was opened as a file
+    # named '-': "-: cannot read: No such file or directory")
+    f = tmp_path / "ar.txt"
+    f.write_text(_text(ROWS))
+    assert main(["collective", "--nccl-tests", str(f), "--json"]) == 0
+    want = json.loads(capsys.readouterr().out)
+    _stdin(monkeypatch, f.read_bytes())
+    assert main(["collective", "--nccl-tests", "-", "--json"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    assert got["file"] == "-" and got["rows"] == want["rows"] and got["summary"] == want["summary"]
+    # a closed stdin ('CMD <&-') is bad input, named; so is an endless one
+    monkeypatch.setattr("sys.stdin", None)
+    assert main(["collective", "--nccl-tests", "-"]) == 2
+    err = capsys.readouterr().err
+    assert "<stdin>: standard input is closed" in err and "internal error" not in err
+    from protocol.cluster import ncclfile
+
+    monkeypatch.setattr(ncclfile, "MAX_NCCL_TESTS_BYTES", 1000)
+    _stdin(monkeypatch, b"#" * 1001)
+    with pytest.raises(NcclTestsError, match="<stdin>: more than 1000 bytes, too large"):
+        read_nccl_tests("-")
+
+
+def test_advise_refuses_two_inputs_from_standard_input(capsys):
+    assert main(["advise", "--fec-hist", "-", "--nccl-tests", "-"]) == 2
+    assert "--fec-hist and --nccl-tests are both '-'" in capsys.readouterr().err
