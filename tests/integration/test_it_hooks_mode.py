@@ -146,3 +146,28 @@ def test_replay_stage_is_bit_identical_at_ber0_and_flips_received_tensors_at_a_b
             assert ber0["flips"] == {} and set(noisy["flips"]) == {cls} and noisy["flips"][cls] > 0
             assert noisy["grads"] != plain["grads"]
         assert "replay_group must be a phy802 group" in got["refused"]
+
+
+@pytest.mark.slow  # 4 spawned ranks per schedule: ~70 s wall each on the shared 2-vCPU machine
+@pytest.mark.parametrize("schedule", ["gpipe", "1f1b"])
+def test_pipeline_hooks_a_lost_message_fails_every_stage_well_before_the_group_timeout(schedule):
+    """4 ReplayStages on a stock gloo group (timeout 20 s); activation 0 -> 1 is lost. Stages 0 and 1
+    fail by the loss itself; stages 2 and 3 take no part in the failed link and waited in the
+    schedule's gloo receive (a plain ``Work.wait()``) for a message stage 1 never sent, until the
+    20 s group timeout, then failed with gloo's timeout instead of the link failure. Now each stage
+    waits on its receives polling the phy802 group's store, and raises LinkFailure naming the loss."""
+    from _it_helpers import load_ranks, spawn
+    from _it_wrapper_workers import pipeline_hooks_loss_worker
+
+    ranks = load_ranks(spawn(pipeline_hooks_loss_worker, 4, schedule, timeout_s=120), 4)
+    first = min(r["failed_at"] for r in ranks if "failed_at" in r)
+    for rank, r in enumerate(ranks):
+        assert "crash" not in r, r.get("crash")
+        assert r["type"] == "LinkFailure", (rank, r)
+        # the group timeout is 20 s; each stage fails within the store poll (50 ms) of the first failure
+        # (the first failure itself may take seconds on a loaded machine: first delivery, Numba load)
+        assert r["failed_at"] - first < 20.0 / 3 and r["seconds"] < 15.0, (rank, r)
+    assert ranks[1]["frames_lost"] > 0 and "on link 0 -> 1" in ranks[1]["raised"], ranks[1]
+    for r in ranks[2:]:  # stopped by the store: the cause named
+        assert r["frames_lost"] == 0 and "a link of the group failed" in r["raised"], r
+        assert "lost" in r["raised"] and "link 0 -> 1" in r["raised"], r
