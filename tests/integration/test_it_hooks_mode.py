@@ -171,3 +171,25 @@ def test_pipeline_hooks_a_lost_message_fails_every_stage_well_before_the_group_t
     for r in ranks[2:]:  # stopped by the store: the cause named
         assert r["frames_lost"] == 0 and "a link of the group failed" in r["raised"], r
         assert "lost" in r["raised"] and "link 0 -> 1" in r["raised"], r
+
+
+@pytest.mark.slow  # one 3-stage run that fails at its first activation message: ~30 s
+def test_pipeline_hooks_training_run_with_a_lost_frame_fails_every_rank_promptly():
+    """``phy802 train --parallel pp --replay-via hooks`` over 3 stages (group timeout 150 s) at payload-stream
+    BER 1e-2 (IEEE mode: the first activation 0 -> 1 is lost). Stage 2 waited in the schedule's gloo
+    receive for the group timeout; its pending receive then also made the process end in SIGABRT once
+    the run stopped (gloo cannot cancel it). Now every rank stops within a store poll and the run
+    reports the link failure."""
+    import time
+
+    from integration.train import build_config, run_training
+
+    timeout = 150.0
+    cfg = build_config(parallel="pp", replay_via="hooks", schedule="gpipe", world_size=3, ber=1e-2, fec="ieee",
+                       source="independent", steps=2, n_layer=3, n_embd=16, n_head=2, block_size=16, batch_size=4,
+                       eval_interval=2, eval_iters=1, val_tokens=64, comm_timeout_s=timeout, corpus="stdlib", seed=1)
+    t0 = time.monotonic()
+    r = run_training(cfg, timeout_s=2 * timeout)
+    assert time.monotonic() - t0 < timeout / 3  # spawning the 3 ranks included
+    assert r["failed"] is True and r["failed_step"] == 0 and r["frames_lost"] >= 1, r.get("failure")
+    assert "link 0 -> 1" in r["failure"] and "NCCL_IB_RETRY_CNT=7" in r["failure"], r["failure"]
