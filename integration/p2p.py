@@ -9,7 +9,7 @@ import torch.distributed as dist
 
 from integration.agreement import _op
 from integration.replay import LinkFailure
-from integration.works import _DeferredWork
+from integration.works import _DeferredWork, _wait_polled
 
 
 class PointToPoint:
@@ -157,6 +157,16 @@ class PointToPoint:
                     self._unstage(t, b)
 
         return _DeferredWork(None, finish, self._timeout_s, tensors, f"recv from rank {src}", ordered=True)
+
+    def wait_carried(self, work: dist.Work, peer: int, kind: str = "recv") -> None:
+        """Wait on ``work``, a send/recv with rank ``peer`` that another group (a stock gloo group) carries,
+        bounded by this group's timeout, while this group's store is polled for a link failure, as this
+        group's own send/recv waits are (:func:`_wait_polled`, :meth:`_p2p_poll`): raises
+        :class:`LinkFailure` as soon as a link of the group failed (a stage two hops from the failed
+        link waits on a stage that has stopped). For a gloo Work only: it blocks the host (on a
+        stream-ordered inner such as NCCL the host never waits here, see ``integration.pp_hooks``)."""
+        what = f"{kind} {'to' if kind == 'send' else 'from'} rank {peer}"
+        _wait_polled(work, self._timeout_s, what, lambda w: self._p2p_poll(w, peer))
 
     @_op
     def send_replayed(self, tensors, dst: int) -> dist.Work:

@@ -22,8 +22,20 @@ payload, the message sizes and their order per link are the same.
 
 A lost message fails the stage at its next chunk (or its next receive): a :class:`LinkFailure`
 on the receiving and the sending stage, after the lost message's ops were issued (the peer needs
-them). A stage that takes no part in the failed link waits on its next message until the stock
-group's timeout.
+them). A stage that takes no part in the failed link (3+ stages: the stage two hops away) would
+wait in the stock group's receive for a message its stopped neighbour never sends, until the stock
+group's timeout, because a schedule waits on the receive Works itself (``_wait_batch_p2p``, a plain
+``Work.wait()``) and gloo's ``abort()``/``shutdown()`` wake no pending receive (tried on torch
+2.13: the receive ran to the group timeout). So on a CPU stage :class:`ReplayStage` issues the
+receives itself where the schedule asks for them (the same ``dist.irecv`` that ``_batch_p2p`` issues
+for a batch of receives) and hands the schedule none; it waits for them before computing on the
+chunk, polling the ``phy802`` group's store (:meth:`ReplayProcessGroup.wait_carried`), so every
+stage raises :class:`LinkFailure` within a poll of the first failure. The receives are posted no
+later than the schedule would post them (1F1B's fused send+receive batches become the sends alone,
+with the receive already posted), so no new wait-for cycle can form. A CUDA stage leaves the
+receives to the schedule (NCCL's order on the stream is the schedule's, and a wait there does not
+block the host): a stage two hops from the failed link still waits until the stock group's timeout
+(NCCL's watchdog).
 """
 
 from __future__ import annotations
@@ -55,6 +67,9 @@ class ReplayStage(PipelineStage):
         self._replay = replay_group
         self._received: dict[tuple[str, int], list[dist.Work]] = {}  # chunk -> its reserved receive sides
         self._sent: list[dist.Work] = []  # shadowed sends not yet checked for a loss
+        # CPU (gloo): the stage issues its receives and waits on them polling the store (module docstring)
+        self._own_recvs = self.device.type == "cpu"
+        self._carried: dict[tuple[str, int], list[tuple[dist.Work, int]]] = {}  # chunk -> (stock recv, group peer)
 
     def _peer(self, global_rank: int) -> int:
         return dist.get_group_rank(self._replay, global_rank)
@@ -64,7 +79,12 @@ class ReplayStage(PipelineStage):
         if failed is not None:  # in error before this receive: its peer may have stopped sending
             raise failed
         self._received[key] = [self._replay.recv_replayed([op.tensor], self._peer(op.peer)) for op in ops]
-        return ops
+        if not self._own_recvs or not ops:
+            return ops
+        # as torch's _batch_p2p issues a batch of receives (schedules.py), one irecv each
+        self._carried[key] = [(dist.irecv(op.tensor, group=op.group, tag=op.tag, group_src=op.group_peer),
+                               op.group_peer) for op in ops]
+        return []
 
     def _shadow(self, ops: list[dist.P2POp]) -> list[dist.P2POp]:
         self._sent += [self._replay.send_replayed([op.tensor], self._peer(op.peer)) for op in ops]
@@ -73,7 +93,11 @@ class ReplayStage(PipelineStage):
     def _deliver(self, key: tuple[str, int]) -> None:
         """Before computing on chunk ``key``: raise a loss of an earlier send; apply the chunk's flips."""
         sent, self._sent = self._sent, []
-        for w in sent + self._received.pop(key, []):
+        for w in sent:
+            w.wait()
+        for w, peer in self._carried.pop(key, []):  # the data lands before its flips are applied
+            self._replay.wait_carried(w, peer)
+        for w in self._received.pop(key, []):
             w.wait()
 
     def get_fwd_recv_ops(self, fwd_chunk_id: int) -> list[dist.P2POp]:

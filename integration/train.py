@@ -1266,8 +1266,11 @@ def check_backends(cfgs: list[TrainConfig]) -> None:
 
 
 def _many_worker(rank: int, cfgs: list[TrainConfig], stores: list[str], dirs: list[str]) -> None:
+    from integration.works import end_process_if_waits_stuck
+
     for cfg, store, d in zip(cfgs, stores, dirs):
         train_worker(rank, cfg, f"file://{store}", d)
+    end_process_if_waits_stuck(0)  # a failed pipeline may leave a gloo receive no peer completes
 
 
 def run_many(cfgs: list[TrainConfig], *, timeout_s: float = 900.0, out_dir: str | None = None,

@@ -19,6 +19,8 @@ from integration.replay import LinkFailure
 
 _POLL_S = 0.05  # while blocked in wait(), how often a rank looks for a peer's link failure
 
+_WAIT_THREAD = "phy802-p2p-wait"  # the helper thread of _wait_polled (found by name at process end)
+
 
 def _seconds(timeout) -> float | None:
     """A ``wait(timeout)`` argument in seconds (None: not given; torch passes 0 for "no timeout")."""
@@ -208,7 +210,7 @@ def _wait_polled(inner, limit_s: float, what: str, poll) -> None:
             box.append(("err", exc))
         done.set()
 
-    threading.Thread(target=run, daemon=True, name="phy802-p2p-wait").start()
+    threading.Thread(target=run, daemon=True, name=_WAIT_THREAD).start()
     end = _time.monotonic() + limit_s
     while not done.wait(_POLL_S):
         poll(what)  # raises if this or another rank of the group lost a frame
@@ -219,6 +221,22 @@ def _wait_polled(inner, limit_s: float, what: str, poll) -> None:
         raise val
     if val is False:
         raise TimeoutError(f"{BACKEND_NAME}: {what} did not complete within {limit_s:g} s")
+
+
+def end_process_if_waits_stuck(code: int) -> None:
+    """End this process with ``code`` now (``os._exit``, after flushing stdout/stderr) if a helper
+    thread of :func:`_wait_polled` is still blocked in a gloo send/recv that no peer will complete
+    (its waiter raised :class:`LinkFailure` and the run stopped). Gloo has no way to cancel it
+    (``abort()``/``shutdown()`` wake no pending receive, torch 2.13), and the interpreter's normal
+    teardown with a thread inside gloo's wait calls ``std::terminate`` (SIGABRT, "terminate called
+    without an active exception"). Call it last, once the process's results are written."""
+    if any(t.name == _WAIT_THREAD and t.is_alive() for t in threading.enumerate()):
+        import os
+        import sys
+
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
 
 
 class _DeferredWork(dist.Work):

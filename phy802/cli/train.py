@@ -430,6 +430,8 @@ def run(args: argparse.Namespace) -> int:
         rank = int(os.environ["RANK"])
         out = args.out or tempfile.mkdtemp(prefix="phy802-train-")
         os.makedirs(out, exist_ok=True)
+        from integration.works import end_process_if_waits_stuck
+
         try:
             failure = train_worker(rank, cfg, "env://", out)
             if rank == 0:
@@ -439,14 +441,17 @@ def run(args: argparse.Namespace) -> int:
                     r = json.load(fh)
                 r["out_dir"] = args.out
                 _emit(args, r)
-                return _exit_code(r)
+                code = _exit_code(r)
+            elif failure is not None:  # every rank of a failed job exits 1, so that torchrun reports the job failed
+                print(f"phy802 train: rank {rank}: the run failed: {failure}", file=sys.stderr)
+                code = 1
+            else:
+                code = 0
         finally:
             if not args.out:
                 shutil.rmtree(out, ignore_errors=True)
-        if failure is not None:  # every rank of a failed job exits 1, so that torchrun reports the job failed
-            print(f"phy802 train: rank {rank}: the run failed: {failure}", file=sys.stderr)
-            return 1
-        return 0
+        end_process_if_waits_stuck(code)  # a failed pipeline may leave a gloo receive no peer completes
+        return code
     cfg = config_from_args(args, parallel=args.parallel, ber=args.ber, guard=args.guard, steps=args.steps,
                            wrapper=not args.plain)
     check_cost(cfg, args.force, "this run")

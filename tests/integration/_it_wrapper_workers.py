@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import math
@@ -223,12 +224,9 @@ def _lossy_chain(rank: int, n: int, store: str):
 @_dumps_crash
 def pipeline_loss_worker(rank: int, n: int, store: str, out_dir: str) -> None:
     """A 3-stage chain 0 -> 1 -> 2 whose first message is lost: stage 2 must fail promptly."""
-    from integration.replay import LinkFailure
-
     g, x = _lossy_chain(rank, n, store)
-    out: dict = {"raised": None, "type": None}
-    t0 = time.monotonic()
-    try:
+
+    def body() -> None:
         if rank == 0:
             dist.send(x, 1, group=g)
         elif rank == 1:
@@ -237,18 +235,32 @@ def pipeline_loss_worker(rank: int, n: int, store: str, out_dir: str) -> None:
         else:
             with g.paused():  # link 1 -> 2 itself delivers: stage 2 can only learn of the failure
                 dist.recv(x, 1, group=g)
+
+    out = _stage_outcome(body, g)
+    _dump(out_dir, rank, out)
+    # the failed stages stay alive (as a stage blocked elsewhere would): a peer that exits would end
+    # stage 2's recv with a connection error, which is not what is tested
+    time.sleep(max(0.0, 12.0 - out["seconds"]))
+    os._exit(0)
+
+
+def _stage_outcome(body, g) -> dict:
+    """Run ``body()``: how it ended (``raised``, ``type``), after how long (``seconds``; ``failed_at``:
+    wall clock, compared across the ranks of one machine), and ``g``'s lost frames."""
+    from integration.replay import LinkFailure
+
+    out: dict = {"raised": None, "type": None}
+    t0 = time.monotonic()
+    try:
+        body()
     except LinkFailure as exc:
         out["raised"], out["type"] = str(exc), "LinkFailure"
     except Exception as exc:  # noqa: BLE001 - what the test checks
         out["raised"], out["type"] = f"{type(exc).__name__}: {exc}"[:500], type(exc).__name__
     out["seconds"] = time.monotonic() - t0
-    out["failed_at"] = time.time()  # wall clock: compared across the ranks (one machine)
+    out["failed_at"] = time.time()
     out["frames_lost"] = g.metrics.total("frames_lost")
-    _dump(out_dir, rank, out)
-    # the failed stages stay alive (as a stage blocked elsewhere would): a peer that exits would end
-    # stage 2's recv with a connection error, which is not what is tested
-    time.sleep(max(0.0, 12.0 - (time.monotonic() - t0)))
-    os._exit(0)
+    return out
 
 
 @_dumps_crash
@@ -531,3 +543,47 @@ def pipeline_hooks_worker(rank: int, n: int, store: str, out_dir: str) -> None:
     _dump(out_dir, rank, out)
     dist.barrier()
     dist.destroy_process_group()
+
+
+@_dumps_crash
+def pipeline_hooks_loss_worker(rank: int, n: int, store: str, schedule: str, out_dir: str) -> None:
+    """An ``n``-stage ``ReplayStage`` pipeline on a stock gloo group (group timeout 20 s) whose first
+    activation 0 -> 1 is lost (ieee at stream BER 1e-2): how long each stage takes to fail, and with what."""
+    torch.set_num_threads(1)
+    from torch.distributed.pipelining import Schedule1F1B, ScheduleGPipe
+
+    from integration.pp_hooks import ReplayStage
+    from integration.process_group import register
+    from integration.replay import ReplayConfig
+    from integration.sources import SourceConfig
+
+    timeout = timedelta(seconds=20)
+    dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=n, timeout=timeout)
+    register(ReplayConfig(source=SourceConfig(ber=1e-2, seed=3, kind="independent", fec="ieee"), summary=False))
+    g = dist.new_group(backend="phy802", timeout=timeout)
+    stock = dist.new_group(backend="gloo", timeout=timeout)
+    torch.manual_seed(0)
+    mod = torch.nn.Sequential(torch.nn.Linear(1024, 1024), torch.nn.Tanh())
+    stage = ReplayStage(mod, rank, n, torch.device("cpu"), group=stock, replay_group=g)
+    sched = (ScheduleGPipe if schedule == "gpipe" else Schedule1F1B)(
+        stage, n_microbatches=4, loss_fn=lambda y, t: (y - t).square().mean())
+    x = torch.randn(16, 1024, generator=torch.Generator().manual_seed(1))  # 16 KiB per microbatch
+    dist.barrier()
+
+    def body() -> None:
+        # the links from stage 1 on deliver: stages 2.. take no part in the failed link 0 -> 1
+        with g.paused() if rank >= 2 else contextlib.nullcontext():
+            if rank == 0:
+                sched.step(x)
+            else:
+                sched.step(target=torch.zeros(16, 1024), losses=[])
+
+    out = _stage_outcome(body, g)
+    g.mark_stopped()  # as phy802 train does after a LinkFailure
+    _dump(out_dir, rank, out)
+    # the stages stay alive until every stage has reported (as phy802 train's gather over the default
+    # group keeps them): a peer that exits would end a receive with a connection error, not what is tested
+    end = time.monotonic() + 40.0
+    while time.monotonic() < end and not all(os.path.exists(os.path.join(out_dir, f"rank{r}.json")) for r in range(n)):
+        time.sleep(0.05)
+    os._exit(0)

@@ -146,3 +146,50 @@ def test_replay_stage_is_bit_identical_at_ber0_and_flips_received_tensors_at_a_b
             assert ber0["flips"] == {} and set(noisy["flips"]) == {cls} and noisy["flips"][cls] > 0
             assert noisy["grads"] != plain["grads"]
         assert "replay_group must be a phy802 group" in got["refused"]
+
+
+@pytest.mark.slow  # 4 spawned ranks per schedule: ~70 s wall each on the shared 2-vCPU machine
+@pytest.mark.parametrize("schedule", ["gpipe", "1f1b"])
+def test_pipeline_hooks_a_lost_message_fails_every_stage_well_before_the_group_timeout(schedule):
+    """4 ReplayStages on a stock gloo group (timeout 20 s); activation 0 -> 1 is lost. Stages 0 and 1
+    fail by the loss itself; stages 2 and 3 take no part in the failed link and waited in the
+    schedule's gloo receive (a plain ``Work.wait()``) for a message stage 1 never sent, until the
+    20 s group timeout, then failed with gloo's timeout instead of the link failure. Now each stage
+    waits on its receives polling the phy802 group's store, and raises LinkFailure naming the loss."""
+    from _it_helpers import load_ranks, spawn
+    from _it_wrapper_workers import pipeline_hooks_loss_worker
+
+    ranks = load_ranks(spawn(pipeline_hooks_loss_worker, 4, schedule, timeout_s=120), 4)
+    first = min(r["failed_at"] for r in ranks if "failed_at" in r)
+    for rank, r in enumerate(ranks):
+        assert "crash" not in r, r.get("crash")
+        assert r["type"] == "LinkFailure", (rank, r)
+        # the group timeout is 20 s; each stage fails within the store poll (50 ms) of the first failure
+        # (the first failure itself may take seconds on a loaded machine: first delivery, Numba load)
+        assert r["failed_at"] - first < 20.0 / 3 and r["seconds"] < 15.0, (rank, r)
+    assert ranks[1]["frames_lost"] > 0 and "on link 0 -> 1" in ranks[1]["raised"], ranks[1]
+    for r in ranks[2:]:  # stopped by the store: the cause named
+        assert r["frames_lost"] == 0 and "a link of the group failed" in r["raised"], r
+        assert "lost" in r["raised"] and "link 0 -> 1" in r["raised"], r
+
+
+@pytest.mark.slow  # one 3-stage run that fails at its first activation message: ~30 s
+def test_pipeline_hooks_training_run_with_a_lost_frame_fails_every_rank_promptly():
+    """``phy802 train --parallel pp --replay-via hooks`` over 3 stages (group timeout 150 s) at payload-stream
+    BER 1e-2 (IEEE mode: the first activation 0 -> 1 is lost). Stage 2 waited in the schedule's gloo
+    receive for the group timeout; its pending receive then also made the process end in SIGABRT once
+    the run stopped (gloo cannot cancel it). Now every rank stops within a store poll and the run
+    reports the link failure."""
+    import time
+
+    from integration.train import build_config, run_training
+
+    timeout = 150.0
+    cfg = build_config(parallel="pp", replay_via="hooks", schedule="gpipe", world_size=3, ber=1e-2, fec="ieee",
+                       source="independent", steps=2, n_layer=3, n_embd=16, n_head=2, block_size=16, batch_size=4,
+                       eval_interval=2, eval_iters=1, val_tokens=64, comm_timeout_s=timeout, corpus="stdlib", seed=1)
+    t0 = time.monotonic()
+    r = run_training(cfg, timeout_s=2 * timeout)
+    assert time.monotonic() - t0 < timeout / 3  # spawning the 3 ranks included
+    assert r["failed"] is True and r["failed_step"] == 0 and r["frames_lost"] >= 1, r.get("failure")
+    assert "link 0 -> 1" in r["failure"] and "NCCL_IB_RETRY_CNT=7" in r["failure"], r["failure"]
