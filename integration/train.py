@@ -76,14 +76,18 @@ SGD_MOMENTUM = 0.9
 CLIPS = ("global", "none", "wide")
 #: training recipes: settings of the run's options. ``paper``: our reading -- inferred, not quoted --
 #: of the study's conditions (payload BER, i.e. independent flips of the payload stream; no FEC
-#: decode; no global clipping; AdamW)
+#: decode; no global clipping; AdamW). ``bounded``: the same conditions with our bounded AdamW
+#: (``adamw-bounded``) in place of AdamW -- our choice, not the study's
 RECIPES: dict[str, dict[str, str]] = {
     "default": {},
     "paper": {"source": "independent", "fec": "bypass", "clip": "none", "optimizer": "adamw"},
+    "bounded": {"source": "independent", "fec": "bypass", "clip": "none", "optimizer": "adamw-bounded"},
 }
 RECIPE_HELP = {"default": "the options as given (GPT-2's recipe: AdamW, global-norm clipping at --grad-clip)",
                "paper": "our inference (not quoted) of the study's conditions: payload BER (--source independent), "
-                        "--fec bypass, no global clipping (--clip none), AdamW"}
+                        "--fec bypass, no global clipping (--clip none), AdamW",
+               "bounded": "the paper recipe's conditions with --optimizer adamw-bounded (our choice, not the study's: "
+                          "no frozen weights, each step at most --update-bound learning rates)"}
 
 
 def with_recipe(cfg: "TrainConfig", name: str) -> "TrainConfig":
