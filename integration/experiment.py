@@ -475,6 +475,8 @@ def tolerance_md(table: list[dict]) -> str:
             notes.append(f"fails at {t['fails']:g}: {t['fails_by']}")
         if t["recipe"] == "paper":
             notes.append("recipe inferred, not quoted")
+        elif t["recipe"] == "bounded":
+            notes.append("the paper recipe's conditions with our bounded AdamW")
         if t["passes_again"]:
             notes.append("passes again at " + ", ".join(f"{b:g}" for b in t["passes_again"]) + " (not counted)")
         if not t["interval_known"]:
