@@ -119,3 +119,10 @@ def test_the_bounded_recipe_and_the_options_reach_the_config():
     cfg = config_from_args(args, parallel="ddp", ber=1e-4, guard="none", steps=1)
     assert (cfg.recipe, cfg.optimizer, cfg.update_bound, cfg.clip, cfg.comm_dtype, cfg.replay.source.kind) == \
         ("bounded", "adamw-bounded", 0.5, "none", "bf16", "independent")
+
+
+def test_the_update_is_clipped_to_c_learning_rates():
+    """Adam's first step is ``g / (|g| + eps)`` ~ 1 learning rate per element; with c = 0.25 every
+    element moves exactly 0.25 lr (to rounding), the spike's too."""
+    bounded, _ = _run(BoundedAdamW, [[1e-3, SPIKE, -2e-3, 5e-4]], update_bound=0.25)
+    torch.testing.assert_close(bounded[0].abs(), torch.full((4,), 0.25 * LR), rtol=2 ** -20, atol=0)
