@@ -43,6 +43,9 @@ def _same(a, b):
 def test_ber0_is_bit_identical_to_torch_s_compression_hook(runs):
     _dt, (torch_hook, group, _) = runs
     assert _same(group, torch_hook)
+    # the gradients crossed the phy802 group in 16 bits: each rank received every parameter's
+    # gradient once a step (endpoint mode), 16 payload bits each
+    assert group["metrics"]["payload_bits"]["gradients"] == 2 * TINY["steps"] * group["n_params"] * 16
 
 
 @pytest.mark.slow  # three 2-rank runs, ~25 s
