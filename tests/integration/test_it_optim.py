@@ -76,51 +76,6 @@ def test_bad_update_bound_is_refused():
             BoundedAdamW([p], update_bound=c)
 
 
-CLI_TINY = ["--corpus", "stdlib", "--n-layer", "2", "--n-embd", "32", "--n-head", "2", "--block-size", "16",
-            "--batch-size", "4", "--val-tokens", "512", "--steps", "1"]
-
-
-def _rc(argv) -> int:
-    from phy802.cli import main
-
-    try:
-        return main(argv)
-    except SystemExit as exc:  # argparse usage errors
-        return exc.code
-
-
-@pytest.mark.parametrize("argv,says", [
-    (["train", "--update-bound", "2"], "--update-bound is used by --optimizer adamw-bounded only, not adamw"),
-    (["train", "--recipe", "paper", "--update-bound", "2"], "--update-bound is used by --optimizer adamw-bounded"),
-    (["train", "--recipe", "bounded", "--optimizer", "adamw"],
-     "--recipe bounded sets --optimizer adamw-bounded, contradicted by --optimizer adamw"),
-    (["train", "--parallel", "fsdp", "--comm-dtype", "fp16"], "--comm-dtype fp16 is built for ddp"),
-    (["train", "--comm-dtype", "fp8"], "--comm-dtype"),
-    (["train", "--optimizer", "adamw-bounded", "--update-bound", "0"], "--update-bound"),
-    (["experiment", "--out", "unused", "--bers", "1e-4", "--parallel", "ddp,pp", "--comm-dtype", "bf16"],
-     "--comm-dtype bf16 is built for ddp"),
-    (["experiment", "--out", "unused", "--bers", "1e-4", "--recipes", "default,paper", "--update-bound", "2"],
-     "--update-bound is used by --optimizer adamw-bounded only"),
-])
-def test_recipe_options_refused_naming_the_option(argv, says, capsys):
-    assert _rc([*argv, *CLI_TINY]) == 2
-    assert says in capsys.readouterr().err
-
-
-def test_the_bounded_recipe_and_the_options_reach_the_config():
-    import argparse
-
-    from phy802.cli.train import add_arguments, check_args, config_from_args
-
-    p = argparse.ArgumentParser()
-    add_arguments(p)
-    args = p.parse_args(["--recipe", "bounded", "--update-bound", "0.5", "--comm-dtype", "bf16"])
-    check_args(args)
-    cfg = config_from_args(args, parallel="ddp", ber=1e-4, guard="none", steps=1)
-    assert (cfg.recipe, cfg.optimizer, cfg.update_bound, cfg.clip, cfg.comm_dtype, cfg.replay.source.kind) == \
-        ("bounded", "adamw-bounded", 0.5, "none", "bf16", "independent")
-
-
 def test_the_update_is_clipped_to_c_learning_rates():
     """Adam's first step is ``g / (|g| + eps)`` ~ 1 learning rate per element; with c = 0.25 every
     element moves exactly 0.25 lr (to rounding), the spike's too."""
