@@ -53,7 +53,7 @@ from integration.replay import GUARDS
 from integration.tolerance import EPSILON, tolerance_table
 from integration.train import TrainConfig, failed_when, run_many, with_recipe
 
-__all__ = ["ExperimentSpec", "run_experiment", "aggregate", "write_report", "table_md", "plot_losses", "COLUMNS",
+__all__ = ["ExperimentSpec", "run_experiment", "aggregate", "write_report", "table_md", "plot_losses", "COLUMNS", "SETTING_COLUMNS",
            "MARKER", "OutputExists", "ForeignRuns", "campaign_runs", "run_name", "tolerance_md", "plot_tolerance"]
 
 #: numeric columns aggregated over seeds (mean and 95% interval)
@@ -61,8 +61,11 @@ _NUMERIC = ("final_val_loss", "delta_val_loss", "link_sd", "val_loss_replica_sd"
             "grad_elements_hit", "noise_bound_ratio", "replica_divergence", "flips", "ber_delivered", "frozen_weights", "nonfinite_events", "nonfinite_steps", "overflow_steps", "skipped_steps",
             "frames_lost", "frames_resent", "op_failures", "step_ms")
 #: ``ber_is``: which BER the number is (pre-FEC line BER or payload-stream BER)
-#: ``recipe``: the training recipe of the row's runs (``integration.train.RECIPES``; ``paper`` is inferred)
-COLUMNS = ("parallel", "ber", "ber_is", "guard", "seeds") + _NUMERIC + ("failed_runs", "recipe")
+#: ``recipe``: the training recipe of the row's runs (``integration.train.RECIPES``; ``paper`` is inferred);
+#: ``optimizer`` and ``comm_dtype``: the optimizer and the gradient all-reduce precision its runs used
+#: (set by the recipe or the options: ``--optimizer``, ``--comm-dtype``)
+SETTING_COLUMNS = ("recipe", "optimizer", "comm_dtype")
+COLUMNS = ("parallel", "ber", "ber_is", "guard", "seeds") + _NUMERIC + ("failed_runs",) + SETTING_COLUMNS
 _FRAME_COLS = ("frames_lost", "frames_resent", "op_failures")
 
 
@@ -190,6 +193,8 @@ def _row(par: str, ber: float, guard: str, seed: int, r: dict, shadow: dict, sha
         "metrics": m,
         "source_kind": r.get("source_kind"),
         "recipe": r.get("config", {}).get("recipe", "default"),
+        "optimizer": r.get("config", {}).get("optimizer", "adamw"),
+        "comm_dtype": r.get("config", {}).get("comm_dtype", "fp32"),
         # the job stopped (data not delivered): its losses are NaN because it did not finish, not because it diverged
         "failed": bool(r.get("failed")), "failed_step": r.get("failed_step"), "failure": r.get("failure"),
     }
@@ -404,6 +409,8 @@ def aggregate(per_seed: list[dict]) -> list[dict]:
         row["metrics"] = rs[0]["metrics"] if len(rs) == 1 else None
         row["source_kind"] = rs[0]["source_kind"]
         row["recipe"] = rs[0].get("recipe", "default")
+        row["optimizer"] = rs[0].get("optimizer", "adamw")  # one recipe: one optimizer, one comm dtype per cell
+        row["comm_dtype"] = rs[0].get("comm_dtype", "fp32")
         row["n_params"] = rs[0].get("n_params")  # the model's size: what a size fit's prediction is compared with
         row["ber_is"] = "error-free" if ber == 0 else _ber_is(rs[0]["source_kind"])
         row["seeds_detail"] = [{k: v for k, v in r.items() if k not in ("train_loss",)} for r in rs]
@@ -468,6 +475,8 @@ def tolerance_md(table: list[dict]) -> str:
             notes.append(f"fails at {t['fails']:g}: {t['fails_by']}")
         if t["recipe"] == "paper":
             notes.append("recipe inferred, not quoted")
+        elif t["recipe"] == "bounded":
+            notes.append("the paper recipe's conditions with our bounded AdamW")
         if t["passes_again"]:
             notes.append("passes again at " + ", ".join(f"{b:g}" for b in t["passes_again"]) + " (not counted)")
         if not t["interval_known"]:
@@ -476,7 +485,9 @@ def tolerance_md(table: list[dict]) -> str:
             f" ({t['interp_lower']:.2g} .. {t['interp_upper']:.2g})"
             if t["interp_lower"] is not None and t["interp_upper"] is not None else "")
         dlv = "-" if t["delivered_passes"] is None else f"{t['delivered_passes']:.3g}"
-        out.write(f"| {t['parallel']} | {t['recipe']} | {t['guard']} | {t['ber_is']} | {t['threshold']} | "
+        recipe = t["recipe"] + (f" ({t.get('optimizer', 'adamw')}, comm {t.get('comm_dtype', 'fp32')})"
+                                if (t.get("optimizer", "adamw"), t.get("comm_dtype", "fp32")) != ("adamw", "fp32") else "")
+        out.write(f"| {t['parallel']} | {recipe} | {t['guard']} | {t['ber_is']} | {t['threshold']} | "
                   f"{t['interval'] or '-'} | {interp} | {dlv} | {'; '.join(notes)} |\n")
     out.write("\nthreshold: [largest BER passing with every smaller one, first BER failing), by the cells' mean "
               "penalty; 95% interval: the same rule on the penalties' upper bounds (lower end) and lower bounds "

@@ -178,7 +178,8 @@ def tolerance_table(rows: Sequence[dict], epsilon: float = EPSILON) -> list[dict
         t = threshold(cells, epsilon)
         at = next((r for r in rs if r["ber"] == t.point.fails), None)
         out.append({
-            "parallel": par, "recipe": recipe, "guard": guard, "ber_is": rs[0].get("ber_is"), "epsilon": t.epsilon,
+            "parallel": par, "recipe": recipe, "optimizer": rs[0].get("optimizer", "adamw"),
+            "comm_dtype": rs[0].get("comm_dtype", "fp32"), "guard": guard, "ber_is": rs[0].get("ber_is"), "epsilon": t.epsilon,
             "runs_per_cell": min(int(r.get("runs", r.get("seeds", 1))) for r in rs),
             "status": t.point.status, "passes": t.point.passes, "fails": t.point.fails,
             "lower": t.lower.passes if t.lower else None, "upper": t.upper.fails if t.upper else None,

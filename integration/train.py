@@ -47,7 +47,7 @@ __all__ = ["TrainConfig", "run_training", "run_many", "train_worker", "TrainingT
            "MODEL_PRESETS", "MODEL_HELP", "PARALLEL", "PRECISIONS", "VAL_TOKENS", "resolve_device", "build_config",
            "estimate", "load_data", "model_config", "param_count", "data_vocab", "failed_when", "REPLAY_VIA",
            "delivered_ber", "noise_bound", "adam_step_factor", "GRAD_CLASSES", "OPTIMIZERS", "CLIPS", "RECIPES", "RECIPE_HELP", "SGD_MOMENTUM",
-           "check_backends", "with_recipe"]
+           "check_backends", "with_recipe", "COMM_DTYPES", "ADAM_OPTIMIZERS"]
 
 PARALLEL = ("ddp", "pp", "fsdp")
 #: where the link errors enter: the phy802 ProcessGroup under the model (``group``), or torch's
@@ -57,8 +57,17 @@ REPLAY_VIA = ("group", "hooks")
 SCHEDULES = ("gpipe", "1f1b")
 PRECISIONS = ("fp32", "bf16", "fp16")
 TOKENIZERS = ("char", "byte")
-#: the optimizer: AdamW (GPT-2's; decay on matrices only) or SGD with momentum :data:`SGD_MOMENTUM`
-OPTIMIZERS = ("adamw", "sgd")
+#: the optimizer: AdamW (GPT-2's; decay on matrices only), SGD with momentum :data:`SGD_MOMENTUM`, or
+#: ``adamw-bounded``: AdamW whose second moment cannot overflow and whose per-element update is
+#: clipped to ``update_bound`` learning rates (:class:`integration.optim.BoundedAdamW`)
+OPTIMIZERS = ("adamw", "sgd", "adamw-bounded")
+#: the optimizers that keep Adam's second moment (``exp_avg_sq``: frozen weights are counted) and
+#: normalise each element's step by it (:func:`noise_bound` applies)
+ADAM_OPTIMIZERS = ("adamw", "adamw-bounded")
+#: the precision DDP's gradient buckets travel in over the link: ``fp32`` (the bucket as it is), ``bf16``
+#: / ``fp16`` (cast before the all-reduce, as torch's ``bf16_compress_hook`` / ``fp16_compress_hook``:
+#: :mod:`integration.ddp_hooks`); ``fp16`` comes with a ``GradScaler`` (as fp16 training uses it)
+COMM_DTYPES = ("fp32", "bf16", "fp16")
 SGD_MOMENTUM = 0.9
 #: global gradient-norm clipping: ``global`` as torch's ``clip_grad_norm_`` (fp32 norms: one gradient
 #: above ~1.8e19 overflows it to Inf and the step's update is zeroed), ``none`` (the norm is measured,
@@ -67,14 +76,18 @@ SGD_MOMENTUM = 0.9
 CLIPS = ("global", "none", "wide")
 #: training recipes: settings of the run's options. ``paper``: our reading -- inferred, not quoted --
 #: of the study's conditions (payload BER, i.e. independent flips of the payload stream; no FEC
-#: decode; no global clipping; AdamW)
+#: decode; no global clipping; AdamW). ``bounded``: the same conditions with our bounded AdamW
+#: (``adamw-bounded``) in place of AdamW -- our choice, not the study's
 RECIPES: dict[str, dict[str, str]] = {
     "default": {},
     "paper": {"source": "independent", "fec": "bypass", "clip": "none", "optimizer": "adamw"},
+    "bounded": {"source": "independent", "fec": "bypass", "clip": "none", "optimizer": "adamw-bounded"},
 }
 RECIPE_HELP = {"default": "the options as given (GPT-2's recipe: AdamW, global-norm clipping at --grad-clip)",
                "paper": "our inference (not quoted) of the study's conditions: payload BER (--source independent), "
-                        "--fec bypass, no global clipping (--clip none), AdamW"}
+                        "--fec bypass, no global clipping (--clip none), AdamW",
+               "bounded": "the paper recipe's conditions with --optimizer adamw-bounded (our choice, not the study's: "
+                          "no frozen weights, each step at most --update-bound learning rates)"}
 
 
 def with_recipe(cfg: "TrainConfig", name: str) -> "TrainConfig":
@@ -91,7 +104,7 @@ def with_recipe(cfg: "TrainConfig", name: str) -> "TrainConfig":
         src = replace(src, kind=sets.get("source", src.kind), fec=sets.get("fec", src.fec),
                       trace=None if sets.get("source", src.kind) != "trace" else src.trace)
     return replace(cfg, recipe=name, clip=sets.get("clip", cfg.clip), optimizer=sets.get("optimizer", cfg.optimizer),
-                   replay=replace(cfg.replay, source=src))
+                   comm_dtype=sets.get("comm_dtype", cfg.comm_dtype), replay=replace(cfg.replay, source=src))
 #: default size of the fixed validation set (tokens; rounded up to whole windows)
 VAL_TOKENS = 100_000
 # model presets: architecture, vocabulary and tokenizer of the built-in corpus (no download). gpt2-small
@@ -153,6 +166,10 @@ class TrainConfig:
     grad_clip: float = 1.0
     clip: str = "global"
     optimizer: str = "adamw"
+    #: ``adamw-bounded``: the most one step moves an element, in learning rates (``--update-bound``)
+    update_bound: float = 1.0
+    #: the precision of DDP's gradient all-reduce over the link (:data:`COMM_DTYPES`; ``--comm-dtype``)
+    comm_dtype: str = "fp32"
     #: the recipe that set the options (:data:`RECIPES`; a name, carried into every output)
     recipe: str = "default"
     microbatches: int = 4
@@ -205,9 +222,14 @@ class TrainConfig:
             positive(name, integer=False)
         if not (isinstance(self.grad_clip, (int, float)) and math.isfinite(self.grad_clip) and self.grad_clip >= 0):
             raise ValueError(f"TrainConfig.grad_clip must be a finite number >= 0 (0: no clipping), got {self.grad_clip!r}")
-        for name, allowed in (("clip", CLIPS), ("optimizer", OPTIMIZERS), ("recipe", tuple(RECIPES))):
+        for name, allowed in (("clip", CLIPS), ("optimizer", OPTIMIZERS), ("recipe", tuple(RECIPES)),
+                              ("comm_dtype", COMM_DTYPES)):
             if getattr(self, name) not in allowed:
                 raise ValueError(f"TrainConfig.{name} must be one of {allowed}, got {getattr(self, name)!r}")
+        positive("update_bound", integer=False)
+        if self.comm_dtype != "fp32" and self.parallel != "ddp":
+            raise ValueError(f"TrainConfig.comm_dtype {self.comm_dtype!r} (--comm-dtype) is built for ddp's gradient "
+                             f"all-reduce (torch's compression hooks); {self.parallel} takes fp32")
         if self.clip == "wide" and self.parallel == "fsdp":
             raise ValueError("TrainConfig.clip 'wide' (--clip wide) is built for ddp and pp; fsdp clips with torch's "
                              "clip_grad_norm_ (use global or none)")
@@ -462,12 +484,16 @@ def _lr_at(cfg: TrainConfig, step: int) -> float:
 
 
 def _optimizer(cfg: TrainConfig, params: list[torch.nn.Parameter]) -> torch.optim.Optimizer:
-    """AdamW or SGD with momentum (``cfg.optimizer``), weight decay on matrices only."""
+    """AdamW, SGD with momentum or the bounded AdamW (``cfg.optimizer``), weight decay on matrices only."""
     decay = [p for p in params if p.dim() >= 2]
     no_decay = [p for p in params if p.dim() < 2]
     groups = [{"params": decay, "weight_decay": cfg.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
     if cfg.optimizer == "sgd":
         return torch.optim.SGD(groups, lr=cfg.lr, momentum=SGD_MOMENTUM, foreach=False)
+    if cfg.optimizer == "adamw-bounded":
+        from integration.optim import BoundedAdamW
+
+        return BoundedAdamW(groups, lr=cfg.lr, betas=(cfg.beta1, cfg.beta2), update_bound=cfg.update_bound)
     return torch.optim.AdamW(groups, lr=cfg.lr, betas=(cfg.beta1, cfg.beta2), foreach=False)
 
 
@@ -612,10 +638,15 @@ def _setup_ddp(cfg: TrainConfig, gpt, gcfg, group, dev: torch.device, rank: int,
 
     gpt.to(dev)
     model = DDP(gpt, process_group=group, device_ids=[dev.index] if dev.type == "cuda" else None)
-    if hooks is not None:  # the gradient all-reduces through the phy802 group (DDP's comm hook)
+    if hooks is not None or (cfg.wrapper and cfg.comm_dtype != "fp32"):
+        # the gradient all-reduces through the phy802 group (DDP's comm hook; --comm-dtype: in 16 bits)
         from integration.ddp_hooks import install_ddp_hook
 
-        install_ddp_hook(model, hooks)
+        install_ddp_hook(model, hooks if hooks is not None else group, cfg.comm_dtype)
+    elif cfg.comm_dtype != "fp32":  # the plain-backend baseline: torch's own compression hook
+        from integration.ddp_hooks import torch_compress_hook
+
+        model.register_comm_hook(group, torch_compress_hook(cfg.comm_dtype))
     return _Parallel(list(model.parameters()), torch.Generator().manual_seed(_seed_int(cfg.seed, 2, rank)),
                      cfg.batch_size // cfg.world_size, model=model)
 
@@ -905,7 +936,8 @@ def _train_worker(rank: int, cfg: TrainConfig, init_method: str, out_dir: str) -
         n_params = sum(p.numel() for p in gpt.parameters())
         guard = cfg.replay.guard if cfg.wrapper else "none"
         amp_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(cfg.precision)
-        scaler = torch.amp.GradScaler(dev.type) if cfg.precision == "fp16" else None
+        # fp16 compute or fp16 gradients on the link: torch's loss scaling (small gradients would flush to 0)
+        scaler = torch.amp.GradScaler(dev.type) if "fp16" in (cfg.precision, cfg.comm_dtype) else None
 
         def autocast():
             return torch.autocast(dev.type, dtype=amp_dtype) if amp_dtype is not None else nullcontext()
@@ -1054,7 +1086,7 @@ def _frozen(parts: list, cfg: TrainConfig) -> dict[str, Any]:
     the first step one froze. DDP: rank 0's replica (every replica holds the whole state; the
     per-replica counts are kept); FSDP and PP: the sum over the ranks' parts. SGD keeps no second
     moment: ``None`` (not measured; an Inf gradient there makes the weight Inf/NaN instead)."""
-    if cfg.optimizer != "adamw":
+    if cfg.optimizer not in ADAM_OPTIMIZERS:
         return {"frozen_weights": None, "frozen_weights_replicas": [], "first_frozen_step": None}
     per = [p.get("frozen_steps", []) for p in parts]
     ends = [s[-1][1] if s else 0 for s in per]
@@ -1093,7 +1125,7 @@ def noise_bound(cfg: TrainConfig, elements_hit: int) -> float | None:
     noise). ``lr`` is the schedule's peak (warm-up and cosine decay only lower it), the factor
     1.165 is left out, as the study states the bound. SGD's step is proportional to the gradient,
     so no such bound exists: ``None``."""
-    if cfg.optimizer != "adamw":
+    if cfg.optimizer not in ADAM_OPTIMIZERS:
         return None
     return cfg.lr * math.sqrt(elements_hit)
 

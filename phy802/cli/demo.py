@@ -232,7 +232,7 @@ def _ber_kind_notes(rows: list[dict]) -> list[str]:
 
 
 #: the training table's columns that are settings, not measurements (integration.experiment.COLUMNS)
-_SETTINGS = ("parallel", "ber", "ber_is", "guard", "seeds", "recipe")
+_SETTINGS = ("parallel", "ber", "ber_is", "guard", "seeds", "recipe", "optimizer", "comm_dtype")
 
 
 def _demo_into(cfg: DemoConfig, out: Path, shown: Path) -> dict:

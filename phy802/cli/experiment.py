@@ -206,7 +206,7 @@ def _say_failed(rows: list[dict], prog: str = "phy802 experiment") -> bool:
 
 
 def run(args: argparse.Namespace) -> int:
-    from integration.experiment import COLUMNS, check_out, table_md, tolerance_md
+    from integration.experiment import SETTING_COLUMNS, COLUMNS, check_out, table_md, tolerance_md
     from integration.tolerance import tolerance_table
 
     check_out(args.out, args.force)  # refuse before hours of training, not after
@@ -217,7 +217,7 @@ def run(args: argparse.Namespace) -> int:
         return rows
     tol = tolerance_table(rows, args.epsilon)
     brief = [{c: r[c] for c in COLUMNS if c != "step_ms"}
-             | {c + "_ci95": r.get(c + "_ci95") for c in COLUMNS[4:] if c not in ("step_ms", "failed_runs", "recipe")} for r in rows]
+             | {c + "_ci95": r.get(c + "_ci95") for c in COLUMNS[4:] if c not in ("step_ms", "failed_runs", *SETTING_COLUMNS)} for r in rows]
     timing = {"step_ms": [[r["parallel"], r["ber"], r["guard"], r["step_ms"]] for r in rows]}
     failed = any(r.get("failed") for r in rows)
     emit(args, {"out": args.out, "rows": brief, "tolerance": tol, "failed": failed},

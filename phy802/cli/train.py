@@ -46,8 +46,9 @@ def add_model_arguments(p: argparse.ArgumentParser, recipes: bool = False, ber_o
     (``experiment`` sweeps ``--bers``)."""
     from integration.replay import MODES
     from integration.data import TOKEN_DTYPES
-    from integration.train import (CLIPS, MODEL_HELP, MODEL_PRESETS, OPTIMIZERS, PRECISIONS, RECIPE_HELP, RECIPES,
-                                   SGD_MOMENTUM, VAL_TOKENS)
+    from integration.train import (CLIPS, COMM_DTYPES, MODEL_HELP, MODEL_PRESETS, OPTIMIZERS, PRECISIONS, RECIPE_HELP,
+                                   RECIPES, SGD_MOMENTUM, VAL_TOKENS)
+    from integration.optim import UPDATE_BOUND
     from phy802.cli._vocab import _Given
 
     p.add_argument("--model", choices=tuple(MODEL_PRESETS), default="char-gpt",
@@ -74,7 +75,16 @@ def add_model_arguments(p: argparse.ArgumentParser, recipes: bool = False, ber_o
                         "zeroes the step); none = no clipping; wide = the norm summed in float64 (ddp, pp) "
                         "(default global)")
     p.add_argument("--optimizer", choices=OPTIMIZERS, default="adamw", action=_Given,
-                   help=f"adamw (GPT-2's) or sgd (momentum {SGD_MOMENTUM}) (default adamw)")
+                   help=f"adamw (GPT-2's), sgd (momentum {SGD_MOMENTUM}) or adamw-bounded (AdamW whose second moment "
+                        f"cannot overflow, so a flipped gradient freezes no weight, and whose per-element step is "
+                        f"clipped to --update-bound learning rates) (default adamw)")
+    p.add_argument("--update-bound", type=pos_float, default=None, metavar="C",
+                   help=f"adamw-bounded: the most one step moves an element, in learning rates (default {UPDATE_BOUND:g}; "
+                        f"refused with another optimizer)")
+    p.add_argument("--comm-dtype", choices=COMM_DTYPES, default="fp32", action=_Given,
+                   help="precision of DDP's gradient all-reduce on the link: fp32, or bf16 / fp16 as torch's "
+                        "bf16_compress_hook / fp16_compress_hook send it (the flips land on 16-bit words; fp16 "
+                        "comes with a GradScaler); ddp only (default fp32)")
     recipe_help = "; ".join(f"{k} = {v}" for k, v in RECIPE_HELP.items())
     if recipes:
         from phy802.cli._common import choice_list
@@ -198,6 +208,7 @@ def check_args(args: argparse.Namespace) -> None:
             if close is not None:
                 close()
     _check_link(args)
+    _check_recipe_options(args)
     if getattr(args, "plain", False) and getattr(args, "inner_backend", None):
         raise ValueError("--inner-backend names what the phy802 group wraps; --plain trains without it")
     if getattr(args, "log_flips", False) and not getattr(args, "out", None):
@@ -237,6 +248,20 @@ def check_recipe(args: argparse.Namespace, name: str, flag: str) -> None:
     if RECIPES[name].get("clip") == "none" and getattr(args, "_grad_clip_given", False) and args.grad_clip > 0:
         raise ValueError(f"{flag} {name} sets --clip none (no global clipping), contradicted by --grad-clip "
                          f"{args.grad_clip:g}")
+
+
+def _check_recipe_options(args: argparse.Namespace) -> None:
+    """``--update-bound`` without a run that uses ``adamw-bounded``, and ``--comm-dtype`` other than
+    fp32 outside DDP, are refused naming the option (after the recipes set theirs)."""
+    from integration.train import RECIPES
+
+    optimizers = {RECIPES[n].get("optimizer", args.optimizer) for n in getattr(args, "recipes", [])} or {args.optimizer}
+    if args.update_bound is not None and "adamw-bounded" not in optimizers:
+        raise ValueError(f"--update-bound is used by --optimizer adamw-bounded only, not {'/'.join(sorted(optimizers))}")
+    pars = args.parallel if isinstance(args.parallel, (list, tuple)) else [args.parallel]
+    if args.comm_dtype != "fp32" and any(p != "ddp" for p in pars):
+        raise ValueError(f"--comm-dtype {args.comm_dtype} is built for ddp's gradient all-reduce (torch's compression "
+                         f"hooks); --parallel {','.join(pars)} takes fp32")
 
 
 def _check_link(args: argparse.Namespace) -> None:
@@ -303,7 +328,8 @@ def _build(build_config, args: argparse.Namespace, *, parallel: str, ber: float,
         link_seed=args.link_seed if link_seed is None else link_seed, data=args.data, vocab_size=args.vocab_size,
         data_dtype=args.data_dtype,
         val_tokens=args.val_tokens, grad_clip=args.grad_clip, clip=args.clip, optimizer=args.optimizer,
-        recipe=getattr(args, "recipe", "default"),
+        recipe=getattr(args, "recipe", "default"), comm_dtype=args.comm_dtype,
+        **({} if args.update_bound is None else {"update_bound": args.update_bound}),
         model=args.model, n_layer=args.n_layer, n_head=args.n_head, n_embd=args.n_embd, block_size=args.block_size,
         code=args.code, fec=args.fec, rate=args.rate, inner=getattr(args, "inner", None), source=args.source, trace=args.trace, classes=args.classes,
         mode=args.mode, wrapper=wrapper, world_size=args.world_size, corpus=args.corpus, batch_size=args.batch_size,
@@ -346,8 +372,12 @@ def _summary(r: dict) -> str:
         + ("  [plain backend]" if not c["wrapper"] else ""),
         f"  recipe {c.get('recipe', 'default')}" + (" (our inference of the study's conditions, not quoted)"
                                                     if c.get("recipe") == "paper" else "")
-        + f": optimizer {c.get('optimizer', 'adamw')}, clip {c.get('clip', 'global')}"
-        + (f" at {c['grad_clip']:g}" if c.get("clip", "global") != "none" and c.get("grad_clip") else ""),
+        + f": optimizer {c.get('optimizer', 'adamw')}"
+        + (f" (update bound {c.get('update_bound', 1.0):g} lr)" if c.get("optimizer") == "adamw-bounded" else "")
+        + f", clip {c.get('clip', 'global')}"
+        + (f" at {c['grad_clip']:g}" if c.get("clip", "global") != "none" and c.get("grad_clip") else "")
+        + f", gradients communicated in {c.get('comm_dtype', 'fp32')}"
+        + (" (with a GradScaler)" if c.get("comm_dtype") == "fp16" else ""),
         f"  model: {r.get('n_params', 0):,} parameters (vocabulary {r['vocab']['data']}"
         + (f" padded to {r['vocab']['model']}" if r['vocab']['model'] != r['vocab']['data'] else "")
         + (", tied embeddings" if r['vocab']['tied'] else "") + f", context {c['block_size']})  data: {r.get('data')}"

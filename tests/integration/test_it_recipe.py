@@ -272,6 +272,38 @@ def test_unknown_recipe_optimizer_or_clip_exits_2(argv, capsys):
     assert argv[0] in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("argv,says", [
+    (["train", "--update-bound", "2"], "--update-bound is used by --optimizer adamw-bounded only, not adamw"),
+    (["train", "--recipe", "paper", "--update-bound", "2"], "--update-bound is used by --optimizer adamw-bounded"),
+    (["train", "--recipe", "bounded", "--optimizer", "adamw"],
+     "--recipe bounded sets --optimizer adamw-bounded, contradicted by --optimizer adamw"),
+    (["train", "--parallel", "fsdp", "--comm-dtype", "fp16"], "--comm-dtype fp16 is built for ddp"),
+    (["train", "--comm-dtype", "fp8"], "--comm-dtype"),
+    (["train", "--optimizer", "adamw-bounded", "--update-bound", "0"], "--update-bound"),
+    (["experiment", "--out", "unused", "--bers", "1e-4", "--parallel", "ddp,pp", "--comm-dtype", "bf16"],
+     "--comm-dtype bf16 is built for ddp"),
+    (["experiment", "--out", "unused", "--bers", "1e-4", "--recipes", "default,paper", "--update-bound", "2"],
+     "--update-bound is used by --optimizer adamw-bounded only"),
+])
+def test_optimizer_and_comm_dtype_options_refused_naming_the_option(argv, says, capsys):
+    assert _rc([*argv, "--steps", "1", *CLI_TINY]) == 2
+    assert says in capsys.readouterr().err
+
+
+def test_the_bounded_recipe_and_the_options_reach_the_config():
+    import argparse
+
+    from phy802.cli.train import add_arguments, check_args, config_from_args
+
+    p = argparse.ArgumentParser()
+    add_arguments(p)
+    args = p.parse_args(["--recipe", "bounded", "--update-bound", "0.5", "--comm-dtype", "bf16"])
+    check_args(args)
+    cfg = config_from_args(args, parallel="ddp", ber=1e-4, guard="none", steps=1)
+    assert (cfg.recipe, cfg.optimizer, cfg.update_bound, cfg.clip, cfg.comm_dtype, cfg.replay.source.kind) == \
+        ("bounded", "adamw-bounded", 0.5, "none", "bf16", "independent")
+
+
 def test_the_paper_recipe_sets_its_options_and_says_so():
     import argparse
 

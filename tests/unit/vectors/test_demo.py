@@ -225,7 +225,7 @@ def test_training_says_which_ber_and_what_it_delivered():
     notes = _ber_kind_notes([_row(0.0, "-"), r])
     assert notes[0] == f"- Guard `none`, recipe `default`: {ber_kind_sentence(r)}."
     assert notes[-1].startswith("Every column of the table below is measured on this run except `parallel`, `ber`, "
-                                "`ber_is`, `guard`, `seeds`, `recipe` (the settings)")
+                                "`ber_is`, `guard`, `seeds`, `recipe`, `optimizer`, `comm_dtype` (the settings)")
 
 
 def test_training_recipes_are_the_configs_the_sweep_runs():
