@@ -53,8 +53,9 @@ class _Completion:
 
     def __init__(self, fn: Callable[[Any, Any], Any], owner: Any = None) -> None:
         self._ran = False
-        if owner is not None and any(getattr(c, "cell_contents", None) is owner for c in (fn.__closure__ or ())):
-            raise TypeError(f"{BACKEND_NAME}: internal: the completion callback {fn.__qualname__} closes over its group")
+        if owner is not None and any(getattr(c, "cell_contents", None) is owner
+                                    for c in (getattr(fn, "__closure__", None) or ())):
+            raise TypeError(f"{BACKEND_NAME}: internal: the completion callback {getattr(fn, '__qualname__', fn)!r} closes over its group")
         self._fn = fn
         self._ref = weakref.ref(owner) if owner is not None else None
 
