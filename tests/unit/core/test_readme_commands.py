@@ -47,7 +47,9 @@ SLOW_IN = ("--bootstrap 100",)
 #: README's placeholder (``tcp://127.0.0.1:36001``, ``tcp://HOST:8786``)
 CLUSTER = "--scheduler"
 #: jobs longer than CI's budget (tens of minutes to hours on 2 cores): checked by their parser only
-PARSE_ONLY = ("phy802 experiment", "phy802 train --parallel fsdp --model gpt2-small", "python benchmarks/")
+#: and the commands that read such a job's output (the size sweep's folder, written only by its experiment)
+PARSE_ONLY = ("phy802 experiment", "phy802 train --parallel fsdp --model gpt2-small", "python benchmarks/",
+              "phy802 tradeoff --results size_out")
 #: commands too big for one machine, whatever the marks: (README text, reason)
 TOO_BIG = (("--bits 1e15", "a 1e15-bit trace is hours of cluster work"),)
 #: wall-clock limit per command (s)
