@@ -65,6 +65,17 @@ class _GlooLike:
         return w
 
 
+def _one_lossy_allreduce():
+    """A group at BER 1e-2 (frames lost) over :class:`_GlooLike`, one all-reduce issued: the group, the
+    inner future and a list holding its completion callback, taken off the future (as gloo's thread holds it)."""
+    inner = _GlooLike()
+    config = ReplayConfig(source=SourceConfig(ber=1e-2, seed=1, fec="bypass"), summary=False)
+    group = ReplayProcessGroup(dist.HashStore(), 0, 2, timedelta(seconds=5), config, inner=inner)
+    group.allreduce([torch.ones(4096)], dist.AllreduceOptions())
+    fut = inner.works[0].fut
+    return group, fut, [fut.callbacks.pop()]
+
+
 @pytest.mark.parametrize("ber", [1e-2, 1e-9])
 def test_a_pending_completion_callback_does_not_keep_the_group_alive(ber):
     inner = _GlooLike()
@@ -120,12 +131,7 @@ def test_shutdown_waits_until_the_callbacks_that_ran_are_dropped():
     import threading
     import time
 
-    inner = _GlooLike()
-    config = ReplayConfig(source=SourceConfig(ber=1e-2, seed=1, fec="bypass"), summary=False)
-    group = ReplayProcessGroup(dist.HashStore(), 0, 2, timedelta(seconds=5), config, inner=inner)
-    group.allreduce([torch.ones(4096)], dist.AllreduceOptions())
-    fut = inner.works[0].fut
-    box = [fut.callbacks.pop()]
+    group, fut, box = _one_lossy_allreduce()
     with contextlib.suppress(LinkFailure):  # BER 1e-2 loses frames: the callback raises, having run
         box[0](fut)  # the callback runs (as on gloo's thread) ...
     assert _RAN_NOT_DROPPED.value >= 1
@@ -146,10 +152,7 @@ def test_shutdown_waits_until_the_callbacks_that_ran_are_dropped():
 
 
 def test_a_callback_that_never_ran_is_not_waited_for():
-    inner = _GlooLike()
-    config = ReplayConfig(source=SourceConfig(ber=1e-2, seed=1, fec="bypass"), summary=False)
-    group = ReplayProcessGroup(dist.HashStore(), 0, 2, timedelta(seconds=5), config, inner=inner)
-    group.allreduce([torch.ones(4096)], dist.AllreduceOptions())  # its callback is held, never run
+    group, fut, box = _one_lossy_allreduce()  # its callback is held, never run
     assert drain_completions(limit_s=0.05)
 
 
@@ -157,12 +160,7 @@ def test_a_callback_that_raised_is_not_kept_counted_by_its_traceback():
     """A lost frame makes the callback raise; the chained future keeps the exception, and its traceback
     the callback's frame. The count must still drop when the worker thread drops the callback (else
     every shutdown after a link failure waited out the drain's limit)."""
-    inner = _GlooLike()
-    config = ReplayConfig(source=SourceConfig(ber=1e-2, seed=1, fec="bypass"), summary=False)
-    group = ReplayProcessGroup(dist.HashStore(), 0, 2, timedelta(seconds=5), config, inner=inner)
-    group.allreduce([torch.ones(4096)], dist.AllreduceOptions())
-    fut = inner.works[0].fut
-    box = [fut.callbacks.pop()]
+    group, fut, box = _one_lossy_allreduce()
     before = _RAN_NOT_DROPPED.value
     with pytest.raises(LinkFailure) as kept:
         box[0](fut)
