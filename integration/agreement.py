@@ -323,9 +323,13 @@ class FailureAgreement:
         loss is not looked up per op; call this where the ranks agree to look (e.g. at the end of
         each step), or let a later op that cannot complete fail. The group is then in error from the
         first collective at which any rank lost a frame, on every rank (a rank that lost a frame of
-        its own later learns here that a peer lost one earlier)."""
+        its own later learns here that a peer lost one earlier). Only the collectives this rank has
+        issued count (``_colls - 1`` and before): a peer that runs ahead may already have noted a loss
+        in the next one (its index is ``_colls``), which fails this rank in that op once it issues it;
+        found here, this rank would stop one op early, and the peer would wait in that op for this
+        rank's part until the group timeout (or its gloo pairs would meet the failed run's gather)."""
         try:
-            found = self._peer_loss(self._colls) if self._store.check([_FAILED_KEY]) else None
+            found = self._peer_loss(self._colls - 1) if self._store.check([_FAILED_KEY]) else None
         except Exception:  # noqa: BLE001 - a store gone away: nothing to learn from it
             found = None
         if found is not None:

@@ -205,6 +205,33 @@ def test_every_rank_fails_the_collective_that_lost_the_frame_whatever_the_look_u
     assert "a link of the group failed" in r1["grads"], r1
 
 
+def test_check_failures_leaves_a_peer_loss_in_the_next_collective_to_that_collective():
+    """The training run below failed now and then (1 of 3-5 runs: a gloo "Connection closed by peer"
+    or a 120 s send timeout in the failed run's gather): rank 0 ran ahead into step 2's gradient
+    all-reduce (collective 9) and lost a frame there while rank 1, done with collectives 0..8, was at
+    step 1's check_failures, which counted a loss at 9 (its next collective index) as one of its own
+    past collectives: rank 1 stopped a collective early, rank 0 waited in 9 for its part. Here rank 1
+    (no data moves: the fake backend) has issued collectives 0 and 1, and rank 0's loss is noted at 2."""
+    from integration.agreement import _FAILED_AT_KEY, _FAILED_KEY
+    from integration.process_group import ReplayProcessGroup
+    from integration.replay import LinkFailure, ReplayConfig
+    from integration.sources import SourceConfig
+
+    store = dist.HashStore()
+    g = ReplayProcessGroup.standalone(ReplayConfig(source=SourceConfig(ber=0.0, seed=3)), rank=1, size=2,
+                                      timeout=timedelta(seconds=5), store=store)
+    for _ in range(2):
+        g.allreduce([torch.ones(8)]).wait()
+    store.set(_FAILED_AT_KEY.format(rank=0), "2 rank 0: allreduce lost 1 frame(s) on link 1 -> 0")
+    store.set(_FAILED_KEY, "rank 0: allreduce lost 1 frame(s) on link 1 -> 0")
+    g.check_failures()  # collective 2 not issued here yet: the loss is not this rank's to fail on
+    assert g.failed is None
+    g.allreduce([torch.ones(8)]).wait()  # collective 2 (no in-band NaN, no look-up: an error-free group)
+    with pytest.raises(LinkFailure, match="a link of the group failed .rank 0: allreduce lost 1 frame"):
+        g.check_failures()
+    assert g._failed_at == 2
+
+
 def test_a_lost_p2p_message_fails_every_pipeline_stage_well_before_the_timeout():
     """In a 3-stage pipeline, a lost activation 0 -> 1 made stage 1 raise, and stage 2,
     waiting on stage 1's send that never came, failed only at the 20 s group timeout (a gloo recv
