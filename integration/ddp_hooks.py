@@ -22,7 +22,7 @@ baseline the tests compare with).
 import torch  # no ``from __future__ import annotations``: DDP checks the hook's annotations as objects
 import torch.distributed as dist
 
-from integration.works import then_completion
+from integration.works import first_value, then_completion
 
 __all__ = ["replay_allreduce_hook", "replay_bf16_hook", "replay_fp16_hook", "install_ddp_hook", "torch_compress_hook",
            "COMM_TORCH_DTYPES"]
@@ -36,11 +36,7 @@ def replay_allreduce_hook(group: dist.ProcessGroup, bucket: dist.GradBucket) -> 
     buf = bucket.buffer()
     buf.div_(group.size())
     fut = dist.all_reduce(buf, group=group, async_op=True).get_future()
-    return then_completion(fut, _first_value)  # dropped on gloo's thread: counted (works._Completion)
-
-
-def _first_value(f):
-    return f.value()[0]
+    return then_completion(fut, first_value)  # dropped on gloo's thread: counted (works._Completion)
 
 
 def _compressed(dtype: torch.dtype, group: dist.ProcessGroup, bucket: dist.GradBucket):

@@ -149,6 +149,7 @@ from integration.works import (  # noqa: F401
     _ReplayWork,
     _seconds,
     drain_completions,
+    first_value,
     then_completion,
     _wait_polled,
 )
@@ -170,10 +171,6 @@ __all__ = ["BACKEND_NAME", "ENV_VAR", "ReplayProcessGroup", "register", "configu
 
 
 
-def _first_value(f):
-    return f.value()[0]
-
-
 def ddp_comm_hook(group, bucket):  # no annotations: DDP accepts only none or Future[Tensor] objects
     """A DDP communication hook (torch's ``register_comm_hook`` style, as its PowerSGD/allreduce hooks)
     that averages each gradient bucket through the ``phy802`` group ``group``.
@@ -184,7 +181,7 @@ def ddp_comm_hook(group, bucket):  # no annotations: DDP accepts only none or Fu
     """
     buf = bucket.buffer()
     buf.div_(group.size())
-    return then_completion(group.allreduce([buf]).get_future(), _first_value)
+    return then_completion(group.allreduce([buf]).get_future(), first_value)
 
 
 

@@ -55,7 +55,8 @@ class _Completion:
         self._ran = False
         if owner is not None and any(getattr(c, "cell_contents", None) is owner
                                     for c in (getattr(fn, "__closure__", None) or ())):
-            raise TypeError(f"{BACKEND_NAME}: internal: the completion callback {getattr(fn, '__qualname__', fn)!r} closes over its group")
+            what = getattr(fn, "__qualname__", fn)
+            raise TypeError(f"{BACKEND_NAME}: internal: the completion callback {what!r} closes over its group")
         self._fn = fn
         self._ref = weakref.ref(owner) if owner is not None else None
 
@@ -109,6 +110,11 @@ def drain_completions(limit_s: float = 10.0) -> bool:
 
 
 atexit.register(drain_completions)  # a group never shut down is destroyed in the interpreter's final clean-up
+
+
+def first_value(f):
+    """A completion returning the chained future's first tensor (a DDP hook's bucket)."""
+    return f.value()[0]
 
 
 def then_completion(fut, fn: Callable[..., Any], owner: Any = None):

@@ -120,16 +120,13 @@ def add_scaling_argument(p, judges: str) -> None:
 
 
 def _preset_help(name: str) -> str:
+    from protocol.cluster.sizefit import short_params
     from protocol.cluster.steptime import MODEL_PRESETS
 
     m = MODEL_PRESETS[name]
     tok = m["tokens_per_step"]
-    return (f"{name} ({_short(m['params'])} parameters, {m['n_layer']} x {m['d_model']}, "
+    return (f"{name} ({short_params(m['params'])} parameters, {m['n_layer']} x {m['d_model']}, "
             f"{tok / 2**20:g}M tokens per step, tp {m['tp']})")
-
-
-def _short(n: int) -> str:
-    return f"{n / 1e9:.3g}B" if n >= 1e9 else f"{n / 1e6:.3g}M"
 
 
 #: the model flags of ``tradeoff`` and the preset field each sets

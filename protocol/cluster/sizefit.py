@@ -37,7 +37,8 @@ Z95 = 1.96
 TOLERATED, UNCERTAIN, NOT_TOLERATED = "tolerated", "uncertain", "not tolerated"
 
 
-def _short(n: float) -> str:
+def short_params(n: float) -> str:
+    """A parameter count as people write it: 124M, 8.03B (below a million: 818,176)."""
     return f"{n / 1e9:.3g}B" if n >= 1e9 else f"{n / 1e6:.3g}M" if n >= 1e6 else f"{n:,.0f}"
 
 
@@ -91,7 +92,7 @@ class PredictedThreshold:
         ext = (f"; extrapolates {self.decades:.2g} decades {'beyond' if self.n_params > hi else 'below'} the sizes "
                f"measured ({lo:,}-{hi:,} parameters)" if self.decades > 0 else
                f"; inside the sizes measured ({lo:,}-{hi:,} parameters)")
-        return (f"predicted for {_short(self.n_params)} ({self.model}) from the size fit {self.source}, unchecked, "
+        return (f"predicted for {short_params(self.n_params)} ({self.model}) from the size fit {self.source}, unchecked, "
                 f"{self.parallel} recipe {self.recipe} guard {self.guard}: tolerated BER {self.ber:.2g}, 95% interval "
                 f"[{self.lo95:.2g}, {self.hi95:.2g}] ({self.ber_is}; penalty under {self.epsilon:g} nats){ext}")
 
